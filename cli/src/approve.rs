@@ -1,0 +1,145 @@
+//! The approval prompt (SPEC §7.2) and `odek approvals list|revoke`.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use anyhow::Context;
+use odek_core::approval::{Approval, ApprovalError, Decision, Store};
+use odek_core::{Odek, Plan};
+
+/// The approval a plan needs, obtained without asking (stored trust or
+/// `ODEK_APPROVE_PROJECT_SANDBOX=1`) or at the prompt on a terminal.
+/// `Ok(None)` when the plan needs none.
+pub async fn obtain(odek: &Odek, plan: &Plan) -> Result<Option<Approval>, odek_core::Error> {
+    let Some(req) = &plan.approval else {
+        return Ok(None);
+    };
+    if let Some(a) = req.standing() {
+        if a.via == "env" {
+            eprintln!(
+                "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
+                req.config
+            );
+        }
+        return Ok(Some(a));
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(ApprovalError::NonInteractive {
+            config: req.config.clone(),
+            knobs: req.knobs.join(", "),
+        }
+        .into());
+    }
+    let card = req.render_card();
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "{card}Approve? [y] yes, once  [t] trust (remember)  [N] no: "
+        );
+        let _ = err.flush();
+        let mut line = String::new();
+        match std::io::stdin().lock().read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line.trim().to_ascii_lowercase()),
+        }
+    })
+    .await
+    .ok()
+    .flatten();
+    let decision = match answer.as_deref() {
+        Some("y") | Some("yes") => Decision::Once,
+        Some("t") | Some("trust") => Decision::Trust,
+        _ => {
+            eprintln!();
+            return Err(ApprovalError::Denied {
+                config: req.config.clone(),
+            }
+            .into());
+        }
+    };
+    let a = odek.approve(plan, decision)?;
+    if decision == Decision::Trust {
+        eprintln!(
+            "odek: trusted; key {} stored in {}",
+            a.key,
+            Store::new(&plan.odek_home).path().display()
+        );
+    }
+    Ok(Some(a))
+}
+
+fn store() -> anyhow::Result<Store> {
+    let env = std::env::vars().collect();
+    let home = odek_core::config::odek_home(&env)?;
+    Ok(Store::new(home))
+}
+
+/// `odek approvals list`.
+pub fn list(json: bool) -> anyhow::Result<()> {
+    let s = store()?;
+    let keys = s.read()?;
+    let meta = s.meta();
+    if json {
+        let rows: Vec<serde_json::Value> = keys
+            .iter()
+            .filter(|(_, v)| **v)
+            .map(|(k, _)| {
+                let m = meta.get(k);
+                serde_json::json!({
+                    "key": k,
+                    "project_dir": m.map(|m| m.project_dir.clone()),
+                    "granted_at": m.map(|m| m.granted_at),
+                    "knobs": m.map(|m| m.knobs.clone()),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    if keys.is_empty() {
+        eprintln!(
+            "odek: no trusted project settings in {}",
+            s.path().display()
+        );
+    }
+    for (k, v) in keys.iter().filter(|(_, v)| **v) {
+        let _ = v;
+        match meta.get(k) {
+            Some(m) => println!(
+                "{k}  {}  ({})",
+                odek_core::approval::display_text(&m.project_dir),
+                m.knobs
+            ),
+            None => println!("{k}  (no details recorded)"),
+        }
+    }
+    Ok(())
+}
+
+/// `odek approvals revoke`.
+pub fn revoke(key: Option<&str>, project: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let s = store()?;
+    let keys: Vec<String> = match (key, project) {
+        (Some(k), None) => vec![k.to_string()],
+        (None, Some(dir)) => {
+            let dir = dir
+                .canonicalize()
+                .with_context(|| format!("project directory {}", dir.display()))?;
+            let dir = dir.display().to_string();
+            s.meta()
+                .into_iter()
+                .filter(|(_, m)| m.project_dir == dir)
+                .map(|(k, _)| k)
+                .collect()
+        }
+        _ => anyhow::bail!("give either a key or --project DIR"),
+    };
+    let removed = s.revoke(&keys)?;
+    for k in &removed {
+        println!("{k}");
+    }
+    if removed.is_empty() {
+        anyhow::bail!("nothing to revoke: no such trusted key");
+    }
+    Ok(())
+}

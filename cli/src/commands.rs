@@ -1,0 +1,343 @@
+//! The commands of SPEC §10.3.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use odek_core::launch::new_sandbox_name;
+use odek_core::{Command, ExecRequest, LaunchOptions, Odek, Sandbox};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::approve;
+use crate::output::{print_anyhow, print_error, sink, Stderr};
+use crate::{ApprovalsCmd, Cli, Cmd, ConfigCmd, ExecFlags, SandboxCmd, EXIT_REFUSED};
+
+/// Runs the parsed command line.
+pub async fn dispatch(cli: Cli) -> ExitCode {
+    let reporter = Stderr;
+    let odek = Odek::from_env();
+    let result = match &cli.command {
+        Cmd::Run(args) => return run(&cli, &odek, &reporter, args).await,
+        Cmd::Sandbox(SandboxCmd::Exec(args)) => return sandbox_exec(&odek, args).await,
+        Cmd::Sandbox(cmd) => sandbox(&cli, &odek, &reporter, cmd).await,
+        Cmd::Config(ConfigCmd::View(args)) => config_view(&cli, &odek, &reporter, args).await,
+        Cmd::Approvals(ApprovalsCmd::List { json }) => approve::list(*json),
+        Cmd::Approvals(ApprovalsCmd::Revoke { key, project }) => {
+            approve::revoke(key.as_deref(), project.as_deref())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            print_anyhow(&e);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Exit code from a command status (0..=255).
+fn exit_of(code: i64) -> ExitCode {
+    ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(255))
+}
+
+fn exec_request(flags: &ExecFlags, cmd: &[String]) -> anyhow::Result<ExecRequest> {
+    let mut env = Vec::new();
+    for kv in &flags.env {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("-e {kv:?}: write KEY=VALUE"))?;
+        env.push((k.to_string(), v.to_string()));
+    }
+    let timeout = match flags.timeout {
+        None => None,
+        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
+        Some(t) => bail!("--timeout must be a positive number of seconds (got {t})"),
+    };
+    Ok(ExecRequest {
+        command: Command::Argv(cmd.to_vec()),
+        env,
+        timeout,
+        workdir: None,
+    })
+}
+
+fn verbose_plan(cli: &Cli, odek: &Odek, plan: &odek_core::Plan) {
+    if !cli.verbose {
+        return;
+    }
+    eprintln!(
+        "odek: endpoint {}",
+        plan.endpoint
+            .clone()
+            .unwrap_or_else(|| odek.endpoint_display())
+    );
+    if let Some(e) = &plan.engine {
+        eprintln!("odek: engine {} (API {})", e.server_version, e.api_version);
+    }
+    eprintln!(
+        "odek: mode {:?}, image {}, network {}, {} attached network(s)",
+        plan.mode,
+        plan.image.reference,
+        plan.network_summary,
+        plan.networks.len()
+    );
+}
+
+/// `odek run`: resolve → launch → exec → destroy; CMD's status, or 125.
+async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -> ExitCode {
+    let name = new_sandbox_name();
+    let (mut sigint, mut sigterm) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        _ => {
+            eprintln!("odek: error: cannot install signal handlers");
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    let mut flow = Box::pin(run_flow(cli, odek, reporter, args, &name));
+    let signalled = tokio::select! {
+        code = &mut flow => return code,
+        _ = sigint.recv() => 130,
+        _ = sigterm.recv() => 143,
+    };
+    // Dropping the flow cancels it (and kills a host command in fallback).
+    drop(flow);
+    // The launch or the command was interrupted: remove the container by its
+    // pre-chosen name (it may exist even if its ID was never seen), and once
+    // more shortly after in case a create was still in flight.
+    let _ = odek.remove_named(&name).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = odek.remove_named(&name).await;
+    eprintln!("odek: interrupted; sandbox {name} removed");
+    ExitCode::from(signalled)
+}
+
+async fn run_flow(
+    cli: &Cli,
+    odek: &Odek,
+    reporter: &Stderr,
+    args: &crate::RunArgs,
+    name: &str,
+) -> ExitCode {
+    let refuse = |e: &anyhow::Error| {
+        print_anyhow(e);
+        ExitCode::from(EXIT_REFUSED)
+    };
+    let req = match exec_request(&args.exec, &args.cmd) {
+        Ok(r) => r,
+        Err(e) => return refuse(&e),
+    };
+    let inputs = match args.sandbox.inputs(&cli.workdir) {
+        Ok(i) => i,
+        Err(e) => return refuse(&e),
+    };
+    let plan = match odek.resolve(&inputs, reporter).await {
+        Ok(p) => p,
+        Err(e) => {
+            print_error(&e);
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    verbose_plan(cli, odek, &plan);
+    let approval = match approve::obtain(odek, &plan).await {
+        Ok(a) => a,
+        Err(e) => {
+            print_error(&e);
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    let opts = LaunchOptions {
+        name: Some(name.to_string()),
+        approval,
+        ..Default::default()
+    };
+    let sandbox = match odek.launch(&plan, &opts, reporter).await {
+        Ok(s) => s,
+        Err(e) => {
+            print_error(&e);
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    eprintln!("{}", sandbox.startup_line());
+    let outcome = odek.exec(&sandbox, &req, &sink).await;
+    let removed = odek.destroy(&sandbox).await;
+    if let Err(e) = &removed {
+        print_error(e);
+    }
+    match outcome {
+        Ok(o) => {
+            if o.timed_out {
+                eprintln!(
+                    "odek: the command did not finish within the timeout; the sandbox was removed"
+                );
+            }
+            exit_of(o.exit_code)
+        }
+        Err(e) => {
+            print_error(&e);
+            ExitCode::from(EXIT_REFUSED)
+        }
+    }
+}
+
+async fn sandbox_exec(odek: &Odek, args: &crate::ExecArgs) -> ExitCode {
+    let result = async {
+        let req = exec_request(&args.exec, &args.cmd)?;
+        let sandbox = odek.attach(&args.name).await?;
+        Ok::<_, anyhow::Error>(odek.exec(&sandbox, &req, &sink).await?)
+    }
+    .await;
+    match result {
+        Ok(o) => exit_of(o.exit_code),
+        Err(e) => {
+            print_anyhow(&e);
+            ExitCode::from(EXIT_REFUSED)
+        }
+    }
+}
+
+async fn sandbox(
+    cli: &Cli,
+    odek: &Odek,
+    reporter: &Stderr,
+    cmd: &SandboxCmd,
+) -> anyhow::Result<()> {
+    match cmd {
+        SandboxCmd::Up(args) if args.parent.is_some() => {
+            let parent_name = args.parent.as_deref().unwrap_or_default();
+            let parent = odek.attach(parent_name).await?;
+            let req = args.sandbox.narrow_request()?;
+            let plan = odek_core::narrow::narrow(&parent.plan, &req)?;
+            for w in &plan.warnings {
+                odek_core::Reporter::warning(reporter, w);
+            }
+            let opts = LaunchOptions {
+                detached: true,
+                name: args.name.clone(),
+                labels: [(odek_core::labels::PARENT.to_string(), parent.name.clone())].into(),
+                approval: None,
+            };
+            let sandbox = odek.launch(&plan, &opts, reporter).await?;
+            eprintln!("{}", sandbox.startup_line());
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&sandbox)?);
+            } else {
+                println!("{}", sandbox.name);
+            }
+        }
+        SandboxCmd::Up(args) => {
+            let inputs = args.sandbox.inputs(&cli.workdir)?;
+            let plan = odek.resolve(&inputs, reporter).await?;
+            verbose_plan(cli, odek, &plan);
+            let approval = approve::obtain(odek, &plan).await?;
+            if plan.isolation != odek_core::Isolation::Container {
+                bail!("`odek sandbox up` needs a container, but the sandbox is {}; fix the cause above or use `odek run`",
+                    if plan.isolation == odek_core::Isolation::Off { "off" } else { "unavailable (fallback)" });
+            }
+            let opts = LaunchOptions {
+                detached: true,
+                name: args.name.clone(),
+                approval,
+                ..Default::default()
+            };
+            let sandbox = odek.launch(&plan, &opts, reporter).await?;
+            if sandbox.container_id.is_none() {
+                bail!("the image could not be pulled and `odek sandbox up` does not fall back to the host");
+            }
+            eprintln!("{}", sandbox.startup_line());
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&sandbox)?);
+            } else {
+                println!("{}", sandbox.name);
+            }
+        }
+        SandboxCmd::Down(args) => {
+            let mut failed = false;
+            for n in &args.names {
+                match odek.attach(n).await {
+                    Ok(s) => {
+                        odek.destroy(&s).await?;
+                        println!("{}", s.name);
+                    }
+                    Err(e) => {
+                        print_error(&e);
+                        failed = true;
+                    }
+                }
+            }
+            if failed {
+                bail!("some sandboxes were not removed");
+            }
+        }
+        SandboxCmd::Ls(args) => {
+            let list = odek.list().await?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else {
+                println!(
+                    "{:<18} {:<10} {:<9} {:<8} WORKDIR",
+                    "NAME", "STATE", "KIND", "OWNER"
+                );
+                for l in list {
+                    let kind = if l.detached { "detached" } else { "run" };
+                    let owner = match (l.owner_pid, l.owner_gone) {
+                        (Some(p), Some(true)) => format!("{p}(gone)"),
+                        (Some(p), _) => p.to_string(),
+                        _ => "-".into(),
+                    };
+                    println!(
+                        "{:<18} {:<10} {:<9} {:<8} {}",
+                        l.name,
+                        l.state,
+                        kind,
+                        owner,
+                        l.workdir.unwrap_or_default()
+                    );
+                }
+            }
+        }
+        SandboxCmd::Gc(args) => {
+            let removed = odek.gc(args.detached).await?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&removed)?);
+            } else {
+                for r in &removed {
+                    println!("{r}");
+                }
+                eprintln!("odek: removed {} sandbox(es)", removed.len());
+            }
+        }
+        SandboxCmd::Describe(args) => {
+            let s: Sandbox = odek.attach(&args.name).await?;
+            let env = odek.describe(&s).await?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&env)?);
+            } else if args.tool {
+                println!("{}", odek_core::describe::render_tool(&env));
+            } else {
+                print!("{}", odek_core::describe::render_prompt(&env));
+            }
+        }
+        SandboxCmd::Exec(_) => unreachable!("handled in dispatch"),
+    }
+    Ok(())
+}
+
+async fn config_view(
+    cli: &Cli,
+    odek: &Odek,
+    reporter: &Stderr,
+    args: &crate::ViewArgs,
+) -> anyhow::Result<()> {
+    let inputs = args.sandbox.inputs(&cli.workdir)?;
+    let plan = odek.resolve(&inputs, reporter).await?;
+    let view = odek.config_view(&plan).await;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&view)?);
+    } else {
+        print!("{}", view.render_text());
+    }
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! `odek`: run commands in a Docker sandbox that reaches your Compose
+//! services by name (SPEC §10.3).
+
+mod approve;
+mod commands;
+mod flags;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use flags::SandboxFlags;
+
+/// Exit status for odek's own refusals in `odek run` (as `docker run`).
+pub const EXIT_REFUSED: u8 = 125;
+
+/// Docker sandboxes for AI coding agents that reach the services you run
+/// with Docker Compose by service name. Every setup decision fails closed and
+/// is visible.
+#[derive(Parser, Debug)]
+#[command(name = "odek", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    after_help = "Example:\n  docker compose -p shop up -d\n  odek run --sandbox-compose shop -- sh -c 'redis-cli -h redis ping'\n\nExit status of `odek run`: the command's own status, or 125 when odek refused to set the sandbox up."
+)]
+pub(crate) struct Cli {
+    /// Project directory (mounted at /workspace; holds odek.json). Default: the current directory.
+    #[arg(short = 'C', long, global = true, value_name = "DIR")]
+    pub(crate) workdir: Option<PathBuf>,
+    /// Print the endpoint, API version and each decision on stderr.
+    #[arg(short, long, global = true)]
+    pub(crate) verbose: bool,
+    #[command(subcommand)]
+    pub(crate) command: Cmd,
+}
+
+/// Top-level commands.
+#[derive(Subcommand, Debug)]
+pub(crate) enum Cmd {
+    /// Run a command in a fresh sandbox and remove it afterwards.
+    Run(RunArgs),
+    /// Manage long-lived sandboxes (up, exec, down, ls, gc, describe).
+    #[command(subcommand)]
+    Sandbox(SandboxCmd),
+    /// Show configuration.
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    /// Trusted project settings (SPEC §7.3).
+    #[command(subcommand)]
+    Approvals(ApprovalsCmd),
+}
+
+/// `odek approvals …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum ApprovalsCmd {
+    /// List trusted approval keys (with project directory when recorded).
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a trusted key, or every key recorded for a project directory.
+    Revoke {
+        /// The key (64 hex).
+        #[arg(required_unless_present = "project", conflicts_with = "project")]
+        key: Option<String>,
+        /// Revoke every key recorded for this project directory.
+        #[arg(long, value_name = "DIR")]
+        project: Option<PathBuf>,
+    },
+}
+
+/// `odek run`.
+#[derive(Args, Debug)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) sandbox: SandboxFlags,
+    #[command(flatten)]
+    pub(crate) exec: ExecFlags,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub(crate) cmd: Vec<String>,
+}
+
+/// Options of a command run in a sandbox.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct ExecFlags {
+    /// Extra environment for the command (KEY=VALUE; repeatable).
+    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
+    pub(crate) env: Vec<String>,
+    /// Stop waiting after this many seconds (exit status 124).
+    #[arg(long, value_name = "SECS")]
+    pub(crate) timeout: Option<f64>,
+}
+
+/// `odek sandbox …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum SandboxCmd {
+    /// Launch a sandbox that stays up until `odek sandbox down`; prints its name.
+    Up(UpArgs),
+    /// Run a command in a running sandbox.
+    Exec(ExecArgs),
+    /// Remove sandboxes.
+    Down(DownArgs),
+    /// List odek sandboxes on the daemon.
+    Ls(LsArgs),
+    /// Remove sandboxes whose owner process is gone.
+    Gc(GcArgs),
+    /// Show what an agent in the sandbox is told (SPEC §9).
+    Describe(DescribeArgs),
+}
+
+/// `odek sandbox up`.
+#[derive(Args, Debug)]
+pub(crate) struct UpArgs {
+    #[command(flatten)]
+    pub(crate) sandbox: SandboxFlags,
+    /// Launch a sub-agent sandbox narrowed from this running sandbox's
+    /// recorded resolution (SPEC §8): the sandbox flags may then only narrow.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) parent: Option<String>,
+    /// Container name (default odek-<random>).
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+    /// Print the sandbox as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `odek sandbox exec`.
+#[derive(Args, Debug)]
+pub(crate) struct ExecArgs {
+    /// Sandbox name (see `odek sandbox ls`).
+    pub(crate) name: String,
+    #[command(flatten)]
+    pub(crate) exec: ExecFlags,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub(crate) cmd: Vec<String>,
+}
+
+/// `odek sandbox down`.
+#[derive(Args, Debug)]
+pub(crate) struct DownArgs {
+    /// Sandbox names.
+    #[arg(required = true)]
+    pub(crate) names: Vec<String>,
+}
+
+/// `odek sandbox ls`.
+#[derive(Args, Debug)]
+pub(crate) struct LsArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `odek sandbox gc`.
+#[derive(Args, Debug)]
+pub(crate) struct GcArgs {
+    /// Also remove detached sandboxes (from `odek sandbox up`).
+    #[arg(long)]
+    pub(crate) detached: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `odek sandbox describe`.
+#[derive(Args, Debug)]
+pub(crate) struct DescribeArgs {
+    /// Sandbox name.
+    pub(crate) name: String,
+    /// Print the structured environment as JSON.
+    #[arg(long, conflicts_with = "tool")]
+    pub(crate) json: bool,
+    /// Print the short shell-tool description instead of the prompt block.
+    #[arg(long)]
+    pub(crate) tool: bool,
+}
+
+/// `odek config …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum ConfigCmd {
+    /// Show the settings actually applied, with their sources (SPEC §10.4).
+    View(ViewArgs),
+}
+
+/// `odek config view`.
+#[derive(Args, Debug)]
+pub(crate) struct ViewArgs {
+    #[command(flatten)]
+    pub(crate) sandbox: SandboxFlags,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+fn main() -> ExitCode {
+    let is_run = std::env::args().nth(1).as_deref() == Some("run");
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = e.exit_code();
+            let _ = e.print();
+            return if code == 0 {
+                ExitCode::SUCCESS
+            } else if is_run {
+                ExitCode::from(EXIT_REFUSED)
+            } else {
+                ExitCode::from(2)
+            };
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("odek: error: cannot start the runtime: {e}");
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    rt.block_on(commands::dispatch(cli))
+}

@@ -1,0 +1,57 @@
+//! Terminal output: warnings, progress and errors on stderr.
+
+use std::io::Write;
+
+use odek_core::engine::StreamKind;
+use odek_core::{Error, Reporter, Warning};
+
+/// Prints warnings and progress (pulls, builds) to stderr, each line
+/// prefixed `odek: `.
+pub struct Stderr;
+
+impl Reporter for Stderr {
+    fn warning(&self, w: &Warning) {
+        let mut err = std::io::stderr().lock();
+        for (i, line) in w.message.lines().enumerate() {
+            let prefix = if i == 0 {
+                "odek: warning: "
+            } else {
+                "odek:          "
+            };
+            let _ = writeln!(err, "{prefix}{line}");
+        }
+    }
+
+    fn progress(&self, line: &str) {
+        let _ = writeln!(std::io::stderr().lock(), "odek: {line}");
+    }
+}
+
+/// Prints an odek error as one paragraph with its failure class.
+pub fn print_error(e: &Error) {
+    eprintln!("odek: error ({}): {e}", e.class());
+}
+
+/// Prints any other error.
+pub fn print_anyhow(e: &anyhow::Error) {
+    match e.downcast_ref::<Error>() {
+        Some(oe) => print_error(oe),
+        None => eprintln!("odek: error: {e:#}"),
+    }
+}
+
+/// Writes exec output straight through.
+pub fn sink(kind: StreamKind, bytes: &[u8]) {
+    match kind {
+        StreamKind::Stdout => {
+            let mut o = std::io::stdout().lock();
+            let _ = o.write_all(bytes);
+            let _ = o.flush();
+        }
+        StreamKind::Stderr => {
+            let mut e = std::io::stderr().lock();
+            let _ = e.write_all(bytes);
+            let _ = e.flush();
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! Approval of project settings (SPEC §7).
+//!
+//! A repository's `./odek.json` can ask for an image, a network mode, env,
+//! volumes and networks — an attacker's repository too. Every such request
+//! needs operator consent bound to the concrete Docker objects: the
+//! [`ApprovalRequest`] lists each resolved network's full ID, the key covers
+//! those IDs (§7.3), and the IDs are checked again right before create (§7.4).
+
+mod key;
+mod store;
+
+pub use key::{approval_key, key_bytes, KeyInput};
+pub use store::{Meta, Store, META_FILE, STORE_FILE};
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Settings, Source, Sourced};
+use crate::describe::sanitize_name;
+use crate::engine::DockerApi;
+use crate::network::{self, NetworkSummary, ResolvedNetwork};
+use crate::plan::Plan;
+
+/// Schema name of [`ApprovalRequest`] JSON.
+pub const APPROVAL_REQUEST_SCHEMA: &str = "odek.approval-request/1";
+/// Schema name of [`Approval`] JSON.
+pub const APPROVAL_SCHEMA: &str = "odek.approval/1";
+
+/// Approval errors: class config.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum ApprovalError {
+    /// Launch was called for a plan that needs approval without one.
+    #[error("{config} asks for {knobs}, which needs operator approval; approve it at the prompt, set ODEK_APPROVE_PROJECT_SANDBOX=1, or trust it once with `t` at an interactive prompt")]
+    Required {
+        /// The project config file.
+        config: String,
+        /// The knobs asked for.
+        knobs: String,
+    },
+    /// No terminal to ask on, no env approval, no stored trust.
+    #[error("{config} asks for {knobs}, which needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set ODEK_APPROVE_PROJECT_SANDBOX=1 to approve it for this run")]
+    NonInteractive {
+        /// The project config file.
+        config: String,
+        /// The knobs asked for.
+        knobs: String,
+    },
+    /// The operator said no.
+    #[error("the project sandbox settings of {config} were not approved; nothing was launched")]
+    Denied {
+        /// The project config file.
+        config: String,
+    },
+    /// The approval given is for other settings than the plan's.
+    #[error("the approval (key {given}) does not match the plan's settings (key {wanted}); resolve and approve again")]
+    KeyMismatch {
+        /// Key of the approval.
+        given: String,
+        /// Key of the plan.
+        wanted: String,
+    },
+    /// The project's networks changed between approval and create (SPEC §7.4).
+    #[error("the project's networks changed since they were approved, so nothing was created: {difference}; run again to review and approve the new set")]
+    NetworksChanged {
+        /// What differs.
+        difference: String,
+    },
+    /// The store cannot be read or written.
+    #[error("approval store {path}: {reason}")]
+    Store {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A name safe for a terminal: verbatim when it passes SPEC §9.3, else
+/// quoted with every non-printable-ASCII character escaped.
+pub fn display_name(s: &str) -> String {
+    match sanitize_name(s) {
+        Some(n) => n,
+        None => {
+            let mut out = String::from("\"");
+            for c in s.chars().take(128) {
+                if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' {
+                    out.push(c);
+                } else {
+                    out.push_str(&format!("\\u{{{:x}}}", c as u32));
+                }
+            }
+            if s.chars().count() > 128 {
+                out.push('…');
+            }
+            out.push('"');
+            out
+        }
+    }
+}
+
+/// An env key as shown for approval.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvKeyView {
+    /// The key.
+    pub key: String,
+    /// Its value interpolates host variables (`${…}`).
+    pub interpolates_host: bool,
+}
+
+/// One resolved network on the card (SPEC §7.2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkCard {
+    /// Name, terminal-safe ([`display_name`]).
+    pub name: String,
+    /// Full 64-hex ID.
+    pub id: String,
+    /// `Internal`.
+    pub internal: bool,
+    /// Compose project label (terminal-safe) or `-`.
+    pub compose_project: String,
+}
+
+/// What the operator is asked to approve (SPEC §7.2): every project-requested
+/// knob, and each resolved network's name, full ID, Internal flag and
+/// Compose project.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// Always [`APPROVAL_REQUEST_SCHEMA`].
+    pub schema: String,
+    /// The approval key (SPEC §7.3).
+    pub key: String,
+    /// Absolute project directory.
+    pub project_dir: String,
+    /// The project config file.
+    pub config: String,
+    /// Config keys asking for approval.
+    pub knobs: Vec<String>,
+    /// `sandbox_image` from the project.
+    pub image: Option<String>,
+    /// `sandbox_network` from the project.
+    pub network: Option<String>,
+    /// `sandbox_env` keys from the project.
+    pub env: Vec<EnvKeyView>,
+    /// `sandbox_volumes` from the project.
+    pub volumes: Vec<String>,
+    /// `sandbox_networks` names from the project, as written.
+    pub requested_networks: Vec<String>,
+    /// `sandbox_compose_project` from the project.
+    pub requested_compose_project: Option<String>,
+    /// The project-requested networks, resolved.
+    pub networks: Vec<NetworkCard>,
+    /// The network mode the sandbox would have (SPEC §9.2: cards report it).
+    pub network_summary: NetworkSummary,
+    /// Internet reachable.
+    pub internet: bool,
+    /// Already trusted in the store.
+    pub trusted: bool,
+    /// `ODEK_APPROVE_PROJECT_SANDBOX=1` is set.
+    pub approved_by_env: bool,
+}
+
+/// How an approval was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// This launch only (`y`).
+    Once,
+    /// Persisted in the store (`t`).
+    Trust,
+}
+
+/// A granted approval: the key and the network IDs it was granted for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// Always [`APPROVAL_SCHEMA`].
+    pub schema: String,
+    /// The approved key.
+    pub key: String,
+    /// Full IDs of the project-requested networks as approved.
+    pub network_ids: Vec<String>,
+    /// `once`, `trust`, `stored` or `env`.
+    pub via: String,
+}
+
+impl ApprovalRequest {
+    fn approval(&self, via: &str) -> Approval {
+        Approval {
+            schema: APPROVAL_SCHEMA.into(),
+            key: self.key.clone(),
+            network_ids: self.networks.iter().map(|n| n.id.clone()).collect(),
+            via: via.into(),
+        }
+    }
+
+    /// The approval that needs no question: a stored trust, or
+    /// `ODEK_APPROVE_PROJECT_SANDBOX=1`.
+    pub fn standing(&self) -> Option<Approval> {
+        if self.trusted {
+            Some(self.approval("stored"))
+        } else if self.approved_by_env {
+            Some(self.approval("env"))
+        } else {
+            None
+        }
+    }
+
+    /// The card shown at the prompt: plain text, every name terminal-safe.
+    pub fn render_card(&self) -> String {
+        let mut s = format!(
+            "The project config {} asks for sandbox settings that need your approval:\n",
+            display_text(&self.config)
+        );
+        let mut row = |k: &str, v: String| s.push_str(&format!("  {k:<9} {v}\n"));
+        if let Some(i) = &self.image {
+            row("image", display_text(i));
+        }
+        if let Some(n) = &self.network {
+            row("network", display_text(n));
+        }
+        if !self.env.is_empty() {
+            let keys: Vec<String> = self
+                .env
+                .iter()
+                .map(|e| {
+                    if e.interpolates_host {
+                        format!(
+                            "{} (reads host variables via ${{...}})",
+                            display_text(&e.key)
+                        )
+                    } else {
+                        display_text(&e.key)
+                    }
+                })
+                .collect();
+            row("env", keys.join(", "));
+        }
+        for v in &self.volumes {
+            row("volume", display_text(v));
+        }
+        if let Some(p) = &self.requested_compose_project {
+            row("compose", display_name(p));
+        }
+        if !self.networks.is_empty() {
+            row(
+                "networks",
+                format!(
+                    "{} ({}; internet {})",
+                    self.networks.len(),
+                    self.network_summary.describe(),
+                    if self.internet {
+                        "reachable"
+                    } else {
+                        "not reachable"
+                    }
+                ),
+            );
+            for n in &self.networks {
+                s.push_str(&format!(
+                    "    {}\n      id {}  internal={}  compose={}\n",
+                    n.name,
+                    n.id,
+                    if n.internal { "yes" } else { "no" },
+                    n.compose_project
+                ));
+            }
+        }
+        s.push_str(&format!("  key       {}\n", self.key));
+        s
+    }
+}
+
+/// Free text (paths, image refs, volumes) safe for a terminal: printable
+/// ASCII verbatim, anything else quoted and escaped.
+pub fn display_text(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
+        s.to_string()
+    } else {
+        display_name(s)
+    }
+}
+
+/// The knobs a project config needs approval for (SPEC §7.1), by config key,
+/// when the applied value comes from the project. Operator sources never do.
+pub fn project_knobs(s: &Settings) -> Vec<&'static str> {
+    fn from_project<T>(v: &Option<Sourced<T>>) -> bool {
+        v.as_ref().is_some_and(|v| v.source.is_project())
+    }
+    let mut knobs = Vec::new();
+    if from_project(&s.image) {
+        knobs.push("sandbox_image");
+    }
+    if s.network.source.is_project() {
+        knobs.push("sandbox_network");
+    }
+    if from_project(&s.env) {
+        knobs.push("sandbox_env");
+    }
+    if from_project(&s.volumes) {
+        knobs.push("sandbox_volumes");
+    }
+    if from_project(&s.networks) {
+        knobs.push("sandbox_networks");
+    }
+    if from_project(&s.compose_project) {
+        knobs.push("sandbox_compose_project");
+    }
+    knobs
+}
+
+/// The project's raw string for a key, as written in `odek.json`.
+fn project_value<T: Clone>(v: &Option<Sourced<T>>) -> Option<T> {
+    v.as_ref()
+        .filter(|v| v.source.is_project())
+        .map(|v| v.value.clone())
+}
+
+/// Builds the approval request for a resolved plan, or `None` when the
+/// project asks for nothing that needs approval. Reads the store to see
+/// whether the key is already trusted (a corrupt store is an error).
+pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalRequest>, ApprovalError> {
+    let knobs = project_knobs(settings);
+    if knobs.is_empty() {
+        return Ok(None);
+    }
+    let project_nets: Vec<&ResolvedNetwork> = plan
+        .networks
+        .iter()
+        .filter(|n| n.origins.iter().any(|o| o.is_project()))
+        .collect();
+    let image = project_value(&settings.image);
+    let env = project_value(&settings.env).unwrap_or_default();
+    let volumes: Vec<String> = project_value(&settings.volumes)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.spec)
+        .collect();
+    let network = project_value(&settings.network_raw);
+    let ids: Vec<&str> = project_nets.iter().map(|n| n.id.as_str()).collect();
+    let key = approval_key(&KeyInput {
+        project_dir: &settings.workdir,
+        image: image.as_deref(),
+        network: network.as_deref(),
+        env_keys: env.iter().map(|e| e.key.as_str()).collect(),
+        volumes: volumes.iter().map(String::as_str).collect(),
+        network_ids: ids,
+    });
+    let trusted = Store::new(&settings.odek_home).contains(&key)?;
+    Ok(Some(ApprovalRequest {
+        schema: APPROVAL_REQUEST_SCHEMA.into(),
+        key,
+        project_dir: settings.workdir.display().to_string(),
+        config: settings.workdir.join("odek.json").display().to_string(),
+        knobs: knobs.iter().map(|k| k.to_string()).collect(),
+        image,
+        network,
+        env: env
+            .iter()
+            .map(|e| EnvKeyView {
+                key: e.key.clone(),
+                interpolates_host: e.interpolates_host,
+            })
+            .collect(),
+        volumes,
+        requested_networks: project_value(&settings.networks).unwrap_or_default(),
+        requested_compose_project: project_value(&settings.compose_project),
+        networks: project_nets
+            .iter()
+            .map(|n| NetworkCard {
+                name: display_name(&n.name),
+                id: n.id.clone(),
+                internal: n.internal,
+                compose_project: n
+                    .compose_project
+                    .as_deref()
+                    .map(display_name)
+                    .unwrap_or_else(|| "-".into()),
+            })
+            .collect(),
+        network_summary: plan.network_summary,
+        internet: plan.internet,
+        trusted,
+        approved_by_env: settings.approve_project,
+    }))
+}
+
+/// Grants an approval for the plan's request; `Trust` persists the key first
+/// (a failed write means no approval).
+pub fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approval, ApprovalError> {
+    let Some(req) = &plan.approval else {
+        return Err(ApprovalError::KeyMismatch {
+            given: "-".into(),
+            wanted: "(the plan needs no approval)".into(),
+        });
+    };
+    match decision {
+        Decision::Once => Ok(req.approval("once")),
+        Decision::Trust => {
+            Store::new(&plan.odek_home).trust(
+                &req.key,
+                Meta {
+                    project_dir: req.project_dir.clone(),
+                    granted_at: now,
+                    knobs: req.knobs.join(", "),
+                },
+            )?;
+            Ok(req.approval("trust"))
+        }
+    }
+}
+
+/// Checks an approval against the plan and re-resolves the project-requested
+/// networks (SPEC §7.4). Any difference in the set of IDs refuses the launch.
+pub async fn recheck(
+    engine: &dyn DockerApi,
+    plan: &Plan,
+    approval: Option<&Approval>,
+) -> Result<(), crate::Error> {
+    let Some(req) = &plan.approval else {
+        return Ok(());
+    };
+    let Some(approval) = approval else {
+        return Err(ApprovalError::Required {
+            config: req.config.clone(),
+            knobs: req.knobs.join(", "),
+        }
+        .into());
+    };
+    if approval.key != req.key {
+        return Err(ApprovalError::KeyMismatch {
+            given: approval.key.clone(),
+            wanted: req.key.clone(),
+        }
+        .into());
+    }
+    if req.requested_networks.is_empty() && req.requested_compose_project.is_none() {
+        return Ok(());
+    }
+    let source = Source::Project {
+        path: req.config.clone().into(),
+    };
+    let names = (!req.requested_networks.is_empty())
+        .then(|| Sourced::new(req.requested_networks.clone(), source.clone()));
+    let compose = req
+        .requested_compose_project
+        .clone()
+        .map(|p| Sourced::new(p, source.clone()));
+    let now = match network::resolve(engine, names.as_ref(), compose.as_ref()).await {
+        Ok(n) => n,
+        Err(network::NetworkError::Engine(e)) => {
+            return Err(crate::Error::engine(
+                &engine.endpoint().to_string(),
+                crate::Step::Recheck,
+                e,
+                false,
+            ))
+        }
+        Err(e) => {
+            return Err(ApprovalError::NetworksChanged {
+                difference: e.to_string(),
+            }
+            .into())
+        }
+    };
+    let approved: BTreeSet<&str> = approval.network_ids.iter().map(String::as_str).collect();
+    let current: BTreeSet<&str> = now.iter().map(|n| n.id.as_str()).collect();
+    if approved == current {
+        return Ok(());
+    }
+    let name_of = |id: &str| {
+        now.iter()
+            .find(|n| n.id == id)
+            .map(|n| display_name(&n.name))
+            .or_else(|| {
+                req.networks
+                    .iter()
+                    .find(|n| n.id == id)
+                    .map(|n| n.name.clone())
+            })
+            .unwrap_or_else(|| "?".into())
+    };
+    let mut parts = Vec::new();
+    for id in current.difference(&approved) {
+        parts.push(format!(
+            "added {} ({})",
+            name_of(id),
+            &id[..12.min(id.len())]
+        ));
+    }
+    for id in approved.difference(&current) {
+        parts.push(format!(
+            "gone {} ({})",
+            name_of(id),
+            &id[..12.min(id.len())]
+        ));
+    }
+    Err(ApprovalError::NetworksChanged {
+        difference: parts.join(", "),
+    }
+    .into())
+}

@@ -1,0 +1,472 @@
+//! Merging the sources of SPEC §3.2 into the settings actually applied.
+//!
+//! Precedence, lowest first: defaults < user config < project config < env <
+//! flags (or values given through the API, which rank as flags). For each key
+//! the highest source that sets it wins as a whole (objects and lists are not
+//! merged across sources). The project can only tighten: `sandbox: false` and
+//! `sandbox_readonly: false` from the project are ignored with a warning, and
+//! its `sandbox_pids_limit` applies only when lower than defaults + user.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    interpolate, parse_cpus, parse_file, parse_memory, parse_network_mode, resolve_volume,
+    validate_compose_project, validate_env_key, validate_network_name, validate_pids_limit,
+    validate_user, ConfigError, CpuLimit, EnvVar, Layer, NetworkMode, SandboxMode, Source, Sourced,
+    VolumeMount,
+};
+use crate::warning::{Warning, WarningKind};
+
+/// Default `sandbox_pids_limit` (SPEC §3.1).
+pub const DEFAULT_PIDS_LIMIT: i64 = 4096;
+
+/// What [`load`] reads. The environment is a snapshot so the result does not
+/// depend on when it is called and tests need no process-wide state.
+#[derive(Clone, Debug, Default)]
+pub struct ConfigInputs {
+    /// The working directory (mounted at `/workspace`; holds `odek.json`).
+    pub workdir: PathBuf,
+    /// The process environment (`ODEK_*`, `HOME`, and host variables for
+    /// `${…}` interpolation in `sandbox_env`).
+    pub env: BTreeMap<String, String>,
+    /// Operator settings from flags (or the API), highest precedence.
+    pub flags: Layer,
+    /// The flag name of each key set in `flags` (for source display), e.g.
+    /// `sandbox_pids_limit` → `--sandbox-pids-limit`. Keys missing here are
+    /// shown as [`Source::Api`].
+    pub flag_names: BTreeMap<String, String>,
+    /// Read `$ODEK_HOME/config.json`.
+    pub read_user_config: bool,
+    /// Read `./odek.json`.
+    pub read_project_config: bool,
+}
+
+impl ConfigInputs {
+    /// Inputs for `workdir` with the process environment, both config files,
+    /// and no flags.
+    pub fn from_process(workdir: impl Into<PathBuf>) -> ConfigInputs {
+        ConfigInputs {
+            workdir: workdir.into(),
+            env: std::env::vars().collect(),
+            flags: Layer::default(),
+            flag_names: BTreeMap::new(),
+            read_user_config: true,
+            read_project_config: true,
+        }
+    }
+}
+
+/// The merged, validated settings (before any Docker lookup).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Absolute, canonical working directory.
+    pub workdir: PathBuf,
+    /// `$ODEK_HOME` (user config and approvals).
+    pub odek_home: PathBuf,
+    /// Sandbox mode (SPEC §3.3).
+    pub mode: Sourced<SandboxMode>,
+    /// `sandbox_image`.
+    pub image: Option<Sourced<String>>,
+    /// `sandbox_network` after lenient downgrade.
+    pub network: Sourced<NetworkMode>,
+    /// `sandbox_network` as written by the winning source (approval key, §7.3).
+    pub network_raw: Option<Sourced<String>>,
+    /// `sandbox_networks` (validated names).
+    pub networks: Option<Sourced<Vec<String>>>,
+    /// `sandbox_compose_project`.
+    pub compose_project: Option<Sourced<String>>,
+    /// `sandbox_pids_limit` (≥ 1).
+    pub pids_limit: Sourced<i64>,
+    /// `sandbox_readonly`.
+    pub readonly: Sourced<bool>,
+    /// `sandbox_memory` in bytes.
+    pub memory: Option<Sourced<i64>>,
+    /// `sandbox_cpus`.
+    pub cpus: Option<Sourced<CpuLimit>>,
+    /// `sandbox_user`.
+    pub user: Option<Sourced<String>>,
+    /// `sandbox_env`, sorted by key.
+    pub env: Option<Sourced<Vec<EnvVar>>>,
+    /// `sandbox_volumes`.
+    pub volumes: Option<Sourced<Vec<VolumeMount>>>,
+    /// `ODEK_REQUIRE_SANDBOX=1`: both fallback classes are fatal.
+    pub require_sandbox: bool,
+    /// `ODEK_APPROVE_PROJECT_SANDBOX=1`: approve project settings without asking.
+    pub approve_project: bool,
+    /// Warnings raised while merging.
+    pub warnings: Vec<Warning>,
+}
+
+impl Settings {
+    /// True when any network is to be attached (by any source): fallback to
+    /// the host is then impossible (SPEC §6.3).
+    pub fn attaches_networks(&self) -> bool {
+        self.networks.as_ref().is_some_and(|n| !n.value.is_empty())
+            || self.compose_project.is_some()
+    }
+}
+
+fn truthy(env: &BTreeMap<String, String>, var: &str) -> Result<bool, ConfigError> {
+    match env.get(var).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(false),
+        Some(v) if v.is_empty() || v == "0" || v == "false" || v == "no" || v == "off" => Ok(false),
+        Some(v) if v == "1" || v == "true" || v == "yes" || v == "on" => Ok(true),
+        Some(v) => Err(ConfigError::InvalidValue {
+            origin: format!("env {var}"),
+            key: var.to_string(),
+            reason: format!("must be 1 or 0 (got {})", super::quote(&v)),
+        }),
+    }
+}
+
+/// The env var behind each config key (SPEC §3.1).
+fn env_var_of(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "sandbox" => "ODEK_SANDBOX",
+        "sandbox_image" => "ODEK_SANDBOX_IMAGE",
+        "sandbox_network" => "ODEK_SANDBOX_NETWORK",
+        "sandbox_networks" => "ODEK_SANDBOX_NETWORKS",
+        "sandbox_compose_project" => "ODEK_SANDBOX_COMPOSE_PROJECT",
+        "sandbox_pids_limit" => "ODEK_SANDBOX_PIDS_LIMIT",
+        "sandbox_readonly" => "ODEK_SANDBOX_READONLY",
+        "sandbox_memory" => "ODEK_SANDBOX_MEMORY",
+        "sandbox_cpus" => "ODEK_SANDBOX_CPUS",
+        "sandbox_user" => "ODEK_SANDBOX_USER",
+        _ => return None,
+    })
+}
+
+/// One source's layer with its [`Source`] per key.
+struct Ranked {
+    layer: Layer,
+    /// Source for a key of this layer.
+    source: Box<dyn Fn(&str) -> Source>,
+}
+
+/// Picks the highest-precedence value of one key.
+fn pick<T: Clone>(
+    ranked: &[Ranked],
+    key: &str,
+    get: impl Fn(&Layer) -> Option<T>,
+) -> Option<Sourced<T>> {
+    ranked
+        .iter()
+        .rev()
+        .find_map(|r| get(&r.layer).map(|v| Sourced::new(v, (r.source)(key))))
+}
+
+/// Where a source's values are described in messages.
+fn origin(src: &Source) -> String {
+    src.to_string()
+}
+
+/// Loads, merges and validates the configuration (SPEC §3).
+///
+/// Errors ([`ConfigError`], class `config`): unreadable or malformed config
+/// files (naming file, line, column), invalid values of any source, networks
+/// configured while the sandbox is off. Nothing touches Docker.
+pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
+    let workdir = inputs
+        .workdir
+        .canonicalize()
+        .map_err(|e| ConfigError::Workdir {
+            path: inputs.workdir.clone(),
+            reason: e.to_string(),
+        })?;
+    if !workdir.is_dir() {
+        return Err(ConfigError::Workdir {
+            path: workdir,
+            reason: "not a directory".into(),
+        });
+    }
+    let env = &inputs.env;
+    let odek_home = odek_home(env)?;
+    // Compare real paths: $ODEK_HOME may sit behind a symlink into the workdir.
+    let odek_home = odek_home.canonicalize().unwrap_or(odek_home);
+    let mut warnings = Vec::new();
+
+    let mut ranked: Vec<Ranked> = Vec::new();
+    let mut user_layer = Layer::default();
+    if inputs.read_user_config {
+        let path = odek_home.join("config.json");
+        if let Some((layer, w)) = parse_file(&path)? {
+            warnings.extend(w);
+            user_layer = layer.clone();
+            let p = path.clone();
+            ranked.push(Ranked {
+                layer,
+                source: Box::new(move |_| Source::User { path: p.clone() }),
+            });
+        }
+    }
+    if inputs.read_project_config {
+        let path = workdir.join("odek.json");
+        if let Some((mut layer, w)) = parse_file(&path)? {
+            warnings.extend(w);
+            tighten(&mut layer, &user_layer, &path, &mut warnings);
+            let p = path.clone();
+            ranked.push(Ranked {
+                layer,
+                source: Box::new(move |_| Source::Project { path: p.clone() }),
+            });
+        }
+    }
+    let env_layer = super::layer_from_env(env)?;
+    ranked.push(Ranked {
+        layer: env_layer,
+        source: Box::new(|key| Source::Env {
+            var: env_var_of(key).unwrap_or("?").to_string(),
+        }),
+    });
+    let names = inputs.flag_names.clone();
+    ranked.push(Ranked {
+        layer: inputs.flags.clone(),
+        source: Box::new(move |key| match names.get(key) {
+            Some(f) => Source::Flag { flag: f.clone() },
+            None => Source::Api,
+        }),
+    });
+
+    // Validate every value any source gives, not only the winner: a broken
+    // value anywhere is a misconfiguration the user should hear about.
+    let lenient = truthy(env, "ODEK_SANDBOX_NETWORK_LENIENT")?;
+    for r in &ranked {
+        validate_layer(r, &workdir, lenient)?;
+    }
+
+    let mode = match pick(&ranked, "sandbox", |l| l.sandbox) {
+        Some(Sourced {
+            value: true,
+            source,
+        }) => Sourced::new(SandboxMode::Explicit, source),
+        Some(Sourced {
+            value: false,
+            source,
+        }) => Sourced::new(SandboxMode::Off, source),
+        None => Sourced::new(SandboxMode::Implicit, Source::Default),
+    };
+
+    let network_raw = pick(&ranked, "sandbox_network", |l| l.sandbox_network.clone());
+    let network = match network_raw.clone() {
+        None => Sourced::new(NetworkMode::None, Source::Default),
+        Some(s) => match parse_network_mode(&origin(&s.source), &s.value) {
+            Ok(m) => Sourced::new(m, s.source),
+            Err(_) => {
+                // Only reachable in lenient mode: validate_layer refused it otherwise.
+                warnings.push(Warning::new(
+                    WarningKind::NetworkModeDowngraded,
+                    format!(
+                        "{}: sandbox_network {} is not \"none\" or \"bridge\"; using \"none\" because ODEK_SANDBOX_NETWORK_LENIENT=1",
+                        origin(&s.source),
+                        super::quote(&s.value)
+                    ),
+                ));
+                Sourced::new(NetworkMode::None, s.source)
+            }
+        },
+    };
+
+    let pids_limit = pick(&ranked, "sandbox_pids_limit", |l| l.sandbox_pids_limit)
+        .unwrap_or_else(|| Sourced::new(DEFAULT_PIDS_LIMIT, Source::Default));
+    let readonly = pick(&ranked, "sandbox_readonly", |l| l.sandbox_readonly)
+        .unwrap_or_else(|| Sourced::new(false, Source::Default));
+    let memory = pick(&ranked, "sandbox_memory", |l| l.sandbox_memory.clone())
+        .map(|s| {
+            parse_memory(&origin(&s.source), &s.value).map(|b| Sourced::new(b, s.source.clone()))
+        })
+        .transpose()?;
+    let cpus = pick(&ranked, "sandbox_cpus", |l| l.sandbox_cpus.clone())
+        .map(|s| {
+            parse_cpus(&origin(&s.source), &s.value).map(|c| Sourced::new(c, s.source.clone()))
+        })
+        .transpose()?;
+    let env_vars = match pick(&ranked, "sandbox_env", |l| l.sandbox_env.clone()) {
+        None => None,
+        Some(s) => {
+            let o = origin(&s.source);
+            let mut vars = Vec::new();
+            for (key, raw) in &s.value {
+                let (value, interpolates_host) = interpolate(&o, key, raw, env)?;
+                vars.push(EnvVar {
+                    key: key.clone(),
+                    value,
+                    interpolates_host,
+                });
+            }
+            Some(Sourced::new(vars, s.source))
+        }
+    };
+    let volumes = pick(&ranked, "sandbox_volumes", |l| l.sandbox_volumes.clone())
+        .map(|s| {
+            let o = origin(&s.source);
+            s.value
+                .iter()
+                .map(|v| resolve_volume(&o, v, &workdir))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|v| Sourced::new(v, s.source.clone()))
+        })
+        .transpose()?;
+
+    if let Some(vols) = &volumes {
+        // The approval store and user config must stay out of the sandbox's
+        // reach (SPEC §7.3): no volume may expose $ODEK_HOME.
+        for v in &vols.value {
+            if odek_home.starts_with(&v.host) || v.host.starts_with(&odek_home) {
+                return Err(ConfigError::InvalidVolume {
+                    origin: origin(&vols.source),
+                    value: super::quote(&v.spec),
+                    reason: format!(
+                        "it would expose $ODEK_HOME ({}), where approvals live",
+                        odek_home.display()
+                    ),
+                });
+            }
+        }
+    }
+
+    let settings = Settings {
+        workdir,
+        odek_home,
+        mode,
+        image: pick(&ranked, "sandbox_image", |l| l.sandbox_image.clone()),
+        network,
+        network_raw,
+        networks: pick(&ranked, "sandbox_networks", |l| l.sandbox_networks.clone()),
+        compose_project: pick(&ranked, "sandbox_compose_project", |l| {
+            l.sandbox_compose_project.clone()
+        }),
+        pids_limit,
+        readonly,
+        memory,
+        cpus,
+        user: pick(&ranked, "sandbox_user", |l| l.sandbox_user.clone()),
+        env: env_vars,
+        volumes,
+        require_sandbox: truthy(env, "ODEK_REQUIRE_SANDBOX")?,
+        approve_project: truthy(env, "ODEK_APPROVE_PROJECT_SANDBOX")?,
+        warnings,
+    };
+
+    if settings.mode.value == SandboxMode::Off && settings.attaches_networks() {
+        let mut what = Vec::new();
+        if let Some(n) = &settings.networks {
+            what.push(format!("sandbox_networks from {}", n.source));
+        }
+        if let Some(c) = &settings.compose_project {
+            what.push(format!("sandbox_compose_project from {}", c.source));
+        }
+        return Err(ConfigError::NetworksWithoutSandbox {
+            what: what.join(", "),
+            origin: settings.mode.source.to_string(),
+        });
+    }
+    Ok(settings)
+}
+
+/// `$ODEK_HOME` (absolute), else `$HOME/.odek` (SPEC §3.1).
+pub fn odek_home(env: &BTreeMap<String, String>) -> Result<PathBuf, ConfigError> {
+    if let Some(h) = env.get("ODEK_HOME").filter(|h| !h.is_empty()) {
+        let p = PathBuf::from(h);
+        if !p.is_absolute() {
+            return Err(ConfigError::InvalidValue {
+                origin: "env ODEK_HOME".into(),
+                key: "ODEK_HOME".into(),
+                reason: format!("must be an absolute path (got {})", super::quote(h)),
+            });
+        }
+        return Ok(p);
+    }
+    match env.get("HOME").filter(|h| !h.is_empty()) {
+        Some(h) => Ok(Path::new(h).join(".odek")),
+        None => Err(ConfigError::InvalidValue {
+            origin: "env".into(),
+            key: "ODEK_HOME".into(),
+            reason: "is unset and so is HOME; set ODEK_HOME to an absolute directory".into(),
+        }),
+    }
+}
+
+/// Applies the project-can-only-tighten rules to the project layer.
+fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Warning>) {
+    let at = path.display();
+    if project.sandbox == Some(false) {
+        project.sandbox = None;
+        warnings.push(Warning::new(
+            WarningKind::ProjectCannotLoosen,
+            format!(
+                "{at}: \"sandbox\": false is ignored; a project config cannot turn the sandbox off"
+            ),
+        ));
+    }
+    if project.sandbox_readonly == Some(false) {
+        project.sandbox_readonly = None;
+        warnings.push(Warning::new(
+            WarningKind::ProjectCannotLoosen,
+            format!("{at}: \"sandbox_readonly\": false is ignored; a project config cannot make /workspace writable"),
+        ));
+    }
+    if let Some(p) = project.sandbox_pids_limit {
+        let base = user.sandbox_pids_limit.unwrap_or(DEFAULT_PIDS_LIMIT);
+        if p >= base {
+            project.sandbox_pids_limit = None;
+            warnings.push(Warning::new(
+                WarningKind::ProjectCannotLoosen,
+                format!("{at}: \"sandbox_pids_limit\": {p} is ignored; a project config can only lower the limit (now {base})"),
+            ));
+        }
+    }
+}
+
+/// Validates every value a layer sets (SPEC §3.4).
+fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), ConfigError> {
+    let l = &r.layer;
+    let o = |key: &str| origin(&(r.source)(key));
+    if let Some(v) = &l.sandbox_network {
+        if let Err(e) = parse_network_mode(&o("sandbox_network"), v) {
+            if !lenient {
+                return Err(e);
+            }
+        }
+    }
+    if let Some(names) = &l.sandbox_networks {
+        for n in names {
+            validate_network_name(&o("sandbox_networks"), n)?;
+        }
+    }
+    if let Some(p) = &l.sandbox_compose_project {
+        validate_compose_project(&o("sandbox_compose_project"), p)?;
+    }
+    if let Some(p) = l.sandbox_pids_limit {
+        validate_pids_limit(&o("sandbox_pids_limit"), p)?;
+    }
+    if let Some(m) = &l.sandbox_memory {
+        parse_memory(&o("sandbox_memory"), m)?;
+    }
+    if let Some(c) = &l.sandbox_cpus {
+        parse_cpus(&o("sandbox_cpus"), c)?;
+    }
+    if let Some(u) = &l.sandbox_user {
+        validate_user(&o("sandbox_user"), u)?;
+    }
+    if let Some(env) = &l.sandbox_env {
+        for k in env.keys() {
+            validate_env_key(&o("sandbox_env"), k)?;
+        }
+    }
+    if let Some(vols) = &l.sandbox_volumes {
+        for v in vols {
+            resolve_volume(&o("sandbox_volumes"), v, workdir)?;
+        }
+    }
+    if let Some(image) = &l.sandbox_image {
+        crate::image::ImageRef::parse(image).map_err(|e| ConfigError::InvalidValue {
+            origin: o("sandbox_image"),
+            key: "sandbox_image".into(),
+            reason: e.to_string(),
+        })?;
+    }
+    Ok(())
+}

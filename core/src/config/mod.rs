@@ -1,0 +1,194 @@
+//! Configuration (SPEC §3): the keys of §3.1 from four sources, merged by the
+//! precedence of §3.2 with each value's source kept, the project-can-only-
+//! tighten rules, and the validation of §3.4 — all before any container exists.
+
+mod error;
+mod merge;
+mod parse;
+mod validate;
+
+pub use error::{quote, ConfigError};
+pub use merge::{load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT};
+pub use parse::{layer_from_env, parse_bytes, parse_file, MAX_CONFIG_BYTES};
+pub use validate::{
+    interpolate, normalize_compose_project, parse_cpus, parse_memory, parse_network_mode,
+    resolve_volume, validate_compose_project, validate_env_key, validate_network_name,
+    validate_pids_limit, validate_user,
+};
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a value came from (SPEC §3.2), lowest precedence first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// Built-in default.
+    Default,
+    /// `$ODEK_HOME/config.json`.
+    User {
+        /// The file.
+        path: PathBuf,
+    },
+    /// `./odek.json` in the working directory (needs approval for some keys, §7).
+    Project {
+        /// The file.
+        path: PathBuf,
+    },
+    /// An `ODEK_*` environment variable.
+    Env {
+        /// The variable.
+        var: String,
+    },
+    /// A CLI flag.
+    Flag {
+        /// The flag, e.g. `--sandbox-pids-limit`.
+        flag: String,
+    },
+    /// Set by an embedding program through the library or C ABI (an
+    /// operator source, like a flag).
+    Api,
+}
+
+impl Source {
+    /// True for `./odek.json`.
+    pub fn is_project(&self) -> bool {
+        matches!(self, Source::Project { .. })
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::User { path } => write!(f, "user config {}", path.display()),
+            Source::Project { path } => write!(f, "project config {}", path.display()),
+            Source::Env { var } => write!(f, "env {var}"),
+            Source::Flag { flag } => write!(f, "flag {flag}"),
+            Source::Api => f.write_str("api"),
+        }
+    }
+}
+
+/// A value with its source.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sourced<T> {
+    /// The value.
+    pub value: T,
+    /// Where it came from.
+    pub source: Source,
+}
+
+impl<T> Sourced<T> {
+    /// Pairs a value with its source.
+    pub fn new(value: T, source: Source) -> Sourced<T> {
+        Sourced { value, source }
+    }
+}
+
+/// The settings one source gives, type-checked but not yet validated
+/// (SPEC §3.1). `None` = the source does not set the key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layer {
+    /// `sandbox`.
+    pub sandbox: Option<bool>,
+    /// `sandbox_image`: an image reference.
+    pub sandbox_image: Option<String>,
+    /// `sandbox_network`: raw text, checked by [`parse_network_mode`].
+    pub sandbox_network: Option<String>,
+    /// `sandbox_networks`: network names.
+    pub sandbox_networks: Option<Vec<String>>,
+    /// `sandbox_compose_project`.
+    pub sandbox_compose_project: Option<String>,
+    /// `sandbox_pids_limit` (any integer here; must be ≥ 1 to pass validation).
+    pub sandbox_pids_limit: Option<i64>,
+    /// `sandbox_readonly`.
+    pub sandbox_readonly: Option<bool>,
+    /// `sandbox_memory`, e.g. `512m` (a JSON integer is taken as bytes).
+    pub sandbox_memory: Option<String>,
+    /// `sandbox_cpus`, e.g. `0.5`.
+    pub sandbox_cpus: Option<String>,
+    /// `sandbox_user`: `uid[:gid]` or a name.
+    pub sandbox_user: Option<String>,
+    /// `sandbox_env`: KEY → value (values may use `${HOST_VAR}`).
+    pub sandbox_env: Option<BTreeMap<String, String>>,
+    /// `sandbox_volumes`: `host:container[:ro|rw]`.
+    pub sandbox_volumes: Option<Vec<String>>,
+}
+
+/// Sandbox mode (SPEC §3.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// `sandbox=true` from some source: unreachable daemon / unpullable image are fatal.
+    Explicit,
+    /// Nothing said: on, with loud fallback where §6.3 allows.
+    Implicit,
+    /// `--no-sandbox`, `ODEK_SANDBOX=false` or user config `false`.
+    Off,
+}
+
+/// `sandbox_network` (SPEC §3.4): exactly `none` or `bridge`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkMode {
+    /// No network besides attached ones.
+    None,
+    /// The default bridge.
+    Bridge,
+}
+
+impl fmt::Display for NetworkMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NetworkMode::None => "none",
+            NetworkMode::Bridge => "bridge",
+        })
+    }
+}
+
+/// A CPU limit as written and in `NanoCpus`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuLimit {
+    /// As written, e.g. `0.5`.
+    pub text: String,
+    /// Billionths of a CPU.
+    pub nano: i64,
+}
+
+/// One environment variable for the container.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvVar {
+    /// The key (`[A-Za-z_][A-Za-z0-9_]*`).
+    pub key: String,
+    /// The value after `${…}` interpolation. User data: never logged.
+    pub value: String,
+    /// True when the written value used `${HOST_VAR}` (flagged in approval, §7.2).
+    pub interpolates_host: bool,
+}
+
+impl fmt::Debug for EnvVar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnvVar")
+            .field("key", &self.key)
+            .field("value", &"<redacted>")
+            .field("interpolates_host", &self.interpolates_host)
+            .finish()
+    }
+}
+
+/// A validated bind mount from `sandbox_volumes` (SPEC §3.4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeMount {
+    /// The entry as written (used in the approval key, §7.3).
+    pub spec: String,
+    /// Absolute host path inside the working directory.
+    pub host: PathBuf,
+    /// Absolute container path.
+    pub container: String,
+    /// `:ro`.
+    pub read_only: bool,
+}

@@ -1,0 +1,732 @@
+//! The real Docker Engine API, through bollard. The only file that knows
+//! bollard or HTTP exist (SPEC §2).
+//!
+//! Version negotiation (SPEC §6.2): the first call asks `/version` with the
+//! oldest version odek supports; the engine answers its own API version and
+//! every later request is sent as `/v<min(engine, client)>/…`. An engine that
+//! only speaks older versions is refused naming both; one that dropped old
+//! versions says its minimum, and odek asks again with that.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::errors::Error as BError;
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, ExecConfig, HostConfig, Mount, MountType,
+    NetworkConnectRequest, NetworkingConfig,
+};
+use bollard::query_parameters::{
+    BuildImageOptions, CreateContainerOptions, CreateImageOptions, InspectContainerOptions,
+    InspectNetworkOptions, ListContainersOptions, ListNetworksOptions, RemoveContainerOptions,
+};
+use bollard::{ClientVersion, Docker};
+use futures_util::StreamExt;
+use tokio::sync::OnceCell;
+
+use super::endpoint::Address;
+use super::{
+    ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
+    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, ImageInfo,
+    NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink, StreamKind, MIN_API_VERSION,
+};
+
+/// The newest API version this build sends (bollard's model version).
+const CLIENT_MAX: ApiVersion = ApiVersion {
+    major: 1,
+    minor: 53,
+};
+
+/// Per-call time budgets. `ODEK_DOCKER_TIMEOUT` (seconds) scales the
+/// non-streaming calls; streamed calls (pull, build) time out when no
+/// progress arrives for the idle budget.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// `/version` and the first connection.
+    pub ping: Duration,
+    /// Every other non-streaming call.
+    pub call: Duration,
+    /// Longest silence in a pull or build stream.
+    pub stream_idle: Duration,
+}
+
+impl Timeouts {
+    /// Defaults (5 s ping, 60 s per call, 300 s stream silence), or
+    /// `ODEK_DOCKER_TIMEOUT` seconds for ping and calls when set.
+    pub fn from_env() -> Timeouts {
+        let base = std::env::var("ODEK_DOCKER_TIMEOUT")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| *v > 0.0 && v.is_finite())
+            .map(Duration::from_secs_f64);
+        Timeouts {
+            ping: base.unwrap_or(Duration::from_secs(5)),
+            call: base.unwrap_or(Duration::from_secs(60)),
+            stream_idle: Duration::from_secs(300).max(base.unwrap_or_default()),
+        }
+    }
+}
+
+/// [`DockerApi`] over the Docker Engine API (bollard).
+pub struct BollardEngine {
+    endpoint: Endpoint,
+    timeouts: Timeouts,
+    /// The client before negotiation (used only for `/version`).
+    connect: ConnectFn,
+    /// The negotiated client and what the engine said.
+    negotiated: OnceCell<(Docker, EngineInfo)>,
+}
+
+type ConnectFn = Box<dyn Fn(ApiVersion) -> Result<Docker, BError> + Send + Sync>;
+
+impl BollardEngine {
+    /// Prepares a client for `endpoint`. No connection is made until the first
+    /// call; connection errors surface from [`DockerApi::version`].
+    pub fn new(endpoint: Endpoint) -> BollardEngine {
+        Self::with_timeouts(endpoint, Timeouts::from_env())
+    }
+
+    /// As [`BollardEngine::new`] with explicit time budgets.
+    pub fn with_timeouts(endpoint: Endpoint, timeouts: Timeouts) -> BollardEngine {
+        let address = endpoint.address.clone();
+        // bollard's own timeout is whole seconds; ours (tokio) is the real one.
+        let secs = timeouts.call.as_secs().max(1) + 1;
+        let connect: ConnectFn = Box::new(move |v: ApiVersion| {
+            let cv = ClientVersion {
+                major_version: v.major as usize,
+                minor_version: v.minor as usize,
+            };
+            match &address {
+                Address::Unix { path } => {
+                    Docker::connect_with_unix(&path.to_string_lossy(), secs, &cv)
+                }
+                Address::Tcp { authority } => {
+                    Docker::connect_with_http(&format!("tcp://{authority}"), secs, &cv)
+                }
+            }
+        });
+        BollardEngine {
+            endpoint,
+            timeouts,
+            connect,
+            negotiated: OnceCell::new(),
+        }
+    }
+
+    async fn client(&self) -> Result<&Docker, EngineError> {
+        Ok(&self.negotiate().await?.0)
+    }
+
+    async fn negotiate(&self) -> Result<&(Docker, EngineInfo), EngineError> {
+        self.negotiated
+            .get_or_try_init(|| async {
+                let mut ask = MIN_API_VERSION;
+                for _ in 0..2 {
+                    let docker = (self.connect)(ask).map_err(|e| map_err(Op::Version, e))?;
+                    let answer = timed(Op::Version, self.timeouts.ping, docker.version()).await;
+                    match answer {
+                        Ok(v) => {
+                            let server = v
+                                .api_version
+                                .as_deref()
+                                .and_then(ApiVersion::parse)
+                                .ok_or_else(|| {
+                                    EngineError::new(
+                                        Op::Version,
+                                        EngineErrorKind::Protocol,
+                                        "the engine did not report its API version",
+                                    )
+                                })?;
+                            let use_version = server.min(CLIENT_MAX);
+                            let docker =
+                                (self.connect)(use_version).map_err(|e| map_err(Op::Version, e))?;
+                            let info = EngineInfo {
+                                api_version: use_version,
+                                server_version: v.version.unwrap_or_default(),
+                            };
+                            return Ok((docker, info));
+                        }
+                        Err(e) => match version_hint(&e.message) {
+                            VersionHint::TooOld(min) if min > ask && min <= CLIENT_MAX => ask = min,
+                            VersionHint::TooNew(max) => {
+                                return Err(EngineError {
+                                    kind: EngineErrorKind::Rejected,
+                                    message: format!(
+                                        "the engine speaks API {max} at most; odek needs API {MIN_API_VERSION} or newer (Docker 19.03+)"
+                                    ),
+                                    ..e
+                                })
+                            }
+                            _ => return Err(e),
+                        },
+                    }
+                }
+                Err(EngineError::new(
+                    Op::Version,
+                    EngineErrorKind::Protocol,
+                    "API version negotiation did not converge",
+                ))
+            })
+            .await
+    }
+}
+
+enum VersionHint {
+    TooOld(ApiVersion),
+    TooNew(ApiVersion),
+    None,
+}
+
+/// Reads the engine's version refusal ("client version 1.40 is too old.
+/// Minimum supported API version is 1.44" / "… too new. Maximum …").
+fn version_hint(message: &str) -> VersionHint {
+    let after = |phrase: &str| {
+        let rest = &message[message.find(phrase)? + phrase.len()..];
+        let token: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        ApiVersion::parse(token.trim_end_matches('.'))
+    };
+    if let Some(v) = after("Minimum supported API version is ") {
+        VersionHint::TooOld(v)
+    } else if let Some(v) = after("Maximum supported API version is ") {
+        VersionHint::TooNew(v)
+    } else {
+        VersionHint::None
+    }
+}
+
+async fn timed<T>(
+    op: Op,
+    budget: Duration,
+    fut: impl std::future::Future<Output = Result<T, BError>>,
+) -> Result<T, EngineError> {
+    match tokio::time::timeout(budget, fut).await {
+        Ok(r) => r.map_err(|e| map_err(op, e)),
+        Err(_) => Err(EngineError::new(
+            op,
+            EngineErrorKind::Timeout,
+            format!("no answer within {:.1} s", budget.as_secs_f64()),
+        )),
+    }
+}
+
+fn map_err(op: Op, e: BError) -> EngineError {
+    let (kind, status, message) = match e {
+        BError::DockerResponseServerError {
+            status_code,
+            message,
+        } => {
+            let kind = if status_code == 404 {
+                EngineErrorKind::NotFound
+            } else {
+                EngineErrorKind::Rejected
+            };
+            (kind, Some(status_code), message)
+        }
+        BError::DockerStreamError { error } => (EngineErrorKind::Stream, None, error),
+        BError::RequestTimeoutError => (EngineErrorKind::Timeout, None, "request timed out".into()),
+        BError::JsonDataError { .. }
+        | BError::JsonSerdeError { .. }
+        | BError::APIVersionParseError {} => (EngineErrorKind::Protocol, None, e.to_string()),
+        other => (EngineErrorKind::Unreachable, None, other.to_string()),
+    };
+    EngineError {
+        op,
+        kind,
+        status,
+        message,
+    }
+}
+
+fn filters(pairs: &[(&str, &str)]) -> HashMap<String, Vec<String>> {
+    let mut m: HashMap<String, Vec<String>> = HashMap::new();
+    for (k, v) in pairs {
+        m.entry((*k).to_string())
+            .or_default()
+            .push((*v).to_string());
+    }
+    m
+}
+
+fn network_from(n: bollard::models::Network) -> NetworkInfo {
+    NetworkInfo {
+        id: n.id.unwrap_or_default(),
+        name: n.name.unwrap_or_default(),
+        driver: n.driver.unwrap_or_default(),
+        scope: n.scope.unwrap_or_default(),
+        internal: n.internal.unwrap_or(false),
+        labels: n.labels.unwrap_or_default().into_iter().collect(),
+        options: n.options.unwrap_or_default().into_iter().collect(),
+        containers: BTreeMap::new(),
+    }
+}
+
+#[async_trait]
+impl DockerApi for BollardEngine {
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    async fn version(&self) -> Result<EngineInfo, EngineError> {
+        Ok(self.negotiate().await?.1.clone())
+    }
+
+    async fn list_networks(&self, filter: &NetworkFilter) -> Result<Vec<NetworkInfo>, EngineError> {
+        let d = self.client().await?;
+        let f = match filter {
+            NetworkFilter::Name(n) => filters(&[("name", n)]),
+            NetworkFilter::Label(l) => filters(&[("label", l)]),
+        };
+        let opts = ListNetworksOptions { filters: Some(f) };
+        let list = timed(
+            Op::ListNetworks,
+            self.timeouts.call,
+            d.list_networks(Some(opts)),
+        )
+        .await?;
+        Ok(list.into_iter().map(network_from).collect())
+    }
+
+    async fn inspect_network(&self, id: &str) -> Result<Option<NetworkInfo>, EngineError> {
+        let d = self.client().await?;
+        let opts = InspectNetworkOptions {
+            verbose: false,
+            scope: None,
+        };
+        match timed(
+            Op::InspectNetwork,
+            self.timeouts.call,
+            d.inspect_network(id, Some(opts)),
+        )
+        .await
+        {
+            Ok(n) => {
+                let containers = n
+                    .containers
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(id, c)| (id, c.name.unwrap_or_default()))
+                    .collect();
+                let mut info = network_from(bollard::models::Network {
+                    name: n.name,
+                    id: n.id,
+                    scope: n.scope,
+                    driver: n.driver,
+                    internal: n.internal,
+                    options: n.options,
+                    labels: n.labels,
+                    ..Default::default()
+                });
+                info.containers = containers;
+                Ok(Some(info))
+            }
+            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {
+        let d = self.client().await?;
+        match timed(
+            Op::InspectImage,
+            self.timeouts.call,
+            d.inspect_image(reference),
+        )
+        .await
+        {
+            Ok(i) => Ok(Some(ImageInfo {
+                id: i.id.unwrap_or_default(),
+                repo_tags: i.repo_tags.unwrap_or_default(),
+                repo_digests: i.repo_digests.unwrap_or_default(),
+            })),
+            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn pull_image(
+        &self,
+        reference: &str,
+        progress: ProgressSink<'_>,
+    ) -> Result<(), EngineError> {
+        let d = self.client().await?;
+        let opts = CreateImageOptions {
+            from_image: Some(reference.to_string()),
+            ..Default::default()
+        };
+        let mut stream = d.create_image(Some(opts), None, None);
+        let mut last = String::new();
+        loop {
+            let item = tokio::time::timeout(self.timeouts.stream_idle, stream.next()).await;
+            let item = match item {
+                Ok(Some(item)) => item,
+                Ok(None) => return Ok(()),
+                Err(_) => {
+                    return Err(EngineError::new(
+                        Op::PullImage,
+                        EngineErrorKind::Timeout,
+                        "the pull made no progress",
+                    ))
+                }
+            };
+            let info = item.map_err(|e| map_err(Op::PullImage, e))?;
+            if let Some(status) = info.status {
+                let line = match info.id {
+                    Some(id) => format!("{id}: {status}"),
+                    None => status,
+                };
+                if line != last {
+                    progress(&line);
+                    last = line;
+                }
+            }
+        }
+    }
+
+    async fn build_image(
+        &self,
+        context_tar: Vec<u8>,
+        dockerfile: &str,
+        tag: &str,
+        labels: &BTreeMap<String, String>,
+        progress: ProgressSink<'_>,
+    ) -> Result<String, EngineError> {
+        let d = self.client().await?;
+        let opts = BuildImageOptions {
+            dockerfile: dockerfile.to_string(),
+            t: Some(tag.to_string()),
+            rm: true,
+            forcerm: true,
+            labels: Some(labels.clone().into_iter().collect()),
+            ..Default::default()
+        };
+        let body = bollard::body_full(context_tar.into());
+        let mut stream = d.build_image(opts, None, Some(body));
+        let mut image_id = None;
+        loop {
+            let item = tokio::time::timeout(self.timeouts.stream_idle, stream.next()).await;
+            let info = match item {
+                Ok(Some(item)) => item.map_err(|e| map_err(Op::BuildImage, e))?,
+                Ok(None) => break,
+                Err(_) => {
+                    return Err(EngineError::new(
+                        Op::BuildImage,
+                        EngineErrorKind::Timeout,
+                        "the build made no progress",
+                    ))
+                }
+            };
+            if let Some(err) = info.error_detail.and_then(|e| e.message) {
+                return Err(EngineError::new(
+                    Op::BuildImage,
+                    EngineErrorKind::Stream,
+                    err,
+                ));
+            }
+            if let Some(s) = info.stream {
+                for line in s.lines().filter(|l| !l.trim().is_empty()) {
+                    progress(line);
+                }
+            }
+            if let Some(id) = info.aux.and_then(|a| a.id) {
+                image_id = Some(id);
+            }
+        }
+        match image_id {
+            Some(id) => Ok(id),
+            None => match self.inspect_image(tag).await? {
+                Some(i) => Ok(i.id),
+                None => Err(EngineError::new(
+                    Op::BuildImage,
+                    EngineErrorKind::Protocol,
+                    "the build ended without producing an image",
+                )),
+            },
+        }
+    }
+
+    async fn create_container(&self, spec: &ContainerSpec) -> Result<Created, EngineError> {
+        let d = self.client().await?;
+        let mounts = spec
+            .binds
+            .iter()
+            .map(|b| Mount {
+                target: Some(b.target.clone()),
+                source: Some(b.source.clone()),
+                typ: Some(MountType::BIND),
+                read_only: Some(b.read_only),
+                ..Default::default()
+            })
+            .collect();
+        let host = HostConfig {
+            network_mode: Some(spec.network_mode.clone()),
+            init: Some(spec.init),
+            pids_limit: Some(spec.pids_limit),
+            cap_drop: Some(spec.cap_drop.clone()),
+            security_opt: Some(spec.security_opt.clone()),
+            tmpfs: Some(
+                spec.tmpfs
+                    .iter()
+                    .map(|t| (t.target.clone(), t.options.clone()))
+                    .collect(),
+            ),
+            mounts: Some(mounts),
+            memory: spec.memory_bytes,
+            nano_cpus: spec.nano_cpus,
+            ..Default::default()
+        };
+        // The first network is the endpoint created with the container; no
+        // alias is requested (SPEC §4.1).
+        let networking = if spec.network_mode != "none" && spec.network_mode != "bridge" {
+            Some(NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(
+                    spec.network_mode.clone(),
+                    EndpointSettings::default(),
+                )])),
+            })
+        } else {
+            None
+        };
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            cmd: Some(spec.cmd.clone()),
+            env: Some(spec.env.clone()),
+            working_dir: Some(spec.working_dir.clone()),
+            user: spec.user.clone(),
+            labels: Some(spec.labels.clone().into_iter().collect()),
+            host_config: Some(host),
+            networking_config: networking,
+            ..Default::default()
+        };
+        let opts = CreateContainerOptions {
+            name: Some(spec.name.clone()),
+            ..Default::default()
+        };
+        let r = timed(
+            Op::CreateContainer,
+            self.timeouts.call,
+            d.create_container(Some(opts), body),
+        )
+        .await?;
+        Ok(Created {
+            id: r.id,
+            warnings: r.warnings,
+        })
+    }
+
+    async fn start_container(&self, id: &str) -> Result<(), EngineError> {
+        let d = self.client().await?;
+        timed(
+            Op::StartContainer,
+            self.timeouts.call,
+            d.start_container(id, None),
+        )
+        .await
+    }
+
+    async fn connect_network(
+        &self,
+        network_id: &str,
+        container_id: &str,
+    ) -> Result<(), EngineError> {
+        let d = self.client().await?;
+        let req = NetworkConnectRequest {
+            container: container_id.to_string(),
+            endpoint_config: Some(EndpointSettings::default()),
+        };
+        timed(
+            Op::ConnectNetwork,
+            self.timeouts.call,
+            d.connect_network(network_id, req),
+        )
+        .await
+    }
+
+    async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>, EngineError> {
+        let d = self.client().await?;
+        let opts = InspectContainerOptions { size: false };
+        let c = match timed(
+            Op::InspectContainer,
+            self.timeouts.call,
+            d.inspect_container(id, Some(opts)),
+        )
+        .await
+        {
+            Ok(c) => c,
+            Err(e) if e.kind == EngineErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let host = c.host_config.unwrap_or_default();
+        let config = c.config.unwrap_or_default();
+        let mut endpoints: Vec<EndpointInfo> = c
+            .network_settings
+            .and_then(|n| n.networks)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, ep)| EndpointInfo {
+                network_name: name,
+                network_id: ep.network_id.unwrap_or_default(),
+                aliases: ep.aliases.unwrap_or_default(),
+            })
+            .collect();
+        endpoints.sort_by(|a, b| a.network_name.cmp(&b.network_name));
+        Ok(Some(ContainerInfo {
+            id: c.id.unwrap_or_default(),
+            name: c
+                .name
+                .unwrap_or_default()
+                .trim_start_matches('/')
+                .to_string(),
+            image_id: c.image.unwrap_or_default(),
+            running: c.state.and_then(|s| s.running).unwrap_or(false),
+            labels: config.labels.unwrap_or_default().into_iter().collect(),
+            network_mode: host.network_mode.unwrap_or_default(),
+            endpoints,
+            pids_limit: host.pids_limit,
+            init: host.init,
+            tmpfs: host.tmpfs.unwrap_or_default().into_iter().collect(),
+            memory_bytes: host.memory.unwrap_or(0),
+            nano_cpus: host.nano_cpus.unwrap_or(0),
+            user: config.user.unwrap_or_default(),
+            cap_drop: host.cap_drop.unwrap_or_default(),
+            security_opt: host.security_opt.unwrap_or_default(),
+        }))
+    }
+
+    async fn remove_container(&self, id: &str) -> Result<(), EngineError> {
+        let d = self.client().await?;
+        let opts = RemoveContainerOptions {
+            v: true,
+            force: true,
+            link: false,
+        };
+        match timed(
+            Op::RemoveContainer,
+            self.timeouts.call,
+            d.remove_container(id, Some(opts)),
+        )
+        .await
+        {
+            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(()),
+            // "removal of container … is already in progress"
+            Err(e) if e.status == Some(409) && e.message.contains("already in progress") => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn list_containers(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError> {
+        let d = self.client().await?;
+        let opts = ListContainersOptions {
+            all: true,
+            filters: Some(filters(&[("label", label)])),
+            ..Default::default()
+        };
+        let list = timed(
+            Op::ListContainers,
+            self.timeouts.call,
+            d.list_containers(Some(opts)),
+        )
+        .await?;
+        Ok(list
+            .into_iter()
+            .map(|c| ContainerSummary {
+                id: c.id.unwrap_or_default(),
+                name: c
+                    .names
+                    .and_then(|n| n.into_iter().next())
+                    .unwrap_or_default()
+                    .trim_start_matches('/')
+                    .to_string(),
+                labels: c.labels.unwrap_or_default().into_iter().collect(),
+                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    async fn exec(
+        &self,
+        container_id: &str,
+        spec: &ExecSpec,
+        output: OutputSink<'_>,
+    ) -> Result<ExecExit, EngineError> {
+        let d = self.client().await?;
+        let config = ExecConfig {
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            attach_stdin: Some(false),
+            tty: Some(false),
+            cmd: Some(spec.cmd.clone()),
+            env: Some(spec.env.clone()),
+            working_dir: spec.working_dir.clone(),
+            user: spec.user.clone(),
+            ..Default::default()
+        };
+        let created = timed(
+            Op::Exec,
+            self.timeouts.call,
+            d.create_exec(container_id, config),
+        )
+        .await?;
+        let started = timed(
+            Op::Exec,
+            self.timeouts.call,
+            d.start_exec(&created.id, None),
+        )
+        .await?;
+        if let bollard::exec::StartExecResults::Attached {
+            output: mut stream, ..
+        } = started
+        {
+            while let Some(item) = stream.next().await {
+                match item.map_err(|e| map_err(Op::Exec, e))? {
+                    bollard::container::LogOutput::StdOut { message }
+                    | bollard::container::LogOutput::Console { message } => {
+                        output(StreamKind::Stdout, &message)
+                    }
+                    bollard::container::LogOutput::StdErr { message } => {
+                        output(StreamKind::Stderr, &message)
+                    }
+                    bollard::container::LogOutput::StdIn { .. } => {}
+                }
+            }
+        }
+        let inspected = timed(Op::Exec, self.timeouts.call, d.inspect_exec(&created.id)).await?;
+        let code = if inspected.running == Some(true) {
+            None
+        } else {
+            inspected.exit_code
+        };
+        Ok(ExecExit { code })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_refusals_are_read() {
+        assert!(matches!(
+            version_hint("client version 1.53 is too new. Maximum supported API version is 1.41"),
+            VersionHint::TooNew(ApiVersion {
+                major: 1,
+                minor: 41
+            })
+        ));
+        assert!(matches!(
+            version_hint("client version 1.40 is too old. Minimum supported API version is 1.44, please upgrade your client to a newer version"),
+            VersionHint::TooOld(ApiVersion { major: 1, minor: 44 })
+        ));
+        assert!(matches!(
+            version_hint("client version 1.40 is too old. Minimum supported API version is 1.44"),
+            VersionHint::TooOld(ApiVersion {
+                major: 1,
+                minor: 44
+            })
+        ));
+        assert!(matches!(version_hint("no such host"), VersionHint::None));
+    }
+}

@@ -1,0 +1,434 @@
+//! Which daemon endpoint to talk to (SPEC §6.2).
+//!
+//! `DOCKER_HOST` when set (`unix://PATH` or `tcp://HOST[:PORT]`; anything else
+//! is a config error, never silently another endpoint); else the current Docker
+//! context when one other than `default` is selected; else the first socket
+//! that exists of `/var/run/docker.sock`, `$XDG_RUNTIME_DIR/docker.sock`,
+//! `~/.docker/run/docker.sock`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Where the endpoint came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EndpointSource {
+    /// The `DOCKER_HOST` environment variable.
+    DockerHost,
+    /// A Docker CLI context (from `DOCKER_CONTEXT` or `config.json`).
+    Context {
+        /// Context name.
+        name: String,
+    },
+    /// The first existing socket of the probe order.
+    Probe,
+    /// Given explicitly by the embedding program (tests, bindings).
+    Explicit,
+}
+
+/// A daemon address.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+pub enum Address {
+    /// A Unix socket path.
+    Unix {
+        /// Socket path.
+        path: PathBuf,
+    },
+    /// Plain TCP (`tcp://host:port`).
+    Tcp {
+        /// `host:port`.
+        authority: String,
+    },
+}
+
+/// The daemon endpoint chosen, with every path that was tried on the way.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// The address.
+    pub address: Address,
+    /// Where it came from.
+    pub source: EndpointSource,
+    /// Socket paths probed before this one was chosen (empty unless probing).
+    pub tried: Vec<PathBuf>,
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.address {
+            Address::Unix { path } => write!(f, "unix://{}", path.display())?,
+            Address::Tcp { authority } => write!(f, "tcp://{authority}")?,
+        }
+        match &self.source {
+            EndpointSource::DockerHost => write!(f, " (from DOCKER_HOST)"),
+            EndpointSource::Context { name } => write!(f, " (from Docker context {name:?})"),
+            EndpointSource::Probe => write!(f, " (first existing default socket)"),
+            EndpointSource::Explicit => Ok(()),
+        }
+    }
+}
+
+/// Why no endpoint could be chosen.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum EndpointError {
+    /// `DOCKER_HOST` (or a context's host) is malformed or uses an
+    /// unsupported scheme: a config error (SPEC §6.2).
+    #[error("invalid Docker endpoint {value:?} from {origin}: {reason}; use unix:///path/to/docker.sock or tcp://host:port")]
+    Invalid {
+        /// The raw value.
+        value: String,
+        /// Where it was read.
+        origin: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A selected Docker context could not be read.
+    #[error("docker context {name:?} cannot be used: {reason}; select another with `docker context use` or set DOCKER_HOST")]
+    Context {
+        /// Context name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No socket exists at any probed path: the daemon is unreachable.
+    #[error("no Docker socket found (tried {}); start the Docker daemon or set DOCKER_HOST", display_paths(.tried))]
+    NoSocket {
+        /// Every path probed, in order.
+        tried: Vec<PathBuf>,
+    },
+}
+
+fn display_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The process environment the endpoint rules read; a value so tests need not
+/// touch the real environment.
+#[derive(Clone, Debug, Default)]
+pub struct EndpointEnv {
+    /// `DOCKER_HOST`.
+    pub docker_host: Option<String>,
+    /// `DOCKER_CONTEXT`.
+    pub docker_context: Option<String>,
+    /// `DOCKER_CONFIG` (directory of `config.json`).
+    pub docker_config: Option<PathBuf>,
+    /// `XDG_RUNTIME_DIR`.
+    pub xdg_runtime_dir: Option<PathBuf>,
+    /// `HOME`.
+    pub home: Option<PathBuf>,
+}
+
+impl EndpointEnv {
+    /// Reads the variables from the process environment; empty values count
+    /// as unset (as the Docker CLI does).
+    pub fn from_process() -> EndpointEnv {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        EndpointEnv {
+            docker_host: var("DOCKER_HOST"),
+            docker_context: var("DOCKER_CONTEXT"),
+            docker_config: var("DOCKER_CONFIG").map(PathBuf::from),
+            xdg_runtime_dir: var("XDG_RUNTIME_DIR").map(PathBuf::from),
+            home: var("HOME").map(PathBuf::from),
+        }
+    }
+}
+
+impl Endpoint {
+    /// Chooses the endpoint by the rules of SPEC §6.2.
+    ///
+    /// Errors: [`EndpointError::Invalid`] / [`EndpointError::Context`] are
+    /// config errors; [`EndpointError::NoSocket`] means daemon unreachable.
+    pub fn resolve(env: &EndpointEnv) -> Result<Endpoint, EndpointError> {
+        if let Some(host) = &env.docker_host {
+            let address = parse_host(host, "DOCKER_HOST")?;
+            return Ok(Endpoint {
+                address,
+                source: EndpointSource::DockerHost,
+                tried: Vec::new(),
+            });
+        }
+        if let Some(ep) = context_endpoint(env)? {
+            return Ok(ep);
+        }
+        let mut tried = vec![PathBuf::from("/var/run/docker.sock")];
+        if let Some(x) = &env.xdg_runtime_dir {
+            tried.push(x.join("docker.sock"));
+        }
+        if let Some(h) = &env.home {
+            tried.push(h.join(".docker/run/docker.sock"));
+        }
+        for (i, p) in tried.iter().enumerate() {
+            if is_socket(p) {
+                return Ok(Endpoint {
+                    address: Address::Unix { path: p.clone() },
+                    source: EndpointSource::Probe,
+                    tried: tried[..i].to_vec(),
+                });
+            }
+        }
+        Err(EndpointError::NoSocket { tried })
+    }
+
+    /// An endpoint for a Unix socket given by the embedding program.
+    pub fn unix(path: impl Into<PathBuf>) -> Endpoint {
+        Endpoint {
+            address: Address::Unix { path: path.into() },
+            source: EndpointSource::Explicit,
+            tried: Vec::new(),
+        }
+    }
+}
+
+fn is_socket(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(p)
+        .map(|m| m.file_type().is_socket())
+        .unwrap_or(false)
+}
+
+/// Parses a Docker host string (`unix://PATH`, `tcp://HOST[:PORT]`).
+pub fn parse_host(value: &str, origin: &str) -> Result<Address, EndpointError> {
+    let invalid = |reason: &str| EndpointError::Invalid {
+        value: value.to_string(),
+        origin: origin.to_string(),
+        reason: reason.to_string(),
+    };
+    if value.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(invalid("it contains whitespace or control characters"));
+    }
+    let Some((scheme, rest)) = value.split_once("://") else {
+        return Err(invalid("it has no scheme"));
+    };
+    match scheme {
+        "unix" => {
+            if rest.is_empty() {
+                return Err(invalid("the socket path is empty"));
+            }
+            if !rest.starts_with('/') {
+                return Err(invalid("the socket path is not absolute"));
+            }
+            Ok(Address::Unix {
+                path: PathBuf::from(rest),
+            })
+        }
+        "tcp" => {
+            let authority = rest.trim_end_matches('/');
+            if authority.is_empty() || authority.contains('/') || authority.contains('@') {
+                return Err(invalid("expected tcp://host:port"));
+            }
+            let (host, port) = match authority.rsplit_once(':') {
+                Some((h, p)) if !h.contains(':') || (h.starts_with('[') && h.ends_with(']')) => {
+                    (h, Some(p))
+                }
+                Some(_) => return Err(invalid("an IPv6 host must be written in brackets")),
+                None => (authority, None),
+            };
+            if host.is_empty() {
+                return Err(invalid("the host is empty"));
+            }
+            let port = match port {
+                None => 2375,
+                Some(p) => p
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| invalid("the port is not a number between 1 and 65535"))?,
+            };
+            Ok(Address::Tcp {
+                authority: format!("{host}:{port}"),
+            })
+        }
+        other => Err(invalid(&format!(
+            "the scheme {other:?} is not supported (only unix:// and tcp://)"
+        ))),
+    }
+}
+
+/// The endpoint of the selected Docker context, if one other than `default`
+/// is selected (`DOCKER_CONTEXT`, else `currentContext` in `config.json`).
+fn context_endpoint(env: &EndpointEnv) -> Result<Option<Endpoint>, EndpointError> {
+    let config_dir = env
+        .docker_config
+        .clone()
+        .or_else(|| env.home.as_ref().map(|h| h.join(".docker")));
+    let name = match &env.docker_context {
+        Some(n) => Some(n.clone()),
+        None => config_dir
+            .as_ref()
+            .and_then(|d| std::fs::read(d.join("config.json")).ok())
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v.get("currentContext")?.as_str().map(str::to_string))
+            .filter(|n| !n.is_empty()),
+    };
+    let Some(name) = name else { return Ok(None) };
+    if name == "default" {
+        return Ok(None);
+    }
+    let ctx_err = |reason: String| EndpointError::Context {
+        name: name.clone(),
+        reason,
+    };
+    let dir =
+        config_dir.ok_or_else(|| ctx_err("no Docker config directory (HOME unset)".into()))?;
+    let meta = dir
+        .join("contexts/meta")
+        .join(hex::encode(Sha256::digest(name.as_bytes())))
+        .join("meta.json");
+    let bytes = std::fs::read(&meta).map_err(|e| ctx_err(format!("{}: {e}", meta.display())))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| ctx_err(format!("{}: {e}", meta.display())))?;
+    let host = v
+        .pointer("/Endpoints/docker/Host")
+        .and_then(|h| h.as_str())
+        .ok_or_else(|| ctx_err(format!("{} has no Endpoints.docker.Host", meta.display())))?;
+    let address = parse_host(host, &format!("Docker context {name:?}"))?;
+    Ok(Some(Endpoint {
+        address,
+        source: EndpointSource::Context { name },
+        tried: Vec::new(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_with_host(h: &str) -> EndpointEnv {
+        EndpointEnv {
+            docker_host: Some(h.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn docker_host_unix_and_tcp() {
+        let ep = Endpoint::resolve(&env_with_host("unix:///run/x.sock")).expect("valid");
+        assert_eq!(
+            ep.address,
+            Address::Unix {
+                path: "/run/x.sock".into()
+            }
+        );
+        assert_eq!(ep.source, EndpointSource::DockerHost);
+        let ep = Endpoint::resolve(&env_with_host("tcp://10.0.0.1:2376")).expect("valid");
+        assert_eq!(
+            ep.address,
+            Address::Tcp {
+                authority: "10.0.0.1:2376".into()
+            }
+        );
+        let ep = Endpoint::resolve(&env_with_host("tcp://dockerd")).expect("valid");
+        assert_eq!(
+            ep.address,
+            Address::Tcp {
+                authority: "dockerd:2375".into()
+            }
+        );
+        let ep = Endpoint::resolve(&env_with_host("tcp://[::1]:2375")).expect("valid");
+        assert_eq!(
+            ep.address,
+            Address::Tcp {
+                authority: "[::1]:2375".into()
+            }
+        );
+    }
+
+    #[test]
+    fn docker_host_invalid_is_config_error_not_another_endpoint() {
+        for bad in [
+            "/var/run/docker.sock",
+            "unix://",
+            "unix://relative.sock",
+            "ssh://me@host",
+            "npipe:////./pipe/docker_engine",
+            "http://localhost:2375",
+            "tcp://",
+            "tcp://host:notaport",
+            "tcp://host:0",
+            "tcp://::1:2375",
+            "unix:///a b",
+        ] {
+            let err = Endpoint::resolve(&env_with_host(bad)).expect_err(bad);
+            assert!(
+                matches!(err, EndpointError::Invalid { .. }),
+                "{bad}: {err:?}"
+            );
+            assert!(err.to_string().contains("DOCKER_HOST"), "{err}");
+        }
+    }
+
+    #[test]
+    fn probe_order_lists_every_path_tried() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = EndpointEnv {
+            xdg_runtime_dir: Some(dir.path().join("xdg")),
+            home: Some(dir.path().join("home")),
+            ..Default::default()
+        };
+        match Endpoint::resolve(&env) {
+            Ok(ep) => assert_eq!(
+                ep.address,
+                Address::Unix {
+                    path: "/var/run/docker.sock".into()
+                }
+            ),
+            Err(EndpointError::NoSocket { tried }) => {
+                assert_eq!(tried.len(), 3);
+                assert_eq!(tried[0], PathBuf::from("/var/run/docker.sock"));
+                assert_eq!(tried[1], dir.path().join("xdg/docker.sock"));
+                assert_eq!(tried[2], dir.path().join("home/.docker/run/docker.sock"));
+            }
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+
+    #[test]
+    fn context_is_read_from_meta() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join("docker");
+        let name = "remote";
+        let meta = cfg
+            .join("contexts/meta")
+            .join(hex::encode(Sha256::digest(name.as_bytes())));
+        std::fs::create_dir_all(&meta).expect("mkdir");
+        std::fs::write(
+            meta.join("meta.json"),
+            r#"{"Name":"remote","Endpoints":{"docker":{"Host":"unix:///tmp/remote.sock"}}}"#,
+        )
+        .expect("write");
+        std::fs::write(cfg.join("config.json"), r#"{"currentContext":"remote"}"#).expect("write");
+        let env = EndpointEnv {
+            docker_config: Some(cfg.clone()),
+            ..Default::default()
+        };
+        let ep = Endpoint::resolve(&env).expect("context");
+        assert_eq!(
+            ep.address,
+            Address::Unix {
+                path: "/tmp/remote.sock".into()
+            }
+        );
+        assert_eq!(
+            ep.source,
+            EndpointSource::Context {
+                name: "remote".into()
+            }
+        );
+        let env = EndpointEnv {
+            docker_config: Some(cfg),
+            docker_context: Some("missing".into()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            Endpoint::resolve(&env),
+            Err(EndpointError::Context { .. })
+        ));
+    }
+}

@@ -1,0 +1,680 @@
+//! An in-memory Docker engine for tests: records every call and can be
+//! scripted to fail any call (CONVENTIONS 2). It mimics the Engine's lookup
+//! rules where odek depends on them (network inspect by full ID, then exact
+//! name, then unique ID prefix; the `name` list filter is a substring match).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
+    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, ImageInfo,
+    NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink, StreamKind,
+};
+
+/// One recorded call: the operation and its main argument.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    /// The operation.
+    pub op: Op,
+    /// Its main argument (ID, name, reference, filter).
+    pub arg: String,
+}
+
+/// A scripted failure: the `nth` call (1-based) of `op` fails with `kind`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// Which operation.
+    pub op: Op,
+    /// Which occurrence (1 = the first call of that op).
+    pub nth: usize,
+    /// How it fails.
+    pub kind: EngineErrorKind,
+    /// The message the "daemon" gives.
+    pub message: String,
+    /// For create: the container is created anyway before the failure is
+    /// reported (the answer was lost).
+    pub after_effect: bool,
+}
+
+impl Fault {
+    /// The `nth` call of `op` fails with `kind`.
+    pub fn new(op: Op, nth: usize, kind: EngineErrorKind) -> Fault {
+        Fault {
+            op,
+            nth,
+            kind,
+            message: format!("injected {kind:?} failure"),
+            after_effect: false,
+        }
+    }
+}
+
+/// A network in the fake engine.
+#[derive(Clone, Debug)]
+pub struct FakeNetwork {
+    /// The network.
+    pub info: NetworkInfo,
+}
+
+impl FakeNetwork {
+    /// A local bridge network with a random 64-hex ID.
+    pub fn bridge(name: &str) -> FakeNetwork {
+        FakeNetwork {
+            info: NetworkInfo {
+                id: random_id(),
+                name: name.to_string(),
+                driver: "bridge".into(),
+                scope: "local".into(),
+                internal: false,
+                labels: BTreeMap::new(),
+                options: BTreeMap::new(),
+                containers: BTreeMap::new(),
+            },
+        }
+    }
+
+    /// Marks the network `Internal`.
+    pub fn internal(mut self) -> FakeNetwork {
+        self.info.internal = true;
+        self
+    }
+
+    /// Labels the network as a Compose project's.
+    pub fn compose(mut self, project: &str) -> FakeNetwork {
+        self.info
+            .labels
+            .insert("com.docker.compose.project".into(), project.into());
+        self
+    }
+
+    /// Sets the driver and scope.
+    pub fn driver(mut self, driver: &str, scope: &str) -> FakeNetwork {
+        self.info.driver = driver.into();
+        self.info.scope = scope.into();
+        self
+    }
+
+    /// Sets the ID.
+    pub fn id(mut self, id: &str) -> FakeNetwork {
+        self.info.id = id.into();
+        self
+    }
+}
+
+/// An image the fake engine has locally (or can pull).
+#[derive(Clone, Debug)]
+pub struct FakeImage {
+    /// Reference it is found under (tag or digest reference).
+    pub reference: String,
+    /// Its inspect data.
+    pub info: ImageInfo,
+}
+
+impl FakeImage {
+    /// An image with a random ID found under `reference`.
+    pub fn new(reference: &str) -> FakeImage {
+        FakeImage {
+            reference: reference.into(),
+            info: ImageInfo {
+                id: format!("sha256:{}", random_id()),
+                repo_tags: vec![reference.into()],
+                repo_digests: Vec::new(),
+            },
+        }
+    }
+}
+
+/// A container in the fake engine.
+#[derive(Clone, Debug)]
+struct FakeContainer {
+    info: ContainerInfo,
+}
+
+/// Behaviour switches for scripted misbehaviour beyond plain failures.
+#[derive(Clone, Debug, Default)]
+pub struct Quirks {
+    /// Warnings create returns.
+    pub create_warnings: Vec<String>,
+    /// Create accepts the pids limit but the container shows none.
+    pub drop_pids_limit: bool,
+    /// Connect answers OK but the container does not join the network.
+    pub ignore_connect: bool,
+    /// Create ignores `init`.
+    pub drop_init: bool,
+    /// Exit code every exec returns.
+    pub exec_exit: i64,
+    /// Output every exec writes to stdout.
+    pub exec_stdout: Vec<u8>,
+}
+
+#[derive(Default)]
+struct State {
+    api: Option<ApiVersion>,
+    reachable: bool,
+    networks: Vec<FakeNetwork>,
+    images: Vec<FakeImage>,
+    registry: Vec<FakeImage>,
+    containers: BTreeMap<String, FakeContainer>,
+    calls: Vec<Call>,
+    counts: BTreeMap<Op, usize>,
+    faults: Vec<Fault>,
+    quirks: Quirks,
+    built: Vec<(String, Vec<u8>)>,
+}
+
+/// The fake engine. Cheap to clone; clones share state.
+#[derive(Clone)]
+pub struct FakeEngine {
+    endpoint: Endpoint,
+    state: Arc<Mutex<State>>,
+}
+
+impl Default for FakeEngine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A random 64-hex ID like Docker's.
+pub fn random_id() -> String {
+    let bytes: [u8; 32] = rand::rng().random();
+    hex::encode(bytes)
+}
+
+impl FakeEngine {
+    /// An empty, reachable engine speaking API 1.41 with the three built-in
+    /// networks `bridge`, `host`, `none`.
+    pub fn new() -> FakeEngine {
+        let mut default_bridge = FakeNetwork::bridge("bridge");
+        default_bridge.info.options.insert(
+            "com.docker.network.bridge.default_bridge".into(),
+            "true".into(),
+        );
+        let state = State {
+            api: Some(ApiVersion {
+                major: 1,
+                minor: 41,
+            }),
+            reachable: true,
+            networks: vec![
+                default_bridge,
+                FakeNetwork::bridge("host").driver("host", "local"),
+                FakeNetwork::bridge("none").driver("null", "local"),
+            ],
+            ..Default::default()
+        };
+        FakeEngine {
+            endpoint: Endpoint::unix("/fake/docker.sock"),
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock poisons it; the state
+        // is still the best record we have.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a network; returns its full ID.
+    pub fn add_network(&self, n: FakeNetwork) -> String {
+        let id = n.info.id.clone();
+        self.lock().networks.push(n);
+        id
+    }
+
+    /// Removes a network by ID.
+    pub fn remove_network(&self, id: &str) {
+        self.lock().networks.retain(|n| n.info.id != id);
+    }
+
+    /// The full ID of the (first) network named `name`.
+    pub fn network_id(&self, name: &str) -> Option<String> {
+        self.lock()
+            .networks
+            .iter()
+            .find(|n| n.info.name == name)
+            .map(|n| n.info.id.clone())
+    }
+
+    /// Adds a local image.
+    pub fn add_image(&self, i: FakeImage) -> String {
+        let id = i.info.id.clone();
+        self.lock().images.push(i);
+        id
+    }
+
+    /// Makes `i` pullable under its reference.
+    pub fn add_registry_image(&self, i: FakeImage) {
+        self.lock().registry.push(i);
+    }
+
+    /// Sets the engine's API version.
+    pub fn set_api_version(&self, v: ApiVersion) {
+        self.lock().api = Some(v);
+    }
+
+    /// Makes every call fail as unreachable (or answer again).
+    pub fn set_reachable(&self, reachable: bool) {
+        self.lock().reachable = reachable;
+    }
+
+    /// Adds a scripted failure.
+    pub fn fail(&self, f: Fault) {
+        self.lock().faults.push(f);
+    }
+
+    /// Sets behaviour quirks.
+    pub fn set_quirks(&self, q: Quirks) {
+        self.lock().quirks = q;
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// The calls of one operation.
+    pub fn calls_of(&self, op: Op) -> Vec<Call> {
+        self.calls().into_iter().filter(|c| c.op == op).collect()
+    }
+
+    /// True when no state-changing call was made.
+    pub fn no_mutation(&self) -> bool {
+        self.calls().iter().all(|c| !c.op.is_mutating())
+    }
+
+    /// IDs of containers that exist now.
+    pub fn containers(&self) -> Vec<String> {
+        self.lock().containers.keys().cloned().collect()
+    }
+
+    /// Inspect data of a container that exists now.
+    pub fn container(&self, id: &str) -> Option<ContainerInfo> {
+        self.lock().containers.get(id).map(|c| c.info.clone())
+    }
+
+    /// Build contexts received (tag, tar bytes).
+    pub fn builds(&self) -> Vec<(String, Vec<u8>)> {
+        self.lock().built.clone()
+    }
+
+    /// Records a call and applies scripted faults. Returns the fault to
+    /// report *after* the effect when `after_effect` is set.
+    fn enter(&self, op: Op, arg: &str) -> Result<Option<EngineError>, EngineError> {
+        let mut s = self.lock();
+        s.calls.push(Call {
+            op,
+            arg: arg.to_string(),
+        });
+        let n = {
+            let c = s.counts.entry(op).or_insert(0);
+            *c += 1;
+            *c
+        };
+        if !s.reachable {
+            return Err(EngineError::new(
+                op,
+                EngineErrorKind::Unreachable,
+                "connection refused",
+            ));
+        }
+        if let Some(f) = s.faults.iter().find(|f| f.op == op && f.nth == n).cloned() {
+            let e = EngineError {
+                op,
+                kind: f.kind,
+                status: match f.kind {
+                    EngineErrorKind::Rejected => Some(500),
+                    EngineErrorKind::NotFound => Some(404),
+                    _ => None,
+                },
+                message: f.message.clone(),
+            };
+            if f.after_effect {
+                return Ok(Some(e));
+            }
+            return Err(e);
+        }
+        Ok(None)
+    }
+
+    fn find_image(images: &[FakeImage], reference: &str) -> Option<ImageInfo> {
+        images
+            .iter()
+            .find(|i| i.reference == reference || i.info.id == reference)
+            .map(|i| i.info.clone())
+    }
+}
+
+fn not_found(op: Op, what: &str) -> EngineError {
+    EngineError {
+        op,
+        kind: EngineErrorKind::NotFound,
+        status: Some(404),
+        message: format!("No such {what}"),
+    }
+}
+
+#[async_trait]
+impl DockerApi for FakeEngine {
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    async fn version(&self) -> Result<EngineInfo, EngineError> {
+        self.enter(Op::Version, "")?;
+        let api = self.lock().api.ok_or_else(|| {
+            EngineError::new(Op::Version, EngineErrorKind::Protocol, "no version")
+        })?;
+        if api < super::MIN_API_VERSION {
+            return Err(EngineError::new(
+                Op::Version,
+                EngineErrorKind::Rejected,
+                format!(
+                    "the engine speaks API {api} at most; odek needs API {} or newer (Docker 19.03+)",
+                    super::MIN_API_VERSION
+                ),
+            ));
+        }
+        Ok(EngineInfo {
+            api_version: api,
+            server_version: "fake".into(),
+        })
+    }
+
+    async fn list_networks(&self, filter: &NetworkFilter) -> Result<Vec<NetworkInfo>, EngineError> {
+        let arg = format!("{filter:?}");
+        self.enter(Op::ListNetworks, &arg)?;
+        let s = self.lock();
+        Ok(s.networks
+            .iter()
+            .filter(|n| match filter {
+                NetworkFilter::Name(sub) => n.info.name.contains(sub.as_str()),
+                NetworkFilter::Label(l) => match l.split_once('=') {
+                    Some((k, v)) => n.info.labels.get(k).map(String::as_str) == Some(v),
+                    None => n.info.labels.contains_key(l.as_str()),
+                },
+            })
+            .map(|n| NetworkInfo {
+                containers: BTreeMap::new(),
+                ..n.info.clone()
+            })
+            .collect())
+    }
+
+    async fn inspect_network(&self, id: &str) -> Result<Option<NetworkInfo>, EngineError> {
+        self.enter(Op::InspectNetwork, id)?;
+        let s = self.lock();
+        let found = s
+            .networks
+            .iter()
+            .find(|n| n.info.id == id)
+            .or_else(|| {
+                let by_name: Vec<_> = s.networks.iter().filter(|n| n.info.name == id).collect();
+                (by_name.len() == 1).then(|| by_name[0])
+            })
+            .or_else(|| {
+                let by_prefix: Vec<_> = s
+                    .networks
+                    .iter()
+                    .filter(|n| !id.is_empty() && n.info.id.starts_with(id))
+                    .collect();
+                (by_prefix.len() == 1).then(|| by_prefix[0])
+            });
+        Ok(found.map(|n| {
+            let mut info = n.info.clone();
+            info.containers = s
+                .containers
+                .values()
+                .filter(|c| c.info.endpoints.iter().any(|e| e.network_id == n.info.id))
+                .map(|c| (c.info.id.clone(), c.info.name.clone()))
+                .collect();
+            info
+        }))
+    }
+
+    async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {
+        self.enter(Op::InspectImage, reference)?;
+        let s = self.lock();
+        Ok(Self::find_image(&s.images, reference))
+    }
+
+    async fn pull_image(
+        &self,
+        reference: &str,
+        progress: ProgressSink<'_>,
+    ) -> Result<(), EngineError> {
+        self.enter(Op::PullImage, reference)?;
+        let mut s = self.lock();
+        match s
+            .registry
+            .iter()
+            .find(|i| i.reference == reference)
+            .cloned()
+        {
+            Some(i) => {
+                progress(&format!("Pulling from {reference}"));
+                s.images.push(i);
+                Ok(())
+            }
+            None => Err(EngineError::new(
+                Op::PullImage,
+                EngineErrorKind::Stream,
+                format!("manifest for {reference} not found: manifest unknown"),
+            )),
+        }
+    }
+
+    async fn build_image(
+        &self,
+        context_tar: Vec<u8>,
+        _dockerfile: &str,
+        tag: &str,
+        _labels: &BTreeMap<String, String>,
+        progress: ProgressSink<'_>,
+    ) -> Result<String, EngineError> {
+        self.enter(Op::BuildImage, tag)?;
+        progress("Step 1/1 : FROM fake");
+        let image = FakeImage::new(tag);
+        let id = image.info.id.clone();
+        let mut s = self.lock();
+        s.built.push((tag.to_string(), context_tar));
+        s.images.push(image);
+        Ok(id)
+    }
+
+    async fn create_container(&self, spec: &ContainerSpec) -> Result<Created, EngineError> {
+        let late = self.enter(Op::CreateContainer, &spec.name)?;
+        let mut s = self.lock();
+        if s.containers.values().any(|c| c.info.name == spec.name) {
+            return Err(EngineError {
+                op: Op::CreateContainer,
+                kind: EngineErrorKind::Rejected,
+                status: Some(409),
+                message: format!(
+                    "Conflict. The container name \"/{}\" is already in use",
+                    spec.name
+                ),
+            });
+        }
+        let image = Self::find_image(&s.images, &spec.image)
+            .ok_or_else(|| not_found(Op::CreateContainer, &format!("image: {}", spec.image)))?;
+        let mut endpoints = Vec::new();
+        match spec.network_mode.as_str() {
+            "none" | "bridge" => {
+                let n = s
+                    .networks
+                    .iter()
+                    .find(|n| n.info.name == spec.network_mode)
+                    .ok_or_else(|| not_found(Op::CreateContainer, "network"))?;
+                endpoints.push(EndpointInfo {
+                    network_name: n.info.name.clone(),
+                    network_id: n.info.id.clone(),
+                    aliases: Vec::new(),
+                });
+            }
+            id => {
+                let n = s
+                    .networks
+                    .iter()
+                    .find(|n| n.info.id == id)
+                    .ok_or_else(|| not_found(Op::CreateContainer, &format!("network: {id}")))?;
+                endpoints.push(EndpointInfo {
+                    network_name: n.info.name.clone(),
+                    network_id: n.info.id.clone(),
+                    aliases: Vec::new(),
+                });
+            }
+        }
+        let id = random_id();
+        let q = s.quirks.clone();
+        let info = ContainerInfo {
+            id: id.clone(),
+            name: spec.name.clone(),
+            image_id: image.id,
+            running: false,
+            labels: spec.labels.clone(),
+            network_mode: spec.network_mode.clone(),
+            endpoints,
+            pids_limit: if q.drop_pids_limit {
+                None
+            } else {
+                Some(spec.pids_limit)
+            },
+            init: Some(spec.init && !q.drop_init),
+            tmpfs: spec
+                .tmpfs
+                .iter()
+                .map(|t| (t.target.clone(), t.options.clone()))
+                .collect(),
+            memory_bytes: spec.memory_bytes.unwrap_or(0),
+            nano_cpus: spec.nano_cpus.unwrap_or(0),
+            user: spec.user.clone().unwrap_or_default(),
+            cap_drop: spec.cap_drop.clone(),
+            security_opt: spec.security_opt.clone(),
+        };
+        s.containers.insert(id.clone(), FakeContainer { info });
+        if let Some(e) = late {
+            return Err(e);
+        }
+        Ok(Created {
+            id,
+            warnings: q.create_warnings,
+        })
+    }
+
+    async fn start_container(&self, id: &str) -> Result<(), EngineError> {
+        self.enter(Op::StartContainer, id)?;
+        let mut s = self.lock();
+        let c = s
+            .containers
+            .get_mut(id)
+            .ok_or_else(|| not_found(Op::StartContainer, "container"))?;
+        c.info.running = true;
+        Ok(())
+    }
+
+    async fn connect_network(
+        &self,
+        network_id: &str,
+        container_id: &str,
+    ) -> Result<(), EngineError> {
+        self.enter(Op::ConnectNetwork, network_id)?;
+        let mut s = self.lock();
+        let n = s
+            .networks
+            .iter()
+            .find(|n| n.info.id == network_id)
+            .cloned()
+            .ok_or_else(|| not_found(Op::ConnectNetwork, "network"))?;
+        let ignore = s.quirks.ignore_connect;
+        let c = s
+            .containers
+            .get_mut(container_id)
+            .ok_or_else(|| not_found(Op::ConnectNetwork, "container"))?;
+        if !ignore {
+            c.info.endpoints.push(EndpointInfo {
+                network_name: n.info.name,
+                network_id: n.info.id,
+                aliases: Vec::new(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>, EngineError> {
+        self.enter(Op::InspectContainer, id)?;
+        let s = self.lock();
+        Ok(s.containers
+            .values()
+            .find(|c| c.info.id == id || c.info.name == id)
+            .map(|c| c.info.clone()))
+    }
+
+    async fn remove_container(&self, id: &str) -> Result<(), EngineError> {
+        self.enter(Op::RemoveContainer, id)?;
+        let mut s = self.lock();
+        let key = s
+            .containers
+            .values()
+            .find(|c| c.info.id == id || c.info.name == id)
+            .map(|c| c.info.id.clone());
+        if let Some(k) = key {
+            s.containers.remove(&k);
+        }
+        Ok(())
+    }
+
+    async fn list_containers(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError> {
+        self.enter(Op::ListContainers, label)?;
+        let s = self.lock();
+        Ok(s.containers
+            .values()
+            .filter(|c| match label.split_once('=') {
+                Some((k, v)) => c.info.labels.get(k).map(String::as_str) == Some(v),
+                None => c.info.labels.contains_key(label),
+            })
+            .map(|c| ContainerSummary {
+                id: c.info.id.clone(),
+                name: c.info.name.clone(),
+                labels: c.info.labels.clone(),
+                state: if c.info.running { "running" } else { "created" }.into(),
+            })
+            .collect())
+    }
+
+    async fn exec(
+        &self,
+        container_id: &str,
+        spec: &ExecSpec,
+        output: OutputSink<'_>,
+    ) -> Result<ExecExit, EngineError> {
+        self.enter(Op::Exec, &spec.cmd.join(" "))?;
+        let (running, q) = {
+            let s = self.lock();
+            let c = s
+                .containers
+                .get(container_id)
+                .ok_or_else(|| not_found(Op::Exec, "container"))?;
+            (c.info.running, s.quirks.clone())
+        };
+        if !running {
+            return Err(EngineError {
+                op: Op::Exec,
+                kind: EngineErrorKind::Rejected,
+                status: Some(409),
+                message: format!("Container {container_id} is not running"),
+            });
+        }
+        if !q.exec_stdout.is_empty() {
+            output(StreamKind::Stdout, &q.exec_stdout);
+        }
+        Ok(ExecExit {
+            code: Some(q.exec_exit),
+        })
+    }
+}

@@ -1,0 +1,466 @@
+//! The Docker API port (SPEC §2, CONVENTIONS 2).
+//!
+//! [`DockerApi`] covers exactly the Engine calls odek makes. Two implementations
+//! exist: [`BollardEngine`] (the real Engine API over a Unix socket or TCP) and
+//! [`FakeEngine`] (in memory; records every call and can be scripted to fail
+//! any of them). Nothing outside `engine/bollard_engine.rs` knows about bollard
+//! or HTTP: the types below are odek's own.
+
+mod bollard_engine;
+mod endpoint;
+mod fake;
+
+pub use bollard_engine::BollardEngine;
+pub use bollard_engine::Timeouts;
+pub use endpoint::{parse_host, Address, Endpoint, EndpointEnv, EndpointError, EndpointSource};
+pub use fake::{random_id, Call, FakeEngine, FakeImage, FakeNetwork, Fault, Quirks};
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// Oldest Docker Engine API version odek talks to (Docker 19.03). SPEC §6.2:
+/// an older engine is refused naming both versions.
+pub const MIN_API_VERSION: ApiVersion = ApiVersion {
+    major: 1,
+    minor: 40,
+};
+
+/// A Docker Engine API version such as `1.41`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ApiVersion {
+    /// Major part (always 1 so far).
+    pub major: u32,
+    /// Minor part.
+    pub minor: u32,
+}
+
+impl ApiVersion {
+    /// Parses `"1.41"`; `None` for anything else.
+    pub fn parse(s: &str) -> Option<ApiVersion> {
+        let (a, b) = s.trim().split_once('.')?;
+        Some(ApiVersion {
+            major: a.parse().ok()?,
+            minor: b.parse().ok()?,
+        })
+    }
+}
+
+impl fmt::Display for ApiVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// What the engine said about itself when the API version was negotiated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineInfo {
+    /// The API version every request is sent with (min of client and server).
+    pub api_version: ApiVersion,
+    /// The engine's release, e.g. `20.10.24`.
+    pub server_version: String,
+}
+
+/// A network as the engine reports it (list or inspect).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkInfo {
+    /// Full 64-hex network ID.
+    pub id: String,
+    /// Network name (unique only by convention; Docker allows duplicates).
+    pub name: String,
+    /// Driver, e.g. `bridge`, `overlay`, `macvlan`, `host`, `null`.
+    pub driver: String,
+    /// Scope: `local` or `swarm` (or `global`).
+    pub scope: String,
+    /// `Internal`: no route to the outside world.
+    pub internal: bool,
+    /// Network labels (e.g. `com.docker.compose.project`).
+    pub labels: BTreeMap<String, String>,
+    /// Options (e.g. `com.docker.network.bridge.default_bridge`).
+    pub options: BTreeMap<String, String>,
+    /// Containers attached, keyed by full container ID → container name.
+    /// Filled by inspect only; lists leave it empty.
+    pub containers: BTreeMap<String, String>,
+}
+
+/// A server-side filter for listing networks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NetworkFilter {
+    /// Docker's `name` filter (a substring match on the server; callers
+    /// compare names exactly afterwards).
+    Name(String),
+    /// Docker's `label` filter: `key` or `key=value`.
+    Label(String),
+}
+
+/// An image as the engine reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageInfo {
+    /// Image ID, `sha256:<64 hex>`.
+    pub id: String,
+    /// `RepoTags`, e.g. `odek-test/base:1`.
+    pub repo_tags: Vec<String>,
+    /// `RepoDigests`, e.g. `alpine@sha256:…`.
+    pub repo_digests: Vec<String>,
+}
+
+/// A bind mount.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BindMount {
+    /// Absolute host path.
+    pub source: String,
+    /// Absolute container path.
+    pub target: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
+/// A tmpfs mount (`--tmpfs target:options`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TmpfsMount {
+    /// Absolute container path.
+    pub target: String,
+    /// Mount options, comma separated, e.g. `rw,noexec,nosuid`.
+    pub options: String,
+}
+
+/// Everything odek sends in `POST /containers/create` (SPEC §6.1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerSpec {
+    /// Unique container name (`odek-<hex>`), known before create so a
+    /// container can be removed by name even if the create answer is lost.
+    pub name: String,
+    /// Image reference to create from (by digest when pinned) or image ID.
+    pub image: String,
+    /// The idle command (commands run through exec).
+    pub cmd: Vec<String>,
+    /// `KEY=value` pairs. Values are user data: never logged.
+    pub env: Vec<String>,
+    /// Working directory inside the container.
+    pub working_dir: String,
+    /// `uid[:gid]` or user name.
+    pub user: Option<String>,
+    /// Container labels.
+    pub labels: BTreeMap<String, String>,
+    /// `HostConfig.NetworkMode`: `none`, `bridge` or a full network ID.
+    pub network_mode: String,
+    /// `--init`.
+    pub init: bool,
+    /// `--pids-limit`.
+    pub pids_limit: i64,
+    /// `--cap-drop`.
+    pub cap_drop: Vec<String>,
+    /// `--security-opt`.
+    pub security_opt: Vec<String>,
+    /// `--tmpfs`.
+    pub tmpfs: Vec<TmpfsMount>,
+    /// Bind mounts (`/workspace` first).
+    pub binds: Vec<BindMount>,
+    /// Memory limit in bytes.
+    pub memory_bytes: Option<i64>,
+    /// CPU limit in billionths of a CPU (`NanoCpus`).
+    pub nano_cpus: Option<i64>,
+}
+
+/// The answer to create.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Created {
+    /// Full container ID.
+    pub id: String,
+    /// Warnings the engine returned (e.g. "PIDs limit discarded").
+    pub warnings: Vec<String>,
+}
+
+/// One network endpoint of a container.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointInfo {
+    /// Network name as the container reports it.
+    pub network_name: String,
+    /// Full network ID.
+    pub network_id: String,
+    /// DNS aliases of the container on this network.
+    pub aliases: Vec<String>,
+}
+
+/// A container as inspect reports it (only what odek reads).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerInfo {
+    /// Full container ID.
+    pub id: String,
+    /// Name without the leading `/`.
+    pub name: String,
+    /// Image ID (`sha256:…`).
+    pub image_id: String,
+    /// `State.Running`.
+    pub running: bool,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// `HostConfig.NetworkMode`.
+    pub network_mode: String,
+    /// Endpoints, one per attached network.
+    pub endpoints: Vec<EndpointInfo>,
+    /// `HostConfig.PidsLimit` (None or ≤ 0 means unlimited).
+    pub pids_limit: Option<i64>,
+    /// `HostConfig.Init`.
+    pub init: Option<bool>,
+    /// `HostConfig.Tmpfs`: target → options.
+    pub tmpfs: BTreeMap<String, String>,
+    /// `HostConfig.Memory` in bytes (0 = unset).
+    pub memory_bytes: i64,
+    /// `HostConfig.NanoCpus` (0 = unset).
+    pub nano_cpus: i64,
+    /// `Config.User`.
+    pub user: String,
+    /// `HostConfig.CapDrop`.
+    pub cap_drop: Vec<String>,
+    /// `HostConfig.SecurityOpt`.
+    pub security_opt: Vec<String>,
+}
+
+/// A container as list reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerSummary {
+    /// Full container ID.
+    pub id: String,
+    /// First name without the leading `/`.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// `State`, e.g. `running`, `exited`, `created`.
+    pub state: String,
+}
+
+/// A command to run in a container through the exec API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecSpec {
+    /// argv; never interpreted by a shell unless argv says so.
+    pub cmd: Vec<String>,
+    /// `KEY=value` pairs added for this command.
+    pub env: Vec<String>,
+    /// Working directory.
+    pub working_dir: Option<String>,
+    /// User override.
+    pub user: Option<String>,
+}
+
+/// Which stream a chunk of exec output came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamKind {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Receives exec output as it arrives.
+pub type OutputSink<'a> = &'a (dyn Fn(StreamKind, &[u8]) + Send + Sync);
+
+/// Receives progress lines of slow operations (pulls, builds).
+pub type ProgressSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
+/// The Engine operations, for call logs and error messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// `GET /version` (+ `/_ping`).
+    Version,
+    /// `GET /networks`.
+    ListNetworks,
+    /// `GET /networks/{id}`.
+    InspectNetwork,
+    /// `GET /images/{name}/json`.
+    InspectImage,
+    /// `POST /images/create`.
+    PullImage,
+    /// `POST /build`.
+    BuildImage,
+    /// `POST /containers/create`.
+    CreateContainer,
+    /// `POST /containers/{id}/start`.
+    StartContainer,
+    /// `POST /networks/{id}/connect`.
+    ConnectNetwork,
+    /// `GET /containers/{id}/json`.
+    InspectContainer,
+    /// `DELETE /containers/{id}?force=1`.
+    RemoveContainer,
+    /// `GET /containers/json`.
+    ListContainers,
+    /// `POST /containers/{id}/exec` + start + inspect.
+    Exec,
+}
+
+impl Op {
+    /// True for calls that change the engine's state.
+    pub fn is_mutating(self) -> bool {
+        matches!(
+            self,
+            Op::PullImage
+                | Op::BuildImage
+                | Op::CreateContainer
+                | Op::StartContainer
+                | Op::ConnectNetwork
+                | Op::RemoveContainer
+                | Op::Exec
+        )
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Op::Version => "version",
+            Op::ListNetworks => "list networks",
+            Op::InspectNetwork => "inspect network",
+            Op::InspectImage => "inspect image",
+            Op::PullImage => "pull image",
+            Op::BuildImage => "build image",
+            Op::CreateContainer => "create container",
+            Op::StartContainer => "start container",
+            Op::ConnectNetwork => "connect network",
+            Op::InspectContainer => "inspect container",
+            Op::RemoveContainer => "remove container",
+            Op::ListContainers => "list containers",
+            Op::Exec => "exec",
+        };
+        f.write_str(s)
+    }
+}
+
+/// How an Engine call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineErrorKind {
+    /// No socket, connection refused or reset, I/O error: the daemon is not
+    /// (or no longer) answering.
+    Unreachable,
+    /// The call did not finish within its time budget.
+    Timeout,
+    /// 404: no such object.
+    NotFound,
+    /// The daemon answered with an error (4xx/5xx other than 404).
+    Rejected,
+    /// A streamed answer (pull, build) ended in an error object.
+    Stream,
+    /// The answer could not be understood.
+    Protocol,
+}
+
+/// An Engine call that failed. Messages come from the daemon and may name
+/// user objects; they never carry env values.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[error("{op} failed: {message}")]
+pub struct EngineError {
+    /// The call.
+    pub op: Op,
+    /// The kind of failure.
+    pub kind: EngineErrorKind,
+    /// HTTP status when the daemon answered.
+    pub status: Option<u16>,
+    /// The daemon's (or the transport's) message.
+    pub message: String,
+}
+
+impl EngineError {
+    /// Builds an error.
+    pub fn new(op: Op, kind: EngineErrorKind, message: impl Into<String>) -> EngineError {
+        EngineError {
+            op,
+            kind,
+            status: None,
+            message: message.into(),
+        }
+    }
+
+    /// True when the daemon did not answer (unreachable or timed out).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self.kind,
+            EngineErrorKind::Unreachable | EngineErrorKind::Timeout
+        )
+    }
+}
+
+/// The exit of an exec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecExit {
+    /// Exit code of the command (`None` when the engine could not tell, e.g.
+    /// the container died mid-exec).
+    pub code: Option<i64>,
+}
+
+/// The Engine calls odek makes — nothing more (SPEC §2).
+///
+/// Every method maps to one Engine API call (exec to create + start +
+/// inspect). Implementations must be cheap to share across threads.
+#[async_trait]
+pub trait DockerApi: Send + Sync {
+    /// Where this engine is reached (for messages and verbose output).
+    fn endpoint(&self) -> &Endpoint;
+
+    /// Pings the daemon and negotiates the API version (SPEC §6.2).
+    async fn version(&self) -> Result<EngineInfo, EngineError>;
+
+    /// Lists networks matching `filter`, evaluated by the daemon.
+    async fn list_networks(&self, filter: &NetworkFilter) -> Result<Vec<NetworkInfo>, EngineError>;
+
+    /// Inspects one network by ID (or, as Docker does, by name or ID prefix).
+    /// `Ok(None)` when there is no such network.
+    async fn inspect_network(&self, id: &str) -> Result<Option<NetworkInfo>, EngineError>;
+
+    /// Inspects an image by reference or ID. `Ok(None)` when absent locally.
+    async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError>;
+
+    /// Pulls `reference`; a stream ending in an error object is an error
+    /// even though the HTTP status was 200 (SPEC §6.1).
+    async fn pull_image(
+        &self,
+        reference: &str,
+        progress: ProgressSink<'_>,
+    ) -> Result<(), EngineError>;
+
+    /// Builds an image from a tar build context with the given Dockerfile
+    /// path inside it, tagging it `tag`. Returns the image ID.
+    async fn build_image(
+        &self,
+        context_tar: Vec<u8>,
+        dockerfile: &str,
+        tag: &str,
+        labels: &BTreeMap<String, String>,
+        progress: ProgressSink<'_>,
+    ) -> Result<String, EngineError>;
+
+    /// Creates a container.
+    async fn create_container(&self, spec: &ContainerSpec) -> Result<Created, EngineError>;
+
+    /// Starts a created container.
+    async fn start_container(&self, id: &str) -> Result<(), EngineError>;
+
+    /// Connects a container to a network (by full network ID), no alias added.
+    async fn connect_network(
+        &self,
+        network_id: &str,
+        container_id: &str,
+    ) -> Result<(), EngineError>;
+
+    /// Inspects a container by ID or name. `Ok(None)` when absent.
+    async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>, EngineError>;
+
+    /// Force-removes a container (and its anonymous volumes). Absent is Ok.
+    async fn remove_container(&self, id: &str) -> Result<(), EngineError>;
+
+    /// Lists containers (all states) carrying `label` (`key` or `key=value`).
+    async fn list_containers(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError>;
+
+    /// Runs a command in a running container, streaming its output to
+    /// `output`, and returns its exit code.
+    async fn exec(
+        &self,
+        container_id: &str,
+        spec: &ExecSpec,
+        output: OutputSink<'_>,
+    ) -> Result<ExecExit, EngineError>;
+}

@@ -1,0 +1,270 @@
+//! The sandbox image (SPEC §5): explicit `sandbox_image` → `Dockerfile.odek`
+//! in the working directory (built once, tagged by content hash) → the pinned
+//! default read from the embedded `default.Dockerfile`.
+
+mod build;
+mod reference;
+
+pub use build::{build_context, DockerIgnore};
+pub use reference::{ImageRef, ImageRefError};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::{Settings, Source};
+use crate::engine::{DockerApi, EngineError, ProgressSink};
+
+/// The embedded `default.Dockerfile`: the single source of truth of the
+/// pinned default image (SPEC §5). Dependabot bumps it; nothing else in the
+/// code carries the digest.
+pub const DEFAULT_DOCKERFILE: &str = include_str!("default.Dockerfile");
+
+/// The file name looked for in the working directory.
+pub const DOCKERFILE_ODEK: &str = "Dockerfile.odek";
+
+/// Reads the image reference from a Dockerfile whose only instruction is
+/// `FROM <ref>` (comments and blank lines allowed). Errors name the problem.
+pub fn from_of_dockerfile(text: &str) -> Result<ImageRef, String> {
+    let mut instructions = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'));
+    let first = instructions.next().ok_or("no instruction")?;
+    if instructions.next().is_some() {
+        return Err("more than one instruction".into());
+    }
+    let mut words = first.split_whitespace();
+    match (words.next(), words.next(), words.next()) {
+        (Some(kw), Some(r), None) if kw.eq_ignore_ascii_case("FROM") => {
+            ImageRef::parse(r).map_err(|e| e.to_string())
+        }
+        _ => Err(format!("expected `FROM <reference>`, found {first:?}")),
+    }
+}
+
+/// The pinned default image reference (SPEC §5).
+pub fn pinned_default() -> ImageRef {
+    from_of_dockerfile(DEFAULT_DOCKERFILE)
+        .expect("default.Dockerfile holds one valid FROM (checked by tests)")
+}
+
+/// Where the image comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ImageSource {
+    /// `sandbox_image` from some source.
+    Explicit {
+        /// Which source.
+        source: Source,
+    },
+    /// `Dockerfile.odek` in the working directory.
+    Dockerfile {
+        /// The file.
+        path: PathBuf,
+        /// Lowercase hex SHA-256 of the file.
+        sha256: String,
+    },
+    /// The pinned default.
+    PinnedDefault,
+}
+
+/// The image decision of a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImagePlan {
+    /// The reference (for a Dockerfile: `odek-sandbox:<24 hex>`).
+    pub reference: ImageRef,
+    /// Where it comes from.
+    pub source: ImageSource,
+}
+
+impl ImagePlan {
+    /// Chooses the image for `settings` (SPEC §5 order). Errors: unreadable
+    /// `Dockerfile.odek`.
+    pub fn choose(settings: &Settings) -> Result<ImagePlan, ImageError> {
+        if let Some(img) = &settings.image {
+            let reference = ImageRef::parse(&img.value).map_err(ImageError::InvalidReference)?;
+            return Ok(ImagePlan {
+                reference,
+                source: ImageSource::Explicit {
+                    source: img.source.clone(),
+                },
+            });
+        }
+        let path = settings.workdir.join(DOCKERFILE_ODEK);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let digest = Sha256::digest(&bytes);
+                let tag = format!("odek-sandbox:{}", hex::encode(&digest[..12]));
+                Ok(ImagePlan {
+                    reference: ImageRef::parse(&tag).map_err(ImageError::InvalidReference)?,
+                    source: ImageSource::Dockerfile {
+                        path,
+                        sha256: hex::encode(digest),
+                    },
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ImagePlan {
+                reference: pinned_default(),
+                source: ImageSource::PinnedDefault,
+            }),
+            Err(e) => Err(ImageError::BuildFailed {
+                path,
+                message: format!("cannot read it: {e}"),
+            }),
+        }
+    }
+}
+
+/// Image errors. Class per SPEC §6.3: a failed pull is `image-unavailable`;
+/// everything else is `config` (bad reference, build failure, digest
+/// mismatch) or comes from the engine.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum ImageError {
+    /// The reference is invalid (config).
+    #[error(transparent)]
+    InvalidReference(ImageRefError),
+    /// The pull failed: not found, registry unreachable (image-unavailable).
+    #[error("image {reference} cannot be pulled: {message}; pull or build it yourself (`docker pull {reference}`), or choose another with --sandbox-image")]
+    PullFailed {
+        /// The reference pulled.
+        reference: String,
+        /// The registry's or daemon's message.
+        message: String,
+    },
+    /// The image's `RepoDigests` do not contain the pinned digest (config).
+    #[error("image {reference} is pinned to {digest} but the local image does not carry that digest (RepoDigests: {found}); remove the local image and pull it by digest")]
+    DigestMismatch {
+        /// The reference.
+        reference: String,
+        /// The pinned digest.
+        digest: String,
+        /// What the image carries.
+        found: String,
+    },
+    /// `Dockerfile.odek` could not be built (config).
+    #[error("building {} failed: {message}; fix the Dockerfile (try `docker build -f Dockerfile.odek .`)", .path.display())]
+    BuildFailed {
+        /// The Dockerfile.
+        path: PathBuf,
+        /// The builder's message.
+        message: String,
+    },
+    /// The engine failed while inspecting.
+    #[error(transparent)]
+    Engine(EngineError),
+}
+
+/// Label put on images odek builds.
+pub const IMAGE_LABEL: &str = "dev.odek.image";
+
+/// Makes sure the planned image exists locally and returns its ID
+/// (`sha256:…`): inspect; else build (`Dockerfile.odek`) or pull (others);
+/// then check a pinned digest against `RepoDigests` (SPEC §5, §6.1).
+pub async fn ensure(
+    engine: &dyn DockerApi,
+    plan: &ImagePlan,
+    exclude: &[PathBuf],
+    progress: ProgressSink<'_>,
+) -> Result<String, ImageError> {
+    let create_ref = plan.reference.create_ref();
+    let mut info = engine
+        .inspect_image(&create_ref)
+        .await
+        .map_err(ImageError::Engine)?;
+    if info.is_none() {
+        match &plan.source {
+            ImageSource::Dockerfile { path, .. } => {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                progress(&format!("building {} as {create_ref}", path.display()));
+                let tar = build_context(dir, DOCKERFILE_ODEK, exclude).map_err(|e| {
+                    ImageError::BuildFailed {
+                        path: path.clone(),
+                        message: e,
+                    }
+                })?;
+                let labels = BTreeMap::from([(IMAGE_LABEL.to_string(), "true".to_string())]);
+                engine
+                    .build_image(tar, DOCKERFILE_ODEK, &create_ref, &labels, progress)
+                    .await
+                    .map_err(|e| {
+                        if e.is_unreachable() {
+                            ImageError::Engine(e)
+                        } else {
+                            ImageError::BuildFailed {
+                                path: path.clone(),
+                                message: e.message,
+                            }
+                        }
+                    })?;
+            }
+            _ => {
+                progress(&format!("pulling {create_ref}"));
+                engine
+                    .pull_image(&create_ref, progress)
+                    .await
+                    .map_err(|e| ImageError::PullFailed {
+                        reference: create_ref.clone(),
+                        message: e.message,
+                    })?;
+            }
+        }
+        info = engine
+            .inspect_image(&create_ref)
+            .await
+            .map_err(ImageError::Engine)?;
+    }
+    let info = info.ok_or_else(|| ImageError::PullFailed {
+        reference: create_ref.clone(),
+        message: "the image is still missing after the pull".into(),
+    })?;
+    if let Some(digest) = &plan.reference.digest {
+        if !info
+            .repo_digests
+            .iter()
+            .any(|d| plan.reference.matches_repo_digest(d))
+        {
+            return Err(ImageError::DigestMismatch {
+                reference: plan.reference.original.clone(),
+                digest: digest.clone(),
+                found: if info.repo_digests.is_empty() {
+                    "none".into()
+                } else {
+                    info.repo_digests.join(", ")
+                },
+            });
+        }
+    }
+    Ok(info.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_dockerfile_has_one_pinned_from() {
+        let r = pinned_default();
+        assert_eq!(r.tag.as_deref(), Some("3.22"));
+        assert_eq!(r.repository, "library/alpine");
+        let d = r.digest.as_deref().expect("pinned");
+        assert!(d.starts_with("sha256:") && d.len() == 71);
+    }
+
+    #[test]
+    fn from_parser_refuses_more_or_less_than_one_from() {
+        assert!(from_of_dockerfile("").is_err());
+        assert!(from_of_dockerfile("# only a comment\n").is_err());
+        assert!(from_of_dockerfile("FROM alpine\nRUN true\n").is_err());
+        assert!(from_of_dockerfile("FROM alpine AS x\n").is_err());
+        assert!(from_of_dockerfile("RUN true\n").is_err());
+        assert_eq!(
+            from_of_dockerfile("# c\n\nfrom alpine:3\n")
+                .expect("ok")
+                .original,
+            "alpine:3"
+        );
+    }
+}

@@ -1,0 +1,531 @@
+//! Launch (SPEC §6): validate → (re-check) → ensure image → create with the
+//! first network → start → connect the rest → inspect and verify → ready.
+//! Any failure after create force-removes the container; a create whose
+//! answer was lost is removed by its (pre-chosen) name.
+
+use std::collections::BTreeMap;
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::config::NetworkMode;
+use crate::engine::{
+    BindMount, ContainerInfo, ContainerSpec, DockerApi, EngineErrorKind, TmpfsMount,
+};
+use crate::error::{Error, FailureClass, Result, Step};
+use crate::image;
+use crate::labels::{self, Owner};
+use crate::network::NetworkSummary;
+use crate::plan::{Fallback, Isolation, Plan};
+use crate::resolve::{fallback_warning, Odek, Reporter};
+use crate::warning::{Warning, WarningKind};
+
+/// Schema name of [`Sandbox`] JSON.
+pub const SANDBOX_SCHEMA: &str = "odek.sandbox/1";
+
+/// Options of `/tmp` (SPEC §6.1).
+pub const TMP_OPTIONS: &str = "rw,noexec,nosuid";
+
+/// The idle process the container runs; commands run through exec.
+pub const IDLE_CMD: [&str; 2] = ["sleep", "2147483647"];
+
+/// How the container ended up, read back from the engine (SPEC §10.4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    /// SPEC §4.2 network summary.
+    pub network_summary: NetworkSummary,
+    /// Internet reachable.
+    pub internet: bool,
+    /// Attached networks (name, ID, internal) as the container shows them.
+    pub networks: Vec<AppliedNetwork>,
+    /// `PidsLimit`.
+    pub pids_limit: i64,
+    /// `Init`.
+    pub init: bool,
+    /// Options of `/tmp`.
+    pub tmp_options: String,
+    /// Image ID.
+    pub image_id: String,
+}
+
+/// One network the container is attached to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedNetwork {
+    /// Name.
+    pub name: String,
+    /// Full ID.
+    pub id: String,
+    /// `Internal`.
+    pub internal: bool,
+    /// Compose project label.
+    pub compose_project: Option<String>,
+}
+
+/// A launched sandbox — or the host, in fallback or off mode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sandbox {
+    /// Always [`SANDBOX_SCHEMA`].
+    pub schema: String,
+    /// Container name (`odek-<hex>`), or `host`.
+    pub name: String,
+    /// Full container ID; `None` on the host.
+    pub container_id: Option<String>,
+    /// Container, fallback or off.
+    pub isolation: Isolation,
+    /// The plan it was launched from.
+    pub plan: Plan,
+    /// What the engine shows (containers only).
+    pub applied: Option<Applied>,
+    /// Every warning of resolve and launch.
+    pub warnings: Vec<Warning>,
+}
+
+impl Sandbox {
+    /// A "sandbox" that is the host (fallback or off).
+    pub fn host(plan: &Plan, isolation: Isolation, warnings: Vec<Warning>) -> Sandbox {
+        Sandbox {
+            schema: SANDBOX_SCHEMA.into(),
+            name: "host".into(),
+            container_id: None,
+            isolation,
+            plan: plan.clone(),
+            applied: None,
+            warnings,
+        }
+    }
+
+    /// The startup line of SPEC §6.4 (one line, no trailing newline).
+    pub fn startup_line(&self) -> String {
+        match (&self.isolation, &self.applied) {
+            (Isolation::Container, Some(a)) => {
+                let names: Vec<String> = a
+                    .networks
+                    .iter()
+                    .map(|n| {
+                        crate::describe::sanitize_name(&n.name)
+                            .unwrap_or_else(|| format!("<unnamed {}>", &n.id[..12.min(n.id.len())]))
+                    })
+                    .collect();
+                format!(
+                    "odek: sandbox network={} pids={} image={} networks={}",
+                    a.network_summary,
+                    a.pids_limit,
+                    self.plan.image.reference,
+                    if names.is_empty() {
+                        "-".to_string()
+                    } else {
+                        names.join(",")
+                    }
+                )
+            }
+            (Isolation::Fallback(f), _) => format!(
+                "odek: NO SANDBOX (fallback, {}): commands run on the host without isolation",
+                f.class
+            ),
+            _ => "odek: sandbox off: commands run on the host".to_string(),
+        }
+    }
+}
+
+/// Options of a launch.
+#[derive(Clone, Debug, Default)]
+pub struct LaunchOptions {
+    /// Outlives its creator (`odek sandbox up`): labelled detached, no owner.
+    pub detached: bool,
+    /// Container name; default `odek-<12 hex>`.
+    pub name: Option<String>,
+    /// Extra labels (e.g. the parent of a narrowed sandbox).
+    pub labels: BTreeMap<String, String>,
+    /// The approval of the plan's project settings (SPEC §7), when it needs one.
+    pub approval: Option<crate::approval::Approval>,
+}
+
+/// A fresh sandbox name, `odek-<12 hex>`.
+pub fn new_sandbox_name() -> String {
+    let b: [u8; 6] = rand::rng().random();
+    format!("odek-{}", hex::encode(b))
+}
+
+/// The create request for a plan (SPEC §6.1).
+pub fn container_spec(plan: &Plan, name: &str, image: &str, opts: &LaunchOptions) -> ContainerSpec {
+    let mut labels = BTreeMap::new();
+    labels.insert(labels::SANDBOX.to_string(), "true".to_string());
+    labels.insert(
+        labels::CREATED.to_string(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+            .to_string(),
+    );
+    labels.insert(
+        labels::WORKDIR.to_string(),
+        plan.workdir.display().to_string(),
+    );
+    if opts.detached {
+        labels.insert(labels::DETACHED.to_string(), "true".to_string());
+    } else {
+        labels.extend(Owner::current().labels());
+    }
+    labels.insert(labels::PLAN.to_string(), plan_label_json(plan));
+    labels.extend(opts.labels.clone());
+
+    let mut binds = vec![BindMount {
+        source: plan.workdir.display().to_string(),
+        target: "/workspace".into(),
+        read_only: plan.readonly,
+    }];
+    binds.extend(plan.volumes.iter().map(|v| BindMount {
+        source: v.host.display().to_string(),
+        target: v.container.clone(),
+        read_only: v.read_only || plan.readonly,
+    }));
+    let mut tmpfs = vec![TmpfsMount {
+        target: "/tmp".into(),
+        options: TMP_OPTIONS.into(),
+    }];
+    tmpfs.extend(plan.masks.iter().map(|m| TmpfsMount {
+        target: m.clone(),
+        options: "ro,noexec,nosuid,nodev,size=4k".into(),
+    }));
+    let network_mode = match (plan.network_mode, plan.networks.first()) {
+        (NetworkMode::Bridge, _) => "bridge".to_string(),
+        (NetworkMode::None, Some(first)) => first.id.clone(),
+        (NetworkMode::None, None) => "none".to_string(),
+    };
+    ContainerSpec {
+        name: name.to_string(),
+        image: image.to_string(),
+        cmd: IDLE_CMD.iter().map(|s| s.to_string()).collect(),
+        env: plan
+            .env
+            .iter()
+            .map(|e| format!("{}={}", e.key, e.value))
+            .collect(),
+        working_dir: "/workspace".into(),
+        user: plan.user.clone(),
+        labels,
+        network_mode,
+        init: true,
+        pids_limit: plan.pids_limit,
+        cap_drop: vec!["ALL".into()],
+        security_opt: vec!["no-new-privileges".into()],
+        tmpfs,
+        binds,
+        memory_bytes: plan.memory_bytes,
+        nano_cpus: plan.cpus.as_ref().map(|c| c.nano),
+    }
+}
+
+/// The plan as JSON for the container label (read back to narrow a child,
+/// SPEC §8). It carries env values, which the engine shows in the
+/// container's `Config.Env` to the same audience anyway.
+pub fn plan_label_json(plan: &Plan) -> String {
+    serde_json::to_string(plan).unwrap_or_default()
+}
+
+/// True for a create warning that drops a requested limit (SPEC §6.1).
+fn drops_limit(w: &str) -> bool {
+    let l = w.to_ascii_lowercase();
+    l.contains("discarded") || (l.contains("does not support") && l.contains("limit"))
+}
+
+impl Odek {
+    /// Launches a sandbox from a plan (SPEC §6.1). On the host for
+    /// [`Isolation::Fallback`] / [`Isolation::Off`] plans; an image that
+    /// cannot be pulled falls back loudly when the plan allows it.
+    ///
+    /// Errors: image (config / image-unavailable), create/start/connect/
+    /// verify refused (docker-rejected, container removed), daemon lost
+    /// (daemon-unreachable, container removed when still possible).
+    pub async fn launch(
+        &self,
+        plan: &Plan,
+        opts: &LaunchOptions,
+        reporter: &dyn Reporter,
+    ) -> Result<Sandbox> {
+        let mut warnings = plan.warnings.clone();
+        match &plan.isolation {
+            Isolation::Container => {}
+            other => return Ok(Sandbox::host(plan, other.clone(), warnings)),
+        }
+        let engine = self.engine()?.clone();
+        let endpoint = engine.endpoint().to_string();
+        crate::approval::recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
+        let progress = |line: &str| reporter.progress(line);
+        let image_id = match image::ensure(
+            engine.as_ref(),
+            &plan.image,
+            std::slice::from_ref(&plan.odek_home),
+            &progress,
+        )
+        .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                let err = Error::from(e);
+                if err.class() == FailureClass::ImageUnavailable && plan.fallback_allowed() {
+                    let fb = Fallback {
+                        class: err.class(),
+                        reason: err.to_string(),
+                    };
+                    let w = fallback_warning(&fb);
+                    reporter.warning(&w);
+                    warnings.push(w);
+                    return Ok(Sandbox::host(plan, Isolation::Fallback(fb), warnings));
+                }
+                return Err(err);
+            }
+        };
+        let name = opts.name.clone().unwrap_or_else(new_sandbox_name);
+        // A digest-pinned reference is created by digest, never by tag.
+        let spec = container_spec(plan, &name, &plan.image.reference.create_ref(), opts);
+        let created = match engine.create_container(&spec).await {
+            Ok(c) => c,
+            Err(e) => {
+                // The container may exist even though the answer was lost.
+                let removed = if e.is_unreachable() {
+                    engine.remove_container(&name).await.is_ok()
+                } else {
+                    false
+                };
+                return Err(Error::engine(&endpoint, Step::Create, e, removed));
+            }
+        };
+        match self
+            .finish(
+                engine.as_ref(),
+                plan,
+                &created.id,
+                &created.warnings,
+                &image_id,
+            )
+            .await
+        {
+            Ok((applied, more)) => {
+                for w in more {
+                    reporter.warning(&w);
+                    warnings.push(w);
+                }
+                Ok(Sandbox {
+                    schema: SANDBOX_SCHEMA.into(),
+                    name,
+                    container_id: Some(created.id),
+                    isolation: Isolation::Container,
+                    plan: plan.clone(),
+                    applied: Some(applied),
+                    warnings,
+                })
+            }
+            Err(err) => {
+                let removed = engine.remove_container(&created.id).await.is_ok();
+                Err(match err {
+                    Error::Rejected { step, message, .. } => Error::Rejected {
+                        step,
+                        message,
+                        removed,
+                    },
+                    Error::Unreachable {
+                        endpoint,
+                        step,
+                        message,
+                    } => Error::Unreachable {
+                        endpoint,
+                        step,
+                        message: if removed {
+                            format!("{message}; the container was removed")
+                        } else {
+                            format!("{message}; container {name} may be left behind: `odek sandbox gc` removes it once the daemon answers")
+                        },
+                    },
+                    other => other,
+                })
+            }
+        }
+    }
+
+    /// Create warnings → start → connect → verify.
+    async fn finish(
+        &self,
+        engine: &dyn DockerApi,
+        plan: &Plan,
+        id: &str,
+        create_warnings: &[String],
+        image_id: &str,
+    ) -> Result<(Applied, Vec<Warning>)> {
+        let endpoint = engine.endpoint().to_string();
+        let mut warnings = Vec::new();
+        for w in create_warnings {
+            if drops_limit(w) {
+                return Err(Error::Rejected {
+                    step: Step::Create,
+                    message: format!("the engine dropped a requested limit: {w}"),
+                    removed: false,
+                });
+            }
+            warnings.push(Warning::new(WarningKind::Engine, format!("docker: {w}")));
+        }
+        engine
+            .start_container(id)
+            .await
+            .map_err(|e| Error::engine(&endpoint, Step::Start, e, false))?;
+        let skip = usize::from(plan.network_mode == NetworkMode::None);
+        for n in plan.networks.iter().skip(skip) {
+            engine
+                .connect_network(&n.id, id)
+                .await
+                .map_err(|e| Error::engine(&endpoint, Step::Connect, e, false))?;
+        }
+        let info = engine
+            .inspect_container(id)
+            .await
+            .map_err(|e| Error::engine(&endpoint, Step::Verify, e, false))?
+            .ok_or_else(|| Error::Rejected {
+                step: Step::Verify,
+                message: "the container vanished right after start".into(),
+                removed: false,
+            })?;
+        let applied = verify(plan, &info, image_id).map_err(|message| Error::Rejected {
+            step: Step::Verify,
+            message,
+            removed: false,
+        })?;
+        Ok((applied, warnings))
+    }
+}
+
+/// Checks the container against the plan (SPEC §6.1): exactly the planned
+/// networks, pids limit, init, `/tmp` options, image ID, limits, masks.
+/// Returns what was applied, or what differs.
+pub fn verify(
+    plan: &Plan,
+    info: &ContainerInfo,
+    image_id: &str,
+) -> std::result::Result<Applied, String> {
+    let mut problems = Vec::new();
+    if !info.running {
+        problems.push("the container is not running".to_string());
+    }
+    let mut want: Vec<String> = plan.networks.iter().map(|n| n.id.clone()).collect();
+    if plan.network_mode == NetworkMode::Bridge {
+        match &plan.bridge_network_id {
+            Some(b) => want.push(b.clone()),
+            None => problems.push("the default bridge ID is unknown".into()),
+        }
+    }
+    want.sort();
+    let mut have: Vec<String> = info
+        .endpoints
+        .iter()
+        .filter(|e| !(want.is_empty() && e.network_name == "none"))
+        .map(|e| e.network_id.clone())
+        .collect();
+    have.sort();
+    if have != want {
+        let short = |v: &[String]| {
+            v.iter()
+                .map(|s| s[..12.min(s.len())].to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        problems.push(format!(
+            "networks differ from the plan (planned [{}], attached [{}])",
+            short(&want),
+            short(&have)
+        ));
+    }
+    if want.is_empty() && info.network_mode != "none" {
+        problems.push(format!(
+            "network mode is {:?}, planned \"none\"",
+            info.network_mode
+        ));
+    }
+    if info.pids_limit != Some(plan.pids_limit) {
+        problems.push(format!(
+            "PidsLimit is {:?}, requested {}",
+            info.pids_limit, plan.pids_limit
+        ));
+    }
+    if info.init != Some(true) {
+        problems.push("Init is not on".into());
+    }
+    let tmp = info.tmpfs.get("/tmp").cloned().unwrap_or_default();
+    let opts: Vec<&str> = tmp.split(',').collect();
+    if !(opts.contains(&"noexec") && opts.contains(&"nosuid")) {
+        problems.push(format!("/tmp options are {tmp:?}, need noexec,nosuid"));
+    }
+    for m in &plan.masks {
+        if !info.tmpfs.contains_key(m) {
+            problems.push(format!("mask {m} is missing"));
+        }
+    }
+    if info.image_id != image_id {
+        problems.push(format!(
+            "image is {}, the reference resolved to {image_id}",
+            info.image_id
+        ));
+    }
+    if info.memory_bytes != plan.memory_bytes.unwrap_or(0) {
+        problems.push(format!(
+            "Memory is {}, requested {:?}",
+            info.memory_bytes, plan.memory_bytes
+        ));
+    }
+    if info.nano_cpus != plan.cpus.as_ref().map_or(0, |c| c.nano) {
+        problems.push(format!("NanoCpus is {}", info.nano_cpus));
+    }
+    if !info.cap_drop.iter().any(|c| c.eq_ignore_ascii_case("ALL")) {
+        problems.push("capabilities were not all dropped".into());
+    }
+    if !info
+        .security_opt
+        .iter()
+        .any(|s| s.starts_with("no-new-privileges"))
+    {
+        problems.push("no-new-privileges is not set".into());
+    }
+    if !problems.is_empty() {
+        return Err(format!("verification failed: {}", problems.join("; ")));
+    }
+    let networks = plan
+        .networks
+        .iter()
+        .map(|n| AppliedNetwork {
+            name: n.name.clone(),
+            id: n.id.clone(),
+            internal: n.internal,
+            compose_project: n.compose_project.clone(),
+        })
+        .collect();
+    Ok(Applied {
+        network_summary: plan.network_summary,
+        internet: plan.internet,
+        networks,
+        pids_limit: info.pids_limit.unwrap_or_default(),
+        init: true,
+        tmp_options: tmp,
+        image_id: info.image_id.clone(),
+    })
+}
+
+impl Odek {
+    /// Force-removes a sandbox's container (SPEC §10.1 destroy). The host
+    /// "sandbox" of fallback/off has nothing to remove. An absent container
+    /// is not an error.
+    pub async fn destroy(&self, sandbox: &Sandbox) -> Result<()> {
+        let Some(id) = &sandbox.container_id else {
+            return Ok(());
+        };
+        let engine = self.engine()?;
+        match engine.remove_container(id).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::engine(
+                &engine.endpoint().to_string(),
+                Step::Remove,
+                e,
+                false,
+            )),
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! odek core: Docker sandboxes for AI coding agents that reach the services a
+//! developer runs with Docker Compose by service name, with every setup
+//! decision failing closed and visible.
+//!
+//! The verbs (SPEC §1): [`Odek::resolve`] merges and validates configuration
+//! and resolves networks and image into a [`Plan`]; [`Odek::launch`] creates,
+//! attaches and verifies a container (or refuses, leaving nothing behind);
+//! [`Odek::describe`] tells the agent what it runs in; [`Odek::exec`] runs
+//! commands; [`Odek::destroy`] removes the container.
+//!
+//! Docker is reached only through [`engine::DockerApi`] (SPEC §2).
+
+pub mod approval;
+pub mod config;
+pub mod describe;
+pub mod engine;
+pub mod error;
+pub mod exec;
+pub mod image;
+pub mod labels;
+pub mod launch;
+pub mod narrow;
+pub mod network;
+pub mod plan;
+pub mod registry;
+pub mod resolve;
+pub mod view;
+pub mod warning;
+
+pub use error::{Error, FailureClass, Result, Step};
+pub use exec::{Command, ExecOutcome, ExecRequest};
+pub use launch::{LaunchOptions, Sandbox};
+pub use plan::{Isolation, Plan};
+pub use resolve::{Odek, Reporter, Silent};
+pub use warning::{Warning, WarningKind};
+
+/// The odek release (crate version).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,189 @@
+//! Sub-agents only narrow (SPEC §8): a child's plan is derived from the
+//! parent's **resolved** plan, never from Docker — so a child can never pick
+//! up a network the parent did not have, not even one its Compose project
+//! gained after the parent resolved.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{parse_cpus, parse_memory, NetworkMode};
+use crate::network::{self, NetworkSummary, ResolvedNetwork};
+use crate::plan::{Isolation, Plan};
+
+/// Schema name of [`NarrowRequest`] JSON.
+pub const NARROW_REQUEST_SCHEMA: &str = "odek.narrow-request/1";
+
+/// What a child asks for. Every field is optional: unset inherits the parent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NarrowRequest {
+    /// Optional schema tag.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// A subset of the parent's networks, each by name or full ID.
+    #[serde(default)]
+    pub networks: Option<Vec<String>>,
+    /// Only the parent's networks that carried this Compose project when the
+    /// parent resolved.
+    #[serde(default)]
+    pub compose_project: Option<String>,
+    /// `none` (from `bridge`) — never `bridge` from `none`.
+    #[serde(default)]
+    pub network_mode: Option<NetworkMode>,
+    /// Lower or equal pids limit.
+    #[serde(default)]
+    pub pids_limit: Option<i64>,
+    /// Lower or equal memory limit, e.g. `256m`.
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// Lower or equal CPU limit, e.g. `0.5`.
+    #[serde(default)]
+    pub cpus: Option<String>,
+    /// `true` only (read-only may only go on).
+    #[serde(default)]
+    pub readonly: Option<bool>,
+    /// Must equal the parent's image reference when given.
+    #[serde(default)]
+    pub image: Option<String>,
+}
+
+/// Why a child cannot have what it asked for. Class config.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[error("a sub-agent sandbox can only narrow its parent's: {reason}")]
+pub struct NarrowError {
+    /// What would widen.
+    pub reason: String,
+}
+
+fn refuse<T>(reason: impl Into<String>) -> Result<T, NarrowError> {
+    Err(NarrowError {
+        reason: reason.into(),
+    })
+}
+
+/// Derives the child's plan from the parent's resolved plan (SPEC §8).
+pub fn narrow(parent: &Plan, req: &NarrowRequest) -> Result<Plan, NarrowError> {
+    if parent.isolation != Isolation::Container {
+        return refuse("the parent runs without a sandbox, so there is nothing to narrow");
+    }
+    let mut child = parent.clone();
+    child.approval = None;
+    child.warnings = Vec::new();
+
+    if let Some(image) = &req.image {
+        if *image != parent.image.reference.original {
+            return refuse(format!(
+                "the image stays the parent's ({}), not {}",
+                parent.image.reference,
+                crate::config::quote(image)
+            ));
+        }
+    }
+
+    if req.networks.is_some() || req.compose_project.is_some() {
+        let mut chosen: Vec<ResolvedNetwork> = Vec::new();
+        let mut add = |n: &ResolvedNetwork| {
+            if !chosen.iter().any(|c| c.id == n.id) {
+                chosen.push(n.clone());
+            }
+        };
+        for want in req.networks.iter().flatten() {
+            match parent
+                .networks
+                .iter()
+                .find(|n| n.name == *want || n.id == *want)
+            {
+                Some(n) => add(n),
+                None => {
+                    return refuse(format!(
+                        "network {} is not one of the parent's ({})",
+                        crate::config::quote(want),
+                        parent
+                            .networks
+                            .iter()
+                            .map(|n| crate::approval::display_name(&n.name))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                }
+            }
+        }
+        if let Some(p) = &req.compose_project {
+            let of_project: Vec<&ResolvedNetwork> = parent
+                .networks
+                .iter()
+                .filter(|n| n.compose_project.as_deref() == Some(p.as_str()))
+                .collect();
+            if of_project.is_empty() {
+                return refuse(format!(
+                    "the parent has no network of Compose project {}",
+                    crate::config::quote(p)
+                ));
+            }
+            for n in of_project {
+                add(n);
+            }
+        }
+        // Keep the parent's order.
+        chosen.sort_by_key(|c| parent.networks.iter().position(|n| n.id == c.id));
+        child.networks = chosen;
+    }
+
+    if let Some(mode) = req.network_mode {
+        if mode == NetworkMode::Bridge && parent.network_mode == NetworkMode::None {
+            return refuse("network mode may go from bridge to none, never from none to bridge");
+        }
+        child.network_mode = mode;
+        if mode == NetworkMode::None {
+            child.bridge_network_id = None;
+        }
+    }
+
+    if let Some(p) = req.pids_limit {
+        if p < 1 {
+            return refuse(format!("pids limit must be a positive integer (got {p})"));
+        }
+        if p > parent.pids_limit {
+            return refuse(format!(
+                "pids limit may only go down (parent {}, asked {p})",
+                parent.pids_limit
+            ));
+        }
+        child.pids_limit = p;
+    }
+    if let Some(m) = &req.memory {
+        let bytes = parse_memory("narrow request", m).map_err(|e| NarrowError {
+            reason: e.to_string(),
+        })?;
+        if parent.memory_bytes.is_some_and(|pm| bytes > pm) {
+            return refuse(format!(
+                "memory may only go down (parent {} bytes, asked {bytes})",
+                parent.memory_bytes.unwrap_or(0)
+            ));
+        }
+        child.memory_bytes = Some(bytes);
+    }
+    if let Some(c) = &req.cpus {
+        let cpus = parse_cpus("narrow request", c).map_err(|e| NarrowError {
+            reason: e.to_string(),
+        })?;
+        if parent.cpus.as_ref().is_some_and(|pc| cpus.nano > pc.nano) {
+            return refuse(format!(
+                "cpus may only go down (parent {}, asked {})",
+                parent.cpus.as_ref().map(|c| c.text.as_str()).unwrap_or("?"),
+                cpus.text
+            ));
+        }
+        child.cpus = Some(cpus);
+    }
+    if let Some(ro) = req.readonly {
+        if !ro && parent.readonly {
+            return refuse("read-only may only go on");
+        }
+        child.readonly = ro || parent.readonly;
+    }
+
+    child.network_summary = NetworkSummary::of(child.network_mode, child.networks.len());
+    child.internet = network::internet_reachable(child.network_mode, &child.networks);
+    child.warnings = network::warnings(child.network_mode, &child.networks);
+    Ok(child)
+}

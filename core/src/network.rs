@@ -1,0 +1,394 @@
+//! Network resolution (SPEC §4.1): exact-name lookups, Compose projects by
+//! server-side label filter, bridge/local only, at most 8, full IDs from here
+//! on; and the warnings of §4.3.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{quote, ConfigError, NetworkMode, Source, Sourced};
+use crate::describe::sanitize_name;
+use crate::engine::{DockerApi, EngineError, NetworkFilter, NetworkInfo};
+use crate::warning::{Warning, WarningKind};
+
+/// Most networks a sandbox may attach (SPEC §4.1).
+pub const MAX_NETWORKS: usize = 8;
+
+/// The Compose project label.
+pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+
+/// Why a network was attached.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum NetworkOrigin {
+    /// Named in `sandbox_networks`.
+    Named {
+        /// The name as requested.
+        name: String,
+        /// Which source named it.
+        source: Source,
+    },
+    /// Carries the label of `sandbox_compose_project`.
+    Compose {
+        /// The project.
+        project: String,
+        /// Which source asked for the project.
+        source: Source,
+    },
+}
+
+impl NetworkOrigin {
+    /// True when the project config asked for this network.
+    pub fn is_project(&self) -> bool {
+        match self {
+            NetworkOrigin::Named { source, .. } | NetworkOrigin::Compose { source, .. } => {
+                source.is_project()
+            }
+        }
+    }
+}
+
+/// A resolved network: from here on handled by its full ID (SPEC §4.1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedNetwork {
+    /// Name (for display only; may be any string a Compose file chose).
+    pub name: String,
+    /// Full 64-hex ID.
+    pub id: String,
+    /// `Internal`.
+    pub internal: bool,
+    /// Driver (always `bridge` once accepted).
+    pub driver: String,
+    /// The `com.docker.compose.project` label, if any.
+    pub compose_project: Option<String>,
+    /// Why it is attached (one or both sources).
+    pub origins: Vec<NetworkOrigin>,
+}
+
+impl ResolvedNetwork {
+    fn from_info(n: &NetworkInfo, origin: NetworkOrigin) -> ResolvedNetwork {
+        ResolvedNetwork {
+            name: n.name.clone(),
+            id: n.id.clone(),
+            internal: n.internal,
+            driver: n.driver.clone(),
+            compose_project: n.labels.get(COMPOSE_PROJECT_LABEL).cloned(),
+            origins: vec![origin],
+        }
+    }
+
+    /// The first 12 characters of the ID.
+    pub fn short_id(&self) -> &str {
+        short(&self.id)
+    }
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+/// Network resolution errors: all class `config` except engine failures.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum NetworkError {
+    /// Docker matched the request by ID or ID prefix, not by name.
+    #[error("network {requested} matched network {matched} by ID, not by name; ID-prefix lookups are refused; name the network (see `docker network ls`)")]
+    IdPrefix {
+        /// The request, quoted.
+        requested: String,
+        /// The network Docker matched, sanitised.
+        matched: String,
+    },
+    /// No network has that name.
+    #[error("network {name} not found ({origin}); create it, start the Compose project that defines it, or fix the name (see `docker network ls`)")]
+    NotFound {
+        /// The request, quoted.
+        name: String,
+        /// Where it was requested.
+        origin: String,
+    },
+    /// Several networks carry the same exact name.
+    #[error("network name {name} is ambiguous: {count} networks carry it (IDs {ids}); remove the duplicates (`docker network rm <id>`) so the name is unique")]
+    Ambiguous {
+        /// The name, quoted.
+        name: String,
+        /// How many.
+        count: usize,
+        /// Their short IDs.
+        ids: String,
+    },
+    /// A driver or scope odek does not attach.
+    #[error("network {name} uses driver {driver:?} with scope {scope:?}; only local bridge networks can be attached")]
+    Unsupported {
+        /// The name, sanitised.
+        name: String,
+        /// Driver.
+        driver: String,
+        /// Scope.
+        scope: String,
+    },
+    /// No network carries the project label.
+    #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({origin}); start it with `docker compose -p {project} up -d`")]
+    ComposeNotRunning {
+        /// The project.
+        project: String,
+        /// Where it was requested.
+        origin: String,
+    },
+    /// More than [`MAX_NETWORKS`].
+    #[error("{count} networks would be attached ({names}); at most {MAX_NETWORKS} are allowed: name fewer networks")]
+    TooMany {
+        /// How many.
+        count: usize,
+        /// Their names, sanitised.
+        names: String,
+    },
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(EngineError),
+}
+
+/// Looks one name up by exact name (SPEC §4.1).
+async fn lookup_name(
+    engine: &dyn DockerApi,
+    name: &str,
+    origin: &Source,
+) -> Result<NetworkInfo, NetworkError> {
+    let listed = engine
+        .list_networks(&NetworkFilter::Name(name.to_string()))
+        .await
+        .map_err(NetworkError::Engine)?;
+    let exact: Vec<&NetworkInfo> = listed.iter().filter(|n| n.name == name).collect();
+    match exact.len() {
+        1 => Ok(exact[0].clone()),
+        0 => {
+            // Would Docker have answered by ID or ID prefix? Say so plainly.
+            match engine
+                .inspect_network(name)
+                .await
+                .map_err(NetworkError::Engine)?
+            {
+                Some(n) if n.name != name => Err(NetworkError::IdPrefix {
+                    requested: quote(name),
+                    matched: sanitize_name(&n.name).unwrap_or_else(|| short(&n.id).to_string()),
+                }),
+                Some(n) => Ok(n),
+                None => Err(NetworkError::NotFound {
+                    name: quote(name),
+                    origin: origin.to_string(),
+                }),
+            }
+        }
+        count => Err(NetworkError::Ambiguous {
+            name: quote(name),
+            count,
+            ids: exact
+                .iter()
+                .map(|n| short(&n.id))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
+}
+
+fn check_driver(n: &NetworkInfo) -> Result<(), NetworkError> {
+    if n.driver == "bridge" && n.scope == "local" {
+        Ok(())
+    } else {
+        Err(NetworkError::Unsupported {
+            name: sanitize_name(&n.name).unwrap_or_else(|| short(&n.id).to_string()),
+            driver: n.driver.clone(),
+            scope: n.scope.clone(),
+        })
+    }
+}
+
+/// Resolves `sandbox_networks` and `sandbox_compose_project` to networks by
+/// full ID: union, de-duplicated by ID, in request order then by name; at
+/// most [`MAX_NETWORKS`] (SPEC §4.1).
+pub async fn resolve(
+    engine: &dyn DockerApi,
+    names: Option<&Sourced<Vec<String>>>,
+    compose: Option<&Sourced<String>>,
+) -> Result<Vec<ResolvedNetwork>, NetworkError> {
+    let mut out: Vec<ResolvedNetwork> = Vec::new();
+    let mut add = |n: &NetworkInfo, origin: NetworkOrigin| {
+        if let Some(existing) = out.iter_mut().find(|r| r.id == n.id) {
+            if !existing.origins.contains(&origin) {
+                existing.origins.push(origin);
+            }
+        } else {
+            out.push(ResolvedNetwork::from_info(n, origin));
+        }
+    };
+    if let Some(names) = names {
+        for name in &names.value {
+            let n = lookup_name(engine, name, &names.source).await?;
+            check_driver(&n)?;
+            add(
+                &n,
+                NetworkOrigin::Named {
+                    name: name.clone(),
+                    source: names.source.clone(),
+                },
+            );
+        }
+    }
+    if let Some(project) = compose {
+        let mut listed = engine
+            .list_networks(&NetworkFilter::Label(format!(
+                "{COMPOSE_PROJECT_LABEL}={}",
+                project.value
+            )))
+            .await
+            .map_err(NetworkError::Engine)?;
+        // Trust the daemon's filter, but never a network whose label differs.
+        listed.retain(|n| n.labels.get(COMPOSE_PROJECT_LABEL) == Some(&project.value));
+        if listed.is_empty() {
+            return Err(NetworkError::ComposeNotRunning {
+                project: project.value.clone(),
+                origin: project.source.to_string(),
+            });
+        }
+        listed.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+        for n in &listed {
+            check_driver(n)?;
+            add(
+                n,
+                NetworkOrigin::Compose {
+                    project: project.value.clone(),
+                    source: project.source.clone(),
+                },
+            );
+        }
+    }
+    if out.len() > MAX_NETWORKS {
+        return Err(NetworkError::TooMany {
+            count: out.len(),
+            names: out
+                .iter()
+                .map(|n| sanitize_name(&n.name).unwrap_or_else(|| n.short_id().to_string()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    Ok(out)
+}
+
+/// The running Compose projects (label values, sanitised) as hints for a
+/// misspelt project name. Best effort: empty when the engine fails.
+pub async fn running_projects(engine: &dyn DockerApi) -> Vec<String> {
+    let Ok(list) = engine
+        .list_networks(&NetworkFilter::Label(COMPOSE_PROJECT_LABEL.into()))
+        .await
+    else {
+        return Vec::new();
+    };
+    let mut v: Vec<String> = list
+        .iter()
+        .filter_map(|n| n.labels.get(COMPOSE_PROJECT_LABEL))
+        .filter_map(|p| sanitize_name(p))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Adds the running projects to an invalid-project-name error.
+pub async fn with_running_projects(engine: &dyn DockerApi, e: ConfigError) -> ConfigError {
+    match e {
+        ConfigError::InvalidComposeProject {
+            origin,
+            value,
+            normalized,
+            ..
+        } => ConfigError::InvalidComposeProject {
+            origin,
+            value,
+            normalized,
+            running: running_projects(engine).await,
+        },
+        other => other,
+    }
+}
+
+/// How the container is networked (SPEC §4.2 names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkSummary {
+    /// `NetworkMode=none`, nothing attached.
+    None,
+    /// The default bridge only.
+    Bridge,
+    /// Attached networks only.
+    Attached,
+    /// The default bridge plus attached networks.
+    BridgeAttached,
+}
+
+impl NetworkSummary {
+    /// From the mode and the attached networks.
+    pub fn of(mode: NetworkMode, attached: usize) -> NetworkSummary {
+        match (mode, attached) {
+            (NetworkMode::None, 0) => NetworkSummary::None,
+            (NetworkMode::Bridge, 0) => NetworkSummary::Bridge,
+            (NetworkMode::None, _) => NetworkSummary::Attached,
+            (NetworkMode::Bridge, _) => NetworkSummary::BridgeAttached,
+        }
+    }
+
+    /// The startup-line word (SPEC §6.4).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkSummary::None => "none",
+            NetworkSummary::Bridge => "bridge",
+            NetworkSummary::Attached => "attached",
+            NetworkSummary::BridgeAttached => "bridge+attached",
+        }
+    }
+
+    /// The §4.2 table's name.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NetworkSummary::None => "no network",
+            NetworkSummary::Bridge => "the default bridge network",
+            NetworkSummary::Attached => "attached networks only",
+            NetworkSummary::BridgeAttached => "the default bridge plus attached networks",
+        }
+    }
+}
+
+impl std::fmt::Display for NetworkSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether the internet is reachable (SPEC §4.2).
+pub fn internet_reachable(mode: NetworkMode, attached: &[ResolvedNetwork]) -> bool {
+    mode == NetworkMode::Bridge || attached.iter().any(|n| !n.internal)
+}
+
+/// The warnings of SPEC §4.3 for a network decision.
+pub fn warnings(mode: NetworkMode, attached: &[ResolvedNetwork]) -> Vec<Warning> {
+    let mut w = Vec::new();
+    for n in attached.iter().filter(|n| !n.internal) {
+        w.push(Warning::new(
+            WarningKind::AttachedNetworkNotInternal,
+            format!(
+                "network {} is not internal: the sandbox can reach the internet through it",
+                sanitize_name(&n.name).unwrap_or_else(|| n.short_id().to_string())
+            ),
+        ));
+    }
+    if mode == NetworkMode::Bridge {
+        if !attached.is_empty() {
+            w.push(Warning::new(
+                WarningKind::BridgeWithAttached,
+                "sandbox_network=bridge is combined with attached networks: the sandbox has the default bridge as well",
+            ));
+        }
+        w.push(Warning::new(
+            WarningKind::BridgeReachesHost,
+            "the default bridge is not isolated from the host: it reaches the Docker gateway, services bound on the host and cloud metadata endpoints",
+        ));
+    }
+    w
+}

@@ -1,0 +1,104 @@
+//! The plan: the value `resolve` produces and `launch` executes
+//! (CONVENTIONS 4). It can be printed (config view, §10.4), approved (§7) and
+//! diffed; JSON with a `schema` field crosses the C ABI.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{CpuLimit, EnvVar, NetworkMode, SandboxMode, Source, VolumeMount};
+use crate::engine::EngineInfo;
+use crate::error::FailureClass;
+use crate::image::ImagePlan;
+use crate::network::{NetworkSummary, ResolvedNetwork};
+use crate::warning::Warning;
+
+/// Schema name of [`Plan`] JSON.
+pub const PLAN_SCHEMA: &str = "odek.plan/1";
+
+/// Why commands will run on the host (SPEC §6.3 loud fallback).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fallback {
+    /// daemon-unreachable or image-unavailable.
+    pub class: FailureClass,
+    /// The underlying error's message.
+    pub reason: String,
+}
+
+/// What the sandbox will be, or why there is none.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Isolation {
+    /// A container will be launched.
+    Container,
+    /// Loud fallback: commands run on the host without isolation.
+    Fallback(Fallback),
+    /// The sandbox is off: commands run on the host (the operator chose it).
+    Off,
+}
+
+/// The resolved configuration: everything launch needs, with sources.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Always [`PLAN_SCHEMA`].
+    pub schema: String,
+    /// Sandbox mode (SPEC §3.3).
+    pub mode: SandboxMode,
+    /// Container, fallback or off.
+    pub isolation: Isolation,
+    /// Absolute working directory (mounted at `/workspace`).
+    pub workdir: PathBuf,
+    /// `$ODEK_HOME`.
+    pub odek_home: PathBuf,
+    /// The daemon endpoint (display form), when one was chosen.
+    pub endpoint: Option<String>,
+    /// The engine, when it answered.
+    pub engine: Option<EngineInfo>,
+    /// The image decision.
+    pub image: ImagePlan,
+    /// `sandbox_network`.
+    pub network_mode: NetworkMode,
+    /// Attached networks by full ID, in attach order.
+    pub networks: Vec<ResolvedNetwork>,
+    /// Full ID of the default bridge network (when `network_mode` is bridge).
+    pub bridge_network_id: Option<String>,
+    /// SPEC §4.2 summary.
+    pub network_summary: NetworkSummary,
+    /// Whether the internet is reachable (SPEC §4.2).
+    pub internet: bool,
+    /// `--pids-limit`.
+    pub pids_limit: i64,
+    /// `/workspace` read-only.
+    pub readonly: bool,
+    /// Memory limit in bytes.
+    pub memory_bytes: Option<i64>,
+    /// CPU limit.
+    pub cpus: Option<CpuLimit>,
+    /// `uid[:gid]` or name.
+    pub user: Option<String>,
+    /// Container environment. Values are user data: do not log them.
+    pub env: Vec<EnvVar>,
+    /// Bind mounts besides `/workspace`.
+    pub volumes: Vec<VolumeMount>,
+    /// Container paths masked with an empty read-only tmpfs (`$ODEK_HOME`
+    /// inside the working directory, SPEC §7.3).
+    pub masks: Vec<String>,
+    /// `ODEK_REQUIRE_SANDBOX=1`.
+    pub require_sandbox: bool,
+    /// The source of each setting, by config key.
+    pub sources: BTreeMap<String, Source>,
+    /// Warnings so far.
+    pub warnings: Vec<Warning>,
+    /// What the operator must approve before launch (SPEC §7), if anything.
+    pub approval: Option<crate::approval::ApprovalRequest>,
+}
+
+impl Plan {
+    /// True when a fallback to the host is allowed should the image be
+    /// unavailable (SPEC §6.3): implicit mode, no `ODEK_REQUIRE_SANDBOX`, no
+    /// attached network.
+    pub fn fallback_allowed(&self) -> bool {
+        self.mode == SandboxMode::Implicit && !self.require_sandbox && self.networks.is_empty()
+    }
+}

@@ -1,0 +1,279 @@
+//! Resolve (SPEC §1): merge and validate the configuration, reach the daemon,
+//! resolve networks and image into a [`Plan`]. Nothing is created.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::approval;
+use crate::config::{self, ConfigError, ConfigInputs, SandboxMode, Settings, Source};
+use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError};
+use crate::error::{Error, FailureClass, Result, Step};
+use crate::image::{ImagePlan, ImageSource};
+use crate::network::{self, NetworkSummary};
+use crate::plan::{Fallback, Isolation, Plan, PLAN_SCHEMA};
+use crate::warning::{Warning, WarningKind};
+
+/// Receives warnings and progress as they happen (the CLI prints them to
+/// stderr; bindings may collect them). Results carry the warnings too.
+pub trait Reporter: Send + Sync {
+    /// A warning (SPEC §4.3, §6.3).
+    fn warning(&self, _w: &Warning) {}
+    /// A progress line of a slow step (pull, build).
+    fn progress(&self, _line: &str) {}
+}
+
+/// A reporter that drops everything.
+pub struct Silent;
+
+impl Reporter for Silent {}
+
+/// The odek client: one Docker engine (or the reason there is none) and the
+/// verbs resolve → launch → describe, exec, destroy.
+#[derive(Clone)]
+pub struct Odek {
+    engine: std::result::Result<Arc<dyn DockerApi>, EndpointError>,
+}
+
+impl Odek {
+    /// A client for the daemon chosen by SPEC §6.2 from the process
+    /// environment. Never fails: an unusable endpoint is reported by
+    /// [`Odek::resolve`], where the sandbox mode decides what it means.
+    pub fn from_env() -> Odek {
+        Odek {
+            engine: Endpoint::resolve(&EndpointEnv::from_process())
+                .map(|ep| Arc::new(BollardEngine::new(ep)) as Arc<dyn DockerApi>),
+        }
+    }
+
+    /// A client over a given engine (tests, fault injection).
+    pub fn with_engine(engine: Arc<dyn DockerApi>) -> Odek {
+        Odek { engine: Ok(engine) }
+    }
+
+    /// The engine, or the endpoint error as an [`Error`].
+    pub fn engine(&self) -> Result<&Arc<dyn DockerApi>> {
+        self.engine.as_ref().map_err(|e| Error::Endpoint(e.clone()))
+    }
+
+    /// The endpoint for messages (`unix:///…`, or what was tried).
+    pub fn endpoint_display(&self) -> String {
+        match &self.engine {
+            Ok(e) => e.endpoint().to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Grants approval of the plan's project settings (SPEC §7.2): `Once`
+    /// for this launch, `Trust` persisted in the store first (a failed write
+    /// is an error and grants nothing).
+    pub fn approve(&self, plan: &Plan, decision: approval::Decision) -> Result<approval::Approval> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Ok(approval::grant(plan, decision, now)?)
+    }
+
+    /// Resolves configuration, networks and image into a plan (SPEC §3–§5).
+    ///
+    /// Errors: config (class config); the daemon unreachable when fallback is
+    /// not allowed (daemon-unreachable); the engine refusing a lookup
+    /// (docker-rejected). When the daemon is unreachable and fallback is
+    /// allowed the plan's isolation is [`Isolation::Fallback`] and a loud
+    /// warning is reported.
+    pub async fn resolve(&self, inputs: &ConfigInputs, reporter: &dyn Reporter) -> Result<Plan> {
+        let settings = match config::load(inputs) {
+            Ok(s) => s,
+            Err(e @ ConfigError::InvalidComposeProject { .. }) => {
+                return Err(match &self.engine {
+                    Ok(engine) => network::with_running_projects(engine.as_ref(), e).await,
+                    Err(_) => e,
+                }
+                .into())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let image = ImagePlan::choose(&settings)?;
+        let mut plan = base_plan(&settings, image);
+        for w in &plan.warnings {
+            reporter.warning(w);
+        }
+        if settings.mode.value == SandboxMode::Off {
+            plan.isolation = Isolation::Off;
+            return Ok(plan);
+        }
+        let fallback_ok = settings.mode.value == SandboxMode::Implicit
+            && !settings.require_sandbox
+            && !settings.attaches_networks();
+        let engine = match &self.engine {
+            Ok(e) => e.clone(),
+            Err(e @ EndpointError::NoSocket { .. }) => {
+                let err = Error::Endpoint(e.clone());
+                return fallback_or(plan, err, fallback_ok, reporter);
+            }
+            Err(e) => return Err(Error::Endpoint(e.clone())),
+        };
+        plan.endpoint = Some(engine.endpoint().to_string());
+        match engine.version().await {
+            Ok(info) => plan.engine = Some(info),
+            Err(e) => {
+                let err = Error::engine(&engine.endpoint().to_string(), Step::Ping, e, false);
+                if err.class() == FailureClass::DaemonUnreachable {
+                    return fallback_or(plan, err, fallback_ok, reporter);
+                }
+                return Err(err);
+            }
+        }
+        let networks = network::resolve(
+            engine.as_ref(),
+            settings.networks.as_ref(),
+            settings.compose_project.as_ref(),
+        )
+        .await?;
+        let mode = settings.network.value;
+        if mode == config::NetworkMode::Bridge {
+            plan.bridge_network_id = Some(default_bridge_id(engine.as_ref()).await?);
+        }
+        plan.network_summary = NetworkSummary::of(mode, networks.len());
+        plan.internet = network::internet_reachable(mode, &networks);
+        for w in network::warnings(mode, &networks) {
+            reporter.warning(&w);
+            plan.warnings.push(w);
+        }
+        plan.networks = networks;
+        plan.approval = approval::request(&settings, &plan)?;
+        Ok(plan)
+    }
+}
+
+/// The default bridge network's full ID.
+async fn default_bridge_id(engine: &dyn DockerApi) -> Result<String> {
+    let n = engine
+        .inspect_network("bridge")
+        .await
+        .map_err(|e| Error::engine(&engine.endpoint().to_string(), Step::Ping, e, false))?;
+    match n {
+        Some(n)
+            if n.name == "bridge"
+                && n.options
+                    .get("com.docker.network.bridge.default_bridge")
+                    .map(String::as_str)
+                    == Some("true") =>
+        {
+            Ok(n.id)
+        }
+        _ => Err(Error::Rejected {
+            step: Step::Ping,
+            message: "the daemon has no default bridge network; use sandbox_network=none".into(),
+            removed: false,
+        }),
+    }
+}
+
+/// Returns a fallback plan (with the loud warning) or the error.
+fn fallback_or(mut plan: Plan, err: Error, allowed: bool, reporter: &dyn Reporter) -> Result<Plan> {
+    if !allowed {
+        return Err(err);
+    }
+    let fb = Fallback {
+        class: err.class(),
+        reason: err.to_string(),
+    };
+    let w = fallback_warning(&fb);
+    reporter.warning(&w);
+    plan.warnings.push(w);
+    plan.isolation = Isolation::Fallback(fb);
+    Ok(plan)
+}
+
+/// The multi-line warning of SPEC §6.3's loud fallback.
+pub fn fallback_warning(fb: &Fallback) -> Warning {
+    Warning::new(
+        WarningKind::Fallback,
+        format!(
+            "!!! NO SANDBOX: commands will run ON THE HOST WITHOUT ISOLATION !!!\n\
+             cause ({}): {}\n\
+             to make this fatal: pass --sandbox or set ODEK_REQUIRE_SANDBOX=1; to run on the host knowingly: --no-sandbox",
+            fb.class, fb.reason
+        ),
+    )
+}
+
+/// The plan fields that come straight from the settings.
+fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
+    let mut sources = BTreeMap::new();
+    sources.insert("sandbox".to_string(), s.mode.source.clone());
+    sources.insert(
+        "sandbox_image".into(),
+        match &image.source {
+            ImageSource::Explicit { source } => source.clone(),
+            _ => Source::Default,
+        },
+    );
+    sources.insert("sandbox_network".into(), s.network.source.clone());
+    if let Some(n) = &s.networks {
+        sources.insert("sandbox_networks".into(), n.source.clone());
+    }
+    if let Some(c) = &s.compose_project {
+        sources.insert("sandbox_compose_project".into(), c.source.clone());
+    }
+    sources.insert("sandbox_pids_limit".into(), s.pids_limit.source.clone());
+    sources.insert("sandbox_readonly".into(), s.readonly.source.clone());
+    let optional = [
+        ("sandbox_memory", s.memory.as_ref().map(|v| &v.source)),
+        ("sandbox_cpus", s.cpus.as_ref().map(|v| &v.source)),
+        ("sandbox_user", s.user.as_ref().map(|v| &v.source)),
+        ("sandbox_env", s.env.as_ref().map(|v| &v.source)),
+        ("sandbox_volumes", s.volumes.as_ref().map(|v| &v.source)),
+    ];
+    for (k, src) in optional {
+        if let Some(src) = src {
+            sources.insert(k.to_string(), src.clone());
+        }
+    }
+    let mut masks = Vec::new();
+    let mut warnings = s.warnings.clone();
+    if let Ok(rel) = s.odek_home.strip_prefix(&s.workdir) {
+        let target = std::path::Path::new("/workspace").join(rel);
+        masks.push(target.to_string_lossy().into_owned());
+        warnings.push(Warning::new(
+            WarningKind::OdekHomeMasked,
+            format!(
+                "$ODEK_HOME ({}) lies inside the working directory; the sandbox sees an empty read-only {} instead",
+                s.odek_home.display(),
+                target.display()
+            ),
+        ));
+    }
+    Plan {
+        schema: PLAN_SCHEMA.into(),
+        mode: s.mode.value,
+        isolation: Isolation::Container,
+        workdir: s.workdir.clone(),
+        odek_home: s.odek_home.clone(),
+        endpoint: None,
+        engine: None,
+        image,
+        network_mode: s.network.value,
+        networks: Vec::new(),
+        bridge_network_id: None,
+        network_summary: NetworkSummary::of(s.network.value, 0),
+        internet: s.network.value == config::NetworkMode::Bridge,
+        pids_limit: s.pids_limit.value,
+        readonly: s.readonly.value,
+        memory_bytes: s.memory.as_ref().map(|m| m.value),
+        cpus: s.cpus.as_ref().map(|c| c.value.clone()),
+        user: s.user.as_ref().map(|u| u.value.clone()),
+        env: s.env.as_ref().map(|e| e.value.clone()).unwrap_or_default(),
+        volumes: s
+            .volumes
+            .as_ref()
+            .map(|v| v.value.clone())
+            .unwrap_or_default(),
+        masks,
+        require_sandbox: s.require_sandbox,
+        sources,
+        warnings,
+        approval: None,
+    }
+}

@@ -1,0 +1,293 @@
+//! Config view (SPEC §10.4): the settings actually applied — after
+//! precedence, project tightening, lenient downgrade and resolution — with
+//! each value's source. Rendered as text by the CLI or as JSON.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{SandboxMode, Source};
+use crate::describe::sanitize_name;
+use crate::launch::TMP_OPTIONS;
+use crate::network::NetworkSummary;
+use crate::plan::{Isolation, Plan};
+use crate::resolve::Odek;
+use crate::warning::Warning;
+
+/// Schema name of [`ConfigView`] JSON.
+pub const CONFIG_VIEW_SCHEMA: &str = "odek.config-view/1";
+
+/// The image as it would be used.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageView {
+    /// The reference as configured.
+    pub reference: String,
+    /// The pinned digest, if any.
+    pub digest: Option<String>,
+    /// Local image ID, when present on the daemon.
+    pub id: Option<String>,
+    /// Local `RepoDigests`.
+    pub repo_digests: Vec<String>,
+    /// `explicit`, `dockerfile` or `pinned_default`.
+    pub origin: String,
+}
+
+/// One network as applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkView {
+    /// Name (sanitised; `None` when it fails SPEC §9.3).
+    pub name: Option<String>,
+    /// Full ID.
+    pub id: String,
+    /// `Internal`.
+    pub internal: bool,
+    /// Compose project label (sanitised).
+    pub compose_project: Option<String>,
+}
+
+/// The applied configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigView {
+    /// Always [`CONFIG_VIEW_SCHEMA`].
+    pub schema: String,
+    /// Sandbox mode.
+    pub mode: SandboxMode,
+    /// `container`, `fallback` or `off`.
+    pub isolation: String,
+    /// Why fallback, when it is.
+    pub fallback_reason: Option<String>,
+    /// Daemon endpoint.
+    pub endpoint: Option<String>,
+    /// Engine API version in use.
+    pub api_version: Option<String>,
+    /// Image.
+    pub image: ImageView,
+    /// `sandbox_network`.
+    pub network_mode: String,
+    /// SPEC §4.2 summary.
+    pub network: NetworkSummary,
+    /// Internet reachable.
+    pub internet: bool,
+    /// Attached networks.
+    pub networks: Vec<NetworkView>,
+    /// PIDs limit.
+    pub pids_limit: i64,
+    /// `--init` (always on).
+    pub init: bool,
+    /// `/tmp` tmpfs options.
+    pub tmpfs: String,
+    /// Memory limit, bytes.
+    pub memory_bytes: Option<i64>,
+    /// CPUs.
+    pub cpus: Option<String>,
+    /// User.
+    pub user: Option<String>,
+    /// `/workspace` read-only.
+    pub readonly: bool,
+    /// Working directory.
+    pub workdir: String,
+    /// Env keys (values are never shown).
+    pub env_keys: Vec<String>,
+    /// Volume entries.
+    pub volumes: Vec<String>,
+    /// Masked container paths.
+    pub masks: Vec<String>,
+    /// Source of each setting.
+    pub sources: BTreeMap<String, Source>,
+    /// Warnings.
+    pub warnings: Vec<Warning>,
+}
+
+impl Odek {
+    /// The config view of a plan (SPEC §10.4). Looks the image up locally
+    /// when the daemon answers (never pulls or builds).
+    pub async fn config_view(&self, plan: &Plan) -> ConfigView {
+        let mut image = ImageView {
+            reference: plan.image.reference.original.clone(),
+            digest: plan.image.reference.digest.clone(),
+            id: None,
+            repo_digests: Vec::new(),
+            origin: match &plan.image.source {
+                crate::image::ImageSource::Explicit { .. } => "explicit",
+                crate::image::ImageSource::Dockerfile { .. } => "dockerfile",
+                crate::image::ImageSource::PinnedDefault => "pinned_default",
+            }
+            .into(),
+        };
+        if plan.isolation == Isolation::Container {
+            if let Ok(engine) = self.engine() {
+                if let Ok(Some(info)) = engine
+                    .inspect_image(&plan.image.reference.create_ref())
+                    .await
+                {
+                    image.id = Some(info.id);
+                    image.repo_digests = info.repo_digests;
+                }
+            }
+        }
+        let (isolation, fallback_reason) = match &plan.isolation {
+            Isolation::Container => ("container", None),
+            Isolation::Fallback(f) => ("fallback", Some(f.reason.clone())),
+            Isolation::Off => ("off", None),
+        };
+        ConfigView {
+            schema: CONFIG_VIEW_SCHEMA.into(),
+            mode: plan.mode,
+            isolation: isolation.into(),
+            fallback_reason,
+            endpoint: plan.endpoint.clone(),
+            api_version: plan.engine.as_ref().map(|e| e.api_version.to_string()),
+            image,
+            network_mode: plan.network_mode.to_string(),
+            network: plan.network_summary,
+            internet: plan.internet,
+            networks: plan
+                .networks
+                .iter()
+                .map(|n| NetworkView {
+                    name: sanitize_name(&n.name),
+                    id: n.id.clone(),
+                    internal: n.internal,
+                    compose_project: n.compose_project.as_deref().and_then(sanitize_name),
+                })
+                .collect(),
+            pids_limit: plan.pids_limit,
+            init: true,
+            tmpfs: TMP_OPTIONS.into(),
+            memory_bytes: plan.memory_bytes,
+            cpus: plan.cpus.as_ref().map(|c| c.text.clone()),
+            user: plan.user.clone(),
+            readonly: plan.readonly,
+            workdir: plan.workdir.display().to_string(),
+            env_keys: plan.env.iter().map(|e| e.key.clone()).collect(),
+            volumes: plan.volumes.iter().map(|v| v.spec.clone()).collect(),
+            masks: plan.masks.clone(),
+            sources: plan.sources.clone(),
+            warnings: plan.warnings.clone(),
+        }
+    }
+}
+
+impl ConfigView {
+    /// Human-readable text, one setting per line with its source.
+    pub fn render_text(&self) -> String {
+        let src = |k: &str| {
+            self.sources
+                .get(k)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "default".into())
+        };
+        let mut out = String::new();
+        let mut line = |k: &str, v: String, s: String| {
+            out.push_str(&format!("{k:<12} {v:<48} ({s})\n"));
+        };
+        let mode = match self.mode {
+            SandboxMode::Explicit => "explicit",
+            SandboxMode::Implicit => "implicit",
+            SandboxMode::Off => "off",
+        };
+        line(
+            "mode",
+            format!("{mode} ({})", self.isolation),
+            src("sandbox"),
+        );
+        if let Some(r) = &self.fallback_reason {
+            line("fallback", r.clone(), "daemon/image".into());
+        }
+        if let Some(e) = &self.endpoint {
+            line(
+                "endpoint",
+                e.clone(),
+                format!(
+                    "API {}",
+                    self.api_version.clone().unwrap_or_else(|| "?".into())
+                ),
+            );
+        }
+        let mut img = self.image.reference.clone();
+        if let Some(id) = &self.image.id {
+            img.push_str(&format!(" [{}]", &id[..id.len().min(19)]));
+        } else if self.isolation == "container" {
+            img.push_str(" [not present locally]");
+        }
+        line(
+            "image",
+            img,
+            format!("{}; {}", self.image.origin, src("sandbox_image")),
+        );
+        line(
+            "network",
+            self.network.describe().to_string(),
+            src("sandbox_network"),
+        );
+        line(
+            "internet",
+            if self.internet {
+                "reachable"
+            } else {
+                "not reachable"
+            }
+            .into(),
+            "resolved".into(),
+        );
+        for n in &self.networks {
+            line(
+                "  attached",
+                format!(
+                    "{} {} internal={} compose={}",
+                    n.name.clone().unwrap_or_else(|| "(name omitted)".into()),
+                    n.id,
+                    n.internal,
+                    n.compose_project.clone().unwrap_or_else(|| "-".into())
+                ),
+                match (
+                    self.sources.get("sandbox_networks"),
+                    self.sources.get("sandbox_compose_project"),
+                ) {
+                    (Some(a), Some(b)) => format!("{a}; {b}"),
+                    (Some(a), None) | (None, Some(a)) => a.to_string(),
+                    (None, None) => "-".into(),
+                },
+            );
+        }
+        line(
+            "pids",
+            self.pids_limit.to_string(),
+            src("sandbox_pids_limit"),
+        );
+        line("init", "on".into(), "always".into());
+        line("tmpfs", format!("/tmp {}", self.tmpfs), "always".into());
+        line(
+            "memory",
+            self.memory_bytes
+                .map(|m| format!("{m} bytes"))
+                .unwrap_or_else(|| "unlimited".into()),
+            src("sandbox_memory"),
+        );
+        line(
+            "cpus",
+            self.cpus.clone().unwrap_or_else(|| "unlimited".into()),
+            src("sandbox_cpus"),
+        );
+        line(
+            "user",
+            self.user.clone().unwrap_or_else(|| "image default".into()),
+            src("sandbox_user"),
+        );
+        line(
+            "readonly",
+            format!("{} (/workspace = {})", self.readonly, self.workdir),
+            src("sandbox_readonly"),
+        );
+        if !self.env_keys.is_empty() {
+            line("env", self.env_keys.join(","), src("sandbox_env"));
+        }
+        if !self.volumes.is_empty() {
+            line("volumes", self.volumes.join(" "), src("sandbox_volumes"));
+        }
+        for m in &self.masks {
+            line("masked", m.clone(), "$ODEK_HOME inside workdir".into());
+        }
+        out
+    }
+}

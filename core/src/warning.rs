@@ -1,0 +1,56 @@
+//! Warnings: shown on stderr by the CLI and carried in every resolved value
+//! (SPEC §4.3), so bindings can show them too.
+
+use serde::{Deserialize, Serialize};
+
+/// What a warning is about. Stable snake_case names in JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningKind {
+    /// An unknown key in a config file (SPEC §3.2).
+    UnknownKey,
+    /// A project setting that would loosen the sandbox was ignored (SPEC §3.2).
+    ProjectCannotLoosen,
+    /// An invalid `sandbox_network` was downgraded to `none` (lenient mode).
+    NetworkModeDowngraded,
+    /// An attached network is not `Internal`: the internet is reachable (SPEC §4.3).
+    AttachedNetworkNotInternal,
+    /// `bridge` combined with attached networks (SPEC §4.3).
+    BridgeWithAttached,
+    /// The default bridge reaches the Docker gateway, host-bound services and
+    /// metadata endpoints (SPEC §4.3).
+    BridgeReachesHost,
+    /// A warning returned by the engine at create.
+    Engine,
+    /// Commands run on the host without isolation (SPEC §6.3 loud fallback).
+    Fallback,
+    /// `$ODEK_HOME` lies inside the working directory and is masked (SPEC §7.3).
+    OdekHomeMasked,
+    /// Anything else worth telling.
+    Other,
+}
+
+/// One warning.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warning {
+    /// What it is about.
+    pub kind: WarningKind,
+    /// One line (the loud fallback warning has several), no trailing newline.
+    pub message: String,
+}
+
+impl Warning {
+    /// Builds a warning.
+    pub fn new(kind: WarningKind, message: impl Into<String>) -> Warning {
+        Warning {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Remove what the e2e suite created — and only that: odek sandboxes whose
+# /workspace is an e2e scratch dir, networks labelled dev.odek.test=true, the
+# fixture Compose project, and the loopback registry. Images stay (cached).
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+for id in $(docker ps -aq --filter label=dev.odek.sandbox=true); do
+  wd=$(docker inspect -f '{{index .Config.Labels "dev.odek.workdir"}}' "$id" 2>/dev/null)
+  case "$wd" in
+    /tmp/odek-e2e-*|"$repo"/target/*) docker rm -f "$id" >/dev/null ;;
+  esac
+done
+"$repo/tests/fixtures/compose/down.sh" odeke2e >/dev/null 2>&1 || true
+for id in $(docker network ls -q --filter label=dev.odek.test=true); do
+  docker network rm "$id" >/dev/null 2>&1 || true
+done
+"$repo/tests/registry/stop.sh" >/dev/null 2>&1 || true
+exit 0

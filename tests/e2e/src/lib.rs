@@ -1,0 +1,455 @@
+//! Helpers for odek's real-Docker end-to-end tests (SPEC §12).
+//!
+//! The suite never skips: a missing daemon, image or binary is a failure with
+//! the command that fixes it. Tests only talk to containers they start (the
+//! Compose fixture and odek sandboxes); "no internet" is asserted from the
+//! container's routing table, never by probing outside.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// Compose project the shared fixture runs as.
+pub const PROJECT: &str = "odeke2e";
+/// Base test image (shell, redis-cli, pg_isready, getent, ip).
+pub const BASE_IMAGE: &str = "odek-test/base:1";
+/// Label on everything the tests create besides odek's own containers.
+pub const TEST_LABEL: &str = "dev.odek.test=true";
+
+/// The workspace root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("tests/e2e is two levels below the root")
+        .to_path_buf()
+}
+
+/// The `odek` binary next to this test executable (target/<profile>/odek).
+pub fn odek_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("ODEK_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>");
+    let bin = profile_dir.join("odek");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p odek-cli` (or `cargo xtask e2e`) first",
+        bin.display()
+    );
+    bin
+}
+
+/// Runs a command, returning its output; panics when it cannot start.
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+/// `docker <args>` → stdout (trimmed); panics on failure.
+pub fn docker(args: &[&str]) -> String {
+    let out = run(Command::new("docker").args(args));
+    assert!(
+        out.status.success(),
+        "docker {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `docker <args>` → success flag (for probes like inspect).
+pub fn docker_ok(args: &[&str]) -> bool {
+    run(Command::new("docker").args(args)).status.success()
+}
+
+/// Makes sure the daemon answers, the test images exist and the shared
+/// Compose fixture runs. Called by every test; does the work once.
+pub fn fixture() {
+    static READY: OnceLock<()> = OnceLock::new();
+    READY.get_or_init(|| {
+        let info = run(Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"]));
+        assert!(
+            info.status.success(),
+            "the Docker daemon is unreachable; the e2e suite never skips — start Docker ({})",
+            String::from_utf8_lossy(&info.stderr).trim()
+        );
+        if !docker_ok(&["image", "inspect", BASE_IMAGE]) {
+            let st = run(Command::new("bash").arg(repo().join("tests/images/build.sh")));
+            assert!(st.status.success(), "tests/images/build.sh failed");
+        }
+        let nets = docker(&[
+            "network",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("label=com.docker.compose.project={PROJECT}"),
+        ]);
+        let running = docker(&[
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=com.docker.compose.project={PROJECT}"),
+            "--filter",
+            "health=healthy",
+        ]);
+        if nets.lines().count() < 2 || running.lines().count() < 2 {
+            let out = run(Command::new("bash")
+                .arg(repo().join("tests/fixtures/compose/up.sh"))
+                .arg(PROJECT));
+            assert!(
+                out.status.success(),
+                "fixture up failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    });
+}
+
+/// A scratch project directory with its own `$ODEK_HOME`, and the odek
+/// command line bound to it.
+pub struct Project {
+    /// Keeps the directory alive.
+    pub dir: tempfile::TempDir,
+    /// `$ODEK_HOME` (outside the project directory).
+    pub home: tempfile::TempDir,
+}
+
+impl Project {
+    /// A fresh project directory (`/tmp/odek-e2e-*`).
+    pub fn new() -> Project {
+        fixture();
+        Project {
+            dir: tempfile::Builder::new()
+                .prefix("odek-e2e-")
+                .tempdir()
+                .expect("tempdir"),
+            home: tempfile::Builder::new()
+                .prefix("odek-e2e-home-")
+                .tempdir()
+                .expect("tempdir"),
+        }
+    }
+
+    /// The project directory (canonical).
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().canonicalize().expect("canonical tempdir")
+    }
+
+    /// `odek -C <dir> <args>` with a clean `ODEK_*` environment.
+    pub fn odek(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(odek_bin());
+        c.current_dir(self.path())
+            .arg("-C")
+            .arg(self.path())
+            .args(args)
+            .env("ODEK_HOME", self.home.path());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("ODEK_") && k != "ODEK_HOME" && k != "ODEK_BIN" {
+                c.env_remove(&k);
+            }
+        }
+        c
+    }
+
+    /// IDs of odek containers whose `/workspace` is this project.
+    pub fn leftovers(&self) -> Vec<String> {
+        docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            "label=dev.odek.sandbox=true",
+            "--filter",
+            &format!("label=dev.odek.workdir={}", self.path().display()),
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect()
+    }
+
+    /// A host path a refused command would have created.
+    pub fn marker(&self) -> PathBuf {
+        self.path().join("host-marker")
+    }
+
+    /// A shell command that creates [`Project::marker`] when run on the host.
+    pub fn marker_cmd(&self) -> String {
+        format!("touch {}", self.marker().display())
+    }
+}
+
+impl Default for Project {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        // Never leave a sandbox behind, even when an assertion failed.
+        for id in self.leftovers() {
+            let _ = docker_ok(&["rm", "-f", &id]);
+        }
+    }
+}
+
+/// stdout as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts a refusal: exit 125, `needle` in stderr, the host marker absent
+/// and no odek container left for this project.
+pub fn assert_refused(p: &Project, out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "expected refusal (125); stderr:\n{err}\nstdout:\n{}",
+        stdout(out)
+    );
+    assert!(
+        err.contains(needle),
+        "stderr does not mention {needle:?}:\n{err}"
+    );
+    assert!(
+        !p.marker().exists(),
+        "the command ran on the host: {} exists",
+        p.marker().display()
+    );
+    assert!(p.leftovers().is_empty(), "odek container left: {:?}", p.leftovers());
+}
+
+/// A Docker network created by a test, removed on drop.
+pub struct TestNetwork {
+    /// Name.
+    pub name: String,
+    /// Full ID.
+    pub id: String,
+}
+
+impl TestNetwork {
+    /// `docker network create` with the test label and extra args.
+    pub fn create(name: &str, extra: &[&str]) -> TestNetwork {
+        let mut args = vec!["network", "create", "--label", TEST_LABEL];
+        args.extend_from_slice(extra);
+        args.push(name);
+        let id = docker(&args);
+        TestNetwork {
+            name: name.to_string(),
+            id,
+        }
+    }
+}
+
+impl Drop for TestNetwork {
+    fn drop(&mut self) {
+        let _ = docker_ok(&["network", "rm", &self.id]);
+    }
+}
+
+/// A unique suffix for names made by one test.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}{}x{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Helpers added for the e2e suites in tests/*.rs (lifecycle, networks,
+// refusals, fallback, registry, signals, config view).
+// ---------------------------------------------------------------------------
+
+/// How long one odek invocation may take before the suite calls it hung.
+pub const ODEK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// Runs `cmd` with stdin closed, capturing its output; kills it (SIGKILL)
+/// and panics when it takes longer than `limit`, so a hung odek fails the
+/// test instead of stalling the suite.
+pub fn run_timeout(cmd: &mut Command, limit: std::time::Duration) -> Output {
+    use std::process::Stdio;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let desc = format!("{cmd:?}");
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {desc}: {e}"));
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => panic!("waiting for {desc}: {e}"),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("{desc} did not finish within {limit:?} (killed)")
+        }
+    }
+}
+
+/// Owned strings as `&str`s (for building argument lists).
+pub fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+impl Project {
+    /// Runs `odek -C <dir> <args>` (with [`ODEK_TIMEOUT`]).
+    pub fn run_odek(&self, args: &[&str]) -> Output {
+        run_timeout(&mut self.odek(args), ODEK_TIMEOUT)
+    }
+
+    /// Runs `odek -C <dir> <args>` with extra environment variables.
+    pub fn run_odek_env(&self, env: &[(&str, &str)], args: &[&str]) -> Output {
+        let mut c = self.odek(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        run_timeout(&mut c, ODEK_TIMEOUT)
+    }
+
+    /// Runs odek and panics (with both streams) unless it exits 0.
+    pub fn odek_ok(&self, args: &[&str]) -> Output {
+        let out = self.run_odek(args);
+        assert!(
+            out.status.success(),
+            "odek {args:?} failed ({:?})\nstdout:\n{}\nstderr:\n{}",
+            out.status.code(),
+            stdout(&out),
+            stderr(&out)
+        );
+        out
+    }
+
+    /// `["sh", "-c", <marker_cmd>]`: the command refusal tests ask odek to run.
+    pub fn marker_argv(&self) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), self.marker_cmd()]
+    }
+}
+
+/// The `odek: sandbox …` startup line of a launch (SPEC §6.4), if any.
+pub fn startup_line(o: &Output) -> Option<String> {
+    stderr(o)
+        .lines()
+        .find(|l| l.starts_with("odek: sandbox "))
+        .map(str::to_string)
+}
+
+/// Major version of the Docker Engine (e.g. 20 for 20.10.24).
+pub fn engine_major() -> u32 {
+    let v = docker(&["version", "--format", "{{.Server.Version}}"]);
+    v.split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("cannot parse the engine version {v:?}"))
+}
+
+/// Full ID of the network with this exact name.
+pub fn network_id(name: &str) -> String {
+    docker(&["network", "inspect", "-f", "{{.Id}}", name])
+}
+
+/// A random lowercase hex string of `n` characters (n ≤ 16).
+pub fn random_hex(n: usize) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.write_u32(std::process::id());
+    let s = format!("{:016x}", h.finish());
+    s[..n.min(16)].to_string()
+}
+
+/// The Docker daemon's unix socket path (from `DOCKER_HOST=unix://…`, else
+/// the default socket), for the few calls the docker CLI cannot make.
+pub fn docker_socket() -> String {
+    match std::env::var("DOCKER_HOST") {
+        Ok(h) if h.starts_with("unix://") => h.trim_start_matches("unix://").to_string(),
+        Ok(h) if !h.is_empty() => panic!("the e2e helpers need a unix:// DOCKER_HOST (got {h})"),
+        _ => "/var/run/docker.sock".to_string(),
+    }
+}
+
+impl TestNetwork {
+    /// Creates a labelled bridge network through the Engine API with
+    /// `CheckDuplicate: false`, so a second network with an existing name
+    /// can be made (the docker CLI refuses that).
+    pub fn create_unchecked(name: &str) -> TestNetwork {
+        let body = serde_json::json!({
+            "Name": name,
+            "CheckDuplicate": false,
+            "Driver": "bridge",
+            "Labels": { "dev.odek.test": "true" },
+        })
+        .to_string();
+        let out = run(Command::new("curl").args([
+            "-sS",
+            "--fail-with-body",
+            "--max-time",
+            "20",
+            "--unix-socket",
+            &docker_socket(),
+            "-H",
+            "Content-Type: application/json",
+            "-X",
+            "POST",
+            "http://localhost/networks/create",
+            "-d",
+            &body,
+        ]));
+        assert!(
+            out.status.success(),
+            "creating network {name} through the API failed: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("JSON from POST /networks/create");
+        let id = v["Id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no Id in {v}"))
+            .to_string();
+        TestNetwork {
+            name: name.to_string(),
+            id,
+        }
+    }
+}
+
+/// Polls `f` every 100 ms until it returns true or `limit` passes.
+pub fn wait_until(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Shell snippet printing the container's pids.max (cgroup v1, else v2).
+pub const PIDS_MAX_CMD: &str =
+    "cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max";

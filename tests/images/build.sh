@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Build odek's offline test images from Debian packages (no registry needed):
+#   odek-test/base:1      sh, redis-cli, psql, pg_isready, getent, ip, nc; CMD sleep infinity
+#   odek-test/redis:1     CMD odek-test-redis     (EXPOSE 6379)
+#   odek-test/postgres:1  CMD odek-test-postgres  (EXPOSE 5432)
+# All three are `docker import`s of one debootstrap rootfs, so they share one layer.
+# The rootfs tarball is cached, so a rebuild after `docker rmi` only re-imports.
+# Needs root, debootstrap, docker, and access to deb.debian.org (first build only).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CACHE=${ODEK_TEST_CACHE:-$REPO/target/odek-test-images}
+# Bump ROOTFS_VERSION whenever the package list or the scripts below change.
+ROOTFS_VERSION=3
+TARBALL=$CACHE/rootfs-bookworm-v$ROOTFS_VERSION.tar
+IMAGES=(odek-test/base:1 odek-test/redis:1 odek-test/postgres:1)
+PACKAGES=redis-server,redis-tools,postgresql,postgresql-client,iproute2,procps,libc-bin,netcat-openbsd,ca-certificates
+MIRROR=http://deb.debian.org/debian
+LABEL=dev.odek.test=true
+
+log() { echo "==> $*" >&2; }
+
+# Fast path: nothing to do when every image exists.
+have_all=1
+for img in "${IMAGES[@]}"; do
+  docker image inspect "$img" >/dev/null 2>&1 || { have_all=0; break; }
+done
+if [[ $have_all == 1 ]]; then
+  log "test images already present: ${IMAGES[*]}"
+  exit 0
+fi
+
+if [[ ! -s $TARBALL ]]; then
+  command -v debootstrap >/dev/null || { echo "debootstrap missing: apt-get install -y debootstrap" >&2; exit 1; }
+  mkdir -p "$CACHE"
+  ROOT=$(mktemp -d "$CACHE/rootfs.XXXXXX")
+  trap 'rm -rf "$ROOT"' EXIT
+
+  log "debootstrap (about 45-90 s)"
+  start=$SECONDS
+  debootstrap --variant=minbase --include="$PACKAGES" bookworm "$ROOT" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
+    || { tail -n 30 "$CACHE/debootstrap.log" >&2; exit 1; }
+  log "debootstrap done in $((SECONDS - start)) s"
+
+  log "trimming rootfs"
+  # Default cluster made by the postgresql postinst: unused, our script runs its own.
+  rm -rf "$ROOT"/var/lib/postgresql/*/main "$ROOT"/etc/postgresql/*/main
+  rm -rf "$ROOT"/var/lib/apt/lists/* "$ROOT"/var/cache/apt/* "$ROOT"/var/cache/debconf/*-old \
+         "$ROOT"/usr/share/doc/* "$ROOT"/usr/share/man/* "$ROOT"/usr/share/info/* \
+         "$ROOT"/usr/share/locale/* "$ROOT"/var/log/*.log "$ROOT"/var/log/apt/* "$ROOT"/tmp/*
+  # PostgreSQL's optional LLVM JIT is ~160 MB; nothing else links it (jit=off below).
+  rm -rf "$ROOT"/usr/lib/postgresql/*/lib/llvmjit* "$ROOT"/usr/lib/postgresql/*/lib/bitcode \
+         "$ROOT"/usr/lib/x86_64-linux-gnu/libLLVM-* "$ROOT"/usr/lib/x86_64-linux-gnu/libz3.so* \
+         "$ROOT"/usr/share/i18n
+  # Docker bind-mounts these at run time.
+  rm -f "$ROOT"/etc/hostname "$ROOT"/etc/resolv.conf
+
+  cat >"$ROOT"/usr/local/bin/odek-test-redis <<'SH'
+#!/bin/sh
+# Redis for tests: reachable from other containers, no persistence.
+exec redis-server --bind 0.0.0.0 --protected-mode no --save '' --appendonly no "$@"
+SH
+
+  cat >"$ROOT"/usr/local/bin/odek-test-postgres <<'SH'
+#!/bin/sh
+# PostgreSQL for tests: trust auth from anywhere, foreground, as user postgres
+# even when the container starts as root. setpriv execs (no fork), so postgres
+# itself becomes PID 1 and gets docker's SIGTERM directly.
+set -eu
+PGDATA=${PGDATA:-/var/lib/postgresql/data}
+BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+AS_PG=
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p "$PGDATA" /run/postgresql
+  chown postgres:postgres "$PGDATA" /run/postgresql
+  chmod 700 "$PGDATA"
+  AS_PG="setpriv --reuid=postgres --regid=postgres --init-groups --"
+fi
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+  $AS_PG "$BIN/initdb" -D "$PGDATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+  printf 'host all all 0.0.0.0/0 trust\nhost all all ::/0 trust\n' >>"$PGDATA/pg_hba.conf"
+  printf "listen_addresses = '*'\njit = off\n" >>"$PGDATA/postgresql.conf"
+fi
+exec $AS_PG "$BIN/postgres" -D "$PGDATA" "$@"
+SH
+  chmod 755 "$ROOT"/usr/local/bin/odek-test-redis "$ROOT"/usr/local/bin/odek-test-postgres
+
+  log "packing rootfs to $TARBALL"
+  tar --numeric-owner -C "$ROOT" -cf "$TARBALL.tmp" .
+  mv "$TARBALL.tmp" "$TARBALL"
+  find "$CACHE" -maxdepth 1 -name 'rootfs-*.tar' ! -path "$TARBALL" -delete  # stale versions
+  rm -rf "$ROOT"
+  trap - EXIT
+else
+  log "using cached rootfs $TARBALL"
+fi
+
+# import NAME CHANGE... : one image from the cached tarball.
+import() {
+  local name=$1; shift
+  local args=(--change "LABEL $LABEL" --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+              --change "ENV LANG=C.UTF-8")
+  for c in "$@"; do args+=(--change "$c"); done
+  log "docker import $name"
+  docker import "${args[@]}" "$TARBALL" "$name" >/dev/null
+}
+
+start=$SECONDS
+import odek-test/base:1     'CMD ["sleep","infinity"]'
+import odek-test/redis:1    'CMD ["odek-test-redis"]'    'EXPOSE 6379'
+import odek-test/postgres:1 'CMD ["odek-test-postgres"]' 'EXPOSE 5432'
+log "imports done in $((SECONDS - start)) s"

@@ -1,0 +1,221 @@
+//! odek's task runner (CONVENTIONS 16): `cargo xtask <recipe>`.
+//!
+//! Recipes (one line each; `cargo xtask help` prints them):
+//! - `setup`    install what a fresh Debian machine lacks (apt), when root
+//! - `images`   build the offline test images (tests/images/build.sh)
+//! - `demo`     the main job: Compose project `shop` + `odek run` reaching redis and postgres
+//! - `lint`     cargo fmt --check and clippy -D warnings
+//! - `unit`     unit and fake-engine tests (no Docker needed)
+//! - `e2e`      real-Docker end-to-end suite (images, registry, Compose fixture)
+//! - `test`     everything CI runs: lint, unit, e2e (README's test command)
+//! - `clean`    remove test containers, networks, images and the registry
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const RECIPES: &[(&str, &str)] = &[
+    (
+        "setup",
+        "install what a fresh Debian machine lacks (apt), when root",
+    ),
+    (
+        "images",
+        "build the offline test images (tests/images/build.sh)",
+    ),
+    (
+        "demo",
+        "the main job: Compose project `shop` + `odek run` reaching redis and postgres",
+    ),
+    ("lint", "cargo fmt --check and clippy -D warnings"),
+    ("unit", "unit and fake-engine tests (no Docker needed)"),
+    (
+        "e2e",
+        "real-Docker end-to-end suite (images, registry, Compose fixture)",
+    ),
+    (
+        "test",
+        "everything CI runs: lint, unit, e2e (README's test command)",
+    ),
+    (
+        "clean",
+        "remove test containers, networks, images and the registry",
+    ),
+];
+
+/// Debian packages the tests and the demo need: command → package.
+const APT: &[(&str, &str)] = &[
+    ("debootstrap", "debootstrap"),
+    ("docker-registry", "docker-registry"),
+    ("docker-compose", "docker-compose"),
+];
+
+type R = Result<(), String>;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn sh(cmd: &mut Command) -> R {
+    eprintln!("xtask> {cmd:?}");
+    let st = cmd
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("{cmd:?}: {e}"))?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed with {st}"))
+    }
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args([
+            "-c",
+            &format!("command -v {cmd} >/dev/null 2>&1 || [ -x /usr/sbin/{cmd} ]"),
+        ])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn setup() -> R {
+    let missing: Vec<&str> = APT
+        .iter()
+        .filter(|(c, _)| !have(c))
+        .map(|(_, p)| *p)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+    if !is_root || !have("apt-get") {
+        return Err(format!(
+            "missing tools; install them first: sudo apt-get install -y {}",
+            missing.join(" ")
+        ));
+    }
+    eprintln!("xtask: installing {} (apt)", missing.join(" "));
+    sh(Command::new("apt-get").args(["update", "-qq"]))?;
+    sh(Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+fn docker_up() -> R {
+    let ok = Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output()
+        .map_err(|e| format!("docker CLI not found: {e}"))?;
+    if !ok.status.success() {
+        return Err(format!(
+            "the Docker daemon is not reachable (docker info: {}); start it — the e2e suite never skips",
+            String::from_utf8_lossy(&ok.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+fn images() -> R {
+    setup()?;
+    docker_up()?;
+    sh(Command::new("bash").arg("tests/images/build.sh"))
+}
+
+fn demo() -> R {
+    images()?;
+    sh(cargo().args(["build", "--quiet", "-p", "odek-cli"]))?;
+    sh(Command::new("bash").args(["tests/fixtures/compose/up.sh", "shop"]))?;
+    let workdir = root().join("target/demo-project");
+    std::fs::create_dir_all(&workdir).map_err(|e| e.to_string())?;
+    let odek = root().join("target/debug/odek");
+    eprintln!("\nxtask: the main job —");
+    eprintln!("  odek run --sandbox-compose shop --sandbox-image odek-test/base:1 -- sh -c 'redis-cli -h redis ping && pg_isready -h postgres'\n");
+    sh(Command::new(odek).current_dir(&workdir).args([
+        "-C",
+        &workdir.display().to_string(),
+        "run",
+        "--sandbox-compose",
+        "shop",
+        "--sandbox-image",
+        "odek-test/base:1",
+        "--",
+        "sh",
+        "-c",
+        "redis-cli -h redis ping && pg_isready -h postgres",
+    ]))?;
+    eprintln!("\nxtask: the Compose project `shop` is still up; stop it with tests/fixtures/compose/down.sh shop");
+    Ok(())
+}
+
+fn lint() -> R {
+    sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    sh(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))
+}
+
+fn unit() -> R {
+    sh(cargo().args(["test", "--workspace", "--exclude", "odek-e2e"]))
+}
+
+fn e2e() -> R {
+    images()?;
+    sh(cargo().args(["build", "-p", "odek-cli"]))?;
+    let result = sh(cargo().args(["test", "-p", "odek-e2e", "--", "--test-threads", "4"]));
+    // Leave nothing behind, pass or fail.
+    let _ = sh(Command::new("bash").arg("tests/e2e/cleanup.sh"));
+    result
+}
+
+fn clean() -> R {
+    let _ = sh(Command::new("bash").arg("tests/e2e/cleanup.sh"));
+    sh(Command::new("bash").arg("tests/images/clean.sh"))
+}
+
+fn main() -> ExitCode {
+    let recipe = std::env::args().nth(1).unwrap_or_else(|| "help".into());
+    let result = match recipe.as_str() {
+        "setup" => setup(),
+        "images" => images(),
+        "demo" => demo(),
+        "lint" => lint(),
+        "unit" => unit(),
+        "e2e" => e2e(),
+        "test" => lint().and_then(|_| unit()).and_then(|_| e2e()),
+        "clean" => clean(),
+        _ => {
+            eprintln!("usage: cargo xtask <recipe>\n");
+            for (r, what) in RECIPES {
+                eprintln!("  {r:<8} {what}");
+            }
+            return if recipe == "help" || recipe == "--help" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            };
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask {recipe}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
