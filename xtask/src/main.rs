@@ -4,6 +4,8 @@
 //! - `setup`    install what a fresh Debian machine lacks (apt), when root
 //! - `images`   build the offline test images (tests/images/build.sh)
 //! - `demo`     the main job: Compose project `shop` + `odek run` reaching redis and postgres
+//! - `header`   regenerate ffi/include/odek.h with cbindgen
+//! - `header-check` fail when the checked-in header differs from a fresh one
 //! - `lint`     cargo fmt --check and clippy -D warnings
 //! - `unit`     unit and fake-engine tests (no Docker needed)
 //! - `e2e`      real-Docker end-to-end suite (images, registry, Compose fixture)
@@ -25,6 +27,11 @@ const RECIPES: &[(&str, &str)] = &[
     (
         "demo",
         "the main job: Compose project `shop` + `odek run` reaching redis and postgres",
+    ),
+    ("header", "regenerate ffi/include/odek.h with cbindgen"),
+    (
+        "header-check",
+        "fail when the checked-in header differs from a fresh one",
     ),
     ("lint", "cargo fmt --check and clippy -D warnings"),
     ("unit", "unit and fake-engine tests (no Docker needed)"),
@@ -158,6 +165,47 @@ fn demo() -> R {
     Ok(())
 }
 
+fn generate_header() -> Result<String, String> {
+    let crate_dir = root().join("ffi");
+    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml"))
+        .map_err(|e| format!("ffi/cbindgen.toml: {e}"))?;
+    let bindings = cbindgen::Builder::new()
+        .with_crate(&crate_dir)
+        .with_config(config)
+        .generate()
+        .map_err(|e| format!("cbindgen: {e}"))?;
+    let mut out = Vec::new();
+    bindings.write(&mut out);
+    String::from_utf8(out).map_err(|e| e.to_string())
+}
+
+const HEADER: &str = "ffi/include/odek.h";
+
+fn header() -> R {
+    let h = generate_header()?;
+    std::fs::write(root().join(HEADER), h).map_err(|e| format!("{HEADER}: {e}"))?;
+    eprintln!("xtask: wrote {HEADER}");
+    Ok(())
+}
+
+fn header_check() -> R {
+    let fresh = generate_header()?;
+    let current = std::fs::read_to_string(root().join(HEADER)).unwrap_or_default();
+    if fresh == current {
+        eprintln!("xtask: {HEADER} is up to date");
+        Ok(())
+    } else {
+        let line = fresh
+            .lines()
+            .zip(current.lines())
+            .position(|(a, b)| a != b)
+            .map_or_else(|| "its length".to_string(), |i| format!("line {}", i + 1));
+        Err(format!(
+            "{HEADER} differs from the generated header (first difference at {line}); run `cargo xtask header` and commit it"
+        ))
+    }
+}
+
 fn lint() -> R {
     sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
     sh(cargo().args([
@@ -194,6 +242,8 @@ fn main() -> ExitCode {
         "setup" => setup(),
         "images" => images(),
         "demo" => demo(),
+        "header" => header(),
+        "header-check" => header_check(),
         "lint" => lint(),
         "unit" => unit(),
         "e2e" => e2e(),

@@ -1,0 +1,101 @@
+//! The one boundary every export goes through (CONVENTIONS 8): panics become
+//! error objects, NULL pointers, invalid UTF-8 and invalid JSON become error
+//! codes, and out-params are written only on success.
+
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::{odek_error_t, Code, Failure};
+
+/// Runs `f` inside the panic boundary; returns NULL on success or an error
+/// object the caller frees with `odek_error_free`.
+pub fn guard(f: impl FnOnce() -> Result<(), Failure>) -> *mut odek_error_t {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => std::ptr::null_mut(),
+        Ok(Err(failure)) => failure.into_raw(),
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Failure::new(
+                Code::Panic,
+                format!("internal error (panic caught at the C boundary): {msg}"),
+            )
+            .into_raw()
+        }
+    }
+}
+
+/// Reads a required, NUL-terminated UTF-8 string argument.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string valid for the call.
+pub unsafe fn str_arg<'a>(p: *const c_char, name: &str) -> Result<&'a str, Failure> {
+    if p.is_null() {
+        return Err(Failure::new(Code::NullPointer, format!("{name} is NULL")));
+    }
+    // SAFETY: non-NULL and NUL-terminated per the contract above.
+    let c = unsafe { CStr::from_ptr(p) };
+    c.to_str()
+        .map_err(|e| Failure::new(Code::InvalidUtf8, format!("{name} is not valid UTF-8: {e}")))
+}
+
+/// Parses a required JSON string argument into `T`.
+///
+/// # Safety
+/// As [`str_arg`].
+pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
+    p: *const c_char,
+    name: &str,
+) -> Result<T, Failure> {
+    // SAFETY: forwarded contract.
+    let s = unsafe { str_arg(p, name)? };
+    serde_json::from_str(s).map_err(|e| {
+        let code = if e.is_data() {
+            Code::InvalidArgument
+        } else {
+            Code::InvalidJson
+        };
+        Failure::new(code, format!("{name} is not a valid document: {e}"))
+    })
+}
+
+/// Checks that an out-param is not NULL.
+pub fn out_arg<T>(p: *mut T, name: &str) -> Result<(), Failure> {
+    if p.is_null() {
+        Err(Failure::new(
+            Code::NullPointer,
+            format!("{name} (out-param) is NULL"),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// A Rust string as a C string owned by the caller (`odek_string_free`).
+/// Interior NUL bytes (never produced by odek's JSON) are replaced.
+pub fn c_string(s: String) -> *mut c_char {
+    let s = if s.contains('\0') {
+        s.replace('\0', "\u{fffd}")
+    } else {
+        s
+    };
+    CString::new(s).expect("NUL bytes were replaced").into_raw()
+}
+
+/// Writes a JSON document to an out-param.
+///
+/// # Safety
+/// `out` is non-NULL (checked with [`out_arg`]) and writable.
+pub unsafe fn write_json<T: serde::Serialize>(
+    out: *mut *mut c_char,
+    value: &T,
+) -> Result<(), Failure> {
+    let s = serde_json::to_string(value)
+        .map_err(|e| Failure::new(Code::Internal, format!("cannot encode JSON: {e}")))?;
+    // SAFETY: per the contract above.
+    unsafe { *out = c_string(s) };
+    Ok(())
+}

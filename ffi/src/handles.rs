@@ -1,0 +1,127 @@
+//! Opaque handles. A handle is a never-reused integer cast to a pointer and
+//! looked up in a process-wide table before use, so a destroyed or foreign
+//! handle is detected (`ODEK_E_INVALID_HANDLE`) instead of dereferenced.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use odek_core::{Odek, Sandbox};
+
+use crate::error::{Code, Failure};
+
+/// Opaque client handle (never dereferenced: an ID in disguise).
+#[allow(non_camel_case_types)]
+pub struct odek_client_t {
+    _private: (),
+}
+
+/// Opaque sandbox handle (never dereferenced: an ID in disguise).
+#[allow(non_camel_case_types)]
+pub struct odek_sandbox_t {
+    _private: (),
+}
+
+/// What a client handle stands for.
+pub struct Client {
+    /// The core client.
+    pub odek: Odek,
+}
+
+/// What a sandbox handle stands for.
+pub struct SandboxHandle {
+    /// The client it was launched with.
+    pub odek: Odek,
+    /// The sandbox.
+    pub sandbox: Sandbox,
+}
+
+enum Entry {
+    Client(Arc<Client>),
+    Sandbox(Arc<SandboxHandle>),
+}
+
+fn table() -> MutexGuard<'static, HashMap<usize, Entry>> {
+    static T: OnceLock<Mutex<HashMap<usize, Entry>>> = OnceLock::new();
+    T.get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// IDs start high and step by 16 so they never look like small integers or
+/// share a value with each other.
+fn next_id() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0x0dec_0000);
+    NEXT.fetch_add(16, Ordering::Relaxed)
+}
+
+fn invalid(kind: &str) -> Failure {
+    Failure::new(
+        Code::InvalidHandle,
+        format!("the {kind} handle is unknown or was already destroyed"),
+    )
+}
+
+fn null(kind: &str) -> Failure {
+    Failure::new(Code::NullPointer, format!("{kind} is NULL"))
+}
+
+/// Registers a client; returns its handle.
+pub fn insert_client(c: Client) -> *mut odek_client_t {
+    let id = next_id();
+    table().insert(id, Entry::Client(Arc::new(c)));
+    std::ptr::without_provenance_mut(id)
+}
+
+/// Registers a sandbox; returns its handle.
+pub fn insert_sandbox(s: SandboxHandle) -> *mut odek_sandbox_t {
+    let id = next_id();
+    table().insert(id, Entry::Sandbox(Arc::new(s)));
+    std::ptr::without_provenance_mut(id)
+}
+
+/// Looks a client up.
+pub fn client(h: *const odek_client_t) -> Result<Arc<Client>, Failure> {
+    if h.is_null() {
+        return Err(null("client"));
+    }
+    match table().get(&h.addr()) {
+        Some(Entry::Client(c)) => Ok(c.clone()),
+        _ => Err(invalid("client")),
+    }
+}
+
+/// Looks a sandbox up.
+pub fn sandbox(h: *const odek_sandbox_t) -> Result<Arc<SandboxHandle>, Failure> {
+    if h.is_null() {
+        return Err(null("sandbox"));
+    }
+    match table().get(&h.addr()) {
+        Some(Entry::Sandbox(s)) => Ok(s.clone()),
+        _ => Err(invalid("sandbox")),
+    }
+}
+
+/// Unregisters a client.
+pub fn remove_client(h: *mut odek_client_t) -> Result<Arc<Client>, Failure> {
+    let mut t = table();
+    match t.get(&h.addr()) {
+        Some(Entry::Client(_)) => match t.remove(&h.addr()) {
+            Some(Entry::Client(c)) => Ok(c),
+            _ => Err(invalid("client")),
+        },
+        _ => Err(invalid("client")),
+    }
+}
+
+/// Unregisters a sandbox.
+pub fn remove_sandbox(h: *mut odek_sandbox_t) -> Result<Arc<SandboxHandle>, Failure> {
+    let mut t = table();
+    match t.get(&h.addr()) {
+        Some(Entry::Sandbox(_)) => match t.remove(&h.addr()) {
+            Some(Entry::Sandbox(s)) => Ok(s),
+            _ => Err(invalid("sandbox")),
+        },
+        _ => Err(invalid("sandbox")),
+    }
+}

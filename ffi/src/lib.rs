@@ -1,0 +1,622 @@
+//! odek's stable C ABI (SPEC §10.1).
+//!
+//! Thread safety and blocking: every function may be called from any thread,
+//! concurrently, including on the same handle. Functions that talk to Docker
+//! (resolve, approve, launch, describe, exec, config view, destroy) block the
+//! calling thread until done; they run on one process-wide runtime owned by
+//! this library. No callbacks or futures cross the boundary.
+//!
+//! Conventions: fallible calls return `odek_error_t*` (NULL on success) and
+//! write out-params only on success; every returned `char*` is freed with
+//! `odek_string_free`; structured data is UTF-8 JSON with a `"schema"` field;
+//! handles are opaque and never dereferenced by odek without first being
+//! looked up, so a destroyed or unknown handle is an error, not undefined
+//! behaviour. No panic crosses the boundary.
+#![allow(unsafe_code)]
+
+mod boundary;
+mod error;
+mod handles;
+
+pub use error::*;
+pub use handles::{odek_client_t, odek_sandbox_t};
+
+use std::ffi::c_char;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use odek_core::approval::{Approval, Decision};
+use odek_core::config::{ConfigInputs, Layer};
+use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork, StreamKind};
+use odek_core::narrow::NarrowRequest;
+use odek_core::{describe, ExecRequest, LaunchOptions, Odek, Plan, Silent};
+use serde::{Deserialize, Serialize};
+
+use boundary::{c_string, guard, json_arg, out_arg, str_arg, write_json};
+use error::{Code, Failure};
+use handles::{Client, SandboxHandle};
+
+/// The ABI version; bumped on any incompatible change. Bindings check it
+/// against `odek_abi_version()` when they load.
+pub const ODEK_ABI_VERSION: u32 = 1;
+
+/// Most bytes of stdout or stderr an exec result carries (16 MiB each).
+pub const ODEK_EXEC_OUTPUT_LIMIT: usize = 16 << 20;
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("odek-ffi")
+            .enable_all()
+            .build()
+            .expect("the odek runtime starts")
+    })
+}
+
+/// The ABI version this library implements (`ODEK_ABI_VERSION`).
+#[no_mangle]
+pub extern "C" fn odek_abi_version() -> u32 {
+    ODEK_ABI_VERSION
+}
+
+/// The odek release, e.g. `"0.1.0"`. A static string: do not free.
+#[no_mangle]
+pub extern "C" fn odek_version() -> *const c_char {
+    static V: OnceLock<std::ffi::CString> = OnceLock::new();
+    V.get_or_init(|| std::ffi::CString::new(odek_core::VERSION).expect("no NUL in the version"))
+        .as_ptr()
+}
+
+/// Frees a string returned by odek. NULL is a no-op.
+///
+/// # Safety
+/// `s` is NULL or a string returned by odek, freed at most once.
+#[no_mangle]
+pub unsafe extern "C" fn odek_string_free(s: *mut c_char) {
+    if !s.is_null() {
+        // SAFETY: allocated by `CString::into_raw` in this library.
+        drop(unsafe { std::ffi::CString::from_raw(s) });
+    }
+}
+
+/// Client options (`"odek.client-options/1"`).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ClientOptions {
+    #[serde(default)]
+    schema: Option<String>,
+    /// `unix:///path` or `tcp://host:port`; default: SPEC §6.2 rules.
+    #[serde(default)]
+    docker_host: Option<String>,
+    /// `"docker"` (default) or `"fake"`: an in-memory engine for tests with
+    /// image `odek-test/base:1` and a Compose project `shop`
+    /// (`shop_default`, internal `shop_backend`).
+    #[serde(default)]
+    engine: Option<String>,
+}
+
+fn fake_engine() -> FakeEngine {
+    let f = FakeEngine::new();
+    f.add_image(FakeImage::new("odek-test/base:1"));
+    f.add_network(FakeNetwork::bridge("shop_default").compose("shop"));
+    f.add_network(
+        FakeNetwork::bridge("shop_backend")
+            .compose("shop")
+            .internal(),
+    );
+    f
+}
+
+/// Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
+/// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`.
+/// No connection is made until a call needs the daemon.
+///
+/// Errors: NULL arguments, invalid JSON/UTF-8, an invalid `docker_host`
+/// (`ODEK_E_ENDPOINT`). Free the client with `odek_client_free`.
+///
+/// # Safety
+/// `options_json` is a NUL-terminated string; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn odek_client_new(
+    options_json: *const c_char,
+    out: *mut *mut odek_client_t,
+) -> *mut odek_error_t {
+    guard(|| {
+        out_arg(out, "out")?;
+        // SAFETY: per the function contract.
+        let opts: ClientOptions = unsafe { json_arg(options_json, "options_json")? };
+        if let Some(s) = &opts.schema {
+            if !s.starts_with("odek.client-options/") {
+                return Err(Failure::new(
+                    Code::InvalidArgument,
+                    format!("unknown schema {s:?}"),
+                ));
+            }
+        }
+        let odek = match (opts.engine.as_deref(), &opts.docker_host) {
+            (Some("fake"), _) => Odek::with_engine(Arc::new(fake_engine())),
+            (None | Some("docker"), Some(host)) => {
+                let address = odek_core::engine::parse_host(host, "docker_host")
+                    .map_err(|e| Failure::from(odek_core::Error::Endpoint(e)))?;
+                let ep = odek_core::engine::Endpoint {
+                    address,
+                    source: odek_core::engine::EndpointSource::Explicit,
+                    tried: Vec::new(),
+                };
+                Odek::with_engine(Arc::new(odek_core::engine::BollardEngine::new(ep)))
+            }
+            (None | Some("docker"), None) => Odek::from_env(),
+            (Some(other), _) => {
+                return Err(Failure::new(
+                    Code::InvalidArgument,
+                    format!("engine must be \"docker\" or \"fake\" (got {other:?})"),
+                ))
+            }
+        };
+        let h = handles::insert_client(Client { odek });
+        // SAFETY: checked non-NULL above.
+        unsafe { *out = h };
+        Ok(())
+    })
+}
+
+/// Frees a client. NULL is a no-op; an unknown or already freed client is
+/// `ODEK_E_INVALID_HANDLE`. Sandboxes launched from it stay usable.
+///
+/// # Safety
+/// `client` is NULL or a value from `odek_client_new`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_client_free(client: *mut odek_client_t) -> *mut odek_error_t {
+    guard(|| {
+        if client.is_null() {
+            return Ok(());
+        }
+        handles::remove_client(client).map(drop)
+    })
+}
+
+/// A resolve request (`"odek.resolve-request/1"`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResolveRequest {
+    #[serde(default)]
+    schema: Option<String>,
+    /// Project directory (absolute or relative to the process's cwd).
+    workdir: String,
+    /// Operator settings: config keys of SPEC §3.1 (as in `odek.json`),
+    /// highest precedence.
+    #[serde(default)]
+    settings: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Read `$ODEK_HOME/config.json` (default true).
+    #[serde(default = "yes")]
+    read_user_config: bool,
+    /// Read `./odek.json` (default true).
+    #[serde(default = "yes")]
+    read_project_config: bool,
+    /// Environment to use instead of the process's (for `ODEK_*` and `${…}`).
+    #[serde(default)]
+    env: Option<std::collections::BTreeMap<String, String>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Resolves configuration, networks and image into a plan (SPEC §3–§5).
+///
+/// `request_json`: `{"workdir": "/abs/dir", "settings": {"sandbox_compose_project": "shop", …},
+/// "read_user_config": true, "read_project_config": true, "env": {…}|null}`.
+/// On success `*plan_json_out` is the plan (`"schema": "odek.plan/1"`); its
+/// `"approval"` member is non-null when the operator must approve project
+/// settings before launch. Free it with `odek_string_free`.
+///
+/// Errors: config (2xx), approval store (303), daemon unreachable when no
+/// fallback is allowed (6xx), engine refusals (4xx). Blocks.
+///
+/// # Safety
+/// Valid client handle or NULL; NUL-terminated `request_json`; writable out.
+#[no_mangle]
+pub unsafe extern "C" fn odek_resolve(
+    client: *const odek_client_t,
+    request_json: *const c_char,
+    plan_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    guard(|| {
+        out_arg(plan_json_out, "plan_json_out")?;
+        let c = handles::client(client)?;
+        // SAFETY: per the function contract.
+        let req: ResolveRequest = unsafe { json_arg(request_json, "request_json")? };
+        if let Some(s) = &req.schema {
+            if !s.starts_with("odek.resolve-request/") {
+                return Err(Failure::new(
+                    Code::InvalidArgument,
+                    format!("unknown schema {s:?}"),
+                ));
+            }
+        }
+        let mut inputs = ConfigInputs::from_process(&req.workdir);
+        if let Some(env) = req.env {
+            inputs.env = env;
+        }
+        inputs.read_user_config = req.read_user_config;
+        inputs.read_project_config = req.read_project_config;
+        if let Some(settings) = req.settings {
+            let bytes = serde_json::to_vec(&settings)
+                .map_err(|e| Failure::new(Code::Internal, e.to_string()))?;
+            let (layer, _warnings): (Layer, _) =
+                odek_core::config::parse_bytes(&bytes, std::path::Path::new("<api settings>"))
+                    .map_err(|e| Failure::from(odek_core::Error::Config(e)))?;
+            inputs.flags = layer;
+        }
+        let plan = runtime().block_on(c.odek.resolve(&inputs, &Silent))?;
+        // SAFETY: checked non-NULL.
+        unsafe { write_json(plan_json_out, &plan) }
+    })
+}
+
+/// The approval request of a plan (SPEC §7.2) as JSON
+/// (`"schema": "odek.approval-request/1"`), or the JSON `null` when the plan
+/// needs no approval. Lists image, network, env keys (with `${…}` host
+/// interpolation flagged), volumes and each network's name, full ID,
+/// Internal flag and Compose project. Names are terminal-safe.
+///
+/// # Safety
+/// NUL-terminated `plan_json`; writable out.
+#[no_mangle]
+pub unsafe extern "C" fn odek_plan_approval_request(
+    plan_json: *const c_char,
+    request_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    guard(|| {
+        out_arg(request_json_out, "request_json_out")?;
+        // SAFETY: per the function contract.
+        let plan: Plan = unsafe { json_arg(plan_json, "plan_json")? };
+        // SAFETY: checked non-NULL.
+        unsafe { write_json(request_json_out, &plan.approval) }
+    })
+}
+
+/// Approves a plan's project settings. `decision` is `"once"` (this launch)
+/// or `"trust"` (persisted in `$ODEK_HOME/project_sandbox_approvals.json`
+/// first — a failed write is `ODEK_E_APPROVAL_STORE` and grants nothing).
+/// `*approval_json_out` (`"schema": "odek.approval/1"`) is passed to
+/// `odek_launch`. Errors when the plan needs no approval.
+///
+/// # Safety
+/// Valid client handle; NUL-terminated strings; writable out.
+#[no_mangle]
+pub unsafe extern "C" fn odek_approve(
+    client: *const odek_client_t,
+    plan_json: *const c_char,
+    decision: *const c_char,
+    approval_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    guard(|| {
+        out_arg(approval_json_out, "approval_json_out")?;
+        let c = handles::client(client)?;
+        // SAFETY: per the function contract.
+        let plan: Plan = unsafe { json_arg(plan_json, "plan_json")? };
+        // SAFETY: per the function contract.
+        let d = match unsafe { str_arg(decision, "decision")? } {
+            "once" => Decision::Once,
+            "trust" => Decision::Trust,
+            other => {
+                return Err(Failure::new(
+                    Code::InvalidArgument,
+                    format!("decision must be \"once\" or \"trust\" (got {other:?})"),
+                ))
+            }
+        };
+        let a = c.odek.approve(&plan, d)?;
+        // SAFETY: checked non-NULL.
+        unsafe { write_json(approval_json_out, &a) }
+    })
+}
+
+/// Launches a sandbox from a plan (SPEC §6): re-checks approved networks
+/// (§7.4), ensures the image, creates, starts, connects, verifies — or
+/// refuses leaving no container. `approval_json` is the JSON from
+/// `odek_approve`, or `"null"` when the plan needs none.
+///
+/// On success `*sandbox_out` is a handle; destroy it with
+/// `odek_sandbox_destroy` (which removes the container). In fallback or off
+/// mode the handle stands for the host (see `odek_sandbox_info`). Blocks.
+///
+/// # Safety
+/// Valid client handle; NUL-terminated strings; writable out.
+#[no_mangle]
+pub unsafe extern "C" fn odek_launch(
+    client: *const odek_client_t,
+    plan_json: *const c_char,
+    approval_json: *const c_char,
+    sandbox_out: *mut *mut odek_sandbox_t,
+) -> *mut odek_error_t {
+    guard(|| {
+        out_arg(sandbox_out, "sandbox_out")?;
+        let c = handles::client(client)?;
+        // SAFETY: per the function contract.
+        let plan: Plan = unsafe { json_arg(plan_json, "plan_json")? };
+        // SAFETY: per the function contract.
+        let approval: Option<Approval> = unsafe { json_arg(approval_json, "approval_json")? };
+        let opts = LaunchOptions {
+            approval,
+            ..Default::default()
+        };
+        let sandbox = runtime().block_on(c.odek.launch(&plan, &opts, &Silent))?;
+        let h = handles::insert_sandbox(SandboxHandle {
+            odek: c.odek.clone(),
+            sandbox,
+        });
+        // SAFETY: checked non-NULL.
+        unsafe { *sandbox_out = h };
+        Ok(())
+    })
+}
+
+#[derive(Serialize)]
+struct SandboxInfo<'a> {
+    schema: &'static str,
+    name: &'a str,
+    container_id: Option<&'a str>,
+    isolation: &'a odek_core::Isolation,
+    startup_line: String,
+    warnings: &'a [odek_core::Warning],
+    plan: &'a Plan,
+    applied: &'a Option<odek_core::launch::Applied>,
+}
+
+/// The launched sandbox as JSON (`"schema": "odek.sandbox-info/1"`): name,
+/// container ID (null on the host), isolation (`container`, `fallback`,
+/// `off`), the startup line of SPEC §6.4, warnings, plan, applied settings.
+///
+/// # Safety
+/// Valid sandbox handle; writable out.
+#[no_mangle]
+pub unsafe extern "C" fn odek_sandbox_info(
+    sandbox: *const odek_sandbox_t,
+    info_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    guard(|| {
+        out_arg(info_json_out, "info_json_out")?;
+        let h = handles::sandbox(sandbox)?;
+        let s = &h.sandbox;
+        let info = SandboxInfo {
+            schema: "odek.sandbox-info/1",
+            name: &s.name,
+            container_id: s.container_id.as_deref(),
+            isolation: &s.isolation,
+            startup_line: s.startup_line(),
+            warnings: &s.warnings,
+            plan: &s.plan,
+            applied: &s.applied,
+        };
+        // SAFETY: checked non-NULL.
+        unsafe { write_json(info_json_out, &info) }
+    })
+}
+
+/// Describes the sandbox for the agent (SPEC §9): `*environment_json_out`
+/// (`"schema": "odek.environment/1"`), `*prompt_out` (the "Execution
+/// environment" block for the system prompt) and `*tool_out` (the short
+/// shell-tool description). Each is freed with `odek_string_free`. Blocks.
+///
+/// # Safety
+/// Valid sandbox handle; writable outs.
+#[no_mangle]
+pub unsafe extern "C" fn odek_describe(
+    sandbox: *const odek_sandbox_t,
+    environment_json_out: *mut *mut c_char,
+    prompt_out: *mut *mut c_char,
+    tool_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    guard(|| {
+        out_arg(environment_json_out, "environment_json_out")?;
+        out_arg(prompt_out, "prompt_out")?;
+        out_arg(tool_out, "tool_out")?;
+        let h = handles::sandbox(sandbox)?;
+        let env = runtime().block_on(h.odek.describe(&h.sandbox))?;
+        let json =
+            serde_json::to_string(&env).map_err(|e| Failure::new(Code::Internal, e.to_string()))?;
+        // SAFETY: all three checked non-NULL; written only on success.
+        unsafe {
+            *environment_json_out = c_string(json);
+            *prompt_out = c_string(describe::render_prompt(&env));
+            *tool_out = c_string(describe::render_tool(&env));
+        }
+        Ok(())
+    })
+}
+
+/// An exec request (`"odek.exec-request/1"`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExecReq {
+    #[serde(default)]
+    schema: Option<String>,
+    #[serde(default)]
+    argv: Option<Vec<String>>,
+    #[serde(default)]
+    shell: Option<String>,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    timeout_secs: Option<f64>,
+    #[serde(default)]
+    workdir: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ExecResult {
+    schema: &'static str,
+    exit_code: i64,
+    timed_out: bool,
+    stdout: String,
+    stderr: String,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+}
+
+/// Runs a command in the sandbox and waits for it (SPEC §10.1 exec).
+///
+/// `request_json`: `{"argv": ["redis-cli", "-h", "redis", "ping"]}` or
+/// `{"shell": "echo $HOME"}` (run by `/bin/sh -c`), plus optional
+/// `"env": {"K": "v"}`, `"timeout_secs": 30.0` (after which exit_code is 124
+/// and timed_out true; the command is abandoned, not killed), `"workdir"`.
+/// `*result_json_out`: `{"schema": "odek.exec-result/1", "exit_code", "timed_out",
+/// "stdout", "stderr", "stdout_truncated", "stderr_truncated"}` — output as
+/// UTF-8 (invalid bytes replaced), at most `ODEK_EXEC_OUTPUT_LIMIT` bytes each.
+/// A non-zero exit is not an error. Blocks.
+///
+/// # Safety
+/// Valid sandbox handle; NUL-terminated `request_json`; writable out.
+#[no_mangle]
+pub unsafe extern "C" fn odek_exec(
+    sandbox: *const odek_sandbox_t,
+    request_json: *const c_char,
+    result_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    guard(|| {
+        out_arg(result_json_out, "result_json_out")?;
+        let h = handles::sandbox(sandbox)?;
+        // SAFETY: per the function contract.
+        let req: ExecReq = unsafe { json_arg(request_json, "request_json")? };
+        let _ = req.schema;
+        let command = match (req.argv, req.shell) {
+            (Some(a), None) => odek_core::Command::Argv(a),
+            (None, Some(s)) => odek_core::Command::Shell(s),
+            _ => {
+                return Err(Failure::new(
+                    Code::InvalidArgument,
+                    "request_json needs exactly one of \"argv\" (array of strings) or \"shell\" (string)",
+                ))
+            }
+        };
+        let timeout = match req.timeout_secs {
+            None => None,
+            Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => {
+                Some(std::time::Duration::from_secs_f64(t))
+            }
+            Some(t) => {
+                return Err(Failure::new(
+                    Code::InvalidArgument,
+                    format!("timeout_secs must be a positive number (got {t})"),
+                ))
+            }
+        };
+        let request = ExecRequest {
+            command,
+            env: req.env.into_iter().collect(),
+            timeout,
+            workdir: req.workdir,
+        };
+        let out = Mutex::new((Vec::new(), Vec::new(), false, false));
+        let sink = |kind: StreamKind, bytes: &[u8]| {
+            let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
+            let (buf, flag) = match kind {
+                StreamKind::Stdout => (&mut g.0, 2),
+                StreamKind::Stderr => (&mut g.1, 3),
+            };
+            let room = ODEK_EXEC_OUTPUT_LIMIT.saturating_sub(buf.len());
+            buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            if bytes.len() > room {
+                if flag == 2 {
+                    g.2 = true;
+                } else {
+                    g.3 = true;
+                }
+            }
+        };
+        let outcome = runtime().block_on(h.odek.exec(&h.sandbox, &request, &sink))?;
+        let (o, e, ot, et) = out.into_inner().unwrap_or_else(|p| p.into_inner());
+        let result = ExecResult {
+            schema: "odek.exec-result/1",
+            exit_code: outcome.exit_code,
+            timed_out: outcome.timed_out,
+            stdout: String::from_utf8_lossy(&o).into_owned(),
+            stderr: String::from_utf8_lossy(&e).into_owned(),
+            stdout_truncated: ot,
+            stderr_truncated: et,
+        };
+        // SAFETY: checked non-NULL.
+        unsafe { write_json(result_json_out, &result) }
+    })
+}
+
+/// Derives a sub-agent's plan from its parent's resolved plan (SPEC §8),
+/// never from Docker. `request_json` (`"odek.narrow-request/1"`):
+/// `{"networks": [name-or-id…], "compose_project": "p", "network_mode": "none",
+/// "pids_limit": n, "memory": "256m", "cpus": "0.5", "readonly": true,
+/// "image": "<the parent's>"}`, every member optional. Anything that would
+/// widen is `ODEK_E_NARROW`. The child plan launches with `odek_launch` and
+/// approval `"null"`.
+///
+/// # Safety
+/// NUL-terminated strings; writable out.
+#[no_mangle]
+pub unsafe extern "C" fn odek_narrow(
+    parent_plan_json: *const c_char,
+    request_json: *const c_char,
+    child_plan_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    guard(|| {
+        out_arg(child_plan_json_out, "child_plan_json_out")?;
+        // SAFETY: per the function contract.
+        let parent: Plan = unsafe { json_arg(parent_plan_json, "parent_plan_json")? };
+        // SAFETY: per the function contract.
+        let req: NarrowRequest = unsafe { json_arg(request_json, "request_json")? };
+        let child = odek_core::narrow::narrow(&parent, &req)
+            .map_err(|e| Failure::from(odek_core::Error::Narrow(e)))?;
+        // SAFETY: checked non-NULL.
+        unsafe { write_json(child_plan_json_out, &child) }
+    })
+}
+
+/// The settings a plan actually applies, with sources (SPEC §10.4), as JSON
+/// (`"schema": "odek.config-view/1"`). Looks the image up locally when the
+/// daemon answers. Blocks.
+///
+/// # Safety
+/// Valid client handle; NUL-terminated `plan_json`; writable out.
+#[no_mangle]
+pub unsafe extern "C" fn odek_config_view(
+    client: *const odek_client_t,
+    plan_json: *const c_char,
+    view_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    guard(|| {
+        out_arg(view_json_out, "view_json_out")?;
+        let c = handles::client(client)?;
+        // SAFETY: per the function contract.
+        let plan: Plan = unsafe { json_arg(plan_json, "plan_json")? };
+        let view = runtime().block_on(c.odek.config_view(&plan));
+        // SAFETY: checked non-NULL.
+        unsafe { write_json(view_json_out, &view) }
+    })
+}
+
+/// Removes the sandbox's container (force) and frees the handle. NULL is a
+/// no-op. A handle already destroyed (or never returned by odek) is
+/// `ODEK_E_INVALID_HANDLE`. The handle is freed even when removal fails (the
+/// error says so; `odek sandbox gc` reaps the container later). Blocks.
+///
+/// # Safety
+/// `sandbox` is NULL or a value from `odek_launch`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_sandbox_destroy(sandbox: *mut odek_sandbox_t) -> *mut odek_error_t {
+    guard(|| {
+        if sandbox.is_null() {
+            return Ok(());
+        }
+        let h = handles::remove_sandbox(sandbox)?;
+        runtime().block_on(h.odek.destroy(&h.sandbox))?;
+        Ok(())
+    })
+}
+
+/// Test hook: panics inside the boundary. Returns an `ODEK_E_PANIC` error
+/// object and leaves the process running.
+#[no_mangle]
+pub extern "C" fn odek_debug_panic() -> *mut odek_error_t {
+    guard(|| panic!("odek_debug_panic was called"))
+}
