@@ -187,3 +187,200 @@ pub fn narrow(parent: &Plan, req: &NarrowRequest) -> Result<Plan, NarrowError> {
     child.warnings = network::warnings(child.network_mode, &child.networks);
     Ok(child)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{CpuLimit, Source};
+    use crate::image::{pinned_default, ImagePlan, ImageSource};
+    use crate::network::NetworkOrigin;
+
+    fn net(name: &str, id: char, project: Option<&str>, internal: bool) -> ResolvedNetwork {
+        ResolvedNetwork {
+            name: name.into(),
+            id: id.to_string().repeat(64),
+            internal,
+            driver: "bridge".into(),
+            compose_project: project.map(str::to_string),
+            origins: vec![NetworkOrigin::Compose {
+                project: project.unwrap_or("x").into(),
+                source: Source::Api,
+            }],
+        }
+    }
+
+    fn parent() -> Plan {
+        let networks = vec![
+            net("shop_backend", 'a', Some("shop"), true),
+            net("shop_default", 'b', Some("shop"), false),
+            net("metrics", 'c', None, true),
+        ];
+        Plan {
+            schema: crate::plan::PLAN_SCHEMA.into(),
+            mode: crate::config::SandboxMode::Implicit,
+            isolation: Isolation::Container,
+            workdir: "/w".into(),
+            odek_home: "/h".into(),
+            endpoint: None,
+            engine: None,
+            image: ImagePlan {
+                reference: pinned_default(),
+                source: ImageSource::PinnedDefault,
+            },
+            network_mode: NetworkMode::Bridge,
+            bridge_network_id: Some("d".repeat(64)),
+            network_summary: NetworkSummary::BridgeAttached,
+            internet: true,
+            networks,
+            pids_limit: 1000,
+            readonly: false,
+            memory_bytes: Some(1 << 30),
+            cpus: Some(CpuLimit {
+                text: "2".into(),
+                nano: 2_000_000_000,
+            }),
+            user: None,
+            env: Vec::new(),
+            volumes: Vec::new(),
+            masks: Vec::new(),
+            require_sandbox: false,
+            sources: Default::default(),
+            warnings: Vec::new(),
+            approval: None,
+        }
+    }
+
+    #[test]
+    fn unset_request_inherits_everything() {
+        let p = parent();
+        let c = narrow(&p, &NarrowRequest::default()).expect("narrow");
+        assert_eq!(c.networks, p.networks);
+        assert_eq!(c.pids_limit, 1000);
+        assert_eq!(c.network_mode, NetworkMode::Bridge);
+    }
+
+    #[test]
+    fn subset_by_name_or_id_only() {
+        let p = parent();
+        let c = narrow(
+            &p,
+            &NarrowRequest {
+                networks: Some(vec!["metrics".into(), "a".repeat(64)]),
+                network_mode: Some(NetworkMode::None),
+                ..Default::default()
+            },
+        )
+        .expect("subset");
+        let names: Vec<_> = c.networks.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["shop_backend", "metrics"], "parent order kept");
+        assert_eq!(c.network_summary, NetworkSummary::Attached);
+        assert!(!c.internet, "both chosen networks are internal");
+        for bad in ["shop_frontend", "aaaa", "bridge"] {
+            let e = narrow(
+                &p,
+                &NarrowRequest {
+                    networks: Some(vec![bad.into()]),
+                    ..Default::default()
+                },
+            )
+            .expect_err(bad);
+            assert!(e.to_string().contains("not one of the parent's"), "{e}");
+        }
+    }
+
+    #[test]
+    fn compose_project_uses_the_parents_snapshot() {
+        let p = parent();
+        // Even if "shop" gained a network in Docker after the parent resolved,
+        // narrowing never asks Docker: only a and b can be chosen.
+        let c = narrow(
+            &p,
+            &NarrowRequest {
+                compose_project: Some("shop".into()),
+                ..Default::default()
+            },
+        )
+        .expect("compose");
+        let ids: Vec<_> = c.networks.iter().map(|n| &n.id[..1]).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert!(narrow(
+            &p,
+            &NarrowRequest {
+                compose_project: Some("other".into()),
+                ..Default::default()
+            }
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn mode_limits_readonly_and_image_only_narrow() {
+        let mut p = parent();
+        p.network_mode = NetworkMode::None;
+        let e = narrow(
+            &p,
+            &NarrowRequest {
+                network_mode: Some(NetworkMode::Bridge),
+                ..Default::default()
+            },
+        )
+        .expect_err("none → bridge");
+        assert!(e.to_string().contains("never from none to bridge"));
+        let p = parent();
+        let cases = [
+            NarrowRequest {
+                pids_limit: Some(1001),
+                ..Default::default()
+            },
+            NarrowRequest {
+                pids_limit: Some(0),
+                ..Default::default()
+            },
+            NarrowRequest {
+                memory: Some("2g".into()),
+                ..Default::default()
+            },
+            NarrowRequest {
+                cpus: Some("2.5".into()),
+                ..Default::default()
+            },
+            NarrowRequest {
+                image: Some("ubuntu:24.04".into()),
+                ..Default::default()
+            },
+        ];
+        for r in &cases {
+            assert!(narrow(&p, r).is_err(), "{r:?} widened");
+        }
+        let mut ro = parent();
+        ro.readonly = true;
+        assert!(narrow(
+            &ro,
+            &NarrowRequest {
+                readonly: Some(false),
+                ..Default::default()
+            }
+        )
+        .is_err());
+        let c = narrow(
+            &p,
+            &NarrowRequest {
+                pids_limit: Some(10),
+                memory: Some("512m".into()),
+                cpus: Some("0.5".into()),
+                readonly: Some(true),
+                image: Some(p.image.reference.original.clone()),
+                ..Default::default()
+            },
+        )
+        .expect("down is fine");
+        assert_eq!(
+            (c.pids_limit, c.memory_bytes, c.readonly),
+            (10, Some(512 << 20), true)
+        );
+        assert_eq!(c.cpus.map(|c| c.nano), Some(500_000_000));
+        let mut fb = parent();
+        fb.isolation = Isolation::Off;
+        assert!(narrow(&fb, &NarrowRequest::default()).is_err());
+    }
+}

@@ -1,0 +1,291 @@
+//! Approval (SPEC §7) against the fake engine: the gate, the key bound to
+//! network IDs, the store, and the re-check right before create.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use odek_core::approval::{Decision, Store};
+use odek_core::config::{ConfigInputs, Layer};
+use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork, Op};
+use odek_core::{Error, FailureClass, LaunchOptions, Odek, Silent};
+
+struct World {
+    fake: FakeEngine,
+    odek: Odek,
+    dir: tempfile::TempDir,
+    home: tempfile::TempDir,
+}
+
+fn world(project_json: &str) -> World {
+    let fake = FakeEngine::new();
+    fake.add_image(FakeImage::new("odek-test/base:1"));
+    fake.add_network(FakeNetwork::bridge("shop_default").compose("shop"));
+    fake.add_network(
+        FakeNetwork::bridge("shop_backend")
+            .compose("shop")
+            .internal(),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("odek.json"), project_json).expect("write odek.json");
+    World {
+        odek: Odek::with_engine(Arc::new(fake.clone())),
+        fake,
+        dir,
+        home: tempfile::tempdir().expect("tempdir"),
+    }
+}
+
+impl World {
+    fn inputs(&self) -> ConfigInputs {
+        ConfigInputs {
+            workdir: self.dir.path().to_path_buf(),
+            env: BTreeMap::from([
+                (
+                    "ODEK_HOME".to_string(),
+                    self.home.path().display().to_string(),
+                ),
+                ("HOME".to_string(), self.home.path().display().to_string()),
+                ("SECRET".to_string(), "s3cr3t".to_string()),
+            ]),
+            flags: Layer {
+                sandbox_image: Some("odek-test/base:1".into()),
+                ..Default::default()
+            },
+            flag_names: BTreeMap::new(),
+            read_user_config: true,
+            read_project_config: true,
+        }
+    }
+
+    fn creates(&self) -> usize {
+        self.fake.calls_of(Op::CreateContainer).len()
+    }
+}
+
+const COMPOSE: &str = r#"{"sandbox_compose_project": "shop"}"#;
+
+#[tokio::test]
+async fn project_networks_need_approval_and_the_card_lists_ids() {
+    let w = world(COMPOSE);
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let req = plan.approval.clone().expect("approval needed");
+    assert_eq!(req.knobs, ["sandbox_compose_project"]);
+    assert!(!req.trusted);
+    assert_eq!(req.networks.len(), 2);
+    for n in &req.networks {
+        assert_eq!(n.id.len(), 64);
+        assert_eq!(Some(n.id.clone()), w.fake.network_id(&n.name));
+        assert_eq!(n.compose_project, "shop");
+    }
+    let card = req.render_card();
+    for n in &req.networks {
+        assert!(card.contains(&n.id), "card lacks full ID:\n{card}");
+    }
+    assert!(
+        card.contains("internal=yes") && card.contains("internal=no"),
+        "{card}"
+    );
+
+    let e = w
+        .odek
+        .launch(&plan, &LaunchOptions::default(), &Silent)
+        .await
+        .expect_err("no approval");
+    assert_eq!(e.class(), FailureClass::Config);
+    assert!(e.to_string().contains("needs operator approval"), "{e}");
+    assert!(w.fake.no_mutation(), "a refused launch changed the engine");
+
+    let approval = w.odek.approve(&plan, Decision::Once).expect("approve");
+    let opts = LaunchOptions {
+        approval: Some(approval),
+        ..Default::default()
+    };
+    let sb = w.odek.launch(&plan, &opts, &Silent).await.expect("launch");
+    assert_eq!(sb.applied.expect("applied").networks.len(), 2);
+    assert!(
+        !Store::new(w.home.path()).contains(&req.key).expect("store"),
+        "once is not persisted"
+    );
+}
+
+#[tokio::test]
+async fn operator_sources_never_need_approval() {
+    let w = world("{}");
+    let mut inputs = w.inputs();
+    inputs.flags.sandbox_compose_project = Some("shop".into());
+    inputs.flags.sandbox_env = Some(BTreeMap::from([("A".into(), "${SECRET}".into())]));
+    let plan = w.odek.resolve(&inputs, &Silent).await.expect("resolve");
+    assert!(plan.approval.is_none());
+    w.odek
+        .launch(&plan, &LaunchOptions::default(), &Silent)
+        .await
+        .expect("launch without approval");
+}
+
+#[tokio::test]
+async fn a_network_joining_the_project_after_approval_refuses_the_launch() {
+    let w = world(COMPOSE);
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let approval = w.odek.approve(&plan, Decision::Once).expect("approve");
+    let joined = w
+        .fake
+        .add_network(FakeNetwork::bridge("shop_sneaky").compose("shop"));
+    let opts = LaunchOptions {
+        approval: Some(approval),
+        ..Default::default()
+    };
+    let e = w
+        .odek
+        .launch(&plan, &opts, &Silent)
+        .await
+        .expect_err("changed");
+    let msg = e.to_string();
+    assert!(msg.contains("changed since they were approved"), "{msg}");
+    assert!(msg.contains("added shop_sneaky"), "{msg}");
+    assert!(msg.contains(&joined[..12]), "{msg}");
+    assert_eq!(w.creates(), 0, "no create call after a failed re-check");
+    assert!(w.fake.containers().is_empty());
+}
+
+#[tokio::test]
+async fn a_network_recreated_under_the_same_name_refuses_the_launch() {
+    let w = world(COMPOSE);
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let approval = w.odek.approve(&plan, Decision::Once).expect("approve");
+    let old = w.fake.network_id("shop_backend").expect("exists");
+    w.fake.remove_network(&old);
+    let new = w
+        .fake
+        .add_network(FakeNetwork::bridge("shop_backend").compose("shop"));
+    let opts = LaunchOptions {
+        approval: Some(approval),
+        ..Default::default()
+    };
+    let e = w
+        .odek
+        .launch(&plan, &opts, &Silent)
+        .await
+        .expect_err("recreated");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("added shop_backend ({})", &new[..12])),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("gone shop_backend ({})", &old[..12])),
+        "{msg}"
+    );
+    assert_eq!(w.creates(), 0);
+}
+
+#[tokio::test]
+async fn a_removed_network_refuses_the_launch() {
+    let w = world(r#"{"sandbox_networks": ["shop_backend"]}"#);
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let approval = w.odek.approve(&plan, Decision::Once).expect("approve");
+    w.fake
+        .remove_network(&w.fake.network_id("shop_backend").expect("exists"));
+    let opts = LaunchOptions {
+        approval: Some(approval),
+        ..Default::default()
+    };
+    let e = w
+        .odek
+        .launch(&plan, &opts, &Silent)
+        .await
+        .expect_err("gone");
+    assert!(e.to_string().contains("not found"), "{e}");
+    assert_eq!(w.creates(), 0);
+}
+
+#[tokio::test]
+async fn trust_persists_and_an_edit_asks_again() {
+    let w = world(COMPOSE);
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let a = w.odek.approve(&plan, Decision::Trust).expect("trust");
+    assert_eq!(a.via, "trust");
+    let again = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let req = again.approval.expect("still gated");
+    assert!(req.trusted, "trust survives a re-run");
+    assert_eq!(req.key, a.key, "same key for the same settings and IDs");
+    assert_eq!(req.standing().expect("standing").via, "stored");
+
+    // The agent edits ./odek.json: the key changes, so odek asks again.
+    std::fs::write(
+        w.dir.path().join("odek.json"),
+        r#"{"sandbox_compose_project": "shop", "sandbox_env": {"X": "${SECRET}"}}"#,
+    )
+    .expect("edit");
+    let edited = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let req = edited.approval.expect("gated");
+    assert!(!req.trusted);
+    assert_ne!(req.key, a.key);
+    assert!(req.env.iter().any(|e| e.key == "X" && e.interpolates_host));
+    assert!(req.render_card().contains("reads host variables"));
+    assert!(
+        !req.render_card().contains("s3cr3t"),
+        "env values never on the card"
+    );
+}
+
+#[tokio::test]
+async fn an_approval_for_other_settings_is_refused() {
+    let w = world(COMPOSE);
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let mut approval = w.odek.approve(&plan, Decision::Once).expect("approve");
+    approval.key = "0".repeat(64);
+    let opts = LaunchOptions {
+        approval: Some(approval),
+        ..Default::default()
+    };
+    let e = w
+        .odek
+        .launch(&plan, &opts, &Silent)
+        .await
+        .expect_err("mismatch");
+    assert!(matches!(e, Error::Approval(_)), "{e:?}");
+    assert!(w.fake.no_mutation());
+}
+
+#[tokio::test]
+async fn odek_home_inside_the_workdir_is_masked() {
+    let w = world("{}");
+    let home = w.dir.path().join(".odek");
+    let mut inputs = w.inputs();
+    inputs
+        .env
+        .insert("ODEK_HOME".into(), home.display().to_string());
+    let plan = w.odek.resolve(&inputs, &Silent).await.expect("resolve");
+    assert_eq!(plan.masks, ["/workspace/.odek"]);
+    let sb = w
+        .odek
+        .launch(&plan, &LaunchOptions::default(), &Silent)
+        .await
+        .expect("launch");
+    let c = w
+        .fake
+        .container(sb.container_id.as_deref().expect("id"))
+        .expect("container");
+    let opts = c
+        .tmpfs
+        .get("/workspace/.odek")
+        .expect("masked with a tmpfs");
+    assert!(opts.split(',').any(|o| o == "ro"), "{opts}");
+}
+
+#[tokio::test]
+async fn a_corrupt_store_is_an_error_not_an_empty_store() {
+    let w = world(COMPOSE);
+    std::fs::write(
+        w.home.path().join("project_sandbox_approvals.json"),
+        "{not json",
+    )
+    .expect("w");
+    let e = w
+        .odek
+        .resolve(&w.inputs(), &Silent)
+        .await
+        .expect_err("corrupt");
+    assert!(e.to_string().contains("corrupt"), "{e}");
+    assert!(w.fake.no_mutation());
+}
