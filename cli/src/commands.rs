@@ -228,7 +228,18 @@ async fn sandbox(
             }
         }
         SandboxCmd::Up(args) => {
-            let inputs = args.sandbox.inputs(&cli.workdir)?;
+            if args.sandbox.no_sandbox {
+                bail!("`odek sandbox up` launches a container; --no-sandbox makes no sense here (use `odek run --no-sandbox`)");
+            }
+            let mut inputs = args.sandbox.inputs(&cli.workdir)?;
+            // A detached sandbox needs a container: never fall back to the host.
+            if inputs.flags.sandbox.is_none() {
+                inputs.flags.sandbox = Some(true);
+                inputs.flag_names.insert(
+                    "sandbox".into(),
+                    "odek sandbox up (implies --sandbox)".into(),
+                );
+            }
             let plan = odek.resolve(&inputs, reporter).await?;
             verbose_plan(cli, odek, &plan);
             let approval = approve::obtain(odek, &plan).await?;

@@ -197,8 +197,25 @@ pub(crate) struct ViewArgs {
     pub(crate) json: bool,
 }
 
+/// The subcommand word, skipping global flags (`-C DIR`, `--workdir[=]DIR`,
+/// `-v`), so usage errors of `odek -C dir run …` also exit 125.
+fn first_command(mut args: impl Iterator<Item = String>) -> Option<String> {
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-C" | "--workdir" => {
+                args.next();
+            }
+            "-v" | "--verbose" => {}
+            s if s.starts_with("--workdir=") || (s.starts_with("-C") && s.len() > 2) => {}
+            s if s.starts_with('-') && s.chars().skip(1).all(|c| c == 'v') => {}
+            _ => return Some(a),
+        }
+    }
+    None
+}
+
 fn main() -> ExitCode {
-    let is_run = std::env::args().nth(1).as_deref() == Some("run");
+    let is_run = first_command(std::env::args().skip(1)).as_deref() == Some("run");
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

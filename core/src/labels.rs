@@ -21,8 +21,8 @@ pub const WORKDIR: &str = "dev.odek.workdir";
 /// `true` for sandboxes started by `odek sandbox up`: they outlive their
 /// creator and are removed by `odek sandbox down`, not by gc.
 pub const DETACHED: &str = "dev.odek.detached";
-/// The plan the sandbox was launched from, as JSON (read back by
-/// `odek sandbox up --parent`, SPEC §8).
+/// The plan the sandbox was launched from, as JSON with env values removed
+/// (read back by `odek sandbox up --parent`, SPEC §8).
 pub const PLAN: &str = "dev.odek.plan";
 /// Name of the parent sandbox of a narrowed child.
 pub const PARENT: &str = "dev.odek.parent";

@@ -218,16 +218,56 @@ pub fn container_spec(plan: &Plan, name: &str, image: &str, opts: &LaunchOptions
 }
 
 /// The plan as JSON for the container label (read back to narrow a child,
-/// SPEC §8). It carries env values, which the engine shows in the
-/// container's `Config.Env` to the same audience anyway.
+/// SPEC §8), with env values removed: labels travel further than the
+/// container's environment (monitoring exports them), and values may be
+/// secrets (CONVENTIONS 20). [`crate::Odek::attach`] restores them from
+/// `Config.Env`.
 pub fn plan_label_json(plan: &Plan) -> String {
-    serde_json::to_string(plan).unwrap_or_default()
+    let mut p = plan.clone();
+    for e in &mut p.env {
+        e.value.clear();
+    }
+    serde_json::to_string(&p).unwrap_or_default()
 }
 
-/// True for a create warning that drops a requested limit (SPEC §6.1).
+/// True for a create warning that drops a requested limit (SPEC §6.1):
+/// Docker says "… PIDs limit discarded." / "… Limitation discarded." /
+/// "… CPU … discarded.". The swap warning ("Memory limited without swap")
+/// concerns a limit odek never asks for and is shown, not fatal.
 fn drops_limit(w: &str) -> bool {
-    let l = w.to_ascii_lowercase();
-    l.contains("discarded") || (l.contains("does not support") && l.contains("limit"))
+    w.to_ascii_lowercase().contains("discarded")
+}
+
+/// Says in the error whether the container was removed, or how to reap it.
+fn with_removal(err: Error, removed: bool, name: &str) -> Error {
+    let left = format!(
+        "container {name} may be left behind: `odek sandbox gc` removes it once the daemon answers"
+    );
+    match err {
+        Error::Rejected { step, message, .. } => Error::Rejected {
+            step,
+            message: if removed {
+                message
+            } else {
+                format!("{message}; {left}")
+            },
+            removed,
+        },
+        Error::Unreachable {
+            endpoint,
+            step,
+            message,
+        } => Error::Unreachable {
+            endpoint,
+            step,
+            message: if removed {
+                format!("{message}; the container was removed")
+            } else {
+                format!("{message}; {left}")
+            },
+        },
+        other => other,
+    }
 }
 
 impl Odek {
@@ -262,6 +302,9 @@ impl Odek {
         .await
         {
             Ok(id) => id,
+            Err(image::ImageError::Engine(e)) => {
+                return Err(Error::engine(&endpoint, Step::Image, e, false));
+            }
             Err(e) => {
                 let err = Error::from(e);
                 if err.class() == FailureClass::ImageUnavailable && plan.fallback_allowed() {
@@ -283,13 +326,18 @@ impl Odek {
         let created = match engine.create_container(&spec).await {
             Ok(c) => c,
             Err(e) => {
-                // The container may exist even though the answer was lost.
+                // The container may exist even though the answer was lost:
+                // remove it by its pre-chosen name.
                 let removed = if e.is_unreachable() {
                     engine.remove_container(&name).await.is_ok()
                 } else {
                     false
                 };
-                return Err(Error::engine(&endpoint, Step::Create, e, removed));
+                return Err(with_removal(
+                    Error::engine(&endpoint, Step::Create, e, removed),
+                    removed,
+                    &name,
+                ));
             }
         };
         match self
@@ -319,27 +367,7 @@ impl Odek {
             }
             Err(err) => {
                 let removed = engine.remove_container(&created.id).await.is_ok();
-                Err(match err {
-                    Error::Rejected { step, message, .. } => Error::Rejected {
-                        step,
-                        message,
-                        removed,
-                    },
-                    Error::Unreachable {
-                        endpoint,
-                        step,
-                        message,
-                    } => Error::Unreachable {
-                        endpoint,
-                        step,
-                        message: if removed {
-                            format!("{message}; the container was removed")
-                        } else {
-                            format!("{message}; container {name} may be left behind: `odek sandbox gc` removes it once the daemon answers")
-                        },
-                    },
-                    other => other,
-                })
+                Err(with_removal(err, removed, &name))
             }
         }
     }

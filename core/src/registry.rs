@@ -89,7 +89,8 @@ impl Odek {
     }
 
     /// A running sandbox by container name or ID, with the plan it was
-    /// launched from. Errors when the
+    /// launched from (env values restored from the container's `Config.Env`).
+    /// Errors when the
     /// container does not exist or is not an odek sandbox.
     pub async fn attach(&self, name: &str) -> Result<Sandbox> {
         let engine = self.engine()?;
@@ -125,6 +126,14 @@ impl Odek {
                     labels::PLAN
                 ))
             })?;
+        let mut plan = plan;
+        // Env values are not in the label; the container's environment has them.
+        for e in &mut plan.env {
+            let prefix = format!("{}=", e.key);
+            if let Some(kv) = info.env.iter().rev().find(|kv| kv.starts_with(&prefix)) {
+                e.value = kv[prefix.len()..].to_string();
+            }
+        }
         let applied = verify(&plan, &info, &info.image_id).ok();
         Ok(Sandbox {
             schema: SANDBOX_SCHEMA.into(),

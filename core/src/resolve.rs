@@ -115,6 +115,17 @@ impl Odek {
         };
         plan.endpoint = Some(engine.endpoint().to_string());
         match engine.version().await {
+            Ok(info) if info.api_version < crate::engine::MIN_API_VERSION => {
+                return Err(Error::Rejected {
+                    step: Step::Ping,
+                    message: format!(
+                        "the engine speaks API {} at most; odek needs API {} or newer (Docker 19.03+)",
+                        info.api_version,
+                        crate::engine::MIN_API_VERSION
+                    ),
+                    removed: false,
+                })
+            }
             Ok(info) => plan.engine = Some(info),
             Err(e) => {
                 let err = Error::engine(&engine.endpoint().to_string(), Step::Ping, e, false);

@@ -183,9 +183,9 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         });
     }
     let env = &inputs.env;
-    let odek_home = odek_home(env)?;
-    // Compare real paths: $ODEK_HOME may sit behind a symlink into the workdir.
-    let odek_home = odek_home.canonicalize().unwrap_or(odek_home);
+    // Compare real paths: $ODEK_HOME may sit behind a symlink into the
+    // workdir, or not exist yet.
+    let odek_home = real_path(&odek_home(env)?);
     let mut warnings = Vec::new();
 
     let mut ranked: Vec<Ranked> = Vec::new();
@@ -364,6 +364,41 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         });
     }
     Ok(settings)
+}
+
+/// The real location of `p` even when it does not exist yet: the longest
+/// existing ancestor canonicalised, the rest appended with `.`/`..` resolved.
+pub fn real_path(p: &Path) -> PathBuf {
+    let mut existing = p.to_path_buf();
+    let mut rest = Vec::new();
+    while existing.canonicalize().is_err() {
+        match (
+            existing.file_name().map(|n| n.to_os_string()),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            // `..` as the last component, or the root: stop here.
+            _ => match existing.parent() {
+                Some(parent) if existing.ends_with("..") => {
+                    rest.push("..".into());
+                    existing = parent.to_path_buf();
+                }
+                _ => break,
+            },
+        }
+    }
+    let mut out = existing.canonicalize().unwrap_or(existing);
+    for c in rest.iter().rev() {
+        if c == ".." {
+            out.pop();
+        } else if c != "." {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// `$ODEK_HOME` (absolute), else `$HOME/.odek` (SPEC §3.1).

@@ -590,9 +590,10 @@ impl DockerApi for BollardEngine {
             tmpfs: host.tmpfs.unwrap_or_default().into_iter().collect(),
             memory_bytes: host.memory.unwrap_or(0),
             nano_cpus: host.nano_cpus.unwrap_or(0),
-            user: config.user.unwrap_or_default(),
+            user: config.user.clone().unwrap_or_default(),
             cap_drop: host.cap_drop.unwrap_or_default(),
             security_opt: host.security_opt.unwrap_or_default(),
+            env: config.env.unwrap_or_default(),
         }))
     }
 

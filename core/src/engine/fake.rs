@@ -556,6 +556,7 @@ impl DockerApi for FakeEngine {
             user: spec.user.clone().unwrap_or_default(),
             cap_drop: spec.cap_drop.clone(),
             security_opt: spec.security_opt.clone(),
+            env: spec.env.clone(),
         };
         s.containers.insert(id.clone(), FakeContainer { info });
         if let Some(e) = late {

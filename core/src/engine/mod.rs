@@ -217,6 +217,8 @@ pub struct ContainerInfo {
     pub cap_drop: Vec<String>,
     /// `HostConfig.SecurityOpt`.
     pub security_opt: Vec<String>,
+    /// `Config.Env` (`KEY=value`; values are user data, never logged).
+    pub env: Vec<String>,
 }
 
 /// A container as list reports it.

@@ -205,9 +205,16 @@ pub async fn ensure(
                 engine
                     .pull_image(&create_ref, progress)
                     .await
-                    .map_err(|e| ImageError::PullFailed {
-                        reference: create_ref.clone(),
-                        message: e.message,
+                    .map_err(|e| {
+                        // A daemon that stops answering is not an image problem.
+                        if e.is_unreachable() && e.kind != crate::engine::EngineErrorKind::Timeout {
+                            ImageError::Engine(e)
+                        } else {
+                            ImageError::PullFailed {
+                                reference: create_ref.clone(),
+                                message: e.message,
+                            }
+                        }
                     })?;
             }
         }

@@ -1,0 +1,300 @@
+//! Exec (SPEC §10.1) and finding sandboxes again (list, gc) against the fake
+//! engine; fallback exec runs on the host for real.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::*;
+use odek_core::engine::{ContainerSpec, DockerApi, EngineErrorKind, Fault, Op, Quirks, StreamKind};
+use odek_core::labels::{self, Owner};
+use odek_core::{Command, ExecRequest, FailureClass, Isolation};
+
+fn req(command: Command) -> ExecRequest {
+    ExecRequest {
+        command,
+        env: Vec::new(),
+        timeout: None,
+        workdir: None,
+    }
+}
+
+/// Collects streamed output.
+#[derive(Default)]
+struct Out(Mutex<Vec<(StreamKind, Vec<u8>)>>);
+
+impl Out {
+    fn sink(&self) -> impl Fn(StreamKind, &[u8]) + Send + Sync + '_ {
+        move |k, b| self.0.lock().expect("lock").push((k, b.to_vec()))
+    }
+
+    fn stdout(&self) -> String {
+        let v = self.0.lock().expect("lock");
+        String::from_utf8_lossy(
+            &v.iter()
+                .filter(|(k, _)| *k == StreamKind::Stdout)
+                .flat_map(|(_, b)| b.clone())
+                .collect::<Vec<u8>>(),
+        )
+        .into_owned()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Exec
+
+#[tokio::test]
+async fn exit_code_and_output_pass_through() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    s.fake.set_quirks(Quirks {
+        exec_exit: 3,
+        exec_stdout: b"from the sandbox\n".to_vec(),
+        ..Quirks::default()
+    });
+    let out = Out::default();
+    let sink = out.sink();
+    let r = s
+        .odek
+        .exec(&sb, &req(Command::Shell("exit 3".into())), &sink)
+        .await
+        .expect("a non-zero exit is not an error");
+    assert_eq!(r.exit_code, 3);
+    assert!(!r.timed_out);
+    assert_eq!(out.stdout(), "from the sandbox\n");
+    let execs = s.fake.calls_of(Op::Exec);
+    assert_eq!(execs.len(), 1);
+    assert_eq!(execs[0].arg, "/bin/sh -c exit 3");
+}
+
+#[tokio::test]
+async fn exec_runs_argv_in_the_workspace_with_extra_env() {
+    let (s, spy) = spied();
+    let sb = s.up().await.expect("launch");
+    let request = ExecRequest {
+        command: Command::Argv(vec![
+            "redis-cli".into(),
+            "-h".into(),
+            "redis".into(),
+            "ping".into(),
+        ]),
+        env: vec![("B".into(), "2".into()), ("A".into(), "1".into())],
+        timeout: None,
+        workdir: None,
+    };
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let r = s.odek.exec(&sb, &request, &sink).await.expect("exec");
+    assert_eq!(r.exit_code, 0);
+    let spec = &spy.execs()[0];
+    assert_eq!(
+        spec.cmd,
+        vec!["redis-cli", "-h", "redis", "ping"],
+        "argv as is, no shell"
+    );
+    assert_eq!(spec.working_dir.as_deref(), Some("/workspace"));
+    assert_eq!(spec.env, vec!["A=1".to_string(), "B=2".to_string()]);
+}
+
+#[tokio::test]
+async fn exec_on_a_removed_container_is_an_error() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    s.odek.destroy(&sb).await.expect("destroy");
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let err = s
+        .odek
+        .exec(&sb, &req(Command::Shell("true".into())), &sink)
+        .await
+        .expect_err("container gone");
+    assert_eq!(err.class(), FailureClass::DockerRejected, "{err}");
+    assert!(
+        err.to_string().contains(&sb.name),
+        "names the sandbox: {err}"
+    );
+}
+
+#[tokio::test]
+async fn exec_with_the_daemon_gone_is_daemon_unreachable() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    s.fake
+        .fail(Fault::new(Op::Exec, 1, EngineErrorKind::Unreachable));
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let err = s
+        .odek
+        .exec(&sb, &req(Command::Shell("true".into())), &sink)
+        .await
+        .expect_err("unreachable");
+    assert_eq!(err.class(), FailureClass::DaemonUnreachable, "{err}");
+}
+
+#[tokio::test]
+async fn empty_or_nul_commands_are_refused_before_docker() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    let before = s.fake.calls().len();
+    let sink = |_: StreamKind, _: &[u8]| {};
+    for bad in [
+        Command::Argv(Vec::new()),
+        Command::Argv(vec![String::new()]),
+        Command::Argv(vec!["echo".into(), "a\0b".into()]),
+    ] {
+        let err = s
+            .odek
+            .exec(&sb, &req(bad), &sink)
+            .await
+            .expect_err("refused");
+        assert_eq!(err.class(), FailureClass::Config, "{err}");
+    }
+    let mut bad_env = req(Command::Shell("true".into()));
+    bad_env.env = vec![("1BAD".into(), "x".into())];
+    assert!(s.odek.exec(&sb, &bad_env, &sink).await.is_err());
+    assert_eq!(s.fake.calls().len(), before, "no Docker call");
+}
+
+#[tokio::test]
+async fn fallback_exec_runs_on_the_host() {
+    let s = Setup::new();
+    s.fake.set_reachable(false);
+    let plan = s.resolve().await.expect("fallback plan");
+    assert!(matches!(plan.isolation, Isolation::Fallback(_)));
+    let sb = s.launch(&plan).await.expect("host");
+    let out = Out::default();
+    let sink = out.sink();
+    let r = s
+        .odek
+        .exec(&sb, &req(Command::Shell("echo hi".into())), &sink)
+        .await
+        .expect("runs on the host");
+    assert_eq!(r.exit_code, 0);
+    assert_eq!(out.stdout(), "hi\n");
+    // In the working directory, with exit codes passed through.
+    let out = Out::default();
+    let sink = out.sink();
+    let r = s
+        .odek
+        .exec(&sb, &req(Command::Shell("pwd; exit 7".into())), &sink)
+        .await
+        .expect("runs");
+    assert_eq!(r.exit_code, 7);
+    assert_eq!(out.stdout().trim_end(), s.workdir.display().to_string());
+    assert_eq!(s.fake.calls_of(Op::Exec).len(), 0, "never through Docker");
+}
+
+#[tokio::test]
+async fn fallback_exec_times_out_with_124() {
+    let s = Setup::new().no_sandbox();
+    let sb = s.up().await.expect("host");
+    let mut r = req(Command::Shell("sleep 5".into()));
+    r.timeout = Some(Duration::from_millis(200));
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let started = std::time::Instant::now();
+    let out = s
+        .odek
+        .exec(&sb, &r, &sink)
+        .await
+        .expect("timeout is not an error");
+    assert!(out.timed_out);
+    assert_eq!(out.exit_code, 124);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "did not wait for the command"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// list / gc
+
+/// A sandbox-labelled container created behind odek's back with `owner`
+/// labels.
+async fn stale(s: &Setup, name: &str, owner: BTreeMap<String, String>) -> String {
+    let mut labels = owner;
+    labels.insert(labels::SANDBOX.into(), "true".into());
+    labels.insert(labels::CREATED.into(), "1".into());
+    let spec = ContainerSpec {
+        name: name.into(),
+        image: IMAGE.into(),
+        cmd: vec!["sleep".into(), "1".into()],
+        env: Vec::new(),
+        working_dir: "/workspace".into(),
+        user: None,
+        labels,
+        network_mode: "none".into(),
+        init: true,
+        pids_limit: 4096,
+        cap_drop: vec!["ALL".into()],
+        security_opt: vec!["no-new-privileges".into()],
+        tmpfs: Vec::new(),
+        binds: Vec::new(),
+        memory_bytes: None,
+        nano_cpus: None,
+    };
+    s.fake.create_container(&spec).await.expect("create").id
+}
+
+/// Owner labels of a process that does not exist.
+fn dead_owner() -> BTreeMap<String, String> {
+    let mut l = Owner::current().labels();
+    // Above any default pid_max: no such process.
+    l.insert(labels::OWNER_PID.into(), "4294967".into());
+    l
+}
+
+#[tokio::test]
+async fn gc_removes_a_sandbox_whose_owner_is_gone_and_keeps_live_ones() {
+    let s = Setup::new();
+    let live = s.up().await.expect("launch");
+    let dead = stale(&s, "odek-deadbeef0000", dead_owner()).await;
+    let listed = s.odek.list().await.expect("list");
+    assert_eq!(listed.len(), 2);
+    let d = listed.iter().find(|l| l.id == dead).expect("listed");
+    assert_eq!(d.owner_gone, Some(true));
+    let l = listed
+        .iter()
+        .find(|l| Some(&l.id) == live.container_id.as_ref())
+        .expect("listed");
+    assert_eq!(l.owner_gone, Some(false));
+    assert_eq!(l.owner_pid, Some(std::process::id()));
+
+    let removed = s.odek.gc(false).await.expect("gc");
+    assert_eq!(removed, vec!["odek-deadbeef0000".to_string()]);
+    assert_eq!(
+        s.fake.containers(),
+        vec![live.container_id.clone().expect("id")]
+    );
+}
+
+#[tokio::test]
+async fn gc_never_touches_containers_that_are_not_odek_sandboxes() {
+    let s = Setup::new();
+    add_peer(&s.fake, "shop-redis-1", Some("redis"), SHOP_DEFAULT_ID, &[]).await;
+    assert!(s.odek.gc(true).await.expect("gc").is_empty());
+    assert_eq!(s.fake.containers().len(), 1);
+}
+
+#[tokio::test]
+async fn gc_keeps_detached_sandboxes_unless_asked() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    let opts = odek_core::LaunchOptions {
+        detached: true,
+        ..Default::default()
+    };
+    s.odek.launch(&plan, &opts, &s.reporter).await.expect("up");
+    assert!(s.odek.gc(false).await.expect("gc").is_empty());
+    assert_eq!(s.fake.containers().len(), 1);
+    assert_eq!(s.odek.gc(true).await.expect("gc").len(), 1);
+    assert!(s.fake.containers().is_empty());
+}
+
+#[tokio::test]
+async fn gc_keeps_a_sandbox_owned_by_another_host() {
+    let s = Setup::new();
+    let mut owner = dead_owner();
+    owner.insert(labels::OWNER_HOST.into(), "some-other-host".into());
+    stale(&s, "odek-elsewhere0000", owner).await;
+    assert!(s.odek.gc(false).await.expect("gc").is_empty());
+    assert_eq!(s.fake.containers().len(), 1);
+}

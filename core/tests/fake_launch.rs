@@ -1,0 +1,1144 @@
+//! Launch against the fake engine (SPEC §5, §6): what every container gets,
+//! each Docker call failing in turn (no container left), verification of
+//! what the engine applied, create warnings, the image paths (pinned
+//! default, pull, digest, fallback) and the startup line.
+
+mod common;
+
+use common::*;
+use odek_core::engine::{EngineErrorKind, FakeImage, Fault, Op, Quirks};
+use odek_core::image::pinned_default;
+use odek_core::labels;
+use odek_core::{Error, FailureClass, Isolation, LaunchOptions, WarningKind};
+
+// ---------------------------------------------------------------------------
+// What every launch applies (SPEC §6.1)
+
+#[tokio::test]
+async fn launch_applies_the_hardening_defaults() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    let c = s.only_container();
+    assert_eq!(Some(c.id.clone()), sb.container_id);
+    assert!(c.running, "the container is running");
+    assert_eq!(c.init, Some(true), "--init");
+    assert_eq!(c.pids_limit, Some(4096), "--pids-limit default");
+    assert_eq!(c.cap_drop, vec!["ALL".to_string()], "--cap-drop ALL");
+    assert!(
+        c.security_opt.iter().any(|o| o == "no-new-privileges"),
+        "{:?}",
+        c.security_opt
+    );
+    assert_eq!(
+        c.tmpfs.get("/tmp").map(String::as_str),
+        Some("rw,noexec,nosuid")
+    );
+    assert_eq!(
+        c.labels.get(labels::SANDBOX).map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        c.labels.get(labels::OWNER_PID),
+        Some(&std::process::id().to_string()),
+        "owner pid label"
+    );
+    let created: u64 = c
+        .labels
+        .get(labels::CREATED)
+        .expect("created label")
+        .parse()
+        .expect("created is Unix seconds");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    assert!(
+        created <= now && now - created < 300,
+        "created={created} now={now}"
+    );
+    assert!(
+        c.labels
+            .keys()
+            .filter(|k| !k.starts_with("dev.odek."))
+            .count()
+            == 0,
+        "only dev.odek.* labels: {:?}",
+        c.labels.keys().collect::<Vec<_>>()
+    );
+    // Nothing attached: NetworkMode none, no endpoint besides `none`.
+    assert_eq!(c.network_mode, "none");
+    assert!(
+        c.endpoints.iter().all(|e| e.network_name == "none"),
+        "{:?}",
+        c.endpoints
+    );
+    assert!(s.fake.calls_of(Op::ConnectNetwork).is_empty());
+    assert!(c.name.starts_with("odek-"), "unique name: {}", c.name);
+    let applied = sb.applied.as_ref().expect("applied");
+    assert_eq!(applied.pids_limit, 4096);
+    assert!(applied.init);
+    assert!(!applied.internet);
+    assert_eq!(
+        sb.startup_line(),
+        "odek: sandbox network=none pids=4096 image=odek-test/base:1 networks=-"
+    );
+}
+
+#[tokio::test]
+async fn pids_limit_flag_is_applied_and_reported() {
+    let s = Setup::new().pids(123);
+    let sb = s.up().await.expect("launch");
+    assert_eq!(s.only_container().pids_limit, Some(123));
+    assert!(
+        sb.startup_line().contains(" pids=123 "),
+        "{}",
+        sb.startup_line()
+    );
+}
+
+#[tokio::test]
+async fn two_launches_get_distinct_names() {
+    let s = Setup::new();
+    let a = s.up().await.expect("first");
+    let b = s.up().await.expect("second");
+    assert_ne!(a.name, b.name);
+    assert_eq!(s.fake.containers().len(), 2);
+}
+
+#[tokio::test]
+async fn create_request_mounts_the_workspace_and_runs_an_idle_process() {
+    let (s, spy) = spied();
+    let s = s.memory("512m").cpus("0.5");
+    s.up().await.expect("launch");
+    let specs = spy.specs();
+    assert_eq!(specs.len(), 1);
+    let spec = &specs[0];
+    assert_eq!(spec.working_dir, "/workspace");
+    let ws = &spec.binds[0];
+    assert_eq!(ws.target, "/workspace");
+    assert_eq!(ws.source, s.workdir.display().to_string());
+    assert!(!ws.read_only, "read-write by default");
+    assert!(
+        !spec.cmd.is_empty(),
+        "an idle command keeps the container up"
+    );
+    assert_eq!(spec.memory_bytes, Some(512 * 1024 * 1024));
+    assert_eq!(spec.nano_cpus, Some(500_000_000));
+    let c = s.only_container();
+    assert_eq!(c.memory_bytes, 512 * 1024 * 1024);
+    assert_eq!(c.nano_cpus, 500_000_000);
+}
+
+#[tokio::test]
+async fn readonly_mounts_the_workspace_read_only() {
+    let (s, spy) = spied();
+    let s = s.readonly();
+    s.up().await.expect("launch");
+    let spec = &spy.specs()[0];
+    assert_eq!(spec.binds[0].target, "/workspace");
+    assert!(spec.binds[0].read_only, "/workspace is :ro");
+}
+
+#[tokio::test]
+async fn odek_home_inside_the_workdir_is_masked() {
+    let s = Setup::new();
+    let inside = s.workdir.join(".odek-home");
+    std::fs::create_dir_all(&inside).expect("mkdir");
+    let s = s.env("ODEK_HOME", &inside.display().to_string());
+    let sb = s.up().await.expect("launch");
+    let c = s.only_container();
+    let opts = c.tmpfs.get("/workspace/.odek-home").expect("mask tmpfs");
+    assert!(opts.split(',').any(|o| o == "ro"), "{opts}");
+    assert!(sb
+        .warnings
+        .iter()
+        .any(|w| w.kind == WarningKind::OdekHomeMasked));
+}
+
+#[tokio::test]
+async fn attached_networks_only_first_is_network_mode_and_rest_connected() {
+    let s = Setup::new().compose(PROJECT);
+    let plan = s.resolve().await.expect("resolve");
+    let ids: Vec<String> = plan.networks.iter().map(|n| n.id.clone()).collect();
+    assert_eq!(
+        ids,
+        vec![SHOP_BACKEND_ID.to_string(), SHOP_DEFAULT_ID.to_string()]
+    );
+    let sb = s.launch(&plan).await.expect("launch");
+    let c = s.only_container();
+    assert_eq!(
+        c.network_mode, SHOP_BACKEND_ID,
+        "NetworkMode is the first network's full ID"
+    );
+    let connects = s.fake.calls_of(Op::ConnectNetwork);
+    assert_eq!(connects.len(), 1);
+    assert_eq!(connects[0].arg, SHOP_DEFAULT_ID);
+    let mut attached: Vec<&str> = c.endpoints.iter().map(|e| e.network_id.as_str()).collect();
+    attached.sort();
+    assert_eq!(attached, vec![SHOP_BACKEND_ID, SHOP_DEFAULT_ID]);
+    assert_eq!(
+        sb.startup_line(),
+        "odek: sandbox network=attached pids=4096 image=odek-test/base:1 networks=shop_backend,shop_default"
+    );
+    assert!(
+        sb.applied.as_ref().expect("applied").internet,
+        "shop_default is not internal"
+    );
+}
+
+#[tokio::test]
+async fn bridge_plus_attached_connects_every_network_after_start() {
+    let s = Setup::new().network_mode("bridge").compose(PROJECT);
+    let sb = s.up().await.expect("launch");
+    let c = s.only_container();
+    assert_eq!(c.network_mode, "bridge");
+    let connects: Vec<String> = s
+        .fake
+        .calls_of(Op::ConnectNetwork)
+        .into_iter()
+        .map(|c| c.arg)
+        .collect();
+    assert_eq!(
+        connects,
+        vec![SHOP_BACKEND_ID.to_string(), SHOP_DEFAULT_ID.to_string()]
+    );
+    let mut attached: Vec<&str> = c.endpoints.iter().map(|e| e.network_id.as_str()).collect();
+    attached.sort();
+    let mut want = vec![BRIDGE_ID, SHOP_BACKEND_ID, SHOP_DEFAULT_ID];
+    want.sort();
+    assert_eq!(attached, want);
+    assert!(
+        sb.startup_line().contains("network=bridge+attached"),
+        "{}",
+        sb.startup_line()
+    );
+    let kinds: Vec<WarningKind> = sb.warnings.iter().map(|w| w.kind).collect();
+    assert!(
+        kinds.contains(&WarningKind::BridgeWithAttached),
+        "{kinds:?}"
+    );
+    assert!(kinds.contains(&WarningKind::BridgeReachesHost), "{kinds:?}");
+    assert!(
+        kinds.contains(&WarningKind::AttachedNetworkNotInternal),
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test]
+async fn bridge_only_uses_the_default_bridge() {
+    let s = Setup::new().network_mode("bridge");
+    let sb = s.up().await.expect("launch");
+    let c = s.only_container();
+    assert_eq!(c.network_mode, "bridge");
+    assert_eq!(c.endpoints.len(), 1);
+    assert_eq!(c.endpoints[0].network_id, BRIDGE_ID);
+    assert!(
+        sb.startup_line().contains("network=bridge "),
+        "{}",
+        sb.startup_line()
+    );
+    assert!(sb.applied.as_ref().expect("applied").internet);
+}
+
+#[tokio::test]
+async fn from_launch_on_every_network_is_addressed_by_full_id() {
+    let s = Setup::new().networks(&[SHOP_DEFAULT]).compose(PROJECT);
+    let plan = s.resolve().await.expect("resolve");
+    let after_resolve = s.fake.calls().len();
+    s.launch(&plan).await.expect("launch");
+    let launch_calls = &s.fake.calls()[after_resolve..];
+    for c in launch_calls {
+        for raw in [SHOP_DEFAULT, SHOP_BACKEND, PROJECT] {
+            assert!(
+                !(c.arg == raw || c.arg.contains(&format!("\"{raw}\""))),
+                "raw name {raw:?} sent to Docker during launch: {} {}",
+                c.op,
+                c.arg
+            );
+        }
+        if c.op == Op::ConnectNetwork {
+            assert!(is_full_id(&c.arg), "connect by full ID: {}", c.arg);
+        }
+    }
+    let c = s.only_container();
+    assert!(
+        is_full_id(&c.network_mode),
+        "NetworkMode is a full ID: {}",
+        c.network_mode
+    );
+    // Request order first (shop_default named), then the project's by name.
+    assert_eq!(c.network_mode, SHOP_DEFAULT_ID);
+}
+
+// ---------------------------------------------------------------------------
+// Each Docker call failing in turn (SPEC §6.1, §6.3, §12)
+
+/// Launches the standard fixture (attached to `shop`, so there is a connect
+/// and no fallback) with `fault` injected.
+async fn launch_with(fault: Fault) -> (Setup, Error) {
+    let s = Setup::new().compose(PROJECT);
+    let plan = s.resolve().await.expect("resolve");
+    s.fake.fail(fault);
+    let err = s.launch(&plan).await.expect_err("the launch must fail");
+    (s, err)
+}
+
+fn class_of(kind: EngineErrorKind) -> FailureClass {
+    match kind {
+        EngineErrorKind::Unreachable | EngineErrorKind::Timeout => FailureClass::DaemonUnreachable,
+        _ => FailureClass::DockerRejected,
+    }
+}
+
+/// A failure before create: nothing was changed at all.
+async fn fails_before_create(op: Op, kind: EngineErrorKind) {
+    let (s, err) = launch_with(Fault::new(op, 1, kind)).await;
+    assert_refused_before_create(&s, &err, class_of(kind), "injected");
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+}
+
+/// A failure after create: the container was force-removed and the message
+/// says so.
+async fn fails_after_create(op: Op, nth: usize, kind: EngineErrorKind, s: Setup) {
+    let plan = s.resolve().await.expect("resolve");
+    s.fake.fail(Fault::new(op, nth, kind));
+    let err = s.launch(&plan).await.expect_err("the launch must fail");
+    assert_refused(&s, &err, class_of(kind), "injected");
+    assert!(
+        err.to_string().contains("the container was removed"),
+        "the error says the container was removed: {err}"
+    );
+    if let Error::Rejected { removed, .. } = &err {
+        assert!(*removed, "removed flag: {err:?}");
+    }
+    let removes = s.fake.calls_of(Op::RemoveContainer);
+    assert_eq!(removes.len(), 1, "exactly one forced removal");
+    assert!(
+        is_full_id(&removes[0].arg),
+        "removed by ID: {}",
+        removes[0].arg
+    );
+}
+
+#[tokio::test]
+async fn inspect_image_rejected_is_docker_rejected_and_changes_nothing() {
+    fails_before_create(Op::InspectImage, EngineErrorKind::Rejected).await;
+}
+
+#[tokio::test]
+async fn inspect_image_unreachable_is_daemon_unreachable_and_changes_nothing() {
+    fails_before_create(Op::InspectImage, EngineErrorKind::Unreachable).await;
+}
+
+#[tokio::test]
+async fn pull_rejected_is_image_unavailable_and_creates_nothing() {
+    let s = Setup::with_fake(shop_fake())
+        .image("odek-test/pulled:1")
+        .compose(PROJECT);
+    s.fake
+        .add_registry_image(FakeImage::new("odek-test/pulled:1"));
+    s.fake
+        .fail(Fault::new(Op::PullImage, 1, EngineErrorKind::Rejected));
+    let err = s.up().await.expect_err("pull fails");
+    assert_refused(&s, &err, FailureClass::ImageUnavailable, "cannot be pulled");
+    assert!(err.to_string().contains("odek-test/pulled:1"), "{err}");
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+}
+
+#[tokio::test]
+async fn pull_unreachable_is_daemon_unreachable() {
+    let s = Setup::with_fake(shop_fake())
+        .image("odek-test/pulled:1")
+        .compose(PROJECT);
+    s.fake
+        .add_registry_image(FakeImage::new("odek-test/pulled:1"));
+    s.fake
+        .fail(Fault::new(Op::PullImage, 1, EngineErrorKind::Unreachable));
+    let err = s.up().await.expect_err("pull fails");
+    assert_refused(&s, &err, FailureClass::DaemonUnreachable, "unreachable");
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+}
+
+#[tokio::test]
+async fn pull_unreachable_still_fails_closed_and_creates_nothing() {
+    // Whatever its class, a pull lost with the daemon is fatal here (networks
+    // are attached, so no fallback) and creates nothing.
+    let s = Setup::with_fake(shop_fake())
+        .image("odek-test/pulled:1")
+        .compose(PROJECT);
+    s.fake
+        .add_registry_image(FakeImage::new("odek-test/pulled:1"));
+    s.fake
+        .fail(Fault::new(Op::PullImage, 1, EngineErrorKind::Unreachable));
+    let err = s.up().await.expect_err("pull fails");
+    assert!(err.class().allows_fallback(), "{err}");
+    assert!(s.fake.containers().is_empty());
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+}
+
+#[tokio::test]
+async fn create_rejected_is_docker_rejected_and_leaves_nothing() {
+    let (s, err) = launch_with(Fault::new(
+        Op::CreateContainer,
+        1,
+        EngineErrorKind::Rejected,
+    ))
+    .await;
+    assert_refused(&s, &err, FailureClass::DockerRejected, "injected");
+    assert!(err.to_string().contains("create"), "{err}");
+    assert!(s.fake.calls_of(Op::StartContainer).is_empty());
+}
+
+#[tokio::test]
+async fn create_unreachable_is_daemon_unreachable_and_removes_by_name() {
+    let (s, err) = launch_with(Fault::new(
+        Op::CreateContainer,
+        1,
+        EngineErrorKind::Unreachable,
+    ))
+    .await;
+    assert_refused(&s, &err, FailureClass::DaemonUnreachable, "injected");
+    let name = s.fake.calls_of(Op::CreateContainer)[0].arg.clone();
+    let removes = s.fake.calls_of(Op::RemoveContainer);
+    assert_eq!(removes.len(), 1);
+    assert_eq!(removes[0].arg, name, "removed by the pre-chosen name");
+}
+
+/// A create whose answer is lost: the container exists on the daemon.
+fn lost_create(kind: EngineErrorKind) -> Fault {
+    Fault {
+        after_effect: true,
+        ..Fault::new(Op::CreateContainer, 1, kind)
+    }
+}
+
+#[tokio::test]
+async fn create_with_a_lost_answer_is_removed_by_name() {
+    let (s, err) = launch_with(lost_create(EngineErrorKind::Unreachable)).await;
+    assert_refused(&s, &err, FailureClass::DaemonUnreachable, "injected");
+    let name = s.fake.calls_of(Op::CreateContainer)[0].arg.clone();
+    assert!(name.starts_with("odek-"), "{name}");
+    let removes = s.fake.calls_of(Op::RemoveContainer);
+    assert_eq!(removes.len(), 1);
+    assert_eq!(removes[0].arg, name);
+    assert!(s.fake.calls_of(Op::StartContainer).is_empty());
+}
+
+#[tokio::test]
+async fn create_timing_out_after_the_effect_is_removed_by_name() {
+    let (s, err) = launch_with(lost_create(EngineErrorKind::Timeout)).await;
+    assert_refused(&s, &err, FailureClass::DaemonUnreachable, "injected");
+}
+
+#[tokio::test]
+async fn create_with_a_lost_answer_says_the_container_was_removed() {
+    let (_s, err) = launch_with(lost_create(EngineErrorKind::Unreachable)).await;
+    assert!(
+        err.to_string().contains("the container was removed"),
+        "the error says the container was removed: {err}"
+    );
+}
+
+#[tokio::test]
+async fn create_with_a_lost_answer_and_the_daemon_gone_says_it_may_be_left() {
+    let (s, spy) = spied();
+    let s = s.compose(PROJECT);
+    let plan = s.resolve().await.expect("resolve");
+    s.fake.fail(lost_create(EngineErrorKind::Unreachable));
+    spy.vanish_after(Op::CreateContainer);
+    let err = s.launch(&plan).await.expect_err("fails");
+    assert_eq!(err.class(), FailureClass::DaemonUnreachable);
+    let name = &spy.specs()[0].name;
+    let msg = err.to_string();
+    assert!(
+        msg.contains(name.as_str()) && msg.contains("left behind"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn start_rejected_removes_the_container() {
+    fails_after_create(
+        Op::StartContainer,
+        1,
+        EngineErrorKind::Rejected,
+        Setup::new().compose(PROJECT),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn start_unreachable_removes_the_container() {
+    fails_after_create(
+        Op::StartContainer,
+        1,
+        EngineErrorKind::Unreachable,
+        Setup::new().compose(PROJECT),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn connect_rejected_removes_the_container() {
+    fails_after_create(
+        Op::ConnectNetwork,
+        1,
+        EngineErrorKind::Rejected,
+        Setup::new().compose(PROJECT),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn connect_unreachable_removes_the_container() {
+    fails_after_create(
+        Op::ConnectNetwork,
+        1,
+        EngineErrorKind::Unreachable,
+        Setup::new().compose(PROJECT),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn each_connect_failing_in_turn_removes_the_container() {
+    // bridge + two attached networks: two connects.
+    for nth in [1, 2] {
+        for kind in [EngineErrorKind::Rejected, EngineErrorKind::Unreachable] {
+            let s = Setup::new().network_mode("bridge").compose(PROJECT);
+            fails_after_create(Op::ConnectNetwork, nth, kind, s).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn inspect_for_verification_rejected_removes_the_container() {
+    fails_after_create(
+        Op::InspectContainer,
+        1,
+        EngineErrorKind::Rejected,
+        Setup::new().compose(PROJECT),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn inspect_for_verification_unreachable_removes_the_container() {
+    fails_after_create(
+        Op::InspectContainer,
+        1,
+        EngineErrorKind::Unreachable,
+        Setup::new().compose(PROJECT),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn start_fails_without_networks_removes_the_container() {
+    fails_after_create(
+        Op::StartContainer,
+        1,
+        EngineErrorKind::Rejected,
+        Setup::new(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn daemon_gone_after_create_says_the_container_may_be_left_behind() {
+    let (s, spy) = spied();
+    let plan = s.resolve().await.expect("resolve");
+    spy.vanish_after(Op::CreateContainer);
+    let err = s.launch(&plan).await.expect_err("start fails");
+    assert_eq!(err.class(), FailureClass::DaemonUnreachable, "{err}");
+    let name = spy.specs()[0].name.clone();
+    let msg = err.to_string();
+    assert!(msg.contains(&name), "names the container: {msg}");
+    assert!(
+        msg.contains("left behind") && msg.contains("odek sandbox gc"),
+        "{msg}"
+    );
+    assert!(!msg.contains("the container was removed"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_failed_removal_is_not_reported_as_removed() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    s.fake
+        .fail(Fault::new(Op::StartContainer, 1, EngineErrorKind::Rejected));
+    s.fake.fail(Fault::new(
+        Op::RemoveContainer,
+        1,
+        EngineErrorKind::Rejected,
+    ));
+    let err = s.launch(&plan).await.expect_err("start fails");
+    assert_eq!(err.class(), FailureClass::DockerRejected);
+    assert!(!err.to_string().contains("was removed"), "{err}");
+    assert!(
+        matches!(err, Error::Rejected { removed: false, .. }),
+        "{err:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Verification of what the engine applied (SPEC §6.1)
+
+async fn quirk_fails_verification(q: Quirks, s: Setup, needle: &str) {
+    let plan = s.resolve().await.expect("resolve");
+    s.fake.set_quirks(q);
+    let err = s.launch(&plan).await.expect_err("verification fails");
+    assert_refused(&s, &err, FailureClass::DockerRejected, needle);
+    assert!(err.to_string().contains("verif"), "{err}");
+    assert!(
+        err.to_string().contains("the container was removed"),
+        "{err}"
+    );
+    assert_eq!(s.fake.calls_of(Op::RemoveContainer).len(), 1);
+}
+
+#[tokio::test]
+async fn dropped_pids_limit_fails_verification() {
+    let q = Quirks {
+        drop_pids_limit: true,
+        ..Quirks::default()
+    };
+    quirk_fails_verification(q, Setup::new(), "PidsLimit").await;
+}
+
+#[tokio::test]
+async fn ignored_connect_fails_verification() {
+    let q = Quirks {
+        ignore_connect: true,
+        ..Quirks::default()
+    };
+    quirk_fails_verification(q, Setup::new().compose(PROJECT), "networks differ").await;
+}
+
+#[tokio::test]
+async fn dropped_init_fails_verification() {
+    let q = Quirks {
+        drop_init: true,
+        ..Quirks::default()
+    };
+    quirk_fails_verification(q, Setup::new(), "Init").await;
+}
+
+#[tokio::test]
+async fn create_warning_that_drops_the_pids_limit_is_fatal() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    s.fake.set_quirks(Quirks {
+        create_warnings: vec![PIDS_DISCARDED.into()],
+        ..Quirks::default()
+    });
+    let err = s.launch(&plan).await.expect_err("fatal");
+    assert_refused(
+        &s,
+        &err,
+        FailureClass::DockerRejected,
+        "PIDs limit discarded",
+    );
+    assert!(
+        err.to_string().contains("the container was removed"),
+        "{err}"
+    );
+    assert!(
+        s.fake.calls_of(Op::StartContainer).is_empty(),
+        "never started"
+    );
+}
+
+#[tokio::test]
+async fn a_harmless_create_warning_is_shown_not_fatal() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    s.fake.set_quirks(Quirks {
+        create_warnings: vec![
+            "The requested image's platform does not match the detected host platform".into(),
+        ],
+        ..Quirks::default()
+    });
+    let sb = s.launch(&plan).await.expect("launch");
+    let engine: Vec<_> = sb
+        .warnings
+        .iter()
+        .filter(|w| w.kind == WarningKind::Engine)
+        .collect();
+    assert_eq!(engine.len(), 1, "{:?}", sb.warnings);
+    assert!(engine[0].message.contains("platform does not match"));
+    assert_eq!(
+        s.reporter.of(WarningKind::Engine).len(),
+        1,
+        "reported as it happens"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Image (SPEC §5, §6.1, §6.3)
+
+/// The pinned default as a registry image carrying its digest.
+fn pinned_image() -> FakeImage {
+    let r = pinned_default();
+    let mut img = FakeImage::new(&r.create_ref());
+    img.info.repo_digests = vec![r.create_ref()];
+    img
+}
+
+#[tokio::test]
+async fn pinned_default_is_pulled_by_digest_never_by_tag() {
+    let s = Setup::without_image();
+    s.fake.add_registry_image(pinned_image());
+    let sb = s.up().await.expect("launch");
+    let r = pinned_default();
+    let pulls = s.fake.calls_of(Op::PullImage);
+    assert_eq!(pulls.len(), 1);
+    assert_eq!(pulls[0].arg, r.create_ref());
+    assert!(
+        pulls[0].arg.contains("@sha256:") && !pulls[0].arg.contains(":3.22"),
+        "{}",
+        pulls[0].arg
+    );
+    for c in s.fake.calls_of(Op::CreateContainer) {
+        assert!(c.arg.starts_with("odek-"));
+    }
+    assert_eq!(s.fake.containers().len(), 1);
+    assert!(
+        sb.startup_line().contains(&format!("image={}", r.original)),
+        "{}",
+        sb.startup_line()
+    );
+}
+
+#[tokio::test]
+async fn pinned_default_present_locally_is_not_pulled() {
+    let s = Setup::without_image();
+    s.fake.add_image(pinned_image());
+    s.up().await.expect("launch");
+    assert!(s.fake.calls_of(Op::PullImage).is_empty());
+}
+
+#[tokio::test]
+async fn digest_pinned_image_is_created_by_digest() {
+    let (s, spy) = {
+        let fake = shop_fake();
+        let spy = Spy::new(fake.clone());
+        (Setup::over(fake, spy.clone()), spy)
+    };
+    let d = hex_id("4b7c");
+    let reference = format!("odek-test/pinned:1@sha256:{d}");
+    let by_digest = format!("odek-test/pinned@sha256:{d}");
+    let mut img = FakeImage::new(&by_digest);
+    img.info.repo_digests = vec![by_digest.clone()];
+    s.fake.add_registry_image(img);
+    let s = s.image(&reference);
+    s.up().await.expect("launch");
+    assert_eq!(spy.specs()[0].image, by_digest, "created by digest");
+    assert!(
+        s.fake.calls().iter().all(|c| !c.arg.contains("pinned:1")),
+        "the tag never reaches Docker: {:?}",
+        s.fake.calls()
+    );
+}
+
+#[tokio::test]
+async fn digest_missing_from_repo_digests_is_fatal() {
+    let s = Setup::without_image().explicit();
+    let mut img = pinned_image();
+    img.info.repo_digests = vec![format!("alpine@sha256:{}", hex_id("0"))];
+    s.fake.add_registry_image(img);
+    let err = s.up().await.expect_err("digest mismatch");
+    assert_refused(&s, &err, FailureClass::Config, "does not carry that digest");
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+}
+
+#[tokio::test]
+async fn unpullable_default_falls_back_loudly_in_implicit_mode() {
+    let s = Setup::without_image();
+    let sb = s.up().await.expect("fallback, not an error");
+    match &sb.isolation {
+        Isolation::Fallback(fb) => assert_eq!(fb.class, FailureClass::ImageUnavailable),
+        other => panic!("expected fallback, got {other:?}"),
+    }
+    assert_eq!(sb.container_id, None);
+    assert!(s.fake.containers().is_empty());
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+    let fb = s.reporter.of(WarningKind::Fallback);
+    assert_eq!(fb.len(), 1);
+    assert!(fb[0].message.contains("ON THE HOST"), "{}", fb[0].message);
+    assert!(fb[0].message.lines().count() > 1, "multi-line warning");
+    assert!(sb.warnings.iter().any(|w| w.kind == WarningKind::Fallback));
+    assert!(
+        sb.startup_line().contains("NO SANDBOX"),
+        "{}",
+        sb.startup_line()
+    );
+}
+
+#[tokio::test]
+async fn unpullable_default_is_fatal_in_explicit_mode() {
+    let s = Setup::without_image().explicit();
+    let err = s.up().await.expect_err("fatal");
+    assert_refused(&s, &err, FailureClass::ImageUnavailable, "cannot be pulled");
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+    assert!(s.reporter.of(WarningKind::Fallback).is_empty());
+}
+
+#[tokio::test]
+async fn unpullable_default_is_fatal_with_networks() {
+    let s = Setup::without_image().compose(PROJECT);
+    let err = s.up().await.expect_err("fatal");
+    assert_refused(&s, &err, FailureClass::ImageUnavailable, "cannot be pulled");
+    assert!(s.reporter.of(WarningKind::Fallback).is_empty());
+}
+
+#[tokio::test]
+async fn unpullable_default_is_fatal_with_require_sandbox() {
+    let s = Setup::without_image().env("ODEK_REQUIRE_SANDBOX", "1");
+    let err = s.up().await.expect_err("fatal");
+    assert_refused(&s, &err, FailureClass::ImageUnavailable, "cannot be pulled");
+    assert!(s.reporter.of(WarningKind::Fallback).is_empty());
+}
+
+#[tokio::test]
+async fn invalid_image_reference_is_a_config_error_before_docker() {
+    let s = Setup::with_fake(shop_fake()).image("Not A/Valid:ref");
+    let err = s.up().await.expect_err("invalid");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "image reference");
+    assert!(s.fake.calls().is_empty(), "{:?}", s.fake.calls());
+}
+
+// ---------------------------------------------------------------------------
+// Destroy and attach
+
+#[tokio::test]
+async fn destroy_removes_the_container_and_is_idempotent() {
+    let s = Setup::new().compose(PROJECT);
+    let sb = s.up().await.expect("launch");
+    s.odek.destroy(&sb).await.expect("destroy");
+    assert!(s.fake.containers().is_empty());
+    s.odek.destroy(&sb).await.expect("destroying twice is fine");
+}
+
+#[tokio::test]
+async fn attach_finds_a_sandbox_by_name_with_its_plan() {
+    let s = Setup::new().compose(PROJECT);
+    let sb = s.up().await.expect("launch");
+    let again = s.odek.attach(&sb.name).await.expect("attach");
+    assert_eq!(again.container_id, sb.container_id);
+    assert_eq!(again.plan.networks, sb.plan.networks);
+    assert_eq!(again.applied, sb.applied);
+    let err = s.odek.attach("no-such-sandbox").await.expect_err("absent");
+    assert_eq!(err.class(), FailureClass::Config);
+}
+
+#[tokio::test]
+async fn attach_refuses_a_container_that_is_not_an_odek_sandbox() {
+    let s = Setup::new();
+    add_peer(&s.fake, "shop-redis-1", Some("redis"), SHOP_DEFAULT_ID, &[]).await;
+    let err = s.odek.attach("shop-redis-1").await.expect_err("not ours");
+    assert!(err.to_string().contains("not an odek sandbox"), "{err}");
+}
+
+#[tokio::test]
+async fn launch_options_name_and_labels_are_used() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    let opts = LaunchOptions {
+        detached: true,
+        name: Some("odek-mine".into()),
+        labels: [(labels::PARENT.to_string(), "odek-parent".to_string())].into(),
+        ..LaunchOptions::default()
+    };
+    let sb = s
+        .odek
+        .launch(&plan, &opts, &s.reporter)
+        .await
+        .expect("launch");
+    assert_eq!(sb.name, "odek-mine");
+    let c = s.only_container();
+    assert_eq!(c.name, "odek-mine");
+    assert_eq!(
+        c.labels.get(labels::DETACHED).map(String::as_str),
+        Some("true")
+    );
+    assert!(
+        !c.labels.contains_key(labels::OWNER_PID),
+        "detached has no owner"
+    );
+    assert_eq!(
+        c.labels.get(labels::PARENT).map(String::as_str),
+        Some("odek-parent")
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Dockerfile.odek (SPEC §5)
+
+fn tar_paths(bytes: &[u8]) -> Vec<String> {
+    let mut a = tar::Archive::new(bytes);
+    a.entries()
+        .expect("tar")
+        .map(|e| {
+            e.expect("entry")
+                .path()
+                .expect("path")
+                .to_string_lossy()
+                .trim_start_matches("./")
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn dockerfile_odek_is_built_once_and_tagged_by_content_hash() {
+    use sha2::Digest;
+    let s = Setup::without_image();
+    let dockerfile = "FROM odek-test/base:1\nRUN true\n";
+    std::fs::write(s.workdir.join("Dockerfile.odek"), dockerfile).expect("write");
+    let digest = sha2::Sha256::digest(dockerfile.as_bytes());
+    let tag = format!("odek-sandbox:{}", hex::encode(&digest[..12]));
+    let sb = s.up().await.expect("launch");
+    assert_eq!(sb.plan.image.reference.original, tag);
+    let builds = s.fake.builds();
+    assert_eq!(builds.len(), 1);
+    assert_eq!(builds[0].0, tag);
+    assert!(s.fake.calls_of(Op::PullImage).is_empty(), "never pulled");
+    s.up().await.expect("second launch");
+    assert_eq!(s.fake.builds().len(), 1, "built once");
+}
+
+#[tokio::test]
+async fn dockerfile_odek_context_respects_dockerignore_and_hides_odek_home() {
+    let s = Setup::without_image();
+    std::fs::write(s.workdir.join("Dockerfile.odek"), "FROM odek-test/base:1\n").expect("write");
+    std::fs::write(s.workdir.join(".dockerignore"), "secret.txt\nlogs\n").expect("write");
+    std::fs::write(s.workdir.join("secret.txt"), "s3cr3t").expect("write");
+    std::fs::write(s.workdir.join("keep.txt"), "k").expect("write");
+    std::fs::create_dir_all(s.workdir.join("logs")).expect("mkdir");
+    std::fs::write(s.workdir.join("logs/a.log"), "x").expect("write");
+    let home = s.workdir.join("odekhome");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    std::fs::write(home.join("project_sandbox_approvals.json"), "{}").expect("write");
+    let s = s.env("ODEK_HOME", &home.display().to_string());
+    s.up().await.expect("launch");
+    let paths = tar_paths(&s.fake.builds()[0].1);
+    assert!(paths.iter().any(|p| p == "keep.txt"), "{paths:?}");
+    assert!(paths.iter().any(|p| p == "Dockerfile.odek"), "{paths:?}");
+    for p in &paths {
+        assert!(
+            !p.starts_with("secret.txt") && !p.starts_with("logs"),
+            "ignored file sent: {p}"
+        );
+        assert!(
+            !p.starts_with("odekhome"),
+            "$ODEK_HOME sent to the builder: {p}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn failed_dockerfile_odek_build_is_a_config_error() {
+    let s = Setup::without_image();
+    std::fs::write(s.workdir.join("Dockerfile.odek"), "FROM nowhere\n").expect("write");
+    s.fake
+        .fail(Fault::new(Op::BuildImage, 1, EngineErrorKind::Stream));
+    let err = s.up().await.expect_err("build fails");
+    assert_refused(&s, &err, FailureClass::Config, "Dockerfile.odek");
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+    assert!(
+        s.reporter.of(WarningKind::Fallback).is_empty(),
+        "never a fallback"
+    );
+}
+
+#[tokio::test]
+async fn dockerfile_odek_build_with_the_daemon_gone_is_daemon_unreachable() {
+    let s = Setup::without_image().explicit();
+    std::fs::write(s.workdir.join("Dockerfile.odek"), "FROM x\n").expect("write");
+    s.fake
+        .fail(Fault::new(Op::BuildImage, 1, EngineErrorKind::Unreachable));
+    let err = s.up().await.expect_err("fails");
+    assert_refused(&s, &err, FailureClass::DaemonUnreachable, "injected");
+}
+
+#[tokio::test]
+async fn explicit_image_wins_over_dockerfile_odek() {
+    let s = Setup::new();
+    std::fs::write(s.workdir.join("Dockerfile.odek"), "FROM x\n").expect("write");
+    let sb = s.up().await.expect("launch");
+    assert_eq!(sb.plan.image.reference.original, IMAGE);
+    assert!(s.fake.builds().is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// More of SPEC §6.1 / §7.3 found while writing the suite
+
+#[tokio::test]
+async fn swap_limit_warning_does_not_make_a_memory_limit_fatal() {
+    let s = Setup::new().memory("512m");
+    let plan = s.resolve().await.expect("resolve");
+    s.fake.set_quirks(Quirks {
+        create_warnings: vec![
+            "Your kernel does not support swap limit capabilities or the cgroup is not mounted. Memory limited without swap.".into(),
+        ],
+        ..Quirks::default()
+    });
+    let sb = s
+        .launch(&plan)
+        .await
+        .expect("the memory limit is applied; only swap is not limited");
+    assert!(sb.warnings.iter().any(|w| w.kind == WarningKind::Engine));
+    assert_eq!(s.only_container().memory_bytes, 512 * 1024 * 1024);
+}
+
+#[tokio::test]
+async fn odek_home_reached_through_a_symlink_is_still_masked() {
+    let s = Setup::new();
+    let inside = s.workdir.join("h");
+    std::fs::create_dir_all(&inside).expect("mkdir");
+    let link = s.root().join("link-to-work");
+    std::os::unix::fs::symlink(&s.workdir, &link).expect("symlink");
+    let s = s.env("ODEK_HOME", &link.join("h").display().to_string());
+    s.up().await.expect("launch");
+    let c = s.only_container();
+    assert!(
+        c.tmpfs.contains_key("/workspace/h"),
+        "approval store reachable: {:?}",
+        c.tmpfs
+    );
+}
+
+#[tokio::test]
+async fn odek_home_with_dot_dot_is_masked_at_its_real_place() {
+    let s = Setup::new();
+    std::fs::create_dir_all(s.workdir.join("h")).expect("mkdir");
+    let odd = s.workdir.join("..").join("work").join("h");
+    let s = s.env("ODEK_HOME", &odd.display().to_string());
+    s.up().await.expect("launch");
+    let c = s.only_container();
+    assert!(c.tmpfs.contains_key("/workspace/h"), "{:?}", c.tmpfs);
+}
+
+#[tokio::test]
+async fn odek_home_not_yet_created_behind_a_symlink_is_still_masked() {
+    let s = Setup::new();
+    let link = s.root().join("link-to-work");
+    std::os::unix::fs::symlink(&s.workdir, &link).expect("symlink");
+    let s = s.env("ODEK_HOME", &link.join("fresh-home").display().to_string());
+    s.up().await.expect("launch");
+    let c = s.only_container();
+    assert!(
+        c.tmpfs.contains_key("/workspace/fresh-home"),
+        "approval store reachable: {:?}",
+        c.tmpfs
+    );
+}
+
+#[tokio::test]
+async fn odek_home_not_yet_created_with_dot_dot_is_masked_at_its_real_place() {
+    let s = Setup::new();
+    let odd = s.workdir.join("..").join("work").join("h");
+    let s = s.env("ODEK_HOME", &odd.display().to_string());
+    s.up().await.expect("launch");
+    let c = s.only_container();
+    assert!(c.tmpfs.contains_key("/workspace/h"), "{:?}", c.tmpfs);
+}
+
+#[tokio::test]
+async fn odek_home_not_yet_created_inside_the_workdir_is_masked() {
+    // Positive control for the two tests above: the plain spelling works.
+    let s = Setup::new();
+    let home = s.workdir.join("h").display().to_string();
+    let s = s.env("ODEK_HOME", &home);
+    s.up().await.expect("launch");
+    assert!(s.only_container().tmpfs.contains_key("/workspace/h"));
+}
+
+#[tokio::test]
+async fn rejected_step_with_a_failed_removal_says_the_container_may_be_left() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    s.fake
+        .fail(Fault::new(Op::StartContainer, 1, EngineErrorKind::Rejected));
+    s.fake.fail(Fault::new(
+        Op::RemoveContainer,
+        1,
+        EngineErrorKind::Rejected,
+    ));
+    let err = s.launch(&plan).await.expect_err("start fails");
+    let name = s.fake.calls_of(Op::CreateContainer)[0].arg.clone();
+    let msg = err.to_string();
+    assert!(msg.contains(&name) && msg.contains("left behind"), "{msg}");
+}
+
+#[tokio::test]
+async fn user_config_env_volumes_and_user_reach_the_create_request() {
+    let (s, spy) = spied();
+    std::fs::create_dir_all(s.workdir.join("cache")).expect("mkdir");
+    let s = s.env("SOME_HOST_VAR", "from-host").user_config(
+        r#"{"sandbox_env": {"A": "1", "B": "${SOME_HOST_VAR}"},
+                "sandbox_volumes": ["./cache:/root/.cache:ro"],
+                "sandbox_user": "1000:1000"}"#,
+    );
+    s.up().await.expect("launch");
+    let spec = &spy.specs()[0];
+    assert!(spec.env.contains(&"A=1".to_string()), "{:?}", spec.env);
+    assert!(
+        spec.env.contains(&"B=from-host".to_string()),
+        "interpolated"
+    );
+    assert_eq!(spec.user.as_deref(), Some("1000:1000"));
+    let v = spec
+        .binds
+        .iter()
+        .find(|b| b.target == "/root/.cache")
+        .expect("volume bind");
+    assert_eq!(v.source, s.workdir.join("cache").display().to_string());
+    assert!(v.read_only);
+}
+
+#[tokio::test]
+async fn env_values_never_end_up_in_labels() {
+    let (s, spy) = spied();
+    let s = s
+        .env("SOME_HOST_VAR", "from-host-secret")
+        .user_config(r#"{"sandbox_env": {"TOKEN": "${SOME_HOST_VAR}"}}"#);
+    s.up().await.expect("launch");
+    let spec = &spy.specs()[0];
+    assert!(
+        spec.env.contains(&"TOKEN=from-host-secret".to_string()),
+        "positive control"
+    );
+    for (k, value) in &spec.labels {
+        assert!(
+            !value.contains("from-host-secret"),
+            "env value leaked into label {k}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn volumes_escaping_the_workdir_are_refused_before_docker() {
+    for vol in [
+        "../outside:/x",
+        "/etc:/x",
+        "/var/run/docker.sock:/var/run/docker.sock",
+    ] {
+        let s = Setup::new().user_config(&format!(r#"{{"sandbox_volumes": [{vol:?}]}}"#));
+        let err = s.resolve().await.expect_err(vol);
+        assert_refused_before_create(&s, &err, FailureClass::Config, "volume");
+        assert!(s.fake.calls().is_empty(), "{vol}: {:?}", s.fake.calls());
+    }
+}
+
+#[tokio::test]
+async fn a_symlinked_volume_is_refused() {
+    let s = Setup::new();
+    std::fs::create_dir_all(s.root().join("elsewhere")).expect("mkdir");
+    std::os::unix::fs::symlink(s.root().join("elsewhere"), s.workdir.join("link"))
+        .expect("symlink");
+    let s = s.user_config(r#"{"sandbox_volumes": ["./link:/x"]}"#);
+    let err = s.resolve().await.expect_err("symlink");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "volume");
+}
