@@ -41,7 +41,35 @@ pub fn odek_bin() -> PathBuf {
         "{} is missing: run `cargo build -p odek-cli` (or `cargo xtask e2e`) first",
         bin.display()
     );
+    assert_fresh(&bin);
     bin
+}
+
+/// Fails when a source file of the CLI or core is newer than the binary:
+/// `cargo test -p odek-e2e` does not rebuild `odek` by itself.
+fn assert_fresh(bin: &Path) {
+    static CHECKED: OnceLock<()> = OnceLock::new();
+    CHECKED.get_or_init(|| {
+        let built = std::fs::metadata(bin)
+            .and_then(|m| m.modified())
+            .expect("binary mtime");
+        let mut stack = vec![repo().join("cli/src"), repo().join("core/src")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let p = entry.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if let Ok(m) = entry.metadata().and_then(|m| m.modified()) {
+                    assert!(
+                        m <= built,
+                        "{} is newer than {}: run `cargo build -p odek-cli` (or `cargo xtask e2e`) first",
+                        p.display(),
+                        bin.display()
+                    );
+                }
+            }
+        }
+    });
 }
 
 /// Runs a command, returning its output; panics when it cannot start.
@@ -225,7 +253,11 @@ pub fn assert_refused(p: &Project, out: &Output, needle: &str) {
         "the command ran on the host: {} exists",
         p.marker().display()
     );
-    assert!(p.leftovers().is_empty(), "odek container left: {:?}", p.leftovers());
+    assert!(
+        p.leftovers().is_empty(),
+        "odek container left: {:?}",
+        p.leftovers()
+    );
 }
 
 /// A Docker network created by a test, removed on drop.

@@ -1,0 +1,87 @@
+//! Exit status of `odek run` (SPEC §6.3, §10.3): the command's own status
+//! passes through; odek's refusals, including usage errors, are 125.
+
+use std::process::Command;
+
+use odek_e2e::{odek_bin, run_timeout, stderr, Project, BASE_IMAGE, ODEK_TIMEOUT};
+
+#[test]
+fn command_status_passes_through() {
+    let p = Project::new();
+    for code in [0, 3, 42] {
+        let out = p.run_odek(&[
+            "run",
+            "--sandbox-image",
+            BASE_IMAGE,
+            "--",
+            "sh",
+            "-c",
+            &format!("exit {code}"),
+        ]);
+        assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+    }
+    assert!(p.leftovers().is_empty());
+}
+
+/// `odek run` with no global flag before it.
+fn bare_run(p: &Project, args: &[&str]) -> std::process::Output {
+    let mut c = Command::new(odek_bin());
+    c.current_dir(p.path())
+        .arg("run")
+        .args(args)
+        .env("ODEK_HOME", p.home.path());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ODEK_") && k != "ODEK_HOME" {
+            c.env_remove(&k);
+        }
+    }
+    run_timeout(&mut c, ODEK_TIMEOUT)
+}
+
+#[test]
+fn usage_error_without_command_is_125() {
+    let p = Project::new();
+    let out = bare_run(&p, &["--sandbox-image", BASE_IMAGE]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let out = bare_run(&p, &["--sandbox-image", BASE_IMAGE, "sh"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let out = bare_run(&p, &["--no-such-flag", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(p.leftovers().is_empty());
+}
+
+#[test]
+fn usage_error_after_global_flag_is_125() {
+    let p = Project::new();
+    // p.odek() builds `odek -C <dir> run …`, the form scripts use.
+    let out = p.run_odek(&["run", "--sandbox-image", BASE_IMAGE]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let mut v = Command::new(odek_bin());
+    v.current_dir(p.path())
+        .args(["-v", "run"])
+        .env("ODEK_HOME", p.home.path());
+    let out = run_timeout(&mut v, ODEK_TIMEOUT);
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "odek -v run: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn timeout_exits_124_and_removes_the_sandbox() {
+    let p = Project::new();
+    let out = p.run_odek(&[
+        "run",
+        "--sandbox-image",
+        BASE_IMAGE,
+        "--timeout",
+        "1",
+        "--",
+        "sleep",
+        "30",
+    ]);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(p.leftovers().is_empty(), "left: {:?}", p.leftovers());
+}

@@ -1,0 +1,250 @@
+//! Setup errors are fatal in every mode (SPEC §3.4, §4.1, §6.2, §6.3): exit
+//! 125, a message naming the cause, nothing run on the host, no container
+//! left. Each case asks odek to run a command that would create a marker
+//! file if it ran on the host.
+
+use odek_e2e::{
+    assert_refused, docker, network_id, stdout, strs, unique, Project, TestNetwork, BASE_IMAGE,
+    PROJECT,
+};
+
+/// `odek run <flags> --sandbox-image <base> -- sh -c <marker>` with `env`,
+/// asserted refused with `needle` in stderr.
+fn refused(flags: &[&str], env: &[(&str, &str)], needle: &str) -> String {
+    let p = Project::new();
+    let mut argv: Vec<String> = vec!["run".into()];
+    argv.extend(flags.iter().map(|s| s.to_string()));
+    if !flags.contains(&"--sandbox-image") {
+        argv.extend(["--sandbox-image".into(), BASE_IMAGE.into()]);
+    }
+    argv.push("--".into());
+    argv.extend(p.marker_argv());
+    let out = p.run_odek_env(env, &strs(&argv));
+    assert_refused(&p, &out, needle);
+    odek_e2e::stderr(&out)
+}
+
+#[test]
+fn missing_network_is_refused_implicit() {
+    let name = unique("odekmissing");
+    let err = refused(&["--sandbox-networks", &name], &[], "not found");
+    assert!(err.contains(&name), "{err}");
+}
+
+#[test]
+fn missing_network_is_refused_explicit() {
+    let name = unique("odekmissing");
+    let err = refused(
+        &["--sandbox", "--sandbox-networks", &name],
+        &[],
+        "not found",
+    );
+    assert!(err.contains(&name), "{err}");
+}
+
+#[test]
+fn missing_network_is_refused_from_env() {
+    let name = unique("odekmissing");
+    refused(&[], &[("ODEK_SANDBOX_NETWORKS", &name)], "not found");
+}
+
+#[test]
+fn network_mode_host_is_refused() {
+    let err = refused(&["--sandbox-network", "host"], &[], "sandbox_network");
+    // points to the ways of attaching networks
+    assert!(
+        err.contains("--sandbox-networks") || err.contains("sandbox_networks"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--sandbox-compose") || err.contains("sandbox_compose"),
+        "{err}"
+    );
+}
+
+#[test]
+fn network_mode_container_is_refused() {
+    refused(
+        &["--sandbox-network", "container:abc"],
+        &[],
+        "sandbox_network",
+    );
+}
+
+#[test]
+fn reserved_name_bridge_in_networks_is_refused() {
+    refused(&["--sandbox-networks", "bridge"], &[], "reserved");
+}
+
+#[test]
+fn reserved_name_host_in_networks_is_refused() {
+    refused(&["--sandbox-networks", "host"], &[], "reserved");
+}
+
+#[test]
+fn container_mode_in_networks_is_refused() {
+    refused(&["--sandbox-networks", "container:x"], &[], "container:x");
+}
+
+#[test]
+fn network_id_prefix_12_is_refused() {
+    let id = network_id("bridge");
+    refused(&["--sandbox-networks", &id[..12]], &[], "ID-prefix");
+}
+
+#[test]
+fn network_id_prefix_4_is_refused() {
+    let id = network_id("bridge");
+    refused(&["--sandbox-networks", &id[..4]], &[], "ID-prefix");
+}
+
+#[test]
+fn full_network_id_is_refused() {
+    // Even a full ID of a real, attachable network is not a name.
+    let id = network_id(&format!("{PROJECT}_backend"));
+    refused(&["--sandbox-networks", &id], &[], "ID-prefix");
+}
+
+#[test]
+fn compose_project_not_running_is_refused() {
+    let project = unique("notrunning");
+    let err = refused(&["--sandbox-compose", &project], &[], "not running");
+    assert!(
+        err.contains(&format!("docker compose -p {project} up -d")),
+        "no start hint:\n{err}"
+    );
+}
+
+#[test]
+fn invalid_compose_project_name_is_refused() {
+    let err = refused(&["--sandbox-compose", "Shop!"], &[], "Shop!");
+    assert!(err.contains("not valid"), "{err}");
+    // the normalised spelling is a hint, never matched fuzzily
+    assert!(err.contains("\"shop\""), "{err}");
+}
+
+#[test]
+fn uppercase_compose_project_is_not_matched_fuzzily() {
+    // "ODEKE2E" normalises to the running fixture project; it must still be refused.
+    let err = refused(
+        &["--sandbox-compose", &PROJECT.to_uppercase()],
+        &[],
+        "not valid",
+    );
+    assert!(err.contains(PROJECT), "no hint naming {PROJECT}:\n{err}");
+}
+
+#[test]
+fn daemon_unreachable_with_compose_configured_is_refused() {
+    // Networks are configured, so the implicit-mode fallback is impossible.
+    refused(
+        &["--sandbox-compose", PROJECT],
+        &[("DOCKER_HOST", "unix:///nonexistent.sock")],
+        "unreachable",
+    );
+}
+
+#[test]
+fn daemon_unreachable_with_networks_from_env_is_refused() {
+    refused(
+        &[],
+        &[
+            ("DOCKER_HOST", "unix:///nonexistent.sock"),
+            ("ODEK_SANDBOX_NETWORKS", "odeke2e_backend"),
+        ],
+        "unreachable",
+    );
+}
+
+#[test]
+fn ssh_docker_host_is_a_config_error() {
+    let err = refused(&[], &[("DOCKER_HOST", "ssh://x")], "ssh");
+    assert!(err.contains("(config)"), "not a config error:\n{err}");
+}
+
+#[test]
+fn docker_host_without_scheme_is_a_config_error() {
+    let err = refused(
+        &[],
+        &[("DOCKER_HOST", "/var/run/docker.sock")],
+        "DOCKER_HOST",
+    );
+    assert!(err.contains("(config)"), "not a config error:\n{err}");
+}
+
+#[test]
+fn bad_memory_is_refused_in_implicit_mode() {
+    refused(&["--sandbox-memory", "lots"], &[], "sandbox_memory");
+}
+
+#[test]
+fn zero_and_negative_pids_limit_are_refused() {
+    refused(&["--sandbox-pids-limit", "0"], &[], "pids");
+    refused(&["--sandbox-pids-limit", "-1"], &[], "pids");
+}
+
+#[test]
+fn invalid_image_reference_is_refused() {
+    refused(
+        &["--sandbox-image", "Not A Valid//Ref"],
+        &[],
+        "Not A Valid//Ref",
+    );
+}
+
+#[test]
+fn duplicate_network_names_are_refused_as_ambiguous() {
+    let name = unique("odekdup");
+    let a = TestNetwork::create_unchecked(&name);
+    let b = TestNetwork::create_unchecked(&name);
+    assert_ne!(a.id, b.id);
+    let listed = docker(&[
+        "network",
+        "ls",
+        "-q",
+        "--no-trunc",
+        "--filter",
+        &format!("name=^{name}$"),
+    ]);
+    assert_eq!(
+        listed.lines().count(),
+        2,
+        "docker did not make two networks named {name}"
+    );
+    let err = refused(&["--sandbox-networks", &name], &[], "ambiguous");
+    assert!(err.contains(&a.id[..12]), "first short ID missing:\n{err}");
+    assert!(err.contains(&b.id[..12]), "second short ID missing:\n{err}");
+}
+
+#[test]
+fn more_than_eight_networks_are_refused() {
+    let nets: Vec<TestNetwork> = (0..9)
+        .map(|_| TestNetwork::create(&unique("odeknine"), &["--internal"]))
+        .collect();
+    let names: Vec<&str> = nets.iter().map(|n| n.name.as_str()).collect();
+    let list = names.join(",");
+    refused(&["--sandbox-networks", &list], &[], "at most 8");
+    // positive control: 8 of them are accepted
+    let p = Project::new();
+    let eight = names[..8].join(",");
+    let out = p.odek_ok(&[
+        "run",
+        "--sandbox-networks",
+        &eight,
+        "--sandbox-image",
+        BASE_IMAGE,
+        "--",
+        "sh",
+        "-c",
+        "ls /sys/class/net | grep -vc '^lo$'",
+    ]);
+    assert_eq!(stdout(&out).trim(), "8", "expected 8 interfaces");
+    assert!(p.leftovers().is_empty());
+    // the limit applies to the union: 2 from the Compose project + 7 named
+    let seven = names[..7].join(",");
+    refused(
+        &["--sandbox-compose", PROJECT, "--sandbox-networks", &seven],
+        &[],
+        "at most 8",
+    );
+}

@@ -1,0 +1,197 @@
+//! Interrupted runs remove their sandbox (SIGINT → 130, SIGTERM → 143); a
+//! SIGKILLed run leaves one that `odek sandbox gc` collects, while detached
+//! sandboxes from `odek sandbox up` survive gc.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use odek_e2e::{docker, docker_ok, stdout, wait_until, Project, BASE_IMAGE};
+
+/// Spawns `odek run -- sleep 60` and waits until its container (one not in
+/// `existing`) runs.
+fn start_sleeper(p: &Project, existing: &[String]) -> (Child, String) {
+    let child = p
+        .odek(&["run", "--sandbox-image", BASE_IMAGE, "--", "sleep", "60"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn odek run");
+    let mut id = String::new();
+    let ok = wait_until(Duration::from_secs(30), || {
+        if let Some(c) = p.leftovers().iter().find(|c| !existing.contains(c)) {
+            id = c.clone();
+            docker(&["inspect", "-f", "{{.State.Running}}", c]) == "true"
+        } else {
+            false
+        }
+    });
+    assert!(ok, "no running sandbox container appeared within 30 s");
+    // Let odek reach the exec of the command.
+    std::thread::sleep(Duration::from_millis(700));
+    (child, id)
+}
+
+fn signal(child: &Child, sig: &str) {
+    let st = Command::new("kill")
+        .args([&format!("-{sig}"), &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success(), "kill -{sig} failed");
+}
+
+/// Waits (≤ `limit`) for the child to exit; kills it and panics otherwise.
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("odek did not exit within {limit:?} after the signal");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    use std::io::Read;
+    let mut s = String::new();
+    if let Some(e) = child.stderr.as_mut() {
+        let _ = e.read_to_string(&mut s);
+    }
+    s
+}
+
+fn interrupted_run_removes_its_sandbox(sig: &str, code: i32) {
+    let p = Project::new();
+    let (mut child, id) = start_sleeper(&p, &[]);
+    let t0 = Instant::now();
+    signal(&child, sig);
+    let st = wait_exit(&mut child, Duration::from_secs(10));
+    let err = stderr_of(&mut child);
+    assert_eq!(
+        st.code(),
+        Some(code),
+        "exit status after SIG{sig}; stderr:\n{err}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || !docker_ok(&[
+            "container",
+            "inspect",
+            &id
+        ])),
+        "container {id} still exists 5 s after odek exited on SIG{sig}; stderr:\n{err}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(12),
+        "cleanup after SIG{sig} took {:?}",
+        t0.elapsed()
+    );
+    assert!(p.leftovers().is_empty(), "left: {:?}", p.leftovers());
+}
+
+#[test]
+fn sigint_removes_the_sandbox_and_exits_130() {
+    interrupted_run_removes_its_sandbox("INT", 130);
+}
+
+#[test]
+fn sigterm_removes_the_sandbox_and_exits_143() {
+    interrupted_run_removes_its_sandbox("TERM", 143);
+}
+
+#[test]
+fn sigkill_leaves_a_sandbox_that_gc_removes_but_gc_keeps_detached_ones() {
+    let p = Project::new();
+    // A detached sandbox that gc must keep.
+    let up = p.odek_ok(&["sandbox", "up", "--sandbox-image", BASE_IMAGE]);
+    let detached = stdout(&up).trim().to_string();
+
+    let before = p.leftovers();
+    assert_eq!(before.len(), 1, "the detached sandbox is not listed");
+    let (mut child, orphan) = start_sleeper(&p, &before);
+    signal(&child, "KILL");
+    let st = wait_exit(&mut child, Duration::from_secs(10));
+    assert_eq!(st.code(), None, "odek was not killed");
+    // SIGKILL cannot be handled: the container stays (nothing removed it).
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        docker_ok(&["container", "inspect", &orphan]),
+        "the container vanished without gc (expected it to stay after SIGKILL)"
+    );
+    // ls marks its owner as gone.
+    let ls = stdout(&p.odek_ok(&["sandbox", "ls", "--json"]));
+    let list: serde_json::Value = serde_json::from_str(&ls).expect("JSON");
+    let entries = list.as_array().expect("array");
+    let entry = entries
+        .iter()
+        .find(|e| e["id"].as_str().is_some_and(|i| i.starts_with(&orphan)))
+        .unwrap_or_else(|| panic!("orphan {orphan} not in ls:\n{ls}"));
+    assert_eq!(entry["detached"], false, "{entry}");
+    assert_eq!(entry["owner_gone"], true, "{entry}");
+    assert_eq!(entry["owner_pid"], child.id(), "{entry}");
+
+    let gc = p.odek_ok(&["sandbox", "gc"]);
+    assert!(
+        wait_until(Duration::from_secs(5), || !docker_ok(&[
+            "container",
+            "inspect",
+            &orphan
+        ])),
+        "gc did not remove the orphan {orphan}; gc said:\n{}{}",
+        stdout(&gc),
+        odek_e2e::stderr(&gc)
+    );
+    assert!(
+        docker_ok(&["container", "inspect", &detached]),
+        "gc removed the detached sandbox {detached}"
+    );
+    assert_eq!(
+        docker(&["inspect", "-f", "{{.State.Running}}", &detached]),
+        "true"
+    );
+    p.odek_ok(&["sandbox", "down", &detached]);
+    assert!(p.leftovers().is_empty(), "left: {:?}", p.leftovers());
+}
+
+#[test]
+fn sigint_during_launch_leaves_nothing() {
+    // Whatever step the launch is at, an interrupt removes what was created.
+    for delay_ms in [50u64, 250, 500] {
+        let p = Project::new();
+        let mut child = p
+            .odek(&[
+                "run",
+                "--sandbox-compose",
+                odek_e2e::PROJECT,
+                "--sandbox-image",
+                BASE_IMAGE,
+                "--",
+                "sleep",
+                "60",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn odek run");
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        signal(&child, "INT");
+        let st = wait_exit(&mut child, Duration::from_secs(10));
+        let err = stderr_of(&mut child);
+        // 130, or killed by the signal itself if it beat the handler install.
+        use std::os::unix::process::ExitStatusExt;
+        assert!(
+            st.code() == Some(130) || st.signal() == Some(2),
+            "after {delay_ms} ms: {st:?}; stderr:\n{err}"
+        );
+        assert!(
+            wait_until(Duration::from_secs(5), || p.leftovers().is_empty()),
+            "container left after SIGINT at {delay_ms} ms: {:?}\n{err}",
+            p.leftovers()
+        );
+    }
+}
