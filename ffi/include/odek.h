@@ -194,6 +194,10 @@ odek_error_t *odek_client_free(odek_client_t *client);
 //
 // `request_json`: `{"workdir": "/abs/dir", "settings": {"sandbox_compose_project": "shop", …},
 // "read_user_config": true, "read_project_config": true, "env": {…}|null}`.
+// `settings` holds config keys of SPEC §3.1 with the types of `odek.json`;
+// an unknown key is an error (`ODEK_E_CONFIG`). `env`, when given,
+// replaces the whole process environment for this resolve (include `HOME`
+// or `ODEK_HOME`).
 // On success `*plan_json_out` is the plan (`"schema": "odek.plan/1"`); its
 // `"approval"` member is non-null when the operator must approve project
 // settings before launch. Free it with `odek_string_free`.
@@ -221,7 +225,8 @@ odek_error_t *odek_plan_approval_request(const char *plan_json, char **request_j
 // or `"trust"` (persisted in `$ODEK_HOME/project_sandbox_approvals.json`
 // first — a failed write is `ODEK_E_APPROVAL_STORE` and grants nothing).
 // `*approval_json_out` (`"schema": "odek.approval/1"`) is passed to
-// `odek_launch`. Errors when the plan needs no approval.
+// `odek_launch`. Errors when the plan needs no approval
+// (`ODEK_E_APPROVAL_MISMATCH`).
 //
 // # Safety
 // Valid client handle; NUL-terminated strings; writable out.
@@ -233,7 +238,10 @@ odek_error_t *odek_approve(const odek_client_t *client,
 // Launches a sandbox from a plan (SPEC §6): re-checks approved networks
 // (§7.4), ensures the image, creates, starts, connects, verifies — or
 // refuses leaving no container. `approval_json` is the JSON from
-// `odek_approve`, or `"null"` when the plan needs none.
+// `odek_approve`, or `"null"`: then a plan needing approval launches only
+// when its key is still trusted in the store or
+// `ODEK_APPROVE_PROJECT_SANDBOX=1` was set at resolve (else
+// `ODEK_E_APPROVAL_REQUIRED`).
 //
 // On success `*sandbox_out` is a handle; destroy it with
 // `odek_sandbox_destroy` (which removes the container). In fallback or off

@@ -170,7 +170,9 @@ pub fn code_of(e: &Error) -> i32 {
                 ODEK_E_APPROVAL_REQUIRED
             }
             ApprovalError::Denied { .. } => ODEK_E_APPROVAL_DENIED,
-            ApprovalError::KeyMismatch { .. } => ODEK_E_APPROVAL_MISMATCH,
+            ApprovalError::KeyMismatch { .. } | ApprovalError::NotNeeded => {
+                ODEK_E_APPROVAL_MISMATCH
+            }
             ApprovalError::NetworksChanged { .. } => ODEK_E_APPROVAL_NETWORKS_CHANGED,
             ApprovalError::Store { .. } => ODEK_E_APPROVAL_STORE,
         },

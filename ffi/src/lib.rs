@@ -194,7 +194,9 @@ struct ResolveRequest {
     /// Read `./odek.json` (default true).
     #[serde(default = "yes")]
     read_project_config: bool,
-    /// Environment to use instead of the process's (for `ODEK_*` and `${…}`).
+    /// Environment to use instead of the process's (for `ODEK_*`, `HOME`,
+    /// `${…}`): it replaces the whole environment, so include `HOME` or
+    /// `ODEK_HOME`.
     #[serde(default)]
     env: Option<std::collections::BTreeMap<String, String>>,
 }
@@ -207,6 +209,10 @@ fn yes() -> bool {
 ///
 /// `request_json`: `{"workdir": "/abs/dir", "settings": {"sandbox_compose_project": "shop", …},
 /// "read_user_config": true, "read_project_config": true, "env": {…}|null}`.
+/// `settings` holds config keys of SPEC §3.1 with the types of `odek.json`;
+/// an unknown key is an error (`ODEK_E_CONFIG`). `env`, when given,
+/// replaces the whole process environment for this resolve (include `HOME`
+/// or `ODEK_HOME`).
 /// On success `*plan_json_out` is the plan (`"schema": "odek.plan/1"`); its
 /// `"approval"` member is non-null when the operator must approve project
 /// settings before launch. Free it with `odek_string_free`.
@@ -244,9 +250,24 @@ pub unsafe extern "C" fn odek_resolve(
         if let Some(settings) = req.settings {
             let bytes = serde_json::to_vec(&settings)
                 .map_err(|e| Failure::new(Code::Internal, e.to_string()))?;
-            let (layer, _warnings): (Layer, _) =
+            let (layer, warnings): (Layer, _) =
                 odek_core::config::parse_bytes(&bytes, std::path::Path::new("<api settings>"))
                     .map_err(|e| Failure::from(odek_core::Error::Config(e)))?;
+            // A typo in a program's settings must not silently drop a setting.
+            let unknown: Vec<String> = warnings
+                .iter()
+                .filter(|w| w.kind == odek_core::WarningKind::UnknownKey)
+                .map(|w| w.message.clone())
+                .collect();
+            if !unknown.is_empty() {
+                return Err(Failure::from(odek_core::Error::Config(
+                    odek_core::config::ConfigError::InvalidValue {
+                        origin: "api settings".into(),
+                        key: "settings".into(),
+                        reason: format!("has unknown keys: {}", unknown.join("; ")),
+                    },
+                )));
+            }
             inputs.flags = layer;
         }
         let plan = runtime().block_on(c.odek.resolve(&inputs, &Silent))?;
@@ -281,7 +302,8 @@ pub unsafe extern "C" fn odek_plan_approval_request(
 /// or `"trust"` (persisted in `$ODEK_HOME/project_sandbox_approvals.json`
 /// first — a failed write is `ODEK_E_APPROVAL_STORE` and grants nothing).
 /// `*approval_json_out` (`"schema": "odek.approval/1"`) is passed to
-/// `odek_launch`. Errors when the plan needs no approval.
+/// `odek_launch`. Errors when the plan needs no approval
+/// (`ODEK_E_APPROVAL_MISMATCH`).
 ///
 /// # Safety
 /// Valid client handle; NUL-terminated strings; writable out.
@@ -317,7 +339,10 @@ pub unsafe extern "C" fn odek_approve(
 /// Launches a sandbox from a plan (SPEC §6): re-checks approved networks
 /// (§7.4), ensures the image, creates, starts, connects, verifies — or
 /// refuses leaving no container. `approval_json` is the JSON from
-/// `odek_approve`, or `"null"` when the plan needs none.
+/// `odek_approve`, or `"null"`: then a plan needing approval launches only
+/// when its key is still trusted in the store or
+/// `ODEK_APPROVE_PROJECT_SANDBOX=1` was set at resolve (else
+/// `ODEK_E_APPROVAL_REQUIRED`).
 ///
 /// On success `*sandbox_out` is a handle; destroy it with
 /// `odek_sandbox_destroy` (which removes the container). In fallback or off

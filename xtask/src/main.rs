@@ -9,7 +9,11 @@
 //! - `lint`     cargo fmt --check and clippy -D warnings
 //! - `unit`     unit and fake-engine tests (no Docker needed)
 //! - `e2e`      real-Docker end-to-end suite (images, registry, Compose fixture)
-//! - `test`     everything CI runs: lint, unit, e2e (README's test command)
+//! - `python`   the Python binding's pytest suite (bindings/python/run-tests.sh)
+//! - `go`       the Go binding's go vet + go test -race (bindings/go/run-tests.sh)
+//! - `c`        the C smoke test: NULL/UTF-8/JSON abuse, valgrind loop, real Docker
+//! - `nix`      the offline flake check (parse, lock, stub evaluation, digest)
+//! - `test`     everything CI runs (README's test command)
 //! - `clean`    remove test containers, networks, images and the registry
 
 use std::path::{Path, PathBuf};
@@ -40,9 +44,22 @@ const RECIPES: &[(&str, &str)] = &[
         "real-Docker end-to-end suite (images, registry, Compose fixture)",
     ),
     (
-        "test",
-        "everything CI runs: lint, unit, e2e (README's test command)",
+        "python",
+        "the Python binding's pytest suite (bindings/python/run-tests.sh)",
     ),
+    (
+        "go",
+        "the Go binding's go vet + go test -race (bindings/go/run-tests.sh)",
+    ),
+    (
+        "c",
+        "the C smoke test: NULL/UTF-8/JSON abuse, valgrind loop, real Docker",
+    ),
+    (
+        "nix",
+        "the offline flake check (parse, lock, stub evaluation, digest)",
+    ),
+    ("test", "everything CI runs (README's test command)"),
     (
         "clean",
         "remove test containers, networks, images and the registry",
@@ -222,12 +239,53 @@ fn unit() -> R {
     sh(cargo().args(["test", "--workspace", "--exclude", "odek-e2e"]))
 }
 
-fn e2e() -> R {
+fn e2e_suite() -> R {
     images()?;
     sh(cargo().args(["build", "-p", "odek-cli"]))?;
-    let result = sh(cargo().args(["test", "-p", "odek-e2e", "--", "--test-threads", "4"]));
+    sh(cargo().args(["test", "-p", "odek-e2e", "--", "--test-threads", "4"]))
+}
+
+fn cleanup() {
     // Leave nothing behind, pass or fail.
     let _ = sh(Command::new("bash").arg("tests/e2e/cleanup.sh"));
+}
+
+fn e2e() -> R {
+    let result = e2e_suite();
+    cleanup();
+    result
+}
+
+fn script(path: &str) -> R {
+    images()?;
+    sh(Command::new("bash").arg(path))
+}
+
+fn test() -> R {
+    let steps: [(&str, fn() -> R); 8] = [
+        ("header-check", header_check),
+        ("lint", lint),
+        ("unit", unit),
+        ("e2e", e2e_suite),
+        ("python", || script("bindings/python/run-tests.sh")),
+        ("go", || script("bindings/go/run-tests.sh")),
+        ("c", || script("ffi/tests/c/run.sh")),
+        ("nix", || {
+            sh(Command::new("bash").arg("nix/check-offline.sh"))
+        }),
+    ];
+    let mut result = Ok(());
+    for (name, step) in steps {
+        eprintln!("\nxtask test: ==> {name}");
+        if let Err(e) = step() {
+            result = Err(format!("step {name}: {e}"));
+            break;
+        }
+    }
+    cleanup();
+    if result.is_ok() {
+        eprintln!("\nxtask test: all steps passed");
+    }
     result
 }
 
@@ -247,12 +305,16 @@ fn main() -> ExitCode {
         "lint" => lint(),
         "unit" => unit(),
         "e2e" => e2e(),
-        "test" => lint().and_then(|_| unit()).and_then(|_| e2e()),
+        "python" => script("bindings/python/run-tests.sh"),
+        "go" => script("bindings/go/run-tests.sh"),
+        "c" => script("ffi/tests/c/run.sh"),
+        "nix" => sh(Command::new("bash").arg("nix/check-offline.sh")),
+        "test" => test(),
         "clean" => clean(),
         _ => {
             eprintln!("usage: cargo xtask <recipe>\n");
             for (r, what) in RECIPES {
-                eprintln!("  {r:<8} {what}");
+                eprintln!("  {r:<13} {what}");
             }
             return if recipe == "help" || recipe == "--help" {
                 ExitCode::SUCCESS

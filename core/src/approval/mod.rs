@@ -31,7 +31,7 @@ pub const APPROVAL_SCHEMA: &str = "odek.approval/1";
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ApprovalError {
     /// Launch was called for a plan that needs approval without one.
-    #[error("{config} asks for {knobs}, which needs operator approval; approve it at the prompt, set ODEK_APPROVE_PROJECT_SANDBOX=1, or trust it once with `t` at an interactive prompt")]
+    #[error("{config} asks for {knobs}, which needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set ODEK_APPROVE_PROJECT_SANDBOX=1")]
     Required {
         /// The project config file.
         config: String,
@@ -66,6 +66,9 @@ pub enum ApprovalError {
         /// What differs.
         difference: String,
     },
+    /// `approve` was called for a plan whose project asks for nothing.
+    #[error("the plan needs no approval: its project config asks for nothing that widens the sandbox; launch it without one")]
+    NotNeeded,
     /// The store cannot be read or written.
     #[error("approval store {path}: {reason}")]
     Store {
@@ -388,10 +391,7 @@ pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalReques
 /// (a failed write means no approval).
 pub fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approval, ApprovalError> {
     let Some(req) = &plan.approval else {
-        return Err(ApprovalError::KeyMismatch {
-            given: "-".into(),
-            wanted: "(the plan needs no approval)".into(),
-        });
+        return Err(ApprovalError::NotNeeded);
     };
     match decision {
         Decision::Once => Ok(req.approval("once")),
@@ -419,7 +419,15 @@ pub async fn recheck(
     let Some(req) = &plan.approval else {
         return Ok(());
     };
-    let Some(approval) = approval else {
+    // Without an explicit approval, a standing one counts: a trust that is
+    // still in the store now (not merely when the plan was made), or
+    // ODEK_APPROVE_PROJECT_SANDBOX=1.
+    let standing = match approval {
+        Some(_) => None,
+        None if req.trusted && !Store::new(&plan.odek_home).contains(&req.key)? => None,
+        None => req.standing(),
+    };
+    let Some(approval) = approval.or(standing.as_ref()) else {
         return Err(ApprovalError::Required {
             config: req.config.clone(),
             knobs: req.knobs.join(", "),

@@ -1,0 +1,158 @@
+package odek
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// headerDefines parses the #define lines of ffi/include/odek.h.
+func headerDefines(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "ffi", "include", "odek.h"))
+	if err != nil {
+		t.Fatalf("read the header: %v", err)
+	}
+	re := regexp.MustCompile(`(?m)^#define\s+(ODEK_[A-Z0-9_]+)\s+(.+?)\s*$`)
+	defs := map[string]string{}
+	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+		defs[m[1]] = m[2]
+	}
+	if len(defs) == 0 {
+		t.Fatal("no #define found in odek.h")
+	}
+	return defs
+}
+
+// The Go code table equals the header's ODEK_E_* defines, as text and as
+// compiled by cgo, in both directions (CONVENTIONS 7).
+func TestCodeTableMatchesHeader(t *testing.T) {
+	defs := headerDefines(t)
+	header := map[string]int{}
+	for name, v := range defs {
+		if !strings.HasPrefix(name, "ODEK_E_") {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("%s = %q is not a number", name, v)
+		}
+		header[name] = n
+	}
+	if len(header) < 30 {
+		t.Fatalf("only %d ODEK_E_* codes parsed from the header", len(header))
+	}
+	goTable := map[string]int{}
+	for code, name := range codeNames {
+		if prev, dup := goTable[name]; dup {
+			t.Errorf("%s named twice (%d, %d)", name, prev, code)
+		}
+		goTable[name] = code
+	}
+	compiled := cCodes()
+	for name, v := range header {
+		if g, ok := goTable[name]; !ok {
+			t.Errorf("header code %s = %d has no Go constant", name, v)
+		} else if g != v {
+			t.Errorf("%s: header %d, Go %d", name, v, g)
+		}
+		if c, ok := compiled[name]; !ok || c != v {
+			t.Errorf("%s: header %d, cgo-compiled %d (present %v)", name, v, c, ok)
+		}
+	}
+	for name, g := range goTable {
+		if _, ok := header[name]; !ok {
+			t.Errorf("Go constant %s = %d is not in the header", name, g)
+		}
+	}
+	for name := range compiled {
+		if _, ok := header[name]; !ok {
+			t.Errorf("cCodes lists %s, not in the header", name)
+		}
+	}
+	// Each code's class follows from its area, as the header documents.
+	for code := range codeNames {
+		if got := classOfArea(code); got == "" {
+			t.Errorf("code %d is in no documented area", code)
+		}
+	}
+}
+
+func classOfArea(code int) string {
+	switch code / 100 {
+	case 1:
+		return ClassUsage
+	case 2, 3:
+		return ClassConfig
+	case 4:
+		return ClassDockerRejected
+	case 5:
+		return ClassImageUnavailable
+	case 6:
+		return ClassDaemonUnreachable
+	}
+	return ""
+}
+
+// The ABI version: header text, cgo-compiled header, the loaded library and
+// this binding agree; a mismatch is a clear error wrapping ErrABIVersion.
+func TestABIVersion(t *testing.T) {
+	defs := headerDefines(t)
+	v, err := strconv.Atoi(defs["ODEK_ABI_VERSION"])
+	if err != nil {
+		t.Fatalf("ODEK_ABI_VERSION = %q", defs["ODEK_ABI_VERSION"])
+	}
+	if v != ABIVersion || cHeaderABIVersion != ABIVersion {
+		t.Fatalf("header ABI %d, cgo-compiled %d, binding %d", v, cHeaderABIVersion, ABIVersion)
+	}
+	if got := LibraryABIVersion(); got != ABIVersion {
+		t.Fatalf("odek_abi_version() = %d, binding %d", got, ABIVersion)
+	}
+	if err := checkABI(); err != nil {
+		t.Fatalf("checkABI: %v", err)
+	}
+	if LibraryVersion() == "" {
+		t.Error("odek_version() is empty")
+	}
+	err = abiMismatch(ABIVersion + 1)
+	if !errors.Is(err, ErrABIVersion) {
+		t.Fatalf("mismatch error does not wrap ErrABIVersion: %v", err)
+	}
+	for _, want := range []string{"ABI version 2", "needs 1", "cargo build -p odek-ffi"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("mismatch error %q lacks %q", err, want)
+		}
+	}
+}
+
+func TestExecOutputLimitMatchesHeader(t *testing.T) {
+	if cExecOutputLimit != ExecOutputLimit {
+		t.Fatalf("ODEK_EXEC_OUTPUT_LIMIT %d, Go %d", cExecOutputLimit, ExecOutputLimit)
+	}
+}
+
+// A panic inside libodek is an error object (class usage), not a crash.
+func TestPanicIsAnError(t *testing.T) {
+	wantCode(t, cDebugPanic(), CodePanic, ClassUsage, ErrUsage)
+}
+
+func TestErrorString(t *testing.T) {
+	e := &Error{Code: CodeNetworkMode, Class: ClassConfig, Message: "sandbox_network must be none or bridge"}
+	if got, want := e.Error(), "odek: sandbox_network must be none or bridge (config, code 202)"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if CodeName(CodeNetworkMode) != "ODEK_E_NETWORK_MODE" || CodeName(999) != "" {
+		t.Error("CodeName")
+	}
+	if errors.Is(e, &Error{Code: CodeConfig}) {
+		t.Error("different codes matched")
+	}
+	var nilErr *Error
+	if errors.Is(e, nilErr) {
+		t.Error("nil *Error matched")
+	}
+}

@@ -1,0 +1,253 @@
+package odek
+
+// The only file that calls C. Every function here copies what odek returns
+// into Go memory and frees the C side before returning (CONVENTIONS 15):
+//
+//   - string arguments: C.CString, freed with C.free when the call returns;
+//   - strings returned through out-params: C.GoString, then odek_string_free;
+//   - error objects: code, class and message copied, then odek_error_free.
+//
+// Handles (odek_client_t*, odek_sandbox_t*) are IDs in disguise, never real
+// memory (see the header). They are kept on the Go side as uintptr, not as
+// pointer types, so the Go garbage collector never sees a fake pointer, and
+// converted back in the small C wrappers below. Because a uintptr does not
+// keep its owner alive, the methods of Client and Sandbox call
+// runtime.KeepAlive on their receiver after each call, so a finalizer cannot
+// free a handle while C is using it.
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../ffi/include
+#include <stdint.h>
+#include <stdlib.h>
+#include "odek.h"
+
+static odek_error_t *godek_client_new(const char *opts, uintptr_t *out) {
+	odek_client_t *c = NULL;
+	odek_error_t *e = odek_client_new(opts, &c);
+	if (e == NULL) *out = (uintptr_t)c;
+	return e;
+}
+static odek_error_t *godek_client_free(uintptr_t c) {
+	return odek_client_free((odek_client_t *)c);
+}
+static odek_error_t *godek_resolve(uintptr_t c, const char *req, char **out) {
+	return odek_resolve((const odek_client_t *)c, req, out);
+}
+static odek_error_t *godek_approve(uintptr_t c, const char *plan, const char *d, char **out) {
+	return odek_approve((const odek_client_t *)c, plan, d, out);
+}
+static odek_error_t *godek_launch(uintptr_t c, const char *plan, const char *appr, uintptr_t *out) {
+	odek_sandbox_t *s = NULL;
+	odek_error_t *e = odek_launch((const odek_client_t *)c, plan, appr, &s);
+	if (e == NULL) *out = (uintptr_t)s;
+	return e;
+}
+static odek_error_t *godek_config_view(uintptr_t c, const char *plan, char **out) {
+	return odek_config_view((const odek_client_t *)c, plan, out);
+}
+static odek_error_t *godek_sandbox_info(uintptr_t s, char **out) {
+	return odek_sandbox_info((const odek_sandbox_t *)s, out);
+}
+static odek_error_t *godek_describe(uintptr_t s, char **env, char **prompt, char **tool) {
+	return odek_describe((const odek_sandbox_t *)s, env, prompt, tool);
+}
+static odek_error_t *godek_exec(uintptr_t s, const char *req, char **out) {
+	return odek_exec((const odek_sandbox_t *)s, req, out);
+}
+static odek_error_t *godek_sandbox_destroy(uintptr_t s) {
+	return odek_sandbox_destroy((odek_sandbox_t *)s);
+}
+*/
+import "C"
+
+import "unsafe"
+
+// takeError turns an odek_error_t* into a Go error (nil for NULL) and frees it.
+func takeError(e *C.odek_error_t) error {
+	if e == nil {
+		return nil
+	}
+	err := &Error{
+		Code:    int(C.odek_error_code(e)),
+		Class:   C.GoString(C.odek_error_class(e)),
+		Message: C.GoString(C.odek_error_message(e)),
+	}
+	C.odek_error_free(e)
+	return err
+}
+
+// takeString copies a string odek returned and frees it.
+func takeString(s *C.char) string {
+	if s == nil {
+		return ""
+	}
+	g := C.GoString(s)
+	C.odek_string_free(s)
+	return g
+}
+
+// cstr copies a Go string into C memory; the caller frees it with freeC.
+func cstr(s string) *C.char { return C.CString(s) }
+
+func freeC(p *C.char) { C.free(unsafe.Pointer(p)) }
+
+func cABIVersion() uint32 { return uint32(C.odek_abi_version()) }
+
+func cVersion() string { return C.GoString(C.odek_version()) } // static: not freed
+
+func cDebugPanic() error { return takeError(C.odek_debug_panic()) }
+
+func cClientNew(optionsJSON string) (uintptr, error) {
+	o := cstr(optionsJSON)
+	defer freeC(o)
+	var h C.uintptr_t
+	if err := takeError(C.godek_client_new(o, &h)); err != nil {
+		return 0, err
+	}
+	return uintptr(h), nil
+}
+
+func cClientFree(h uintptr) error {
+	return takeError(C.godek_client_free(C.uintptr_t(h)))
+}
+
+func cResolve(h uintptr, requestJSON string) (string, error) {
+	r := cstr(requestJSON)
+	defer freeC(r)
+	var out *C.char
+	if err := takeError(C.godek_resolve(C.uintptr_t(h), r, &out)); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
+func cApprovalRequest(planJSON string) (string, error) {
+	p := cstr(planJSON)
+	defer freeC(p)
+	var out *C.char
+	if err := takeError(C.odek_plan_approval_request(p, &out)); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
+func cApprove(h uintptr, planJSON, decision string) (string, error) {
+	p, d := cstr(planJSON), cstr(decision)
+	defer freeC(p)
+	defer freeC(d)
+	var out *C.char
+	if err := takeError(C.godek_approve(C.uintptr_t(h), p, d, &out)); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
+func cLaunch(h uintptr, planJSON, approvalJSON string) (uintptr, error) {
+	p, a := cstr(planJSON), cstr(approvalJSON)
+	defer freeC(p)
+	defer freeC(a)
+	var s C.uintptr_t
+	if err := takeError(C.godek_launch(C.uintptr_t(h), p, a, &s)); err != nil {
+		return 0, err
+	}
+	return uintptr(s), nil
+}
+
+func cConfigView(h uintptr, planJSON string) (string, error) {
+	p := cstr(planJSON)
+	defer freeC(p)
+	var out *C.char
+	if err := takeError(C.godek_config_view(C.uintptr_t(h), p, &out)); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
+func cNarrow(parentJSON, requestJSON string) (string, error) {
+	p, r := cstr(parentJSON), cstr(requestJSON)
+	defer freeC(p)
+	defer freeC(r)
+	var out *C.char
+	if err := takeError(C.odek_narrow(p, r, &out)); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
+func cSandboxInfo(s uintptr) (string, error) {
+	var out *C.char
+	if err := takeError(C.godek_sandbox_info(C.uintptr_t(s), &out)); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
+func cDescribe(s uintptr) (env, prompt, tool string, err error) {
+	var e, p, t *C.char
+	if err := takeError(C.godek_describe(C.uintptr_t(s), &e, &p, &t)); err != nil {
+		return "", "", "", err
+	}
+	return takeString(e), takeString(p), takeString(t), nil
+}
+
+func cExec(s uintptr, requestJSON string) (string, error) {
+	r := cstr(requestJSON)
+	defer freeC(r)
+	var out *C.char
+	if err := takeError(C.godek_exec(C.uintptr_t(s), r, &out)); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
+func cSandboxDestroy(s uintptr) error {
+	return takeError(C.godek_sandbox_destroy(C.uintptr_t(s)))
+}
+
+// cCodes is the code table as the C compiler sees the header, for the test
+// that compares it with the Go constants and with the header's text.
+func cCodes() map[string]int {
+	return map[string]int{
+		"ODEK_E_NULL_POINTER":              C.ODEK_E_NULL_POINTER,
+		"ODEK_E_INVALID_UTF8":              C.ODEK_E_INVALID_UTF8,
+		"ODEK_E_INVALID_JSON":              C.ODEK_E_INVALID_JSON,
+		"ODEK_E_INVALID_HANDLE":            C.ODEK_E_INVALID_HANDLE,
+		"ODEK_E_INVALID_ARGUMENT":          C.ODEK_E_INVALID_ARGUMENT,
+		"ODEK_E_PANIC":                     C.ODEK_E_PANIC,
+		"ODEK_E_INTERNAL":                  C.ODEK_E_INTERNAL,
+		"ODEK_E_CONFIG":                    C.ODEK_E_CONFIG,
+		"ODEK_E_CONFIG_MALFORMED":          C.ODEK_E_CONFIG_MALFORMED,
+		"ODEK_E_NETWORK_MODE":              C.ODEK_E_NETWORK_MODE,
+		"ODEK_E_NETWORK_NAME":              C.ODEK_E_NETWORK_NAME,
+		"ODEK_E_NETWORK_NOT_FOUND":         C.ODEK_E_NETWORK_NOT_FOUND,
+		"ODEK_E_NETWORK_ID_PREFIX":         C.ODEK_E_NETWORK_ID_PREFIX,
+		"ODEK_E_NETWORK_AMBIGUOUS":         C.ODEK_E_NETWORK_AMBIGUOUS,
+		"ODEK_E_NETWORK_UNSUPPORTED":       C.ODEK_E_NETWORK_UNSUPPORTED,
+		"ODEK_E_NETWORK_TOO_MANY":          C.ODEK_E_NETWORK_TOO_MANY,
+		"ODEK_E_COMPOSE_NOT_RUNNING":       C.ODEK_E_COMPOSE_NOT_RUNNING,
+		"ODEK_E_COMPOSE_NAME":              C.ODEK_E_COMPOSE_NAME,
+		"ODEK_E_IMAGE_REFERENCE":           C.ODEK_E_IMAGE_REFERENCE,
+		"ODEK_E_IMAGE_BUILD":               C.ODEK_E_IMAGE_BUILD,
+		"ODEK_E_IMAGE_DIGEST":              C.ODEK_E_IMAGE_DIGEST,
+		"ODEK_E_VOLUME":                    C.ODEK_E_VOLUME,
+		"ODEK_E_ENDPOINT":                  C.ODEK_E_ENDPOINT,
+		"ODEK_E_NARROW":                    C.ODEK_E_NARROW,
+		"ODEK_E_APPROVAL_REQUIRED":         C.ODEK_E_APPROVAL_REQUIRED,
+		"ODEK_E_APPROVAL_MISMATCH":         C.ODEK_E_APPROVAL_MISMATCH,
+		"ODEK_E_APPROVAL_NETWORKS_CHANGED": C.ODEK_E_APPROVAL_NETWORKS_CHANGED,
+		"ODEK_E_APPROVAL_STORE":            C.ODEK_E_APPROVAL_STORE,
+		"ODEK_E_APPROVAL_DENIED":           C.ODEK_E_APPROVAL_DENIED,
+		"ODEK_E_DOCKER_REJECTED":           C.ODEK_E_DOCKER_REJECTED,
+		"ODEK_E_DOCKER_VERIFY":             C.ODEK_E_DOCKER_VERIFY,
+		"ODEK_E_EXEC":                      C.ODEK_E_EXEC,
+		"ODEK_E_IMAGE_UNAVAILABLE":         C.ODEK_E_IMAGE_UNAVAILABLE,
+		"ODEK_E_DAEMON_UNREACHABLE":        C.ODEK_E_DAEMON_UNREACHABLE,
+		"ODEK_E_DAEMON_TIMEOUT":            C.ODEK_E_DAEMON_TIMEOUT,
+	}
+}
+
+// cHeaderABIVersion is ODEK_ABI_VERSION as compiled from the header.
+const cHeaderABIVersion = C.ODEK_ABI_VERSION
+
+// cExecOutputLimit is ODEK_EXEC_OUTPUT_LIMIT as compiled from the header.
+const cExecOutputLimit = C.ODEK_EXEC_OUTPUT_LIMIT

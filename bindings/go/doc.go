@@ -1,0 +1,55 @@
+// Package odek is the Go binding of odek, Docker sandboxes for AI coding
+// agents (SPEC §10.2). It wraps the stable C ABI of libodek (ffi/include/odek.h)
+// with cgo.
+//
+// The flow of an agent framework:
+//
+//	c, err := odek.NewClient(odek.ClientOptions{})
+//	defer c.Close()
+//	plan, err := c.Resolve(ctx, odek.ResolveRequest{Workdir: dir,
+//		Settings: map[string]any{"sandbox_compose_project": "shop"}})
+//	var approval *odek.Approval
+//	if plan.Approval != nil { // show plan.Approval to the operator, then:
+//		approval, err = c.Approve(ctx, plan, odek.DecisionOnce)
+//	}
+//	sb, err := c.Launch(ctx, plan, approval)
+//	defer sb.Close() // removes the container
+//	d, err := sb.Describe(ctx) // d.Prompt goes into the system prompt
+//	res, err := sb.Exec(ctx, odek.ExecRequest{Argv: []string{"redis-cli", "-h", "redis", "ping"}})
+//
+// See examples/agentloop for a complete program.
+//
+// # Errors
+//
+// Failures from libodek are *Error values with a stable Code (the Code*
+// constants), the failure Class of SPEC §6.3 and a Message. Test them with
+// errors.Is against ErrConfig, ErrApproval, ErrNarrow, ErrDockerRejected,
+// ErrImageUnavailable, ErrDaemonUnreachable, ErrUsage and ErrInvalidHandle,
+// or read the code with errors.As.
+//
+// # Contexts and blocking
+//
+// Calls that talk to Docker block their OS thread inside libodek and cannot
+// be interrupted. They take a context.Context: when it ends first, the method
+// returns ctx.Err() at once and the C call finishes in a background
+// goroutine. A sandbox that a cancelled Launch produces anyway is destroyed
+// there, so no container leaks; Client.Close waits for such background calls.
+// Exec passes a context deadline to libodek as its timeout when it is the
+// sooner one.
+//
+// # Resources
+//
+// Client and Sandbox hold libodek handles. Close them explicitly (Close is
+// idempotent and safe from any goroutine); finalizers free a forgotten client
+// and destroy a forgotten sandbox as a backstop only. Strings crossing the
+// boundary are copied into Go memory and freed at once; nothing returned by
+// this package refers to C memory.
+//
+// # Linking
+//
+// By default the package links target/debug/libodek.so of the odek workspace
+// (build it with `cargo build -p odek-ffi`) with an rpath, so tests and
+// examples run without LD_LIBRARY_PATH. Build tags: odek_static links
+// target/debug/libodek.a instead; odek_pkgconfig uses `pkg-config odek`.
+// CGO_CFLAGS / CGO_LDFLAGS add flags to any of these.
+package odek

@@ -1,0 +1,485 @@
+package odek
+
+// Tests against the in-memory fake engine ({"engine": "fake"}): image
+// odek-test/base:1 and a running Compose project "shop" (networks
+// shop_default and the internal shop_backend). No Docker needed.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func TestFakeLifecycle(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	dir, env := isolated(t)
+
+	plan, err := c.Resolve(ctx, ResolveRequest{
+		Workdir:  dir,
+		Settings: sandboxSettings(map[string]any{"sandbox_compose_project": "shop", "sandbox_pids_limit": 256}),
+		Env:      env,
+	})
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	if plan.Mode != ModeImplicit || plan.Isolation.Kind != IsolationContainer {
+		t.Errorf("mode %q isolation %+v", plan.Mode, plan.Isolation)
+	}
+	if plan.Workdir != dir || plan.Image.Reference != testImage || plan.Image.Origin != "explicit" {
+		t.Errorf("workdir %q image %+v", plan.Workdir, plan.Image)
+	}
+	if plan.NetworkMode != "none" || plan.NetworkSummary != NetworkAttached || !plan.Internet {
+		t.Errorf("network mode %q summary %q internet %v", plan.NetworkMode, plan.NetworkSummary, plan.Internet)
+	}
+	if plan.PidsLimit != 256 || plan.Sources["sandbox_pids_limit"].Kind != "api" {
+		t.Errorf("pids %d source %+v", plan.PidsLimit, plan.Sources["sandbox_pids_limit"])
+	}
+	if len(plan.Networks) != 2 {
+		t.Fatalf("networks %+v", plan.Networks)
+	}
+	byName := map[string]PlanNetwork{}
+	for _, n := range plan.Networks {
+		byName[n.Name] = n
+		if !hex64.MatchString(n.ID) || n.ComposeProject != "shop" || n.Driver != "bridge" {
+			t.Errorf("network %+v", n)
+		}
+	}
+	if !byName["shop_backend"].Internal || byName["shop_default"].Internal {
+		t.Errorf("internal flags %+v", plan.Networks)
+	}
+	if len(plan.Warnings) == 0 || plan.Warnings[0].Kind != "attached_network_not_internal" {
+		t.Errorf("warnings %+v", plan.Warnings)
+	}
+	if plan.Approval != nil || plan.NeedsApproval() {
+		t.Errorf("operator settings need no approval, got %+v", plan.Approval)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(plan.JSON(), &doc); err != nil || doc["schema"] != SchemaPlan {
+		t.Errorf("plan JSON: %v %v", err, doc["schema"])
+	}
+
+	view, err := c.ConfigView(ctx, plan)
+	if err != nil {
+		t.Fatalf("ConfigView: %v", err)
+	}
+	if view.Image.Reference != testImage || !view.Init || view.PidsLimit != 256 || len(view.Networks) != 2 ||
+		view.Network != NetworkAttached || view.Isolation != IsolationContainer || view.Tmpfs == "" ||
+		view.Sources["sandbox_image"].Kind != "api" || view.Workdir != dir {
+		t.Errorf("config view %+v", view)
+	}
+
+	sb, err := c.Launch(ctx, plan, nil)
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	if !strings.HasPrefix(sb.Name, "odek-") || !hex64.MatchString(sb.ContainerID) ||
+		sb.Isolation.Kind != IsolationContainer || sb.Plan == nil || sb.Plan.Workdir != dir {
+		t.Errorf("sandbox %+v", sb)
+	}
+	if !strings.Contains(sb.StartupLine, "network=attached") || !strings.Contains(sb.StartupLine, "pids=256") {
+		t.Errorf("startup line %q", sb.StartupLine)
+	}
+
+	d, err := sb.Describe(ctx)
+	if err != nil {
+		t.Fatalf("Describe: %v", err)
+	}
+	e := d.Environment
+	if e.Isolation != IsolationContainer || e.Sandbox != sb.Name || e.Workspace.Path != "/workspace" ||
+		e.Network != NetworkAttached || !e.Internet || e.PidsLimit != 256 || len(e.Networks) != 2 {
+		t.Errorf("environment %+v", e)
+	}
+	for _, n := range e.Networks {
+		if n.Name != "shop_backend" && n.Name != "shop_default" {
+			t.Errorf("environment network %+v", n)
+		}
+	}
+	for _, want := range []string{"## Execution environment", sb.Name, "untrusted_content_", "shop_backend"} {
+		if !strings.Contains(d.Prompt, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, d.Prompt)
+		}
+	}
+	if !strings.Contains(d.Tool, "sandbox") {
+		t.Errorf("tool description %q", d.Tool)
+	}
+
+	for _, req := range []ExecRequest{
+		{Argv: []string{"redis-cli", "-h", "redis", "ping"}},
+		{Shell: "echo $HOME", Env: map[string]string{"A": "b"}, Workdir: "/tmp"},
+	} {
+		res, err := sb.Exec(ctx, req)
+		if err != nil {
+			t.Fatalf("Exec(%+v): %v", req, err)
+		}
+		if res.ExitCode != 0 || res.TimedOut || res.StdoutTruncated || res.StderrTruncated {
+			t.Errorf("exec result %+v", res)
+		}
+	}
+
+	if err := sb.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	_, err = sb.Exec(ctx, ExecRequest{Argv: []string{"true"}})
+	wantCode(t, err, CodeInvalidHandle, ClassUsage, ErrUsage, ErrInvalidHandle)
+	_, err = sb.Describe(ctx)
+	wantCode(t, err, CodeInvalidHandle, ClassUsage, ErrUsage, ErrInvalidHandle)
+}
+
+// Closing a sandbox destroys it in libodek: the raw handle is invalid after.
+func TestFakeCloseDestroysHandle(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	dir, env := isolated(t)
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Launch(ctx, plan, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sb.h
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The libodek side, not only the Go flag: destroying again is refused.
+	wantCode(t, cSandboxDestroy(h), CodeInvalidHandle, ClassUsage, ErrUsage, ErrInvalidHandle)
+	_, err = cExec(h, `{"argv":["true"]}`)
+	wantCode(t, err, CodeInvalidHandle, ClassUsage, ErrUsage, ErrInvalidHandle)
+}
+
+func TestFakeApprovalRequired(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	dir, env := isolated(t)
+	writeProjectConfig(t, dir, `{"sandbox_compose_project": "shop"}`)
+
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	a := plan.Approval
+	if a == nil || !plan.NeedsApproval() {
+		t.Fatal("a project compose project needs approval")
+	}
+	if !contains(a.Knobs, "sandbox_compose_project") || a.RequestedComposeProject != "shop" ||
+		a.ProjectDir != dir || !strings.HasSuffix(a.Config, "odek.json") || len(a.Networks) != 2 ||
+		a.NetworkSummary != NetworkAttached || !a.Internet || a.Trusted || a.Key == "" {
+		t.Errorf("approval request %+v", a)
+	}
+	for _, n := range a.Networks {
+		if !hex64.MatchString(n.ID) || n.ComposeProject != "shop" {
+			t.Errorf("card %+v", n)
+		}
+	}
+	// The request embedded in the plan is the one odek_plan_approval_request gives.
+	req, err := cApprovalRequest(string(plan.JSON()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x, y any
+	_ = json.Unmarshal([]byte(req), &x)
+	_ = json.Unmarshal(a.JSON(), &y)
+	if mustJSON(x) != mustJSON(y) {
+		t.Errorf("approval request differs:\n%s\n%s", req, a.JSON())
+	}
+
+	_, err = c.Launch(ctx, plan, nil)
+	wantCode(t, err, CodeApprovalRequired, ClassConfig, ErrConfig, ErrApproval)
+
+	approval, err := c.Approve(ctx, plan, DecisionOnce)
+	if err != nil {
+		t.Fatalf("Approve: %v", err)
+	}
+	if approval.Key != a.Key || approval.Via != "once" || len(approval.NetworkIDs) != 2 {
+		t.Errorf("approval %+v", approval)
+	}
+	round, err := ParseApproval(approval.JSON())
+	if err != nil || round.Key != approval.Key {
+		t.Errorf("ParseApproval: %v %+v", err, round)
+	}
+	sb, err := c.Launch(ctx, plan, approval)
+	if err != nil {
+		t.Fatalf("Launch with approval: %v", err)
+	}
+	if len(sb.Plan.Networks) != 2 {
+		t.Errorf("networks %+v", sb.Plan.Networks)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// An approval of another plan does not fit.
+	other, env2 := isolated(t)
+	writeProjectConfig(t, other, `{"sandbox_compose_project": "shop", "sandbox_pids_limit": 64}`)
+	plan2, err := c.Resolve(ctx, ResolveRequest{Workdir: other, Settings: sandboxSettings(nil), Env: env2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Launch(ctx, plan2, approval)
+	wantCode(t, err, CodeApprovalMismatch, ClassConfig, ErrConfig, ErrApproval)
+
+	// "trust" persists in $ODEK_HOME: the next resolve needs no approval.
+	if _, err := c.Approve(ctx, plan, DecisionTrust); err != nil {
+		t.Fatalf("Approve(trust): %v", err)
+	}
+	again, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Approval == nil || !again.Approval.Trusted || again.NeedsApproval() {
+		t.Errorf("after trust: approval %+v", again.Approval)
+	}
+	sb, err = c.Launch(ctx, again, nil)
+	if err != nil {
+		t.Fatalf("Launch of a trusted project: %v", err)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// ODEK_APPROVE_PROJECT_SANDBOX=1 (in the resolve environment) grants it too.
+	envDir, envEnv := isolated(t)
+	writeProjectConfig(t, envDir, `{"sandbox_compose_project": "shop"}`)
+	envEnv["ODEK_APPROVE_PROJECT_SANDBOX"] = "1"
+	byEnv, err := c.Resolve(ctx, ResolveRequest{Workdir: envDir, Settings: sandboxSettings(nil), Env: envEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byEnv.Approval == nil || !byEnv.Approval.ApprovedByEnv || byEnv.NeedsApproval() {
+		t.Errorf("approved by env: %+v", byEnv.Approval)
+	}
+	sb, err = c.Launch(ctx, byEnv, nil)
+	if err != nil {
+		t.Fatalf("Launch approved by env: %v", err)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFakeApproveWithoutRequest(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	dir, env := isolated(t)
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Approve(ctx, plan, DecisionOnce)
+	if err == nil {
+		t.Fatal("approving a plan that needs no approval must fail")
+	}
+	// libodek reports it as a mismatch against "(the plan needs no approval)".
+	wantCode(t, err, CodeApprovalMismatch, ClassConfig, ErrConfig, ErrApproval)
+	_, err = c.Approve(ctx, plan, Decision("always"))
+	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
+}
+
+func TestFakeConfigError(t *testing.T) {
+	c := fakeClient(t)
+	dir, env := isolated(t)
+	_, err := c.Resolve(context.Background(), ResolveRequest{
+		Workdir: dir, Settings: sandboxSettings(map[string]any{"sandbox_network": "host"}), Env: env,
+	})
+	wantCode(t, err, CodeNetworkMode, ClassConfig, ErrConfig)
+	if !strings.Contains(err.Error(), "sandbox_network") {
+		t.Errorf("message %q", err)
+	}
+
+	_, err = c.Resolve(context.Background(), ResolveRequest{
+		Workdir: dir, Settings: sandboxSettings(map[string]any{"sandbox_compose_project": "nosuchproject"}), Env: env,
+	})
+	wantCode(t, err, CodeComposeNotRunning, ClassConfig, ErrConfig)
+
+	writeProjectConfig(t, dir, `{"sandbox_pids_limit": `)
+	_, err = c.Resolve(context.Background(), ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	wantCode(t, err, CodeConfigMalformed, ClassConfig, ErrConfig)
+	_, err = c.Resolve(context.Background(), ResolveRequest{
+		Workdir: dir, Settings: sandboxSettings(nil), Env: env, IgnoreProjectConfig: true,
+	})
+	if err != nil {
+		t.Errorf("IgnoreProjectConfig still read odek.json: %v", err)
+	}
+}
+
+func TestDaemonUnreachable(t *testing.T) {
+	c, err := NewClient(ClientOptions{DockerHost: "unix:///nonexistent.sock"})
+	if err != nil {
+		t.Fatalf("NewClient makes no connection, so it succeeds: %v", err)
+	}
+	defer c.Close()
+	dir, env := isolated(t)
+	_, err = c.Resolve(context.Background(), ResolveRequest{
+		Workdir: dir, Settings: sandboxSettings(map[string]any{"sandbox": true}), Env: env,
+	})
+	wantCode(t, err, CodeDaemonUnreachable, ClassDaemonUnreachable, ErrDaemonUnreachable)
+	if !strings.Contains(err.Error(), "/nonexistent.sock") {
+		t.Errorf("message does not name the socket: %v", err)
+	}
+}
+
+// Implicit mode with no daemon: a loud fallback to the host, not an error.
+func TestFallbackWithoutDaemon(t *testing.T) {
+	ctx := context.Background()
+	c, err := NewClient(ClientOptions{DockerHost: "unix:///nonexistent.sock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir, env := isolated(t)
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	if plan.Isolation.Kind != IsolationFallback || plan.Isolation.Class != ClassDaemonUnreachable ||
+		plan.Isolation.Reason == "" {
+		t.Fatalf("isolation %+v", plan.Isolation)
+	}
+	sb, err := c.Launch(ctx, plan, nil)
+	if err != nil {
+		t.Fatalf("Launch (fallback): %v", err)
+	}
+	defer sb.Close()
+	if sb.ContainerID != "" || sb.Isolation.Kind != IsolationFallback {
+		t.Errorf("sandbox %+v", sb)
+	}
+	d, err := sb.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Environment.Isolation != IsolationFallback || d.Environment.FallbackReason == "" ||
+		d.Environment.Workspace.Path != dir {
+		t.Errorf("environment %+v", d.Environment)
+	}
+}
+
+func TestFakeNarrow(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	dir, env := isolated(t)
+	parent, err := c.Resolve(ctx, ResolveRequest{
+		Workdir: dir, Settings: sandboxSettings(map[string]any{"sandbox_compose_project": "shop"}), Env: env,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := Narrow(parent, NarrowRequest{Networks: []string{"shop_backend"}, PidsLimit: 64, CPUs: "0.5", Readonly: true})
+	if err != nil {
+		t.Fatalf("Narrow: %v", err)
+	}
+	if len(child.Networks) != 1 || child.Networks[0].Name != "shop_backend" || child.Internet ||
+		child.PidsLimit != 64 || child.CPUs != "0.5" || !child.Readonly || child.Approval != nil {
+		t.Errorf("child %+v", child)
+	}
+	sb, err := c.Launch(ctx, child, nil)
+	if err != nil {
+		t.Fatalf("Launch child: %v", err)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = Narrow(parent, NarrowRequest{PidsLimit: 100000})
+	wantCode(t, err, CodeNarrow, ClassConfig, ErrConfig, ErrNarrow)
+	_, err = Narrow(parent, NarrowRequest{Image: "odek-test/redis:1"})
+	wantCode(t, err, CodeNarrow, ClassConfig, ErrConfig, ErrNarrow)
+	_, err = Narrow(child, NarrowRequest{Networks: []string{"shop_default"}})
+	wantCode(t, err, CodeNarrow, ClassConfig, ErrConfig, ErrNarrow)
+	_, err = Narrow(parent, NarrowRequest{NetworkMode: "bridge"})
+	wantCode(t, err, CodeNarrow, ClassConfig, ErrConfig, ErrNarrow)
+}
+
+func TestUsageErrors(t *testing.T) {
+	ctx := context.Background()
+	_, err := NewClient(ClientOptions{Engine: "bogus"})
+	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
+	_, err = NewClient(ClientOptions{DockerHost: "ftp://example"})
+	wantCode(t, err, CodeEndpoint, ClassConfig, ErrConfig)
+
+	c := fakeClient(t)
+	dir, env := isolated(t)
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: map[string]any{"sandbox_pids_limit": "many"}, Env: env})
+	wantCode(t, err, CodeConfig, ClassConfig, ErrConfig)
+	_, err = c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: map[string]any{"bad": func() {}}})
+	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
+
+	sb, err := c.Launch(ctx, plan, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	_, err = sb.Exec(ctx, ExecRequest{})
+	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
+	_, err = sb.Exec(ctx, ExecRequest{Argv: []string{"true"}, Shell: "true"})
+	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
+	_, err = sb.Exec(ctx, ExecRequest{Argv: []string{"true"}, Timeout: -1})
+	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
+
+	// Plans are checked by libodek when they come back.
+	_, err = ParsePlan([]byte(`{"schema": "something/1"}`))
+	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
+	_, err = ParsePlan([]byte(`not json`))
+	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
+	bad, err := ParsePlan([]byte(strings.Replace(string(plan.JSON()), `"pids_limit":4096`, `"pids_limit":"x"`, 1)))
+	if err == nil {
+		_, err = c.Launch(ctx, bad, nil)
+	}
+	if err == nil || !errors.Is(err, ErrUsage) {
+		t.Errorf("a tampered plan: %v", err)
+	}
+	kept, err := ParsePlan(plan.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb2, err := c.Launch(ctx, kept, nil)
+	if err != nil {
+		t.Fatalf("Launch of a kept plan: %v", err)
+	}
+	if err := sb2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Launch(ctx, nil, nil)
+	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
+	_, err = Narrow(nil, NarrowRequest{})
+	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
+
+	// A closed client.
+	c2, err := NewClient(ClientOptions{Engine: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb3, err := c2.Launch(ctx, plan, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb3.Close()
+	h := c2.h
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	_, err = c2.Resolve(ctx, ResolveRequest{Workdir: dir})
+	wantCode(t, err, CodeInvalidHandle, ClassUsage, ErrUsage, ErrInvalidHandle)
+	_, err = c2.Launch(ctx, plan, nil)
+	wantCode(t, err, CodeInvalidHandle, ClassUsage, ErrUsage, ErrInvalidHandle)
+	wantCode(t, cClientFree(h), CodeInvalidHandle, ClassUsage, ErrUsage, ErrInvalidHandle)
+	// A sandbox outlives its client.
+	if _, err := sb3.Exec(ctx, ExecRequest{Argv: []string{"true"}}); err != nil {
+		t.Errorf("sandbox after its client closed: %v", err)
+	}
+}

@@ -1,0 +1,256 @@
+package odek
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Sandbox is a launched sandbox: a container, or the host in fallback or off
+// mode (see Isolation). It is safe for concurrent use by several goroutines.
+//
+// Close it when done: Close removes the container. A Sandbox that is garbage
+// collected unclosed is destroyed by a finalizer as a backstop, but do not
+// rely on that — a process that exits leaves the container to
+// `odek sandbox gc`.
+type Sandbox struct {
+	// Name is the sandbox name, e.g. "odek-ae779e0e4611".
+	Name string
+	// ContainerID is the full container ID ("" on the host).
+	ContainerID string
+	// Isolation is container, fallback (with the reason) or off.
+	Isolation Isolation
+	// StartupLine is the one-line summary of SPEC §6.4, e.g.
+	// "odek: sandbox network=attached pids=4096 image=… networks=…".
+	StartupLine string
+	// Warnings are the plan's and the engine's warnings.
+	Warnings []Warning
+	// Plan is the plan the sandbox was launched from.
+	Plan *Plan
+
+	mu     sync.Mutex
+	h      uintptr // odek_sandbox_t*, an ID: never dereferenced
+	closed bool
+}
+
+func newSandbox(h uintptr) (*Sandbox, error) {
+	info, err := cSandboxInfo(h)
+	if err == nil {
+		var s *Sandbox
+		if s, err = parseSandboxInfo(info); err == nil {
+			s.h = h
+			runtime.SetFinalizer(s, finalizeSandbox)
+			return s, nil
+		}
+	}
+	// Do not leak the container when its description cannot be read.
+	_ = cSandboxDestroy(h)
+	return nil, err
+}
+
+func finalizeSandbox(s *Sandbox) {
+	s.mu.Lock()
+	h, closed := s.h, s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if !closed {
+		// Destroying blocks on Docker: not on the finalizer goroutine.
+		go func() { _ = cSandboxDestroy(h) }()
+	}
+}
+
+func parseSandboxInfo(doc string) (*Sandbox, error) {
+	var w struct {
+		Schema      string          `json:"schema"`
+		Name        string          `json:"name"`
+		ContainerID *string         `json:"container_id"`
+		Isolation   Isolation       `json:"isolation"`
+		StartupLine string          `json:"startup_line"`
+		Warnings    []Warning       `json:"warnings"`
+		Plan        json.RawMessage `json:"plan"`
+	}
+	if err := json.Unmarshal([]byte(doc), &w); err != nil {
+		return nil, fmt.Errorf("odek: unexpected sandbox info document: %w", err)
+	}
+	plan, err := parsePlan(string(w.Plan))
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{
+		Name:        w.Name,
+		ContainerID: deref(w.ContainerID),
+		Isolation:   w.Isolation,
+		StartupLine: w.StartupLine,
+		Warnings:    w.Warnings,
+		Plan:        plan,
+	}, nil
+}
+
+// handle is the live handle, or the ErrInvalidHandle error once closed.
+func (s *Sandbox) handle() (uintptr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, closedError("sandbox")
+	}
+	return s.h, nil
+}
+
+// Close destroys the sandbox: removes its container (force) and frees the
+// handle. The handle is freed even when removal fails (the error says so;
+// `odek sandbox gc` reaps the container later). Closing again is a no-op that
+// returns nil; any other call on a closed sandbox returns an error matching
+// ErrInvalidHandle. Close does not wait for an Exec in flight: removing the
+// container ends it, and that Exec returns an error.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	h := s.h
+	s.mu.Unlock()
+	runtime.SetFinalizer(s, nil)
+	err := cSandboxDestroy(h)
+	runtime.KeepAlive(s)
+	return err
+}
+
+// Describe describes the sandbox for the agent (SPEC §9): the structured
+// environment, read back from Docker, the "Execution environment" block for
+// the system prompt and the shell tool's description. Blocks until done or
+// ctx ends (the call then finishes in the background).
+func (s *Sandbox) Describe(ctx context.Context) (*Description, error) {
+	h, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	return await(ctx, func() (*Description, error) {
+		env, prompt, tool, err := cDescribe(h)
+		runtime.KeepAlive(s)
+		if err != nil {
+			return nil, err
+		}
+		e, err := parseEnvironment(env)
+		if err != nil {
+			return nil, err
+		}
+		return &Description{Environment: e, Prompt: prompt, Tool: tool}, nil
+	}, nil, nil)
+}
+
+// ExecRequest is a command to run in the sandbox ("odek.exec-request/1").
+// Set exactly one of Argv and Shell.
+type ExecRequest struct {
+	// Argv is the command and its arguments, run without a shell.
+	Argv []string
+	// Shell is a command line run by /bin/sh -c.
+	Shell string
+	// Env adds environment variables for the command.
+	Env map[string]string
+	// Timeout ends the wait after this long (0: none): the result then has
+	// ExitCode 124 and TimedOut set. The command is abandoned, not killed.
+	// A context deadline that comes sooner is passed on as the timeout.
+	Timeout time.Duration
+	// Workdir is the command's working directory in the sandbox (default
+	// /workspace).
+	Workdir string
+}
+
+// ExecResult is what a command did ("odek.exec-result/1"). A non-zero exit
+// is a result, not an error.
+type ExecResult struct {
+	// ExitCode is the command's exit status (124 after a timeout).
+	ExitCode int
+	// Stdout and Stderr are the output as UTF-8 (invalid bytes replaced),
+	// at most ExecOutputLimit bytes each.
+	Stdout, Stderr string
+	// TimedOut tells whether ExecRequest.Timeout ended the wait.
+	TimedOut bool
+	// StdoutTruncated and StderrTruncated tell whether output was cut at
+	// ExecOutputLimit.
+	StdoutTruncated, StderrTruncated bool
+}
+
+// Exec runs a command in the sandbox and waits for it. If ctx has a deadline
+// sooner than req.Timeout, the time left is passed to libodek as the timeout,
+// so the call ends near the deadline; when ctx ends first Exec returns
+// ctx.Err() (the command is abandoned, not killed; Close removes the
+// container and everything in it).
+//
+// Errors: ErrInvalidHandle after Close, ErrUsage for a bad request (neither
+// or both of Argv and Shell), ErrDockerRejected (CodeExec) when the command
+// cannot be run, ErrDaemonUnreachable.
+func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
+	m := map[string]interface{}{"schema": "odek.exec-request/1"}
+	if req.Argv != nil {
+		m["argv"] = req.Argv
+	}
+	if req.Shell != "" {
+		m["shell"] = req.Shell
+	}
+	if len(req.Env) > 0 {
+		m["env"] = req.Env
+	}
+	if req.Workdir != "" {
+		m["workdir"] = req.Workdir
+	}
+	if req.Timeout < 0 {
+		return nil, usageError("Exec: negative timeout %v", req.Timeout)
+	}
+	timeout := req.Timeout
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		if timeout == 0 || left < timeout {
+			timeout = left
+		}
+	}
+	fromCtx := timeout != req.Timeout
+	if timeout > 0 {
+		m["timeout_secs"] = timeout.Seconds()
+	}
+	doc, err := encodeJSON(m)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	res, err := await(ctx, func() (*ExecResult, error) {
+		out, err := cExec(h, doc)
+		runtime.KeepAlive(s)
+		if err != nil {
+			return nil, err
+		}
+		var w struct {
+			ExitCode        int    `json:"exit_code"`
+			TimedOut        bool   `json:"timed_out"`
+			Stdout          string `json:"stdout"`
+			Stderr          string `json:"stderr"`
+			StdoutTruncated bool   `json:"stdout_truncated"`
+			StderrTruncated bool   `json:"stderr_truncated"`
+		}
+		if err := json.Unmarshal([]byte(out), &w); err != nil {
+			return nil, fmt.Errorf("odek: unexpected exec result document: %w", err)
+		}
+		return &ExecResult{
+			ExitCode: w.ExitCode, Stdout: w.Stdout, Stderr: w.Stderr, TimedOut: w.TimedOut,
+			StdoutTruncated: w.StdoutTruncated, StderrTruncated: w.StderrTruncated,
+		}, nil
+	}, nil, nil)
+	if err == nil && res.TimedOut && fromCtx {
+		// The timeout was the context's deadline: report it as such.
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return res, err
+}

@@ -1,0 +1,95 @@
+"""odek — Docker sandboxes for AI coding agents (Python binding over the C ABI).
+
+The four verbs — resolve, approve, launch, describe — plus exec, narrow,
+config view and destroy (SPEC §10.1), over ``libodek.so`` through ctypes::
+
+    import odek
+
+    with odek.Client() as client:
+        plan = client.resolve("/path/to/project", {"sandbox_compose_project": "myapp"})
+        approval = client.approve(plan, "once") if plan.approval_request else None
+        with client.launch(plan, approval) as sandbox:
+            system_prompt = "You are a coding agent.\\n\\n" + sandbox.describe().prompt
+            result = sandbox.exec(["redis-cli", "-h", "redis", "ping"], timeout=30)
+            print(result.exit_code, result.stdout)
+    # leaving the with block removed the container
+
+Or in one call: ``with odek.launch(workdir=".", settings={...}) as sandbox: ...``.
+
+Failures raise :class:`OdekError` subclasses by failure class (SPEC §6.3):
+:class:`UsageError`, :class:`ConfigError` (and :class:`ApprovalError`),
+:class:`DockerRejectedError`, :class:`ImageUnavailableError`,
+:class:`DaemonUnreachableError`.
+
+The library is found through ``ODEK_LIB`` (a path to ``libodek.so``), a
+``libodek.so`` inside this package, or the workspace's ``target/`` directory;
+see :mod:`odek._ffi`. It is loaded on first use and its ABI version checked.
+"""
+
+from __future__ import annotations
+
+from ._client import Client, Sandbox, launch, narrow
+from ._errors import (
+    CODE_NAMES,
+    CODES,
+    ApprovalError,
+    ApprovalRequiredError,
+    ConfigError,
+    DaemonUnreachableError,
+    DockerRejectedError,
+    ImageUnavailableError,
+    InvalidHandleError,
+    OdekError,
+    UsageError,
+)
+from ._ffi import (
+    ABI_VERSION,
+    EXEC_OUTPUT_LIMIT,
+    AbiVersionError,
+    LibraryError,
+    abi_version,
+    library_path,
+    version,
+)
+from ._results import Description, EnvironmentNetwork, ExecResult, Peer, SandboxInfo
+from ._types import Approval, ApprovalRequest, EnvKey, Network, Plan, PlanWarning
+from ._view import ConfigView
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ABI_VERSION",
+    "EXEC_OUTPUT_LIMIT",
+    "CODES",
+    "CODE_NAMES",
+    "Client",
+    "Sandbox",
+    "launch",
+    "narrow",
+    "abi_version",
+    "version",
+    "library_path",
+    "Plan",
+    "PlanWarning",
+    "Network",
+    "EnvKey",
+    "ApprovalRequest",
+    "Approval",
+    "Description",
+    "EnvironmentNetwork",
+    "Peer",
+    "ExecResult",
+    "ConfigView",
+    "SandboxInfo",
+    "OdekError",
+    "UsageError",
+    "InvalidHandleError",
+    "ConfigError",
+    "ApprovalError",
+    "ApprovalRequiredError",
+    "DockerRejectedError",
+    "ImageUnavailableError",
+    "DaemonUnreachableError",
+    "LibraryError",
+    "AbiVersionError",
+]

@@ -1,0 +1,478 @@
+"""Client and Sandbox: the verbs of SPEC §10.1 over the C ABI."""
+
+from __future__ import annotations
+
+import ctypes
+import json as _json
+import os
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+from . import _ffi
+from ._managed import Managed
+from ._results import Description, ExecResult, SandboxInfo
+from ._types import Approval, Plan
+from ._view import ConfigView
+
+__all__ = ["Client", "Sandbox", "launch", "narrow"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+PlanLike = Union[Plan, str]
+ApprovalLike = Union[Approval, str, None]
+
+
+def _dumps(value: Any, what: str) -> bytes:
+    """JSON for the library: UTF-8, no NaN/Infinity (not JSON)."""
+    try:
+        text = _json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from e
+    return _ffi.cstr(text, what)
+
+
+def _plan_json(plan: PlanLike) -> bytes:
+    if isinstance(plan, Plan):
+        return _ffi.cstr(plan.json, "plan")
+    if isinstance(plan, str):
+        return _ffi.cstr(plan, "plan")
+    raise TypeError(f"plan must be an odek.Plan or its JSON str, not {type(plan).__name__}")
+
+
+def _approval_json(approval: ApprovalLike) -> bytes:
+    if approval is None:
+        return b"null"
+    if isinstance(approval, Approval):
+        return _ffi.cstr(approval.json, "approval")
+    if isinstance(approval, str):
+        return _ffi.cstr(approval, "approval")
+    raise TypeError(
+        f"approval must be an odek.Approval, its JSON str or None, not {type(approval).__name__}"
+    )
+
+
+def _str_map(value: Optional[Mapping[str, str]], what: str) -> Optional[Dict[str, str]]:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} must be a mapping of str to str")
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError(f"{what} must map str to str (got {k!r}: {type(v).__name__})")
+        out[k] = v
+    return out
+
+
+class Client(Managed[Any]):
+    """A connection configuration to a Docker engine (``odek_client_t``).
+
+    No connection is made until a call needs the daemon. A client may be used
+    from several threads at once. Sandboxes launched from a client stay usable
+    after the client is closed.
+
+    Args:
+        docker_host (str | None): ``"unix:///path/docker.sock"`` or
+            ``"tcp://host:port"``; default: ``DOCKER_HOST``, the current Docker
+            context, then the usual sockets (SPEC §6.2).
+        engine (str | None): ``"docker"`` (default) or ``"fake"`` — an
+            in-memory engine for tests with image ``odek-test/base:1`` and a
+            Compose project ``shop`` (networks ``shop_default`` and internal
+            ``shop_backend``).
+
+    Raises:
+        ConfigError: ``docker_host`` is invalid (``ODEK_E_ENDPOINT``).
+        UsageError: an unknown ``engine``.
+
+    Use it as a context manager, or call :meth:`close`::
+
+        with odek.Client() as client:
+            plan = client.resolve("/path/to/project", {"sandbox_compose_project": "myapp"})
+    """
+
+    _kind = "client"
+
+    def __init__(self, *, docker_host: Optional[str] = None, engine: Optional[str] = None) -> None:
+        options: Dict[str, Any] = {}
+        if docker_host is not None:
+            options["docker_host"] = docker_host
+        if engine is not None:
+            options["engine"] = engine
+        L = _ffi.lib()
+        out = _ffi.ClientPtr()
+        _ffi.check(L.odek_client_new(_dumps(options, "client options"), ctypes.byref(out)))
+        self._set_handle(out)
+        self._options = options
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        opts = ", ".join(f"{k}={v!r}" for k, v in self._options.items())
+        return f"Client({opts}) [{state}]"
+
+    def _free(self, ptr: Any) -> None:
+        _ffi.check(_ffi.lib().odek_client_free(ptr))
+
+    # --- verbs --------------------------------------------------------------------
+
+    def resolve(
+        self,
+        workdir: PathLike,
+        settings: Optional[Mapping[str, Any]] = None,
+        *,
+        read_user_config: bool = True,
+        read_project_config: bool = True,
+        env: Optional[Mapping[str, str]] = None,
+    ) -> Plan:
+        """Resolves configuration, networks and image into a plan (SPEC §3–§5).
+
+        Blocks (talks to Docker); other Python threads keep running.
+
+        Args:
+            workdir (str | PathLike): the project directory, mounted at
+                ``/workspace``; relative paths are taken from the current directory.
+            settings (dict | None): operator settings — config keys of SPEC §3.1
+                as in ``odek.json`` (``sandbox_image``, ``sandbox_compose_project``,
+                ``sandbox_pids_limit`` …) — with the highest precedence.
+            read_user_config (bool): read ``$ODEK_HOME/config.json``.
+            read_project_config (bool): read ``<workdir>/odek.json``.
+            env (dict[str, str] | None): the whole environment to read
+                ``ODEK_*``, ``ODEK_HOME``/``HOME`` and ``${…}`` from, replacing
+                the process's (extend it with ``{**os.environ, "K": "v"}``).
+
+        Returns:
+            Plan: check :attr:`Plan.approval_request` before launching.
+
+        Raises:
+            ConfigError: invalid settings, unresolvable networks, a Compose
+                project that is not running … (2xx); an unreadable approval store (303).
+            DaemonUnreachableError: no daemon and no fallback allowed (6xx).
+            DockerRejectedError: the engine refused a lookup (4xx).
+            InvalidHandleError: the client was closed.
+        """
+        req: Dict[str, Any] = {
+            "workdir": os.path.abspath(os.fspath(workdir)),
+            "read_user_config": bool(read_user_config),
+            "read_project_config": bool(read_project_config),
+        }
+        if settings is not None:
+            if not isinstance(settings, Mapping):
+                raise TypeError("settings must be a mapping of config keys to values")
+            req["settings"] = dict(settings)
+        e = _str_map(env, "env")
+        if e is not None:
+            req["env"] = e
+        h = self._handle()
+        return Plan(_ffi.call_str("odek_resolve", h, _dumps(req, "resolve request")))
+
+    def approval_request(self, plan: PlanLike):
+        """What the operator must approve before ``plan`` launches, or ``None``.
+
+        Same as :attr:`Plan.approval_request`. Does not block.
+        """
+        return (plan if isinstance(plan, Plan) else Plan(plan)).approval_request
+
+    def approve(self, plan: PlanLike, decision: str = "once") -> Approval:
+        """Approves a plan's project settings (SPEC §7).
+
+        Args:
+            plan (Plan | str): a plan whose :attr:`~Plan.approval_request` is set.
+            decision (str): ``"once"`` (this launch) or ``"trust"`` (persisted in
+                ``$ODEK_HOME/project_sandbox_approvals.json`` before anything is
+                granted).
+
+        Returns:
+            Approval: pass it to :meth:`launch`.
+
+        Raises:
+            ApprovalError: the plan needs no approval (301), or the store
+                cannot be written (303; nothing is granted).
+            UsageError: ``decision`` is neither ``"once"`` nor ``"trust"``.
+        """
+        h = self._handle()
+        text = _ffi.call_str(
+            "odek_approve", h, _plan_json(plan), _ffi.cstr(decision, "decision")
+        )
+        return Approval.from_json(text)
+
+    def launch(self, plan: PlanLike, approval: ApprovalLike = None) -> "Sandbox":
+        """Launches a sandbox from a plan (SPEC §6) — or refuses, leaving no container.
+
+        Re-checks approved networks (§7.4), ensures the image, creates,
+        starts, connects and verifies the container. Blocks.
+
+        Args:
+            plan (Plan | str): from :meth:`resolve` or :func:`narrow`.
+            approval (Approval | str | None): from :meth:`approve`; ``None``
+                when the plan needs none.
+
+        Returns:
+            Sandbox: use it in a ``with`` block so the container is always removed.
+
+        Raises:
+            ApprovalRequiredError: the plan needs an approval (300); other
+                ApprovalError: mismatch (301), networks changed (302).
+            DockerRejectedError: create/start/connect/verify failed (4xx).
+            ImageUnavailableError: the image cannot be pulled (explicit mode, 5xx).
+            DaemonUnreachableError: the daemon is gone (explicit mode, 6xx).
+        """
+        h = self._handle()
+        out = _ffi.SandboxPtr()
+        _ffi.check(
+            _ffi.lib().odek_launch(h, _plan_json(plan), _approval_json(approval), ctypes.byref(out))
+        )
+        return Sandbox._adopt(out)
+
+    def config_view(self, plan: PlanLike) -> ConfigView:
+        """The settings ``plan`` actually applies, with sources (SPEC §10.4).
+
+        Looks the image up locally when the daemon answers. Blocks.
+        """
+        h = self._handle()
+        return ConfigView.from_json(_ffi.call_str("odek_config_view", h, _plan_json(plan)))
+
+    def narrow(self, parent_plan: PlanLike, **request: Any) -> Plan:
+        """A sub-agent's plan narrowed from ``parent_plan``; see :func:`odek.narrow`."""
+        return narrow(parent_plan, **request)
+
+
+class Sandbox(Managed[Any]):
+    """A launched sandbox (``odek_sandbox_t``): a container, or — in loud
+    fallback or with the sandbox off — the host (see :attr:`isolation`).
+
+    :meth:`close` (alias :meth:`destroy`) removes the container (force) and
+    frees the handle; it is idempotent. A ``with`` block always removes the
+    container, even when the block raises. Methods may be called from several
+    threads at once. Any use after close raises :class:`InvalidHandleError`.
+    """
+
+    _kind = "sandbox"
+    _info: SandboxInfo
+
+    def __init__(self) -> None:  # pragma: no cover - use Client.launch / odek.launch
+        raise TypeError("sandboxes come from odek.launch() or Client.launch()")
+
+    @classmethod
+    def _adopt(cls, ptr: Any) -> "Sandbox":
+        self = cls.__new__(cls)
+        self._set_handle(ptr)
+        try:
+            self._info = SandboxInfo.from_json(_ffi.call_str("odek_sandbox_info", ptr))
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _free(self, ptr: Any) -> None:
+        _ffi.check(_ffi.lib().odek_sandbox_destroy(ptr))
+
+    def destroy(self) -> None:
+        """Removes the container and frees the handle (same as :meth:`close`)."""
+        self.close()
+
+    def __repr__(self) -> str:
+        info = getattr(self, "_info", None)
+        name = info.name if info else "?"
+        iso = info.isolation if info else "?"
+        state = "closed" if self.closed else "live"
+        return f"Sandbox(name={name!r}, isolation={iso!r}) [{state}]"
+
+    @property
+    def info(self) -> SandboxInfo:
+        """Name, container ID, isolation, startup line, warnings, plan and
+        applied settings (read at launch; still readable after close)."""
+        return self._info
+
+    @property
+    def name(self) -> str:
+        """The sandbox (container) name."""
+        return self._info.name
+
+    @property
+    def container_id(self) -> Optional[str]:
+        """The container ID; ``None`` when commands run on the host."""
+        return self._info.container_id
+
+    @property
+    def isolation(self) -> str:
+        """``"container"``, ``"fallback"`` (host, unsandboxed) or ``"off"``."""
+        return self._info.isolation
+
+    def describe(self) -> Description:
+        """Describes the sandbox for the agent (SPEC §9). Blocks.
+
+        Returns:
+            Description: ``.prompt`` goes into the system prompt, ``.tool``
+            into the shell tool's description, ``.environment`` is the data.
+        """
+        L = _ffi.lib()
+        h = self._handle()
+        env, prompt, tool = _ffi.OwnedStr(), _ffi.OwnedStr(), _ffi.OwnedStr()
+        _ffi.check(L.odek_describe(h, ctypes.byref(env), ctypes.byref(prompt), ctypes.byref(tool)))
+        # All three were written (out-params are written only on success).
+        e, p, t = _ffi.take_string(env), _ffi.take_string(prompt), _ffi.take_string(tool)
+        return Description._from(e, p, t)
+
+    def exec(
+        self,
+        argv: Optional[Sequence[str]] = None,
+        *,
+        shell: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+        workdir: Optional[str] = None,
+    ) -> ExecResult:
+        """Runs a command in the sandbox and waits for it. Blocks.
+
+        Give exactly one of ``argv`` or ``shell``.
+
+        Args:
+            argv (list[str] | None): program and arguments, run directly
+                (e.g. ``["redis-cli", "-h", "redis", "ping"]``).
+            shell (str | None): a command line run by ``/bin/sh -c``.
+            env (dict[str, str] | None): extra environment variables.
+            timeout (float | None): seconds; when it expires the result has
+                ``exit_code`` 124 and ``timed_out`` True (the command is
+                abandoned, not killed). ``None``: wait as long as it takes.
+            workdir (str | None): working directory inside the sandbox
+                (default ``/workspace``).
+
+        Returns:
+            ExecResult: exit code, stdout and stderr (at most 16 MiB each). A
+            non-zero exit is not an exception.
+
+        Raises:
+            UsageError: neither or both of ``argv``/``shell``, or a bad timeout.
+            DockerRejectedError: the command could not be started or waited for (402).
+            InvalidHandleError: the sandbox was closed.
+        """
+        req: Dict[str, Any] = {}
+        if argv is not None:
+            if isinstance(argv, (str, bytes)):
+                raise TypeError("argv must be a list of str; pass a command line as shell=...")
+            argv = list(argv)
+            if not all(isinstance(a, str) for a in argv):
+                raise TypeError("argv must be a list of str")
+            req["argv"] = argv
+        if shell is not None:
+            if not isinstance(shell, str):
+                raise TypeError("shell must be a str")
+            req["shell"] = shell
+        e = _str_map(env, "env")
+        if e:
+            req["env"] = e
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise TypeError("timeout must be a number of seconds")
+            req["timeout_secs"] = float(timeout)
+        if workdir is not None:
+            req["workdir"] = os.fspath(workdir)
+        h = self._handle()
+        return ExecResult.from_json(_ffi.call_str("odek_exec", h, _dumps(req, "exec request")))
+
+
+def narrow(
+    parent_plan: PlanLike,
+    *,
+    networks: Optional[Sequence[str]] = None,
+    compose_project: Optional[str] = None,
+    network_mode: Optional[str] = None,
+    pids_limit: Optional[int] = None,
+    memory: Optional[str] = None,
+    cpus: Optional[str] = None,
+    readonly: Optional[bool] = None,
+    image: Optional[str] = None,
+) -> Plan:
+    """Derives a sub-agent's plan from its parent's resolved plan (SPEC §8).
+
+    Never asks Docker. Every argument is optional; unset inherits the parent.
+    The child plan launches with :meth:`Client.launch` and no approval.
+
+    Args:
+        parent_plan (Plan | str): the parent's resolved plan.
+        networks (list[str] | None): a subset of the parent's networks, by
+            name or full ID.
+        compose_project (str | None): only the parent's networks that carried
+            this Compose project when the parent resolved.
+        network_mode (str | None): ``"none"`` (from ``"bridge"``), never the reverse.
+        pids_limit (int | None): processes, at most the parent's.
+        memory (str | None): e.g. ``"256m"``, at most the parent's.
+        cpus (str | None): e.g. ``"0.5"``, at most the parent's.
+        readonly (bool | None): ``True`` only.
+        image (str | None): must equal the parent's image reference.
+
+    Raises:
+        ConfigError: the request would widen the parent's sandbox (``ODEK_E_NARROW``).
+        UsageError: a malformed request.
+    """
+    req: Dict[str, Any] = {"schema": "odek.narrow-request/1"}
+    for key, value in (
+        ("networks", None if networks is None else list(networks)),
+        ("compose_project", compose_project),
+        ("network_mode", network_mode),
+        ("pids_limit", pids_limit),
+        ("memory", memory),
+        ("cpus", cpus),
+        ("readonly", readonly),
+        ("image", image),
+    ):
+        if value is not None:
+            req[key] = value
+    return Plan(_ffi.call_str("odek_narrow", _plan_json(parent_plan), _dumps(req, "narrow request")))
+
+
+def launch(
+    workdir: PathLike,
+    settings: Optional[Mapping[str, Any]] = None,
+    *,
+    approve: Optional[str] = None,
+    client: Optional[Client] = None,
+    read_user_config: bool = True,
+    read_project_config: bool = True,
+    env: Optional[Mapping[str, str]] = None,
+) -> Sandbox:
+    """Resolves, approves if asked, and launches a sandbox in one call.
+
+    ::
+
+        with odek.launch(workdir=".", settings={"sandbox_compose_project": "myapp"}) as sandbox:
+            print(sandbox.exec(["redis-cli", "-h", "redis", "ping"]).stdout)
+
+    Args:
+        workdir (str | PathLike): the project directory (``/workspace``).
+        settings (dict | None): operator settings (SPEC §3.1 config keys).
+        approve (str | None): when the project config needs approval:
+            ``"once"`` or ``"trust"`` grants it; ``None`` grants nothing — a
+            stored trust or ``ODEK_APPROVE_PROJECT_SANDBOX=1`` still counts,
+            otherwise launch raises :class:`ApprovalRequiredError`.
+        client (Client | None): the client to use; default: a temporary
+            client for the default Docker endpoint, closed before returning.
+        read_user_config, read_project_config, env: as :meth:`Client.resolve`.
+
+    Returns:
+        Sandbox: a live sandbox; use ``with`` so the container is always removed.
+
+    Raises:
+        OdekError: any failure of resolve, approve or launch (see :meth:`Client.launch`).
+    """
+    if approve not in (None, "once", "trust"):
+        raise ValueError(f'approve must be None, "once" or "trust" (got {approve!r})')
+    own = client is None
+    c = Client() if own else client
+    assert c is not None
+    try:
+        plan = c.resolve(
+            workdir,
+            settings,
+            read_user_config=read_user_config,
+            read_project_config=read_project_config,
+            env=env,
+        )
+        approval: Optional[Approval] = None
+        request = plan.approval_request
+        if request is not None:
+            # A stored trust or ODEK_APPROVE_PROJECT_SANDBOX=1 is a standing
+            # approval: odek_launch accepts it without an approval object.
+            if approve is not None and not request.standing:
+                approval = c.approve(plan, approve)
+        return c.launch(plan, approval)
+    finally:
+        if own:
+            c.close()

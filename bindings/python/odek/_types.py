@@ -1,0 +1,392 @@
+"""Typed objects over odek's JSON documents: the plan side (plan, approval).
+The config view is in :mod:`odek._view`, what a launched sandbox returns in
+:mod:`odek._results`.
+
+Each object keeps the JSON it was made from (``.json``, to hand back to the C
+library unchanged) and the parsed document (``.data``), and offers typed
+accessors for the members an agent framework needs. Documents carry a
+``"schema"`` member (``"odek.plan/1"`` …); members this binding does not know
+are kept in ``.data`` untouched.
+
+Plans and sandbox info contain container environment *values*, which are user
+data (possibly secrets): ``repr()`` never shows them.
+"""
+
+from __future__ import annotations
+
+import json as _json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from . import _ffi
+
+__all__ = [
+    "PlanWarning",
+    "Network",
+    "EnvKey",
+    "Plan",
+    "ApprovalRequest",
+    "Approval",
+]
+
+
+def _parse(text: str, schema: str, what: str) -> Dict[str, Any]:
+    if not isinstance(text, str):
+        raise TypeError(f"{what} JSON must be a str, not {type(text).__name__}")
+    data = _json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} JSON must be an object")
+    got = data.get("schema")
+    if not (isinstance(got, str) and got.startswith(schema + "/")):
+        raise ValueError(f"{what} JSON has schema {got!r}, expected {schema}/…")
+    return data
+
+
+@dataclass(frozen=True)
+class PlanWarning:
+    """A warning odek reports (SPEC §4.3, §6.3).
+
+    Attributes:
+        kind (str): machine-readable kind, e.g. ``"attached_network_not_internal"``.
+        message (str): one line for a human.
+    """
+
+    kind: str
+    message: str
+
+    @classmethod
+    def _from(cls, d: Mapping[str, Any]) -> "PlanWarning":
+        return cls(kind=str(d.get("kind", "")), message=str(d.get("message", "")))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _warnings(items: Any) -> Tuple[PlanWarning, ...]:
+    return tuple(PlanWarning._from(w) for w in (items or []))
+
+
+@dataclass(frozen=True)
+class Network:
+    """A Docker network the sandbox is (or would be) attached to.
+
+    Attributes:
+        name (str | None): the network name (``None`` when it fails the
+            sanitising rules of SPEC §9.3 and is not shown).
+        id (str): the full 64-hex network ID.
+        internal (bool): Docker's ``Internal`` flag (no route out of the host).
+        compose_project (str | None): the ``com.docker.compose.project`` label.
+    """
+
+    name: Optional[str]
+    id: str
+    internal: bool
+    compose_project: Optional[str] = None
+
+    @classmethod
+    def _from(cls, d: Mapping[str, Any]) -> "Network":
+        cp = d.get("compose_project")
+        return cls(
+            name=d.get("name"),
+            id=str(d.get("id", "")),
+            internal=bool(d.get("internal", False)),
+            compose_project=None if cp in (None, "-") else str(cp),
+        )
+
+
+@dataclass(frozen=True)
+class EnvKey:
+    """A project-requested container env key on an approval request.
+
+    Attributes:
+        key (str): the variable name (its value is never shown).
+        interpolates_host (bool): the value reads host variables via ``${…}``.
+    """
+
+    key: str
+    interpolates_host: bool
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What the operator is asked to approve (SPEC §7.2), from
+    ``odek_plan_approval_request`` (``"odek.approval-request/1"``).
+
+    Names are terminal-safe (sanitised by odek).
+
+    Attributes:
+        json (str): the document as returned by the library.
+        key (str): the approval key (SPEC §7.3, 64 hex).
+        project_dir (str): absolute project directory.
+        config (str): the project config file asking (``…/odek.json``).
+        knobs (tuple[str, ...]): config keys that need approval.
+        image (str | None): ``sandbox_image`` from the project.
+        network (str | None): ``sandbox_network`` from the project.
+        env (tuple[EnvKey, ...]): ``sandbox_env`` keys from the project.
+        volumes (tuple[str, ...]): ``sandbox_volumes`` from the project.
+        requested_networks (tuple[str, ...]): ``sandbox_networks`` as written.
+        requested_compose_project (str | None): ``sandbox_compose_project``.
+        networks (tuple[Network, ...]): the project-requested networks resolved
+            (name, full ID, internal flag, Compose project).
+        network_summary (str): ``none``, ``bridge``, ``attached`` or
+            ``bridge_attached`` (SPEC §4.2).
+        internet (bool): whether the sandbox would reach the internet.
+        trusted (bool): a stored trust already covers this key.
+        approved_by_env (bool): ``ODEK_APPROVE_PROJECT_SANDBOX=1`` is set.
+    """
+
+    json: str = field(repr=False)
+    key: str
+    project_dir: str
+    config: str
+    knobs: Tuple[str, ...]
+    image: Optional[str]
+    network: Optional[str]
+    env: Tuple[EnvKey, ...]
+    volumes: Tuple[str, ...]
+    requested_networks: Tuple[str, ...]
+    requested_compose_project: Optional[str]
+    networks: Tuple[Network, ...]
+    network_summary: str
+    internet: bool
+    trusted: bool
+    approved_by_env: bool
+
+    @classmethod
+    def from_json(cls, text: str) -> "ApprovalRequest":
+        """Parses an ``"odek.approval-request/1"`` document."""
+        d = _parse(text, "odek.approval-request", "approval request")
+        return cls(
+            json=text,
+            key=str(d.get("key", "")),
+            project_dir=str(d.get("project_dir", "")),
+            config=str(d.get("config", "")),
+            knobs=tuple(d.get("knobs") or ()),
+            image=d.get("image"),
+            network=d.get("network"),
+            env=tuple(
+                EnvKey(str(e.get("key", "")), bool(e.get("interpolates_host", False)))
+                for e in (d.get("env") or [])
+            ),
+            volumes=tuple(d.get("volumes") or ()),
+            requested_networks=tuple(d.get("requested_networks") or ()),
+            requested_compose_project=d.get("requested_compose_project"),
+            networks=tuple(Network._from(n) for n in (d.get("networks") or [])),
+            network_summary=str(d.get("network_summary", "")),
+            internet=bool(d.get("internet", False)),
+            trusted=bool(d.get("trusted", False)),
+            approved_by_env=bool(d.get("approved_by_env", False)),
+        )
+
+    @property
+    def standing(self) -> bool:
+        """True when no question is needed: a stored trust or
+        ``ODEK_APPROVE_PROJECT_SANDBOX=1`` already approves the plan."""
+        return self.trusted or self.approved_by_env
+
+    def card(self) -> str:
+        """A plain-text card listing everything asked for (for a prompt)."""
+        lines = [f"The project config {self.config} asks for sandbox settings that need approval:"]
+        if self.image is not None:
+            lines.append(f"  image     {self.image}")
+        if self.network is not None:
+            lines.append(f"  network   {self.network}")
+        if self.env:
+            keys = [
+                e.key + (" (reads host variables via ${...})" if e.interpolates_host else "")
+                for e in self.env
+            ]
+            lines.append("  env       " + ", ".join(keys))
+        for v in self.volumes:
+            lines.append(f"  volume    {v}")
+        if self.requested_compose_project is not None:
+            lines.append(f"  compose   {self.requested_compose_project}")
+        if self.networks:
+            lines.append(
+                f"  networks  {len(self.networks)} ({self.network_summary}; internet "
+                f"{'reachable' if self.internet else 'not reachable'})"
+            )
+            for n in self.networks:
+                lines.append(f"    {n.name or '(name omitted)'}")
+                lines.append(
+                    f"      id {n.id}  internal={'yes' if n.internal else 'no'}  "
+                    f"compose={n.compose_project or '-'}"
+                )
+        lines.append(f"  key       {self.key}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A granted approval (``"odek.approval/1"``), passed to launch.
+
+    Attributes:
+        json (str): the document as returned by ``odek_approve``.
+        key (str): the approved key.
+        network_ids (tuple[str, ...]): full IDs of the networks approved
+            (re-checked at launch, SPEC §7.4).
+        via (str): ``"once"``, ``"trust"``, ``"stored"`` or ``"env"``.
+    """
+
+    json: str = field(repr=False)
+    key: str
+    network_ids: Tuple[str, ...]
+    via: str
+
+    @classmethod
+    def from_json(cls, text: str) -> "Approval":
+        """Parses an ``"odek.approval/1"`` document."""
+        d = _parse(text, "odek.approval", "approval")
+        return cls(
+            json=text,
+            key=str(d.get("key", "")),
+            network_ids=tuple(d.get("network_ids") or ()),
+            via=str(d.get("via", "")),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """A resolved plan (``"odek.plan/1"``): everything a launch will do.
+
+    Make one with :meth:`odek.Client.resolve` or :func:`odek.narrow`. The raw
+    JSON (``.json``) is what crosses back into the library; the accessors
+    read it. Two plans are equal when their documents are.
+
+    Attributes:
+        json (str): the plan as returned by the library (contains env values:
+            user data, never logged by ``repr``).
+    """
+
+    json: str = field(repr=False)
+    _data: Dict[str, Any] = field(init=False, repr=False, compare=False)
+    _approval: List[Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_data", _parse(self.json, "odek.plan", "plan"))
+        object.__setattr__(self, "_approval", [])
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        """A plan from its JSON (e.g. one stored earlier)."""
+        return cls(text)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Plan) and other._data == self._data
+
+    def __hash__(self) -> int:
+        return hash(_json.dumps(self._data, sort_keys=True))
+
+    def __repr__(self) -> str:
+        nets = ",".join(n.name or "?" for n in self.networks) or "-"
+        return (
+            f"Plan(mode={self.mode!r}, isolation={self.isolation!r}, image={self.image!r}, "
+            f"network={self.network_summary!r}, networks={nets!r}, "
+            f"needs_approval={self.needs_approval})"
+        )
+
+    @property
+    def data(self) -> Dict[str, Any]:
+        """The parsed document (read it; changing it does not change ``json``)."""
+        return self._data
+
+    @property
+    def mode(self) -> str:
+        """Sandbox mode (SPEC §3.3): ``"explicit"``, ``"implicit"`` or ``"off"``."""
+        return str(self._data.get("mode", ""))
+
+    @property
+    def isolation(self) -> str:
+        """``"container"``, ``"fallback"`` (loud fallback: commands run on the
+        host without isolation) or ``"off"``."""
+        iso = self._data.get("isolation") or {}
+        return str(iso.get("kind", "")) if isinstance(iso, dict) else str(iso)
+
+    @property
+    def fallback_reason(self) -> Optional[str]:
+        """Why there is no container (fallback only), else ``None``."""
+        iso = self._data.get("isolation") or {}
+        return iso.get("reason") if isinstance(iso, dict) else None
+
+    @property
+    def workdir(self) -> str:
+        """Absolute working directory (mounted at ``/workspace``)."""
+        return str(self._data.get("workdir", ""))
+
+    @property
+    def image(self) -> str:
+        """The image reference as configured (e.g. ``"odek-test/base:1"``)."""
+        img = self._data.get("image") or {}
+        ref = img.get("reference") or {}
+        return str(ref.get("original", ""))
+
+    @property
+    def network_mode(self) -> str:
+        """``sandbox_network``: ``"none"`` or ``"bridge"``."""
+        return str(self._data.get("network_mode", ""))
+
+    @property
+    def network_summary(self) -> str:
+        """How the container is networked (SPEC §4.2): ``"none"``,
+        ``"bridge"``, ``"attached"`` or ``"bridge_attached"``."""
+        return str(self._data.get("network_summary", ""))
+
+    @property
+    def internet(self) -> bool:
+        """Whether the sandbox can reach the internet (SPEC §4.2)."""
+        return bool(self._data.get("internet", False))
+
+    @property
+    def networks(self) -> Tuple[Network, ...]:
+        """Attached networks, by full ID, in attach order."""
+        return tuple(Network._from(n) for n in (self._data.get("networks") or []))
+
+    @property
+    def pids_limit(self) -> int:
+        """``--pids-limit`` (processes)."""
+        return int(self._data.get("pids_limit", 0))
+
+    @property
+    def readonly(self) -> bool:
+        """``/workspace`` is mounted read-only."""
+        return bool(self._data.get("readonly", False))
+
+    @property
+    def memory_bytes(self) -> Optional[int]:
+        """Memory limit in bytes, or ``None``."""
+        v = self._data.get("memory_bytes")
+        return None if v is None else int(v)
+
+    @property
+    def cpus(self) -> Optional[str]:
+        """CPU limit as written (e.g. ``"0.5"``), or ``None``."""
+        v = self._data.get("cpus")
+        return v.get("text") if isinstance(v, dict) else v
+
+    @property
+    def user(self) -> Optional[str]:
+        """``uid[:gid]`` or user name, or ``None``."""
+        return self._data.get("user")
+
+    @property
+    def warnings(self) -> Tuple[PlanWarning, ...]:
+        """Warnings found while resolving."""
+        return _warnings(self._data.get("warnings"))
+
+    @property
+    def approval_request(self) -> Optional[ApprovalRequest]:
+        """What the operator must approve before launch, or ``None``.
+
+        Read through ``odek_plan_approval_request`` (does not block).
+        """
+        if not self._approval:
+            text = _ffi.call_str("odek_plan_approval_request", _ffi.cstr(self.json, "plan"))
+            value = None if _json.loads(text) is None else ApprovalRequest.from_json(text)
+            self._approval.append(value)
+        return self._approval[0]
+
+    @property
+    def needs_approval(self) -> bool:
+        """True when launch needs an :class:`Approval` (a stored trust or
+        ``ODEK_APPROVE_PROJECT_SANDBOX=1`` still has to be turned into one)."""
+        return self._data.get("approval") is not None

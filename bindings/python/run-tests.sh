@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs the Python binding's tests: builds libodek.so if needed, prepares a venv
+# under target/pyenv (pytest + this package, editable), points ODEK_LIB at the
+# library and runs pytest. Extra arguments go to pytest, e.g.
+#   bindings/python/run-tests.sh -k fake        # a subset
+#   bindings/python/run-tests.sh -m "not docker" # deselect the real-Docker tier
+# The real-Docker tests need a daemon and FAIL (never skip) without one; they
+# build the offline test images and bring up the fixture Compose project
+# (tests/images/build.sh, tests/fixtures/compose/up.sh odeke2e) themselves.
+# ODEK_LIB set by the caller is used as is (no cargo build).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+VENV=$TARGET/pyenv
+PYTHON=${PYTHON:-python3}
+
+log() { echo "==> $*" >&2; }
+
+if [[ -z ${ODEK_LIB:-} ]]; then
+  log "cargo build -p odek-ffi"
+  (cd "$REPO" && cargo build -p odek-ffi)
+  export ODEK_LIB=$TARGET/debug/libodek.so
+fi
+[[ -f $ODEK_LIB ]] || { echo "ODEK_LIB=$ODEK_LIB is not a file" >&2; exit 1; }
+
+# (Re)create the venv when missing or when pyproject.toml changed.
+STAMP=$VENV/.odek-installed
+if [[ ! -x $VENV/bin/python ]]; then
+  log "creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+if [[ ! -f $STAMP || $HERE/pyproject.toml -nt $STAMP ]]; then
+  log "pip install pytest + odek (editable)"
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet "pytest>=7" -e "$HERE"
+  touch "$STAMP"
+fi
+
+log "pytest (ODEK_LIB=$ODEK_LIB)"
+cd "$HERE"
+exec "$VENV/bin/python" -m pytest "$@"

@@ -1,0 +1,209 @@
+"""Real Docker: the agent-framework flow against the fixture Compose project.
+
+The fixture project (Redis on the default and an internal backend network,
+Postgres on backend only) is brought up by tests/fixtures/compose/up.sh.
+These tests fail — never skip — without Docker. Each uses its own working
+directory and checks no container is left for it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import BINDING, IMAGE, container_exists, containers_for, write_project_config
+
+import odek
+
+pytestmark = pytest.mark.docker
+
+PING = ["redis-cli", "-h", "redis", "ping"]
+
+
+def settings(project: str, **extra) -> dict:
+    return {"sandbox": True, "sandbox_image": IMAGE, "sandbox_compose_project": project, **extra}
+
+
+def test_agent_flow(docker_client, docker_workdir, compose_project):
+    plan = docker_client.resolve(docker_workdir, settings(compose_project))
+    assert plan.mode == "explicit" and plan.isolation == "container"
+    assert plan.approval_request is None  # operator settings need no approval
+    assert plan.network_summary == "attached"
+    nets = {n.name: n for n in plan.networks}
+    assert set(nets) == {f"{compose_project}_default", f"{compose_project}_backend"}
+    assert nets[f"{compose_project}_backend"].internal
+    assert not nets[f"{compose_project}_default"].internal
+    assert all(n.compose_project == compose_project for n in plan.networks)
+
+    with docker_client.launch(plan) as sandbox:
+        cid = sandbox.container_id
+        assert cid and container_exists(cid)
+        assert containers_for(docker_workdir) == [cid[:12]]
+        assert sandbox.info.startup_line.startswith("odek: sandbox network=attached")
+
+        d = sandbox.describe()
+        system_prompt = "You are a coding agent.\n\n" + d.prompt
+        assert "Execution environment" in system_prompt
+        assert {"redis", "postgres"} <= set(d.service_names)
+        backend = [n for n in d.networks if n.name == f"{compose_project}_backend"]
+        assert backend and backend[0].internal
+        assert "redis" in d.tool
+
+        r = sandbox.exec(PING, timeout=30)
+        assert (r.exit_code, r.stdout.strip(), r.timed_out) == (0, "PONG", False)
+        # Postgres sits on the internal backend network only
+        r = sandbox.exec(["pg_isready", "-h", "postgres", "-t", "10"], timeout=30)
+        assert r.exit_code == 0, r.stdout + r.stderr
+    assert not container_exists(cid)
+
+
+def test_agent_loop_example(docker_engine, docker_workdir, compose_project):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(BINDING) + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run(
+        [sys.executable, str(BINDING / "examples" / "agent_loop.py"),
+         "--project", compose_project, "--workdir", docker_workdir],
+        capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "stdout='PONG'" in out
+    assert "## Execution environment" in out
+    assert "no approval needed" in out
+    assert "destroyed" in out
+
+
+def test_agent_loop_example_with_project_config(docker_engine, docker_workdir, compose_project):
+    # the example sets the image and Compose project itself (operator settings);
+    # a project env var still needs the operator's approval
+    write_project_config(docker_workdir, {"sandbox_env": {"APP_ENV": "test"}})
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(BINDING) + os.pathsep + env.get("PYTHONPATH", "")
+    base = [sys.executable, str(BINDING / "examples" / "agent_loop.py"),
+            "--project", compose_project, "--workdir", docker_workdir]
+    # denied (no TTY, no --approve): nothing is launched
+    r = subprocess.run(base, capture_output=True, text=True, env=env, timeout=300,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "asks for sandbox settings that need approval" in r.stdout
+    assert "not launching" in r.stdout
+    r = subprocess.run(base + ["--approve", "once"], capture_output=True, text=True, env=env,
+                       timeout=300, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "approved (once)" in r.stdout and "stdout='PONG'" in r.stdout
+
+
+def test_project_config_approval(docker_client, docker_workdir, compose_project):
+    write_project_config(docker_workdir, {"sandbox_compose_project": compose_project,
+                                          "sandbox_image": IMAGE})
+    plan = docker_client.resolve(docker_workdir, {"sandbox": True})
+    req = plan.approval_request
+    assert req is not None and req.requested_compose_project == compose_project
+    assert {n.name for n in req.networks} == {f"{compose_project}_default",
+                                              f"{compose_project}_backend"}
+    for n in req.networks:
+        assert len(n.id) == 64 and n.compose_project == compose_project
+
+    with pytest.raises(odek.ApprovalRequiredError):
+        docker_client.launch(plan)
+    assert containers_for(docker_workdir) == []
+
+    approval = docker_client.approve(plan, "once")
+    with docker_client.launch(plan, approval) as sandbox:
+        assert sandbox.exec(PING, timeout=30).stdout.strip() == "PONG"
+
+
+def test_with_block_removes_the_container_on_exception(docker_client, docker_workdir,
+                                                       compose_project):
+    with pytest.raises(KeyError):
+        with odek.launch(docker_workdir, settings(compose_project), client=docker_client) as sandbox:
+            cid = sandbox.container_id
+            assert container_exists(cid)
+            raise KeyError("the agent crashed")
+    assert sandbox.closed and not container_exists(cid)
+
+
+def test_module_launch_with_default_client(docker_engine, docker_workdir, compose_project):
+    with odek.launch(workdir=docker_workdir, settings=settings(compose_project)) as sandbox:
+        assert sandbox.exec(PING, timeout=30).stdout.strip() == "PONG"
+
+
+def test_exec_details(docker_client, docker_workdir):
+    with open(os.path.join(docker_workdir, "hello.txt"), "w") as f:
+        f.write("from the host\n")
+    with odek.launch(docker_workdir, {"sandbox": True, "sandbox_image": IMAGE},
+                     client=docker_client) as sandbox:
+        r = sandbox.exec(["cat", "hello.txt"])
+        assert (r.exit_code, r.stdout) == (0, "from the host\n")  # cwd is /workspace
+        r = sandbox.exec(shell="echo out; echo err >&2; exit 7")
+        assert (r.exit_code, r.stdout, r.stderr, r.ok) == (7, "out\n", "err\n", False)
+        r = sandbox.exec(shell='printf %s "$GREETING"', env={"GREETING": "hi there"})
+        assert r.stdout == "hi there"
+        r = sandbox.exec(["pwd"], workdir="/tmp")
+        assert r.stdout.strip() == "/tmp"
+        r = sandbox.exec(["sh", "-c", "printf 'caf\\303\\251 \\377'"])
+        assert r.stdout == "café \ufffd"  # UTF-8, invalid bytes replaced
+        r = sandbox.exec(["no-such-program"])
+        assert r.exit_code != 0
+
+        t0 = time.monotonic()
+        r = sandbox.exec(["sleep", "30"], timeout=0.5)
+        assert (r.exit_code, r.timed_out) == (124, True)
+        assert time.monotonic() - t0 < 20
+
+        # 17 MiB of output: cut at 16 MiB, flagged
+        r = sandbox.exec(shell="head -c 17825792 /dev/zero | tr '\\000' a", timeout=120)
+        assert r.exit_code == 0 and r.stdout_truncated and r.truncated
+        assert len(r.stdout) == odek.EXEC_OUTPUT_LIMIT
+        assert not r.stderr_truncated
+
+
+def test_blocking_calls_release_the_gil(docker_client, docker_workdir):
+    with odek.launch(docker_workdir, {"sandbox": True, "sandbox_image": IMAGE},
+                     client=docker_client) as sandbox:
+        ticks = [0]
+        done = threading.Event()
+
+        def spin() -> None:
+            while not done.is_set():
+                ticks[0] += 1
+                time.sleep(0.01)
+
+        t = threading.Thread(target=spin)
+        t.start()
+        try:
+            r = sandbox.exec(["sleep", "1.5"])
+        finally:
+            done.set()
+            t.join()
+        assert r.exit_code == 0
+        assert ticks[0] >= 50, f"the other thread only ran {ticks[0]} times during a 1.5 s exec"
+
+
+def test_narrowed_sub_agent(docker_client, docker_workdir, compose_project):
+    parent = docker_client.resolve(docker_workdir, settings(compose_project))
+    child = odek.narrow(parent, networks=[f"{compose_project}_backend"], pids_limit=256,
+                        readonly=True)
+    assert [n.name for n in child.networks] == [f"{compose_project}_backend"]
+    assert not child.internet and child.readonly and child.pids_limit == 256
+    with docker_client.launch(child) as sandbox:
+        d = sandbox.describe()
+        assert d.internet is False and d.workspace_readonly
+        # positive control: Redis is on backend too, so it still answers
+        assert sandbox.exec(PING, timeout=30).stdout.strip() == "PONG"
+        r = sandbox.exec(["sh", "-c", "touch /workspace/x"])
+        assert r.exit_code != 0  # read-only workspace
+    with pytest.raises(odek.ConfigError):
+        odek.narrow(child, networks=[f"{compose_project}_default"])
+
+
+def test_config_view_reads_the_local_image(docker_client, docker_workdir, compose_project):
+    plan = docker_client.resolve(docker_workdir, settings(compose_project))
+    view = docker_client.config_view(plan)
+    assert view.image == IMAGE and view.image_id and view.image_id.startswith("sha256:")
+    assert view.mode == "explicit" and view.sources["sandbox"] == "api"
+    assert {n.name for n in view.networks} == {n.name for n in plan.networks}

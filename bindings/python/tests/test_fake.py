@@ -1,0 +1,503 @@
+"""Fake-engine tests (no Docker): the binding end to end over the C ABI.
+
+``Client(engine="fake")`` is an in-memory engine with image
+``odek-test/base:1`` and a Compose project ``shop`` (``shop_default`` and
+internal ``shop_backend``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import os
+import threading
+import warnings
+
+import pytest
+from conftest import IMAGE, write_project_config
+
+import odek
+from odek import _ffi
+
+SHOP = {"sandbox_image": IMAGE, "sandbox_compose_project": "shop"}
+
+
+def raw_error(err) -> tuple:
+    """(code, class, message) of a raw odek_error_t*, freeing it."""
+    L = _ffi.lib()
+    assert err, "expected an error object, got NULL (success)"
+    try:
+        return (
+            L.odek_error_code(err),
+            L.odek_error_class(err).decode(),
+            L.odek_error_message(err).decode(),
+        )
+    finally:
+        L.odek_error_free(err)
+
+
+# --- the happy path ----------------------------------------------------------------
+
+
+def test_resolve_launch_describe_exec_destroy(fake_client, workdir):
+    plan = fake_client.resolve(workdir, SHOP, read_user_config=False)
+    assert isinstance(plan, odek.Plan)
+    assert json.loads(plan.json)["schema"] == "odek.plan/1"
+    assert plan.mode == "implicit"
+    assert plan.isolation == "container"
+    assert plan.image == IMAGE
+    assert plan.workdir == workdir
+    assert plan.network_mode == "none"
+    assert plan.network_summary == "attached"
+    assert plan.internet is True  # shop_default is not internal
+    assert {(n.name, n.internal, n.compose_project) for n in plan.networks} == {
+        ("shop_default", False, "shop"),
+        ("shop_backend", True, "shop"),
+    }
+    assert all(len(n.id) == 64 for n in plan.networks)
+    assert plan.pids_limit == 4096
+    assert [w.kind for w in plan.warnings] == ["attached_network_not_internal"]
+    assert plan.approval_request is None and not plan.needs_approval
+    assert "env" not in repr(plan) and "shop_backend" in repr(plan)
+
+    with fake_client.launch(plan) as sandbox:
+        assert isinstance(sandbox, odek.Sandbox)
+        info = sandbox.info
+        assert info.isolation == "container" == sandbox.isolation
+        assert info.container_id and sandbox.container_id == info.container_id
+        assert sandbox.name.startswith("odek-")
+        assert info.startup_line.startswith("odek: sandbox network=attached pids=4096")
+        assert info.plan == plan
+
+        d = sandbox.describe()
+        assert isinstance(d, odek.Description)
+        assert d.environment["schema"] == "odek.environment/1"
+        assert json.loads(d.environment_json) == d.environment
+        assert d.isolation == "container" and d.network == "attached" and d.internet
+        assert d.workspace == "/workspace" and not d.workspace_readonly
+        assert {n.name for n in d.networks} == {"shop_default", "shop_backend"}
+        assert "Execution environment" in d.prompt and "/workspace" in d.prompt
+        assert "untrusted_content_" in d.prompt
+        assert d.tool and d.tool != d.prompt
+
+        r = sandbox.exec(["true"])
+        assert isinstance(r, odek.ExecResult)
+        assert (r.exit_code, r.timed_out, r.truncated, r.ok) == (0, False, False, True)
+        r = sandbox.exec(shell="echo $HOME", env={"A": "b"}, timeout=5, workdir="/workspace")
+        assert r.exit_code == 0
+    assert sandbox.closed
+    # still readable after close
+    assert sandbox.name == info.name
+
+
+def test_module_launch_and_explicit_client(workdir, fake_client):
+    with odek.launch(workdir=workdir, settings=SHOP, client=fake_client) as sandbox:
+        assert sandbox.isolation == "container"
+        assert sandbox.exec(["true"]).ok
+    assert sandbox.closed
+    assert not fake_client.closed  # a caller's client is not closed by launch
+
+
+def test_config_view(fake_client, workdir):
+    plan = fake_client.resolve(workdir, dict(SHOP, sandbox_pids_limit=64, sandbox_memory="256m",
+                                             sandbox_cpus="0.5", sandbox_readonly=True))
+    view = fake_client.config_view(plan)
+    assert isinstance(view, odek.ConfigView)
+    assert view.data["schema"] == "odek.config-view/1"
+    assert (view.mode, view.isolation, view.image) == ("implicit", "container", IMAGE)
+    assert view.image_id and view.image_id.startswith("sha256:")
+    assert view.network == "attached" and view.internet
+    assert view.pids_limit == 64 and view.init and view.tmpfs == "rw,noexec,nosuid"
+    assert view.memory_bytes == 256 * 1024 * 1024 and view.cpus == "0.5" and view.readonly
+    assert view.sources["sandbox_pids_limit"] == "api"
+    assert view.sources["sandbox_network"] == "default"
+    assert {n.name for n in view.networks} == {"shop_default", "shop_backend"}
+    assert plan.memory_bytes == 256 * 1024 * 1024 and plan.cpus == "0.5" and plan.readonly
+
+
+def test_env_replaces_the_process_environment(fake_client, workdir):
+    # env replaces the whole process environment (ODEK_HOME included)
+    env = {"ODEK_HOME": os.environ["ODEK_HOME"], "ODEK_SANDBOX_PIDS_LIMIT": "77"}
+    plan = fake_client.resolve(workdir, {"sandbox_image": IMAGE}, env=env)
+    assert plan.pids_limit == 77
+    assert fake_client.config_view(plan).sources["sandbox_pids_limit"] == "env"
+
+
+def test_narrow(fake_client, workdir):
+    parent = fake_client.resolve(workdir, dict(SHOP, sandbox_pids_limit=100))
+    child = odek.narrow(parent, networks=["shop_backend"], pids_limit=50, readonly=True)
+    assert [n.name for n in child.networks] == ["shop_backend"]
+    assert child.pids_limit == 50 and child.readonly and not child.internet
+    assert fake_client.narrow(parent, compose_project="shop") == odek.narrow(parent, compose_project="shop")
+    with fake_client.launch(child) as sandbox:
+        assert sandbox.describe().network == "attached"
+    with pytest.raises(odek.ConfigError) as ei:
+        odek.narrow(parent, pids_limit=1000)
+    assert ei.value.code == odek.CODES["NARROW"] and ei.value.failure_class == "config"
+    with pytest.raises(odek.ConfigError):
+        odek.narrow(parent, networks=["not-the-parents"])
+    with pytest.raises(odek.ConfigError):
+        odek.narrow(parent, image="alpine:3")
+    with pytest.raises(TypeError):
+        odek.narrow(parent, bogus=1)
+
+
+# --- approval ----------------------------------------------------------------------
+
+
+def test_project_settings_need_approval(fake_client, workdir):
+    write_project_config(workdir, {"sandbox_compose_project": "shop", "sandbox_image": IMAGE,
+                                   "sandbox_env": {"TOKEN": "${HOME}", "MODE": "dev"}})
+    plan = fake_client.resolve(workdir)
+    assert plan.needs_approval
+    req = plan.approval_request
+    assert isinstance(req, odek.ApprovalRequest)
+    assert json.loads(req.json)["schema"] == "odek.approval-request/1"
+    assert req.config == os.path.join(workdir, "odek.json")
+    assert req.project_dir == workdir
+    assert set(req.knobs) == {"sandbox_compose_project", "sandbox_image", "sandbox_env"}
+    assert req.image == IMAGE and req.requested_compose_project == "shop"
+    assert {(e.key, e.interpolates_host) for e in req.env} == {("TOKEN", True), ("MODE", False)}
+    assert {(n.name, n.internal, n.compose_project) for n in req.networks} == {
+        ("shop_default", False, "shop"), ("shop_backend", True, "shop")}
+    assert len(req.key) == 64 and not req.trusted and not req.standing
+    card = req.card()
+    assert "shop_backend" in card and req.key in card and "${...}" in card
+    assert fake_client.approval_request(plan) == req
+
+    # no approval -> ApprovalRequiredError (a ConfigError), and no sandbox
+    with pytest.raises(odek.ApprovalRequiredError) as ei:
+        fake_client.launch(plan)
+    e = ei.value
+    assert isinstance(e, odek.ApprovalError) and isinstance(e, odek.ConfigError)
+    assert e.code == 300 and e.failure_class == "config" and "odek.json" in e.message
+    with pytest.raises(odek.ApprovalRequiredError):
+        odek.launch(workdir, client=fake_client)
+
+    # once
+    approval = fake_client.approve(plan, "once")
+    assert isinstance(approval, odek.Approval) and approval.via == "once"
+    assert approval.key == req.key
+    assert set(approval.network_ids) == {n.id for n in req.networks}
+    with fake_client.launch(plan, approval) as sandbox:
+        assert sandbox.exec(["true"]).ok
+    with odek.launch(workdir, approve="once", client=fake_client) as sandbox:
+        assert sandbox.isolation == "container"
+
+    # an approval for another plan does not fit
+    other = fake_client.resolve(workdir, {"sandbox_pids_limit": 10})
+    write_project_config(workdir, {"sandbox_compose_project": "shop"})
+    changed = fake_client.resolve(workdir)
+    with pytest.raises(odek.ApprovalError) as ei:
+        fake_client.launch(changed, approval)
+    assert ei.value.code == odek.CODES["APPROVAL_MISMATCH"]
+    assert other.needs_approval
+
+
+def test_trust_is_persisted_and_then_standing(fake_client, workdir, tmp_path):
+    home = tmp_path / "home"
+    env = {"ODEK_HOME": str(home)}
+    write_project_config(workdir, {"sandbox_compose_project": "shop", "sandbox_image": IMAGE})
+    plan = fake_client.resolve(workdir, env=env)
+    approval = fake_client.approve(plan, "trust")
+    assert approval.via == "trust"
+    store = json.loads((home / "project_sandbox_approvals.json").read_text())
+    assert store.get(approval.key) is True
+
+    again = fake_client.resolve(workdir, env=env)
+    assert again.approval_request.trusted and again.approval_request.standing
+    # a standing approval (the stored trust) needs no approval object
+    with fake_client.launch(again) as sandbox:
+        assert sandbox.exec(["true"]).ok
+    # … but only while the trust is still in the store
+    (home / "project_sandbox_approvals.json").write_text("{}")
+    with pytest.raises(odek.ApprovalRequiredError):
+        fake_client.launch(again)
+    approval = fake_client.approve(again, "trust")
+    with odek.launch(workdir, client=fake_client, env=env) as sandbox:
+        assert sandbox.exec(["true"]).ok
+
+
+def test_approval_by_environment_switch(fake_client, workdir):
+    write_project_config(workdir, {"sandbox_compose_project": "shop", "sandbox_image": IMAGE})
+    env = {"ODEK_HOME": os.environ["ODEK_HOME"], "ODEK_APPROVE_PROJECT_SANDBOX": "1"}
+    plan = fake_client.resolve(workdir, env=env)
+    assert plan.approval_request.approved_by_env and not plan.approval_request.trusted
+    with odek.launch(workdir, client=fake_client, env=env) as sandbox:
+        assert sandbox.isolation == "container"
+
+
+def test_approve_misuse(fake_client, workdir):
+    plan = fake_client.resolve(workdir, SHOP)  # operator settings: nothing to approve
+    with pytest.raises(odek.ApprovalError):
+        fake_client.approve(plan, "once")
+    write_project_config(workdir, {"sandbox_image": IMAGE})
+    plan = fake_client.resolve(workdir)
+    with pytest.raises(odek.UsageError) as ei:
+        fake_client.approve(plan, "sometimes")
+    assert ei.value.code == odek.CODES["INVALID_ARGUMENT"]
+    with pytest.raises(ValueError):
+        odek.launch(workdir, approve="always", client=fake_client)
+
+
+def test_corrupt_approval_store_is_an_error(fake_client, workdir, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "project_sandbox_approvals.json").write_text("{corrupt")
+    write_project_config(workdir, {"sandbox_image": IMAGE})
+    with pytest.raises(odek.ApprovalError) as ei:
+        fake_client.resolve(workdir, env={"ODEK_HOME": str(home)})
+    assert ei.value.code == odek.CODES["APPROVAL_STORE"]
+
+
+# --- lifecycle ---------------------------------------------------------------------
+
+
+def test_close_is_idempotent_and_use_after_close_is_invalid_handle(fake_client, workdir):
+    sandbox = fake_client.launch(fake_client.resolve(workdir, SHOP))
+    sandbox.close()
+    sandbox.close()  # second close: nothing
+    sandbox.destroy()
+    for call in (lambda: sandbox.exec(["true"]), sandbox.describe):
+        with pytest.raises(odek.InvalidHandleError) as ei:
+            call()
+        assert ei.value.code == 103 and ei.value.failure_class == "usage"
+        assert isinstance(ei.value, odek.UsageError)
+
+    c = odek.Client(engine="fake")
+    c.close()
+    c.close()
+    with pytest.raises(odek.InvalidHandleError):
+        c.resolve(workdir, SHOP)
+
+
+def test_with_block_destroys_even_on_exception(fake_client, workdir):
+    plan = fake_client.resolve(workdir, SHOP)
+    with pytest.raises(RuntimeError, match="agent crashed"):
+        with fake_client.launch(plan) as sandbox:
+            raw = ctypes.cast(sandbox._handle(), ctypes.c_void_p).value
+            raise RuntimeError("agent crashed")
+    assert sandbox.closed
+    # the C side agrees: the handle is gone
+    code, cls, _ = raw_error(_ffi.lib().odek_sandbox_destroy(ctypes.cast(raw, _ffi.SandboxPtr)))
+    assert (code, cls) == (103, "usage")
+
+
+def test_c_level_stale_and_double_destroy_are_invalid_handle(fake_client, workdir):
+    L = _ffi.lib()
+    sandbox = fake_client.launch(fake_client.resolve(workdir, SHOP))
+    raw = ctypes.cast(sandbox._handle(), ctypes.c_void_p).value
+    sandbox.close()
+    stale = ctypes.cast(raw, _ffi.SandboxPtr)
+    out = _ffi.OwnedStr()
+    code, _, msg = raw_error(L.odek_exec(stale, b'{"argv":["true"]}', ctypes.byref(out)))
+    assert code == 103 and "destroyed" in msg
+    assert not out  # out-param untouched on error
+    code, _, _ = raw_error(L.odek_sandbox_destroy(stale))
+    assert code == 103
+    # a made-up handle, and a client handle used as a sandbox
+    code, _, _ = raw_error(L.odek_sandbox_destroy(ctypes.cast(0x1234560, _ffi.SandboxPtr)))
+    assert code == 103
+    client_raw = ctypes.cast(fake_client._handle(), ctypes.c_void_p).value
+    code, _, _ = raw_error(L.odek_sandbox_info(ctypes.cast(client_raw, _ffi.SandboxPtr), ctypes.byref(out)))
+    assert code == 103
+    # free functions accept NULL
+    assert not L.odek_sandbox_destroy(None)
+    assert not L.odek_client_free(None)
+    L.odek_error_free(None)
+    L.odek_string_free(None)
+    assert L.odek_error_code(None) == 0 and L.odek_error_class(None) == b""
+
+
+def test_sandbox_outlives_its_client(workdir):
+    c = odek.Client(engine="fake")
+    sandbox = c.launch(c.resolve(workdir, SHOP))
+    c.close()
+    with sandbox:
+        assert sandbox.exec(["true"]).ok
+
+
+def test_garbage_collected_sandbox_is_destroyed_with_a_warning(fake_client, workdir):
+    sandbox = fake_client.launch(fake_client.resolve(workdir, SHOP))
+    raw = ctypes.cast(sandbox._handle(), ctypes.c_void_p).value
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del sandbox
+        gc.collect()
+    assert any(issubclass(w.category, ResourceWarning) and "unclosed odek sandbox" in str(w.message)
+               for w in caught)
+    code, _, _ = raw_error(_ffi.lib().odek_sandbox_destroy(ctypes.cast(raw, _ffi.SandboxPtr)))
+    assert code == 103
+
+
+def test_sandboxes_cannot_be_constructed_directly():
+    with pytest.raises(TypeError):
+        odek.Sandbox()
+
+
+# --- misuse ------------------------------------------------------------------------
+
+
+def test_bad_settings_are_config_errors(fake_client, workdir):
+    cases = [
+        ({"sandbox_network": "host"}, odek.CODES["NETWORK_MODE"]),
+        ({"sandbox_pids_limit": 0}, odek.CODES["CONFIG"]),
+        ({"sandbox_memory": "lots"}, odek.CODES["CONFIG"]),
+        ({"sandbox": "maybe"}, odek.CODES["CONFIG"]),
+        ({"sandbox_networks": ["host"]}, odek.CODES["NETWORK_NAME"]),
+        ({"sandbox_compose_project": "Not Valid"}, odek.CODES["COMPOSE_NAME"]),
+        ({"sandbox_image": "UPPER/case::x"}, odek.CODES["IMAGE_REFERENCE"]),
+        ({"sandbox_compose_project": "nosuchproject"}, odek.CODES["COMPOSE_NOT_RUNNING"]),
+        ({"sandbox_networks": ["missing-net"]}, odek.CODES["NETWORK_NOT_FOUND"]),
+    ]
+    for settings, code in cases:
+        with pytest.raises(odek.ConfigError) as ei:
+            fake_client.resolve(workdir, dict(settings, sandbox_image=settings.get("sandbox_image", IMAGE)))
+        assert (ei.value.code, ei.value.failure_class) == (code, "config"), (settings, ei.value)
+        assert ei.value.message
+
+
+def test_malformed_project_config_names_file_line_column(fake_client, workdir):
+    with open(os.path.join(workdir, "odek.json"), "w") as f:
+        f.write('{\n  "sandbox_image": \n}')
+    with pytest.raises(odek.ConfigError) as ei:
+        fake_client.resolve(workdir)
+    assert ei.value.code == odek.CODES["CONFIG_MALFORMED"]
+    assert os.path.join(workdir, "odek.json") + ":3:" in ei.value.message
+
+
+def test_bad_json_and_shapes_are_usage_errors(fake_client, workdir):
+    with pytest.raises(odek.UsageError) as ei:
+        fake_client.launch("{not json")
+    assert ei.value.code == odek.CODES["INVALID_JSON"]
+    with pytest.raises(odek.UsageError) as ei:
+        fake_client.launch('{"schema": "odek.plan/1"}')
+    assert ei.value.code == odek.CODES["INVALID_ARGUMENT"]
+    with pytest.raises(odek.UsageError) as ei:
+        fake_client.config_view("[]")
+    assert ei.value.code == odek.CODES["INVALID_ARGUMENT"]
+    plan = fake_client.resolve(workdir, SHOP)
+    with pytest.raises(odek.UsageError):
+        fake_client.launch(plan, approval="{bad")
+    with pytest.raises(odek.UsageError):
+        odek.Client(engine="bogus")
+    with pytest.raises(odek.ConfigError) as ei:
+        odek.Client(docker_host="no-scheme")
+    assert ei.value.code == odek.CODES["ENDPOINT"]
+    with pytest.raises(odek.ConfigError):
+        odek.Client(docker_host="ftp://x")
+    # Python-side type errors never reach C
+    with pytest.raises(TypeError):
+        fake_client.launch(42)
+    with pytest.raises(TypeError):
+        fake_client.resolve(workdir, ["not", "a", "dict"])
+    with pytest.raises(TypeError):
+        fake_client.resolve(workdir, env={"A": 1})
+    with pytest.raises(ValueError):
+        fake_client.approve(plan, "once\0trust")
+    with pytest.raises(ValueError):
+        odek.Plan("{}")  # not a plan document
+
+
+def test_exec_misuse(fake_client, workdir):
+    with fake_client.launch(fake_client.resolve(workdir, SHOP)) as sandbox:
+        for kwargs in ({}, {"argv": ["a"], "shell": "b"}, {"argv": ["a"], "timeout": -1},
+                       {"argv": ["a"], "timeout": 0}):
+            with pytest.raises(odek.UsageError) as ei:
+                sandbox.exec(**kwargs)
+            assert ei.value.code == odek.CODES["INVALID_ARGUMENT"], kwargs
+        with pytest.raises(TypeError):
+            sandbox.exec("echo hi")  # a str is not an argv
+        with pytest.raises(TypeError):
+            sandbox.exec(["echo", 1])
+        with pytest.raises(TypeError):
+            sandbox.exec(["x"], timeout="5")
+        with pytest.raises(ValueError):
+            sandbox.exec(["x"], timeout=float("nan"))
+        assert sandbox.exec(["still", "usable"]).exit_code == 0
+
+
+def test_c_level_null_utf8_json_errors(fake_client):
+    L = _ffi.lib()
+    out = _ffi.OwnedStr()
+    h = fake_client._handle()
+    assert raw_error(L.odek_resolve(None, b"{}", ctypes.byref(out)))[0] == 100
+    assert raw_error(L.odek_resolve(h, None, ctypes.byref(out)))[0] == 100
+    assert raw_error(L.odek_resolve(h, b'{"workdir":"/tmp"}', None))[0] == 100
+    assert raw_error(L.odek_resolve(h, b'{"workdir":"\xff"}', ctypes.byref(out)))[0] == 101
+    assert raw_error(L.odek_resolve(h, b"{", ctypes.byref(out)))[0] == 102
+    assert raw_error(L.odek_resolve(h, b'{"workdir": 5}', ctypes.byref(out)))[0] == 104
+    assert raw_error(L.odek_resolve(h, b'{"workdir": "/tmp", "nope": 1}', ctypes.byref(out)))[0] == 104
+    assert raw_error(L.odek_approve(h, b"{}", b"\xff", ctypes.byref(out)))[0] in (101, 102, 104)
+    assert not out
+    client = _ffi.ClientPtr()
+    assert raw_error(L.odek_client_new(b"{", ctypes.byref(client)))[0] == 102
+    assert not client
+
+
+def test_panic_is_contained():
+    with pytest.raises(odek.UsageError) as ei:
+        _ffi.check(_ffi.lib().odek_debug_panic())
+    assert ei.value.code == odek.CODES["PANIC"] and "panic" in ei.value.message
+    # the process and the library live on
+    with odek.Client(engine="fake") as c:
+        assert not c.closed
+
+
+# --- threads -----------------------------------------------------------------------
+
+
+def test_many_threads_on_one_fake_client(fake_client, tmp_path):
+    errors = []
+    barrier = threading.Barrier(16)
+
+    def work(i: int) -> None:
+        try:
+            d = tmp_path / f"w{i}"
+            d.mkdir()
+            barrier.wait()
+            plan = fake_client.resolve(str(d), SHOP)
+            with fake_client.launch(plan) as sb:
+                assert sb.describe().isolation == "container"
+                assert sb.exec(["true"]).ok
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_closing_a_sandbox_while_other_threads_use_it(fake_client, workdir):
+    sandbox = fake_client.launch(fake_client.resolve(workdir, SHOP))
+    outcomes = []
+
+    def hammer() -> None:
+        while True:
+            try:
+                sandbox.exec(["true"])
+                outcomes.append("ok")
+            except odek.InvalidHandleError:
+                outcomes.append("closed")
+                return
+            except odek.DockerRejectedError as e:
+                # looked up before the destroy, ran after the container was gone
+                outcomes.append("gone" if e.code == odek.CODES["EXEC"] else repr(e))
+
+    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    closers = [threading.Thread(target=sandbox.close) for _ in range(4)]
+    for t in closers:
+        t.start()
+    for t in closers:
+        t.join()
+    for t in threads:
+        t.join()
+    assert sandbox.closed
+    assert outcomes.count("closed") == 4
+    assert set(outcomes) <= {"ok", "closed", "gone"}, outcomes
