@@ -198,6 +198,25 @@ fn read_store(path: &Path) -> Result<BTreeMap<String, bool>, ApprovalError> {
     if !meta.is_file() {
         return Err(err(path, "is not a regular file"));
     }
+    // Writable by group or others: anyone could have forged a trust in it.
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o022 != 0 {
+        return Err(err(
+            path,
+            format!("has mode {mode:04o}: others could have written it, so it is not trusted; check its contents, then `chmod 600` it"),
+        ));
+    }
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = std::fs::metadata(dir) {
+            let dmode = d.permissions().mode() & 0o777;
+            if dmode & 0o022 != 0 {
+                return Err(err(
+                    path,
+                    format!("lies in {} with mode {dmode:04o}: others could replace it; `chmod 700` the directory", dir.display()),
+                ));
+            }
+        }
+    }
     if meta.len() > MAX_STORE_BYTES {
         return Err(err(path, "is larger than 16 MiB"));
     }
@@ -293,6 +312,28 @@ mod tests {
             vec!["k1"]
         );
         assert!(!s.contains("k1").expect("read"));
+    }
+
+    #[test]
+    fn a_store_others_could_write_is_refused() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = d.path().join(STORE_FILE);
+        std::fs::write(&p, r#"{"k": true}"#).expect("w");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let s = Store::new(d.path());
+        let e = s.contains("k").expect_err("0666");
+        assert!(e.to_string().contains("mode 0666"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(s.contains("k").expect("0644 is readable, not forgeable"));
+        s.trust("j", meta()).expect("trust");
+        let mode = std::fs::metadata(&p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "a write makes it private again");
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        assert!(s
+            .contains("k")
+            .expect_err("dir 0777")
+            .to_string()
+            .contains("chmod 700"));
     }
 
     #[test]
