@@ -35,6 +35,16 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
     }
 }
 
+/// The sandbox as JSON for the terminal, env values left out (they may be
+/// secrets; `odek config view` shows keys only, too).
+fn sandbox_json(s: &Sandbox) -> anyhow::Result<String> {
+    let mut s = s.clone();
+    for e in &mut s.plan.env {
+        e.value = "<redacted>".into();
+    }
+    Ok(serde_json::to_string_pretty(&s)?)
+}
+
 /// Exit code from a command status (0..=255).
 fn exit_of(code: i64) -> ExitCode {
     ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(255))
@@ -222,7 +232,7 @@ async fn sandbox(
             let sandbox = odek.launch(&plan, &opts, reporter).await?;
             eprintln!("{}", sandbox.startup_line());
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&sandbox)?);
+                println!("{}", sandbox_json(&sandbox)?);
             } else {
                 println!("{}", sandbox.name);
             }
@@ -259,7 +269,7 @@ async fn sandbox(
             }
             eprintln!("{}", sandbox.startup_line());
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&sandbox)?);
+                println!("{}", sandbox_json(&sandbox)?);
             } else {
                 println!("{}", sandbox.name);
             }
