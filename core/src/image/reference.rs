@@ -120,7 +120,7 @@ impl fmt::Display for ImageRef {
 mod tests {
     use super::*;
 
-    const D: &str = "4b7ce07002c69e8f3d704a9c5d6fd3053be500b7f1c69fc0d80990c2ad8dd412";
+    const D: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
     #[test]
     fn accepted_references() {

@@ -5,6 +5,8 @@
 //! Compose fixture and odek sandboxes); "no internet" is asserted from the
 //! container's routing table, never by probing outside.
 
+pub mod fault_proxy;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -16,8 +18,12 @@ pub const BASE_IMAGE: &str = "odek-test/base:1";
 /// Label on everything the tests create besides odek's own containers.
 pub const TEST_LABEL: &str = "dev.odek.test=true";
 
-/// The workspace root.
+/// The workspace root (`ODEK_REPO` overrides it, e.g. when the compiled
+/// suite runs elsewhere, as in the Nix VM test).
 pub fn repo() -> PathBuf {
+    if let Ok(r) = std::env::var("ODEK_REPO") {
+        return PathBuf::from(r);
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)

@@ -1,0 +1,57 @@
+# Source trees for the derivations, cut out of the repository with
+# builtins.path and a filter (plain builtins: the same under the real nixpkgs
+# and nix/stub-nixpkgs). Each tree keeps only what its build reads, so editing
+# docs or nix/ does not rebuild the Rust packages.
+#
+# Paths that do not exist yet (ffi/, bindings/) are simply absent from the
+# tree: evaluation never requires them; the build that needs them fails.
+let
+  root = ../.;
+  rootStr = toString root;
+  rootLen = builtins.stringLength rootStr;
+
+  # Path relative to the repository root ("" for the root itself).
+  rel = path:
+    let p = toString path;
+    in if p == rootStr then "" else builtins.substring (rootLen + 1) (builtins.stringLength p) p;
+
+  hasPrefix = pre: s: builtins.substring 0 (builtins.stringLength pre) s == pre;
+
+  # Never part of a source tree: build output, caches, `nix build` results.
+  junk = r:
+    let name = baseNameOf r;
+    in builtins.elem name [ "target" ".git" "__pycache__" ".pytest_cache" ".mypy_cache" "node_modules" ]
+      || r == "result" || hasPrefix "result-" r
+      || builtins.match ".*\\.(pyc|egg-info|so|dylib|a)" name != null;
+
+  # Keep a path when it is one of `keep` (relative paths), lies below one,
+  # or is a directory on the way to one.
+  within = keep: r: type:
+    builtins.any
+      (k: r == k || hasPrefix (k + "/") r || (type == "directory" && hasPrefix (r + "/") k))
+      keep;
+
+  tree = name: keep:
+    builtins.path {
+      path = root;
+      inherit name;
+      filter = path: type:
+        let r = rel path;
+        in !(junk r) && (keep == null || within keep r type);
+    };
+in
+{
+  # The Cargo workspace: every member must be present for cargo to load it.
+  rust = tree "source" [ "Cargo.toml" "Cargo.lock" ".cargo" "core" "cli" "ffi" "xtask" "tests" ];
+
+  # The whole repository (supplychain tests scan every file).
+  full = tree "source" null;
+
+  # bindings/python plus the checked-in header its tests compare the ctypes
+  # declarations with (the library itself comes from libodek).
+  python = tree "source" [ "bindings/python" "ffi/include" ];
+
+  # bindings/go plus the checked-in header its cgo preamble includes through
+  # a ${SRCDIR}-relative path (and its tests read).
+  go = tree "source" [ "bindings/go" "ffi/include" ];
+}

@@ -1,0 +1,2 @@
+# The workspace version ([workspace.package] in Cargo.toml).
+(builtins.fromTOML (builtins.readFile ../Cargo.toml)).workspace.package.version
