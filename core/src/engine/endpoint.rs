@@ -63,11 +63,15 @@ impl fmt::Display for Endpoint {
             Address::Tcp { authority } => write!(f, "tcp://{authority}")?,
         }
         match &self.source {
-            EndpointSource::DockerHost => write!(f, " (from DOCKER_HOST)"),
-            EndpointSource::Context { name } => write!(f, " (from Docker context {name:?})"),
-            EndpointSource::Probe => write!(f, " (first existing default socket)"),
-            EndpointSource::Explicit => Ok(()),
+            EndpointSource::DockerHost => write!(f, " (from DOCKER_HOST)")?,
+            EndpointSource::Context { name } => write!(f, " (from Docker context {name:?})")?,
+            EndpointSource::Probe => write!(f, " (first existing default socket)")?,
+            EndpointSource::Explicit => {}
         }
+        if !self.tried.is_empty() {
+            write!(f, " after trying {}", display_paths(&self.tried))?;
+        }
+        Ok(())
     }
 }
 
