@@ -52,13 +52,20 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
 ) -> Result<T, Failure> {
     // SAFETY: forwarded contract.
     let s = unsafe { str_arg(p, name)? };
-    serde_json::from_str(s).map_err(|e| {
-        let code = if e.is_data() {
-            Code::InvalidArgument
-        } else {
-            Code::InvalidJson
-        };
-        Failure::new(code, format!("{name} is not a valid document: {e}"))
+    // Syntax first (ODEK_E_INVALID_JSON), shape second (ODEK_E_INVALID_ARGUMENT):
+    // serde would otherwise report the first type error of a broken document.
+    let value: serde_json::Value = serde_json::from_str(s)
+        .map_err(|e| Failure::new(Code::InvalidJson, format!("{name} is not valid JSON: {e}")))?;
+    if value.is_array() {
+        // serde fills a struct from an array by field position; the ABI's
+        // documents are objects (or null where documented).
+        return Err(Failure::new(
+            Code::InvalidArgument,
+            format!("{name} must be a JSON object, not an array"),
+        ));
+    }
+    T::deserialize(value).map_err(|e| {
+        Failure::new(Code::InvalidArgument, format!("{name} has the wrong shape: {e}"))
     })
 }
 

@@ -392,8 +392,9 @@ struct SandboxInfo<'a> {
 }
 
 /// The launched sandbox as JSON (`"schema": "odek.sandbox-info/1"`): name,
-/// container ID (null on the host), isolation (`container`, `fallback`,
-/// `off`), the startup line of SPEC §6.4, warnings, plan, applied settings.
+/// container ID (null on the host), isolation (`{"kind": "container"}`,
+/// `{"kind": "fallback", "class": …, "reason": …}` or `{"kind": "off"}`), the
+/// startup line of SPEC §6.4, warnings, plan, applied settings.
 ///
 /// # Safety
 /// Valid sandbox handle; writable out.
