@@ -4,8 +4,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use odek_core::launch::new_sandbox_name;
+use odek_core::launch::{new_sandbox_name, LaunchProgress, Stage};
+use odek_core::registry::Reaped;
 use odek_core::{Command, ExecRequest, LaunchOptions, Odek, Sandbox};
+use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::approve;
@@ -106,7 +108,8 @@ async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -
             return ExitCode::from(EXIT_REFUSED);
         }
     };
-    let mut flow = Box::pin(run_flow(cli, odek, reporter, args, &name));
+    let progress = Arc::new(LaunchProgress::default());
+    let mut flow = Box::pin(run_flow(cli, odek, reporter, args, &name, progress.clone()));
     let signalled = tokio::select! {
         code = &mut flow => return code,
         _ = sigint.recv() => 130,
@@ -115,12 +118,28 @@ async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -
     // Dropping the flow cancels it (and kills a host command in fallback).
     drop(flow);
     // The launch or the command was interrupted: remove the container by its
-    // pre-chosen name (it may exist even if its ID was never seen), and once
-    // more shortly after in case a create was still in flight.
-    let _ = odek.remove_named(&name).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = odek.remove_named(&name).await;
-    eprintln!("odek: interrupted; sandbox {name} removed");
+    // pre-chosen name (it may exist even if its ID was never seen). A create
+    // still in flight may land later: wait for it, but not for ever.
+    let stage = progress.get();
+    let outcome = match stage {
+        Stage::Preparing => Reaped::Absent,
+        Stage::Creating => {
+            eprintln!("odek: interrupted while the container was being created; waiting up to 10 s to remove it");
+            odek.reap_named(&name, Duration::from_secs(10)).await
+        }
+        Stage::Created => odek.reap_named(&name, Duration::ZERO).await,
+    };
+    match (stage, outcome) {
+        (Stage::Preparing, _) => eprintln!("odek: interrupted before any container was created"),
+        (_, Reaped::Removed) => eprintln!("odek: interrupted; sandbox {name} removed"),
+        (Stage::Creating, Reaped::Absent) => eprintln!(
+            "odek: interrupted; no container {name} appeared (should the daemon still create it, `odek sandbox gc` reaps it)"
+        ),
+        (_, Reaped::Absent) => eprintln!("odek: interrupted; sandbox {name} is gone"),
+        (_, Reaped::Failed(why)) => eprintln!(
+            "odek: interrupted; could not remove sandbox {name} ({why}); `odek sandbox gc` reaps it once the daemon answers again"
+        ),
+    }
     ExitCode::from(signalled)
 }
 
@@ -130,6 +149,7 @@ async fn run_flow(
     reporter: &Stderr,
     args: &crate::RunArgs,
     name: &str,
+    progress: Arc<LaunchProgress>,
 ) -> ExitCode {
     let refuse = |e: &anyhow::Error| {
         print_anyhow(e);
@@ -161,6 +181,7 @@ async fn run_flow(
     let opts = LaunchOptions {
         name: Some(name.to_string()),
         approval,
+        progress: Some(progress),
         ..Default::default()
     };
     let sandbox = match odek.launch(&plan, &opts, reporter).await {
@@ -227,7 +248,7 @@ async fn sandbox(
                 detached: true,
                 name: args.name.clone(),
                 labels: [(odek_core::labels::PARENT.to_string(), parent.name.clone())].into(),
-                approval: None,
+                ..Default::default()
             };
             let sandbox = odek.launch(&plan, &opts, reporter).await?;
             eprintln!("{}", sandbox.startup_line());

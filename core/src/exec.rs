@@ -156,17 +156,22 @@ impl Odek {
             other => other,
         })?;
         match exit.code {
+            // 137 = SIGKILL: maybe the whole sandbox was killed (docker kill,
+            // OOM). Tell the two apart; the engine may report the container's
+            // exit a moment after the exec's, so look a few times.
+            Some(137) if !still_running(engine.as_ref(), id).await => Err(Error::Exec {
+                message: format!(
+                    "sandbox {} stopped while the command ran (killed or out of memory; the command exited 137); the command was not retried",
+                    sandbox.name
+                ),
+                class: FailureClass::DockerRejected,
+            }),
             Some(code) => Ok(ExecOutcome {
                 exit_code: code,
                 timed_out: false,
             }),
             None => {
-                let running = engine
-                    .inspect_container(id)
-                    .await
-                    .ok()
-                    .flatten()
-                    .is_some_and(|c| c.running);
+                let running = container_running(engine.as_ref(), id).await;
                 Err(Error::Exec {
                     message: if running {
                         format!(
@@ -184,6 +189,27 @@ impl Odek {
             }
         }
     }
+}
+
+/// True when the container still runs 200 ms after a SIGKILLed command.
+async fn still_running(engine: &dyn crate::engine::DockerApi, id: &str) -> bool {
+    for _ in 0..4 {
+        if !container_running(engine, id).await {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    container_running(engine, id).await
+}
+
+/// True when the container still runs (false when gone or unreadable).
+async fn container_running(engine: &dyn crate::engine::DockerApi, id: &str) -> bool {
+    engine
+        .inspect_container(id)
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|c| c.running)
 }
 
 /// Fallback / off: runs on the host in the working directory.

@@ -4,6 +4,9 @@
 //! answer was lost is removed by its (pre-chosen) name.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -17,6 +20,7 @@ use crate::image;
 use crate::labels::{self, Owner};
 use crate::network::NetworkSummary;
 use crate::plan::{Fallback, Isolation, Plan};
+use crate::registry::Reaped;
 use crate::resolve::{fallback_warning, Odek, Reporter};
 use crate::warning::{Warning, WarningKind};
 
@@ -127,6 +131,38 @@ impl Sandbox {
     }
 }
 
+/// How far a launch got, readable from another task (e.g. a signal
+/// handler deciding what to clean up).
+#[derive(Debug, Default)]
+pub struct LaunchProgress(AtomicU8);
+
+/// A launch stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    /// Nothing created yet.
+    Preparing = 0,
+    /// The create request is on its way.
+    Creating = 1,
+    /// The container exists (its ID is known).
+    Created = 2,
+}
+
+impl LaunchProgress {
+    /// Records a stage.
+    pub fn set(&self, s: Stage) {
+        self.0.store(s as u8, Ordering::SeqCst);
+    }
+
+    /// The stage reached.
+    pub fn get(&self) -> Stage {
+        match self.0.load(Ordering::SeqCst) {
+            0 => Stage::Preparing,
+            1 => Stage::Creating,
+            _ => Stage::Created,
+        }
+    }
+}
+
 /// Options of a launch.
 #[derive(Clone, Debug, Default)]
 pub struct LaunchOptions {
@@ -138,6 +174,8 @@ pub struct LaunchOptions {
     pub labels: BTreeMap<String, String>,
     /// The approval of the plan's project settings (SPEC §7), when it needs one.
     pub approval: Option<crate::approval::Approval>,
+    /// Updated as the launch proceeds.
+    pub progress: Option<Arc<LaunchProgress>>,
 }
 
 /// A fresh sandbox name, `odek-<12 hex>`.
@@ -323,23 +361,46 @@ impl Odek {
         let name = opts.name.clone().unwrap_or_else(new_sandbox_name);
         // A digest-pinned reference is created by digest, never by tag.
         let spec = container_spec(plan, &name, &plan.image.reference.create_ref(), opts);
+        if let Some(p) = &opts.progress {
+            p.set(Stage::Creating);
+        }
         let created = match engine.create_container(&spec).await {
             Ok(c) => c,
-            Err(e) => {
-                // The container may exist even though the answer was lost:
-                // remove it by its pre-chosen name.
-                let removed = if e.is_unreachable() {
-                    engine.remove_container(&name).await.is_ok()
-                } else {
-                    false
+            Err(e) if e.is_unreachable() => {
+                // The answer was lost or late: the daemon may still create
+                // the container. Remove it by its pre-chosen name, waiting up
+                // to one call budget for a create that is still in flight.
+                let wait = crate::engine::Timeouts::from_env()
+                    .call
+                    .min(Duration::from_secs(10));
+                let note = match crate::registry::reap(engine.as_ref(), &name, wait).await {
+                    Reaped::Removed => "; the container was removed".to_string(),
+                    Reaped::Absent => format!(
+                        "; no container {name} appeared within {:.0} s (should the daemon still create it, `odek sandbox gc` removes it)",
+                        wait.as_secs_f64()
+                    ),
+                    Reaped::Failed(why) => format!(
+                        "; container {name} may be left behind ({why}): `odek sandbox gc` removes it once the daemon answers"
+                    ),
                 };
-                return Err(with_removal(
-                    Error::engine(&endpoint, Step::Create, e, removed),
-                    removed,
-                    &name,
-                ));
+                return Err(match Error::engine(&endpoint, Step::Create, e, false) {
+                    Error::Unreachable {
+                        endpoint,
+                        step,
+                        message,
+                    } => Error::Unreachable {
+                        endpoint,
+                        step,
+                        message: message + &note,
+                    },
+                    other => other,
+                });
             }
+            Err(e) => return Err(Error::engine(&endpoint, Step::Create, e, false)),
         };
+        if let Some(p) = &opts.progress {
+            p.set(Stage::Created);
+        }
         match self
             .finish(
                 engine.as_ref(),
@@ -546,7 +607,7 @@ impl Odek {
         };
         let engine = self.engine()?;
         match engine.remove_container(id).await {
-            Ok(()) => Ok(()),
+            Ok(_) => Ok(()),
             Err(e) if e.kind == EngineErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::engine(
                 &engine.endpoint().to_string(),

@@ -2,15 +2,41 @@
 //! owner process is gone (`odek sandbox gc`).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::EngineErrorKind;
+use crate::engine::{DockerApi, EngineErrorKind};
 use crate::error::{Error, Result, Step};
 use crate::labels;
 use crate::launch::{verify, Sandbox, SANDBOX_SCHEMA};
 use crate::plan::{Isolation, Plan};
 use crate::resolve::Odek;
+
+/// What [`Odek::reap_named`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reaped {
+    /// The container existed and was removed.
+    Removed,
+    /// No such container appeared within the wait.
+    Absent,
+    /// The daemon could not be asked (the message says why): the container
+    /// may exist; `odek sandbox gc` reaps it once the owner is gone.
+    Failed(String),
+}
+
+/// Removes `name`, retrying for up to `wait` while it does not exist.
+pub async fn reap(engine: &dyn DockerApi, name: &str, wait: Duration) -> Reaped {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match engine.remove_container(name).await {
+            Ok(true) => return Reaped::Removed,
+            Ok(false) if tokio::time::Instant::now() >= deadline => return Reaped::Absent,
+            Ok(false) => tokio::time::sleep(Duration::from_millis(250)).await,
+            Err(e) => return Reaped::Failed(e.to_string()),
+        }
+    }
+}
 
 /// One odek container as `odek sandbox ls` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,14 +173,15 @@ impl Odek {
     }
 
     /// Force-removes the container with this name, whatever state it is in
-    /// (used when a launch is interrupted before its ID is known). Absent is
-    /// not an error.
-    pub async fn remove_named(&self, name: &str) -> Result<()> {
-        let engine = self.engine()?;
-        let ep = engine.endpoint().to_string();
-        engine
-            .remove_container(name)
-            .await
-            .map_err(|e| Error::engine(&ep, Step::Remove, e, false))
+    /// (used when a launch is interrupted or a create answer was lost, so the
+    /// ID may be unknown). When no such container exists yet, tries again
+    /// every 250 ms for up to `wait` — a create still in flight at the daemon
+    /// may land later. Never takes much longer than `wait` plus one call.
+    pub async fn reap_named(&self, name: &str, wait: Duration) -> Reaped {
+        let engine = match self.engine() {
+            Ok(e) => e.clone(),
+            Err(e) => return Reaped::Failed(e.to_string()),
+        };
+        reap(engine.as_ref(), name, wait).await
     }
 }

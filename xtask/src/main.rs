@@ -236,14 +236,28 @@ fn lint() -> R {
     ]))
 }
 
+/// The C ABI load test needs the real engine: it runs with the e2e tier.
+const LOAD_TEST: &str = "many_threads_launch_exec_destroy_on_one_client";
+
 fn unit() -> R {
-    sh(cargo().args(["test", "--workspace", "--exclude", "odek-e2e"]))
+    sh(cargo().args([
+        "test",
+        "--workspace",
+        "--exclude",
+        "odek-e2e",
+        "--",
+        "--skip",
+        LOAD_TEST,
+    ]))
 }
 
 fn e2e_suite() -> R {
     images()?;
     sh(cargo().args(["build", "-p", "odek-cli"]))?;
-    sh(cargo().args(["test", "-p", "odek-e2e", "--", "--test-threads", "4"]))
+    sh(cargo().args(["test", "-p", "odek-e2e", "--", "--test-threads", "4"]))?;
+    sh(cargo().args([
+        "test", "-p", "odek-ffi", "--test", "load", "--", "--exact", LOAD_TEST,
+    ]))
 }
 
 fn cleanup() {

@@ -597,7 +597,7 @@ impl DockerApi for BollardEngine {
         }))
     }
 
-    async fn remove_container(&self, id: &str) -> Result<(), EngineError> {
+    async fn remove_container(&self, id: &str) -> Result<bool, EngineError> {
         let d = self.client().await?;
         let opts = RemoveContainerOptions {
             v: true,
@@ -611,10 +611,13 @@ impl DockerApi for BollardEngine {
         )
         .await
         {
-            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(()),
+            Ok(()) => Ok(true),
+            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(false),
             // "removal of container … is already in progress"
-            Err(e) if e.status == Some(409) && e.message.contains("already in progress") => Ok(()),
-            other => other,
+            Err(e) if e.status == Some(409) && e.message.contains("already in progress") => {
+                Ok(true)
+            }
+            Err(e) => Err(e),
         }
     }
 

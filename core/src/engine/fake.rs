@@ -616,7 +616,7 @@ impl DockerApi for FakeEngine {
             .map(|c| c.info.clone()))
     }
 
-    async fn remove_container(&self, id: &str) -> Result<(), EngineError> {
+    async fn remove_container(&self, id: &str) -> Result<bool, EngineError> {
         self.enter(Op::RemoveContainer, id)?;
         let mut s = self.lock();
         let key = s
@@ -624,10 +624,10 @@ impl DockerApi for FakeEngine {
             .values()
             .find(|c| c.info.id == id || c.info.name == id)
             .map(|c| c.info.id.clone());
-        if let Some(k) = key {
-            s.containers.remove(&k);
-        }
-        Ok(())
+        Ok(match key {
+            Some(k) => s.containers.remove(&k).is_some(),
+            None => false,
+        })
     }
 
     async fn list_containers(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError> {

@@ -451,8 +451,10 @@ pub trait DockerApi: Send + Sync {
     /// Inspects a container by ID or name. `Ok(None)` when absent.
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>, EngineError>;
 
-    /// Force-removes a container (and its anonymous volumes). Absent is Ok.
-    async fn remove_container(&self, id: &str) -> Result<(), EngineError>;
+    /// Force-removes a container (and its anonymous volumes). `Ok(true)`
+    /// when it existed and is gone (or already being removed), `Ok(false)`
+    /// when there was no such container.
+    async fn remove_container(&self, id: &str) -> Result<bool, EngineError>;
 
     /// Lists containers (all states) carrying `label` (`key` or `key=value`).
     async fn list_containers(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError>;

@@ -537,7 +537,7 @@ impl DockerApi for Spy {
         r
     }
 
-    async fn remove_container(&self, id: &str) -> Result<(), EngineError> {
+    async fn remove_container(&self, id: &str) -> Result<bool, EngineError> {
         let r = self.fake.remove_container(id).await;
         self.after(Op::RemoveContainer);
         r

@@ -348,7 +348,6 @@ fn daemon_stops_answering_after_create() {
 // ---------------------------------------------------------------------------
 
 #[test]
-#[ignore = "BUG: a create answered after the per-call timeout leaves a container although odek reports `the container was removed` (core/src/launch.rs create error path: remove-by-name answers 404 while the create is still in flight, and remove_container maps 404 to Ok)"]
 fn create_that_lands_after_the_timeout_leaves_no_container() {
     let _gc = gc_lock();
     let p = Project::new();

@@ -439,7 +439,6 @@ fn container_killed_during_sandbox_exec_fails_within_5s_without_retry() {
 }
 
 #[test]
-#[ignore = "BUG: a sandbox killed under `odek run` is reported as the command's exit 137 with no message (core/src/exec.rs: the `stopped while the command ran` error is only reached when the exec has no exit code; Docker reports 137)"]
 fn container_killed_during_odek_run_is_reported_as_an_error() {
     let p = Project::new();
     let k = kill_under_run(&p);
@@ -448,7 +447,6 @@ fn container_killed_during_odek_run_is_reported_as_an_error() {
 }
 
 #[test]
-#[ignore = "BUG: a sandbox killed under `odek sandbox exec` is reported as the command's exit 137 with no message (core/src/exec.rs: the `stopped while the command ran` error is only reached when the exec has no exit code; Docker reports 137)"]
 fn container_killed_during_sandbox_exec_is_reported_as_an_error() {
     let p = Project::new();
     let k = kill_under_sandbox_exec(&p);
@@ -463,7 +461,6 @@ fn container_killed_during_sandbox_exec_is_reported_as_an_error() {
 // ---------------------------------------------------------------------------
 
 #[test]
-#[ignore = "BUG: SIGINT while `create` is in flight at a slow daemon leaves the container (cli/src/commands.rs run(): remove_named twice within 300 ms, then exit; the create lands later)"]
 fn sigint_while_a_slow_create_is_in_flight_leaves_nothing() {
     let _gc = gc_lock();
     let p = Project::new();
@@ -507,7 +504,6 @@ fn sigint_while_a_slow_create_is_in_flight_leaves_nothing() {
 // ---------------------------------------------------------------------------
 
 #[test]
-#[ignore = "BUG: after SIGINT, `odek run` prints `interrupted; sandbox … removed` even when the removal failed (cli/src/commands.rs run(): the results of remove_named are discarded)"]
 fn sigint_while_the_daemon_stopped_answering_does_not_claim_removal() {
     let _gc = gc_lock();
     let p = Project::new();
