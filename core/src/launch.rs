@@ -327,6 +327,7 @@ impl Odek {
             Isolation::Container => {}
             other => return Ok(Sandbox::host(plan, other.clone(), warnings)),
         }
+        plan.check()?;
         let engine = self.engine()?.clone();
         let endpoint = engine.endpoint().to_string();
         crate::approval::recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
@@ -370,9 +371,14 @@ impl Odek {
                 // The answer was lost or late: the daemon may still create
                 // the container. Remove it by its pre-chosen name, waiting up
                 // to one call budget for a create that is still in flight.
-                let wait = crate::engine::Timeouts::from_env()
-                    .call
-                    .min(Duration::from_secs(10));
+                let wait = if e.kind == crate::engine::EngineErrorKind::Timeout {
+                    crate::engine::Timeouts::from_env()
+                        .call
+                        .min(Duration::from_secs(10))
+                } else {
+                    // The connection broke: one attempt tells whether it landed.
+                    Duration::ZERO
+                };
                 let note = match crate::registry::reap(engine.as_ref(), &name, wait).await {
                     Reaped::Removed => "; the container was removed".to_string(),
                     Reaped::Absent => format!(

@@ -56,6 +56,12 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
     // serde would otherwise report the first type error of a broken document.
     let value: serde_json::Value = serde_json::from_str(s)
         .map_err(|e| Failure::new(Code::InvalidJson, format!("{name} is not valid JSON: {e}")))?;
+    if let Err(e) = odek_core::config::check_strict_json(s) {
+        return Err(Failure::new(
+            Code::InvalidArgument,
+            format!("{name} is not accepted: {e}"),
+        ));
+    }
     if value.is_array() {
         // serde fills a struct from an array by field position; the ABI's
         // documents are objects (or null where documented).
@@ -65,7 +71,10 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
         ));
     }
     T::deserialize(value).map_err(|e| {
-        Failure::new(Code::InvalidArgument, format!("{name} has the wrong shape: {e}"))
+        Failure::new(
+            Code::InvalidArgument,
+            format!("{name} has the wrong shape: {e}"),
+        )
     })
 }
 

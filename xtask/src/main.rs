@@ -284,7 +284,8 @@ fn nix() -> R {
 }
 
 fn test() -> R {
-    let steps: [(&str, fn() -> R); 8] = [
+    type Step = (&'static str, fn() -> R);
+    let steps: [Step; 8] = [
         ("header-check", header_check),
         ("lint", lint),
         ("unit", unit),

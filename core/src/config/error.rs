@@ -59,7 +59,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// A Compose project name outside Compose's charset.
-    #[error("{origin}: Compose project name {value} is not valid (Compose project names match [a-z0-9][a-z0-9_-]*){}", hint_suffix(.normalized, .running))]
+    #[error("{origin}: Compose project name {value} is not valid (Compose project names match [a-z0-9][a-z0-9_-]*, at most 100 bytes){}", hint_suffix(.normalized, .running))]
     InvalidComposeProject {
         /// Where the value came from.
         origin: String,

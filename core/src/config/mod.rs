@@ -9,7 +9,7 @@ mod validate;
 
 pub use error::{quote, ConfigError};
 pub use merge::{load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT};
-pub use parse::{layer_from_env, parse_bytes, parse_file, MAX_CONFIG_BYTES};
+pub use parse::{check_strict_json, layer_from_env, parse_bytes, parse_file, MAX_CONFIG_BYTES};
 pub use validate::{
     interpolate, normalize_compose_project, parse_cpus, parse_memory, parse_network_mode,
     resolve_volume, validate_compose_project, validate_env_key, validate_network_name,

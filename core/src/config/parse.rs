@@ -163,6 +163,19 @@ pub fn parse_bytes(bytes: &[u8], path: &Path) -> Result<(Layer, Vec<Warning>), C
     build_layer(entries, path)
 }
 
+/// Checks any JSON document with the strict rules of config files: no
+/// duplicate keys at any depth, no NUL in strings, nesting at most 32 deep,
+/// nothing after the value. Used by the C ABI on every document it is given
+/// (a duplicate key there would otherwise silently win or lose). Errors are
+/// messages with the position.
+pub fn check_strict_json(text: &str) -> Result<(), String> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    JsonSeed { depth: 1 }
+        .deserialize(&mut de)
+        .and_then(|_| de.end())
+        .map_err(|e| e.to_string())
+}
+
 /// The `ODEK_*` variables of SPEC §3.1 as a layer, read from `env` (not
 /// from the process environment); an empty value = unset. String values are
 /// taken verbatim (checked later by validation). Booleans accept

@@ -139,16 +139,21 @@ pub fn validate_compose_project(origin: &str, value: &str) -> Result<(), ConfigE
         .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     let rest_ok =
         chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if first_ok && rest_ok {
+    if first_ok && rest_ok && value.len() <= MAX_COMPOSE_PROJECT {
         return Ok(());
     }
     Err(ConfigError::InvalidComposeProject {
         origin: origin.to_string(),
         value: quote(value),
-        normalized: normalize_compose_project(value).filter(|n| n != value),
+        normalized: normalize_compose_project(value)
+            .filter(|n| n != value && n.len() <= MAX_COMPOSE_PROJECT),
         running: Vec::new(),
     })
 }
+
+/// Longest Compose project name accepted (its networks are named
+/// `<project>_<network>`, and Docker names stop at 128 bytes or so).
+pub const MAX_COMPOSE_PROJECT: usize = 100;
 
 /// Compose's normalisation: lowercase, then drop every character outside
 /// `[a-z0-9_-]`, then drop leading `_`/`-`. `None` when nothing is left.

@@ -50,6 +50,10 @@ impl ImageRef {
         if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(err("it contains whitespace or control characters"));
         }
+        // Docker's grammar is ASCII; oci-spec's `\w` would admit any letter.
+        if !value.is_ascii() {
+            return Err(err("it contains non-ASCII characters"));
+        }
         let parsed = Reference::try_from(value).map_err(|e| err(&e.to_string()))?;
         let digest = parsed.digest().map(str::to_string);
         if let Some(d) = &digest {
