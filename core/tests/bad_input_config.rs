@@ -127,7 +127,7 @@ fn nested(levels: usize) -> String {
 
 fn rows() -> Vec<Row> {
     use Kind::*;
-    let d64 = "4b7ce07002c69e8f3d704a9c5d6fd3053be500b7f1c69fc0d80990c2ad8dd412";
+    let d64 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
     let mut big_string = br#"{"sandbox_image": ""#.to_vec();
     big_string.extend(std::iter::repeat_n(b'a', config::MAX_CONFIG_BYTES));
     big_string.extend(br#""}"#);

@@ -14,8 +14,8 @@ use odek_core::config::ConfigError;
 use odek_core::image::ImageRef;
 use odek_core::{Error, FailureClass};
 
-/// The pinned alpine digest (a real sha256 hex string).
-const D: &str = "4b7ce07002c69e8f3d704a9c5d6fd3053be500b7f1c69fc0d80990c2ad8dd412";
+/// A real sha256 hex string (of "test"; not the pinned digest, which lives only in default.Dockerfile).
+const D: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
 
 #[derive(Clone, Debug)]
 enum Want {
