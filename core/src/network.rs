@@ -145,47 +145,62 @@ pub enum NetworkError {
     Engine(EngineError),
 }
 
-/// Looks one name up by exact name (SPEC §4.1).
-async fn lookup_name(
+/// Looks names up by exact name (SPEC §4.1) with one list call for all of
+/// them; returns one network per name, in order.
+async fn lookup_names(
     engine: &dyn DockerApi,
-    name: &str,
+    names: &[String],
     origin: &Source,
-) -> Result<NetworkInfo, NetworkError> {
+) -> Result<Vec<NetworkInfo>, NetworkError> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
     let listed = engine
-        .list_networks(&NetworkFilter::Name(name.to_string()))
+        .list_networks(&NetworkFilter::Names(names.to_vec()))
         .await
         .map_err(NetworkError::Engine)?;
-    let exact: Vec<&NetworkInfo> = listed.iter().filter(|n| n.name == name).collect();
-    match exact.len() {
-        1 => Ok(exact[0].clone()),
-        0 => {
-            // Would Docker have answered by ID or ID prefix? Say so plainly.
-            match engine
-                .inspect_network(name)
-                .await
-                .map_err(NetworkError::Engine)?
-            {
-                Some(n) if n.name != name => Err(NetworkError::IdPrefix {
-                    requested: quote(name),
-                    matched: sanitize_name(&n.name).unwrap_or_else(|| short(&n.id).to_string()),
-                }),
-                Some(n) => Ok(n),
-                None => Err(NetworkError::NotFound {
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let exact: Vec<&NetworkInfo> = listed.iter().filter(|n| n.name == *name).collect();
+        match exact.len() {
+            1 => out.push(exact[0].clone()),
+            0 => {
+                // Would Docker have answered by ID or ID prefix? Say so plainly.
+                match engine
+                    .inspect_network(name)
+                    .await
+                    .map_err(NetworkError::Engine)?
+                {
+                    Some(n) if n.name != *name => {
+                        return Err(NetworkError::IdPrefix {
+                            requested: quote(name),
+                            matched: sanitize_name(&n.name)
+                                .unwrap_or_else(|| short(&n.id).to_string()),
+                        })
+                    }
+                    Some(n) => out.push(n),
+                    None => {
+                        return Err(NetworkError::NotFound {
+                            name: quote(name),
+                            origin: origin.to_string(),
+                        })
+                    }
+                }
+            }
+            count => {
+                return Err(NetworkError::Ambiguous {
                     name: quote(name),
-                    origin: origin.to_string(),
-                }),
+                    count,
+                    ids: exact
+                        .iter()
+                        .map(|n| short(&n.id))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
             }
         }
-        count => Err(NetworkError::Ambiguous {
-            name: quote(name),
-            count,
-            ids: exact
-                .iter()
-                .map(|n| short(&n.id))
-                .collect::<Vec<_>>()
-                .join(", "),
-        }),
     }
+    Ok(out)
 }
 
 fn check_driver(n: &NetworkInfo) -> Result<(), NetworkError> {
@@ -219,11 +234,11 @@ pub async fn resolve(
         }
     };
     if let Some(names) = names {
-        for name in &names.value {
-            let n = lookup_name(engine, name, &names.source).await?;
-            check_driver(&n)?;
+        let found = lookup_names(engine, &names.value, &names.source).await?;
+        for (name, n) in names.value.iter().zip(&found) {
+            check_driver(n)?;
             add(
-                &n,
+                n,
                 NetworkOrigin::Named {
                     name: name.clone(),
                     source: names.source.clone(),

@@ -96,14 +96,19 @@ impl BollardEngine {
                 major_version: v.major as usize,
                 minor_version: v.minor as usize,
             };
-            match &address {
+            let docker = match &address {
                 Address::Unix { path } => {
                     Docker::connect_with_unix(&path.to_string_lossy(), secs, &cv)
                 }
                 Address::Tcp { authority } => {
                     Docker::connect_with_http(&format!("tcp://{authority}"), secs, &cv)
                 }
-            }
+            }?;
+            // bollard 0.21 builds `/v1.xx` + path with `Url::join`, which drops
+            // the version for absolute paths, so requests would go out
+            // unversioned (the engine then applies its newest API). Put the
+            // negotiated version back on every request (SPEC §6.2).
+            Ok(docker.with_request_modifier(move |req| versioned(req, v)))
         });
         BollardEngine {
             endpoint,
@@ -120,6 +125,30 @@ impl BollardEngine {
     async fn negotiate(&self) -> Result<&(Docker, EngineInfo), EngineError> {
         self.negotiated
             .get_or_try_init(|| async {
+                // `/_ping` answers in well under a millisecond with the
+                // engine's API version in a header; `/version` can take
+                // several (Docker 20.10 asks containerd and runc). Fall back
+                // to `/version` when the header is missing.
+                if let Some((server, release)) = ping(&self.endpoint.address, self.timeouts.ping).await? {
+                    if server < MIN_API_VERSION {
+                        return Err(EngineError::new(
+                            Op::Version,
+                            EngineErrorKind::Rejected,
+                            format!(
+                                "the engine speaks API {server} at most; odek needs API {MIN_API_VERSION} or newer (Docker 19.03+)"
+                            ),
+                        ));
+                    }
+                    let use_version = server.min(CLIENT_MAX);
+                    let docker = (self.connect)(use_version).map_err(|e| map_err(Op::Version, e))?;
+                    return Ok((
+                        docker,
+                        EngineInfo {
+                            api_version: use_version,
+                            server_version: release,
+                        },
+                    ));
+                }
                 let mut ask = MIN_API_VERSION;
                 for _ in 0..2 {
                     let docker = (self.connect)(ask).map_err(|e| map_err(Op::Version, e))?;
@@ -137,6 +166,15 @@ impl BollardEngine {
                                         "the engine did not report its API version",
                                     )
                                 })?;
+                            if server < MIN_API_VERSION {
+                                return Err(EngineError::new(
+                                    Op::Version,
+                                    EngineErrorKind::Rejected,
+                                    format!(
+                                        "the engine speaks API {server} at most; odek needs API {MIN_API_VERSION} or newer (Docker 19.03+)"
+                                    ),
+                                ));
+                            }
                             let use_version = server.min(CLIENT_MAX);
                             let docker =
                                 (self.connect)(use_version).map_err(|e| map_err(Op::Version, e))?;
@@ -169,6 +207,107 @@ impl BollardEngine {
             })
             .await
     }
+}
+
+/// `GET /_ping` over a fresh connection: the engine's `Api-Version` and
+/// release (from `Server: Docker/<release> (…)`). `Ok(None)` when the engine
+/// answers without the header. Transport failures are `Unreachable`.
+async fn ping(
+    address: &Address,
+    budget: Duration,
+) -> Result<Option<(ApiVersion, String)>, EngineError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let unreachable = |e: std::io::Error| {
+        EngineError::new(Op::Version, EngineErrorKind::Unreachable, e.to_string())
+    };
+    let request =
+        b"GET /_ping HTTP/1.1\r\nHost: docker\r\nUser-Agent: odek\r\nConnection: close\r\n\r\n";
+    let exchange = async {
+        let mut head = Vec::with_capacity(1024);
+        let mut buf = [0u8; 1024];
+        macro_rules! talk {
+            ($stream:expr) => {{
+                let mut s = $stream;
+                s.write_all(request).await.map_err(unreachable)?;
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+                    let n = s.read(&mut buf).await.map_err(unreachable)?;
+                    if n == 0 {
+                        break;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                }
+            }};
+        }
+        match address {
+            Address::Unix { path } => talk!(tokio::net::UnixStream::connect(path)
+                .await
+                .map_err(unreachable)?),
+            Address::Tcp { authority } => talk!(tokio::net::TcpStream::connect(authority.as_str())
+                .await
+                .map_err(unreachable)?),
+        }
+        Ok::<Vec<u8>, EngineError>(head)
+    };
+    let head = match tokio::time::timeout(budget, exchange).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(EngineError::new(
+                Op::Version,
+                EngineErrorKind::Timeout,
+                format!("no answer within {:.1} s", budget.as_secs_f64()),
+            ))
+        }
+    };
+    let text = String::from_utf8_lossy(&head);
+    let mut lines = text.split("\r\n");
+    let ok = lines.next().is_some_and(|status| {
+        status.starts_with("HTTP/1.") && status.split(' ').nth(1) == Some("200")
+    });
+    if !ok {
+        return Ok(None);
+    }
+    let mut api = None;
+    let mut release = String::new();
+    for line in lines.take_while(|l| !l.is_empty()) {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v = v.trim();
+        if k.eq_ignore_ascii_case("api-version") {
+            api = ApiVersion::parse(v);
+        } else if k.eq_ignore_ascii_case("server") {
+            release = v
+                .strip_prefix("Docker/")
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap_or(v)
+                .to_string();
+        }
+    }
+    Ok(api.map(|a| (a, release)))
+}
+
+/// Prefixes a request path with `/v<major>.<minor>` unless it has one.
+fn versioned(mut req: bollard::BollardRequest, v: ApiVersion) -> bollard::BollardRequest {
+    let uri = req.uri().clone();
+    let pq = uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    if pq.starts_with("/v1.") {
+        return req;
+    }
+    let mut parts = uri.into_parts();
+    match format!("/v{}.{}{pq}", v.major, v.minor).parse() {
+        Ok(p) => {
+            parts.path_and_query = Some(p);
+            if let Ok(u) = http::Uri::from_parts(parts) {
+                *req.uri_mut() = u;
+            }
+        }
+        // Unparseable (never for paths bollard built): leave it as it was.
+        Err(_) => {}
+    }
+    req
 }
 
 enum VersionHint {
@@ -276,7 +415,10 @@ impl DockerApi for BollardEngine {
     async fn list_networks(&self, filter: &NetworkFilter) -> Result<Vec<NetworkInfo>, EngineError> {
         let d = self.client().await?;
         let f = match filter {
-            NetworkFilter::Name(n) => filters(&[("name", n)]),
+            NetworkFilter::Names(ns) => {
+                let pairs: Vec<(&str, &str)> = ns.iter().map(|n| ("name", n.as_str())).collect();
+                filters(&pairs)
+            }
             NetworkFilter::Label(l) => filters(&[("label", l)]),
         };
         let opts = ListNetworksOptions { filters: Some(f) };
@@ -710,6 +852,185 @@ impl DockerApi for BollardEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A tiny HTTP/1.1 "daemon" on a Unix socket that records request lines.
+    /// `ping_api`: the `Api-Version` header of `/_ping` (None: omitted);
+    /// `version_api`: the `ApiVersion` of `/version`.
+    async fn fake_daemon(
+        dir: &std::path::Path,
+        ping_api: Option<&'static str>,
+        version_api: &'static str,
+    ) -> (std::path::PathBuf, Arc<Mutex<Vec<String>>>) {
+        let path = dir.join("d.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    return;
+                };
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match conn.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end);
+                        let line = head.lines().next().unwrap_or_default().to_string();
+                        log.lock().expect("log").push(line.clone());
+                        let path = line.split(' ').nth(1).unwrap_or_default().to_string();
+                        let (status, extra, body) = if path == "/_ping" {
+                            let h = ping_api
+                                .map(|v| {
+                                    format!(
+                                        "Api-Version: {v}\r\nServer: Docker/20.10.99 (linux)\r\n"
+                                    )
+                                })
+                                .unwrap_or_default();
+                            ("200 OK", h, "OK".to_string())
+                        } else if path.ends_with("/version") {
+                            let want: ApiVersion = ApiVersion::parse(version_api).expect("v");
+                            let asked = path
+                                .trim_start_matches("/v")
+                                .split('/')
+                                .next()
+                                .and_then(ApiVersion::parse);
+                            match asked {
+                                Some(a) if a > want => (
+                                    "400 Bad Request",
+                                    String::new(),
+                                    format!("{{\"message\":\"client version {a} is too new. Maximum supported API version is {want}\"}}"),
+                                ),
+                                _ => ("200 OK", String::new(), format!("{{\"ApiVersion\":\"{version_api}\",\"Version\":\"19.0.0\"}}")),
+                            }
+                        } else {
+                            ("200 OK", String::new(), "[]".to_string())
+                        };
+                        let resp = format!(
+                            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if conn.write_all(resp.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (path, seen)
+    }
+
+    fn engine_at(path: &std::path::Path) -> BollardEngine {
+        BollardEngine::with_timeouts(
+            Endpoint::unix(path),
+            Timeouts {
+                ping: Duration::from_secs(5),
+                call: Duration::from_secs(5),
+                stream_idle: Duration::from_secs(5),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn negotiated_version_is_in_every_request_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, seen) = fake_daemon(dir.path(), Some("1.41"), "1.41").await;
+        let e = engine_at(&path);
+        let info = e.version().await.expect("version");
+        assert_eq!(
+            info.api_version,
+            ApiVersion {
+                major: 1,
+                minor: 41
+            }
+        );
+        assert_eq!(info.server_version, "20.10.99");
+        e.list_networks(&NetworkFilter::Label("a=b".into()))
+            .await
+            .expect("list");
+        e.list_containers("dev.odek.sandbox=true")
+            .await
+            .expect("list");
+        let lines = seen.lock().expect("log").clone();
+        assert_eq!(lines[0], "GET /_ping HTTP/1.1");
+        assert!(lines.len() >= 3, "{lines:?}");
+        for l in &lines[1..] {
+            assert!(
+                l.contains(" /v1.41/"),
+                "request without the negotiated version: {l}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn without_the_ping_header_version_is_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, seen) = fake_daemon(dir.path(), None, "1.40").await;
+        let e = engine_at(&path);
+        let info = e.version().await.expect("version");
+        assert_eq!(
+            info.api_version,
+            ApiVersion {
+                major: 1,
+                minor: 40
+            }
+        );
+        e.list_networks(&NetworkFilter::Names(vec!["x".into()]))
+            .await
+            .expect("list");
+        let lines = seen.lock().expect("log").clone();
+        assert!(
+            lines.iter().any(|l| l.starts_with("GET /v1.40/version")),
+            "{lines:?}"
+        );
+        assert!(
+            lines.last().expect("some").contains(" /v1.40/networks"),
+            "{lines:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_engine_older_than_the_minimum_is_refused_naming_both() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, _) = fake_daemon(dir.path(), Some("1.30"), "1.30").await;
+        let e = engine_at(&path).version().await.expect_err("too old");
+        assert!(
+            e.message.contains("1.30") && e.message.contains("1.40"),
+            "{e}"
+        );
+        let (path2, _) = {
+            let d2 = dir.path().join("b");
+            std::fs::create_dir(&d2).expect("mkdir");
+            fake_daemon(&d2, None, "1.30").await
+        };
+        let e = engine_at(&path2)
+            .version()
+            .await
+            .expect_err("too old via /version");
+        assert!(
+            e.message.contains("1.30") && e.message.contains("1.40"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_socket_is_unreachable() {
+        let e = engine_at(std::path::Path::new("/nonexistent/odek.sock"))
+            .version()
+            .await
+            .expect_err("no socket");
+        assert_eq!(e.kind, EngineErrorKind::Unreachable);
+    }
 
     #[test]
     fn version_refusals_are_read() {

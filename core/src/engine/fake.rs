@@ -393,7 +393,9 @@ impl DockerApi for FakeEngine {
         Ok(s.networks
             .iter()
             .filter(|n| match filter {
-                NetworkFilter::Name(sub) => n.info.name.contains(sub.as_str()),
+                NetworkFilter::Names(subs) => {
+                    subs.iter().any(|sub| n.info.name.contains(sub.as_str()))
+                }
                 NetworkFilter::Label(l) => match l.split_once('=') {
                     Some((k, v)) => n.info.labels.get(k).map(String::as_str) == Some(v),
                     None => n.info.labels.contains_key(l.as_str()),

@@ -88,9 +88,9 @@ pub struct NetworkInfo {
 /// A server-side filter for listing networks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NetworkFilter {
-    /// Docker's `name` filter (a substring match on the server; callers
-    /// compare names exactly afterwards).
-    Name(String),
+    /// Docker's `name` filter with one or more names, OR'ed (a substring
+    /// match on the server; callers compare names exactly afterwards).
+    Names(Vec<String>),
     /// Docker's `label` filter: `key` or `key=value`.
     Label(String),
 }
