@@ -297,15 +297,12 @@ fn versioned(mut req: bollard::BollardRequest, v: ApiVersion) -> bollard::Bollar
         return req;
     }
     let mut parts = uri.into_parts();
-    match format!("/v{}.{}{pq}", v.major, v.minor).parse() {
-        Ok(p) => {
-            parts.path_and_query = Some(p);
-            if let Ok(u) = http::Uri::from_parts(parts) {
-                *req.uri_mut() = u;
-            }
+    // Unparseable (never for paths bollard built): leave it as it was.
+    if let Ok(p) = format!("/v{}.{}{pq}", v.major, v.minor).parse() {
+        parts.path_and_query = Some(p);
+        if let Ok(u) = http::Uri::from_parts(parts) {
+            *req.uri_mut() = u;
         }
-        // Unparseable (never for paths bollard built): leave it as it was.
-        Err(_) => {}
     }
     req
 }
