@@ -1,1 +1,450 @@
-fn main() {}
+//! `odek-bench`: odek against the real Docker Engine (issue 7).
+//!
+//! One run measures, interleaving the variants of each phase (a rotation per
+//! iteration, so no variant always runs first or last):
+//!
+//! 1. launch to ready with the Compose fixture's two networks — odek
+//!    (resolve + launch + verify; warm and cold client) vs the raw Engine API
+//!    floor (bollard) vs the `docker` CLI;
+//! 2. exec round trip of `true` — odek vs raw vs `docker exec` vs the Python
+//!    and Go bindings (timed in-process by workers);
+//! 3. resolution while the daemon holds 10 / 100 / 500 unrelated networks;
+//! 4. describe with 8 networks × 32 peers vs the concurrent-inspect floor;
+//! 5. teardown (odek destroy vs raw remove vs `docker rm -f`) and leftovers;
+//! 6. peak RSS of `odek run -- true`.
+//!
+//! Everything it creates is labelled `dev.odek.bench=true` (odek sandboxes
+//! also carry its private workdir), and only that is cleaned up — always,
+//! also on error or Ctrl-C. Output: a table on stdout and a JSON file.
+
+mod phases;
+mod proc;
+mod raw;
+mod stats;
+mod traced;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bollard::Docker;
+use clap::Parser;
+use odek_core::config::{ConfigInputs, Layer};
+use odek_core::engine::{ApiVersion, Endpoint, EndpointEnv};
+use odek_core::Odek;
+use serde::Serialize;
+
+/// The label on everything the bench creates.
+pub(crate) const BENCH_LABEL: (&str, &str) = ("dev.odek.bench", "true");
+
+/// odek-bench: odek vs the raw Engine API vs the docker CLI (issue 7).
+#[derive(Parser, Debug, Clone)]
+#[command(name = "odek-bench", max_term_width = 100)]
+pub(crate) struct Args {
+    /// Measured iterations per variant (≥ 20 for the report).
+    #[arg(short = 'n', long, default_value_t = 20)]
+    pub(crate) iterations: usize,
+    /// Unrecorded warm-up iterations per variant before measuring.
+    #[arg(long, default_value_t = 2)]
+    pub(crate) warmup: usize,
+    /// Compose project brought up (and down at the end) for the bench.
+    #[arg(long, default_value = "odekbench")]
+    pub(crate) project: String,
+    /// Sandbox image (built offline by tests/images/build.sh).
+    #[arg(long, default_value = "odek-test/base:1")]
+    pub(crate) image: String,
+    /// Measured iterations of the exec phase (default 3 × iterations: an
+    /// exec is short and the daemon's jitter large).
+    #[arg(long)]
+    pub(crate) exec_iterations: Option<usize>,
+    /// Unrelated-network counts for the resolution scaling phase.
+    #[arg(long, value_delimiter = ',', default_value = "10,100,500")]
+    pub(crate) network_levels: Vec<usize>,
+    /// Networks attached to the describe sandbox (≤ 8).
+    #[arg(long, default_value_t = 8)]
+    pub(crate) describe_networks: usize,
+    /// Idle peer containers per describe network.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) describe_peers: usize,
+    /// Runs of `odek run -- true` under /usr/bin/time -v.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) rss_runs: usize,
+    /// Phases to run (comma separated): launch,exec,describe,resolve,rss,conn.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "launch,exec,describe,resolve,rss,conn"
+    )]
+    pub(crate) only: Vec<String>,
+    /// Skip the Python and Go binding workers.
+    #[arg(long)]
+    pub(crate) skip_bindings: bool,
+    /// Leave the Compose project up at the end.
+    #[arg(long)]
+    pub(crate) keep_compose: bool,
+    /// Python interpreter for bench/python/exec_bench.py.
+    #[arg(long, default_value = "python3")]
+    pub(crate) python: String,
+    /// Go toolchain for bench/go.
+    #[arg(long, default_value = "go")]
+    pub(crate) go: String,
+    /// Repository root (default: the one this binary was built from).
+    #[arg(long)]
+    pub(crate) repo: Option<PathBuf>,
+    /// JSON results file (default: <repo>/target/bench/results.json).
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
+}
+
+/// Shared state of a run.
+pub(crate) struct Ctx {
+    pub(crate) args: Args,
+    pub(crate) repo: PathBuf,
+    pub(crate) out_dir: PathBuf,
+    /// Private, unique working directory of this run (mounted at /workspace
+    /// in every sandbox; odek labels sandboxes with it).
+    pub(crate) workdir: PathBuf,
+    pub(crate) endpoint: Endpoint,
+    /// The warm odek client (negotiated once, reused).
+    pub(crate) odek: Odek,
+    /// The raw floor client (configured once with the negotiated version).
+    pub(crate) raw: Docker,
+    pub(crate) api: ApiVersion,
+    /// Container names of sandboxes launched by binding workers.
+    pub(crate) worker_sandboxes: Mutex<Vec<String>>,
+}
+
+impl Ctx {
+    pub(crate) fn phase(&self, name: &str) -> bool {
+        self.args.only.iter().any(|p| p == name)
+    }
+
+    /// Resolve inputs: flags-only (operator) settings, no config files, so a
+    /// user config on this machine cannot change what is measured.
+    pub(crate) fn inputs(&self, networks: Option<Vec<String>>, compose: bool) -> ConfigInputs {
+        ConfigInputs {
+            workdir: self.workdir.clone(),
+            env: std::env::vars().collect(),
+            flags: Layer {
+                sandbox: Some(true),
+                sandbox_image: Some(self.args.image.clone()),
+                sandbox_networks: networks,
+                sandbox_compose_project: compose.then(|| self.args.project.clone()),
+                ..Default::default()
+            },
+            flag_names: BTreeMap::new(),
+            read_user_config: false,
+            read_project_config: false,
+        }
+    }
+
+    pub(crate) fn release_bin(&self, name: &str) -> PathBuf {
+        self.repo.join("target/release").join(name)
+    }
+}
+
+/// One target of the issue and whether this run meets it.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Target {
+    pub(crate) name: String,
+    pub(crate) measured: String,
+    pub(crate) limit: String,
+    pub(crate) ratio: f64,
+    pub(crate) met: bool,
+}
+
+/// Everything reported.
+#[derive(Default, Serialize)]
+pub(crate) struct Results {
+    pub(crate) machine: serde_json::Value,
+    pub(crate) config: serde_json::Value,
+    pub(crate) phases: serde_json::Map<String, serde_json::Value>,
+    pub(crate) targets: Vec<Target>,
+    pub(crate) leftovers: serde_json::Value,
+    pub(crate) errors: Vec<String>,
+    #[serde(skip)]
+    pub(crate) table: Vec<String>,
+}
+
+impl Results {
+    pub(crate) fn line(&mut self, s: impl Into<String>) {
+        let s = s.into();
+        println!("{s}");
+        self.table.push(s);
+    }
+
+    pub(crate) fn target(&mut self, t: Target) {
+        self.targets.push(t);
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    match real_main(args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("odek-bench: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn default_repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+async fn setup(args: Args) -> Result<Ctx> {
+    if args.iterations == 0 {
+        bail!("--iterations must be at least 1");
+    }
+    if args.describe_networks == 0 || args.describe_networks > 8 {
+        bail!("--describe-networks must be 1..=8 (odek attaches at most 8)");
+    }
+    let repo = args.repo.clone().unwrap_or_else(default_repo);
+    let out_dir = repo.join("target/bench");
+    std::fs::create_dir_all(&out_dir)?;
+    // Outside the repository on purpose: tests/e2e/cleanup.sh reaps odek
+    // sandboxes whose workdir lies under target/.
+    let workdir = std::env::temp_dir().join(format!(
+        "odekbench-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&workdir)?;
+    let workdir = workdir.canonicalize()?;
+    let endpoint = Endpoint::resolve(&EndpointEnv::from_process())
+        .map_err(|e| anyhow::anyhow!("no Docker endpoint: {e}"))?;
+    let odek = Odek::from_env();
+    let info = odek
+        .engine()
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .version()
+        .await
+        .map_err(|e| anyhow::anyhow!("the daemon does not answer: {e}"))?;
+    let raw = raw::connect(&endpoint, info.api_version)?;
+    eprintln!(
+        "odek-bench: engine {} (API {}), endpoint {}, workdir {}",
+        info.server_version,
+        info.api_version,
+        endpoint,
+        workdir.display()
+    );
+    Ok(Ctx {
+        args,
+        repo,
+        out_dir,
+        workdir,
+        endpoint,
+        odek,
+        raw,
+        api: info.api_version,
+        worker_sandboxes: Mutex::new(Vec::new()),
+    })
+}
+
+async fn machine(ctx: &Ctx) -> serde_json::Value {
+    let info = ctx.raw.info().await.ok();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    serde_json::json!({
+        "server_version": info.as_ref().and_then(|i| i.server_version.clone()),
+        "api_version": ctx.api.to_string(),
+        "storage_driver": info.as_ref().and_then(|i| i.driver.clone()),
+        "cgroup_version": info.as_ref().and_then(|i| i.cgroup_version.as_ref().map(|c| c.to_string())),
+        "daemon_ncpu": info.as_ref().and_then(|i| i.ncpu),
+        "daemon_mem_bytes": info.as_ref().and_then(|i| i.mem_total),
+        "kernel": kernel,
+        "cpu_model": cpu_model,
+        "host_cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "endpoint": ctx.endpoint.to_string(),
+        "odek_version": odek_core::VERSION,
+    })
+}
+
+async fn real_main(args: Args) -> Result<bool> {
+    let ctx = setup(args).await?;
+    let mut results = Results {
+        config: serde_json::json!({
+            "iterations": ctx.args.iterations,
+            "exec_iterations": ctx.args.exec_iterations.unwrap_or(3 * ctx.args.iterations),
+            "warmup": ctx.args.warmup,
+            "project": ctx.args.project,
+            "image": ctx.args.image,
+            "network_levels": ctx.args.network_levels,
+            "describe_networks": ctx.args.describe_networks,
+            "describe_peers": ctx.args.describe_peers,
+            "rss_runs": ctx.args.rss_runs,
+            "phases": ctx.args.only,
+            "bindings": !ctx.args.skip_bindings,
+        }),
+        ..Default::default()
+    };
+    results.machine = machine(&ctx).await;
+
+    // Leftovers of an interrupted earlier run carry our label: remove them.
+    let (c, n) = raw::remove_all_labelled(&ctx.raw).await?;
+    if c + n > 0 {
+        eprintln!("odek-bench: removed {c} containers and {n} networks left by an earlier run");
+    }
+
+    // The first image-reference parse of a process (what every `odek run`
+    // pays) vs a warm one: config::load parses sandbox_image.
+    let inputs = ctx.inputs(None, true);
+    let t = Instant::now();
+    odek_core::config::load(&inputs)?;
+    let first = t.elapsed();
+    let t = Instant::now();
+    odek_core::config::load(&inputs)?;
+    let second = t.elapsed();
+    results.line(format!(
+        "cold start: first config::load {:.2} ms, second {:.3} ms (image reference parsing)",
+        stats::ms(first),
+        stats::ms(second)
+    ));
+    results.phases.insert(
+        "cold_start".into(),
+        serde_json::json!({
+            "first_config_load_ms": stats::ms(first),
+            "second_config_load_ms": stats::ms(second),
+        }),
+    );
+
+    let started = Instant::now();
+    let outcome = tokio::select! {
+        r = phases::run_all(&ctx, &mut results) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted (Ctrl-C)")),
+    };
+    if let Err(e) = &outcome {
+        eprintln!("odek-bench: {e:#}; cleaning up");
+        results.errors.push(format!("{e:#}"));
+    }
+    let cleanup = cleanup(&ctx, &mut results).await;
+    if let Err(e) = &cleanup {
+        results.errors.push(format!("cleanup: {e:#}"));
+    }
+    results.phases.insert(
+        "run".into(),
+        serde_json::json!({ "wall_s": started.elapsed().as_secs_f64() }),
+    );
+    phases::print_targets(&mut results);
+    let out = ctx
+        .args
+        .out
+        .clone()
+        .unwrap_or_else(|| ctx.out_dir.join("results.json"));
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&out, serde_json::to_vec_pretty(&results)?)
+        .with_context(|| format!("writing {}", out.display()))?;
+    std::fs::write(out.with_extension("txt"), results.table.join("\n") + "\n")?;
+    println!(
+        "\nresults: {} (table: {}), wall {:.0} s",
+        out.display(),
+        out.with_extension("txt").display(),
+        started.elapsed().as_secs_f64()
+    );
+    outcome?;
+    cleanup?;
+    Ok(results.targets.iter().all(|t| t.met))
+}
+
+/// Removes everything this run created — and only that: containers and
+/// networks labelled `dev.odek.bench=true`, odek sandboxes whose workdir is
+/// this run's private directory (binding workers, `odek run`), the Compose
+/// project. Runs twice with a pause (a create may still have been in flight
+/// when the run was interrupted). Then counts what is left.
+async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
+    let t = Instant::now();
+    let workdir_label = format!("dev.odek.workdir={}", ctx.workdir.display());
+    for round in 0..2 {
+        if round == 1 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let names: Vec<String> = ctx
+            .worker_sandboxes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for n in names {
+            raw::remove(&ctx.raw, &n).await?;
+        }
+        let ours = ctx
+            .odek
+            .engine()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .list_containers(&workdir_label)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        for c in ours {
+            raw::remove(&ctx.raw, &c.id).await?;
+        }
+        raw::remove_all_labelled(&ctx.raw).await?;
+    }
+    if ["launch", "exec", "resolve", "rss"]
+        .iter()
+        .any(|p| ctx.phase(p))
+    {
+        if ctx.args.keep_compose {
+            eprintln!(
+                "odek-bench: leaving Compose project {} up",
+                ctx.args.project
+            );
+        } else {
+            let mut cmd = tokio::process::Command::new("bash");
+            cmd.arg(ctx.repo.join("tests/fixtures/compose/down.sh"))
+                .arg(&ctx.args.project);
+            proc::run_passthrough(&mut cmd, "compose down").await?;
+        }
+    }
+    let containers = raw::bench_containers(&ctx.raw).await?.len();
+    let networks = raw::bench_networks(&ctx.raw).await?.len();
+    let sandboxes = ctx
+        .odek
+        .engine()
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .list_containers(&workdir_label)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .len();
+    let _ = std::fs::remove_dir_all(&ctx.workdir);
+    results.leftovers = serde_json::json!({
+        "containers_labelled": containers,
+        "networks_labelled": networks,
+        "sandboxes_with_bench_workdir": sandboxes,
+        "cleanup_s": t.elapsed().as_secs_f64(),
+    });
+    results.line(format!(
+        "\nleftovers after cleanup: {containers} containers, {networks} networks labelled {}={}, {sandboxes} sandboxes of this run's workdir",
+        BENCH_LABEL.0, BENCH_LABEL.1
+    ));
+    results.target(Target {
+        name: "nothing left behind".into(),
+        measured: format!("{} objects", containers + networks + sandboxes),
+        limit: "0".into(),
+        ratio: (containers + networks + sandboxes) as f64,
+        met: containers + networks + sandboxes == 0,
+    });
+    Ok(())
+}

@@ -1,0 +1,508 @@
+//! The floor: the minimal Engine API calls, issued directly with bollard over
+//! one client configured once with the negotiated API version.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, ExecConfig, HostConfig, Ipam, IpamConfig, Mount,
+    MountType, NetworkConnectRequest, NetworkCreateRequest, NetworkingConfig,
+};
+use bollard::query_parameters::{
+    CreateContainerOptions, InspectContainerOptions, InspectNetworkOptions, ListContainersOptions,
+    ListNetworksOptions, RemoveContainerOptions,
+};
+use bollard::{ClientVersion, Docker};
+use futures_util::{stream, StreamExt};
+use odek_core::engine::{Address, ApiVersion, ContainerSpec, Endpoint};
+
+use crate::BENCH_LABEL;
+
+/// A raw client for `endpoint`, speaking `version` (negotiated once, by the
+/// caller) on every request.
+pub fn connect(endpoint: &Endpoint, version: ApiVersion) -> Result<Docker> {
+    let cv = ClientVersion {
+        major_version: version.major as usize,
+        minor_version: version.minor as usize,
+    };
+    let d = match &endpoint.address {
+        Address::Unix { path } => Docker::connect_with_unix(&path.to_string_lossy(), 120, &cv),
+        Address::Tcp { authority } => {
+            Docker::connect_with_http(&format!("tcp://{authority}"), 120, &cv)
+        }
+    }
+    .context("connecting the raw bollard client")?;
+    Ok(d)
+}
+
+fn bench_labels() -> HashMap<String, String> {
+    HashMap::from([(BENCH_LABEL.0.to_string(), BENCH_LABEL.1.to_string())])
+}
+
+fn label_filter() -> HashMap<String, Vec<String>> {
+    HashMap::from([(
+        "label".to_string(),
+        vec![format!("{}={}", BENCH_LABEL.0, BENCH_LABEL.1)],
+    )])
+}
+
+/// The create body odek's engine sends for `spec` (same conversion as
+/// core/src/engine/bollard_engine.rs), so the floor creates the same container.
+pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
+    let mounts = spec
+        .binds
+        .iter()
+        .map(|b| Mount {
+            target: Some(b.target.clone()),
+            source: Some(b.source.clone()),
+            typ: Some(MountType::BIND),
+            read_only: Some(b.read_only),
+            ..Default::default()
+        })
+        .collect();
+    let host = HostConfig {
+        network_mode: Some(spec.network_mode.clone()),
+        init: Some(spec.init),
+        pids_limit: Some(spec.pids_limit),
+        cap_drop: Some(spec.cap_drop.clone()),
+        security_opt: Some(spec.security_opt.clone()),
+        tmpfs: Some(
+            spec.tmpfs
+                .iter()
+                .map(|t| (t.target.clone(), t.options.clone()))
+                .collect(),
+        ),
+        mounts: Some(mounts),
+        memory: spec.memory_bytes,
+        nano_cpus: spec.nano_cpus,
+        ..Default::default()
+    };
+    let networking = if spec.network_mode != "none" && spec.network_mode != "bridge" {
+        Some(NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(
+                spec.network_mode.clone(),
+                EndpointSettings::default(),
+            )])),
+        })
+    } else {
+        None
+    };
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        cmd: Some(spec.cmd.clone()),
+        env: Some(spec.env.clone()),
+        working_dir: Some(spec.working_dir.clone()),
+        user: spec.user.clone(),
+        labels: Some(spec.labels.clone().into_iter().collect()),
+        host_config: Some(host),
+        networking_config: networking,
+        ..Default::default()
+    }
+}
+
+/// Per-call timings of one raw launch.
+#[derive(Debug, Default, Clone)]
+pub struct LaunchSteps {
+    pub create: Duration,
+    pub start: Duration,
+    pub connect: Duration,
+    pub inspect: Duration,
+}
+
+/// The floor of a launch: create with the first network, start, connect the
+/// others, inspect. With `connect_first`, the other networks are connected
+/// to the created container before it starts (an alternative order, measured
+/// as a candidate optimisation). Returns the container ID.
+pub async fn launch(
+    d: &Docker,
+    spec: &ContainerSpec,
+    more_networks: &[String],
+    connect_first: bool,
+) -> Result<(String, LaunchSteps)> {
+    let mut steps = LaunchSteps::default();
+    let t = Instant::now();
+    let created = d
+        .create_container(
+            Some(CreateContainerOptions {
+                name: Some(spec.name.clone()),
+                ..Default::default()
+            }),
+            create_body(spec),
+        )
+        .await
+        .context("raw create")?;
+    steps.create = t.elapsed();
+    let connect = || async {
+        let t = Instant::now();
+        for n in more_networks {
+            d.connect_network(
+                n,
+                NetworkConnectRequest {
+                    container: created.id.clone(),
+                    endpoint_config: Some(EndpointSettings::default()),
+                },
+            )
+            .await
+            .context("raw connect")?;
+        }
+        Ok::<_, anyhow::Error>(t.elapsed())
+    };
+    if connect_first {
+        steps.connect = connect().await?;
+    }
+    let t = Instant::now();
+    d.start_container(&created.id, None)
+        .await
+        .context("raw start")?;
+    steps.start = t.elapsed();
+    if !connect_first {
+        steps.connect = connect().await?;
+    }
+    let t = Instant::now();
+    let info = d
+        .inspect_container(&created.id, Some(InspectContainerOptions { size: false }))
+        .await
+        .context("raw inspect")?;
+    steps.inspect = t.elapsed();
+    let running = info.state.and_then(|s| s.running).unwrap_or(false);
+    let nets = info
+        .network_settings
+        .and_then(|n| n.networks)
+        .map_or(0, |n| n.len());
+    if !running || nets != 1 + more_networks.len() {
+        bail!("raw launch: running={running}, {nets} networks");
+    }
+    Ok((created.id, steps))
+}
+
+/// Per-call timings of one raw exec.
+#[derive(Debug, Default, Clone)]
+pub struct ExecSteps {
+    pub create: Duration,
+    pub start_attached: Duration,
+    pub inspect: Duration,
+}
+
+/// The floor of an exec: create, start attached (drain), inspect.
+pub async fn exec_true(d: &Docker, container: &str) -> Result<ExecSteps> {
+    let mut steps = ExecSteps::default();
+    let t = Instant::now();
+    let created = d
+        .create_exec(
+            container,
+            ExecConfig {
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                attach_stdin: Some(false),
+                tty: Some(false),
+                cmd: Some(vec!["true".to_string()]),
+                env: Some(Vec::new()),
+                working_dir: Some("/workspace".to_string()),
+                ..Default::default()
+            },
+        )
+        .await
+        .context("raw exec create")?;
+    steps.create = t.elapsed();
+    let t = Instant::now();
+    if let bollard::exec::StartExecResults::Attached { mut output, .. } = d
+        .start_exec(&created.id, None)
+        .await
+        .context("raw exec start")?
+    {
+        while let Some(item) = output.next().await {
+            item.context("raw exec stream")?;
+        }
+    }
+    steps.start_attached = t.elapsed();
+    let t = Instant::now();
+    let r = d
+        .inspect_exec(&created.id)
+        .await
+        .context("raw exec inspect")?;
+    steps.inspect = t.elapsed();
+    if r.exit_code != Some(0) {
+        bail!("raw exec: exit {:?}", r.exit_code);
+    }
+    Ok(steps)
+}
+
+/// Force-removes a container (and anonymous volumes); absent is fine.
+pub async fn remove(d: &Docker, id: &str) -> Result<()> {
+    match d
+        .remove_container(
+            id,
+            Some(RemoveContainerOptions {
+                v: true,
+                force: true,
+                link: false,
+            }),
+        )
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(()),
+        Err(e) => Err(e).context("raw remove"),
+    }
+}
+
+pub async fn inspect_container(d: &Docker, id: &str) -> Result<()> {
+    d.inspect_container(id, Some(InspectContainerOptions { size: false }))
+        .await
+        .map(drop)
+        .context("raw inspect container")
+}
+
+pub async fn inspect_network(d: &Docker, id: &str) -> Result<Vec<String>> {
+    let n = d
+        .inspect_network(
+            id,
+            Some(InspectNetworkOptions {
+                verbose: false,
+                scope: None,
+            }),
+        )
+        .await
+        .context("raw inspect network")?;
+    Ok(n.containers.unwrap_or_default().into_keys().collect())
+}
+
+/// `GET /networks` with a label filter (what odek's compose resolution sends).
+pub async fn list_networks_label(d: &Docker, label: &str) -> Result<usize> {
+    let f = HashMap::from([("label".to_string(), vec![label.to_string()])]);
+    Ok(
+        d.list_networks(Some(ListNetworksOptions { filters: Some(f) }))
+            .await
+            .context("raw list networks")?
+            .len(),
+    )
+}
+
+/// `GET /networks` with one `name` filter holding every name (the daemon ORs
+/// the values; it matches substrings, so callers compare names exactly).
+pub async fn list_networks_names(d: &Docker, names: &[String]) -> Result<usize> {
+    let f = HashMap::from([("name".to_string(), names.to_vec())]);
+    let list = d
+        .list_networks(Some(ListNetworksOptions { filters: Some(f) }))
+        .await
+        .context("raw list networks by name")?;
+    Ok(list
+        .iter()
+        .filter(|n| n.name.as_ref().is_some_and(|x| names.contains(x)))
+        .count())
+}
+
+/// A bench network: labelled, internal, bridge, with an explicit subnet (the
+/// daemon's default pools hold only ~30 networks). Returns its ID.
+pub async fn create_network(
+    d: &Docker,
+    name: &str,
+    subnet: &str,
+    extra_labels: &[(&str, &str)],
+) -> Result<String> {
+    let mut labels = bench_labels();
+    for (k, v) in extra_labels {
+        labels.insert((*k).to_string(), (*v).to_string());
+    }
+    let r = d
+        .create_network(NetworkCreateRequest {
+            name: name.to_string(),
+            driver: Some("bridge".into()),
+            internal: Some(true),
+            labels: Some(labels),
+            ipam: Some(Ipam {
+                driver: Some("default".into()),
+                config: Some(vec![IpamConfig {
+                    subnet: Some(subnet.to_string()),
+                    ..Default::default()
+                }]),
+                options: None,
+            }),
+            ..Default::default()
+        })
+        .await
+        .with_context(|| format!("creating network {name} ({subnet})"))?;
+    Ok(r.id)
+}
+
+/// Creates many bench networks concurrently (at most `concurrency` in
+/// flight); subnets from `subnet(i)`. A subnet the daemon refuses as
+/// overlapping is retried with the next free index. Returns the IDs.
+pub async fn create_networks(
+    d: &Docker,
+    prefix: &str,
+    range: std::ops::Range<usize>,
+    concurrency: usize,
+    subnet: impl Fn(usize) -> String + Sync,
+) -> Result<Vec<String>> {
+    let subnet = &subnet;
+    let results: Vec<Result<String>> = stream::iter(range.clone())
+        .map(|i| async move {
+            // On overlap, step through a disjoint set of spare indices.
+            let mut k = i;
+            for _ in 0..8 {
+                match create_network(d, &format!("{prefix}-{i}"), &subnet(k), &[]).await {
+                    Ok(id) => return Ok(id),
+                    Err(e) if format!("{e:#}").contains("overlap") => k += 4096,
+                    Err(e) => return Err(e),
+                }
+            }
+            bail!("no free subnet for network {prefix}-{i}")
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// Removes networks concurrently; "not found" is fine.
+pub async fn remove_networks(d: &Docker, ids: &[String], concurrency: usize) -> Result<()> {
+    let results: Vec<Result<()>> = stream::iter(ids.iter())
+        .map(|id| async move {
+            match d.remove_network(id).await {
+                Ok(())
+                | Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => Ok(()),
+                Err(e) => Err(e).with_context(|| format!("removing network {id}")),
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// IDs of containers (all states) labelled by the bench.
+pub async fn bench_containers(d: &Docker) -> Result<Vec<String>> {
+    let list = d
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(label_filter()),
+            ..Default::default()
+        }))
+        .await
+        .context("listing bench containers")?;
+    Ok(list.into_iter().filter_map(|c| c.id).collect())
+}
+
+/// IDs of networks labelled by the bench.
+pub async fn bench_networks(d: &Docker) -> Result<Vec<String>> {
+    let list = d
+        .list_networks(Some(ListNetworksOptions {
+            filters: Some(label_filter()),
+        }))
+        .await
+        .context("listing bench networks")?;
+    Ok(list.into_iter().filter_map(|n| n.id).collect())
+}
+
+/// Removes everything the bench labelled: containers first (force), then
+/// networks. Returns (containers, networks) removed.
+pub async fn remove_all_labelled(d: &Docker) -> Result<(usize, usize)> {
+    let cs = bench_containers(d).await?;
+    let results: Vec<Result<()>> = stream::iter(cs.iter())
+        .map(|id| remove(d, id))
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    results.into_iter().collect::<Result<Vec<()>>>()?;
+    let ns = bench_networks(d).await?;
+    remove_networks(d, &ns, 8).await?;
+    Ok((cs.len(), ns.len()))
+}
+
+/// An idle peer container on one network, with a Compose-like service alias
+/// and label: `sleep infinity` ignores SIGTERM, so it is only ever removed
+/// with force. Returns its ID.
+pub async fn create_peer(
+    d: &Docker,
+    name: &str,
+    network_id: &str,
+    service: &str,
+    image: &str,
+) -> Result<String> {
+    let mut labels = bench_labels();
+    labels.insert("com.docker.compose.service".into(), service.to_string());
+    let body = ContainerCreateBody {
+        image: Some(image.to_string()),
+        cmd: Some(vec!["sleep".into(), "infinity".into()]),
+        labels: Some(labels),
+        host_config: Some(HostConfig {
+            network_mode: Some(network_id.to_string()),
+            ..Default::default()
+        }),
+        networking_config: Some(NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(
+                network_id.to_string(),
+                EndpointSettings {
+                    aliases: Some(vec![service.to_string()]),
+                    ..Default::default()
+                },
+            )])),
+        }),
+        ..Default::default()
+    };
+    let c = d
+        .create_container(
+            Some(CreateContainerOptions {
+                name: Some(name.to_string()),
+                ..Default::default()
+            }),
+            body,
+        )
+        .await
+        .with_context(|| format!("creating peer {name}"))?;
+    d.start_container(&c.id, None)
+        .await
+        .with_context(|| format!("starting peer {name}"))?;
+    Ok(c.id)
+}
+
+/// A candidate resolution strategy (not what odek does): find a Compose
+/// project's networks through its containers (`GET /containers/json` with
+/// the project label, whose cost does not depend on unrelated networks),
+/// then inspect each network by ID and keep those carrying the label.
+/// Returns the networks found.
+pub async fn resolve_via_containers(d: &Docker, project: &str) -> Result<usize> {
+    let label = format!("com.docker.compose.project={project}");
+    let list = d
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([("label".to_string(), vec![label])])),
+            ..Default::default()
+        }))
+        .await
+        .context("listing project containers")?;
+    let ids: std::collections::BTreeSet<String> = list
+        .into_iter()
+        .filter_map(|c| c.network_settings.and_then(|n| n.networks))
+        .flat_map(|m| m.into_values().filter_map(|e| e.network_id))
+        .collect();
+    let nets = futures_util::future::join_all(ids.iter().map(|id| {
+        d.inspect_network(
+            id,
+            Some(InspectNetworkOptions {
+                verbose: false,
+                scope: None,
+            }),
+        )
+    }))
+    .await;
+    let mut found = 0;
+    for n in nets {
+        let n = n.context("inspecting a project network")?;
+        if n.labels
+            .unwrap_or_default()
+            .get("com.docker.compose.project")
+            .map(String::as_str)
+            == Some(project)
+        {
+            found += 1;
+        }
+    }
+    Ok(found)
+}

@@ -1,0 +1,188 @@
+//! A [`DockerApi`] decorator that records every Engine call odek makes (op,
+//! start offset, duration): the profile behind the explanations. Used only
+//! in separate profiling passes, never in the measured variants.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use odek_core::engine::{
+    BollardEngine, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
+    EngineError, EngineInfo, ExecExit, ExecSpec, ImageInfo, NetworkFilter, NetworkInfo, OutputSink,
+    ProgressSink,
+};
+
+/// One recorded call.
+#[derive(Clone, Debug)]
+pub struct CallRecord {
+    pub op: &'static str,
+    pub start: Instant,
+    pub took: Duration,
+}
+
+pub struct Traced {
+    inner: Arc<dyn DockerApi>,
+    log: Mutex<Vec<CallRecord>>,
+}
+
+impl Traced {
+    pub fn new(endpoint: Endpoint) -> Traced {
+        Traced {
+            inner: Arc::new(BollardEngine::new(endpoint)),
+            log: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Takes the calls recorded so far.
+    pub fn take(&self) -> Vec<CallRecord> {
+        std::mem::take(&mut *self.log.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn record(&self, op: &'static str, start: Instant) {
+        let took = start.elapsed();
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(CallRecord { op, start, took });
+    }
+}
+
+/// Calls of one traced operation, summed per op, plus the wall time the
+/// calls covered (their union) — the rest of the wall time is odek's own
+/// work between calls.
+#[derive(Clone, Debug, Default)]
+pub struct Breakdown {
+    pub per_op_ms: BTreeMap<&'static str, f64>,
+    pub per_op_count: BTreeMap<&'static str, usize>,
+    pub engine_union_ms: f64,
+}
+
+pub fn breakdown(calls: &[CallRecord]) -> Breakdown {
+    let mut b = Breakdown::default();
+    let mut spans: Vec<(Instant, Instant)> = Vec::new();
+    for c in calls {
+        *b.per_op_ms.entry(c.op).or_default() += c.took.as_secs_f64() * 1e3;
+        *b.per_op_count.entry(c.op).or_default() += 1;
+        spans.push((c.start, c.start + c.took));
+    }
+    spans.sort();
+    let mut total = Duration::ZERO;
+    let mut cur: Option<(Instant, Instant)> = None;
+    for (s, e) in spans {
+        cur = match cur {
+            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                Some((s, e))
+            }
+            None => Some((s, e)),
+        };
+    }
+    if let Some((cs, ce)) = cur {
+        total += ce - cs;
+    }
+    b.engine_union_ms = total.as_secs_f64() * 1e3;
+    b
+}
+
+macro_rules! traced {
+    ($self:ident, $op:literal, $call:expr) => {{
+        let t = Instant::now();
+        let r = $call.await;
+        $self.record($op, t);
+        r
+    }};
+}
+
+#[async_trait]
+impl DockerApi for Traced {
+    fn endpoint(&self) -> &Endpoint {
+        self.inner.endpoint()
+    }
+
+    async fn version(&self) -> Result<EngineInfo, EngineError> {
+        traced!(self, "version", self.inner.version())
+    }
+
+    async fn list_networks(&self, filter: &NetworkFilter) -> Result<Vec<NetworkInfo>, EngineError> {
+        traced!(self, "list_networks", self.inner.list_networks(filter))
+    }
+
+    async fn inspect_network(&self, id: &str) -> Result<Option<NetworkInfo>, EngineError> {
+        traced!(self, "inspect_network", self.inner.inspect_network(id))
+    }
+
+    async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {
+        traced!(self, "inspect_image", self.inner.inspect_image(reference))
+    }
+
+    async fn pull_image(
+        &self,
+        reference: &str,
+        progress: ProgressSink<'_>,
+    ) -> Result<(), EngineError> {
+        traced!(
+            self,
+            "pull_image",
+            self.inner.pull_image(reference, progress)
+        )
+    }
+
+    async fn build_image(
+        &self,
+        context_tar: Vec<u8>,
+        dockerfile: &str,
+        tag: &str,
+        labels: &BTreeMap<String, String>,
+        progress: ProgressSink<'_>,
+    ) -> Result<String, EngineError> {
+        traced!(
+            self,
+            "build_image",
+            self.inner
+                .build_image(context_tar, dockerfile, tag, labels, progress)
+        )
+    }
+
+    async fn create_container(&self, spec: &ContainerSpec) -> Result<Created, EngineError> {
+        traced!(self, "create_container", self.inner.create_container(spec))
+    }
+
+    async fn start_container(&self, id: &str) -> Result<(), EngineError> {
+        traced!(self, "start_container", self.inner.start_container(id))
+    }
+
+    async fn connect_network(
+        &self,
+        network_id: &str,
+        container_id: &str,
+    ) -> Result<(), EngineError> {
+        traced!(
+            self,
+            "connect_network",
+            self.inner.connect_network(network_id, container_id)
+        )
+    }
+
+    async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>, EngineError> {
+        traced!(self, "inspect_container", self.inner.inspect_container(id))
+    }
+
+    async fn remove_container(&self, id: &str) -> Result<bool, EngineError> {
+        traced!(self, "remove_container", self.inner.remove_container(id))
+    }
+
+    async fn list_containers(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError> {
+        traced!(self, "list_containers", self.inner.list_containers(label))
+    }
+
+    async fn exec(
+        &self,
+        container_id: &str,
+        spec: &ExecSpec,
+        output: OutputSink<'_>,
+    ) -> Result<ExecExit, EngineError> {
+        traced!(self, "exec", self.inner.exec(container_id, spec, output))
+    }
+}
