@@ -14,6 +14,7 @@
 //! - `c`        the C smoke test: NULL/UTF-8/JSON abuse, valgrind loop, real Docker
 //! - `nix`      the offline flake check (parse, lock, stub evaluation, digest)
 //! - `test`     everything CI runs (README's test command)
+//! - `bench`    the performance benchmark against the real engine (not part of `test`)
 //! - `clean`    remove test containers, networks, images and the registry
 
 use std::path::{Path, PathBuf};
@@ -60,6 +61,10 @@ const RECIPES: &[(&str, &str)] = &[
         "the offline flake check (parse, lock, stub evaluation, digest)",
     ),
     ("test", "everything CI runs (README's test command)"),
+    (
+        "bench",
+        "the performance benchmark (docs/PERFORMANCE.md; not part of test)",
+    ),
     (
         "clean",
         "remove test containers, networks, images and the registry",
@@ -331,6 +336,7 @@ fn main() -> ExitCode {
         "c" => script("ffi/tests/c/run.sh"),
         "nix" => nix(),
         "test" => test(),
+        "bench" => script("bench/run.sh"),
         "clean" => clean(),
         _ => {
             eprintln!("usage: cargo xtask <recipe>\n");
