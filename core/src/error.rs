@@ -140,6 +140,13 @@ pub enum Error {
         /// daemon went away).
         class: FailureClass,
     },
+    /// The sandbox container stopped (killed, out of memory) while a command
+    /// ran in it: the command may have partly run (docker-rejected).
+    #[error("{message}")]
+    SandboxStopped {
+        /// What happened, naming the sandbox.
+        message: String,
+    },
     /// A handle or argument misuse by an embedding program (config).
     #[error("{0}")]
     Usage(String),
@@ -165,7 +172,7 @@ impl Error {
             Error::Endpoint(EndpointError::NoSocket { .. }) => FailureClass::DaemonUnreachable,
             Error::Endpoint(_) => FailureClass::Config,
             Error::Unreachable { .. } => FailureClass::DaemonUnreachable,
-            Error::Rejected { .. } => FailureClass::DockerRejected,
+            Error::Rejected { .. } | Error::SandboxStopped { .. } => FailureClass::DockerRejected,
             Error::Exec { class, .. } => *class,
         }
     }

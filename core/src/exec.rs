@@ -159,12 +159,11 @@ impl Odek {
             // 137 = SIGKILL: maybe the whole sandbox was killed (docker kill,
             // OOM). Tell the two apart; the engine may report the container's
             // exit a moment after the exec's, so look a few times.
-            Some(137) if !still_running(engine.as_ref(), id).await => Err(Error::Exec {
+            Some(137) if !still_running(engine.as_ref(), id).await => Err(Error::SandboxStopped {
                 message: format!(
-                    "sandbox {} stopped while the command ran (killed or out of memory; the command exited 137); the command was not retried",
+                    "sandbox {} stopped while the command ran (killed or out of memory; the command exited 137); the command may have partly run and was not retried",
                     sandbox.name
                 ),
-                class: FailureClass::DockerRejected,
             }),
             Some(code) => Ok(ExecOutcome {
                 exit_code: code,
@@ -172,20 +171,22 @@ impl Odek {
             }),
             None => {
                 let running = container_running(engine.as_ref(), id).await;
-                Err(Error::Exec {
-                    message: if running {
-                        format!(
+                if running {
+                    Err(Error::Exec {
+                        message: format!(
                             "the command in sandbox {} ended without an exit code",
                             sandbox.name
-                        )
-                    } else {
-                        format!(
-                            "sandbox {} stopped while the command ran (killed or out of memory); the command was not retried",
+                        ),
+                        class: FailureClass::DockerRejected,
+                    })
+                } else {
+                    Err(Error::SandboxStopped {
+                        message: format!(
+                            "sandbox {} stopped while the command ran (killed or out of memory); the command may have partly run and was not retried",
                             sandbox.name
-                        )
-                    },
-                    class: FailureClass::DockerRejected,
-                })
+                        ),
+                    })
+                }
             }
         }
     }

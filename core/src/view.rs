@@ -96,6 +96,9 @@ pub struct ConfigView {
     pub sources: BTreeMap<String, Source>,
     /// Warnings.
     pub warnings: Vec<Warning>,
+    /// Project settings that take effect only once approved (SPEC §7):
+    /// config keys, empty when nothing waits for approval.
+    pub pending_approval: Vec<String>,
 }
 
 impl Odek {
@@ -164,6 +167,12 @@ impl Odek {
             masks: plan.masks.clone(),
             sources: plan.sources.clone(),
             warnings: plan.warnings.clone(),
+            pending_approval: plan
+                .approval
+                .as_ref()
+                .filter(|a| a.standing().is_none())
+                .map(|a| a.knobs.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -208,7 +217,11 @@ impl ConfigView {
         if let Some(id) = &self.image.id {
             img.push_str(&format!(" [{}]", &id[..id.len().min(19)]));
         } else if self.isolation == "container" {
-            img.push_str(" [not present locally]");
+            img.push_str(if self.mode == SandboxMode::Implicit {
+                " [not present locally: launch pulls it; should that fail, commands run on the host]"
+            } else {
+                " [not present locally: launch pulls it; should that fail, the launch is refused]"
+            });
         }
         line(
             "image",
@@ -287,6 +300,12 @@ impl ConfigView {
         }
         for m in &self.masks {
             line("masked", m.clone(), "$ODEK_HOME inside workdir".into());
+        }
+        if !self.pending_approval.is_empty() {
+            out.push_str(&format!(
+                "\nNot applied until approved (odek asks at launch): {} from the project config\n",
+                self.pending_approval.join(", ")
+            ));
         }
         out
     }

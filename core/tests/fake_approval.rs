@@ -221,7 +221,7 @@ async fn trust_persists_and_an_edit_asks_again() {
     assert!(!req.trusted);
     assert_ne!(req.key, a.key);
     assert!(req.env.iter().any(|e| e.key == "X" && e.interpolates_host));
-    assert!(req.render_card().contains("reads host variables"));
+    assert!(req.render_card().contains("X (reads host $SECRET)"));
     assert!(
         !req.render_card().contains("s3cr3t"),
         "env values never on the card"
@@ -288,4 +288,86 @@ async fn a_corrupt_store_is_an_error_not_an_empty_store() {
         .expect_err("corrupt");
     assert!(e.to_string().contains("corrupt"), "{e}");
     assert!(w.fake.no_mutation());
+}
+
+#[tokio::test]
+async fn a_trust_is_bound_to_env_templates_that_read_host_variables() {
+    let w = world(r#"{"sandbox_compose_project": "shop", "sandbox_env": {"FOO": "${HOME}"}}"#);
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let req = plan.approval.clone().expect("gated");
+    assert!(req.env_binding.is_some());
+    assert!(
+        req.render_card().contains("FOO (reads host $HOME)"),
+        "{}",
+        req.render_card()
+    );
+    w.odek.approve(&plan, Decision::Trust).expect("trust");
+    let again = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    assert!(again.approval.expect("gated").trusted);
+
+    // Same key (env names only), other template: the trust does not apply.
+    std::fs::write(
+        w.dir.path().join("odek.json"),
+        r#"{"sandbox_compose_project": "shop", "sandbox_env": {"FOO": "${SECRET}"}}"#,
+    )
+    .expect("edit");
+    let edited = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let req2 = edited.approval.clone().expect("gated");
+    assert_eq!(req2.key, req.key, "SPEC §7.3 keys cover env names only");
+    assert!(!req2.trusted, "a changed template must ask again");
+    assert!(req2.previously_trusted);
+    assert!(req2.render_card().contains("reads host $SECRET"));
+    assert!(req2.render_card().contains("trusted before"));
+    let e = w
+        .odek
+        .launch(&edited, &LaunchOptions::default(), &Silent)
+        .await
+        .expect_err("not approved");
+    assert!(e.to_string().contains("needs operator approval"), "{e}");
+    assert!(w.fake.no_mutation());
+}
+
+#[tokio::test]
+async fn a_dockerfile_odek_needs_approval_before_it_is_built() {
+    let w = world("{}");
+    std::fs::write(
+        w.dir.path().join("Dockerfile.odek"),
+        "FROM odek-test/base:1\nRUN true\n",
+    )
+    .expect("w");
+    let mut inputs = w.inputs();
+    inputs.flags.sandbox_image = None;
+    let plan = w.odek.resolve(&inputs, &Silent).await.expect("resolve");
+    let req = plan
+        .approval
+        .clone()
+        .expect("a Dockerfile.odek is project input");
+    assert!(
+        req.knobs.iter().any(|k| k == "Dockerfile.odek"),
+        "{:?}",
+        req.knobs
+    );
+    assert!(req.render_card().contains("built from Dockerfile.odek"));
+    let e = w
+        .odek
+        .launch(&plan, &LaunchOptions::default(), &Silent)
+        .await
+        .expect_err("no approval");
+    assert!(e.to_string().contains("needs operator approval"), "{e}");
+    assert!(w.fake.builds().is_empty(), "built before approval");
+    let a = w.odek.approve(&plan, Decision::Once).expect("approve");
+    let opts = LaunchOptions {
+        approval: Some(a),
+        ..Default::default()
+    };
+    w.odek.launch(&plan, &opts, &Silent).await.expect("launch");
+    assert_eq!(w.fake.builds().len(), 1);
+    // An edited Dockerfile changes the key.
+    std::fs::write(
+        w.dir.path().join("Dockerfile.odek"),
+        "FROM odek-test/base:1\nRUN curl evil\n",
+    )
+    .expect("w");
+    let edited = w.odek.resolve(&inputs, &Silent).await.expect("resolve");
+    assert_ne!(edited.approval.expect("gated").key, req.key);
 }

@@ -894,6 +894,8 @@ fn tar_paths(bytes: &[u8]) -> Vec<String> {
 async fn dockerfile_odek_is_built_once_and_tagged_by_content_hash() {
     use sha2::Digest;
     let s = Setup::without_image();
+    // A repository's Dockerfile.odek needs approval (tested in fake_approval).
+    let s = s.env("ODEK_APPROVE_PROJECT_SANDBOX", "1");
     let dockerfile = "FROM odek-test/base:1\nRUN true\n";
     std::fs::write(s.workdir.join("Dockerfile.odek"), dockerfile).expect("write");
     let digest = sha2::Sha256::digest(dockerfile.as_bytes());
@@ -920,7 +922,9 @@ async fn dockerfile_odek_context_respects_dockerignore_and_hides_odek_home() {
     let home = s.workdir.join("odekhome");
     std::fs::create_dir_all(&home).expect("mkdir");
     std::fs::write(home.join("project_sandbox_approvals.json"), "{}").expect("write");
-    let s = s.env("ODEK_HOME", &home.display().to_string());
+    let s = s
+        .env("ODEK_HOME", &home.display().to_string())
+        .env("ODEK_APPROVE_PROJECT_SANDBOX", "1");
     s.up().await.expect("launch");
     let paths = tar_paths(&s.fake.builds()[0].1);
     assert!(paths.iter().any(|p| p == "keep.txt"), "{paths:?}");
@@ -939,12 +943,17 @@ async fn dockerfile_odek_context_respects_dockerignore_and_hides_odek_home() {
 
 #[tokio::test]
 async fn failed_dockerfile_odek_build_is_a_config_error() {
-    let s = Setup::without_image();
+    let s = Setup::without_image().env("ODEK_APPROVE_PROJECT_SANDBOX", "1");
     std::fs::write(s.workdir.join("Dockerfile.odek"), "FROM nowhere\n").expect("write");
     s.fake
         .fail(Fault::new(Op::BuildImage, 1, EngineErrorKind::Stream));
     let err = s.up().await.expect_err("build fails");
     assert_refused(&s, &err, FailureClass::Config, "Dockerfile.odek");
+    assert_eq!(
+        s.fake.builds().len() + s.fake.calls_of(Op::BuildImage).len(),
+        1,
+        "the build was tried"
+    );
     assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
     assert!(
         s.reporter.of(WarningKind::Fallback).is_empty(),
@@ -954,7 +963,9 @@ async fn failed_dockerfile_odek_build_is_a_config_error() {
 
 #[tokio::test]
 async fn dockerfile_odek_build_with_the_daemon_gone_is_daemon_unreachable() {
-    let s = Setup::without_image().explicit();
+    let s = Setup::without_image()
+        .explicit()
+        .env("ODEK_APPROVE_PROJECT_SANDBOX", "1");
     std::fs::write(s.workdir.join("Dockerfile.odek"), "FROM x\n").expect("write");
     s.fake
         .fail(Fault::new(Op::BuildImage, 1, EngineErrorKind::Unreachable));

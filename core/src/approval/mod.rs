@@ -109,6 +109,9 @@ pub struct EnvKeyView {
     pub key: String,
     /// Its value interpolates host variables (`${…}`).
     pub interpolates_host: bool,
+    /// The host variables it reads (names only; values are never shown).
+    #[serde(default)]
+    pub reads: Vec<String>,
 }
 
 /// One resolved network on the card (SPEC §7.2).
@@ -159,6 +162,18 @@ pub struct ApprovalRequest {
     pub internet: bool,
     /// Already trusted in the store.
     pub trusted: bool,
+    /// The store holds a trust for this project directory with other
+    /// settings or networks (so the operator knows something changed).
+    #[serde(default)]
+    pub previously_trusted: bool,
+    /// When project env values read host variables: the digest of the env
+    /// templates a trust is bound to besides the key (SPEC §7.3 keys cover
+    /// env names only, so a changed template must ask again).
+    #[serde(default)]
+    pub env_binding: Option<String>,
+    /// SHA-256 of `Dockerfile.odek` when the image is built from it.
+    #[serde(default)]
+    pub dockerfile_sha256: Option<String>,
     /// `ODEK_APPROVE_PROJECT_SANDBOX=1` is set.
     pub approved_by_env: bool,
 }
@@ -215,7 +230,15 @@ impl ApprovalRequest {
             display_text(&self.config)
         );
         let mut row = |k: &str, v: String| s.push_str(&format!("  {k:<9} {v}\n"));
-        if let Some(i) = &self.image {
+        if let Some(sha) = &self.dockerfile_sha256 {
+            row(
+                "image",
+                format!(
+                    "built from Dockerfile.odek (sha256 {}): its RUN steps run at build time, with network access",
+                    &sha[..16.min(sha.len())]
+                ),
+            );
+        } else if let Some(i) = &self.image {
             row("image", display_text(i));
         }
         if let Some(n) = &self.network {
@@ -227,10 +250,12 @@ impl ApprovalRequest {
                 .iter()
                 .map(|e| {
                     if e.interpolates_host {
-                        format!(
-                            "{} (reads host variables via ${{...}})",
-                            display_text(&e.key)
-                        )
+                        let vars: Vec<String> = e
+                            .reads
+                            .iter()
+                            .map(|v| format!("${}", display_text(v)))
+                            .collect();
+                        format!("{} (reads host {})", display_text(&e.key), vars.join(", "))
                     } else {
                         display_text(&e.key)
                     }
@@ -269,6 +294,9 @@ impl ApprovalRequest {
             }
         }
         s.push_str(&format!("  key       {}\n", self.key));
+        if self.previously_trusted {
+            s.push_str("  note      this project was trusted before with other settings or networks: review what changed\n");
+        }
         s
     }
 }
@@ -322,7 +350,16 @@ fn project_value<T: Clone>(v: &Option<Sourced<T>>) -> Option<T> {
 /// project asks for nothing that needs approval. Reads the store to see
 /// whether the key is already trusted (a corrupt store is an error).
 pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalRequest>, ApprovalError> {
-    let knobs = project_knobs(settings);
+    let mut knobs = project_knobs(settings);
+    // A repository's Dockerfile.odek is project input too: building it runs
+    // its RUN steps (with network access) before any sandbox exists.
+    let dockerfile = match &plan.image.source {
+        crate::image::ImageSource::Dockerfile { sha256, .. } => Some(sha256.clone()),
+        _ => None,
+    };
+    if dockerfile.is_some() {
+        knobs.push(crate::image::DOCKERFILE_ODEK);
+    }
     if knobs.is_empty() {
         return Ok(None);
     }
@@ -331,8 +368,19 @@ pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalReques
         .iter()
         .filter(|n| n.origins.iter().any(|o| o.is_project()))
         .collect();
-    let image = project_value(&settings.image);
+    // For Dockerfile.odek the key's image is the content-addressed tag, so an
+    // edited Dockerfile asks again.
+    let image = project_value(&settings.image).or_else(|| {
+        dockerfile
+            .as_ref()
+            .map(|_| plan.image.reference.original.clone())
+    });
     let env = project_value(&settings.env).unwrap_or_default();
+    let env_binding = env
+        .iter()
+        .any(|e| e.interpolates_host)
+        .then(|| settings.env_template_sha256.clone())
+        .flatten();
     let volumes: Vec<String> = project_value(&settings.volumes)
         .unwrap_or_default()
         .into_iter()
@@ -348,7 +396,10 @@ pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalReques
         volumes: volumes.iter().map(String::as_str).collect(),
         network_ids: ids,
     });
-    let trusted = Store::new(&settings.odek_home).contains(&key)?;
+    let store = Store::new(&settings.odek_home);
+    let trusted = store.trusts(&key, env_binding.as_deref())?;
+    let dir = settings.workdir.display().to_string();
+    let previously_trusted = !trusted && store.meta().values().any(|m| m.project_dir == dir);
     Ok(Some(ApprovalRequest {
         schema: APPROVAL_REQUEST_SCHEMA.into(),
         key,
@@ -362,6 +413,7 @@ pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalReques
             .map(|e| EnvKeyView {
                 key: e.key.clone(),
                 interpolates_host: e.interpolates_host,
+                reads: e.reads.clone(),
             })
             .collect(),
         volumes,
@@ -383,6 +435,9 @@ pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalReques
         network_summary: plan.network_summary,
         internet: plan.internet,
         trusted,
+        previously_trusted,
+        env_binding,
+        dockerfile_sha256: dockerfile,
         approved_by_env: settings.approve_project,
     }))
 }
@@ -398,6 +453,7 @@ pub fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approval, Appr
         Decision::Trust => {
             Store::new(&plan.odek_home).trust(
                 &req.key,
+                req.env_binding.as_deref(),
                 Meta {
                     project_dir: req.project_dir.clone(),
                     granted_at: now,
@@ -424,7 +480,11 @@ pub async fn recheck(
     // ODEK_APPROVE_PROJECT_SANDBOX=1.
     let standing = match approval {
         Some(_) => None,
-        None if req.trusted && !Store::new(&plan.odek_home).contains(&req.key)? => None,
+        None if req.trusted
+            && !Store::new(&plan.odek_home).trusts(&req.key, req.env_binding.as_deref())? =>
+        {
+            None
+        }
         None => req.standing(),
     };
     let Some(approval) = approval.or(standing.as_ref()) else {

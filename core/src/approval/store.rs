@@ -75,6 +75,15 @@ impl Store {
         Ok(self.read()?.get(key) == Some(&true))
     }
 
+    /// True when `key` is trusted and, when `binding` is given (project env
+    /// values that read host variables), the trust was granted for exactly
+    /// those templates: an entry `<key>:env:<binding>` sits beside the key.
+    pub fn trusts(&self, key: &str, binding: Option<&str>) -> Result<bool, ApprovalError> {
+        let all = self.read()?;
+        let has = |k: &str| all.get(k) == Some(&true);
+        Ok(has(key) && binding.is_none_or(|b| has(&binding_entry(key, b))))
+    }
+
     /// The sidecar details (best effort: unreadable → empty).
     pub fn meta(&self) -> BTreeMap<String, Meta> {
         std::fs::read(self.home.join(META_FILE))
@@ -83,15 +92,20 @@ impl Store {
             .unwrap_or_default()
     }
 
-    /// Adds `key` (trust), atomically and under the lock.
-    pub fn trust(&self, key: &str, meta: Meta) -> Result<(), ApprovalError> {
+    /// Adds `key` (trust) and, when given, its env-template binding,
+    /// atomically and under the lock.
+    pub fn trust(&self, key: &str, binding: Option<&str>, meta: Meta) -> Result<(), ApprovalError> {
         self.update(|store, metas| {
             store.insert(key.to_string(), true);
+            if let Some(b) = binding {
+                store.insert(binding_entry(key, b), true);
+            }
             metas.insert(key.to_string(), meta);
         })
     }
 
-    /// Removes keys (revoke); returns those that were present.
+    /// Removes keys (revoke) with their bindings; returns the keys that
+    /// were present.
     pub fn revoke(&self, keys: &[String]) -> Result<Vec<String>, ApprovalError> {
         let mut removed = Vec::new();
         self.update(|store, metas| {
@@ -99,6 +113,8 @@ impl Store {
                 if store.remove(k).is_some() {
                     removed.push(k.clone());
                 }
+                let prefix = format!("{k}:env:");
+                store.retain(|e, _| !e.starts_with(&prefix));
                 metas.remove(k);
             }
         })?;
@@ -147,6 +163,12 @@ impl Store {
         drop(lock);
         Ok(())
     }
+}
+
+/// The store entry binding a trust to env templates. Same `{ "...": true }`
+/// format, so earlier releases read the file unchanged (they ignore it).
+pub fn binding_entry(key: &str, binding: &str) -> String {
+    format!("{key}:env:{binding}")
 }
 
 /// `O_NOFOLLOW` on Linux (no libc dependency for one constant).
@@ -299,7 +321,7 @@ mod tests {
         let home = d.path().join("home");
         let s = Store::new(&home);
         assert!(!s.contains("k1").expect("empty"));
-        s.trust("k1", meta()).expect("trust");
+        s.trust("k1", None, meta()).expect("trust");
         assert!(s.contains("k1").expect("read"));
         let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
         assert_eq!(mode(&home), 0o700);
@@ -325,7 +347,7 @@ mod tests {
         assert!(e.to_string().contains("mode 0666"), "{e}");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         assert!(s.contains("k").expect("0644 is readable, not forgeable"));
-        s.trust("j", meta()).expect("trust");
+        s.trust("j", None, meta()).expect("trust");
         let mode = std::fs::metadata(&p).expect("stat").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "a write makes it private again");
         std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
@@ -362,7 +384,7 @@ mod tests {
             let e = s.contains("k").expect_err(bad);
             assert!(e.to_string().contains("corrupt"), "{bad:?}: {e}");
             assert!(
-                s.trust("k", meta()).is_err(),
+                s.trust("k", None, meta()).is_err(),
                 "{bad:?}: trust over a corrupt store"
             );
             assert_eq!(
@@ -380,7 +402,7 @@ mod tests {
             .expect_err("symlink")
             .to_string()
             .contains("symlink"));
-        assert!(s.trust("j", meta()).is_err());
+        assert!(s.trust("j", None, meta()).is_err());
         assert_eq!(std::fs::read(&real).expect("r"), br#"{"k": true}"#);
     }
 
@@ -388,7 +410,7 @@ mod tests {
     fn failed_write_leaves_old_store_byte_identical() {
         let d = tempfile::tempdir().expect("tempdir");
         let s = Store::new(d.path());
-        s.trust("old", meta()).expect("trust");
+        s.trust("old", None, meta()).expect("trust");
         let before = std::fs::read(s.path()).expect("read");
         let full = |f: &mut File, b: &[u8]| {
             f.write_all(&b[..b.len() / 2])?;
@@ -422,7 +444,9 @@ mod tests {
         ) else {
             return; // only meaningful when spawned by the parent test
         };
-        Store::new(home).trust(&key, meta()).expect("child trust");
+        Store::new(home)
+            .trust(&key, None, meta())
+            .expect("child trust");
     }
 
     #[test]

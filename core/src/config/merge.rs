@@ -92,6 +92,10 @@ pub struct Settings {
     pub env: Option<Sourced<Vec<EnvVar>>>,
     /// `sandbox_volumes`.
     pub volumes: Option<Sourced<Vec<VolumeMount>>>,
+    /// SHA-256 of the applied `sandbox_env` as written (`KEY\0template\0`…,
+    /// sorted), before interpolation: binds a trust to the templates, so a
+    /// changed value asks again (SPEC §7.3 keys cover env names only).
+    pub env_template_sha256: Option<String>,
     /// `ODEK_REQUIRE_SANDBOX=1`: both fallback classes are fatal.
     pub require_sandbox: bool,
     /// `ODEK_APPROVE_PROJECT_SANDBOX=1`: approve project settings without asking.
@@ -117,7 +121,10 @@ fn truthy(env: &BTreeMap<String, String>, var: &str) -> Result<bool, ConfigError
         Some(v) => Err(ConfigError::InvalidValue {
             origin: format!("env {var}"),
             key: var.to_string(),
-            reason: format!("must be 1 or 0 (got {})", super::quote(&v)),
+            reason: format!(
+                "must be 1/true/yes/on or 0/false/no/off (got {})",
+                super::quote(&v)
+            ),
         }),
     }
 }
@@ -158,6 +165,27 @@ fn pick<T: Clone>(
         .find_map(|r| get(&r.layer).map(|v| Sourced::new(v, (r.source)(key))))
 }
 
+/// The source of the highest-precedence setting that only a container can
+/// honour, if any.
+fn container_only_setting(ranked: &[Ranked]) -> Option<Source> {
+    type IsSet = fn(&Layer) -> bool;
+    let keys: [(&str, IsSet); 8] = [
+        ("sandbox_readonly", |l| l.sandbox_readonly == Some(true)),
+        ("sandbox_memory", |l| l.sandbox_memory.is_some()),
+        ("sandbox_cpus", |l| l.sandbox_cpus.is_some()),
+        ("sandbox_user", |l| l.sandbox_user.is_some()),
+        ("sandbox_pids_limit", |l| l.sandbox_pids_limit.is_some()),
+        ("sandbox_env", |l| l.sandbox_env.is_some()),
+        ("sandbox_volumes", |l| l.sandbox_volumes.is_some()),
+        ("sandbox_network", |l| l.sandbox_network.is_some()),
+    ];
+    ranked.iter().rev().find_map(|r| {
+        keys.iter()
+            .find(|(_, set)| set(&r.layer))
+            .map(|(k, _)| (r.source)(k))
+    })
+}
+
 /// Where a source's values are described in messages.
 fn origin(src: &Source) -> String {
     src.to_string()
@@ -183,6 +211,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         });
     }
     let env = &inputs.env;
+    super::validate_workdir(&workdir, env.get("HOME").map(Path::new))?;
     // Compare real paths: $ODEK_HOME may sit behind a symlink into the
     // workdir, or not exist yet.
     let odek_home = real_path(&odek_home(env)?);
@@ -202,8 +231,33 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
             });
         }
     }
+    if let Some(t) = env.get("ODEK_DOCKER_TIMEOUT").filter(|t| !t.is_empty()) {
+        if !t
+            .parse::<f64>()
+            .is_ok_and(|v| v.is_finite() && v > 0.0 && v < 1e6)
+        {
+            return Err(ConfigError::InvalidValue {
+                origin: "env ODEK_DOCKER_TIMEOUT".into(),
+                key: "ODEK_DOCKER_TIMEOUT".into(),
+                reason: format!(
+                    "must be a positive number of seconds (got {})",
+                    super::quote(t)
+                ),
+            });
+        }
+    }
     if inputs.read_project_config {
         let path = workdir.join("odek.json");
+        // The project directory is the agent's: a symlinked odek.json could
+        // point anywhere (and volumes refuse symlinks for the same reason).
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(ConfigError::Unreadable {
+                path,
+                reason:
+                    "is a symlink; a project config must be a regular file in the project directory"
+                        .into(),
+            });
+        }
         if let Some((mut layer, w)) = parse_file(&path)? {
             warnings.extend(w);
             tighten(&mut layer, &user_layer, &path, &mut warnings);
@@ -246,7 +300,14 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
             value: false,
             source,
         }) => Sourced::new(SandboxMode::Off, source),
-        None => Sourced::new(SandboxMode::Implicit, Source::Default),
+        // A setting that only a container can honour (read-only workspace,
+        // limits, user, env, volumes, network mode) says "I want a sandbox":
+        // silently dropping it on the host would be a surprise. Only
+        // `sandbox_image` keeps the implicit fallback (SPEC §6.3).
+        None => match container_only_setting(&ranked) {
+            Some(source) => Sourced::new(SandboxMode::Explicit, source),
+            None => Sourced::new(SandboxMode::Implicit, Source::Default),
+        },
     };
 
     let network_raw = pick(&ranked, "sandbox_network", |l| l.sandbox_network.clone());
@@ -283,6 +344,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
             parse_cpus(&origin(&s.source), &s.value).map(|c| Sourced::new(c, s.source.clone()))
         })
         .transpose()?;
+    let mut env_template_sha256 = None;
     let env_vars = match pick(&ranked, "sandbox_env", |l| l.sandbox_env.clone()) {
         None => None,
         Some(s) => {
@@ -294,8 +356,10 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
                     key: key.clone(),
                     value,
                     interpolates_host,
+                    reads: super::host_refs(raw),
                 });
             }
+            env_template_sha256 = Some(template_digest(&s.value));
             Some(Sourced::new(vars, s.source))
         }
     };
@@ -334,6 +398,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         image: pick(&ranked, "sandbox_image", |l| l.sandbox_image.clone()),
         network,
         network_raw,
+        env_template_sha256,
         networks: pick(&ranked, "sandbox_networks", |l| l.sandbox_networks.clone()),
         compose_project: pick(&ranked, "sandbox_compose_project", |l| {
             l.sandbox_compose_project.clone()
@@ -399,6 +464,18 @@ pub fn real_path(p: &Path) -> PathBuf {
         }
     }
     out
+}
+
+fn template_digest(env: &BTreeMap<String, String>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for (k, v) in env {
+        h.update(k.as_bytes());
+        h.update([0]);
+        h.update(v.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(h.finalize())
 }
 
 /// `$ODEK_HOME` (absolute), else `$HOME/.odek` (SPEC §3.1).

@@ -11,9 +11,9 @@ pub use error::{quote, ConfigError};
 pub use merge::{load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT};
 pub use parse::{check_strict_json, layer_from_env, parse_bytes, parse_file, MAX_CONFIG_BYTES};
 pub use validate::{
-    interpolate, normalize_compose_project, parse_cpus, parse_memory, parse_network_mode,
-    resolve_volume, validate_compose_project, validate_env_key, validate_network_name,
-    validate_pids_limit, validate_user,
+    host_refs, interpolate, normalize_compose_project, parse_cpus, parse_memory,
+    parse_network_mode, resolve_volume, validate_compose_project, validate_env_key,
+    validate_network_name, validate_pids_limit, validate_user, validate_workdir,
 };
 
 use std::collections::BTreeMap;
@@ -168,6 +168,9 @@ pub struct EnvVar {
     pub value: String,
     /// True when the written value used `${HOST_VAR}` (flagged in approval, §7.2).
     pub interpolates_host: bool,
+    /// The host variables the written value reads (names only).
+    #[serde(default)]
+    pub reads: Vec<String>,
 }
 
 impl fmt::Debug for EnvVar {
@@ -176,6 +179,7 @@ impl fmt::Debug for EnvVar {
             .field("key", &self.key)
             .field("value", &"<redacted>")
             .field("interpolates_host", &self.interpolates_host)
+            .field("reads", &self.reads)
             .finish()
     }
 }

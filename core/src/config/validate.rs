@@ -402,6 +402,33 @@ pub fn interpolate(
     Ok((out, used))
 }
 
+/// The host variables a `sandbox_env` value reads: each `${NAME}`, skipping
+/// `$$` escapes. Names only, in order, without repeats.
+pub fn host_refs(value: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix('{') {
+            match tail.find('}') {
+                Some(end) => {
+                    let name = tail[..end].to_string();
+                    if !out.contains(&name) {
+                        out.push(name);
+                    }
+                    rest = &tail[end + 1..];
+                }
+                None => break,
+            }
+        } else {
+            rest = after;
+        }
+    }
+    out
+}
+
 /// One `sandbox_volumes` entry `host:container[:ro|rw]` (SPEC §3.4): the host
 /// path (relative to `workdir` or absolute) must lie inside `workdir` (and
 /// not be `workdir` itself, which is already mounted at `/workspace`), with
@@ -589,6 +616,50 @@ fn container_path(path: &str) -> Result<String, String> {
         )),
         None => Ok(normalized),
     }
+}
+
+/// The working directory is mounted at `/workspace` read-write: it must not
+/// be a system directory (or an ancestor of one), lie below `/proc`, `/sys`,
+/// `/dev`, `/boot` or `/var/lib/docker`, hold a Unix socket (the Docker
+/// socket would give the sandbox the host), nor be the user's home directory
+/// (credentials live there). `workdir` is canonical. SPEC §3.4 applied to
+/// the mount every sandbox gets.
+pub fn validate_workdir(workdir: &Path, home: Option<&Path>) -> Result<(), ConfigError> {
+    let fail = |reason: String| ConfigError::Workdir {
+        path: workdir.to_path_buf(),
+        reason: format!("{reason}; run odek from (or pass -C) a project directory"),
+    };
+    if SYSTEM_ROOTS
+        .iter()
+        .any(|root| Path::new(root).starts_with(workdir))
+    {
+        return Err(fail(
+            "is (or contains) a system directory and would be mounted at /workspace".into(),
+        ));
+    }
+    if NO_MOUNT_BELOW.iter().any(|root| workdir.starts_with(root)) {
+        return Err(fail(
+            "lies in a system directory (/proc, /sys, /dev, /boot, /var/lib/docker)".into(),
+        ));
+    }
+    if home.is_some_and(|h| h.canonicalize().map(|h| h == workdir).unwrap_or(false)) {
+        return Err(fail(
+            "is your home directory (with your credentials) and would be mounted at /workspace"
+                .into(),
+        ));
+    }
+    if let Ok(entries) = std::fs::read_dir(workdir) {
+        for entry in entries.flatten().take(SOCKET_SCAN_ENTRIES) {
+            let socket = entry.file_type().map(is_socket_type).unwrap_or(false);
+            if socket || entry.file_name() == "docker.sock" {
+                return Err(fail(format!(
+                    "holds a Unix socket ({}) that the sandbox would reach at /workspace",
+                    quote(&entry.path().display().to_string())
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_workdir(workdir: &Path) -> Result<(), ConfigError> {
