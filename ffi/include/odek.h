@@ -138,6 +138,10 @@
 // A command could not run or be waited for in the sandbox.
 #define ODEK_E_EXEC 402
 
+// The sandbox stopped (killed, out of memory) while a command ran in it;
+// the command may have partly run.
+#define ODEK_E_SANDBOX_STOPPED 403
+
 // The image cannot be pulled (class `image-unavailable`).
 #define ODEK_E_IMAGE_UNAVAILABLE 500
 

@@ -79,6 +79,9 @@ pub const ODEK_E_DOCKER_REJECTED: i32 = 400;
 pub const ODEK_E_DOCKER_VERIFY: i32 = 401;
 /// A command could not run or be waited for in the sandbox.
 pub const ODEK_E_EXEC: i32 = 402;
+/// The sandbox stopped (killed, out of memory) while a command ran in it;
+/// the command may have partly run.
+pub const ODEK_E_SANDBOX_STOPPED: i32 = 403;
 
 /// The image cannot be pulled (class `image-unavailable`).
 pub const ODEK_E_IMAGE_UNAVAILABLE: i32 = 500;
@@ -190,6 +193,7 @@ pub fn code_of(e: &Error) -> i32 {
             FailureClass::Config => ODEK_E_CONFIG,
             _ => ODEK_E_EXEC,
         },
+        Error::SandboxStopped { .. } => ODEK_E_SANDBOX_STOPPED,
         Error::Usage(_) => ODEK_E_INVALID_ARGUMENT,
     }
 }

@@ -257,14 +257,23 @@ pub unsafe extern "C" fn odek_resolve(
             let unknown: Vec<String> = warnings
                 .iter()
                 .filter(|w| w.kind == odek_core::WarningKind::UnknownKey)
-                .map(|w| w.message.clone())
+                .map(|w| {
+                    // "<api settings>: unknown key "x" ignored …" → the key part.
+                    w.message
+                        .split_once(": ")
+                        .map_or(w.message.as_str(), |(_, m)| m)
+                        .replace(" ignored", "")
+                })
                 .collect();
             if !unknown.is_empty() {
                 return Err(Failure::from(odek_core::Error::Config(
                     odek_core::config::ConfigError::InvalidValue {
                         origin: "api settings".into(),
                         key: "settings".into(),
-                        reason: format!("has unknown keys: {}", unknown.join("; ")),
+                        reason: format!(
+                            "has unknown keys (refused, not ignored): {}",
+                            unknown.join("; ")
+                        ),
                     },
                 )));
             }
