@@ -82,7 +82,7 @@ pub fn list(json: bool) -> anyhow::Result<()> {
     if json {
         let rows: Vec<serde_json::Value> = keys
             .iter()
-            .filter(|(_, v)| **v)
+            .filter(|(k, v)| **v && !k.contains(':'))
             .map(|(k, _)| {
                 let m = meta.get(k);
                 serde_json::json!({
@@ -93,7 +93,7 @@ pub fn list(json: bool) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
     if keys.is_empty() {
@@ -102,15 +102,14 @@ pub fn list(json: bool) -> anyhow::Result<()> {
             s.path().display()
         );
     }
-    for (k, v) in keys.iter().filter(|(_, v)| **v) {
-        let _ = v;
+    for (k, _) in keys.iter().filter(|(k, v)| **v && !k.contains(':')) {
         match meta.get(k) {
-            Some(m) => println!(
+            Some(m) => outln!(
                 "{k}  {}  ({})",
                 odek_core::approval::display_text(&m.project_dir),
                 m.knobs
             ),
-            None => println!("{k}  (no details recorded)"),
+            None => outln!("{k}  (no details recorded)"),
         }
     }
     Ok(())
@@ -122,9 +121,19 @@ pub fn revoke(key: Option<&str>, project: Option<&std::path::Path>) -> anyhow::R
     let keys: Vec<String> = match (key, project) {
         (Some(k), None) => vec![k.to_string()],
         (None, Some(dir)) => {
-            let dir = dir
-                .canonicalize()
-                .with_context(|| format!("project directory {}", dir.display()))?;
+            // The directory may be gone already: then take it as written.
+            let dir = match dir.canonicalize() {
+                Ok(d) => d,
+                Err(_) if dir.is_absolute() => dir.to_path_buf(),
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!(
+                            "project directory {} (give it as an absolute path)",
+                            dir.display()
+                        )
+                    })
+                }
+            };
             let dir = dir.display().to_string();
             s.meta()
                 .into_iter()
@@ -136,7 +145,7 @@ pub fn revoke(key: Option<&str>, project: Option<&std::path::Path>) -> anyhow::R
     };
     let removed = s.revoke(&keys)?;
     for k in &removed {
-        println!("{k}");
+        outln!("{k}");
     }
     if removed.is_empty() {
         anyhow::bail!("nothing to revoke: no such trusted key");

@@ -87,8 +87,8 @@ fn verbose_plan(cli: &Cli, odek: &Odek, plan: &odek_core::Plan) {
         eprintln!("odek: engine {} (API {})", e.server_version, e.api_version);
     }
     eprintln!(
-        "odek: mode {:?}, image {}, network {}, {} attached network(s)",
-        plan.mode,
+        "odek: mode {}, image {}, network {}, {} attached network(s)",
+        format!("{:?}", plan.mode).to_lowercase(),
         plan.image.reference,
         plan.network_summary,
         plan.networks.len()
@@ -98,11 +98,13 @@ fn verbose_plan(cli: &Cli, odek: &Odek, plan: &odek_core::Plan) {
 /// `odek run`: resolve → launch → exec → destroy; CMD's status, or 125.
 async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -> ExitCode {
     let name = new_sandbox_name();
-    let (mut sigint, mut sigterm) = match (
+    let (mut sigint, mut sigterm, mut sighup, mut sigquit) = match (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::quit()),
     ) {
-        (Ok(a), Ok(b)) => (a, b),
+        (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
         _ => {
             eprintln!("odek: error: cannot install signal handlers");
             return ExitCode::from(EXIT_REFUSED);
@@ -114,6 +116,8 @@ async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -
         code = &mut flow => return code,
         _ = sigint.recv() => 130,
         _ = sigterm.recv() => 143,
+        _ = sighup.recv() => 129,
+        _ = sigquit.recv() => 131,
     };
     // Dropping the flow cancels it (and kills a host command in fallback).
     drop(flow);
@@ -159,6 +163,13 @@ async fn run_flow(
         Ok(r) => r,
         Err(e) => return refuse(&e),
     };
+    // Check the command's own env before any container exists.
+    for (k, _) in &req.env {
+        if let Err(e) = odek_core::config::validate_env_key("flag -e", k) {
+            print_error(&e.into());
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    }
     let inputs = match args.sandbox.inputs(&cli.workdir) {
         Ok(i) => i,
         Err(e) => return refuse(&e),
@@ -208,8 +219,19 @@ async fn run_flow(
         }
         Err(e) => {
             print_error(&e);
-            ExitCode::from(EXIT_REFUSED)
+            exit_after_start(&e)
         }
+    }
+}
+
+/// Exit status when the command could not finish after the sandbox was up:
+/// 137 when the sandbox was killed under it, 125 when odek refused the
+/// command itself (nothing ran), 255 otherwise (it may have partly run).
+fn exit_after_start(e: &odek_core::Error) -> ExitCode {
+    match e {
+        odek_core::Error::SandboxStopped { .. } => ExitCode::from(137),
+        odek_core::Error::Usage(_) | odek_core::Error::Config(_) => ExitCode::from(EXIT_REFUSED),
+        _ => ExitCode::from(255),
     }
 }
 
@@ -224,7 +246,14 @@ async fn sandbox_exec(odek: &Odek, args: &crate::ExecArgs) -> ExitCode {
         Ok(o) => exit_of(o.exit_code),
         Err(e) => {
             print_anyhow(&e);
-            ExitCode::from(EXIT_REFUSED)
+            match e.downcast_ref::<odek_core::Error>() {
+                Some(oe @ odek_core::Error::SandboxStopped { .. }) => exit_after_start(oe),
+                Some(odek_core::Error::Unreachable {
+                    step: odek_core::Step::Exec,
+                    ..
+                }) => ExitCode::from(255),
+                _ => ExitCode::from(EXIT_REFUSED),
+            }
         }
     }
 }
@@ -253,9 +282,9 @@ async fn sandbox(
             let sandbox = odek.launch(&plan, &opts, reporter).await?;
             eprintln!("{}", sandbox.startup_line());
             if args.json {
-                println!("{}", sandbox_json(&sandbox)?);
+                outln!("{}", sandbox_json(&sandbox)?);
             } else {
-                println!("{}", sandbox.name);
+                outln!("{}", sandbox.name);
             }
         }
         SandboxCmd::Up(args) => {
@@ -290,9 +319,9 @@ async fn sandbox(
             }
             eprintln!("{}", sandbox.startup_line());
             if args.json {
-                println!("{}", sandbox_json(&sandbox)?);
+                outln!("{}", sandbox_json(&sandbox)?);
             } else {
-                println!("{}", sandbox.name);
+                outln!("{}", sandbox.name);
             }
         }
         SandboxCmd::Down(args) => {
@@ -301,7 +330,7 @@ async fn sandbox(
                 match odek.attach(n).await {
                     Ok(s) => {
                         odek.destroy(&s).await?;
-                        println!("{}", s.name);
+                        outln!("{}", s.name);
                     }
                     Err(e) => {
                         print_error(&e);
@@ -316,11 +345,14 @@ async fn sandbox(
         SandboxCmd::Ls(args) => {
             let list = odek.list().await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                outln!("{}", serde_json::to_string_pretty(&list)?);
             } else {
-                println!(
+                outln!(
                     "{:<18} {:<10} {:<9} {:<8} WORKDIR",
-                    "NAME", "STATE", "KIND", "OWNER"
+                    "NAME",
+                    "STATE",
+                    "KIND",
+                    "OWNER"
                 );
                 for l in list {
                     let kind = if l.detached { "detached" } else { "run" };
@@ -329,7 +361,7 @@ async fn sandbox(
                         (Some(p), _) => p.to_string(),
                         _ => "-".into(),
                     };
-                    println!(
+                    outln!(
                         "{:<18} {:<10} {:<9} {:<8} {}",
                         l.name,
                         l.state,
@@ -343,10 +375,10 @@ async fn sandbox(
         SandboxCmd::Gc(args) => {
             let removed = odek.gc(args.detached).await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&removed)?);
+                outln!("{}", serde_json::to_string_pretty(&removed)?);
             } else {
                 for r in &removed {
-                    println!("{r}");
+                    outln!("{r}");
                 }
                 eprintln!("odek: removed {} sandbox(es)", removed.len());
             }
@@ -355,11 +387,11 @@ async fn sandbox(
             let s: Sandbox = odek.attach(&args.name).await?;
             let env = odek.describe(&s).await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&env)?);
+                outln!("{}", serde_json::to_string_pretty(&env)?);
             } else if args.tool {
-                println!("{}", odek_core::describe::render_tool(&env));
+                outln!("{}", odek_core::describe::render_tool(&env));
             } else {
-                print!("{}", odek_core::describe::render_prompt(&env));
+                out!("{}", odek_core::describe::render_prompt(&env));
             }
         }
         SandboxCmd::Exec(_) => unreachable!("handled in dispatch"),
@@ -377,9 +409,9 @@ async fn config_view(
     let plan = odek.resolve(&inputs, reporter).await?;
     let view = odek.config_view(&plan).await;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&view)?);
+        outln!("{}", serde_json::to_string_pretty(&view)?);
     } else {
-        print!("{}", view.render_text());
+        out!("{}", view.render_text());
     }
     Ok(())
 }

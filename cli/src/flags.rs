@@ -12,10 +12,10 @@ use odek_core::config::{ConfigInputs, Layer};
 pub(crate) struct SandboxFlags {
     /// Require the sandbox: an unreachable daemon or unpullable image is fatal
     /// instead of falling back to the host.
-    #[arg(long, overrides_with = "no_sandbox", help_heading = "Sandbox")]
+    #[arg(long, conflicts_with = "no_sandbox", help_heading = "Sandbox")]
     pub(crate) sandbox: bool,
     /// Run on the host without a sandbox (networks cannot be attached then).
-    #[arg(long, overrides_with = "sandbox", help_heading = "Sandbox")]
+    #[arg(long, help_heading = "Sandbox")]
     pub(crate) no_sandbox: bool,
     /// Image reference to run (default: Dockerfile.odek, else the pinned alpine).
     #[arg(long, value_name = "REF", help_heading = "Sandbox")]
@@ -49,7 +49,12 @@ pub(crate) struct SandboxFlags {
     #[arg(long, value_name = "SIZE", help_heading = "Sandbox")]
     pub(crate) sandbox_memory: Option<String>,
     /// CPU limit, e.g. 0.5, 2.
-    #[arg(long, value_name = "CPUS", help_heading = "Sandbox")]
+    #[arg(
+        long,
+        value_name = "CPUS",
+        allow_hyphen_values = true,
+        help_heading = "Sandbox"
+    )]
     pub(crate) sandbox_cpus: Option<String>,
     /// User in the container: uid[:gid] or a name.
     #[arg(long, value_name = "USER", help_heading = "Sandbox")]

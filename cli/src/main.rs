@@ -1,6 +1,22 @@
 //! `odek`: run commands in a Docker sandbox that reaches your Compose
 //! services by name (SPEC §10.3).
 
+/// `println!` that never panics on a closed pipe (`odek sandbox ls | head`).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `print!` that never panics on a closed pipe.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
 mod approve;
 mod commands;
 mod flags;
@@ -22,7 +38,7 @@ pub const EXIT_REFUSED: u8 = 125;
 #[derive(Parser, Debug)]
 #[command(name = "odek", version, propagate_version = true, max_term_width = 100)]
 #[command(
-    after_help = "Example:\n  docker compose -p shop up -d\n  odek run --sandbox-compose shop -- sh -c 'redis-cli -h redis ping'\n\nExit status of `odek run`: the command's own status, or 125 when odek refused to set the sandbox up."
+    after_help = "Example:\n  docker compose -p shop up -d\n  odek run --sandbox-compose shop --sandbox-image my-tools:1 -- sh -c 'redis-cli -h redis ping'\n\nExit status of `odek run`: the command's own status; 124 after --timeout; 125 when odek refused to set the sandbox up (nothing ran); 130/143/129/131 after SIGINT/SIGTERM/SIGHUP/SIGQUIT (the sandbox is removed); 137 when the sandbox was killed while the command ran; 255 when the daemon was lost while it ran (it may have partly run)."
 )]
 pub(crate) struct Cli {
     /// Project directory (mounted at /workspace; holds odek.json). Default: the current directory.
@@ -73,6 +89,9 @@ pub(crate) enum ApprovalsCmd {
 
 /// `odek run`.
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Stdin is not forwarded: the command reads an empty input.\nExit status: the command's own; 124 after --timeout; 125 when odek refused (nothing ran); 130/143/129/131 after SIGINT/SIGTERM/SIGHUP/SIGQUIT; 137 when the sandbox was killed under the command; 255 when the daemon was lost while it ran."
+)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) sandbox: SandboxFlags,
@@ -90,7 +109,7 @@ pub(crate) struct ExecFlags {
     #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
     pub(crate) env: Vec<String>,
     /// Stop waiting after this many seconds (exit status 124).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub(crate) timeout: Option<f64>,
 }
 
