@@ -116,6 +116,13 @@ type ResolveRequest struct {
 	// Env replaces the process environment for ODEK_* variables, $ODEK_HOME
 	// and ${…} interpolation (nil: the process environment).
 	Env map[string]string
+	// AllowHostFallback keeps SPEC §6.3's implicit mode: an unreachable
+	// daemon or an image that cannot be pulled falls back to running
+	// commands on the host (Sandbox.Isolation.Kind == IsolationFallback).
+	// By default (false) the binding requires a sandbox: unless Settings
+	// says "sandbox" itself, it is set to true, so those failures are errors
+	// instead of a host shell for the agent.
+	AllowHostFallback bool
 }
 
 // Resolve resolves configuration, networks and image into a plan (SPEC
@@ -131,8 +138,15 @@ func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (*Plan, error)
 		"schema":  "odek.resolve-request/1",
 		"workdir": req.Workdir,
 	}
-	if req.Settings != nil {
-		m["settings"] = req.Settings
+	settings := make(map[string]any, len(req.Settings)+1)
+	for k, v := range req.Settings {
+		settings[k] = v
+	}
+	if _, said := settings["sandbox"]; !said && !req.AllowHostFallback {
+		settings["sandbox"] = true
+	}
+	if len(settings) > 0 {
+		m["settings"] = settings
 	}
 	if req.IgnoreUserConfig {
 		m["read_user_config"] = false

@@ -94,6 +94,7 @@ const (
 	CodeDockerRejected          = 400 // Docker refused create/start/connect
 	CodeDockerVerify            = 401 // the container did not verify against the plan
 	CodeExec                    = 402 // a command could not run or be waited for
+	CodeSandboxStopped          = 403 // the sandbox stopped while a command ran
 	CodeImageUnavailable        = 500 // the image cannot be pulled
 	CodeDaemonUnreachable       = 600 // the daemon is unreachable
 	CodeDaemonTimeout           = 601 // the daemon did not answer in time
@@ -133,6 +134,7 @@ var codeNames = map[int]string{
 	CodeDockerRejected:          "ODEK_E_DOCKER_REJECTED",
 	CodeDockerVerify:            "ODEK_E_DOCKER_VERIFY",
 	CodeExec:                    "ODEK_E_EXEC",
+	CodeSandboxStopped:          "ODEK_E_SANDBOX_STOPPED",
 	CodeImageUnavailable:        "ODEK_E_IMAGE_UNAVAILABLE",
 	CodeDaemonUnreachable:       "ODEK_E_DAEMON_UNREACHABLE",
 	CodeDaemonTimeout:           "ODEK_E_DAEMON_TIMEOUT",

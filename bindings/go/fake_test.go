@@ -28,7 +28,8 @@ func TestFakeLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}
-	if plan.Mode != ModeImplicit || plan.Isolation.Kind != IsolationContainer {
+	// A container-only setting (the pids limit) makes the mode explicit.
+	if plan.Mode != ModeExplicit || plan.Isolation.Kind != IsolationContainer {
 		t.Errorf("mode %q isolation %+v", plan.Mode, plan.Isolation)
 	}
 	if plan.Workdir != dir || plan.Image.Reference != testImage || plan.Image.Origin != "explicit" {
@@ -336,7 +337,11 @@ func TestFallbackWithoutDaemon(t *testing.T) {
 	}
 	defer c.Close()
 	dir, env := isolated(t)
-	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	// The binding requires a sandbox unless the caller allows the fallback.
+	if _, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env}); !errors.Is(err, ErrDaemonUnreachable) {
+		t.Fatalf("Resolve without AllowHostFallback: %v, want ErrDaemonUnreachable", err)
+	}
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env, AllowHostFallback: true})
 	if err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}

@@ -16,6 +16,11 @@ config view and destroy (SPEC §10.1), over ``libodek.so`` through ctypes::
 
 Or in one call: ``with odek.launch(workdir=".", settings={...}) as sandbox: ...``.
 
+A sandbox is required by default: an unreachable daemon or an image that
+cannot be pulled raises instead of falling back to the host. Pass
+``allow_host_fallback=True`` for SPEC §6.3's implicit mode; a fallback then
+emits :class:`HostFallbackWarning`.
+
 Failures raise :class:`OdekError` subclasses by failure class (SPEC §6.3):
 :class:`UsageError`, :class:`ConfigError` (and :class:`ApprovalError`),
 :class:`DockerRejectedError`, :class:`ImageUnavailableError`,
@@ -28,7 +33,7 @@ see :mod:`odek._ffi`. It is loaded on first use and its ABI version checked.
 
 from __future__ import annotations
 
-from ._client import Client, Sandbox, launch, narrow
+from ._client import Client, HostFallbackWarning, Sandbox, launch, narrow
 from ._errors import (
     CODE_NAMES,
     CODES,
@@ -58,6 +63,7 @@ from ._view import ConfigView
 __version__ = "0.1.0"
 
 __all__ = [
+    "HostFallbackWarning",
     "ABI_VERSION",
     "EXEC_OUTPUT_LIMIT",
     "CODES",

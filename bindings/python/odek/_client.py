@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import json as _json
 import os
+import warnings
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from . import _ffi
@@ -120,6 +121,7 @@ class Client(Managed[Any]):
         read_user_config: bool = True,
         read_project_config: bool = True,
         env: Optional[Mapping[str, str]] = None,
+        allow_host_fallback: bool = False,
     ) -> Plan:
         """Resolves configuration, networks and image into a plan (SPEC §3–§5).
 
@@ -136,6 +138,12 @@ class Client(Managed[Any]):
             env (dict[str, str] | None): the whole environment to read
                 ``ODEK_*``, ``ODEK_HOME``/``HOME`` and ``${…}`` from, replacing
                 the process's (extend it with ``{**os.environ, "K": "v"}``).
+            allow_host_fallback (bool): the binding's default (``False``)
+                requires a sandbox: unless ``settings`` says ``"sandbox"``
+                itself, it is set to ``True``, so an unreachable daemon or an
+                image that cannot be pulled raises instead of handing the
+                agent a host shell. ``True`` keeps SPEC §6.3's implicit mode
+                (loud fallback to the host; :class:`HostFallbackWarning`).
 
         Returns:
             Plan: check :attr:`Plan.approval_request` before launching.
@@ -152,10 +160,13 @@ class Client(Managed[Any]):
             "read_user_config": bool(read_user_config),
             "read_project_config": bool(read_project_config),
         }
-        if settings is not None:
-            if not isinstance(settings, Mapping):
-                raise TypeError("settings must be a mapping of config keys to values")
-            req["settings"] = dict(settings)
+        if settings is not None and not isinstance(settings, Mapping):
+            raise TypeError("settings must be a mapping of config keys to values")
+        chosen: Dict[str, Any] = dict(settings or {})
+        if not allow_host_fallback and "sandbox" not in chosen:
+            chosen["sandbox"] = True
+        if chosen:
+            req["settings"] = chosen
         e = _str_map(env, "env")
         if e is not None:
             req["env"] = e
@@ -218,7 +229,16 @@ class Client(Managed[Any]):
         _ffi.check(
             _ffi.lib().odek_launch(h, _plan_json(plan), _approval_json(approval), ctypes.byref(out))
         )
-        return Sandbox._adopt(out)
+        sandbox = Sandbox._adopt(out)
+        if sandbox.isolation == "fallback":
+            warnings.warn(
+                "odek: NO SANDBOX — commands will run ON THE HOST without isolation "
+                "(the daemon was unreachable or the image could not be pulled); "
+                "resolve without allow_host_fallback=True to make this an error",
+                HostFallbackWarning,
+                stacklevel=2,
+            )
+        return sandbox
 
     def config_view(self, plan: PlanLike) -> ConfigView:
         """The settings ``plan`` actually applies, with sources (SPEC §10.4).
@@ -231,6 +251,10 @@ class Client(Managed[Any]):
     def narrow(self, parent_plan: PlanLike, **request: Any) -> Plan:
         """A sub-agent's plan narrowed from ``parent_plan``; see :func:`odek.narrow`."""
         return narrow(parent_plan, **request)
+
+
+class HostFallbackWarning(RuntimeWarning):
+    """A launch fell back to running commands on the host (SPEC §6.3)."""
 
 
 class Sandbox(Managed[Any]):
@@ -427,6 +451,7 @@ def launch(
     read_user_config: bool = True,
     read_project_config: bool = True,
     env: Optional[Mapping[str, str]] = None,
+    allow_host_fallback: bool = False,
 ) -> Sandbox:
     """Resolves, approves if asked, and launches a sandbox in one call.
 
@@ -444,7 +469,9 @@ def launch(
             otherwise launch raises :class:`ApprovalRequiredError`.
         client (Client | None): the client to use; default: a temporary
             client for the default Docker endpoint, closed before returning.
-        read_user_config, read_project_config, env: as :meth:`Client.resolve`.
+        read_user_config, read_project_config, env, allow_host_fallback:
+            as :meth:`Client.resolve` (by default a sandbox is required: no
+            silent host shell).
 
     Returns:
         Sandbox: a live sandbox; use ``with`` so the container is always removed.
@@ -464,6 +491,7 @@ def launch(
             read_user_config=read_user_config,
             read_project_config=read_project_config,
             env=env,
+            allow_host_fallback=allow_host_fallback,
         )
         approval: Optional[Approval] = None
         request = plan.approval_request

@@ -52,10 +52,13 @@ def test_daemon_unreachable_implicit_mode_falls_back_loudly(workdir):
     # implicit mode + unreachable daemon = loud fallback (SPEC §6.3); launch it
     # but never exec: that would run on the host.
     with odek.Client(docker_host="unix:///nonexistent.sock") as client:
-        plan = client.resolve(workdir, {"sandbox_image": IMAGE})
+        # the binding requires a sandbox unless told otherwise
+        with pytest.raises(odek.DaemonUnreachableError):
+            client.resolve(workdir, {"sandbox_image": IMAGE})
+        plan = client.resolve(workdir, {"sandbox_image": IMAGE}, allow_host_fallback=True)
         assert plan.isolation == "fallback" and plan.mode == "implicit"
         assert plan.fallback_reason and "nonexistent.sock" in plan.fallback_reason
-        with client.launch(plan) as sandbox:
+        with pytest.warns(odek.HostFallbackWarning), client.launch(plan) as sandbox:
             assert sandbox.isolation == "fallback" and sandbox.container_id is None
             d = sandbox.describe()
             assert d.isolation == "fallback"
@@ -79,8 +82,10 @@ def test_image_unavailable_class(docker_client, docker_workdir):
 
 @pytest.mark.docker
 def test_image_unavailable_implicit_mode_falls_back_loudly(docker_client, docker_workdir):
-    plan = docker_client.resolve(docker_workdir, {"sandbox_image": MISSING_IMAGE})
-    with docker_client.launch(plan) as sandbox:  # never exec: it would run on the host
+    plan = docker_client.resolve(docker_workdir, {"sandbox_image": MISSING_IMAGE},
+                                 allow_host_fallback=True)
+    with pytest.warns(odek.HostFallbackWarning), \
+            docker_client.launch(plan) as sandbox:  # never exec: it would run on the host
         assert sandbox.isolation == "fallback"
         assert sandbox.container_id is None
         assert any("host" in w.message.lower() for w in sandbox.info.warnings) or \

@@ -44,7 +44,8 @@ def test_resolve_launch_describe_exec_destroy(fake_client, workdir):
     plan = fake_client.resolve(workdir, SHOP, read_user_config=False)
     assert isinstance(plan, odek.Plan)
     assert json.loads(plan.json)["schema"] == "odek.plan/1"
-    assert plan.mode == "implicit"
+    assert plan.mode == "explicit", "the binding requires a sandbox by default"
+    assert fake_client.resolve(workdir, SHOP, allow_host_fallback=True).mode == "implicit"
     assert plan.isolation == "container"
     assert plan.image == IMAGE
     assert plan.workdir == workdir
@@ -105,7 +106,8 @@ def test_config_view(fake_client, workdir):
     view = fake_client.config_view(plan)
     assert isinstance(view, odek.ConfigView)
     assert view.data["schema"] == "odek.config-view/1"
-    assert (view.mode, view.isolation, view.image) == ("implicit", "container", IMAGE)
+    # container-only settings (limits, read-only) make the mode explicit
+    assert (view.mode, view.isolation, view.image) == ("explicit", "container", IMAGE)
     assert view.image_id and view.image_id.startswith("sha256:")
     assert view.network == "attached" and view.internet
     assert view.pids_limit == 64 and view.init and view.tmpfs == "rw,noexec,nosuid"
