@@ -413,7 +413,7 @@ fn assert_fails_fast_without_retry(p: &Project, k: &Killed) {
 fn assert_reported_as_sandbox_stopped(k: &Killed) {
     assert_eq!(
         k.status.code(),
-        Some(125),
+        Some(137),
         "the killed sandbox is passed off as the command's own status\n{}",
         k.ctx
     );

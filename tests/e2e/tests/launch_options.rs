@@ -189,7 +189,19 @@ fn dockerfile_odek_is_built_and_used() {
     .expect("write Dockerfile.odek");
     let tag = dockerfile_tag(&file);
     let _guard = ImageGuard(tag.clone());
-    let out = p.odek_ok(&["run", "--", "cat", "/built"]);
+    // A repository's Dockerfile.odek is project input: without approval it
+    // is neither built nor run.
+    let mut argv: Vec<String> = vec!["run".into(), "--".into()];
+    argv.extend(p.marker_argv());
+    let refused = p.run_odek(&strs(&argv));
+    assert_refused(&p, &refused, "Dockerfile.odek");
+    assert!(
+        !docker_ok(&["image", "inspect", &tag]),
+        "built before approval"
+    );
+    let approved = [("ODEK_APPROVE_PROJECT_SANDBOX", "1")];
+    let out = p.run_odek_env(&approved, &["run", "--", "cat", "/built"]);
+    assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "built-by-odek");
     let line = startup_line(&out).expect("startup line");
     assert!(
@@ -198,7 +210,8 @@ fn dockerfile_odek_is_built_and_used() {
     );
     assert!(docker_ok(&["image", "inspect", &tag]), "{tag} not tagged");
     // built once: the second run does not build again
-    let again = p.odek_ok(&["run", "--", "true"]);
+    let again = p.run_odek_env(&approved, &["run", "--", "true"]);
+    assert!(again.status.success(), "{}", stderr(&again));
     assert!(
         !stderr(&again).contains("Step 1/"),
         "rebuilt:\n{}",
@@ -222,7 +235,12 @@ fn failed_dockerfile_odek_build_is_fatal_even_implicitly() {
     let _guard = ImageGuard(dockerfile_tag(&file));
     let mut argv: Vec<String> = vec!["run".into(), "--".into()];
     argv.extend(p.marker_argv());
-    let out = p.run_odek(&strs(&argv));
+    let out = p.run_odek_env(&[("ODEK_APPROVE_PROJECT_SANDBOX", "1")], &strs(&argv));
     assert_refused(&p, &out, "Dockerfile.odek");
+    assert!(
+        stderr(&out).contains("building"),
+        "the build was tried:\n{}",
+        stderr(&out)
+    );
     assert!(!stderr(&out).contains("NO SANDBOX"), "{}", stderr(&out));
 }
