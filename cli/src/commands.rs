@@ -224,14 +224,22 @@ async fn run_flow(
     }
 }
 
-/// Exit status when the command could not finish after the sandbox was up:
-/// 137 when the sandbox was killed under it, 125 when odek refused the
-/// command itself (nothing ran), 255 otherwise (it may have partly run).
+/// Exit status when a command could not finish in a sandbox that is up
+/// (`odek run` after launch, `odek sandbox exec`): 137 when the sandbox was
+/// killed under it; 125 when nothing ran (odek refused, Docker refused the
+/// exec, the sandbox could not be found); 255 when the command may have
+/// partly run and its status is unknown (daemon lost mid-exec).
 fn exit_after_start(e: &odek_core::Error) -> ExitCode {
+    use odek_core::Error as E;
     match e {
-        odek_core::Error::SandboxStopped { .. } => ExitCode::from(137),
-        odek_core::Error::Usage(_) | odek_core::Error::Config(_) => ExitCode::from(EXIT_REFUSED),
-        _ => ExitCode::from(255),
+        E::SandboxStopped { .. } => ExitCode::from(137),
+        E::Exec { started: false, .. } => ExitCode::from(EXIT_REFUSED),
+        E::Exec { started: true, .. } => ExitCode::from(255),
+        E::Unreachable {
+            step: odek_core::Step::Exec,
+            ..
+        } => ExitCode::from(255),
+        _ => ExitCode::from(EXIT_REFUSED),
     }
 }
 
@@ -247,12 +255,8 @@ async fn sandbox_exec(odek: &Odek, args: &crate::ExecArgs) -> ExitCode {
         Err(e) => {
             print_anyhow(&e);
             match e.downcast_ref::<odek_core::Error>() {
-                Some(oe @ odek_core::Error::SandboxStopped { .. }) => exit_after_start(oe),
-                Some(odek_core::Error::Unreachable {
-                    step: odek_core::Step::Exec,
-                    ..
-                }) => ExitCode::from(255),
-                _ => ExitCode::from(EXIT_REFUSED),
+                Some(oe) => exit_after_start(oe),
+                None => ExitCode::from(EXIT_REFUSED),
             }
         }
     }

@@ -139,6 +139,9 @@ pub enum Error {
         /// The class (docker-rejected, or daemon-unreachable when the
         /// daemon went away).
         class: FailureClass,
+        /// False when the command never started (nothing ran); true when it
+        /// started and its status is unknown.
+        started: bool,
     },
     /// The sandbox container stopped (killed, out of memory) while a command
     /// ran in it: the command may have partly run (docker-rejected).

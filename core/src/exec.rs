@@ -2,6 +2,7 @@
 //! extra env, optional timeout; output streamed; the exit code passed through.
 //! In fallback/off mode the command runs on the host (the plan says so).
 
+use std::io::ErrorKind;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -152,6 +153,7 @@ impl Odek {
                     sandbox.name
                 ),
                 class: FailureClass::DockerRejected,
+                started: false,
             },
             other => other,
         })?;
@@ -178,6 +180,7 @@ impl Odek {
                             sandbox.name
                         ),
                         class: FailureClass::DockerRejected,
+                        started: true,
                     })
                 } else {
                     Err(Error::SandboxStopped {
@@ -233,10 +236,31 @@ async fn exec_on_host(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| Error::Exec {
-        message: format!("cannot run {:?} on the host: {e}", argv[0]),
-        class: FailureClass::Config,
-    })?;
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        // As a shell would: 127 for a command that does not exist, 126 for
+        // one that cannot be executed (and `docker exec` does the same).
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::PermissionDenied) => {
+            let code = if e.kind() == ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            let msg = format!("odek: cannot run {:?} on the host: {e}\n", argv[0]);
+            output(StreamKind::Stderr, msg.as_bytes());
+            return Ok(ExecOutcome {
+                exit_code: code,
+                timed_out: false,
+            });
+        }
+        Err(e) => {
+            return Err(Error::Exec {
+                message: format!("cannot run {:?} on the host: {e}", argv[0]),
+                class: FailureClass::Config,
+                started: false,
+            })
+        }
+    };
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
     let pump = async {
@@ -273,6 +297,7 @@ async fn exec_on_host(
     let status = status.map_err(|e| Error::Exec {
         message: format!("waiting for the host command failed: {e}"),
         class: FailureClass::Config,
+        started: true,
     })?;
     use std::os::unix::process::ExitStatusExt;
     let code = status

@@ -184,6 +184,36 @@ async fn fallback_exec_runs_on_the_host() {
 }
 
 #[tokio::test]
+async fn a_host_command_that_cannot_start_exits_127_or_126_like_a_shell() {
+    let s = Setup::new().no_sandbox();
+    let sb = s.up().await.expect("host");
+    let not_exec = s.workdir.join("plain.txt");
+    std::fs::write(&not_exec, "not a program").expect("w");
+    for (argv, code) in [
+        (vec!["odek-no-such-command-xyz".to_string()], 127),
+        (vec![not_exec.display().to_string()], 126),
+    ] {
+        let err = std::sync::Mutex::new(Vec::new());
+        let sink = |k: StreamKind, b: &[u8]| {
+            if k == StreamKind::Stderr {
+                err.lock().expect("lock").extend_from_slice(b)
+            }
+        };
+        let out = s
+            .odek
+            .exec(&sb, &req(Command::Argv(argv.clone())), &sink)
+            .await
+            .expect("a status, not an odek error");
+        assert_eq!(out.exit_code, code, "{argv:?}");
+        let msg = String::from_utf8(err.into_inner().expect("lock")).expect("utf8");
+        assert!(
+            msg.contains("cannot run") && msg.contains(&argv[0]),
+            "{msg}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn fallback_exec_times_out_with_124() {
     let s = Setup::new().no_sandbox();
     let sb = s.up().await.expect("host");
