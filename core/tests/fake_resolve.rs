@@ -508,3 +508,55 @@ async fn unknown_project_keys_warn_but_do_not_stop() {
         .iter()
         .any(|w| w.kind == WarningKind::UnknownKey));
 }
+
+// ---------------------------------------------------------------------------
+// The working directory is mounted at /workspace (SPEC §3.4, §6.1)
+
+#[tokio::test]
+async fn the_home_directory_is_refused_as_workdir_but_fine_with_the_sandbox_off() {
+    let mut s = Setup::new();
+    s.inputs.workdir = s.root().join("home");
+    let err = s.resolve().await.expect_err("home as workdir");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "home directory");
+
+    // --no-sandbox mounts nothing: running from $HOME is the user's call.
+    let mut s = Setup::new().no_sandbox();
+    s.inputs.workdir = s.root().join("home");
+    let plan = s.resolve().await.expect("no sandbox from $HOME");
+    assert_eq!(plan.isolation, Isolation::Off);
+    assert!(s.fake.no_mutation(), "{:?}", s.mutations());
+}
+
+#[tokio::test]
+async fn the_sandbox_off_warns_about_container_only_settings() {
+    let s = Setup::new().no_sandbox().memory("512m");
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.isolation, Isolation::Off);
+    let w: Vec<String> = s
+        .reporter
+        .of(WarningKind::Other)
+        .into_iter()
+        .map(|w| w.message)
+        .collect();
+    assert!(
+        w.iter()
+            .any(|m| m.contains("--sandbox-memory") && m.contains("ignored on the host")),
+        "{w:?}"
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_docker_socket_below_the_workdir_is_refused() {
+    let s = Setup::new();
+    let deep = s.workdir.join("ops/run");
+    std::fs::create_dir_all(&deep).expect("dirs");
+    let _listener =
+        std::os::unix::net::UnixListener::bind(deep.join("docker.sock")).expect("bind socket");
+    let err = s
+        .resolve()
+        .await
+        .expect_err("docker.sock under the workdir");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "Docker socket");
+    assert!(err.to_string().contains("ops/run/docker.sock"), "{err}");
+}

@@ -211,7 +211,6 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         });
     }
     let env = &inputs.env;
-    super::validate_workdir(&workdir, env.get("HOME").map(Path::new))?;
     // Compare real paths: $ODEK_HOME may sit behind a symlink into the
     // workdir, or not exist yet.
     let odek_home = real_path(&odek_home(env)?);
@@ -309,6 +308,21 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
             None => Sourced::new(SandboxMode::Implicit, Source::Default),
         },
     };
+    if mode.value == SandboxMode::Off {
+        // Nothing is mounted on the host; say what cannot be honoured there.
+        if let Some(source) = container_only_setting(&ranked) {
+            warnings.push(Warning::new(
+                WarningKind::Other,
+                format!(
+                    "the sandbox is off ({}): {source} applies only inside a container and is ignored on the host",
+                    mode.source
+                ),
+            ));
+        }
+    } else {
+        // The workdir is mounted at /workspace: it must be a project directory.
+        super::validate_workdir(&workdir, env.get("HOME").map(Path::new))?;
+    }
 
     let network_raw = pick(&ranked, "sandbox_network", |l| l.sandbox_network.clone());
     let network = match network_raw.clone() {

@@ -659,6 +659,13 @@ pub fn validate_workdir(workdir: &Path, home: Option<&Path>) -> Result<(), Confi
             }
         }
     }
+    // Deeper down, the Docker socket itself (by name or by inode).
+    if let Some(socket) = find_docker_socket(workdir) {
+        return Err(fail(format!(
+            "holds the Docker socket ({}) that the sandbox would reach under /workspace",
+            quote(&socket.display().to_string())
+        )));
+    }
     Ok(())
 }
 
