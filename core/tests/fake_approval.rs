@@ -348,6 +348,12 @@ async fn a_dockerfile_odek_needs_approval_before_it_is_built() {
         req.knobs
     );
     assert!(req.render_card().contains("built from Dockerfile.odek"));
+    // The file that asks is the Dockerfile (odek.json asks for nothing), and
+    // the card names the tag the build gets.
+    assert!(req.config.ends_with("/Dockerfile.odek"), "{}", req.config);
+    let tag = plan.image.reference.original.clone();
+    assert!(tag.starts_with("odek-sandbox:"), "{tag}");
+    assert!(req.render_card().contains(&tag), "{}", req.render_card());
     let e = w
         .odek
         .launch(&plan, &LaunchOptions::default(), &Silent)

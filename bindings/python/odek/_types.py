@@ -186,7 +186,7 @@ class ApprovalRequest:
 
     def card(self) -> str:
         """A plain-text card listing everything asked for (for a prompt)."""
-        lines = [f"The project config {self.config} asks for sandbox settings that need approval:"]
+        lines = [f"The project's {self.config} asks for sandbox settings that need approval:"]
         if self.image is not None:
             lines.append(f"  image     {self.image}")
         if self.network is not None:

@@ -138,7 +138,8 @@ pub struct ApprovalRequest {
     pub key: String,
     /// Absolute project directory.
     pub project_dir: String,
-    /// The project config file.
+    /// The file that asks: `odek.json`, or `Dockerfile.odek` when that is all
+    /// the project asks for.
     pub config: String,
     /// Config keys asking for approval.
     pub knobs: Vec<String>,
@@ -226,7 +227,7 @@ impl ApprovalRequest {
     /// The card shown at the prompt: plain text, every name terminal-safe.
     pub fn render_card(&self) -> String {
         let mut s = format!(
-            "The project config {} asks for sandbox settings that need your approval:\n",
+            "The project's {} asks for sandbox settings that need your approval:\n",
             display_text(&self.config)
         );
         let mut row = |k: &str, v: String| s.push_str(&format!("  {k:<9} {v}\n"));
@@ -234,8 +235,8 @@ impl ApprovalRequest {
             row(
                 "image",
                 format!(
-                    "built from Dockerfile.odek (sha256 {}): its RUN steps run at build time, with network access",
-                    &sha[..16.min(sha.len())]
+                    "built from Dockerfile.odek (odek-sandbox:{}): its RUN steps run at build time, with network access",
+                    &sha[..24.min(sha.len())]
                 ),
             );
         } else if let Some(i) = &self.image {
@@ -351,6 +352,12 @@ fn project_value<T: Clone>(v: &Option<Sourced<T>>) -> Option<T> {
 /// whether the key is already trusted (a corrupt store is an error).
 pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalRequest>, ApprovalError> {
     let mut knobs = project_knobs(settings);
+    // The file that asks: odek.json, or Dockerfile.odek when that is all.
+    let config = if knobs.is_empty() {
+        settings.workdir.join(crate::image::DOCKERFILE_ODEK)
+    } else {
+        settings.workdir.join("odek.json")
+    };
     // A repository's Dockerfile.odek is project input too: building it runs
     // its RUN steps (with network access) before any sandbox exists.
     let dockerfile = match &plan.image.source {
@@ -404,7 +411,7 @@ pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalReques
         schema: APPROVAL_REQUEST_SCHEMA.into(),
         key,
         project_dir: settings.workdir.display().to_string(),
-        config: settings.workdir.join("odek.json").display().to_string(),
+        config: config.display().to_string(),
         knobs: knobs.iter().map(|k| k.to_string()).collect(),
         image,
         network,
