@@ -38,7 +38,9 @@ SRC=$WORK/src
 STORE=$WORK/store
 mkdir -p "$SRC" "$WORK/home" "$WORK/cache" "$WORK/config"
 export HOME=$WORK/home XDG_CACHE_HOME=$WORK/cache XDG_CONFIG_HOME=$WORK/config
-export NIX_CONFIG=""
+# Nothing is ever built here, so no build users are needed: without this, a
+# root nix on a machine lacking the `nixbld` group warns on every call.
+export NIX_CONFIG="build-users-group ="
 unset NIX_PATH NIX_REMOTE
 
 # --- stage the files ---------------------------------------------------------

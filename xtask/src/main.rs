@@ -77,6 +77,9 @@ const APT: &[(&str, &str)] = &[
     ("docker-registry", "docker-registry"),
     ("docker-compose", "docker-compose"),
     ("nix-instantiate", "nix-bin"),
+    ("go", "golang-go"),
+    ("valgrind", "valgrind"),
+    ("gcc", "gcc"),
 ];
 
 type R = Result<(), String>;
@@ -116,11 +119,18 @@ fn have(cmd: &str) -> bool {
 }
 
 fn setup() -> R {
-    let missing: Vec<&str> = APT
+    let mut missing: Vec<&str> = APT
         .iter()
         .filter(|(c, _)| !have(c))
         .map(|(_, p)| *p)
         .collect();
+    let venv = Command::new("python3")
+        .args(["-m", "venv", "--help"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !venv {
+        missing.push("python3-venv");
+    }
     if missing.is_empty() {
         return Ok(());
     }
@@ -290,7 +300,8 @@ fn nix() -> R {
 
 fn test() -> R {
     type Step = (&'static str, fn() -> R);
-    let steps: [Step; 8] = [
+    let steps: [Step; 9] = [
+        ("setup", setup),
         ("header-check", header_check),
         ("lint", lint),
         ("unit", unit),
