@@ -144,7 +144,7 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
         let mut made: Vec<String> = Vec::new();
         for v in rotation(variants.len(), i) {
             seq += 1;
-            let name = format!("odekbench-l{seq}-{}", variants[v]);
+            let name = format!("odek-bench-l{seq}-{}", variants[v]);
             let opts = bench_opts(&name);
             // The floor gets the exact create request odek sends, built
             // outside its timing: it measures the Engine calls only.
@@ -383,7 +383,7 @@ async fn launch_profile(
         } else {
             (todek.clone(), tr.clone())
         };
-        let name = format!("odekbench-lp{j}");
+        let name = format!("odek-bench-lp{j}");
         let t0 = Instant::now();
         let p = o.resolve(inputs, &Silent).await?;
         let t_resolve = t0.elapsed();
@@ -410,7 +410,7 @@ async fn launch_profile(
         let _ = odek_core::config::load(inputs)?;
         cpu.push_ms("config_load_us", t.elapsed().as_secs_f64() * 1e6);
         let t = Instant::now();
-        let _ = container_spec(plan, "odekbench-x", image_ref, &bench_opts("odekbench-x"));
+        let _ = container_spec(plan, "odek-bench-x", image_ref, &bench_opts("odek-bench-x"));
         cpu.push_ms("container_spec_us", t.elapsed().as_secs_f64() * 1e6);
     }
     res.line(format!(
@@ -459,7 +459,7 @@ async fn launch_profile(
 /// 2. Exec round trip of `true` in a running sandbox.
 async fn exec(ctx: &Ctx, res: &mut Results) -> Result<()> {
     let inputs = ctx.inputs(None, true);
-    let sb = odek_launch(&ctx.odek, &inputs, &bench_opts("odekbench-exec")).await?;
+    let sb = odek_launch(&ctx.odek, &inputs, &bench_opts("odek-bench-exec")).await?;
     let id = container_of(&sb)?;
     let r = exec_in(ctx, res, &sb, &id).await;
     ctx.odek.destroy(&sb).await?;
@@ -739,11 +739,11 @@ async fn describe(ctx: &Ctx, res: &mut Results) -> Result<()> {
         nn * pp
     );
     let t = Instant::now();
-    let net_ids = raw::create_networks(&ctx.raw, "odekbench-d", 0..nn, 4, |k| {
+    let net_ids = raw::create_networks(&ctx.raw, "odek-bench-d", 0..nn, 4, |k| {
         format!("10.{}.{}.0/24", 214 + k / 256, k % 256)
     })
     .await?;
-    let net_names: Vec<String> = (0..nn).map(|k| format!("odekbench-d-{k}")).collect();
+    let net_names: Vec<String> = (0..nn).map(|k| format!("odek-bench-d-{k}")).collect();
     let jobs: Vec<(usize, usize)> = (0..nn).flat_map(|k| (0..pp).map(move |j| (k, j))).collect();
     let created: Vec<Result<String>> = stream::iter(jobs)
         .map(|(k, j)| {
@@ -751,7 +751,7 @@ async fn describe(ctx: &Ctx, res: &mut Results) -> Result<()> {
             async move {
                 raw::create_peer(
                     &ctx.raw,
-                    &format!("odekbench-p{k}-{j}"),
+                    &format!("odek-bench-p{k}-{j}"),
                     net,
                     &format!("svc{k}-{j}"),
                     &ctx.args.image,
@@ -766,7 +766,7 @@ async fn describe(ctx: &Ctx, res: &mut Results) -> Result<()> {
     let setup_s = t.elapsed().as_secs_f64();
 
     let inputs = ctx.inputs(Some(net_names.clone()), false);
-    let sb = odek_launch(&ctx.odek, &inputs, &bench_opts("odekbench-describe")).await?;
+    let sb = odek_launch(&ctx.odek, &inputs, &bench_opts("odek-bench-describe")).await?;
     let me = container_of(&sb)?;
     let env = ctx.odek.describe(&sb).await?;
     let listed_peers: usize = env.networks.iter().map(|n| n.peers.len()).sum();
@@ -996,7 +996,7 @@ async fn resolution(ctx: &Ctx, res: &mut Results) -> Result<()> {
                 ids.len()
             );
             let more =
-                raw::create_networks(&ctx.raw, "odekbench-s", ids.len()..level, 8, subnet).await?;
+                raw::create_networks(&ctx.raw, "odek-bench-s", ids.len()..level, 8, subnet).await?;
             ids.extend(more);
         }
         let create_s = t.elapsed().as_secs_f64();
@@ -1277,7 +1277,7 @@ async fn rss(ctx: &Ctx, res: &mut Results) -> Result<()> {
         s.push_ms("odek_rss_mib", kib / 1024.0);
         s.push_ms("odek_wall_ms", wall);
         // For context: the docker CLI's own footprint for a similar run.
-        let name = format!("odekbench-rss-{i}");
+        let name = format!("odek-bench-rss-{i}");
         let label = format!("{}={}", BENCH_LABEL.0, BENCH_LABEL.1);
         let (kib, wall) = time_v(
             std::path::Path::new(&which("docker").unwrap_or_else(|| "docker".into())),

@@ -181,6 +181,12 @@ func TestFakeApprovalRequired(t *testing.T) {
 		if !hex64.MatchString(n.ID) || n.ComposeProject != "shop" {
 			t.Errorf("card %+v", n)
 		}
+		if !strings.Contains(a.Card, n.ID) {
+			t.Errorf("the card does not show network ID %s:\n%s", n.ID, a.Card)
+		}
+	}
+	if !strings.Contains(a.Card, a.Key) || !strings.Contains(a.Card, "compose") {
+		t.Errorf("card:\n%s", a.Card)
 	}
 	// The request embedded in the plan is the one odek_plan_approval_request gives.
 	req, err := cApprovalRequest(string(plan.JSON()))

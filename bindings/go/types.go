@@ -258,6 +258,8 @@ type EnvKey struct {
 	Key string `json:"key"`
 	// InterpolatesHost tells whether its value pulls in host variables (${…}).
 	InterpolatesHost bool `json:"interpolates_host"`
+	// Reads are the names of the host variables the value reads.
+	Reads []string `json:"reads"`
 }
 
 // NetworkCard is one resolved network on an approval request (SPEC §7.2).
@@ -306,6 +308,12 @@ type ApprovalRequest struct {
 	Trusted bool `json:"trusted"`
 	// ApprovedByEnv tells whether ODEK_APPROVE_PROJECT_SANDBOX=1 is set.
 	ApprovedByEnv bool `json:"approved_by_env"`
+	// PreviouslyTrusted tells whether the store trusts this project
+	// directory with other settings or networks (review what changed).
+	PreviouslyTrusted bool `json:"previously_trusted"`
+	// Card is the plain-text card the odek CLI prompts with (lines ending in
+	// "\n", names terminal-safe): show it to the operator as is.
+	Card string `json:"card"`
 
 	raw string
 }
@@ -560,6 +568,10 @@ type ViewImage struct {
 	RepoDigests []string `json:"repo_digests"`
 	// Origin is "explicit", "dockerfile" or "pinned_default".
 	Origin string `json:"origin"`
+	// WhenMissing says, when a container is planned and the image is not
+	// present locally, what launch does about it and what a failure means
+	// ("" when the image is present).
+	WhenMissing string `json:"when_missing"`
 }
 
 // ViewNetwork is one network in a config view.

@@ -268,6 +268,12 @@ async fn sandbox(
     reporter: &Stderr,
     cmd: &SandboxCmd,
 ) -> anyhow::Result<()> {
+    if let SandboxCmd::Up(args) = cmd {
+        // Before any question or Docker call.
+        if let Some(name) = &args.name {
+            odek_core::launch::validate_sandbox_name(name)?;
+        }
+    }
     match cmd {
         SandboxCmd::Up(args) if args.parent.is_some() => {
             let parent_name = args.parent.as_deref().unwrap_or_default();

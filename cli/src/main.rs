@@ -139,7 +139,9 @@ pub(crate) struct UpArgs {
     /// recorded resolution (SPEC §8): the sandbox flags may then only narrow.
     #[arg(long, value_name = "NAME")]
     pub(crate) parent: Option<String>,
-    /// Container name (default odek-<random>).
+    /// Container name: odek- followed by letters, digits, '_', '.' or '-'
+    /// (default odek-<random>). The prefix keeps a sandbox from shadowing a
+    /// service name on the networks it joins.
     #[arg(long)]
     pub(crate) name: Option<String>,
     /// Print the sandbox as JSON.

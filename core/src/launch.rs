@@ -168,7 +168,8 @@ impl LaunchProgress {
 pub struct LaunchOptions {
     /// Outlives its creator (`odek sandbox up`): labelled detached, no owner.
     pub detached: bool,
-    /// Container name; default `odek-<12 hex>`.
+    /// Container name; default `odek-<12 hex>`. A chosen name must pass
+    /// [`validate_sandbox_name`].
     pub name: Option<String>,
     /// Extra labels (e.g. the parent of a narrowed sandbox).
     pub labels: BTreeMap<String, String>,
@@ -177,6 +178,36 @@ pub struct LaunchOptions {
     /// Updated as the launch proceeds.
     pub progress: Option<Arc<LaunchProgress>>,
 }
+
+/// Checks a caller-chosen sandbox name: `odek-` followed by Docker's
+/// container-name charset (`[A-Za-z0-9_.-]`), 6–64 bytes in all.
+///
+/// A container is reachable on its user-defined networks by its name, so a
+/// sandbox named `postgres` on a Compose network would shadow the real
+/// service for every other container there; the prefix rules that out.
+///
+/// # Errors
+/// [`Error::Usage`] naming the rule, before any Docker call.
+pub fn validate_sandbox_name(name: &str) -> Result<()> {
+    let rest = name.strip_prefix(SANDBOX_NAME_PREFIX);
+    let ok = rest.is_some_and(|r| {
+        !r.is_empty()
+            && name.len() <= 64
+            && r.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "sandbox name \"{}\" is refused: a name must start with \"{SANDBOX_NAME_PREFIX}\" followed by letters, digits, '_', '.' or '-' (at most 64 bytes), because a sandbox is reachable by its name on the networks it joins and any other name could shadow a service such as \"postgres\"; try --name {SANDBOX_NAME_PREFIX}<name>",
+            crate::approval::display_text(name)
+        )))
+    }
+}
+
+/// Prefix of every sandbox's container name.
+pub const SANDBOX_NAME_PREFIX: &str = "odek-";
 
 /// A fresh sandbox name, `odek-<12 hex>`.
 pub fn new_sandbox_name() -> String {
@@ -322,6 +353,9 @@ impl Odek {
         opts: &LaunchOptions,
         reporter: &dyn Reporter,
     ) -> Result<Sandbox> {
+        if let Some(name) = &opts.name {
+            validate_sandbox_name(name)?;
+        }
         let mut warnings = plan.warnings.clone();
         match &plan.isolation {
             Isolation::Container => {}
@@ -499,7 +533,20 @@ pub fn verify(
 ) -> std::result::Result<Applied, String> {
     let mut problems = Vec::new();
     if !info.running {
-        problems.push("the container is not running".to_string());
+        let why = match &info.exit {
+            Some((code, err)) if !err.is_empty() => {
+                format!(
+                    " (exit code {code}: {})",
+                    crate::approval::display_text(err)
+                )
+            }
+            Some((code, _)) => format!(" (exit code {code})"),
+            None => String::new(),
+        };
+        problems.push(format!(
+            "the container is not running{why}: its idle process `{}` ended; the image must provide it on PATH and not replace it with an ENTRYPOINT of its own, and PATH (sandbox_env) and the pids limit must leave room to start it",
+            IDLE_CMD.join(" ")
+        ));
     }
     let mut want: Vec<String> = plan.networks.iter().map(|n| n.id.clone()).collect();
     if plan.network_mode == NetworkMode::Bridge {

@@ -30,6 +30,11 @@ pub struct ImageView {
     pub repo_digests: Vec<String>,
     /// `explicit`, `dockerfile` or `pinned_default`.
     pub origin: String,
+    /// When a container is planned and the image is not present locally:
+    /// what launch will do about it and what a failure then means (pull, or
+    /// build from `Dockerfile.odek`; host fallback or refusal, SPEC §6.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_missing: Option<String>,
 }
 
 /// One network as applied.
@@ -116,6 +121,7 @@ impl Odek {
                 crate::image::ImageSource::PinnedDefault => "pinned_default",
             }
             .into(),
+            when_missing: None,
         };
         if plan.isolation == Isolation::Container {
             if let Ok(engine) = self.engine() {
@@ -126,6 +132,18 @@ impl Odek {
                     image.id = Some(info.id);
                     image.repo_digests = info.repo_digests;
                 }
+            }
+            if image.id.is_none() {
+                image.when_missing = Some(
+                    match (&plan.image.source, plan.fallback_allowed()) {
+                        (crate::image::ImageSource::Dockerfile { .. }, _) => {
+                            "launch builds it from Dockerfile.odek; a failed build is refused"
+                        }
+                        (_, true) => "launch pulls it; should that fail, commands run on the host",
+                        (_, false) => "launch pulls it; should that fail, the launch is refused",
+                    }
+                    .into(),
+                );
             }
         }
         let (isolation, fallback_reason) = match &plan.isolation {
@@ -216,12 +234,8 @@ impl ConfigView {
         let mut img = self.image.reference.clone();
         if let Some(id) = &self.image.id {
             img.push_str(&format!(" [{}]", &id[..id.len().min(19)]));
-        } else if self.isolation == "container" {
-            img.push_str(if self.mode == SandboxMode::Implicit {
-                " [not present locally: launch pulls it; should that fail, commands run on the host]"
-            } else {
-                " [not present locally: launch pulls it; should that fail, the launch is refused]"
-            });
+        } else if let Some(w) = &self.image.when_missing {
+            img.push_str(&format!(" [not present locally: {w}]"));
         }
         line(
             "image",

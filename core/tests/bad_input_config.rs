@@ -412,11 +412,28 @@ fn rows() -> Vec<Row> {
             Value("sandbox_pids_limit"),
             "must be a positive integer",
         ),
+        // Above the kernel's PID_MAX_LIMIT: runc would fail at start.
+        // (from the project: ignored, it can only lower the limit)
+        Row::value(
+            "sandbox_pids_limit",
+            "9223372036854775807",
+            Value("sandbox_pids_limit"),
+            "at most 4194304",
+        )
+        .project(Want::Warned("can only lower the limit")),
+        // (from the project: ignored, it can only lower the limit)
+        Row::value(
+            "sandbox_pids_limit",
+            "4194305",
+            Value("sandbox_pids_limit"),
+            "at most 4194304",
+        )
+        .project(Want::Warned("can only lower the limit")),
         // A huge but valid limit: fine from the operator, ignored (can only
         // tighten) from the project.
         Row {
-            what: "sandbox_pids_limit = i64::MAX".into(),
-            doc: br#"{"sandbox_pids_limit": 9223372036854775807}"#.to_vec(),
+            what: "sandbox_pids_limit = 4194304".into(),
+            doc: br#"{"sandbox_pids_limit": 4194304}"#.to_vec(),
             parse: Want::Ok,
             user: Want::Ok,
             project: Want::Warned("can only lower the limit"),
@@ -567,9 +584,15 @@ fn rows() -> Vec<Row> {
             "sandbox_cpus",
             r#""0""#,
             Value("sandbox_cpus"),
-            "greater than 0",
+            "at least 0.01",
         ),
-        Row::value("sandbox_cpus", "0", Value("sandbox_cpus"), "greater than 0"),
+        Row::value("sandbox_cpus", "0", Value("sandbox_cpus"), "at least 0.01"),
+        Row::value(
+            "sandbox_cpus",
+            r#""0.001""#,
+            Value("sandbox_cpus"),
+            "at least 0.01",
+        ),
         Row::value(
             "sandbox_cpus",
             r#""-1""#,

@@ -377,3 +377,24 @@ async fn a_dockerfile_odek_needs_approval_before_it_is_built() {
     let edited = w.odek.resolve(&inputs, &Silent).await.expect("resolve");
     assert_ne!(edited.approval.expect("gated").key, req.key);
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_symlinked_dockerfile_odek_is_refused_before_approval() {
+    let w = world("{}");
+    let outside = tempfile::tempdir().expect("tempdir");
+    let target = outside.path().join("Dockerfile");
+    std::fs::write(&target, "FROM odek-test/base:1\n").expect("w");
+    std::os::unix::fs::symlink(&target, w.dir.path().join("Dockerfile.odek")).expect("symlink");
+    let mut inputs = w.inputs();
+    inputs.flags.sandbox_image = None;
+    let e = w
+        .odek
+        .resolve(&inputs, &Silent)
+        .await
+        .expect_err("a symlinked Dockerfile.odek");
+    assert!(e.to_string().contains("regular file"), "{e}");
+    assert_eq!(e.class(), FailureClass::Config);
+    assert!(w.fake.no_mutation());
+    assert!(w.fake.builds().is_empty());
+}

@@ -841,6 +841,43 @@ async fn attach_refuses_a_container_that_is_not_an_odek_sandbox() {
 }
 
 #[tokio::test]
+async fn a_chosen_name_that_could_shadow_a_service_is_refused_before_docker() {
+    let s = Setup::new().compose("shop");
+    let plan = s.resolve().await.expect("resolve");
+    for bad in [
+        "postgres",
+        "redis",
+        "odek-",
+        "odek",
+        "Odek-x",
+        "odek-a b",
+        "odek-a/b",
+        "odek-\u{1b}[31m",
+        "xodek-a",
+        &format!("odek-{}", "a".repeat(60)),
+    ] {
+        let opts = LaunchOptions {
+            name: Some(bad.to_string()),
+            ..LaunchOptions::default()
+        };
+        let err = s
+            .odek
+            .launch(&plan, &opts, &s.reporter)
+            .await
+            .expect_err(bad);
+        assert_refused_before_create(&s, &err, FailureClass::Config, "must start with \"odek-\"");
+        assert!(!err.to_string().contains('\u{1b}'), "{err}");
+    }
+    for good in [
+        "odek-a",
+        "odek-agent_1.sub-2",
+        &format!("odek-{}", "a".repeat(59)),
+    ] {
+        odek_core::launch::validate_sandbox_name(good).expect(good);
+    }
+}
+
+#[tokio::test]
 async fn launch_options_name_and_labels_are_used() {
     let s = Setup::new();
     let plan = s.resolve().await.expect("resolve");

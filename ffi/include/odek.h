@@ -219,7 +219,9 @@ odek_error_t *odek_resolve(const odek_client_t *client,
 // (`"schema": "odek.approval-request/1"`), or the JSON `null` when the plan
 // needs no approval. Lists image, network, env keys (with `${…}` host
 // interpolation flagged), volumes and each network's name, full ID,
-// Internal flag and Compose project. Names are terminal-safe.
+// Internal flag and Compose project. Names are terminal-safe. `card` is the
+// plain-text card the `odek` CLI prompts with (lines ending in `\n`), for
+// frameworks that show the operator the same text.
 //
 // # Safety
 // NUL-terminated `plan_json`; writable out.

@@ -289,7 +289,9 @@ pub unsafe extern "C" fn odek_resolve(
 /// (`"schema": "odek.approval-request/1"`), or the JSON `null` when the plan
 /// needs no approval. Lists image, network, env keys (with `${…}` host
 /// interpolation flagged), volumes and each network's name, full ID,
-/// Internal flag and Compose project. Names are terminal-safe.
+/// Internal flag and Compose project. Names are terminal-safe. `card` is the
+/// plain-text card the `odek` CLI prompts with (lines ending in `\n`), for
+/// frameworks that show the operator the same text.
 ///
 /// # Safety
 /// NUL-terminated `plan_json`; writable out.

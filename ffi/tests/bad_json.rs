@@ -764,7 +764,7 @@ fn rows(w: &World) -> Vec<Row> {
             Resolve,
             vec![req(json!({"sandbox_cpus": 0}))],
             ODEK_E_CONFIG,
-            "greater than 0",
+            "at least 0.01",
         ),
         row(
             "resolve: user",
@@ -1335,7 +1335,7 @@ fn rows(w: &World) -> Vec<Row> {
             Narrow,
             narrow(r#"{"cpus": "0"}"#),
             ODEK_E_NARROW,
-            "greater than 0",
+            "at least 0.01",
         ),
         row(
             "narrow: another image",

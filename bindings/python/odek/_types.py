@@ -101,10 +101,12 @@ class EnvKey:
     Attributes:
         key (str): the variable name (its value is never shown).
         interpolates_host (bool): the value reads host variables via ``${…}``.
+        reads (tuple[str, ...]): the names of the host variables it reads.
     """
 
     key: str
     interpolates_host: bool
+    reads: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,9 @@ class ApprovalRequest:
         internet (bool): whether the sandbox would reach the internet.
         trusted (bool): a stored trust already covers this key.
         approved_by_env (bool): ``ODEK_APPROVE_PROJECT_SANDBOX=1`` is set.
+        previously_trusted (bool): the store trusts this project directory
+            with other settings or networks (review what changed).
+        card_text (str): the card the ``odek`` CLI prompts with (see :meth:`card`).
     """
 
     json: str = field(repr=False)
@@ -151,6 +156,8 @@ class ApprovalRequest:
     internet: bool
     trusted: bool
     approved_by_env: bool
+    previously_trusted: bool = False
+    card_text: str = field(default="", repr=False)
 
     @classmethod
     def from_json(cls, text: str) -> "ApprovalRequest":
@@ -165,7 +172,11 @@ class ApprovalRequest:
             image=d.get("image"),
             network=d.get("network"),
             env=tuple(
-                EnvKey(str(e.get("key", "")), bool(e.get("interpolates_host", False)))
+                EnvKey(
+                    str(e.get("key", "")),
+                    bool(e.get("interpolates_host", False)),
+                    tuple(str(v) for v in (e.get("reads") or ())),
+                )
                 for e in (d.get("env") or [])
             ),
             volumes=tuple(d.get("volumes") or ()),
@@ -176,6 +187,8 @@ class ApprovalRequest:
             internet=bool(d.get("internet", False)),
             trusted=bool(d.get("trusted", False)),
             approved_by_env=bool(d.get("approved_by_env", False)),
+            previously_trusted=bool(d.get("previously_trusted", False)),
+            card_text=str(d.get("card") or ""),
         )
 
     @property
@@ -185,7 +198,10 @@ class ApprovalRequest:
         return self.trusted or self.approved_by_env
 
     def card(self) -> str:
-        """A plain-text card listing everything asked for (for a prompt)."""
+        """A plain-text card listing everything asked for (for a prompt): the
+        same text the ``odek`` CLI prompts with, names terminal-safe."""
+        if self.card_text:
+            return self.card_text
         lines = [f"The project's {self.config} asks for sandbox settings that need approval:"]
         if self.image is not None:
             lines.append(f"  image     {self.image}")
@@ -193,7 +209,12 @@ class ApprovalRequest:
             lines.append(f"  network   {self.network}")
         if self.env:
             keys = [
-                e.key + (" (reads host variables via ${...})" if e.interpolates_host else "")
+                e.key
+                + (
+                    " (reads host " + ", ".join("$" + v for v in e.reads) + ")"
+                    if e.interpolates_host and e.reads
+                    else (" (reads host variables via ${...})" if e.interpolates_host else "")
+                )
                 for e in self.env
             ]
             lines.append("  env       " + ", ".join(keys))

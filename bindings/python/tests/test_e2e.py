@@ -89,7 +89,7 @@ def test_agent_loop_example_with_project_config(docker_engine, docker_workdir, c
     r = subprocess.run(base, capture_output=True, text=True, env=env, timeout=300,
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "asks for sandbox settings that need approval" in r.stdout
+    assert "asks for sandbox settings that need your approval" in r.stdout
     assert "not launching" in r.stdout
     r = subprocess.run(base + ["--approve", "once"], capture_output=True, text=True, env=env,
                        timeout=300, stdin=subprocess.DEVNULL)

@@ -164,8 +164,11 @@ def test_project_settings_need_approval(fake_client, workdir):
     assert {(n.name, n.internal, n.compose_project) for n in req.networks} == {
         ("shop_default", False, "shop"), ("shop_backend", True, "shop")}
     assert len(req.key) == 64 and not req.trusted and not req.standing
+    assert {e.key: e.reads for e in req.env} == {"TOKEN": ("HOME",), "MODE": ()}
     card = req.card()
-    assert "shop_backend" in card and req.key in card and "${...}" in card
+    # the CLI's own card, carried in the request
+    assert card == json.loads(req.json)["card"] == req.card_text
+    assert "shop_backend" in card and req.key in card and "TOKEN (reads host $HOME)" in card
     assert fake_client.approval_request(plan) == req
 
     # no approval -> ApprovalRequiredError (a ConfigError), and no sandbox

@@ -31,7 +31,7 @@ pub const APPROVAL_SCHEMA: &str = "odek.approval/1";
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ApprovalError {
     /// Launch was called for a plan that needs approval without one.
-    #[error("{config} asks for {knobs}, which needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set ODEK_APPROVE_PROJECT_SANDBOX=1")]
+    #[error("{config} asks for project sandbox settings ({knobs}); this needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set ODEK_APPROVE_PROJECT_SANDBOX=1")]
     Required {
         /// The project config file.
         config: String,
@@ -39,7 +39,7 @@ pub enum ApprovalError {
         knobs: String,
     },
     /// No terminal to ask on, no env approval, no stored trust.
-    #[error("{config} asks for {knobs}, which needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set ODEK_APPROVE_PROJECT_SANDBOX=1 to approve it for this run")]
+    #[error("{config} asks for project sandbox settings ({knobs}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set ODEK_APPROVE_PROJECT_SANDBOX=1 to approve it for this run")]
     NonInteractive {
         /// The project config file.
         config: String,
@@ -177,6 +177,10 @@ pub struct ApprovalRequest {
     pub dockerfile_sha256: Option<String>,
     /// `ODEK_APPROVE_PROJECT_SANDBOX=1` is set.
     pub approved_by_env: bool,
+    /// The plain-text card the CLI prompts with ([`ApprovalRequest::render_card`]),
+    /// carried so that bindings show the same text.
+    #[serde(default)]
+    pub card: String,
 }
 
 /// How an approval was obtained.
@@ -407,7 +411,7 @@ pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalReques
     let trusted = store.trusts(&key, env_binding.as_deref())?;
     let dir = settings.workdir.display().to_string();
     let previously_trusted = !trusted && store.meta().values().any(|m| m.project_dir == dir);
-    Ok(Some(ApprovalRequest {
+    let mut req = ApprovalRequest {
         schema: APPROVAL_REQUEST_SCHEMA.into(),
         key,
         project_dir: settings.workdir.display().to_string(),
@@ -446,7 +450,10 @@ pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalReques
         env_binding,
         dockerfile_sha256: dockerfile,
         approved_by_env: settings.approve_project,
-    }))
+        card: String::new(),
+    };
+    req.card = req.render_card();
+    Ok(Some(req))
 }
 
 /// Grants an approval for the plan's request; `Trust` persists the key first

@@ -24,6 +24,13 @@ const MAX_NETWORK_NAME_BYTES: usize = 128;
 /// Longest env key.
 const MAX_ENV_KEY_BYTES: usize = 256;
 
+/// Largest pids limit: the kernel's `PID_MAX_LIMIT` (2^22); Docker passes
+/// larger values on and runc then fails at start.
+pub const MAX_PIDS_LIMIT: i64 = 4_194_304;
+
+/// Smallest CPU limit in nano-CPUs (0.01 CPU: a 1 ms CFS quota per 100 ms).
+const MIN_NANO_CPUS: u128 = 10_000_000;
+
 /// Longest user or group name.
 const MAX_USER_NAME_BYTES: usize = 32;
 
@@ -47,8 +54,30 @@ const SYSTEM_ROOTS: &[&str] = &[
 ];
 
 /// Host directories below which nothing is mounted (kernel interfaces,
-/// devices, Docker's own state).
+/// devices, Docker's own state) — the volume rule of SPEC §3.4.
 const NO_MOUNT_BELOW: &[&str] = &["/proc", "/sys", "/dev", "/boot", "/var/lib/docker"];
+
+/// Host directories below which the working directory may not lie either: it
+/// is mounted read-write at `/workspace`, and a root container writing into
+/// `/etc/cron.d`, `/usr/local/bin` or `/var/spool` would run code on the host.
+const NO_WORKDIR_BELOW: &[&str] = &[
+    "/proc",
+    "/sys",
+    "/dev",
+    "/boot",
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/run",
+    "/var/run",
+    "/var/lib/docker",
+    "/var/spool",
+];
 
 /// Where the Docker daemon's socket lives.
 const DOCKER_SOCKETS: &[&str] = &["/var/run/docker.sock", "/run/docker.sock"];
@@ -167,9 +196,20 @@ pub fn normalize_compose_project(value: &str) -> Option<String> {
     (!trimmed.is_empty()).then(|| trimmed.to_string())
 }
 
-/// `sandbox_pids_limit` must be ≥ 1 (0 and -1 mean unlimited to Docker) →
+/// `sandbox_pids_limit` must be ≥ 1 (0 and -1 mean unlimited to Docker) and
+/// at most [`MAX_PIDS_LIMIT`] →
 /// the value, else [`ConfigError::InvalidValue`].
 pub fn validate_pids_limit(origin: &str, value: i64) -> Result<i64, ConfigError> {
+    if value > MAX_PIDS_LIMIT {
+        return Err(invalid(
+            origin,
+            "sandbox_pids_limit",
+            format!(
+                "must be at most {MAX_PIDS_LIMIT}, the kernel's ceiling for process IDs (got {})",
+                quote(&value.to_string())
+            ),
+        ));
+    }
     if value >= 1 {
         return Ok(value);
     }
@@ -283,8 +323,10 @@ pub fn parse_cpus(origin: &str, value: &str) -> Result<CpuLimit, ConfigError> {
         .checked_mul(1_000_000_000)
         .and_then(|n| n.checked_add(frac))
         .ok_or_else(too_many)?;
-    if nano == 0 {
-        return Err(bad("greater than 0"));
+    if nano < MIN_NANO_CPUS {
+        return Err(bad(
+            "at least 0.01, the smallest CPU quota the kernel applies",
+        ));
     }
     if nano > MAX_CPUS * 1_000_000_000 {
         return Err(too_many());
@@ -637,16 +679,39 @@ pub fn validate_workdir(workdir: &Path, home: Option<&Path>) -> Result<(), Confi
             "is (or contains) a system directory and would be mounted at /workspace".into(),
         ));
     }
-    if NO_MOUNT_BELOW.iter().any(|root| workdir.starts_with(root)) {
-        return Err(fail(
-            "lies in a system directory (/proc, /sys, /dev, /boot, /var/lib/docker)".into(),
-        ));
+    if let Some(root) = NO_WORKDIR_BELOW
+        .iter()
+        .find(|root| workdir.starts_with(root))
+    {
+        return Err(fail(format!(
+            "lies in the system directory {root}, which a sandbox must not write to"
+        )));
     }
-    if home.is_some_and(|h| h.canonicalize().map(|h| h == workdir).unwrap_or(false)) {
+    let home = home.and_then(|h| h.canonicalize().ok());
+    if home.as_deref() == Some(workdir) {
         return Err(fail(
             "is your home directory (with your credentials) and would be mounted at /workspace"
                 .into(),
         ));
+    }
+    // `~/.ssh`, `~/.aws`, `~/.config/…`: credentials and tool configuration
+    // that the host runs with. Root's home too, whatever $HOME says.
+    for dir in home
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([Path::new("/root")])
+    {
+        let hidden = workdir
+            .strip_prefix(dir)
+            .ok()
+            .and_then(|rest| rest.components().next())
+            .is_some_and(|c| c.as_os_str().to_string_lossy().starts_with('.'));
+        if hidden {
+            return Err(fail(format!(
+                "lies in a hidden directory of the home directory {} (credentials and tool configuration live there)",
+                quote(&dir.display().to_string())
+            )));
+        }
     }
     if let Ok(entries) = std::fs::read_dir(workdir) {
         for entry in entries.flatten().take(SOCKET_SCAN_ENTRIES) {
@@ -1176,8 +1241,12 @@ mod tests {
 
     #[test]
     fn pids_limit() {
-        for n in [1, 2, 4096, i64::MAX] {
+        for n in [1, 2, 4096, MAX_PIDS_LIMIT] {
             assert_eq!(validate_pids_limit(ORIGIN, n).expect("positive"), n);
+        }
+        for n in [MAX_PIDS_LIMIT + 1, i64::MAX] {
+            let reason = invalid_value_reason(validate_pids_limit(ORIGIN, n), "sandbox_pids_limit");
+            assert!(reason.contains("at most 4194304"), "{reason}");
         }
         for n in [0, -1, -2, i64::MIN] {
             let reason = invalid_value_reason(validate_pids_limit(ORIGIN, n), "sandbox_pids_limit");
@@ -1292,7 +1361,7 @@ mod tests {
             ("0.5", 500_000_000),
             ("2", 2_000_000_000),
             ("1.5", 1_500_000_000),
-            ("0.000000001", 1),
+            ("0.01", 10_000_000),
             ("01.50", 1_500_000_000),
             ("1024", 1_024_000_000_000),
             ("1024.000000000", 1_024_000_000_000),
@@ -1315,9 +1384,11 @@ mod tests {
         let huge = "1".repeat(1 << 20);
         let cases: &[(&str, &str)] = &[
             ("", "digits"),
-            ("0", "greater than 0"),
-            ("0.0", "greater than 0"),
-            ("0.000000000", "greater than 0"),
+            ("0", "at least 0.01"),
+            ("0.0", "at least 0.01"),
+            ("0.000000000", "at least 0.01"),
+            ("0.001", "at least 0.01"),
+            ("0.009999999", "at least 0.01"),
             ("-1", "digits"),
             ("-0.5", "digits"),
             ("+1", "digits"),
@@ -1792,6 +1863,47 @@ mod tests {
                 Err(ConfigError::Workdir { path, .. }) => assert_eq!(path, wd),
                 other => panic!("{wd:?}: expected Workdir, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn workdirs_a_root_sandbox_could_use_against_the_host_are_refused() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().canonicalize().expect("canonical");
+        let home = root.join("home");
+        for d in ["project", ".ssh", ".config/odek", "project/.git"] {
+            std::fs::create_dir_all(home.join(d)).expect("mkdir");
+        }
+        for wd in [
+            "/",
+            "/etc",
+            "/etc/cron.d",
+            "/etc/systemd/system",
+            "/usr/local/bin",
+            "/var/spool/cron",
+            "/run/user",
+            "/var/lib/docker/volumes",
+            "/proc/1",
+            "/root/.cargo",
+            "/root/.ssh",
+            "/home",
+            "/var",
+        ] {
+            let err = validate_workdir(Path::new(wd), Some(&home)).expect_err(wd);
+            assert!(matches!(err, ConfigError::Workdir { .. }), "{wd}: {err:?}");
+            assert!(err.to_string().contains("project directory"), "{wd}: {err}");
+        }
+        for wd in [home.clone(), home.join(".ssh"), home.join(".config/odek")] {
+            let err = validate_workdir(&wd, Some(&home)).expect_err("home");
+            assert!(err.to_string().contains("home directory"), "{wd:?}: {err}");
+        }
+        // A project below $HOME, and a hidden directory inside a project, are fine.
+        for wd in [
+            home.join("project"),
+            home.join("project/.git"),
+            root.clone(),
+        ] {
+            validate_workdir(&wd, Some(&home)).unwrap_or_else(|e| panic!("{wd:?}: {e}"));
         }
     }
 

@@ -720,7 +720,17 @@ impl DockerApi for BollardEngine {
                 .trim_start_matches('/')
                 .to_string(),
             image_id: c.image.unwrap_or_default(),
-            running: c.state.and_then(|s| s.running).unwrap_or(false),
+            running: c.state.as_ref().and_then(|s| s.running).unwrap_or(false),
+            exit: c
+                .state
+                .as_ref()
+                .filter(|s| s.running != Some(true))
+                .map(|s| {
+                    (
+                        s.exit_code.unwrap_or(0),
+                        s.error.clone().unwrap_or_default(),
+                    )
+                }),
             labels: config.labels.unwrap_or_default().into_iter().collect(),
             network_mode: host.network_mode.unwrap_or_default(),
             endpoints,

@@ -539,6 +539,7 @@ impl DockerApi for FakeEngine {
             name: spec.name.clone(),
             image_id: image.id,
             running: false,
+            exit: None,
             labels: spec.labels.clone(),
             network_mode: spec.network_mode.clone(),
             endpoints,

@@ -195,6 +195,10 @@ pub struct ContainerInfo {
     pub image_id: String,
     /// `State.Running`.
     pub running: bool,
+    /// `State.ExitCode` and `State.Error` when the container is not running
+    /// (why its process ended; empty error when Docker gave none).
+    #[serde(default)]
+    pub exit: Option<(i64, String)>,
     /// Labels.
     pub labels: BTreeMap<String, String>,
     /// `HostConfig.NetworkMode`.

@@ -94,6 +94,16 @@ impl ImagePlan {
             });
         }
         let path = settings.workdir.join(DOCKERFILE_ODEK);
+        // Like odek.json: the project's own regular file, never a link to
+        // something elsewhere (what is approved must be what is built).
+        if let Ok(meta) = std::fs::symlink_metadata(&path) {
+            if !meta.file_type().is_file() {
+                return Err(ImageError::BuildFailed {
+                    path,
+                    message: "it is a symlink or not a regular file; Dockerfile.odek must be a regular file in the project directory".into(),
+                });
+            }
+        }
         match std::fs::read(&path) {
             Ok(bytes) => {
                 let digest = Sha256::digest(&bytes);

@@ -248,3 +248,42 @@ fn more_than_eight_networks_are_refused() {
         "at most 8",
     );
 }
+
+#[test]
+fn a_sandbox_whose_idle_process_cannot_start_is_refused_with_the_reason() {
+    // With a pids limit of 1, docker-init is the only process the container
+    // may have: the idle `sleep` cannot start, the container stops at once.
+    let err = refused(
+        &["--sandbox-pids-limit", "1"],
+        &[],
+        "the container is not running",
+    );
+    assert!(err.contains("idle process `sleep"), "{err}");
+    assert!(err.contains("exit code"), "{err}");
+}
+
+#[test]
+fn a_name_that_could_shadow_a_service_is_refused() {
+    let p = Project::new();
+    let out = p.run_odek(&[
+        "sandbox",
+        "up",
+        "--sandbox-compose",
+        PROJECT,
+        "--sandbox-image",
+        BASE_IMAGE,
+        "--name",
+        "postgres",
+    ]);
+    // `odek sandbox …` commands exit 1 on a refusal (125 is `odek run`'s).
+    assert_eq!(out.status.code(), Some(1), "{}", odek_e2e::stderr(&out));
+    let err = odek_e2e::stderr(&out);
+    assert!(err.contains("must start with \"odek-\""), "{err}");
+    assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
+    assert!(
+        docker(&["ps", "-aq", "--filter", "name=^/postgres$"])
+            .trim()
+            .is_empty(),
+        "a container named postgres exists"
+    );
+}

@@ -90,10 +90,8 @@ func run(ctx context.Context, project, image, workdir string, yes bool) error {
 	var approval *odek.Approval
 	if plan.NeedsApproval() {
 		a := plan.Approval
-		fmt.Printf("approval needed: %s asks for %s\n", a.Config, strings.Join(a.Knobs, ", "))
-		for _, n := range a.Networks {
-			fmt.Printf("  network %s id=%s internal=%v compose=%s\n", n.Name, n.ID, n.Internal, n.ComposeProject)
-		}
+		// The same card the odek CLI prompts with; the fields are there too.
+		fmt.Print(a.Card)
 		if !yes && !askYes("approve for this launch? [y/N] ") {
 			return errors.New("the operator did not approve the project's sandbox settings")
 		}
