@@ -15,7 +15,8 @@ import (
 // done is called when the background goroutine is finished, cleanup included.
 //
 // If the call's result is already there when ctx ends, it is returned
-// rather than thrown away.
+// rather than thrown away. A context that can never end (Done() == nil, as
+// context.Background()) needs no goroutine: the call runs on the caller's.
 func await[T any](ctx context.Context, call func() (T, error), abandon func(T), done func()) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
@@ -23,6 +24,12 @@ func await[T any](ctx context.Context, call func() (T, error), abandon func(T), 
 			done()
 		}
 		return zero, err
+	}
+	if ctx.Done() == nil {
+		if done != nil {
+			defer done()
+		}
+		return call()
 	}
 	var (
 		mu     sync.Mutex
