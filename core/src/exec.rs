@@ -90,7 +90,8 @@ fn validate(req: &ExecRequest) -> Result<()> {
     let argv = req.command.argv();
     if argv.is_empty() || argv[0].is_empty() {
         return Err(Error::Usage(
-            "exec needs a command (an empty argv was given)".into(),
+            "exec needs a command (the argv was empty, or its first element was the empty string)"
+                .into(),
         ));
     }
     if argv.iter().any(|a| a.contains('\0')) {
@@ -240,7 +241,11 @@ async fn exec_on_host(
         Ok(child) => child,
         // As a shell would: 127 for a command that does not exist, 126 for
         // one that cannot be executed (and `docker exec` does the same).
-        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::PermissionDenied) => {
+        // ENOEXEC (8): not a format the kernel can execute.
+        Err(e)
+            if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::PermissionDenied)
+                || e.raw_os_error() == Some(8) =>
+        {
             let code = if e.kind() == ErrorKind::NotFound {
                 127
             } else {

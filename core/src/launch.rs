@@ -200,7 +200,7 @@ pub fn validate_sandbox_name(name: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::Usage(format!(
-            "sandbox name \"{}\" is refused: a name must start with \"{SANDBOX_NAME_PREFIX}\" followed by letters, digits, '_', '.' or '-' (at most 64 bytes), because a sandbox is reachable by its name on the networks it joins and any other name could shadow a service such as \"postgres\"; try --name {SANDBOX_NAME_PREFIX}<name>",
+            "sandbox name {} is refused: a name must start with \"{SANDBOX_NAME_PREFIX}\" followed by letters, digits, '_', '.' or '-' (at most 64 bytes), because a sandbox is reachable by its name on the networks it joins and any other name could shadow a service such as \"postgres\"; try --name {SANDBOX_NAME_PREFIX}<name>",
             crate::approval::display_text(name)
         )))
     }

@@ -244,7 +244,9 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
     }
     let mut masks = Vec::new();
     let mut warnings = s.warnings.clone();
-    if let Ok(rel) = s.odek_home.strip_prefix(&s.workdir) {
+    // Nothing is mounted with the sandbox off.
+    let mounted = s.mode.value != crate::config::SandboxMode::Off;
+    if let (true, Ok(rel)) = (mounted, s.odek_home.strip_prefix(&s.workdir)) {
         let target = std::path::Path::new("/workspace").join(rel);
         masks.push(target.to_string_lossy().into_owned());
         warnings.push(Warning::new(

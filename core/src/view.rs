@@ -317,7 +317,7 @@ impl ConfigView {
         }
         if !self.pending_approval.is_empty() {
             out.push_str(&format!(
-                "\nNot applied until approved (odek asks at launch): {} from the project config\n",
+                "\nNot applied until approved (odek asks at launch): {} from the project\n",
                 self.pending_approval.join(", ")
             ));
         }

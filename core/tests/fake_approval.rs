@@ -397,4 +397,8 @@ async fn a_symlinked_dockerfile_odek_is_refused_before_approval() {
     assert_eq!(e.class(), FailureClass::Config);
     assert!(w.fake.no_mutation());
     assert!(w.fake.builds().is_empty());
+    // With the sandbox off nothing is built, so the file does not matter.
+    inputs.flags.sandbox = Some(false);
+    let plan = w.odek.resolve(&inputs, &Silent).await.expect("sandbox off");
+    assert_eq!(plan.isolation, odek_core::Isolation::Off);
 }

@@ -189,9 +189,15 @@ async fn a_host_command_that_cannot_start_exits_127_or_126_like_a_shell() {
     let sb = s.up().await.expect("host");
     let not_exec = s.workdir.join("plain.txt");
     std::fs::write(&not_exec, "not a program").expect("w");
+    // Executable, but no format the kernel knows (ENOEXEC).
+    let bad_elf = s.workdir.join("badelf");
+    std::fs::write(&bad_elf, b"\x7fELF garbage").expect("w");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bad_elf, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     for (argv, code) in [
         (vec!["odek-no-such-command-xyz".to_string()], 127),
         (vec![not_exec.display().to_string()], 126),
+        (vec![bad_elf.display().to_string()], 126),
     ] {
         let err = std::sync::Mutex::new(Vec::new());
         let sink = |k: StreamKind, b: &[u8]| {

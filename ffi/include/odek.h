@@ -99,7 +99,7 @@
 // The image reference is invalid.
 #define ODEK_E_IMAGE_REFERENCE 211
 
-// `Dockerfile.odek` failed to build.
+// `Dockerfile.odek` failed to build, or is not a readable regular file.
 #define ODEK_E_IMAGE_BUILD 212
 
 // The image does not carry the pinned digest.

@@ -51,7 +51,7 @@ pub const ODEK_E_COMPOSE_NOT_RUNNING: i32 = 209;
 pub const ODEK_E_COMPOSE_NAME: i32 = 210;
 /// The image reference is invalid.
 pub const ODEK_E_IMAGE_REFERENCE: i32 = 211;
-/// `Dockerfile.odek` failed to build.
+/// `Dockerfile.odek` failed to build, or is not a readable regular file.
 pub const ODEK_E_IMAGE_BUILD: i32 = 212;
 /// The image does not carry the pinned digest.
 pub const ODEK_E_IMAGE_DIGEST: i32 = 213;
@@ -165,7 +165,9 @@ pub fn code_of(e: &Error) -> i32 {
             ImageError::InvalidReference(_) => ODEK_E_IMAGE_REFERENCE,
             ImageError::PullFailed { .. } => ODEK_E_IMAGE_UNAVAILABLE,
             ImageError::DigestMismatch { .. } => ODEK_E_IMAGE_DIGEST,
-            ImageError::BuildFailed { .. } => ODEK_E_IMAGE_BUILD,
+            ImageError::BuildFailed { .. } | ImageError::DockerfileUnusable { .. } => {
+                ODEK_E_IMAGE_BUILD
+            }
             ImageError::Engine(en) => engine_code(en.kind),
         },
         Error::Approval(a) => match a {

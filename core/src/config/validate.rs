@@ -48,6 +48,8 @@ const SYSTEM_ROOTS: &[&str] = &[
     "/run",
     "/root",
     "/home",
+    "/Users",
+    "/private",
     "/usr",
     "/boot",
     "/var/lib/docker",
@@ -77,6 +79,15 @@ const NO_WORKDIR_BELOW: &[&str] = &[
     "/var/run",
     "/var/lib/docker",
     "/var/spool",
+    "/var/log",
+    "/var/cache",
+    "/var/snap",
+    // macOS spellings after canonicalisation (untested here).
+    "/private/etc",
+    "/private/var/run",
+    "/private/var/db",
+    "/System",
+    "/Library",
 ];
 
 /// Where the Docker daemon's socket lives.
@@ -660,13 +671,56 @@ fn container_path(path: &str) -> Result<String, String> {
     }
 }
 
-/// The working directory is mounted at `/workspace` read-write: it must not
-/// be a system directory (or an ancestor of one), lie below `/proc`, `/sys`,
-/// `/dev`, `/boot` or `/var/lib/docker`, hold a Unix socket (the Docker
-/// socket would give the sandbox the host), nor be the user's home directory
-/// (credentials live there). `workdir` is canonical. SPEC §3.4 applied to
-/// the mount every sandbox gets.
+/// The working directory is mounted at `/workspace` read-write, and the
+/// sandbox runs as root by default: it must not be a system directory (or an
+/// ancestor of one), lie below one the host runs code or state from
+/// ([`NO_WORKDIR_BELOW`], `/var/lib` except a service user's home there),
+/// be a login user's home directory or an ancestor of one, lie in a hidden
+/// directory of one (`~/.ssh`), hold a Unix socket at its top level, or the
+/// Docker socket (by name or inode) within [`SOCKET_SCAN_DEPTH`] levels, or
+/// have a socket mounted anywhere below it. Login homes are `$HOME` and those
+/// of root and of users with uid 1000–65533 in `/etc/passwd`. `workdir` is
+/// canonical. SPEC §3.4 applied to the mount every sandbox gets.
+///
+/// # Errors
+/// [`ConfigError::Workdir`] naming the rule.
 pub fn validate_workdir(workdir: &Path, home: Option<&Path>) -> Result<(), ConfigError> {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let mut homes = login_homes(&passwd);
+    homes.extend(home.and_then(|h| h.canonicalize().ok()));
+    homes.push(PathBuf::from("/root"));
+    homes.retain(|h| h.parent().is_some());
+    let service_homes: Vec<PathBuf> = passwd_entries(&passwd)
+        .map(|(_, h)| PathBuf::from(h))
+        .collect();
+    check_workdir_paths(workdir, &homes, &service_homes)?;
+    check_workdir_sockets(workdir)
+}
+
+/// `(uid, home)` of each well-formed `/etc/passwd` line.
+fn passwd_entries(passwd: &str) -> impl Iterator<Item = (u32, &str)> {
+    passwd.lines().filter_map(|line| {
+        let f: Vec<&str> = line.split(':').collect();
+        let uid = f.get(2)?.parse().ok()?;
+        let home = *f.get(5)?;
+        home.starts_with('/').then_some((uid, home))
+    })
+}
+
+/// Homes of root and of login users (uid 1000–65533), canonical, existing.
+fn login_homes(passwd: &str) -> Vec<PathBuf> {
+    passwd_entries(passwd)
+        .filter(|(uid, _)| *uid == 0 || (1000..65534).contains(uid))
+        .filter_map(|(_, h)| Path::new(h).canonicalize().ok())
+        .collect()
+}
+
+/// The path rules of [`validate_workdir`] (no file system access).
+fn check_workdir_paths(
+    workdir: &Path,
+    homes: &[PathBuf],
+    service_homes: &[PathBuf],
+) -> Result<(), ConfigError> {
     let fail = |reason: String| ConfigError::Workdir {
         path: workdir.to_path_buf(),
         reason: format!("{reason}; run odek from (or pass -C) a project directory"),
@@ -687,41 +741,72 @@ pub fn validate_workdir(workdir: &Path, home: Option<&Path>) -> Result<(), Confi
             "lies in the system directory {root}, which a sandbox must not write to"
         )));
     }
-    let home = home.and_then(|h| h.canonicalize().ok());
-    if home.as_deref() == Some(workdir) {
+    // /var/lib holds the host's package, container and service state; a
+    // service user's home there (e.g. /var/lib/jenkins) is a workspace.
+    let var_lib = Path::new("/var/lib");
+    if workdir.starts_with(var_lib)
+        && !service_homes
+            .iter()
+            .any(|h| h != var_lib && h.starts_with(var_lib) && workdir.starts_with(h))
+    {
         return Err(fail(
-            "is your home directory (with your credentials) and would be mounted at /workspace"
-                .into(),
+            "lies in the system directory /var/lib, which a sandbox must not write to".into(),
         ));
     }
-    // `~/.ssh`, `~/.aws`, `~/.config/…`: credentials and tool configuration
-    // that the host runs with. Root's home too, whatever $HOME says.
-    for dir in home
-        .iter()
-        .map(PathBuf::as_path)
-        .chain([Path::new("/root")])
-    {
+    for home in homes {
+        let shown = quote(&home.display().to_string());
+        if home == workdir {
+            return Err(fail(format!(
+                "is the home directory {shown} (credentials live there) and would be mounted at /workspace"
+            )));
+        }
+        if home.starts_with(workdir) {
+            return Err(fail(format!(
+                "contains the home directory {shown} (credentials live there) and would be mounted at /workspace"
+            )));
+        }
+        // `~/.ssh`, `~/.aws`, `~/.config/…`: credentials and configuration
+        // the host runs with.
         let hidden = workdir
-            .strip_prefix(dir)
+            .strip_prefix(home)
             .ok()
             .and_then(|rest| rest.components().next())
             .is_some_and(|c| c.as_os_str().to_string_lossy().starts_with('.'));
         if hidden {
             return Err(fail(format!(
-                "lies in a hidden directory of the home directory {} (credentials and tool configuration live there)",
-                quote(&dir.display().to_string())
+                "lies in a hidden directory of the home directory {shown} (credentials and tool configuration live there)"
             )));
         }
     }
+    Ok(())
+}
+
+/// The socket rules of [`validate_workdir`].
+fn check_workdir_sockets(workdir: &Path) -> Result<(), ConfigError> {
+    let fail = |reason: String| ConfigError::Workdir {
+        path: workdir.to_path_buf(),
+        reason: format!("{reason}; run odek from (or pass -C) a project directory"),
+    };
     if let Ok(entries) = std::fs::read_dir(workdir) {
         for entry in entries.flatten().take(SOCKET_SCAN_ENTRIES) {
-            let socket = entry.file_type().map(is_socket_type).unwrap_or(false);
+            let path = entry.path();
+            let socket = std::fs::symlink_metadata(&path).is_ok_and(|m| is_socket(&m));
             if socket || entry.file_name() == "docker.sock" {
                 return Err(fail(format!(
                     "holds a Unix socket ({}) that the sandbox would reach at /workspace",
-                    quote(&entry.path().display().to_string())
+                    quote(&path.display().to_string())
                 )));
             }
+        }
+    }
+    // Anything mounted below the workdir, at any depth: a bind-mounted
+    // socket is the way to hand a directory the Docker socket.
+    for mount in mount_points_below(workdir) {
+        if std::fs::symlink_metadata(&mount).is_ok_and(|m| is_socket(&m)) {
+            return Err(fail(format!(
+                "has a Unix socket mounted at {} that the sandbox would reach under /workspace",
+                quote(&mount.display().to_string())
+            )));
         }
     }
     // Deeper down, the Docker socket itself (by name or by inode).
@@ -732,6 +817,40 @@ pub fn validate_workdir(workdir: &Path, home: Option<&Path>) -> Result<(), Confi
         )));
     }
     Ok(())
+}
+
+/// Mount points strictly below `dir`, from `/proc/self/mountinfo` (empty
+/// where that file does not exist).
+fn mount_points_below(dir: &Path) -> Vec<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|p| PathBuf::from(unescape_mountinfo(p)))
+        .filter(|p| p != dir && p.starts_with(dir))
+        .collect()
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, …).
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn check_workdir(workdir: &Path) -> Result<(), ConfigError> {
@@ -920,19 +1039,17 @@ fn find_docker_socket(dir: &Path) -> Option<PathBuf> {
             if entry.file_name() == "docker.sock" {
                 return Some(path);
             }
-            let Ok(file_type) = entry.file_type() else {
+            // lstat, not the listing's d_type: a socket bind-mounted over a
+            // regular file is listed as a regular file.
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
-            if file_type.is_dir() {
+            if meta.is_dir() {
                 if depth < SOCKET_SCAN_DEPTH {
                     queue.push((path, depth + 1));
                 }
-            } else if is_socket_type(file_type) && !ids.is_empty() {
-                if let Ok(meta) = std::fs::symlink_metadata(&path) {
-                    if is_docker_socket_inode(&meta, &ids) {
-                        return Some(path);
-                    }
-                }
+            } else if is_socket(&meta) && is_docker_socket_inode(&meta, &ids) {
+                return Some(path);
             }
         }
     }
@@ -1868,43 +1985,93 @@ mod tests {
 
     #[test]
     fn workdirs_a_root_sandbox_could_use_against_the_host_are_refused() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let root = tmp.path().canonicalize().expect("canonical");
-        let home = root.join("home");
-        for d in ["project", ".ssh", ".config/odek", "project/.git"] {
-            std::fs::create_dir_all(home.join(d)).expect("mkdir");
-        }
-        for wd in [
-            "/",
-            "/etc",
-            "/etc/cron.d",
-            "/etc/systemd/system",
-            "/usr/local/bin",
-            "/var/spool/cron",
-            "/run/user",
-            "/var/lib/docker/volumes",
-            "/proc/1",
-            "/root/.cargo",
-            "/root/.ssh",
-            "/home",
-            "/var",
+        let p = PathBuf::from;
+        let homes = [p("/home/alice"), p("/srv/bob"), p("/root")];
+        let services = [p("/var/lib/jenkins"), p("/nonexistent"), p("/var/lib")];
+        for (wd, needle) in [
+            ("/", "system directory"),
+            ("/etc", "system directory"),
+            ("/etc/cron.d", "/etc"),
+            ("/etc/systemd/system", "/etc"),
+            ("/usr/local/bin", "/usr"),
+            ("/var/spool/cron", "/var/spool"),
+            ("/var/log/app", "/var/log"),
+            ("/run/user", "/run"),
+            ("/var/lib/docker/volumes", "/var/lib/docker"),
+            ("/var/lib/dpkg", "/var/lib"),
+            ("/var/lib/containerd/x", "/var/lib"),
+            ("/var/lib", "/var/lib"),
+            ("/proc/1", "/proc"),
+            ("/home", "system directory"),
+            ("/var", "system directory"),
+            ("/private/etc", "system directory"),
+            ("/home/alice", "is the home directory"),
+            ("/srv/bob", "is the home directory"),
+            ("/srv", "contains the home directory"),
+            ("/root/.cargo", "hidden directory"),
+            ("/home/alice/.ssh", "hidden directory"),
+            ("/srv/bob/.config/odek", "hidden directory"),
         ] {
-            let err = validate_workdir(Path::new(wd), Some(&home)).expect_err(wd);
+            let err = check_workdir_paths(Path::new(wd), &homes, &services).expect_err(wd);
             assert!(matches!(err, ConfigError::Workdir { .. }), "{wd}: {err:?}");
-            assert!(err.to_string().contains("project directory"), "{wd}: {err}");
+            let msg = err.to_string();
+            assert!(
+                msg.contains(needle) && msg.contains("project directory"),
+                "{wd}: {msg}"
+            );
         }
-        for wd in [home.clone(), home.join(".ssh"), home.join(".config/odek")] {
-            let err = validate_workdir(&wd, Some(&home)).expect_err("home");
-            assert!(err.to_string().contains("home directory"), "{wd:?}: {err}");
-        }
-        // A project below $HOME, and a hidden directory inside a project, are fine.
+        // Projects below a home, a hidden directory inside a project, a
+        // service user's workspace below /var/lib, /tmp: fine.
         for wd in [
-            home.join("project"),
-            home.join("project/.git"),
-            root.clone(),
+            "/home/alice/project",
+            "/home/alice/project/.git",
+            "/srv/bob/src/app",
+            "/var/lib/jenkins/workspace/app",
+            "/tmp/x",
+            "/work/main",
         ] {
-            validate_workdir(&wd, Some(&home)).unwrap_or_else(|e| panic!("{wd:?}: {e}"));
+            check_workdir_paths(Path::new(wd), &homes, &services)
+                .unwrap_or_else(|e| panic!("{wd}: {e}"));
         }
+    }
+
+    #[test]
+    fn passwd_and_mountinfo_are_parsed() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n\
+                      broken line\n\
+                      alice:x:1000:1000::/home/alice:/bin/sh\n\
+                      nobody:x:65534:65534::/nonexistent:/usr/sbin/nologin\n";
+        let e: Vec<(u32, &str)> = passwd_entries(passwd).collect();
+        assert_eq!(
+            e,
+            [
+                (0, "/root"),
+                (1, "/usr/sbin"),
+                (1000, "/home/alice"),
+                (65534, "/nonexistent")
+            ]
+        );
+        assert_eq!(unescape_mountinfo("/a\\040b/c\\134d"), "/a b/c\\d");
+        assert_eq!(unescape_mountinfo("/plain\\04"), "/plain\\04");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_socket_is_found_by_lstat_not_by_the_listing() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let wd = tmp.path().canonicalize().expect("canonical");
+        std::fs::create_dir_all(wd.join("a/b")).expect("mkdir");
+        let _l = std::os::unix::net::UnixListener::bind(wd.join("a/b/docker.sock")).expect("bind");
+        let err = check_workdir_sockets(&wd).expect_err("docker.sock below");
+        assert!(err.to_string().contains("a/b/docker.sock"), "{err}");
+        let top = tempfile::tempdir().expect("tempdir");
+        let top = top.path().canonicalize().expect("canonical");
+        let _t = std::os::unix::net::UnixListener::bind(top.join("agent.sock")).expect("bind");
+        let err = check_workdir_sockets(&top).expect_err("socket at the top");
+        assert!(err.to_string().contains("agent.sock"), "{err}");
+        let clean = tempfile::tempdir().expect("tempdir");
+        check_workdir_sockets(&clean.path().canonicalize().expect("c")).expect("no socket");
     }
 
     #[test]

@@ -81,8 +81,9 @@ pub struct ImagePlan {
 }
 
 impl ImagePlan {
-    /// Chooses the image for `settings` (SPEC §5 order). Errors: unreadable
-    /// `Dockerfile.odek`.
+    /// Chooses the image for `settings` (SPEC §5 order). With the sandbox
+    /// off, `Dockerfile.odek` is not looked at (nothing is built). Errors: a
+    /// `Dockerfile.odek` that is not a readable regular file.
     pub fn choose(settings: &Settings) -> Result<ImagePlan, ImageError> {
         if let Some(img) = &settings.image {
             let reference = ImageRef::parse(&img.value).map_err(ImageError::InvalidReference)?;
@@ -93,14 +94,20 @@ impl ImagePlan {
                 },
             });
         }
+        if settings.mode.value == crate::config::SandboxMode::Off {
+            return Ok(ImagePlan {
+                reference: pinned_default(),
+                source: ImageSource::PinnedDefault,
+            });
+        }
         let path = settings.workdir.join(DOCKERFILE_ODEK);
         // Like odek.json: the project's own regular file, never a link to
         // something elsewhere (what is approved must be what is built).
         if let Ok(meta) = std::fs::symlink_metadata(&path) {
             if !meta.file_type().is_file() {
-                return Err(ImageError::BuildFailed {
+                return Err(ImageError::DockerfileUnusable {
                     path,
-                    message: "it is a symlink or not a regular file; Dockerfile.odek must be a regular file in the project directory".into(),
+                    reason: "is a symlink or not a regular file".into(),
                 });
             }
         }
@@ -120,9 +127,9 @@ impl ImagePlan {
                 reference: pinned_default(),
                 source: ImageSource::PinnedDefault,
             }),
-            Err(e) => Err(ImageError::BuildFailed {
+            Err(e) => Err(ImageError::DockerfileUnusable {
                 path,
-                message: format!("cannot read it: {e}"),
+                reason: format!("cannot be read: {e}"),
             }),
         }
     }
@@ -161,6 +168,15 @@ pub enum ImageError {
         path: PathBuf,
         /// The builder's message.
         message: String,
+    },
+    /// `Dockerfile.odek` is a symlink, not a regular file, or unreadable
+    /// (config); nothing was built.
+    #[error("{} {reason}; Dockerfile.odek must be a readable regular file in the project directory (or choose an image with --sandbox-image)", .path.display())]
+    DockerfileUnusable {
+        /// The Dockerfile.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
     },
     /// The engine failed while inspecting.
     #[error(transparent)]

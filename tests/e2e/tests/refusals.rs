@@ -287,3 +287,45 @@ fn a_name_that_could_shadow_a_service_is_refused() {
         "a container named postgres exists"
     );
 }
+
+/// Unmounts a bind mount when dropped.
+struct BindMount(std::path::PathBuf);
+
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_socket_bind_mounted_over_a_file_deep_in_the_workdir_is_refused() {
+    // The directory listing says "regular file"; only lstat (or the mount
+    // table) shows the socket. The socket is the test's own, not Docker's.
+    let p = Project::new();
+    let deep = p.path().join("a/b/c/d/e");
+    std::fs::create_dir_all(&deep).expect("mkdir");
+    let target = deep.join("api");
+    std::fs::write(&target, "").expect("file");
+    let sockdir = tempfile::tempdir().expect("tempdir");
+    let sock = sockdir.path().join("s.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+    let st = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(&sock)
+        .arg(&target)
+        .status()
+        .expect("mount");
+    assert!(
+        st.success(),
+        "mount --bind needs root (the e2e suite runs as root)"
+    );
+    let _mount = BindMount(target.clone());
+    let mut argv: Vec<String> = ["run", "--sandbox", "--sandbox-image", BASE_IMAGE, "--"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    argv.extend(p.marker_argv());
+    let out = p.run_odek(&strs(&argv));
+    assert_refused(&p, &out, "mounted at");
+    assert!(odek_e2e::stderr(&out).contains("a/b/c/d/e/api"));
+}
