@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use bollard::models::{
-    ContainerCreateBody, EndpointSettings, ExecConfig, HostConfig, Ipam, IpamConfig, Mount,
-    MountType, NetworkConnectRequest, NetworkCreateRequest, NetworkingConfig,
+    ContainerCreateBody, EndpointSettings, ExecConfig, HostConfig, Ipam, IpamConfig,
+    NetworkConnectRequest, NetworkCreateRequest, NetworkingConfig,
 };
 use bollard::query_parameters::{
     CreateContainerOptions, InspectContainerOptions, InspectNetworkOptions, ListContainersOptions,
@@ -47,60 +47,6 @@ fn label_filter() -> HashMap<String, Vec<String>> {
     )])
 }
 
-/// The create body odek's engine sends for `spec` (same conversion as
-/// core/src/engine/bollard_engine.rs), so the floor creates the same container.
-pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
-    let mounts = spec
-        .binds
-        .iter()
-        .map(|b| Mount {
-            target: Some(b.target.clone()),
-            source: Some(b.source.clone()),
-            typ: Some(MountType::BIND),
-            read_only: Some(b.read_only),
-            ..Default::default()
-        })
-        .collect();
-    let host = HostConfig {
-        network_mode: Some(spec.network_mode.clone()),
-        init: Some(spec.init),
-        pids_limit: Some(spec.pids_limit),
-        cap_drop: Some(spec.cap_drop.clone()),
-        security_opt: Some(spec.security_opt.clone()),
-        tmpfs: Some(
-            spec.tmpfs
-                .iter()
-                .map(|t| (t.target.clone(), t.options.clone()))
-                .collect(),
-        ),
-        mounts: Some(mounts),
-        memory: spec.memory_bytes,
-        nano_cpus: spec.nano_cpus,
-        ..Default::default()
-    };
-    let networking = if spec.network_mode != "none" && spec.network_mode != "bridge" {
-        Some(NetworkingConfig {
-            endpoints_config: Some(HashMap::from([(
-                spec.network_mode.clone(),
-                EndpointSettings::default(),
-            )])),
-        })
-    } else {
-        None
-    };
-    ContainerCreateBody {
-        image: Some(spec.image.clone()),
-        cmd: Some(spec.cmd.clone()),
-        env: Some(spec.env.clone()),
-        working_dir: Some(spec.working_dir.clone()),
-        user: spec.user.clone(),
-        labels: Some(spec.labels.clone().into_iter().collect()),
-        host_config: Some(host),
-        networking_config: networking,
-        ..Default::default()
-    }
-}
-
 /// Per-call timings of one raw launch.
 #[derive(Debug, Default, Clone)]
 pub struct LaunchSteps {
@@ -128,7 +74,7 @@ pub async fn launch(
                 name: Some(spec.name.clone()),
                 ..Default::default()
             }),
-            create_body(spec),
+            odek_core::engine::create_body(spec),
         )
         .await
         .context("raw create")?;

@@ -63,19 +63,8 @@ fn display_safe(what: &str, msg: &str) -> Result<(), String> {
             return Err(format!("{what}: {bad:?} echoed raw in {msg:?}"));
         }
     }
-    for c in msg.chars() {
-        let hidden = matches!(
-            c,
-            '\u{061C}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{2064}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{FEFF}'
-        );
-        if c.is_control() || hidden {
-            return Err(format!("{what}: raw {c:?} in {msg:?}"));
-        }
+    if let Some(c) = raw_unsafe_char(msg) {
+        return Err(format!("{what}: raw {c:?} in {msg:?}"));
     }
     Ok(())
 }

@@ -729,19 +729,8 @@ fn display_safe(what: &str, msg: &str) -> Result<(), String> {
     if msg.len() >= 4096 {
         return Err(format!("{what}: message of {} bytes", msg.len()));
     }
-    for c in msg.chars() {
-        let hidden = matches!(
-            c,
-            '\u{061C}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{2064}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{FEFF}'
-        );
-        if c.is_control() || hidden {
-            return Err(format!("{what}: raw {c:?} in {msg:?}"));
-        }
+    if let Some(c) = raw_unsafe_char(msg) {
+        return Err(format!("{what}: raw {c:?} in {msg:?}"));
     }
     Ok(())
 }

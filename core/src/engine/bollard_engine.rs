@@ -122,6 +122,34 @@ impl BollardEngine {
         Ok(&self.negotiate().await?.0)
     }
 
+    /// The client for an engine that speaks up to API `server`: refused
+    /// below [`MIN_API_VERSION`], else the lower of `server` and
+    /// [`CLIENT_MAX`], sent on every request from then on.
+    fn settle(
+        &self,
+        server: ApiVersion,
+        release: String,
+    ) -> Result<(Docker, EngineInfo), EngineError> {
+        if server < MIN_API_VERSION {
+            return Err(EngineError::new(
+                Op::Version,
+                EngineErrorKind::Rejected,
+                format!(
+                    "the engine speaks API {server} at most; odek needs API {MIN_API_VERSION} or newer (Docker 19.03+)"
+                ),
+            ));
+        }
+        let use_version = server.min(CLIENT_MAX);
+        let docker = (self.connect)(use_version).map_err(|e| map_err(Op::Version, e))?;
+        Ok((
+            docker,
+            EngineInfo {
+                api_version: use_version,
+                server_version: release,
+            },
+        ))
+    }
+
     async fn negotiate(&self) -> Result<&(Docker, EngineInfo), EngineError> {
         self.negotiated
             .get_or_try_init(|| async {
@@ -130,24 +158,7 @@ impl BollardEngine {
                 // several (Docker 20.10 asks containerd and runc). Fall back
                 // to `/version` when the header is missing.
                 if let Some((server, release)) = ping(&self.endpoint.address, self.timeouts.ping).await? {
-                    if server < MIN_API_VERSION {
-                        return Err(EngineError::new(
-                            Op::Version,
-                            EngineErrorKind::Rejected,
-                            format!(
-                                "the engine speaks API {server} at most; odek needs API {MIN_API_VERSION} or newer (Docker 19.03+)"
-                            ),
-                        ));
-                    }
-                    let use_version = server.min(CLIENT_MAX);
-                    let docker = (self.connect)(use_version).map_err(|e| map_err(Op::Version, e))?;
-                    return Ok((
-                        docker,
-                        EngineInfo {
-                            api_version: use_version,
-                            server_version: release,
-                        },
-                    ));
+                    return self.settle(server, release);
                 }
                 let mut ask = MIN_API_VERSION;
                 for _ in 0..2 {
@@ -166,23 +177,7 @@ impl BollardEngine {
                                         "the engine did not report its API version",
                                     )
                                 })?;
-                            if server < MIN_API_VERSION {
-                                return Err(EngineError::new(
-                                    Op::Version,
-                                    EngineErrorKind::Rejected,
-                                    format!(
-                                        "the engine speaks API {server} at most; odek needs API {MIN_API_VERSION} or newer (Docker 19.03+)"
-                                    ),
-                                ));
-                            }
-                            let use_version = server.min(CLIENT_MAX);
-                            let docker =
-                                (self.connect)(use_version).map_err(|e| map_err(Op::Version, e))?;
-                            let info = EngineInfo {
-                                api_version: use_version,
-                                server_version: v.version.unwrap_or_default(),
-                            };
-                            return Ok((docker, info));
+                            return self.settle(server, v.version.unwrap_or_default());
                         }
                         Err(e) => match version_hint(&e.message) {
                             VersionHint::TooOld(min) if min > ask && min <= CLIENT_MAX => ask = min,
@@ -589,57 +584,7 @@ impl DockerApi for BollardEngine {
 
     async fn create_container(&self, spec: &ContainerSpec) -> Result<Created, EngineError> {
         let d = self.client().await?;
-        let mounts = spec
-            .binds
-            .iter()
-            .map(|b| Mount {
-                target: Some(b.target.clone()),
-                source: Some(b.source.clone()),
-                typ: Some(MountType::BIND),
-                read_only: Some(b.read_only),
-                ..Default::default()
-            })
-            .collect();
-        let host = HostConfig {
-            network_mode: Some(spec.network_mode.clone()),
-            init: Some(spec.init),
-            pids_limit: Some(spec.pids_limit),
-            cap_drop: Some(spec.cap_drop.clone()),
-            security_opt: Some(spec.security_opt.clone()),
-            tmpfs: Some(
-                spec.tmpfs
-                    .iter()
-                    .map(|t| (t.target.clone(), t.options.clone()))
-                    .collect(),
-            ),
-            mounts: Some(mounts),
-            memory: spec.memory_bytes,
-            nano_cpus: spec.nano_cpus,
-            ..Default::default()
-        };
-        // The first network is the endpoint created with the container; no
-        // alias is requested (SPEC §4.1).
-        let networking = if spec.network_mode != "none" && spec.network_mode != "bridge" {
-            Some(NetworkingConfig {
-                endpoints_config: Some(HashMap::from([(
-                    spec.network_mode.clone(),
-                    EndpointSettings::default(),
-                )])),
-            })
-        } else {
-            None
-        };
-        let body = ContainerCreateBody {
-            image: Some(spec.image.clone()),
-            cmd: Some(spec.cmd.clone()),
-            env: Some(spec.env.clone()),
-            working_dir: Some(spec.working_dir.clone()),
-            user: spec.user.clone(),
-            labels: Some(spec.labels.clone().into_iter().collect()),
-            host_config: Some(host),
-            networking_config: networking,
-            ..Default::default()
-        };
+        let body = create_body(spec);
         let opts = CreateContainerOptions {
             name: Some(spec.name.clone()),
             ..Default::default()
@@ -853,6 +798,64 @@ impl DockerApi for BollardEngine {
             inspected.exit_code
         };
         Ok(ExecExit { code })
+    }
+}
+
+/// The Engine API create body for `spec` (SPEC §6.1): binds as mounts, the
+/// limits, `/tmp` and mask tmpfs, and the first network as the endpoint
+/// created with the container. Public so that the benchmark's raw floor
+/// sends exactly the request odek sends.
+pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
+    let mounts = spec
+        .binds
+        .iter()
+        .map(|b| Mount {
+            target: Some(b.target.clone()),
+            source: Some(b.source.clone()),
+            typ: Some(MountType::BIND),
+            read_only: Some(b.read_only),
+            ..Default::default()
+        })
+        .collect();
+    let host = HostConfig {
+        network_mode: Some(spec.network_mode.clone()),
+        init: Some(spec.init),
+        pids_limit: Some(spec.pids_limit),
+        cap_drop: Some(spec.cap_drop.clone()),
+        security_opt: Some(spec.security_opt.clone()),
+        tmpfs: Some(
+            spec.tmpfs
+                .iter()
+                .map(|t| (t.target.clone(), t.options.clone()))
+                .collect(),
+        ),
+        mounts: Some(mounts),
+        memory: spec.memory_bytes,
+        nano_cpus: spec.nano_cpus,
+        ..Default::default()
+    };
+    // The first network is the endpoint created with the container; no
+    // alias is requested (SPEC §4.1).
+    let networking = if spec.network_mode != "none" && spec.network_mode != "bridge" {
+        Some(NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(
+                spec.network_mode.clone(),
+                EndpointSettings::default(),
+            )])),
+        })
+    } else {
+        None
+    };
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        cmd: Some(spec.cmd.clone()),
+        env: Some(spec.env.clone()),
+        working_dir: Some(spec.working_dir.clone()),
+        user: spec.user.clone(),
+        labels: Some(spec.labels.clone().into_iter().collect()),
+        host_config: Some(host),
+        networking_config: networking,
+        ..Default::default()
     }
 }
 

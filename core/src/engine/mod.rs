@@ -10,8 +10,8 @@ mod bollard_engine;
 mod endpoint;
 mod fake;
 
-pub use bollard_engine::BollardEngine;
 pub use bollard_engine::Timeouts;
+pub use bollard_engine::{create_body, BollardEngine};
 pub use endpoint::{parse_host, Address, Endpoint, EndpointEnv, EndpointError, EndpointSource};
 pub use fake::{random_id, Call, FakeEngine, FakeImage, FakeNetwork, Fault, Quirks};
 

@@ -616,3 +616,22 @@ pub async fn add_peer(
     }
     created.id
 }
+
+/// The first character of `msg` that must not reach a terminal raw: a
+/// control character, or an invisible one that can make a shown value differ
+/// from the real one (bidi controls, zero-width, BOM). The tests' own list,
+/// independent of the code under test.
+pub fn raw_unsafe_char(msg: &str) -> Option<char> {
+    msg.chars().find(|&c| {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{061C}'
+                    | '\u{200B}'..='\u{200F}'
+                    | '\u{2028}'..='\u{202E}'
+                    | '\u{2060}'..='\u{2064}'
+                    | '\u{2066}'..='\u{2069}'
+                    | '\u{FEFF}'
+            )
+    })
+}
