@@ -118,17 +118,32 @@ fn have(cmd: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// What the images and the demo need of [`APT`].
+const APT_IMAGES: &[(&str, &str)] = &[
+    ("debootstrap", "debootstrap"),
+    ("docker-compose", "docker-compose"),
+];
+
+/// Everything the test command needs.
 fn setup() -> R {
-    let mut missing: Vec<&str> = APT
+    install(APT, true)
+}
+
+/// Installs the packages of `tools` whose command is missing (and
+/// python3-venv when `venv` and it is missing), with apt when root.
+fn install(tools: &[(&str, &str)], venv: bool) -> R {
+    let mut missing: Vec<&str> = tools
         .iter()
         .filter(|(c, _)| !have(c))
         .map(|(_, p)| *p)
         .collect();
-    let venv = Command::new("python3")
-        .args(["-m", "venv", "--help"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !venv {
+    let has_venv = || {
+        Command::new("python3")
+            .args(["-m", "venv", "--help"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if venv && !has_venv() {
         missing.push("python3-venv");
     }
     if missing.is_empty() {
@@ -167,7 +182,7 @@ fn docker_up() -> R {
 }
 
 fn images() -> R {
-    setup()?;
+    install(APT_IMAGES, false)?;
     docker_up()?;
     sh(Command::new("bash").arg("tests/images/build.sh"))
 }
@@ -267,6 +282,7 @@ fn unit() -> R {
 }
 
 fn e2e_suite() -> R {
+    install(&[("docker-registry", "docker-registry")], false)?;
     images()?;
     sh(cargo().args(["build", "-p", "odek-cli"]))?;
     sh(cargo().args(["test", "-p", "odek-e2e", "--", "--test-threads", "4"]))?;
@@ -292,7 +308,7 @@ fn script(path: &str) -> R {
 }
 
 fn nix() -> R {
-    setup()?;
+    install(&[("nix-instantiate", "nix-bin")], false)?;
     sh(Command::new("bash").arg("nix/check-offline.sh"))?;
     // The check must fail when anything it guards is broken: prove it.
     sh(Command::new("bash").arg("nix/check-offline-selftest.sh"))
