@@ -153,8 +153,9 @@ type ExecRequest struct {
 	// Env adds environment variables for the command.
 	Env map[string]string
 	// Timeout ends the wait after this long (0: none): the result then has
-	// ExitCode 124 and TimedOut set. The command is abandoned, not killed.
-	// A context deadline that comes sooner is passed on as the timeout.
+	// ExitCode 124 and TimedOut set, and the command and its descendants are
+	// killed with SIGKILL. A context deadline that comes sooner is passed on
+	// as the timeout.
 	Timeout time.Duration
 	// Workdir is the command's working directory in the sandbox (default
 	// /workspace).
@@ -178,9 +179,9 @@ type ExecResult struct {
 
 // Exec runs a command in the sandbox and waits for it. If ctx has a deadline
 // sooner than req.Timeout, the time left is passed to libodek as the timeout,
-// so the call ends near the deadline; when ctx ends first Exec returns
-// ctx.Err() (the command is abandoned, not killed; Close removes the
-// container and everything in it).
+// so the call ends near the deadline and the command is killed; when ctx is
+// cancelled first Exec returns ctx.Err() (the command is abandoned, not
+// killed; Close removes the container and everything in it).
 //
 // Errors: ErrInvalidHandle after Close, ErrUsage for a bad request (neither
 // or both of Argv and Shell), ErrDockerRejected (CodeExec) when the command

@@ -98,15 +98,10 @@ fn verbose_plan(cli: &Cli, odek: &Odek, plan: &odek_core::Plan) {
 /// `odek run`: resolve → launch → exec → destroy; CMD's status, or 125.
 async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -> ExitCode {
     let name = new_sandbox_name();
-    let (mut sigint, mut sigterm, mut sighup, mut sigquit) = match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-        signal(SignalKind::quit()),
-    ) {
-        (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
-        _ => {
-            eprintln!("odek: error: cannot install signal handlers");
+    let mut signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("odek: error: cannot install signal handlers: {e}");
             return ExitCode::from(EXIT_REFUSED);
         }
     };
@@ -114,10 +109,7 @@ async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -
     let mut flow = Box::pin(run_flow(cli, odek, reporter, args, &name, progress.clone()));
     let signalled = tokio::select! {
         code = &mut flow => return code,
-        _ = sigint.recv() => 130,
-        _ = sigterm.recv() => 143,
-        _ = sighup.recv() => 129,
-        _ = sigquit.recv() => 131,
+        n = signals.next() => n,
     };
     // Dropping the flow cancels it (and kills a host command in fallback).
     drop(flow);
@@ -244,20 +236,70 @@ fn exit_after_start(e: &odek_core::Error) -> ExitCode {
 }
 
 async fn sandbox_exec(odek: &Odek, args: &crate::ExecArgs) -> ExitCode {
+    let mut signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("odek: error: cannot install signal handlers: {e}");
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    let mut signalled = 0u8;
     let result = async {
         let req = exec_request(&args.exec, &args.cmd)?;
         let sandbox = odek.attach(&args.name).await?;
-        Ok::<_, anyhow::Error>(odek.exec(&sandbox, &req, &sink).await?)
+        let cancel = async { signalled = signals.next().await };
+        let outcome = odek.exec_until(&sandbox, &req, &sink, cancel).await?;
+        Ok::<_, anyhow::Error>((sandbox.name, outcome))
     }
     .await;
     match result {
-        Ok(o) => exit_of(o.exit_code),
+        Ok((_, Some(o))) => {
+            if o.timed_out {
+                eprintln!("odek: the command did not finish within the timeout and was killed");
+            }
+            exit_of(o.exit_code)
+        }
+        Ok((name, None)) => {
+            eprintln!("odek: interrupted; the command was killed (sandbox {name} keeps running)");
+            ExitCode::from(signalled)
+        }
         Err(e) => {
             print_anyhow(&e);
             match e.downcast_ref::<odek_core::Error>() {
                 Some(oe) => exit_after_start(oe),
                 None => ExitCode::from(EXIT_REFUSED),
             }
+        }
+    }
+}
+
+/// SIGINT, SIGTERM, SIGHUP and SIGQUIT, caught so that odek can clean up
+/// before it exits with 128 + the signal's number.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        Ok(Signals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+            quit: signal(SignalKind::quit())?,
+        })
+    }
+
+    /// Waits for the next of them; returns the exit status it calls for
+    /// (130, 143, 129 or 131).
+    async fn next(&mut self) -> u8 {
+        tokio::select! {
+            _ = self.int.recv() => 130,
+            _ = self.term.recv() => 143,
+            _ = self.hup.recv() => 129,
+            _ = self.quit.recv() => 131,
         }
     }
 }

@@ -1,10 +1,20 @@
 //! Running commands in a sandbox (SPEC §10.1 exec): argv or a shell string,
 //! extra env, optional timeout; output streamed; the exit code passed through.
 //! In fallback/off mode the command runs on the host (the plan says so).
+//!
+//! A command that outlives its timeout (or whose caller cancels it through
+//! [`Odek::exec_until`]) is killed, not abandoned. The Engine API cannot
+//! signal an exec, so every command odek runs in a sandbox carries a random
+//! tag in its environment ([`EXEC_TAG_ENV`]); a second, short exec then
+//! SIGKILLs every process in the container whose environment holds the tag —
+//! the command and the descendants that kept its environment. On the host the
+//! command runs in its own process group, and the group is SIGKILLed.
 
+use std::future::Future;
 use std::io::ErrorKind;
 use std::time::Duration;
 
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
@@ -40,9 +50,12 @@ pub struct ExecRequest {
     /// Extra `KEY=value` pairs for this command (values never logged).
     #[serde(default)]
     pub env: Vec<(String, String)>,
-    /// Give up waiting after this long. The command is then abandoned: it
-    /// keeps running until the sandbox is destroyed (the Engine API cannot
-    /// signal an exec).
+    /// Stop the command after this long: it and its descendants are sent
+    /// SIGKILL and the outcome says `timed_out` (exit code 124). In a sandbox
+    /// the kill needs `/bin/sh` and `cat` in the image and misses processes
+    /// that cleared their environment; when it fails, a line on the command's
+    /// stderr says so and the process keeps running until the sandbox is
+    /// destroyed.
     #[serde(default, with = "opt_secs")]
     pub timeout: Option<Duration>,
     /// Working directory (default `/workspace`, or the host workdir).
@@ -86,6 +99,43 @@ pub struct ExecOutcome {
 /// Exit code reported after a timeout (as `timeout(1)`).
 pub const TIMEOUT_EXIT: i64 = 124;
 
+/// Environment variable set on every command odek runs in a sandbox: a
+/// random 128-bit tag in hex, `ODEK_EXEC_ID=<32 hex>`, unique per exec. It
+/// lets odek find the command's processes to kill them after a timeout or a
+/// cancellation (the Engine API has no call to signal an exec).
+pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
+
+/// How long the kill of a timed-out or cancelled command may take.
+const KILL_BUDGET: Duration = Duration::from_secs(5);
+
+/// The script of the kill exec: `$1` is `ODEK_EXEC_ID=<tag>`. Up to five
+/// passes over `/proc` SIGKILL every process whose environment holds the tag
+/// (a pass finds new children forked during the previous one); exits 0 once a
+/// pass finds none, 1 when processes were still appearing.
+const KILL_SCRIPT: &str = r#"n=0
+while [ "$n" -lt 5 ]; do
+  found=0
+  for p in /proc/[0-9]*; do
+    case "$(cat "$p/environ" 2>/dev/null)" in
+      *"$1"*) kill -KILL "${p#/proc/}" 2>/dev/null && found=1 ;;
+    esac
+  done
+  [ "$found" = 0 ] && exit 0
+  n=$((n+1))
+done
+exit 1"#;
+
+fn new_exec_tag() -> String {
+    let b: [u8; 16] = rand::rng().random();
+    hex::encode(b)
+}
+
+/// How a command ended early.
+enum Cut {
+    Timeout,
+    Cancelled,
+}
+
 fn validate(req: &ExecRequest) -> Result<()> {
     let argv = req.command.argv();
     if argv.is_empty() || argv[0].is_empty() {
@@ -113,39 +163,63 @@ impl Odek {
     ///
     /// Errors: an empty command or NUL bytes (config); the container gone or
     /// stopped during the command (docker-rejected); the daemon lost
-    /// (daemon-unreachable). A non-zero exit is not an error.
+    /// (daemon-unreachable). A non-zero exit is not an error. After
+    /// `req.timeout` the command is killed (see [`ExecRequest::timeout`]) and
+    /// the outcome is `{exit_code: 124, timed_out: true}`.
     pub async fn exec(
         &self,
         sandbox: &Sandbox,
         req: &ExecRequest,
         output: OutputSink<'_>,
     ) -> Result<ExecOutcome> {
+        let never = std::future::pending::<()>();
+        Ok(self
+            .exec_until(sandbox, req, output, never)
+            .await?
+            .expect("a pending future never cancels"))
+    }
+
+    /// As [`Odek::exec`], but when `cancel` completes first the command is
+    /// killed the way a timeout kills it and `Ok(None)` is returned (the CLI
+    /// uses this for SIGINT/SIGTERM during `odek sandbox exec`).
+    ///
+    /// Errors: as [`Odek::exec`].
+    pub async fn exec_until(
+        &self,
+        sandbox: &Sandbox,
+        req: &ExecRequest,
+        output: OutputSink<'_>,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Option<ExecOutcome>> {
         validate(req)?;
         let Some(id) = &sandbox.container_id else {
-            return exec_on_host(sandbox, req, output).await;
+            return exec_on_host(sandbox, req, output, cancel).await;
         };
         let engine = self.engine()?;
         let endpoint = engine.endpoint().to_string();
+        let tag = format!("{EXEC_TAG_ENV}={}", new_exec_tag());
         let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         env.sort();
+        env.push(tag.clone());
         let spec = ExecSpec {
             cmd: req.command.argv(),
             env,
             working_dir: Some(req.workdir.clone().unwrap_or_else(|| "/workspace".into())),
             user: None,
         };
-        let run = engine.exec(id, &spec, output);
-        let exit = match req.timeout {
-            None => run.await,
-            Some(t) => match tokio::time::timeout(t, run).await {
-                Ok(r) => r,
-                Err(_) => {
-                    return Ok(ExecOutcome {
-                        exit_code: TIMEOUT_EXIT,
-                        timed_out: true,
-                    })
+        let exit = match cut_short(engine.exec(id, &spec, output), req.timeout, cancel).await {
+            Ok(r) => r,
+            Err(cut) => {
+                if let Err(why) = kill_tagged(engine.as_ref(), id, &tag).await {
+                    tracing::warn!(sandbox = %sandbox.name, "could not kill the command: {why}");
+                    let note = format!(
+                        "odek: could not kill the command in sandbox {} ({why}); it keeps running until the sandbox is destroyed\n",
+                        sandbox.name
+                    );
+                    output(StreamKind::Stderr, note.as_bytes());
                 }
-            },
+                return Ok(cut_outcome(cut));
+            }
         };
         let exit = exit.map_err(|e| match Error::engine(&endpoint, Step::Exec, e, false) {
             Error::Rejected { message, .. } => Error::Exec {
@@ -168,10 +242,10 @@ impl Odek {
                     sandbox.name
                 ),
             }),
-            Some(code) => Ok(ExecOutcome {
+            Some(code) => Ok(Some(ExecOutcome {
                 exit_code: code,
                 timed_out: false,
-            }),
+            })),
             None => {
                 let running = container_running(engine.as_ref(), id).await;
                 if running {
@@ -193,6 +267,71 @@ impl Odek {
                 }
             }
         }
+    }
+}
+
+/// Runs `work` until it ends, the timeout elapses or `cancel` completes.
+async fn cut_short<T>(
+    work: impl Future<Output = T>,
+    timeout: Option<Duration>,
+    cancel: impl Future<Output = ()>,
+) -> std::result::Result<T, Cut> {
+    let deadline = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = work => Ok(r),
+        () = deadline => Err(Cut::Timeout),
+        () = cancel => Err(Cut::Cancelled),
+    }
+}
+
+fn cut_outcome(cut: Cut) -> Option<ExecOutcome> {
+    match cut {
+        Cut::Timeout => Some(ExecOutcome {
+            exit_code: TIMEOUT_EXIT,
+            timed_out: true,
+        }),
+        Cut::Cancelled => None,
+    }
+}
+
+/// SIGKILLs every process in the container whose environment holds `tag`
+/// (`ODEK_EXEC_ID=<hex>`), within [`KILL_BUDGET`]. Errors name why the kill
+/// did not happen or could not be confirmed.
+async fn kill_tagged(
+    engine: &dyn crate::engine::DockerApi,
+    id: &str,
+    tag: &str,
+) -> std::result::Result<(), String> {
+    let spec = ExecSpec {
+        cmd: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            KILL_SCRIPT.into(),
+            "odek-kill".into(),
+            tag.into(),
+        ],
+        env: Vec::new(),
+        working_dir: Some("/".into()),
+        user: None,
+    };
+    let quiet = |_: StreamKind, _: &[u8]| {};
+    match tokio::time::timeout(KILL_BUDGET, engine.exec(id, &spec, &quiet)).await {
+        Err(_) => Err(format!(
+            "the kill did not finish within {} s",
+            KILL_BUDGET.as_secs()
+        )),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(x)) => match x.code {
+            Some(0) => Ok(()),
+            Some(1) => Err("its processes kept forking".into()),
+            Some(126 | 127) => Err("the image has no /bin/sh or cat to run the kill".into()),
+            other => Err(format!("the kill exited {other:?}")),
+        },
     }
 }
 
@@ -222,7 +361,8 @@ async fn exec_on_host(
     sandbox: &Sandbox,
     req: &ExecRequest,
     output: OutputSink<'_>,
-) -> Result<ExecOutcome> {
+    cancel: impl Future<Output = ()>,
+) -> Result<Option<ExecOutcome>> {
     let argv = req.command.argv();
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -236,6 +376,9 @@ async fn exec_on_host(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
+        // Its own process group, so that a timeout, a cancellation or odek
+        // going away (the future dropped) kills its descendants too.
+        .process_group(0)
         .kill_on_drop(true);
     let mut child = match cmd.spawn() {
         Ok(child) => child,
@@ -253,10 +396,10 @@ async fn exec_on_host(
             };
             let msg = format!("odek: cannot run {:?} on the host: {e}\n", argv[0]);
             output(StreamKind::Stderr, msg.as_bytes());
-            return Ok(ExecOutcome {
+            return Ok(Some(ExecOutcome {
                 exit_code: code,
                 timed_out: false,
-            });
+            }));
         }
         Err(e) => {
             return Err(Error::Exec {
@@ -266,6 +409,7 @@ async fn exec_on_host(
             })
         }
     };
+    let mut group = GroupKill(child.id());
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
     let pump = async {
@@ -287,17 +431,14 @@ async fn exec_on_host(
         }
         child.wait().await
     };
-    let status = match req.timeout {
-        None => pump.await,
-        Some(t) => match tokio::time::timeout(t, pump).await {
-            Ok(s) => s,
-            Err(_) => {
-                return Ok(ExecOutcome {
-                    exit_code: TIMEOUT_EXIT,
-                    timed_out: true,
-                })
-            }
-        },
+    let status = match cut_short(pump, req.timeout, cancel).await {
+        // The leader was reaped: its ID may be reused, never signal it now.
+        Ok(s) => {
+            group.0 = None;
+            s
+        }
+        // `group` going out of scope kills the process group.
+        Err(cut) => return Ok(cut_outcome(cut)),
     };
     let status = status.map_err(|e| Error::Exec {
         message: format!("waiting for the host command failed: {e}"),
@@ -310,8 +451,25 @@ async fn exec_on_host(
         .map(i64::from)
         .or_else(|| status.signal().map(|s| 128 + i64::from(s)))
         .unwrap_or(1);
-    Ok(ExecOutcome {
+    Ok(Some(ExecOutcome {
         exit_code: code,
         timed_out: false,
-    })
+    }))
+}
+
+/// SIGKILLs a host command's process group when dropped while armed (a
+/// timeout, a cancellation, the exec future dropped). Disarmed (`None`) once
+/// the leader was reaped, as its ID may then be reused.
+struct GroupKill(Option<u32>);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        let pgid = self
+            .0
+            .and_then(|p| i32::try_from(p).ok())
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(pgid) = pgid {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+    }
 }

@@ -94,7 +94,149 @@ async fn exec_runs_argv_in_the_workspace_with_extra_env() {
         "argv as is, no shell"
     );
     assert_eq!(spec.working_dir.as_deref(), Some("/workspace"));
-    assert_eq!(spec.env, vec!["A=1".to_string(), "B=2".to_string()]);
+    assert_eq!(spec.env[..2], ["A=1".to_string(), "B=2".to_string()]);
+    assert_eq!(spec.env.len(), 3, "{:?}", spec.env);
+    tag_of(spec);
+}
+
+/// The `ODEK_EXEC_ID=<32 hex>` entry of an exec's environment.
+fn tag_of(spec: &odek_core::engine::ExecSpec) -> String {
+    let tags: Vec<&String> = spec
+        .env
+        .iter()
+        .filter(|e| e.starts_with(&format!("{}=", odek_core::exec::EXEC_TAG_ENV)))
+        .collect();
+    assert_eq!(tags.len(), 1, "one tag per exec: {:?}", spec.env);
+    let hex = &tags[0][odek_core::exec::EXEC_TAG_ENV.len() + 1..];
+    assert!(
+        hex.len() == 32
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+        "{hex}"
+    );
+    tags[0].clone()
+}
+
+/// Collects the stderr of an exec.
+fn stderr_sink(buf: &Mutex<Vec<u8>>) -> impl Fn(StreamKind, &[u8]) + Send + Sync + '_ {
+    move |k, b| {
+        if k == StreamKind::Stderr {
+            buf.lock().expect("lock").extend_from_slice(b)
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_command_that_outlives_its_timeout_is_killed_by_its_tag() {
+    let (s, spy) = spied();
+    let sb = s.up().await.expect("launch");
+    s.fake.set_quirks(Quirks {
+        exec_hangs: Some("sleep".into()),
+        ..Quirks::default()
+    });
+    let mut r = req(Command::Argv(vec!["sleep".into(), "300".into()]));
+    r.timeout = Some(Duration::from_millis(100));
+    let err = Mutex::new(Vec::new());
+    let sink = stderr_sink(&err);
+    let out = s
+        .odek
+        .exec(&sb, &r, &sink)
+        .await
+        .expect("a timeout is not an error");
+    assert!(out.timed_out);
+    assert_eq!(out.exit_code, 124);
+    let execs = spy.execs();
+    assert_eq!(execs.len(), 2, "the command, then the kill: {execs:?}");
+    let tag = tag_of(&execs[0]);
+    let kill = &execs[1];
+    assert_eq!(kill.cmd[..2], ["/bin/sh".to_string(), "-c".to_string()]);
+    assert!(kill.cmd[2].contains("kill -KILL"), "{}", kill.cmd[2]);
+    assert_eq!(
+        kill.cmd[3..],
+        ["odek-kill".to_string(), tag],
+        "kills by this exec's tag"
+    );
+    assert!(
+        kill.env.is_empty(),
+        "the kill must not carry the tag itself, or it would kill itself"
+    );
+    assert!(
+        err.lock().expect("lock").is_empty(),
+        "a kill that worked is silent"
+    );
+    // Each exec has its own tag.
+    s.fake.set_quirks(Quirks::default());
+    s.odek
+        .exec(&sb, &req(Command::Shell("true".into())), &sink)
+        .await
+        .expect("exec");
+    assert_ne!(tag_of(&spy.execs()[0]), tag_of(&spy.execs()[2]));
+}
+
+#[tokio::test]
+async fn a_command_that_ends_in_time_is_not_killed() {
+    let (s, spy) = spied();
+    let sb = s.up().await.expect("launch");
+    let mut r = req(Command::Shell("true".into()));
+    r.timeout = Some(Duration::from_secs(30));
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let out = s.odek.exec(&sb, &r, &sink).await.expect("exec");
+    assert!(!out.timed_out);
+    assert_eq!(spy.execs().len(), 1, "no kill exec");
+}
+
+#[tokio::test]
+async fn a_kill_that_fails_is_said_on_the_commands_stderr() {
+    for (kill_exit, why) in [
+        (127, "no /bin/sh or cat"),
+        (1, "kept forking"),
+        (2, "the kill exited Some(2)"),
+    ] {
+        let s = Setup::new();
+        let sb = s.up().await.expect("launch");
+        s.fake.set_quirks(Quirks {
+            exec_hangs: Some("sleep".into()),
+            kill_exit,
+            ..Quirks::default()
+        });
+        let mut r = req(Command::Argv(vec!["sleep".into(), "300".into()]));
+        r.timeout = Some(Duration::from_millis(50));
+        let err = Mutex::new(Vec::new());
+        let sink = stderr_sink(&err);
+        let out = s.odek.exec(&sb, &r, &sink).await.expect("timeout");
+        assert!(out.timed_out);
+        drop(sink);
+        let msg = String::from_utf8(err.into_inner().expect("lock")).expect("utf8");
+        assert!(
+            msg.contains("could not kill the command")
+                && msg.contains(why)
+                && msg.contains(&sb.name),
+            "{kill_exit}: {msg}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_command_is_killed_and_gives_no_outcome() {
+    let (s, spy) = spied();
+    let sb = s.up().await.expect("launch");
+    s.fake.set_quirks(Quirks {
+        exec_hangs: Some("sleep".into()),
+        ..Quirks::default()
+    });
+    let r = req(Command::Argv(vec!["sleep".into(), "300".into()]));
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let cancel = tokio::time::sleep(Duration::from_millis(50));
+    let out = s
+        .odek
+        .exec_until(&sb, &r, &sink, cancel)
+        .await
+        .expect("cancel is not an error");
+    assert_eq!(out, None);
+    let execs = spy.execs();
+    assert_eq!(execs.len(), 2);
+    assert_eq!(execs[1].cmd[4], tag_of(&execs[0]));
 }
 
 #[tokio::test]
@@ -238,6 +380,85 @@ async fn fallback_exec_times_out_with_124() {
         started.elapsed() < Duration::from_secs(4),
         "did not wait for the command"
     );
+}
+
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit(") ").next().and_then(|r| r.chars().next());
+            state != Some('Z') && state != Some('X')
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits up to 3 s for `pid` to die.
+async fn dies(pid: u32) -> bool {
+    for _ in 0..60 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// A host command that starts a background child and records its PID.
+fn forks_a_child(dir: &std::path::Path) -> (ExecRequest, std::path::PathBuf) {
+    let pidfile = dir.join("child.pid");
+    let r = req(Command::Shell(format!(
+        "sleep 60 & echo $! > {}.tmp && mv {0}.tmp {0}; sleep 60",
+        pidfile.display()
+    )));
+    (r, pidfile)
+}
+
+async fn child_pid(pidfile: &std::path::Path) -> u32 {
+    for _ in 0..100 {
+        if let Ok(s) = std::fs::read_to_string(pidfile) {
+            return s.trim().parse().expect("pid");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the command never wrote {}", pidfile.display());
+}
+
+#[tokio::test]
+async fn a_timed_out_host_command_is_killed_with_its_children() {
+    let s = Setup::new().no_sandbox();
+    let sb = s.up().await.expect("host");
+    let (mut r, pidfile) = forks_a_child(&s.workdir);
+    r.timeout = Some(Duration::from_millis(500));
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let out = s.odek.exec(&sb, &r, &sink).await.expect("timeout");
+    assert!(out.timed_out);
+    let pid = child_pid(&pidfile).await;
+    assert!(dies(pid).await, "the background child {pid} still runs");
+}
+
+#[tokio::test]
+async fn a_cancelled_host_command_is_killed_with_its_children() {
+    let s = Setup::new().no_sandbox();
+    let sb = s.up().await.expect("host");
+    let (r, pidfile) = forks_a_child(&s.workdir);
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let seen = std::sync::atomic::AtomicU32::new(0);
+    let cancel = async {
+        let pid = child_pid(&pidfile).await;
+        // Positive control: the child runs until the cancellation.
+        assert!(alive(pid), "the child {pid} should be running");
+        seen.store(pid, std::sync::atomic::Ordering::SeqCst);
+    };
+    let out = s
+        .odek
+        .exec_until(&sb, &r, &sink, cancel)
+        .await
+        .expect("cancel");
+    assert_eq!(out, None);
+    let pid = seen.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(pid > 0);
+    assert!(dies(pid).await, "the background child {pid} still runs");
 }
 
 // ---------------------------------------------------------------------------

@@ -499,7 +499,8 @@ struct ExecResult {
 /// `request_json`: `{"argv": ["redis-cli", "-h", "redis", "ping"]}` or
 /// `{"shell": "echo $HOME"}` (run by `/bin/sh -c`), plus optional
 /// `"env": {"K": "v"}`, `"timeout_secs": 30.0` (after which exit_code is 124
-/// and timed_out true; the command is abandoned, not killed), `"workdir"`.
+/// and timed_out true; the command and its descendants are then killed with
+/// SIGKILL, see SANDBOXING.md "Timeouts"), `"workdir"`.
 /// `*result_json_out`: `{"schema": "odek.exec-result/1", "exit_code", "timed_out",
 /// "stdout", "stderr", "stdout_truncated", "stderr_truncated"}` — output as
 /// UTF-8 (invalid bytes replaced), at most `ODEK_EXEC_OUTPUT_LIMIT` bytes each.

@@ -353,8 +353,9 @@ class Sandbox(Managed[Any]):
             shell (str | None): a command line run by ``/bin/sh -c``.
             env (dict[str, str] | None): extra environment variables.
             timeout (float | None): seconds; when it expires the result has
-                ``exit_code`` 124 and ``timed_out`` True (the command is
-                abandoned, not killed). ``None``: wait as long as it takes.
+                ``exit_code`` 124 and ``timed_out`` True, and the command
+                and its descendants are killed with SIGKILL. ``None``: wait
+                as long as it takes.
             workdir (str | None): working directory inside the sandbox
                 (default ``/workspace``).
 

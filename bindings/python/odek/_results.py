@@ -131,7 +131,7 @@ class ExecResult:
         stdout (str): standard output as UTF-8 (invalid bytes replaced), at
             most 16 MiB (``odek.EXEC_OUTPUT_LIMIT`` bytes).
         stderr (str): standard error, likewise.
-        timed_out (bool): the timeout expired (the command was abandoned, not killed).
+        timed_out (bool): the timeout expired (the command was then killed).
         stdout_truncated (bool): stdout was cut at the limit.
         stderr_truncated (bool): stderr was cut at the limit.
     """

@@ -150,6 +150,12 @@ pub struct Quirks {
     pub exec_exit: i64,
     /// Output every exec writes to stdout.
     pub exec_stdout: Vec<u8>,
+    /// An exec whose argv's first element equals this never ends (a command
+    /// that outlives its timeout).
+    pub exec_hangs: Option<String>,
+    /// Exit code of the kill exec odek runs after a timeout or cancellation
+    /// (`/bin/sh -c <script> odek-kill ODEK_EXEC_ID=…`); default 0.
+    pub kill_exit: i64,
 }
 
 #[derive(Default)]
@@ -673,6 +679,14 @@ impl DockerApi for FakeEngine {
                 status: Some(409),
                 message: format!("Container {container_id} is not running"),
             });
+        }
+        if spec.cmd.get(3).map(String::as_str) == Some("odek-kill") {
+            return Ok(ExecExit {
+                code: Some(q.kill_exit),
+            });
+        }
+        if q.exec_hangs.is_some() && q.exec_hangs.as_ref() == spec.cmd.first() {
+            std::future::pending::<()>().await;
         }
         if !q.exec_stdout.is_empty() {
             output(StreamKind::Stdout, &q.exec_stdout);

@@ -325,6 +325,13 @@ pub fn run_timeout(cmd: &mut Command, limit: std::time::Duration) -> Output {
     let child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {desc}: {e}"));
+    wait_timeout(child, limit, &desc)
+}
+
+/// Waits for a spawned `child` (its piped output collected), killing it
+/// (SIGKILL) and panicking when it takes longer than `limit`; `desc` names it
+/// in the panic.
+pub fn wait_timeout(child: std::process::Child, limit: std::time::Duration, desc: &str) -> Output {
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -1,0 +1,191 @@
+//! A command that outlives `--timeout`, or whose `odek sandbox exec` gets a
+//! signal, is killed in the sandbox with its descendants (SANDBOXING.md,
+//! "Timeouts and signals"); the sandbox itself keeps running. Each check that
+//! a process is gone has a positive control: the same probe seeing it while
+//! it runs.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use odek_e2e::{docker, stderr, stdout, wait_timeout, wait_until, Project, BASE_IMAGE};
+
+/// A detached sandbox on the base image, removed on drop.
+struct Detached {
+    p: Project,
+    name: String,
+}
+
+impl Detached {
+    fn up() -> Detached {
+        let p = Project::new();
+        let out = p.odek_ok(&["sandbox", "up", "--sandbox-image", BASE_IMAGE]);
+        let name = stdout(&out).trim().to_string();
+        Detached { p, name }
+    }
+
+    /// The argv of every process in the sandbox whose command line holds
+    /// `needle` (read with `docker exec`, not through odek).
+    fn processes(&self, needle: &str) -> Vec<String> {
+        let script = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done";
+        docker(&["exec", &self.name, "sh", "-c", script])
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn running(&self) -> bool {
+        docker(&["inspect", "-f", "{{.State.Running}}", &self.name]) == "true"
+    }
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        let _ = self.p.run_odek(&["sandbox", "down", &self.name]);
+    }
+}
+
+/// A command whose processes are recognisable: a background and a
+/// foreground `sleep` with a marker duration.
+fn sleepers(secs: &str) -> String {
+    format!("sleep {secs} & sleep {secs}")
+}
+
+#[test]
+fn a_timed_out_command_and_its_children_are_killed_in_the_sandbox() {
+    let sb = Detached::up();
+    let secs = "301";
+    let child =
+        sb.p.odek(&[
+            "sandbox",
+            "exec",
+            &sb.name,
+            "--timeout",
+            "4",
+            "--",
+            "sh",
+            "-c",
+            &sleepers(secs),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn odek sandbox exec");
+    let t0 = Instant::now();
+    // Positive control: while it runs, the probe sees both sleeps.
+    let seen = wait_until(Duration::from_secs(3), || {
+        sb.processes(&format!("sleep {secs}")).len() >= 2
+    });
+    assert!(
+        seen,
+        "the probe never saw the command's processes: {:?}",
+        sb.processes("sleep")
+    );
+    let out = wait_timeout(
+        child,
+        Duration::from_secs(30),
+        "odek sandbox exec --timeout 4",
+    );
+    let took = t0.elapsed();
+    assert_eq!(out.status.code(), Some(124), "stderr:\n{}", stderr(&out));
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    assert!(
+        stderr(&out).contains("did not finish within the timeout and was killed"),
+        "{}",
+        stderr(&out)
+    );
+    let gone = wait_until(Duration::from_secs(3), || {
+        sb.processes(&format!("sleep {secs}")).is_empty()
+    });
+    assert!(
+        gone,
+        "still running after the timeout: {:?}",
+        sb.processes("sleep")
+    );
+    assert!(sb.running(), "the sandbox itself must keep running");
+}
+
+#[test]
+fn a_command_within_its_timeout_is_left_alone() {
+    let sb = Detached::up();
+    let out = sb.p.run_odek(&[
+        "sandbox",
+        "exec",
+        &sb.name,
+        "--timeout",
+        "30",
+        "--",
+        "sh",
+        "-c",
+        "sleep 302 & echo started",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "started");
+    // The background child outlives its shell: no timeout, no kill.
+    assert_eq!(
+        sb.processes("sleep 302").len(),
+        1,
+        "{:?}",
+        sb.processes("sleep")
+    );
+}
+
+fn interrupted_exec_kills_the_command(sig: &str, code: i32) {
+    let sb = Detached::up();
+    let secs = if sig == "INT" { "303" } else { "304" };
+    let child =
+        sb.p.odek(&[
+            "sandbox",
+            "exec",
+            &sb.name,
+            "--",
+            "sh",
+            "-c",
+            &sleepers(secs),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn odek sandbox exec");
+    let seen = wait_until(Duration::from_secs(20), || {
+        sb.processes(&format!("sleep {secs}")).len() >= 2
+    });
+    assert!(seen, "the probe never saw the command's processes");
+    let st = Command::new("kill")
+        .args([&format!("-{sig}"), &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let out = wait_timeout(
+        child,
+        Duration::from_secs(15),
+        "odek sandbox exec after a signal",
+    );
+    assert_eq!(out.status.code(), Some(code), "stderr:\n{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the command was killed"),
+        "{}",
+        stderr(&out)
+    );
+    let gone = wait_until(Duration::from_secs(3), || {
+        sb.processes(&format!("sleep {secs}")).is_empty()
+    });
+    assert!(
+        gone,
+        "still running after SIG{sig}: {:?}",
+        sb.processes("sleep")
+    );
+    assert!(sb.running(), "the sandbox itself must keep running");
+}
+
+#[test]
+fn sigint_to_sandbox_exec_kills_the_command_and_exits_130() {
+    interrupted_exec_kills_the_command("INT", 130);
+}
+
+#[test]
+fn sigterm_to_sandbox_exec_kills_the_command_and_exits_143() {
+    interrupted_exec_kills_the_command("TERM", 143);
+}
