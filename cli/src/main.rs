@@ -19,6 +19,8 @@ macro_rules! out {
 
 mod approve;
 mod commands;
+#[cfg(test)]
+mod docs_sync;
 mod flags;
 mod output;
 
@@ -108,7 +110,7 @@ pub(crate) struct ExecFlags {
     /// Extra environment for the command (KEY=VALUE; repeatable).
     #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
     pub(crate) env: Vec<String>,
-    /// Stop waiting after this many seconds (exit status 124).
+    /// Kill the command after this many seconds (exit status 124).
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub(crate) timeout: Option<f64>,
 }

@@ -129,8 +129,20 @@ fn truthy(env: &BTreeMap<String, String>, var: &str) -> Result<bool, ConfigError
     }
 }
 
-/// The env var behind each config key (SPEC §3.1).
-fn env_var_of(key: &str) -> Option<&'static str> {
+/// The process-level switches odek reads from the environment besides the
+/// per-key variables of [`env_var_of`] (SPEC §3.1, CONFIG.md).
+pub const PROCESS_ENV_VARS: &[&str] = &[
+    "ODEK_REQUIRE_SANDBOX",
+    "ODEK_SANDBOX_NETWORK_LENIENT",
+    "ODEK_APPROVE_PROJECT_SANDBOX",
+    "ODEK_HOME",
+    "ODEK_DOCKER_TIMEOUT",
+];
+
+/// The env var behind a config key (SPEC §3.1): `Some("ODEK_SANDBOX_IMAGE")`
+/// for `"sandbox_image"`; `None` for keys only files can set
+/// (`sandbox_env`, `sandbox_volumes`) and for unknown keys.
+pub fn env_var_of(key: &str) -> Option<&'static str> {
     Some(match key {
         "sandbox" => "ODEK_SANDBOX",
         "sandbox_image" => "ODEK_SANDBOX_IMAGE",

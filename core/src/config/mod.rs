@@ -8,8 +8,12 @@ mod parse;
 mod validate;
 
 pub use error::{quote, ConfigError};
-pub use merge::{load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT};
-pub use parse::{check_strict_json, layer_from_env, parse_bytes, parse_file, MAX_CONFIG_BYTES};
+pub use merge::{
+    env_var_of, load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT, PROCESS_ENV_VARS,
+};
+pub use parse::{
+    check_strict_json, layer_from_env, parse_bytes, parse_file, KNOWN_KEYS, MAX_CONFIG_BYTES,
+};
 pub use validate::{
     host_refs, interpolate, normalize_compose_project, parse_cpus, parse_memory,
     parse_network_mode, resolve_volume, validate_compose_project, validate_env_key,

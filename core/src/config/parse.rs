@@ -31,8 +31,9 @@ const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
 /// The UTF-8 byte-order mark.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// The keys of SPEC §3.1 that a config file may set.
-const KNOWN_KEYS: &[&str] = &[
+/// The keys of SPEC §3.1 that a config file may set, in the order of
+/// CONFIG.md's table.
+pub const KNOWN_KEYS: &[&str] = &[
     "sandbox",
     "sandbox_image",
     "sandbox_network",
