@@ -4,12 +4,8 @@
 //! (`name[:tag][@digest]`), has no whitespace or control characters, a digest
 //! only as `sha256:<64 lowercase hex>`, and a create reference (by digest
 //! when pinned) that parses to the same repository and digest; refusals are
-//! printable and bounded.
-//!
-//! With `ODEK_FUZZ_KNOWN_BUGS=1` the target also asserts that an accepted
-//! reference is ASCII (Docker's grammar) — a known bug today (non-ASCII
-//! tags, see core/tests/bad_input_images.rs), so it is off by default to let
-//! the fuzzer look for other failures.
+//! printable and bounded, and an accepted reference is ASCII (Docker's
+//! grammar; oci-spec alone would accept Unicode tags).
 #![no_main]
 
 mod common;
@@ -48,9 +44,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(created.registry, r.registry);
             assert_eq!(created.repository, r.repository);
             assert_eq!(created.digest, r.digest);
-            if std::env::var_os("ODEK_FUZZ_KNOWN_BUGS").is_some() {
-                assert!(s.is_ascii(), "non-ASCII reference accepted: {s:?}");
-            }
+            assert!(s.is_ascii(), "non-ASCII reference accepted: {s:?}");
         }
         Err(e) => {
             let msg = e.to_string();
