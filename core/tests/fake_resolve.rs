@@ -123,6 +123,36 @@ async fn unreachable_daemon_with_require_sandbox_is_fatal() {
 }
 
 #[tokio::test]
+async fn switches_and_key_booleans_share_one_spelling_rule() {
+    // Accepted the same way by a switch and by a key's variable.
+    for v in ["1", "TRUE", "On", "yes"] {
+        let s = Setup::new().env("ODEK_REQUIRE_SANDBOX", v);
+        s.fake.set_reachable(false);
+        let err = s.resolve().await.expect_err("require_sandbox on");
+        assert_eq!(err.class(), FailureClass::DaemonUnreachable, "{v:?}: {err}");
+        let s = Setup::new().env("ODEK_SANDBOX", v);
+        s.fake.set_reachable(false);
+        let err = s.resolve().await.expect_err("sandbox=true is explicit");
+        assert_eq!(err.class(), FailureClass::DaemonUnreachable, "{v:?}: {err}");
+    }
+    // Refused the same way, naming the variable, before any Docker call.
+    for v in [" 1", "1 ", "maybe", "2", "t"] {
+        for var in [
+            "ODEK_REQUIRE_SANDBOX",
+            "ODEK_SANDBOX",
+            "ODEK_SANDBOX_NETWORK_LENIENT",
+        ] {
+            let s = Setup::new().env(var, v);
+            let err = s.resolve().await.expect_err("not a boolean");
+            assert_eq!(err.class(), FailureClass::Config, "{var}={v:?}: {err}");
+            let msg = err.to_string();
+            assert!(msg.contains(var) && msg.contains("1/true/yes/on"), "{msg}");
+            assert!(s.fake.calls().is_empty(), "{var}={v:?}: Docker was called");
+        }
+    }
+}
+
+#[tokio::test]
 async fn ping_timing_out_counts_as_unreachable() {
     let s = Setup::new();
     s.fake

@@ -113,20 +113,16 @@ impl Settings {
     }
 }
 
+/// A process-level switch ([`super::parse::env_bool`]); unset or empty is
+/// false.
 fn truthy(env: &BTreeMap<String, String>, var: &str) -> Result<bool, ConfigError> {
-    match env.get(var).map(|v| v.trim().to_ascii_lowercase()) {
-        None => Ok(false),
-        Some(v) if v.is_empty() || v == "0" || v == "false" || v == "no" || v == "off" => Ok(false),
-        Some(v) if v == "1" || v == "true" || v == "yes" || v == "on" => Ok(true),
-        Some(v) => Err(ConfigError::InvalidValue {
+    super::parse::env_bool(env.get(var).map(String::as_str))
+        .map(|b| b.unwrap_or(false))
+        .map_err(|reason| ConfigError::InvalidValue {
             origin: format!("env {var}"),
             key: var.to_string(),
-            reason: format!(
-                "must be 1/true/yes/on or 0/false/no/off (got {})",
-                super::quote(&v)
-            ),
-        }),
-    }
+            reason,
+        })
 }
 
 /// The process-level switches odek reads from the environment besides the

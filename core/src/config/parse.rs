@@ -177,6 +177,25 @@ pub fn check_strict_json(text: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// A boolean env var (CONFIG.md), the one rule for the keys' variables and
+/// the process-level switches: `1/true/yes/on` → `Some(true)`,
+/// `0/false/no/off` → `Some(false)` (ASCII case-insensitive, no surrounding
+/// whitespace); unset or empty → `None`. Errors: the reason, naming the
+/// accepted spellings and the (quoted) value.
+pub(crate) fn env_bool(value: Option<&str>) -> Result<Option<bool>, String> {
+    let Some(v) = value.filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    match v.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(Some(true)),
+        "0" | "false" | "no" | "off" => Ok(Some(false)),
+        _ => Err(format!(
+            "must be a boolean: 1/true/yes/on or 0/false/no/off (got {})",
+            quote(v)
+        )),
+    }
+}
+
 /// The `ODEK_*` variables of SPEC §3.1 as a layer, read from `env` (not
 /// from the process environment); an empty value = unset. String values are
 /// taken verbatim (checked later by validation). Booleans accept
@@ -193,19 +212,7 @@ pub fn layer_from_env(env: &BTreeMap<String, String>) -> Result<Layer, ConfigErr
         reason,
     };
     let boolean = |var: &str, key: &str| -> Result<Option<bool>, ConfigError> {
-        let Some(v) = get(var) else { return Ok(None) };
-        match v.to_ascii_lowercase().as_str() {
-            "1" | "true" | "yes" | "on" => Ok(Some(true)),
-            "0" | "false" | "no" | "off" => Ok(Some(false)),
-            _ => Err(invalid(
-                var,
-                key,
-                format!(
-                    "must be a boolean: 1/true/yes/on or 0/false/no/off (got {})",
-                    quote(v)
-                ),
-            )),
-        }
+        env_bool(env.get(var).map(String::as_str)).map_err(|reason| invalid(var, key, reason))
     };
     let string = |var: &str| get(var).map(str::to_string);
 
