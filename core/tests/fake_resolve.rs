@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 use odek_core::config::{NetworkMode, SandboxMode, Source};
 use odek_core::engine::{ApiVersion, EngineErrorKind, EngineInfo, Fault, Op};
@@ -149,6 +151,29 @@ async fn switches_and_key_booleans_share_one_spelling_rule() {
             assert!(msg.contains(var) && msg.contains("1/true/yes/on"), "{msg}");
             assert!(s.fake.calls().is_empty(), "{var}={v:?}: Docker was called");
         }
+    }
+}
+
+#[tokio::test]
+async fn docker_timeout_is_checked_before_any_docker_call() {
+    for v in ["0", "-1", "NaN", "inf", "1e6", "5s", " 5"] {
+        let s = Setup::new().env("ODEK_DOCKER_TIMEOUT", v);
+        let err = s.resolve().await.expect_err("refused");
+        assert_eq!(err.class(), FailureClass::Config, "{v:?}: {err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("ODEK_DOCKER_TIMEOUT") && msg.contains("positive number of seconds"),
+            "{msg}"
+        );
+        assert!(s.fake.calls().is_empty(), "{v:?}: Docker was called");
+    }
+    for v in ["0.5", "3", "999999"] {
+        let s = Setup::new().env("ODEK_DOCKER_TIMEOUT", v);
+        s.resolve().await.unwrap_or_else(|e| panic!("{v:?}: {e}"));
+        assert_eq!(
+            odek_core::engine::Timeouts::parse_base(v),
+            Ok(Duration::from_secs_f64(v.parse().expect("f64")))
+        );
     }
 }
 

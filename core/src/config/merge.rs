@@ -239,17 +239,11 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         }
     }
     if let Some(t) = env.get("ODEK_DOCKER_TIMEOUT").filter(|t| !t.is_empty()) {
-        if !t
-            .parse::<f64>()
-            .is_ok_and(|v| v.is_finite() && v > 0.0 && v < 1e6)
-        {
+        if let Err(reason) = crate::engine::Timeouts::parse_base(t) {
             return Err(ConfigError::InvalidValue {
                 origin: "env ODEK_DOCKER_TIMEOUT".into(),
                 key: "ODEK_DOCKER_TIMEOUT".into(),
-                reason: format!(
-                    "must be a positive number of seconds (got {})",
-                    super::quote(t)
-                ),
+                reason,
             });
         }
     }

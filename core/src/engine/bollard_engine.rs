@@ -51,14 +51,26 @@ pub struct Timeouts {
 }
 
 impl Timeouts {
+    /// Parses an `ODEK_DOCKER_TIMEOUT` value: positive seconds below
+    /// 1,000,000 (`"5"`, `"0.5"`). Errors: the reason, with the value quoted.
+    pub fn parse_base(value: &str) -> Result<Duration, String> {
+        match value.parse::<f64>() {
+            Ok(v) if v.is_finite() && v > 0.0 && v < 1e6 => Ok(Duration::from_secs_f64(v)),
+            _ => Err(format!(
+                "must be a positive number of seconds below 1000000 (got {})",
+                crate::config::quote(value)
+            )),
+        }
+    }
+
     /// Defaults (5 s ping, 60 s per call, 300 s stream silence), or
     /// `ODEK_DOCKER_TIMEOUT` seconds for ping and calls when set.
+    /// A value that is not valid ([`Timeouts::parse_base`]) is ignored here;
+    /// config loading refuses it before any Engine call.
     pub fn from_env() -> Timeouts {
         let base = std::env::var("ODEK_DOCKER_TIMEOUT")
             .ok()
-            .and_then(|v| v.parse::<f64>().ok())
-            .filter(|v| *v > 0.0 && v.is_finite())
-            .map(Duration::from_secs_f64);
+            .and_then(|v| Self::parse_base(&v).ok());
         Timeouts {
             ping: base.unwrap_or(Duration::from_secs(5)),
             call: base.unwrap_or(Duration::from_secs(60)),
