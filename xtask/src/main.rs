@@ -75,6 +75,7 @@ const RECIPES: &[(&str, &str)] = &[
 const APT: &[(&str, &str)] = &[
     ("debootstrap", "debootstrap"),
     ("docker-registry", "docker-registry"),
+    ("curl", "curl"),
     ("docker-compose", "docker-compose"),
     ("nix-instantiate", "nix-bin"),
     ("go", "golang-go"),
@@ -282,7 +283,11 @@ fn unit() -> R {
 }
 
 fn e2e_suite() -> R {
-    install(&[("docker-registry", "docker-registry")], false)?;
+    // The registry test serves an image on loopback; start.sh polls it with curl.
+    install(
+        &[("docker-registry", "docker-registry"), ("curl", "curl")],
+        false,
+    )?;
     images()?;
     sh(cargo().args(["build", "-p", "odek-cli"]))?;
     sh(cargo().args(["test", "-p", "odek-e2e", "--", "--test-threads", "4"]))?;
