@@ -492,6 +492,99 @@ async fn project_pids_limit_higher_is_ignored_with_a_warning() {
     );
 }
 
+/// The ProjectCannotLoosen warnings of a plan.
+fn loosen_warnings(plan: &odek_core::Plan) -> Vec<String> {
+    plan.warnings
+        .iter()
+        .filter(|w| w.kind == WarningKind::ProjectCannotLoosen)
+        .map(|w| w.message.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_project_cannot_raise_the_users_memory_or_cpu_limit() {
+    let s = Setup::new()
+        .user_config(r#"{"sandbox_memory": "256m", "sandbox_cpus": "1"}"#)
+        .project_config(r#"{"sandbox_memory": "64g", "sandbox_cpus": "2"}"#);
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(
+        plan.memory_bytes,
+        Some(256 << 20),
+        "64g would loosen the user's 256m"
+    );
+    assert_eq!(plan.cpus.as_ref().map(|c| c.nano), Some(1_000_000_000));
+    let w = loosen_warnings(&plan);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w.iter()
+            .any(|m| m.contains("sandbox_memory") && m.contains("64g") && m.contains("256m")),
+        "{w:?}"
+    );
+    assert!(w.iter().any(|m| m.contains("sandbox_cpus")), "{w:?}");
+    // Equal is not lower either.
+    let s = Setup::new()
+        .user_config(r#"{"sandbox_memory": "1g"}"#)
+        .project_config(r#"{"sandbox_memory": "1024m"}"#);
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(loosen_warnings(&plan).len(), 1);
+}
+
+#[tokio::test]
+async fn a_project_may_lower_or_set_memory_and_cpu_limits() {
+    let s = Setup::new()
+        .user_config(r#"{"sandbox_memory": "1g", "sandbox_cpus": "2"}"#)
+        .project_config(r#"{"sandbox_memory": "512m", "sandbox_cpus": "0.5"}"#);
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.memory_bytes, Some(512 << 20));
+    assert_eq!(plan.cpus.as_ref().map(|c| c.nano), Some(500_000_000));
+    assert!(loosen_warnings(&plan).is_empty());
+    // No user limit: any project limit tightens.
+    let s = Setup::new().project_config(r#"{"sandbox_memory": "64g", "sandbox_cpus": "8"}"#);
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.memory_bytes, Some(64 << 30));
+    assert!(loosen_warnings(&plan).is_empty());
+    // A malformed project value is still refused, not silently dropped.
+    let s = Setup::new()
+        .user_config(r#"{"sandbox_memory": "1g"}"#)
+        .project_config(r#"{"sandbox_memory": "lots"}"#);
+    let err = s.resolve().await.expect_err("malformed");
+    assert_eq!(err.class(), FailureClass::Config, "{err}");
+    assert!(s.fake.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_project_cannot_override_the_users_user_or_ask_for_root() {
+    let s = Setup::new()
+        .user_config(r#"{"sandbox_user": "1000:1000"}"#)
+        .project_config(r#"{"sandbox_user": "2000"}"#);
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.user.as_deref(), Some("1000:1000"));
+    let w = loosen_warnings(&plan);
+    assert!(
+        w.len() == 1 && w[0].contains("sandbox_user") && w[0].contains("1000:1000"),
+        "{w:?}"
+    );
+    for root in ["0", "0:0", "root", "root:root", "00"] {
+        let s = Setup::new().project_config(&format!(r#"{{"sandbox_user": "{root}"}}"#));
+        let plan = s.resolve().await.expect("resolve");
+        assert_eq!(plan.user, None, "{root}");
+        let w = loosen_warnings(&plan);
+        assert!(w.len() == 1 && w[0].contains("root"), "{root}: {w:?}");
+    }
+    // Another non-root user, with no operator choice, applies.
+    let s = Setup::new().project_config(r#"{"sandbox_user": "1000:0"}"#);
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.user.as_deref(), Some("1000:0"));
+    // Flags still decide over everything.
+    let s = Setup::new()
+        .user_config(r#"{"sandbox_user": "1000"}"#)
+        .flag("sandbox_user", "--sandbox-user", |l| {
+            l.sandbox_user = Some("0".into())
+        });
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.user.as_deref(), Some("0"));
+}
+
 #[tokio::test]
 async fn project_pids_limit_is_compared_with_the_user_config() {
     let s = Setup::new()

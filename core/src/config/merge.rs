@@ -546,6 +546,63 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
             ));
         }
     }
+    // Memory and CPUs: a project limit applies when there is none yet (any
+    // limit tightens) or when it is lower than the user config's. A value
+    // that does not parse is left for validation to refuse.
+    let ignore = |key: &str, value: &str, base: &str, warnings: &mut Vec<Warning>| {
+        warnings.push(Warning::new(
+            WarningKind::ProjectCannotLoosen,
+            format!("{at}: \"{key}\": {} is ignored; a project config can only lower the limit (now {})", super::quote(value), super::quote(base)),
+        ));
+    };
+    if let (Some(p), Some(u)) = (&project.sandbox_memory, &user.sandbox_memory) {
+        let lower = match (parse_memory("", p), parse_memory("", u)) {
+            (Ok(p), Ok(u)) => Some(p < u),
+            _ => None,
+        };
+        if lower == Some(false) {
+            ignore("sandbox_memory", p, u, warnings);
+            project.sandbox_memory = None;
+        }
+    }
+    if let (Some(p), Some(u)) = (&project.sandbox_cpus, &user.sandbox_cpus) {
+        let lower = match (parse_cpus("", p), parse_cpus("", u)) {
+            (Ok(p), Ok(u)) => Some(p.nano < u.nano),
+            _ => None,
+        };
+        if lower == Some(false) {
+            ignore("sandbox_cpus", p, u, warnings);
+            project.sandbox_cpus = None;
+        }
+    }
+    // The user the commands run as: the operator's choice stands, and a
+    // project cannot ask for root (it may pick another non-root user when
+    // the operator chose none).
+    if let Some(p) = &project.sandbox_user {
+        let why = if let Some(u) = &user.sandbox_user {
+            Some(format!("the user config sets {}", super::quote(u)))
+        } else if is_root_user(p) {
+            Some("a project config cannot ask for root".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            warnings.push(Warning::new(
+                WarningKind::ProjectCannotLoosen,
+                format!(
+                    "{at}: \"sandbox_user\": {} is ignored; {why}",
+                    super::quote(p)
+                ),
+            ));
+            project.sandbox_user = None;
+        }
+    }
+}
+
+/// True for `root`, `0` and either with a group (`0:0`, `root:wheel`).
+fn is_root_user(user: &str) -> bool {
+    let name = user.split(':').next().unwrap_or_default();
+    name == "root" || (!name.is_empty() && name.bytes().all(|b| b == b'0'))
 }
 
 /// Validates every value a layer sets (SPEC §3.4).

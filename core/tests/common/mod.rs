@@ -208,7 +208,8 @@ impl Setup {
         }
     }
 
-    fn flag(mut self, key: &str, flag: &str, set: impl FnOnce(&mut Layer)) -> Setup {
+    /// Sets one flag: its config `key`, the `flag` as typed, and its value.
+    pub fn flag(mut self, key: &str, flag: &str, set: impl FnOnce(&mut Layer)) -> Setup {
         set(&mut self.inputs.flags);
         self.inputs.flag_names.insert(key.into(), flag.into());
         self
