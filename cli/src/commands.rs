@@ -62,8 +62,11 @@ fn exec_request(flags: &ExecFlags, cmd: &[String]) -> anyhow::Result<ExecRequest
     }
     let timeout = match flags.timeout {
         None => None,
-        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
-        Some(t) => bail!("--timeout must be a positive number of seconds (got {t})"),
+        // Below 1e9 s (~31 years), as the C ABI accepts.
+        Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => Some(Duration::from_secs_f64(t)),
+        Some(t) => {
+            bail!("--timeout must be a positive number of seconds below 1000000000 (got {t})")
+        }
     };
     Ok(ExecRequest {
         command: Command::Argv(cmd.to_vec()),
@@ -126,7 +129,9 @@ async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -
         Stage::Created => odek.reap_named(&name, Duration::ZERO).await,
     };
     match (stage, outcome) {
-        (Stage::Preparing, _) => eprintln!("odek: interrupted before any container was created"),
+        (Stage::Preparing, _) => eprintln!(
+            "odek: interrupted; no container was created (a command already running on the host was killed with its process group)"
+        ),
         (_, Reaped::Removed) => eprintln!("odek: interrupted; sandbox {name} removed"),
         (Stage::Creating, Reaped::Absent) => eprintln!(
             "odek: interrupted; no container {name} appeared (should the daemon still create it, `odek sandbox gc` reaps it)"
@@ -155,12 +160,16 @@ async fn run_flow(
         Ok(r) => r,
         Err(e) => return refuse(&e),
     };
-    // Check the command's own env before any container exists.
+    // Check the command and its env before any container exists.
     for (k, _) in &req.env {
         if let Err(e) = odek_core::config::validate_env_key("flag -e", k) {
             print_error(&e.into());
             return ExitCode::from(EXIT_REFUSED);
         }
+    }
+    if let Err(e) = req.check() {
+        print_error(&e);
+        return ExitCode::from(EXIT_REFUSED);
     }
     let inputs = match args.sandbox.inputs(&cli.workdir) {
         Ok(i) => i,
@@ -203,9 +212,12 @@ async fn run_flow(
     match outcome {
         Ok(o) => {
             if o.timed_out {
-                eprintln!(
-                    "odek: the command did not finish within the timeout; the sandbox was removed"
-                );
+                let then = match (&sandbox.container_id, o.killed) {
+                    (Some(_), _) => "the sandbox was removed",
+                    (None, true) => "it was killed with its process group on the host",
+                    (None, false) => "odek could not kill its process group on the host",
+                };
+                eprintln!("odek: the command did not finish within the timeout; {then}");
             }
             exit_of(o.exit_code)
         }
@@ -253,15 +265,23 @@ async fn sandbox_exec(odek: &Odek, args: &crate::ExecArgs) -> ExitCode {
     }
     .await;
     match result {
-        Ok((_, Some(o))) => {
-            if o.timed_out {
+        Ok((name, o)) if o.cancelled => {
+            if o.killed {
+                eprintln!(
+                    "odek: interrupted; the command was killed (sandbox {name} keeps running)"
+                );
+            } else {
+                eprintln!("odek: interrupted; the command could not be killed (see above); `odek sandbox down {name}` stops it");
+            }
+            ExitCode::from(signalled)
+        }
+        Ok((name, o)) => {
+            if o.timed_out && o.killed {
                 eprintln!("odek: the command did not finish within the timeout and was killed");
+            } else if o.timed_out {
+                eprintln!("odek: the command did not finish within the timeout and could not be killed (see above); `odek sandbox down {name}` stops it");
             }
             exit_of(o.exit_code)
-        }
-        Ok((name, None)) => {
-            eprintln!("odek: interrupted; the command was killed (sandbox {name} keeps running)");
-            ExitCode::from(signalled)
         }
         Err(e) => {
             print_anyhow(&e);

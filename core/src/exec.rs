@@ -90,10 +90,30 @@ mod opt_secs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecOutcome {
     /// The command's exit code (124 after a timeout; 128+N when killed by
-    /// signal N on the host).
+    /// signal N on the host; 130 after a cancellation).
     pub exit_code: i64,
     /// True when the timeout elapsed first.
     pub timed_out: bool,
+    /// True when the caller cancelled the command ([`Odek::exec_until`]).
+    #[serde(default)]
+    pub cancelled: bool,
+    /// After a timeout or cancellation: true when odek killed the command
+    /// and saw none of its processes left; false when the kill failed or
+    /// could not be confirmed (a line on the command's stderr says why).
+    /// False when the command ended by itself.
+    #[serde(default)]
+    pub killed: bool,
+}
+
+impl ExecOutcome {
+    fn exited(code: i64) -> ExecOutcome {
+        ExecOutcome {
+            exit_code: code,
+            timed_out: false,
+            cancelled: false,
+            killed: false,
+        }
+    }
 }
 
 /// Exit code reported after a timeout (as `timeout(1)`).
@@ -108,22 +128,32 @@ pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
 /// How long the kill of a timed-out or cancelled command may take.
 const KILL_BUDGET: Duration = Duration::from_secs(5);
 
-/// The script of the kill exec: `$1` is `ODEK_EXEC_ID=<tag>`. Up to five
-/// passes over `/proc` SIGKILL every process whose environment holds the tag
-/// (a pass finds new children forked during the previous one); exits 0 once a
-/// pass finds none, 1 when processes were still appearing.
-const KILL_SCRIPT: &str = r#"n=0
-while [ "$n" -lt 5 ]; do
+/// The script of the kill exec: `$1` is `ODEK_EXEC_ID=<tag>`, `$2` the mode.
+/// `kill`: up to five passes over `/proc` SIGKILL every process whose
+/// environment holds the tag (a pass finds children forked during the one
+/// before); exits 0 once a pass finds none, 1 when processes kept appearing.
+/// `count`: prints `<tagged> <unreadable>` — processes still holding the tag,
+/// and live ones whose environment could not be read — and exits 0. Exits 3
+/// without `cat`; a shell that cannot fork (pids limit exhausted) exits 2.
+const KILL_SCRIPT: &str = r#"command -v cat >/dev/null 2>&1 || exit 3
+n=0
+while :; do
   found=0
+  unread=0
   for p in /proc/[0-9]*; do
-    case "$(cat "$p/environ" 2>/dev/null)" in
-      *"$1"*) kill -KILL "${p#/proc/}" 2>/dev/null && found=1 ;;
+    e=$(cat "$p/environ" 2>/dev/null) || { [ -d "$p" ] && unread=$((unread+1)); continue; }
+    case "$e" in
+      *"$1"*) found=$((found+1)); [ "$2" = kill ] && kill -KILL "${p#/proc/}" 2>/dev/null ;;
     esac
   done
+  if [ "$2" = count ]; then echo "$found $unread"; exit 0; fi
   [ "$found" = 0 ] && exit 0
   n=$((n+1))
-done
-exit 1"#;
+  [ "$n" -ge 5 ] && exit 1
+done"#;
+
+/// Kill rounds (kill, then count) before odek gives up.
+const KILL_ROUNDS: usize = 3;
 
 fn new_exec_tag() -> String {
     let b: [u8; 16] = rand::rng().random();
@@ -131,9 +161,21 @@ fn new_exec_tag() -> String {
 }
 
 /// How a command ended early.
+#[derive(Clone, Copy)]
 enum Cut {
     Timeout,
     Cancelled,
+}
+
+impl ExecRequest {
+    /// Checks the request without running anything (what [`Odek::exec`]
+    /// checks first): a non-empty argv without NUL bytes, valid env keys
+    /// (not the reserved [`EXEC_TAG_ENV`]), values without NUL bytes.
+    ///
+    /// Errors: [`Error::Usage`] or [`Error::Config`] naming the problem.
+    pub fn check(&self) -> Result<()> {
+        validate(self)
+    }
 }
 
 fn validate(req: &ExecRequest) -> Result<()> {
@@ -151,6 +193,11 @@ fn validate(req: &ExecRequest) -> Result<()> {
     }
     for (k, v) in &req.env {
         crate::config::validate_env_key("exec env", k).map_err(Error::Config)?;
+        if k == EXEC_TAG_ENV {
+            return Err(Error::Usage(format!(
+                "exec env {EXEC_TAG_ENV} is reserved: odek sets it to find the command's processes"
+            )));
+        }
         if v.contains('\0') {
             return Err(Error::Usage(format!("exec env {k} contains a NUL byte")));
         }
@@ -173,15 +220,13 @@ impl Odek {
         output: OutputSink<'_>,
     ) -> Result<ExecOutcome> {
         let never = std::future::pending::<()>();
-        Ok(self
-            .exec_until(sandbox, req, output, never)
-            .await?
-            .expect("a pending future never cancels"))
+        self.exec_until(sandbox, req, output, never).await
     }
 
     /// As [`Odek::exec`], but when `cancel` completes first the command is
-    /// killed the way a timeout kills it and `Ok(None)` is returned (the CLI
-    /// uses this for SIGINT/SIGTERM during `odek sandbox exec`).
+    /// killed the way a timeout kills it and the outcome says `cancelled`
+    /// (exit code 130; the CLI uses this for SIGINT/SIGTERM during
+    /// `odek sandbox exec` and exits with the signal's own status).
     ///
     /// Errors: as [`Odek::exec`].
     pub async fn exec_until(
@@ -190,7 +235,7 @@ impl Odek {
         req: &ExecRequest,
         output: OutputSink<'_>,
         cancel: impl Future<Output = ()>,
-    ) -> Result<Option<ExecOutcome>> {
+    ) -> Result<ExecOutcome> {
         validate(req)?;
         let Some(id) = &sandbox.container_id else {
             return exec_on_host(sandbox, req, output, cancel).await;
@@ -210,15 +255,26 @@ impl Odek {
         let exit = match cut_short(engine.exec(id, &spec, output), req.timeout, cancel).await {
             Ok(r) => r,
             Err(cut) => {
-                if let Err(why) = kill_tagged(engine.as_ref(), id, &tag).await {
-                    tracing::warn!(sandbox = %sandbox.name, "could not kill the command: {why}");
-                    let note = format!(
-                        "odek: could not kill the command in sandbox {} ({why}); it keeps running until the sandbox is destroyed\n",
-                        sandbox.name
-                    );
-                    output(StreamKind::Stderr, note.as_bytes());
-                }
-                return Ok(cut_outcome(cut));
+                let budget =
+                    tokio::time::timeout(KILL_BUDGET, kill_tagged(engine.as_ref(), id, &tag));
+                let killed = match budget.await.unwrap_or_else(|_| {
+                    Err(format!(
+                        "the kill did not finish within {} s",
+                        KILL_BUDGET.as_secs()
+                    ))
+                }) {
+                    Ok(()) => true,
+                    Err(why) => {
+                        tracing::warn!(sandbox = %sandbox.name, "could not kill the command: {why}");
+                        let note = format!(
+                            "odek: could not kill the command in sandbox {} ({why}); it keeps running until the sandbox is destroyed\n",
+                            sandbox.name
+                        );
+                        output(StreamKind::Stderr, note.as_bytes());
+                        false
+                    }
+                };
+                return Ok(cut_outcome(cut, killed));
             }
         };
         let exit = exit.map_err(|e| match Error::engine(&endpoint, Step::Exec, e, false) {
@@ -242,10 +298,7 @@ impl Odek {
                     sandbox.name
                 ),
             }),
-            Some(code) => Ok(Some(ExecOutcome {
-                exit_code: code,
-                timed_out: false,
-            })),
+            Some(code) => Ok(ExecOutcome::exited(code)),
             None => {
                 let running = container_running(engine.as_ref(), id).await;
                 if running {
@@ -289,24 +342,81 @@ async fn cut_short<T>(
     }
 }
 
-fn cut_outcome(cut: Cut) -> Option<ExecOutcome> {
-    match cut {
-        Cut::Timeout => Some(ExecOutcome {
-            exit_code: TIMEOUT_EXIT,
-            timed_out: true,
-        }),
-        Cut::Cancelled => None,
+fn cut_outcome(cut: Cut, killed: bool) -> ExecOutcome {
+    ExecOutcome {
+        exit_code: match cut {
+            Cut::Timeout => TIMEOUT_EXIT,
+            Cut::Cancelled => 130,
+        },
+        timed_out: matches!(cut, Cut::Timeout),
+        cancelled: matches!(cut, Cut::Cancelled),
+        killed,
     }
 }
 
 /// SIGKILLs every process in the container whose environment holds `tag`
-/// (`ODEK_EXEC_ID=<hex>`), within [`KILL_BUDGET`]. Errors name why the kill
-/// did not happen or could not be confirmed.
+/// (`ODEK_EXEC_ID=<hex>`) and checks that none is left: up to
+/// [`KILL_ROUNDS`] rounds of a kill exec, a pause, and a count exec. Errors
+/// name why the kill did not happen or could not be confirmed.
 async fn kill_tagged(
     engine: &dyn crate::engine::DockerApi,
     id: &str,
     tag: &str,
 ) -> std::result::Result<(), String> {
+    let mut left = 0;
+    for _ in 0..KILL_ROUNDS {
+        match run_kill_script(engine, id, tag, "kill").await?.0 {
+            0 | 1 => {}
+            2 => {
+                return Err(
+                    "the kill could not fork; the sandbox's pids limit may be exhausted".into(),
+                )
+            }
+            3 | 126 | 127 => return Err("the image has no /bin/sh or cat to run the kill".into()),
+            code => return Err(format!("the kill exited with status {code}")),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (code, out) = run_kill_script(engine, id, tag, "count").await?;
+        let counts: Vec<u64> = out
+            .split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        match (code, counts.as_slice()) {
+            (0, [0, 0]) => return Ok(()),
+            (0, [0, unread]) => {
+                return Err(format!(
+                    "{unread} process(es) in the sandbox could not be checked for its tag"
+                ))
+            }
+            (0, [n, _]) => left = *n,
+            (2, _) => {
+                return Err(
+                    "the check could not fork; the sandbox's pids limit may be exhausted".into(),
+                )
+            }
+            (3 | 126 | 127, _) => {
+                return Err("the image has no /bin/sh or cat to run the kill".into())
+            }
+            _ => {
+                return Err(format!(
+                    "the check exited with status {code} and printed {:?}",
+                    out.trim()
+                ))
+            }
+        }
+    }
+    Err(format!(
+        "{left} of its processes still run after {KILL_ROUNDS} kill rounds (it keeps forking)"
+    ))
+}
+
+/// Runs [`KILL_SCRIPT`] in `mode`; returns its exit code and stdout.
+async fn run_kill_script(
+    engine: &dyn crate::engine::DockerApi,
+    id: &str,
+    tag: &str,
+    mode: &str,
+) -> std::result::Result<(i64, String), String> {
     let spec = ExecSpec {
         cmd: vec![
             "/bin/sh".into(),
@@ -314,25 +424,27 @@ async fn kill_tagged(
             KILL_SCRIPT.into(),
             "odek-kill".into(),
             tag.into(),
+            mode.into(),
         ],
         env: Vec::new(),
         working_dir: Some("/".into()),
         user: None,
     };
-    let quiet = |_: StreamKind, _: &[u8]| {};
-    match tokio::time::timeout(KILL_BUDGET, engine.exec(id, &spec, &quiet)).await {
-        Err(_) => Err(format!(
-            "the kill did not finish within {} s",
-            KILL_BUDGET.as_secs()
-        )),
-        Ok(Err(e)) => Err(e.to_string()),
-        Ok(Ok(x)) => match x.code {
-            Some(0) => Ok(()),
-            Some(1) => Err("its processes kept forking".into()),
-            Some(126 | 127) => Err("the image has no /bin/sh or cat to run the kill".into()),
-            other => Err(format!("the kill exited {other:?}")),
-        },
-    }
+    let out = std::sync::Mutex::new(Vec::new());
+    let collect = |k: StreamKind, b: &[u8]| {
+        if k == StreamKind::Stdout {
+            if let Ok(mut o) = out.lock() {
+                o.extend_from_slice(b);
+            }
+        }
+    };
+    let exit = engine
+        .exec(id, &spec, &collect)
+        .await
+        .map_err(|e| e.to_string())?;
+    let text =
+        String::from_utf8_lossy(&out.lock().map(|o| o.clone()).unwrap_or_default()).into_owned();
+    Ok((exit.code.unwrap_or(-1), text))
 }
 
 /// True when the container still runs 200 ms after a SIGKILLed command.
@@ -356,13 +468,16 @@ async fn container_running(engine: &dyn crate::engine::DockerApi, id: &str) -> b
         .is_some_and(|c| c.running)
 }
 
-/// Fallback / off: runs on the host in the working directory.
+/// Fallback / off: runs on the host in the working directory. The one place
+/// in odek-core allowed to start a process (core/clippy.toml,
+/// core/tests/structure.rs).
+#[allow(clippy::disallowed_types, clippy::disallowed_methods)]
 async fn exec_on_host(
     sandbox: &Sandbox,
     req: &ExecRequest,
     output: OutputSink<'_>,
     cancel: impl Future<Output = ()>,
-) -> Result<Option<ExecOutcome>> {
+) -> Result<ExecOutcome> {
     let argv = req.command.argv();
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -396,10 +511,7 @@ async fn exec_on_host(
             };
             let msg = format!("odek: cannot run {:?} on the host: {e}\n", argv[0]);
             output(StreamKind::Stderr, msg.as_bytes());
-            return Ok(Some(ExecOutcome {
-                exit_code: code,
-                timed_out: false,
-            }));
+            return Ok(ExecOutcome::exited(code));
         }
         Err(e) => {
             return Err(Error::Exec {
@@ -437,8 +549,10 @@ async fn exec_on_host(
             group.0 = None;
             s
         }
-        // `group` going out of scope kills the process group.
-        Err(cut) => return Ok(cut_outcome(cut)),
+        Err(cut) => {
+            let killed = group.kill();
+            return Ok(cut_outcome(cut, killed));
+        }
     };
     let status = status.map_err(|e| Error::Exec {
         message: format!("waiting for the host command failed: {e}"),
@@ -451,10 +565,7 @@ async fn exec_on_host(
         .map(i64::from)
         .or_else(|| status.signal().map(|s| 128 + i64::from(s)))
         .unwrap_or(1);
-    Ok(Some(ExecOutcome {
-        exit_code: code,
-        timed_out: false,
-    }))
+    Ok(ExecOutcome::exited(code))
 }
 
 /// SIGKILLs a host command's process group when dropped while armed (a
@@ -462,14 +573,27 @@ async fn exec_on_host(
 /// the leader was reaped, as its ID may then be reused.
 struct GroupKill(Option<u32>);
 
-impl Drop for GroupKill {
-    fn drop(&mut self) {
+impl GroupKill {
+    /// SIGKILLs the group (once) and disarms; true when the signal was
+    /// delivered or the group is already gone.
+    fn kill(&mut self) -> bool {
         let pgid = self
             .0
+            .take()
             .and_then(|p| i32::try_from(p).ok())
             .and_then(rustix::process::Pid::from_raw);
-        if let Some(pgid) = pgid {
-            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        match pgid {
+            Some(pgid) => matches!(
+                rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL),
+                Ok(()) | Err(rustix::io::Errno::SRCH)
+            ),
+            None => false,
         }
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        self.kill();
     }
 }

@@ -144,23 +144,28 @@ async fn a_command_that_outlives_its_timeout_is_killed_by_its_tag() {
         .exec(&sb, &r, &sink)
         .await
         .expect("a timeout is not an error");
-    assert!(out.timed_out);
+    assert!(out.timed_out && out.killed && !out.cancelled, "{out:?}");
     assert_eq!(out.exit_code, 124);
     let execs = spy.execs();
-    assert_eq!(execs.len(), 2, "the command, then the kill: {execs:?}");
-    let tag = tag_of(&execs[0]);
-    let kill = &execs[1];
-    assert_eq!(kill.cmd[..2], ["/bin/sh".to_string(), "-c".to_string()]);
-    assert!(kill.cmd[2].contains("kill -KILL"), "{}", kill.cmd[2]);
     assert_eq!(
-        kill.cmd[3..],
-        ["odek-kill".to_string(), tag],
-        "kills by this exec's tag"
+        execs.len(),
+        3,
+        "the command, the kill, the check: {execs:?}"
     );
-    assert!(
-        kill.env.is_empty(),
-        "the kill must not carry the tag itself, or it would kill itself"
-    );
+    let tag = tag_of(&execs[0]);
+    for (spec, mode) in [(&execs[1], "kill"), (&execs[2], "count")] {
+        assert_eq!(spec.cmd[..2], ["/bin/sh".to_string(), "-c".to_string()]);
+        assert!(spec.cmd[2].contains("kill -KILL"), "{}", spec.cmd[2]);
+        assert_eq!(
+            spec.cmd[3..],
+            ["odek-kill".to_string(), tag.clone(), mode.to_string()],
+            "by this exec's tag"
+        );
+        assert!(
+            spec.env.is_empty(),
+            "the kill must not carry the tag itself, or it would kill itself"
+        );
+    }
     assert!(
         err.lock().expect("lock").is_empty(),
         "a kill that worked is silent"
@@ -171,7 +176,7 @@ async fn a_command_that_outlives_its_timeout_is_killed_by_its_tag() {
         .exec(&sb, &req(Command::Shell("true".into())), &sink)
         .await
         .expect("exec");
-    assert_ne!(tag_of(&spy.execs()[0]), tag_of(&spy.execs()[2]));
+    assert_ne!(tag_of(&spy.execs()[0]), tag_of(&spy.execs()[3]));
 }
 
 #[tokio::test]
@@ -182,22 +187,26 @@ async fn a_command_that_ends_in_time_is_not_killed() {
     r.timeout = Some(Duration::from_secs(30));
     let sink = |_: StreamKind, _: &[u8]| {};
     let out = s.odek.exec(&sb, &r, &sink).await.expect("exec");
-    assert!(!out.timed_out);
+    assert!(!out.timed_out && !out.killed && !out.cancelled, "{out:?}");
     assert_eq!(spy.execs().len(), 1, "no kill exec");
 }
 
 #[tokio::test]
-async fn a_kill_that_fails_is_said_on_the_commands_stderr() {
-    for (kill_exit, why) in [
-        (127, "no /bin/sh or cat"),
-        (1, "kept forking"),
-        (2, "the kill exited Some(2)"),
+async fn a_kill_that_fails_or_leaves_processes_is_said_and_not_claimed() {
+    for (kill_exit, survivors, why) in [
+        (127, 0, "no /bin/sh or cat"),
+        (3, 0, "no /bin/sh or cat"),
+        (2, 0, "could not fork"),
+        (5, 0, "the kill exited with status 5"),
+        (1, 7, "7 of its processes still run after 3 kill rounds"),
+        (0, 2, "2 of its processes still run"),
     ] {
         let s = Setup::new();
         let sb = s.up().await.expect("launch");
         s.fake.set_quirks(Quirks {
             exec_hangs: Some("sleep".into()),
             kill_exit,
+            kill_survivors: survivors,
             ..Quirks::default()
         });
         let mut r = req(Command::Argv(vec!["sleep".into(), "300".into()]));
@@ -205,7 +214,7 @@ async fn a_kill_that_fails_is_said_on_the_commands_stderr() {
         let err = Mutex::new(Vec::new());
         let sink = stderr_sink(&err);
         let out = s.odek.exec(&sb, &r, &sink).await.expect("timeout");
-        assert!(out.timed_out);
+        assert!(out.timed_out && !out.killed, "{kill_exit}: {out:?}");
         drop(sink);
         let msg = String::from_utf8(err.into_inner().expect("lock")).expect("utf8");
         assert!(
@@ -218,7 +227,7 @@ async fn a_kill_that_fails_is_said_on_the_commands_stderr() {
 }
 
 #[tokio::test]
-async fn a_cancelled_command_is_killed_and_gives_no_outcome() {
+async fn a_cancelled_command_is_killed_and_says_cancelled() {
     let (s, spy) = spied();
     let sb = s.up().await.expect("launch");
     s.fake.set_quirks(Quirks {
@@ -233,9 +242,10 @@ async fn a_cancelled_command_is_killed_and_gives_no_outcome() {
         .exec_until(&sb, &r, &sink, cancel)
         .await
         .expect("cancel is not an error");
-    assert_eq!(out, None);
+    assert!(out.cancelled && out.killed && !out.timed_out, "{out:?}");
+    assert_eq!(out.exit_code, 130);
     let execs = spy.execs();
-    assert_eq!(execs.len(), 2);
+    assert_eq!(execs.len(), 3);
     assert_eq!(execs[1].cmd[4], tag_of(&execs[0]));
 }
 
@@ -293,6 +303,17 @@ async fn empty_or_nul_commands_are_refused_before_docker() {
     let mut bad_env = req(Command::Shell("true".into()));
     bad_env.env = vec![("1BAD".into(), "x".into())];
     assert!(s.odek.exec(&sb, &bad_env, &sink).await.is_err());
+    bad_env.env = vec![("ODEK_EXEC_ID".into(), "x".into())];
+    let err = s
+        .odek
+        .exec(&sb, &bad_env, &sink)
+        .await
+        .expect_err("reserved");
+    assert!(err.to_string().contains("reserved"), "{err}");
+    assert!(
+        bad_env.check().is_err(),
+        "check() says the same before any launch"
+    );
     assert_eq!(s.fake.calls().len(), before, "no Docker call");
 }
 
@@ -432,7 +453,7 @@ async fn a_timed_out_host_command_is_killed_with_its_children() {
     r.timeout = Some(Duration::from_millis(500));
     let sink = |_: StreamKind, _: &[u8]| {};
     let out = s.odek.exec(&sb, &r, &sink).await.expect("timeout");
-    assert!(out.timed_out);
+    assert!(out.timed_out && out.killed, "{out:?}");
     let pid = child_pid(&pidfile).await;
     assert!(dies(pid).await, "the background child {pid} still runs");
 }
@@ -455,7 +476,7 @@ async fn a_cancelled_host_command_is_killed_with_its_children() {
         .exec_until(&sb, &r, &sink, cancel)
         .await
         .expect("cancel");
-    assert_eq!(out, None);
+    assert!(out.cancelled && out.killed, "{out:?}");
     let pid = seen.load(std::sync::atomic::Ordering::SeqCst);
     assert!(pid > 0);
     assert!(dies(pid).await, "the background child {pid} still runs");

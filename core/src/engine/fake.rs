@@ -154,8 +154,11 @@ pub struct Quirks {
     /// that outlives its timeout).
     pub exec_hangs: Option<String>,
     /// Exit code of the kill exec odek runs after a timeout or cancellation
-    /// (`/bin/sh -c <script> odek-kill ODEK_EXEC_ID=…`); default 0.
+    /// (`/bin/sh -c <script> odek-kill ODEK_EXEC_ID=… kill`); default 0.
     pub kill_exit: i64,
+    /// Tagged processes the count exec that follows a kill reports
+    /// (`… odek-kill ODEK_EXEC_ID=… count` prints `<n> 0`); default 0.
+    pub kill_survivors: u64,
 }
 
 #[derive(Default)]
@@ -681,6 +684,13 @@ impl DockerApi for FakeEngine {
             });
         }
         if spec.cmd.get(3).map(String::as_str) == Some("odek-kill") {
+            if spec.cmd.get(5).map(String::as_str) == Some("count") {
+                output(
+                    StreamKind::Stdout,
+                    format!("{} 0\n", q.kill_survivors).as_bytes(),
+                );
+                return Ok(ExecExit { code: Some(0) });
+            }
             return Ok(ExecExit {
                 code: Some(q.kill_exit),
             });

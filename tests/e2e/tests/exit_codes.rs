@@ -51,6 +51,43 @@ fn usage_error_without_command_is_125() {
 }
 
 #[test]
+fn bad_timeouts_empty_commands_and_the_reserved_env_key_are_refused_before_any_docker_call() {
+    let p = Project::new();
+    let marker = p.marker_cmd();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["--timeout", "1e20", "--", "sh", "-c", &marker],
+        vec![
+            "--timeout",
+            "18446744073709551615",
+            "--",
+            "sh",
+            "-c",
+            &marker,
+        ],
+        vec!["--timeout", "-1", "--", "sh", "-c", &marker],
+        vec!["--timeout", "0", "--", "sh", "-c", &marker],
+        vec!["--timeout", "NaN", "--", "sh", "-c", &marker],
+        vec!["-e", "ODEK_EXEC_ID=x", "--", "sh", "-c", &marker],
+        vec!["--", ""],
+    ];
+    for case in cases {
+        // No image flag: a resolution would try the pinned default and warn.
+        let mut args = vec!["run"];
+        args.extend_from_slice(&case);
+        let out = p.run_odek(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(125), "{case:?}: {err}");
+        assert!(!err.contains("panicked"), "{case:?}: {err}");
+        assert!(
+            !err.contains("NO SANDBOX") && !err.contains("pull"),
+            "{case:?}: refused only after resolving:\n{err}"
+        );
+        assert!(!p.marker().exists(), "{case:?}: ran on the host");
+    }
+    assert!(p.leftovers().is_empty());
+}
+
+#[test]
 fn usage_error_after_global_flag_is_125() {
     let p = Project::new();
     // p.odek() builds `odek -C <dir> run …`, the form scripts use.
