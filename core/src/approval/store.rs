@@ -450,6 +450,8 @@ mod tests {
     }
 
     #[test]
+    // A test spawning copies of its own test binary, not odek code.
+    #[allow(clippy::disallowed_types, clippy::disallowed_methods)]
     fn sixteen_processes_trust_concurrently() {
         let d = tempfile::tempdir().expect("tempdir");
         let exe = std::env::current_exe().expect("exe");

@@ -1,0 +1,135 @@
+//! Structural guard (issue 6; SPEC §6.3): process spawning is confined to
+//! `core/src/exec.rs`, the module that runs a command on the host for the
+//! loud fallback. `core/clippy.toml` enforces it at lint time (disallowed
+//! `Command` types and constructors); this test checks the sources directly,
+//! so it fails even where clippy is not run.
+
+use std::path::{Path, PathBuf};
+
+/// Text that starts or replaces a process, in any spelling the core could use.
+const SPAWNERS: &[&str] = &[
+    "process::Command",
+    "Command::new",
+    "CommandExt",
+    ".spawn()",
+    "fork(",
+    "posix_spawn",
+    "execve",
+    "execvp",
+    "libc::exec",
+    "nix::unistd",
+    "rustix::runtime",
+];
+
+/// The one module allowed to spawn.
+const ALLOWED: &str = "exec.rs";
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read_dir") {
+        let p = entry.expect("entry").path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The file without its `#[cfg(test)]` modules and comments (a test may
+/// spawn its own binary; a comment may name what it forbids).
+fn production_code(text: &str) -> String {
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    code.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `(file, needle)` for every spawn outside the allowed module.
+fn violations(root: &Path) -> Vec<(String, &'static str)> {
+    let mut files = Vec::new();
+    sources(root, &mut files);
+    let mut found = Vec::new();
+    for f in files {
+        if f.file_name().is_some_and(|n| n == ALLOWED) && f.parent() == Some(root) {
+            continue;
+        }
+        let code = production_code(&std::fs::read_to_string(&f).expect("read"));
+        for needle in SPAWNERS {
+            if code.contains(needle) {
+                found.push((f.display().to_string(), *needle));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn only_exec_rs_can_spawn_a_process() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let v = violations(&root);
+    assert!(
+        v.is_empty(),
+        "process spawning outside core/src/exec.rs: {v:?}"
+    );
+    // Positive control: the scan does see the spawn that is allowed.
+    let exec = production_code(&std::fs::read_to_string(root.join(ALLOWED)).expect("read"));
+    assert!(
+        exec.contains("process::Command"),
+        "the scan no longer finds exec.rs's own spawn"
+    );
+}
+
+#[test]
+fn the_guard_catches_a_spawn_in_another_module() {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        d.path().join(ALLOWED),
+        "fn f() { tokio::process::Command::new(\"x\"); }",
+    )
+    .expect("w");
+    std::fs::create_dir(d.path().join("image")).expect("mkdir");
+    std::fs::write(
+        d.path().join("image/build.rs"),
+        "// Command::new in a comment is fine\nfn g() { let _ = std::process::Command::new(\"sh\").spawn(); }\n#[cfg(test)]\nmod t { fn h() { std::process::Command::new(\"x\"); } }",
+    )
+    .expect("w");
+    // exec.rs below the root is not the allowed module.
+    std::fs::write(d.path().join("image/exec.rs"), "fn x() { libc::execve(); }").expect("w");
+    let v = violations(d.path());
+    let files: Vec<&str> = v
+        .iter()
+        .map(|(f, _)| f.rsplit('/').next().unwrap_or_default())
+        .collect();
+    assert!(files.contains(&"build.rs"), "{v:?}");
+    assert!(
+        files.contains(&"exec.rs"),
+        "a nested exec.rs is not exempt: {v:?}"
+    );
+    assert!(
+        !v.iter()
+            .any(|(f, _)| f.ends_with(&format!("src/{ALLOWED}"))),
+        "{v:?}"
+    );
+    assert_eq!(
+        v.iter().filter(|(f, _)| f.ends_with("build.rs")).count(),
+        3,
+        "{v:?}"
+    );
+}
+
+#[test]
+fn clippy_forbids_command_outside_exec_rs() {
+    let toml = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("clippy.toml"))
+        .expect("core/clippy.toml");
+    for path in [
+        "std::process::Command",
+        "tokio::process::Command",
+        "std::process::Command::new",
+    ] {
+        assert!(
+            toml.contains(&format!("path = \"{path}\"")),
+            "clippy.toml lacks {path}"
+        );
+    }
+}
