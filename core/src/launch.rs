@@ -393,6 +393,12 @@ impl Odek {
                 return Err(err);
             }
         };
+        // SPEC §7.4 "right before create": the check above keeps a refused
+        // launch from pulling or building; a pull or build can take minutes,
+        // so the networks are compared again now.
+        if plan.approval.is_some() {
+            crate::approval::recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
+        }
         let name = opts.name.clone().unwrap_or_else(new_sandbox_name);
         // A digest-pinned reference is created by digest, never by tag.
         let spec = container_spec(plan, &name, &plan.image.reference.create_ref(), opts);

@@ -1,6 +1,8 @@
 //! Approval (SPEC §7) against the fake engine: the gate, the key bound to
 //! network IDs, the store, and the re-check right before create.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -143,6 +145,38 @@ async fn a_network_joining_the_project_after_approval_refuses_the_launch() {
     assert!(msg.contains("changed since they were approved"), "{msg}");
     assert!(msg.contains("added shop_sneaky"), "{msg}");
     assert!(msg.contains(&joined[..12]), "{msg}");
+    assert_eq!(w.creates(), 0, "no create call after a failed re-check");
+    assert!(w.fake.containers().is_empty());
+}
+
+#[tokio::test]
+async fn a_network_joining_the_project_while_the_image_is_checked_refuses_the_launch() {
+    // The first re-check passes; the network joins during the image step
+    // (a pull or build can take minutes); the re-check right before create
+    // catches it.
+    let mut w = world(COMPOSE);
+    let spy = common::Spy::new(w.fake.clone());
+    w.odek = Odek::with_engine(spy.clone());
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let approval = w.odek.approve(&plan, Decision::Once).expect("approve");
+    spy.after_call(Op::InspectImage, |fake| {
+        fake.add_network(FakeNetwork::bridge("shop_late").compose("shop"));
+    });
+    let opts = LaunchOptions {
+        approval: Some(approval),
+        ..Default::default()
+    };
+    let e = w
+        .odek
+        .launch(&plan, &opts, &Silent)
+        .await
+        .expect_err("changed during the image step");
+    let msg = e.to_string();
+    assert!(msg.contains("added shop_late"), "{msg}");
+    assert!(
+        !w.fake.calls_of(Op::InspectImage).is_empty(),
+        "the change came after the first re-check"
+    );
     assert_eq!(w.creates(), 0, "no create call after a failed re-check");
     assert!(w.fake.containers().is_empty());
 }

@@ -387,7 +387,11 @@ pub struct Spy {
     vanish_after: Mutex<Option<Op>>,
     version_override: Mutex<Option<EngineInfo>>,
     aliases: Mutex<BTreeMap<(String, String), Vec<String>>>,
+    hooks: Mutex<Vec<(Op, Hook)>>,
 }
+
+/// Something done to the fake right after a call (see [`Spy::after_call`]).
+type Hook = Box<dyn FnOnce(&FakeEngine) + Send>;
 
 impl Spy {
     /// A spy over `fake`.
@@ -399,7 +403,14 @@ impl Spy {
             vanish_after: Mutex::new(None),
             version_override: Mutex::new(None),
             aliases: Mutex::new(BTreeMap::new()),
+            hooks: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Runs `f` on the fake once, right after the next call of `op` (e.g. a
+    /// network joining the project while the image is being checked).
+    pub fn after_call(&self, op: Op, f: impl FnOnce(&FakeEngine) + Send + 'static) {
+        self.hooks.lock().expect("lock").push((op, Box::new(f)));
     }
 
     /// Every create request so far.
@@ -433,6 +444,17 @@ impl Spy {
     }
 
     fn after(&self, op: Op) {
+        let due: Vec<Hook> = {
+            let mut hooks = self.hooks.lock().expect("lock");
+            let (due, keep) = std::mem::take(&mut *hooks)
+                .into_iter()
+                .partition(|(o, _)| *o == op);
+            *hooks = keep;
+            due.into_iter().map(|(_, f)| f).collect()
+        };
+        for f in due {
+            f(&self.fake);
+        }
         let mut v = self.vanish_after.lock().expect("lock");
         if *v == Some(op) {
             *v = None;
