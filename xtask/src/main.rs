@@ -92,16 +92,26 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Runs `cmd` (in the workspace root unless it names its own directory).
 fn sh(cmd: &mut Command) -> R {
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(root());
+    }
     eprintln!("xtask> {cmd:?}");
-    let st = cmd
-        .current_dir(root())
-        .status()
-        .map_err(|e| format!("{cmd:?}: {e}"))?;
+    let st = cmd.status().map_err(|e| format!("{cmd:?}: {e}"))?;
     if st.success() {
         Ok(())
     } else {
         Err(format!("{cmd:?} failed with {st}"))
+    }
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` (relative to the workspace
+/// root when relative), else `<root>/target`.
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => root().join(d),
+        None => root().join("target"),
     }
 }
 
@@ -192,9 +202,9 @@ fn demo() -> R {
     images()?;
     sh(cargo().args(["build", "--quiet", "-p", "odek-cli"]))?;
     sh(Command::new("bash").args(["tests/fixtures/compose/up.sh", "shop"]))?;
-    let workdir = root().join("target/demo-project");
+    let workdir = target_dir().join("demo-project");
     std::fs::create_dir_all(&workdir).map_err(|e| e.to_string())?;
-    let odek = root().join("target/debug/odek");
+    let odek = target_dir().join("debug/odek");
     eprintln!("\nxtask: the main job —");
     eprintln!("  odek run --sandbox-compose shop --sandbox-image odek-test/base:1 -- sh -c 'redis-cli -h redis ping && pg_isready -h postgres'\n");
     sh(Command::new(odek).current_dir(&workdir).args([
