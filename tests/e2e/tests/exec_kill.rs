@@ -189,3 +189,33 @@ fn sigint_to_sandbox_exec_kills_the_command_and_exits_130() {
 fn sigterm_to_sandbox_exec_kills_the_command_and_exits_143() {
     interrupted_exec_kills_the_command("TERM", 143);
 }
+
+#[test]
+fn a_kill_that_cannot_run_is_reported_not_claimed() {
+    // The command removes `cat`, which the kill needs: odek must say it could
+    // not kill, not that it did (and the process really is still there).
+    let sb = Detached::up();
+    let out = sb.p.run_odek(&[
+        "sandbox",
+        "exec",
+        &sb.name,
+        "--timeout",
+        "3",
+        "--",
+        "sh",
+        "-c",
+        "mv /usr/bin/cat /usr/bin/cat.moved && sleep 306",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(124), "{err}");
+    assert!(
+        err.contains("could not kill the command") && err.contains("cat"),
+        "{err}"
+    );
+    assert!(!err.contains("and was killed"), "claimed a kill:\n{err}");
+    assert!(err.contains("could not be killed"), "{err}");
+    assert!(
+        !sb.processes("sleep 306").is_empty(),
+        "the report is true: the command still runs"
+    );
+}
