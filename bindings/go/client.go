@@ -282,3 +282,57 @@ func encodeJSON(v interface{}) (string, error) {
 	}
 	return string(b), nil
 }
+
+// LaunchRequest is what the one-call Launch needs.
+type LaunchRequest struct {
+	// Workdir, Settings, Env and AllowHostFallback are as in ResolveRequest.
+	Workdir           string
+	Settings          map[string]any
+	Env               map[string]string
+	AllowHostFallback bool
+	// Approve grants the project config's approval request, if there is
+	// one: DecisionOnce or DecisionTrust. Empty grants nothing: a stored
+	// trust or ODEK_APPROVE_PROJECT_SANDBOX=1 still counts; otherwise
+	// Launch fails with an error matching ErrApproval
+	// (CodeApprovalRequired) and nothing is created.
+	Approve Decision
+	// Client is the client to use; nil: a client for the default Docker
+	// endpoint, closed before Launch returns (the sandbox stays usable).
+	Client *Client
+}
+
+// Launch resolves, approves when req.Approve says so, and launches a
+// sandbox in one call (Client.Resolve, Client.Approve, Client.Launch):
+//
+//	sb, err := odek.Launch(ctx, odek.LaunchRequest{Workdir: ".", Settings: map[string]any{"sandbox_compose_project": "shop"}})
+//	defer sb.Close() // removes the container
+//	res, err := sb.Exec(ctx, odek.ExecRequest{Argv: []string{"redis-cli", "-h", "redis", "ping"}})
+//
+// Errors: those of NewClient, Resolve, Approve and Launch.
+func Launch(ctx context.Context, req LaunchRequest) (*Sandbox, error) {
+	c := req.Client
+	if c == nil {
+		own, err := NewClient(ClientOptions{})
+		if err != nil {
+			return nil, err
+		}
+		defer own.Close()
+		c = own
+	}
+	plan, err := c.Resolve(ctx, ResolveRequest{
+		Workdir:           req.Workdir,
+		Settings:          req.Settings,
+		Env:               req.Env,
+		AllowHostFallback: req.AllowHostFallback,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var approval *Approval
+	if plan.NeedsApproval() && req.Approve != "" {
+		if approval, err = c.Approve(ctx, plan, req.Approve); err != nil {
+			return nil, err
+		}
+	}
+	return c.Launch(ctx, plan, approval)
+}

@@ -494,3 +494,47 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("sandbox after its client closed: %v", err)
 	}
 }
+
+func TestFakeOneCallLaunch(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	dir, env := isolated(t)
+	sb, err := Launch(ctx, LaunchRequest{
+		Workdir:  dir,
+		Settings: sandboxSettings(map[string]any{"sandbox_compose_project": "shop"}),
+		Env:      env,
+		Client:   c,
+	})
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	if sb.Isolation.Kind != IsolationContainer {
+		t.Errorf("isolation %+v", sb.Isolation)
+	}
+	res, err := sb.Exec(ctx, ExecRequest{Argv: []string{"true"}})
+	if err != nil || res.ExitCode != 0 {
+		t.Errorf("Exec: %+v, %v", res, err)
+	}
+	if err := sb.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+
+	// A project config that asks for networks: refused without a decision,
+	// launched with one.
+	dir, env = isolated(t)
+	writeProjectConfig(t, dir, `{"sandbox_compose_project": "shop"}`)
+	req := LaunchRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env, Client: c}
+	if _, err := Launch(ctx, req); err == nil {
+		t.Fatal("launched a project request without approval")
+	} else {
+		wantCode(t, err, CodeApprovalRequired, ClassConfig, ErrConfig, ErrApproval)
+	}
+	req.Approve = DecisionOnce
+	sb, err = Launch(ctx, req)
+	if err != nil {
+		t.Fatalf("Launch with DecisionOnce: %v", err)
+	}
+	if err := sb.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}

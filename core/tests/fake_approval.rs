@@ -182,6 +182,49 @@ async fn a_network_joining_the_project_while_the_image_is_checked_refuses_the_la
 }
 
 #[tokio::test]
+async fn the_key_odek_builds_without_networks_is_the_legacy_layout() {
+    // SPEC §7.3's first vector, through resolve → request (not key_bytes
+    // alone): the bytes are written out here by hand, as earlier releases
+    // hashed them, so a trust they stored stays valid.
+    let w = world(
+        r#"{"sandbox_image": "node:20-alpine", "sandbox_network": "bridge",
+            "sandbox_env": {"NODE_ENV": "production", "API_TOKEN": "t"},
+            "sandbox_volumes": ["./cache:/root/.cache"]}"#,
+    );
+    std::fs::create_dir(w.dir.path().join("cache")).expect("mkdir");
+    w.fake.add_image(FakeImage::new("node:20-alpine"));
+    let mut inputs = w.inputs();
+    inputs.flags = Layer::default();
+    let plan = w.odek.resolve(&inputs, &Silent).await.expect("resolve");
+    let req = plan
+        .approval
+        .as_ref()
+        .expect("the project asks for approval");
+    let dir = req.project_dir.clone();
+    assert!(dir.starts_with('/'), "{dir}");
+    let mut bytes = Vec::new();
+    for part in [
+        dir.as_str(),
+        "node:20-alpine",
+        "bridge",
+        "env:API_TOKEN",
+        "env:NODE_ENV",
+        "vol:./cache:/root/.cache",
+    ] {
+        if !bytes.is_empty() {
+            bytes.push(0);
+        }
+        bytes.extend_from_slice(part.as_bytes());
+    }
+    use sha2::Digest;
+    let legacy = hex::encode(sha2::Sha256::digest(&bytes));
+    assert_eq!(
+        req.key, legacy,
+        "the key of a config without networks changed"
+    );
+}
+
+#[tokio::test]
 async fn a_network_recreated_under_the_same_name_refuses_the_launch() {
     let w = world(COMPOSE);
     let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
