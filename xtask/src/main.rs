@@ -378,7 +378,9 @@ fn main() -> ExitCode {
         "c" => script("ffi/tests/c/run.sh"),
         "nix" => nix(),
         "test" => test(),
-        "bench" => install(&[("/usr/bin/time", "time")], false).and_then(|()| script("bench/run.sh")),
+        "bench" => {
+            install(&[("/usr/bin/time", "time")], false).and_then(|()| script("bench/run.sh"))
+        }
         "clean" => clean(),
         _ => {
             eprintln!("usage: cargo xtask <recipe>\n");
