@@ -108,6 +108,19 @@ fn fake_engine() -> FakeEngine {
     f
 }
 
+/// Checks a request's optional `"schema"` tag: absent, or `<family>` + a
+/// version (`"odek.exec-request/1"` for family `"odek.exec-request/"`).
+/// Errors: `ODEK_E_INVALID_ARGUMENT` naming the unknown schema.
+fn check_schema(schema: Option<&str>, family: &str) -> Result<(), Failure> {
+    match schema {
+        Some(s) if !s.starts_with(family) => Err(Failure::new(
+            Code::InvalidArgument,
+            format!("unknown schema {s:?} (expected {family}1)"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
 /// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`.
 /// No connection is made until a call needs the daemon.
@@ -126,14 +139,7 @@ pub unsafe extern "C" fn odek_client_new(
         out_arg(out, "out")?;
         // SAFETY: per the function contract.
         let opts: ClientOptions = unsafe { json_arg(options_json, "options_json")? };
-        if let Some(s) = &opts.schema {
-            if !s.starts_with("odek.client-options/") {
-                return Err(Failure::new(
-                    Code::InvalidArgument,
-                    format!("unknown schema {s:?}"),
-                ));
-            }
-        }
+        check_schema(opts.schema.as_deref(), "odek.client-options/")?;
         let odek = match (opts.engine.as_deref(), &opts.docker_host) {
             (Some("fake"), _) => Odek::with_engine(Arc::new(fake_engine())),
             (None | Some("docker"), Some(host)) => {
@@ -233,14 +239,7 @@ pub unsafe extern "C" fn odek_resolve(
         let c = handles::client(client)?;
         // SAFETY: per the function contract.
         let req: ResolveRequest = unsafe { json_arg(request_json, "request_json")? };
-        if let Some(s) = &req.schema {
-            if !s.starts_with("odek.resolve-request/") {
-                return Err(Failure::new(
-                    Code::InvalidArgument,
-                    format!("unknown schema {s:?}"),
-                ));
-            }
-        }
+        check_schema(req.schema.as_deref(), "odek.resolve-request/")?;
         let mut inputs = ConfigInputs::from_process(&req.workdir);
         if let Some(env) = req.env {
             inputs.env = env;
@@ -519,7 +518,7 @@ pub unsafe extern "C" fn odek_exec(
         let h = handles::sandbox(sandbox)?;
         // SAFETY: per the function contract.
         let req: ExecReq = unsafe { json_arg(request_json, "request_json")? };
-        let _ = req.schema;
+        check_schema(req.schema.as_deref(), "odek.exec-request/")?;
         let command = match (req.argv, req.shell) {
             (Some(a), None) => odek_core::Command::Argv(a),
             (None, Some(s)) => odek_core::Command::Shell(s),
@@ -603,6 +602,7 @@ pub unsafe extern "C" fn odek_narrow(
         let parent: Plan = unsafe { json_arg(parent_plan_json, "parent_plan_json")? };
         // SAFETY: per the function contract.
         let req: NarrowRequest = unsafe { json_arg(request_json, "request_json")? };
+        check_schema(req.schema.as_deref(), "odek.narrow-request/")?;
         let child = odek_core::narrow::narrow(&parent, &req)
             .map_err(|e| Failure::from(odek_core::Error::Narrow(e)))?;
         // SAFETY: checked non-NULL.

@@ -1030,6 +1030,13 @@ fn rows(w: &World) -> Vec<Row> {
         ),
         // --- odek_exec(sandbox, request_json) ---
         row(
+            "exec: wrong schema",
+            Exec,
+            exec(r#"{"schema": "odek.resolve-request/1", "argv": ["true"]}"#),
+            ARG,
+            "unknown schema",
+        ),
+        row(
             "exec: NULL request",
             Exec,
             vec![None],
@@ -1210,6 +1217,13 @@ fn rows(w: &World) -> Vec<Row> {
             "unknown field `user`",
         ),
         // --- odek_narrow(parent_plan_json, request_json) ---
+        row(
+            "narrow: wrong schema",
+            Narrow,
+            narrow(r#"{"schema": "odek.exec-request/1"}"#),
+            ARG,
+            "unknown schema",
+        ),
         row(
             "narrow: NULL parent",
             Narrow,
