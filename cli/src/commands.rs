@@ -419,27 +419,42 @@ async fn sandbox(
             if args.json {
                 outln!("{}", serde_json::to_string_pretty(&list)?);
             } else {
-                outln!(
-                    "{:<18} {:<10} {:<9} {:<8} WORKDIR",
-                    "NAME",
-                    "STATE",
-                    "KIND",
-                    "OWNER"
-                );
-                for l in list {
-                    let kind = if l.detached { "detached" } else { "run" };
-                    let owner = match (l.owner_pid, l.owner_gone) {
-                        (Some(p), Some(true)) => format!("{p}(gone)"),
-                        (Some(p), _) => p.to_string(),
-                        _ => "-".into(),
-                    };
+                // Columns as wide as their widest cell (names and owners vary).
+                let rows: Vec<[String; 5]> = list
+                    .into_iter()
+                    .map(|l| {
+                        let owner = match (l.owner_pid, l.owner_gone) {
+                            (Some(p), Some(true)) => format!("{p}(gone)"),
+                            (Some(p), _) => p.to_string(),
+                            _ => "-".into(),
+                        };
+                        let kind = if l.detached { "detached" } else { "run" };
+                        [
+                            l.name,
+                            l.state,
+                            kind.to_string(),
+                            owner,
+                            l.workdir.unwrap_or_default(),
+                        ]
+                    })
+                    .collect();
+                let head = ["NAME", "STATE", "KIND", "OWNER", "WORKDIR"].map(String::from);
+                let width = |i: usize| {
+                    rows.iter()
+                        .chain(std::iter::once(&head))
+                        .map(|r| r[i].chars().count())
+                        .max()
+                        .unwrap_or(0)
+                };
+                let (w0, w1, w2, w3) = (width(0), width(1), width(2), width(3));
+                for r in std::iter::once(&head).chain(rows.iter()) {
                     outln!(
-                        "{:<18} {:<10} {:<9} {:<8} {}",
-                        l.name,
-                        l.state,
-                        kind,
-                        owner,
-                        l.workdir.unwrap_or_default()
+                        "{:<w0$} {:<w1$} {:<w2$} {:<w3$} {}",
+                        r[0],
+                        r[1],
+                        r[2],
+                        r[3],
+                        r[4]
                     );
                 }
             }

@@ -280,8 +280,16 @@ impl Odek {
         let exit = exit.map_err(|e| match Error::engine(&endpoint, Step::Exec, e, false) {
             Error::Rejected { message, .. } => Error::Exec {
                 message: format!(
-                    "the command could not run in sandbox {}: {message}",
-                    sandbox.name
+                    "the command could not run in sandbox {}: {message}{}",
+                    sandbox.name,
+                    if message.contains("is not running") {
+                        format!(
+                            "; the sandbox is stopped: remove it with `odek sandbox down {}` and launch a new one",
+                            sandbox.name
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
                 class: FailureClass::DockerRejected,
                 started: false,

@@ -125,7 +125,7 @@ pub enum NetworkError {
         scope: String,
     },
     /// No network carries the project label.
-    #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({origin}); start it with `docker compose -p {project} up -d`")]
+    #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({origin}); start it with `docker compose -p {project} -f <compose file> up -d` (or `docker-compose …`)")]
     ComposeNotRunning {
         /// The project.
         project: String,

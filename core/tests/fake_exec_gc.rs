@@ -268,6 +268,26 @@ async fn exec_on_a_removed_container_is_an_error() {
 }
 
 #[tokio::test]
+async fn exec_in_a_stopped_sandbox_says_how_to_get_a_new_one() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    s.fake
+        .stop_container(sb.container_id.as_deref().expect("container"));
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let err = s
+        .odek
+        .exec(&sb, &req(Command::Shell("true".into())), &sink)
+        .await
+        .expect_err("stopped");
+    assert_eq!(err.class(), FailureClass::DockerRejected, "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("is stopped") && msg.contains(&format!("odek sandbox down {}", sb.name)),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
 async fn exec_with_the_daemon_gone_is_daemon_unreachable() {
     let s = Setup::new();
     let sb = s.up().await.expect("launch");

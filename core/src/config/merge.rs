@@ -210,12 +210,14 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         .canonicalize()
         .map_err(|e| ConfigError::Workdir {
             path: inputs.workdir.clone(),
-            reason: e.to_string(),
+            reason: format!(
+                "{e}; pass an existing project directory with -C DIR (or run odek from inside it)"
+            ),
         })?;
     if !workdir.is_dir() {
         return Err(ConfigError::Workdir {
             path: workdir,
-            reason: "not a directory".into(),
+            reason: "not a directory; pass the project directory with -C DIR".into(),
         });
     }
     let env = &inputs.env;

@@ -307,6 +307,13 @@ impl FakeEngine {
         self.lock().containers.get(id).map(|c| c.info.clone())
     }
 
+    /// Stops container `id` (as `docker stop` would): it stays, not running.
+    pub fn stop_container(&self, id: &str) {
+        if let Some(c) = self.lock().containers.get_mut(id) {
+            c.info.running = false;
+        }
+    }
+
     /// Build contexts received (tag, tar bytes).
     pub fn builds(&self) -> Vec<(String, Vec<u8>)> {
         self.lock().built.clone()
