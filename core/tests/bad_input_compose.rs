@@ -227,7 +227,7 @@ async fn check_resolve(r: &Row, from_project: bool) -> Result<(), String> {
             Ok(())
         }
         (Want::NotRunning, Error::Network(NetworkError::ComposeNotRunning { .. })) => {
-            let hint = format!("docker compose -p {} up -d", r.name);
+            let hint = format!("docker compose -p {} -f <compose file> up -d", r.name);
             if msg.contains(&hint) {
                 Ok(())
             } else {

@@ -200,13 +200,13 @@ async fn compose_project_ignores_a_default_network_without_the_label() {
     s.fake
         .add_network(FakeNetwork::bridge("other_default").id(&hex_id("0e")));
     let msg = refused(&s, "is not running").await;
-    assert!(msg.contains("docker compose -p other up -d"), "{msg}");
+    assert!(msg.contains("docker compose -p other -f <compose file> up -d"), "{msg}");
 }
 
 #[tokio::test]
 async fn compose_project_not_running_gives_the_up_hint() {
     let s = Setup::new().compose("ghost");
-    let msg = refused(&s, "docker compose -p ghost up -d").await;
+    let msg = refused(&s, "docker compose -p ghost -f <compose file> up -d").await;
     assert!(msg.contains("not running"), "{msg}");
     assert!(msg.contains("--sandbox-compose"), "names the source: {msg}");
 }

@@ -115,4 +115,4 @@ def test_compose_project_not_running_is_config(docker_client, docker_workdir):
         docker_client.resolve(docker_workdir, {"sandbox_image": IMAGE,
                                                "sandbox_compose_project": "odek-no-such-project"})
     assert ei.value.code == odek.CODES["COMPOSE_NOT_RUNNING"]
-    assert "docker compose -p odek-no-such-project up -d" in ei.value.message
+    assert "docker compose -p odek-no-such-project -f <compose file> up -d" in ei.value.message
