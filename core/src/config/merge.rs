@@ -580,7 +580,12 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
     // The user the commands run as: the operator's choice stands, and a
     // project cannot ask for root (it may pick another non-root user when
     // the operator chose none).
-    if let Some(p) = &project.sandbox_user {
+    // A malformed user is left for validation to refuse.
+    if let Some(p) = project
+        .sandbox_user
+        .as_ref()
+        .filter(|p| validate_user("", p).is_ok())
+    {
         let why = if let Some(u) = &user.sandbox_user {
             Some(format!("the user config sets {}", super::quote(u)))
         } else if is_root_user(p) {
