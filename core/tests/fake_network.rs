@@ -200,7 +200,10 @@ async fn compose_project_ignores_a_default_network_without_the_label() {
     s.fake
         .add_network(FakeNetwork::bridge("other_default").id(&hex_id("0e")));
     let msg = refused(&s, "is not running").await;
-    assert!(msg.contains("docker compose -p other -f <compose file> up -d"), "{msg}");
+    assert!(
+        msg.contains("docker compose -p other -f <compose file> up -d"),
+        "{msg}"
+    );
 }
 
 #[tokio::test]

@@ -110,7 +110,9 @@ fn compose_project_not_running_is_refused() {
     let project = unique("notrunning");
     let err = refused(&["--sandbox-compose", &project], &[], "not running");
     assert!(
-        err.contains(&format!("docker compose -p {project} -f <compose file> up -d")),
+        err.contains(&format!(
+            "docker compose -p {project} -f <compose file> up -d"
+        )),
         "no start hint:\n{err}"
     );
 }
