@@ -2,11 +2,11 @@
 # `cargo test --no-run`, so the VM check can run the very same test binaries
 # with no Rust toolchain in the VM. Output:
 #   libexec/odek-e2e/<test binary>...   every test executable cargo built
-#   share/odek-e2e/source-root          the workspace root at build time: the
-#                                       suite finds its scripts and Compose
-#                                       fixture through env!("CARGO_MANIFEST_DIR"),
-#                                       so the VM puts the source back there
-#   share/odek-e2e/source               link to that source tree
+#   share/odek-e2e/source               link to the source tree: the suite
+#                                       reads its scripts and Compose fixture
+#                                       from the tree ODEK_REPO names
+#                                       (tests/e2e/src/lib.rs), a writable
+#                                       copy of this one (nix/e2e/run-suite.sh)
 { rustPlatform, jq }:
 let
   source = import ./source.nix;
@@ -32,7 +32,6 @@ rustPlatform.buildRustPackage {
       install -m755 "$exe" $out/libexec/odek-e2e/
     done
     [ -n "$(ls $out/libexec/odek-e2e)" ] || { echo "no e2e test binaries were built" >&2; exit 1; }
-    pwd > $out/share/odek-e2e/source-root
     ln -s ${source.rust} $out/share/odek-e2e/source
     runHook postInstall
   '';

@@ -39,10 +39,38 @@ let
         let r = rel path;
         in !(junk r) && (keep == null || within keep r type);
     };
+
+  # The Cargo workspace: the root manifest, the lock, .cargo/ (the xtask
+  # alias) and every member directory, read from Cargo.toml's
+  # `workspace.members` so that a new member cannot be forgotten here (cargo
+  # refuses to load the workspace when one member's manifest is missing:
+  # "failed to load manifest for workspace member"). All of tests/ rather
+  # than only tests/e2e and tests/supplychain: the e2e suite's scripts and
+  # Compose fixture (tests/fixtures, tests/images, tests/registry) travel
+  # with its test binaries (nix/e2e-tests.nix).
+  members = (builtins.fromTOML (builtins.readFile ../Cargo.toml)).workspace.members;
+  workspace =
+    assert builtins.all (m: builtins.match ".*[][*?].*" m == null) members
+      || throw "nix/source.nix: Cargo.toml's workspace.members has a glob; list its directories here";
+    [ "Cargo.toml" "Cargo.lock" ".cargo" "tests" ] ++ members;
+
+  # Files outside the member directories that the workspace's unit tests
+  # read at test time: odek-cli's cli/src/docs_sync.rs compares the clap tree
+  # and the ODEK_* variables with these reference docs.
+  testData = [ "docs/CLI.md" "docs/CONFIG.md" "docs/SANDBOXING.md" ];
 in
 {
-  # The Cargo workspace: every member must be present for cargo to load it.
-  rust = tree "source" [ "Cargo.toml" "Cargo.lock" ".cargo" "core" "cli" "ffi" "xtask" "tests" ];
+  # The Cargo workspace, for builds that compile but run no odek-cli test
+  # (libodek, clippy, fmt, the e2e test binaries): editing docs/ does not
+  # rebuild them.
+  rust = tree "source" workspace;
+
+  # The Cargo workspace plus what its unit tests read (the `odek` package,
+  # whose check phase runs them).
+  rustTested = tree "source" (workspace ++ testData);
+
+  # The lists above, for scripts that copy the same paths elsewhere.
+  paths = { inherit workspace testData; };
 
   # The whole repository (supplychain tests scan every file).
   full = tree "source" null;

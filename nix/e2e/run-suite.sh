@@ -6,14 +6,18 @@
 # Environment:
 #   ODEK_BIN          the odek binary under test (required)
 #   ODEK_E2E          the odek-e2e-tests package: libexec/odek-e2e/* test
-#                     binaries, share/odek-e2e/{source-root,source} (required)
+#                     binaries, share/odek-e2e/source (required)
+#   ODEK_REPO         where the suite's source tree is (tests/e2e/src/lib.rs
+#                     reads its scripts and Compose fixture there); when it
+#                     lacks the fixture, a writable copy of the packaged source
+#                     is put there (default /var/lib/odek-e2e-source)
 #   ODEK_TEST_CACHE   scratch for the suite's registry (default /var/lib/odek-e2e)
 #   ODEK_E2E_THREADS  --test-threads per binary (default 4, as `cargo xtask e2e`)
 #   ODEK_E2E_CLEANUP  1 (default): run tests/e2e/cleanup.sh at the end
 #
-# The binaries find the suite's scripts and Compose fixture through the
-# workspace root they were compiled in (env!("CARGO_MANIFEST_DIR")); when that
-# directory does not exist here, a writable copy of the source is put there.
+# The binaries find the suite's scripts and Compose fixture through
+# ODEK_REPO (without it, through the workspace root they were compiled in,
+# env!("CARGO_MANIFEST_DIR"), which does not exist outside that build).
 # Each binary runs (in tests/e2e, as cargo would); the exit status is non-zero
 # when any binary failed, and the last line counts binaries ("e2e-binaries: N passed, N failed").
 set -euo pipefail
@@ -24,13 +28,15 @@ export ODEK_BIN
 export ODEK_TEST_CACHE=${ODEK_TEST_CACHE:-/var/lib/odek-e2e}
 threads=${ODEK_E2E_THREADS:-4}
 
-root=$(cat "$ODEK_E2E/share/odek-e2e/source-root")
+root=${ODEK_REPO:-/var/lib/odek-e2e-source}
 if [[ ! -f $root/tests/fixtures/compose/docker-compose.yml ]]; then
   echo "==> placing the e2e source tree at $root" >&2
   mkdir -p "$root"
   cp -rT "$ODEK_E2E/share/odek-e2e/source/" "$root"
   chmod -R u+w "$root"
 fi
+root=$(cd "$root" && pwd)
+export ODEK_REPO=$root
 mkdir -p "$ODEK_TEST_CACHE"
 
 shopt -s nullglob
