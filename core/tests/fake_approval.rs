@@ -62,6 +62,21 @@ impl World {
     fn creates(&self) -> usize {
         self.fake.calls_of(Op::CreateContainer).len()
     }
+
+    /// Launches `plan` with `approval`, expecting a refusal (`why` names
+    /// the case in the panic); returns the error.
+    async fn launch_refused(
+        &self,
+        plan: &odek_core::Plan,
+        approval: odek_core::approval::Approval,
+        why: &str,
+    ) -> Error {
+        let opts = LaunchOptions {
+            approval: Some(approval),
+            ..Default::default()
+        };
+        self.odek.launch(plan, &opts, &Silent).await.expect_err(why)
+    }
 }
 
 const COMPOSE: &str = r#"{"sandbox_compose_project": "shop"}"#;
@@ -132,15 +147,7 @@ async fn a_network_joining_the_project_after_approval_refuses_the_launch() {
     let joined = w
         .fake
         .add_network(FakeNetwork::bridge("shop_sneaky").compose("shop"));
-    let opts = LaunchOptions {
-        approval: Some(approval),
-        ..Default::default()
-    };
-    let e = w
-        .odek
-        .launch(&plan, &opts, &Silent)
-        .await
-        .expect_err("changed");
+    let e = w.launch_refused(&plan, approval, "changed").await;
     let msg = e.to_string();
     assert!(msg.contains("changed since they were approved"), "{msg}");
     assert!(msg.contains("added shop_sneaky"), "{msg}");
@@ -162,15 +169,9 @@ async fn a_network_joining_the_project_while_the_image_is_checked_refuses_the_la
     spy.after_call(Op::InspectImage, |fake| {
         fake.add_network(FakeNetwork::bridge("shop_late").compose("shop"));
     });
-    let opts = LaunchOptions {
-        approval: Some(approval),
-        ..Default::default()
-    };
     let e = w
-        .odek
-        .launch(&plan, &opts, &Silent)
-        .await
-        .expect_err("changed during the image step");
+        .launch_refused(&plan, approval, "changed during the image step")
+        .await;
     let msg = e.to_string();
     assert!(msg.contains("added shop_late"), "{msg}");
     assert!(
@@ -234,15 +235,7 @@ async fn a_network_recreated_under_the_same_name_refuses_the_launch() {
     let new = w
         .fake
         .add_network(FakeNetwork::bridge("shop_backend").compose("shop"));
-    let opts = LaunchOptions {
-        approval: Some(approval),
-        ..Default::default()
-    };
-    let e = w
-        .odek
-        .launch(&plan, &opts, &Silent)
-        .await
-        .expect_err("recreated");
+    let e = w.launch_refused(&plan, approval, "recreated").await;
     let msg = e.to_string();
     assert!(
         msg.contains(&format!("added shop_backend ({})", &new[..12])),
@@ -262,15 +255,7 @@ async fn a_removed_network_refuses_the_launch() {
     let approval = w.odek.approve(&plan, Decision::Once).expect("approve");
     w.fake
         .remove_network(&w.fake.network_id("shop_backend").expect("exists"));
-    let opts = LaunchOptions {
-        approval: Some(approval),
-        ..Default::default()
-    };
-    let e = w
-        .odek
-        .launch(&plan, &opts, &Silent)
-        .await
-        .expect_err("gone");
+    let e = w.launch_refused(&plan, approval, "gone").await;
     assert!(e.to_string().contains("not found"), "{e}");
     assert_eq!(w.creates(), 0);
 }
@@ -311,15 +296,7 @@ async fn an_approval_for_other_settings_is_refused() {
     let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
     let mut approval = w.odek.approve(&plan, Decision::Once).expect("approve");
     approval.key = "0".repeat(64);
-    let opts = LaunchOptions {
-        approval: Some(approval),
-        ..Default::default()
-    };
-    let e = w
-        .odek
-        .launch(&plan, &opts, &Silent)
-        .await
-        .expect_err("mismatch");
+    let e = w.launch_refused(&plan, approval, "mismatch").await;
     assert!(matches!(e, Error::Approval(_)), "{e:?}");
     assert!(w.fake.no_mutation());
 }

@@ -34,8 +34,46 @@ impl Detached {
             .collect()
     }
 
+    /// Starts `odek sandbox exec NAME <flags> -- sh -c <sleepers(secs)>` in
+    /// the background and waits (≤ `limit`) until the probe sees both
+    /// sleeps — the positive control for every "gone" check after it.
+    fn spawn_sleepers(&self, flags: &[&str], secs: &str, limit: Duration) -> std::process::Child {
+        let script = sleepers(secs);
+        let mut args = vec!["sandbox", "exec", self.name.as_str()];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "sh", "-c", &script]);
+        let child = self
+            .p
+            .odek(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn odek sandbox exec");
+        let needle = format!("sleep {secs}");
+        let seen = wait_until(limit, || self.processes(&needle).len() >= 2);
+        assert!(
+            seen,
+            "the probe never saw the command's processes: {:?}",
+            self.processes("sleep")
+        );
+        child
+    }
+
     fn running(&self) -> bool {
         docker(&["inspect", "-f", "{{.State.Running}}", &self.name]) == "true"
+    }
+
+    /// Asserts that no process matching `needle` is left within 3 s, and
+    /// that the sandbox itself still runs.
+    fn assert_gone(&self, needle: &str, after: &str) {
+        let gone = wait_until(Duration::from_secs(3), || self.processes(needle).is_empty());
+        assert!(
+            gone,
+            "still running after {after}: {:?}",
+            self.processes("sleep")
+        );
+        assert!(self.running(), "the sandbox itself must keep running");
     }
 }
 
@@ -55,33 +93,8 @@ fn sleepers(secs: &str) -> String {
 fn a_timed_out_command_and_its_children_are_killed_in_the_sandbox() {
     let sb = Detached::up();
     let secs = "301";
-    let child =
-        sb.p.odek(&[
-            "sandbox",
-            "exec",
-            &sb.name,
-            "--timeout",
-            "4",
-            "--",
-            "sh",
-            "-c",
-            &sleepers(secs),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn odek sandbox exec");
     let t0 = Instant::now();
-    // Positive control: while it runs, the probe sees both sleeps.
-    let seen = wait_until(Duration::from_secs(3), || {
-        sb.processes(&format!("sleep {secs}")).len() >= 2
-    });
-    assert!(
-        seen,
-        "the probe never saw the command's processes: {:?}",
-        sb.processes("sleep")
-    );
+    let child = sb.spawn_sleepers(&["--timeout", "4"], secs, Duration::from_secs(3));
     let out = wait_timeout(
         child,
         Duration::from_secs(30),
@@ -95,15 +108,7 @@ fn a_timed_out_command_and_its_children_are_killed_in_the_sandbox() {
         "{}",
         stderr(&out)
     );
-    let gone = wait_until(Duration::from_secs(3), || {
-        sb.processes(&format!("sleep {secs}")).is_empty()
-    });
-    assert!(
-        gone,
-        "still running after the timeout: {:?}",
-        sb.processes("sleep")
-    );
-    assert!(sb.running(), "the sandbox itself must keep running");
+    sb.assert_gone(&format!("sleep {secs}"), "the timeout");
 }
 
 #[test]
@@ -134,25 +139,7 @@ fn a_command_within_its_timeout_is_left_alone() {
 fn interrupted_exec_kills_the_command(sig: &str, code: i32) {
     let sb = Detached::up();
     let secs = if sig == "INT" { "303" } else { "304" };
-    let child =
-        sb.p.odek(&[
-            "sandbox",
-            "exec",
-            &sb.name,
-            "--",
-            "sh",
-            "-c",
-            &sleepers(secs),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn odek sandbox exec");
-    let seen = wait_until(Duration::from_secs(20), || {
-        sb.processes(&format!("sleep {secs}")).len() >= 2
-    });
-    assert!(seen, "the probe never saw the command's processes");
+    let child = sb.spawn_sleepers(&[], secs, Duration::from_secs(20));
     let st = Command::new("kill")
         .args([&format!("-{sig}"), &child.id().to_string()])
         .status()
@@ -169,15 +156,7 @@ fn interrupted_exec_kills_the_command(sig: &str, code: i32) {
         "{}",
         stderr(&out)
     );
-    let gone = wait_until(Duration::from_secs(3), || {
-        sb.processes(&format!("sleep {secs}")).is_empty()
-    });
-    assert!(
-        gone,
-        "still running after SIG{sig}: {:?}",
-        sb.processes("sleep")
-    );
-    assert!(sb.running(), "the sandbox itself must keep running");
+    sb.assert_gone(&format!("sleep {secs}"), &format!("SIG{sig}"));
 }
 
 #[test]
