@@ -45,7 +45,10 @@ pub fn reference_shown(s: &str) -> bool {
 /// Compose's project charset.
 pub fn reference_compose(s: &str) -> bool {
     let b = s.as_bytes();
+    // At most 100 bytes: odek's own cap (its networks are named
+    // `<project>_<network>`), on top of Compose's charset.
     !b.is_empty()
+        && b.len() <= 100
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
         && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'-'))

@@ -185,8 +185,7 @@ pub fn validate_compose_project(origin: &str, value: &str) -> Result<(), ConfigE
     Err(ConfigError::InvalidComposeProject {
         origin: origin.to_string(),
         value: quote(value),
-        normalized: normalize_compose_project(value)
-            .filter(|n| n != value && n.len() <= MAX_COMPOSE_PROJECT),
+        normalized: normalize_compose_project(value).filter(|n| n != value),
         running: Vec::new(),
     })
 }
@@ -196,7 +195,9 @@ pub fn validate_compose_project(origin: &str, value: &str) -> Result<(), ConfigE
 pub const MAX_COMPOSE_PROJECT: usize = 100;
 
 /// Compose's normalisation: lowercase, then drop every character outside
-/// `[a-z0-9_-]`, then drop leading `_`/`-`. `None` when nothing is left.
+/// `[a-z0-9_-]`, then drop leading `_`/`-`. `None` when nothing is left or
+/// the result is longer than [`MAX_COMPOSE_PROJECT`] (it would not be a
+/// valid name either, so it is no use as a hint).
 pub fn normalize_compose_project(value: &str) -> Option<String> {
     let kept: String = value
         .to_lowercase()
@@ -204,7 +205,7 @@ pub fn normalize_compose_project(value: &str) -> Option<String> {
         .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_' || *c == '-')
         .collect();
     let trimmed = kept.trim_start_matches(['_', '-']);
-    (!trimmed.is_empty()).then(|| trimmed.to_string())
+    (!trimmed.is_empty() && trimmed.len() <= MAX_COMPOSE_PROJECT).then(|| trimmed.to_string())
 }
 
 /// `sandbox_pids_limit` must be ≥ 1 (0 and -1 mean unlimited to Docker) and
@@ -1352,6 +1353,15 @@ mod tests {
                 "{input:?}"
             );
         }
+        // Too long once normalised: no hint (found by the network_name
+        // fuzz target); exactly the limit is fine.
+        let long = format!("J{}", "6".repeat(MAX_COMPOSE_PROJECT));
+        assert_eq!(normalize_compose_project(&long), None);
+        let at_limit = "A".repeat(MAX_COMPOSE_PROJECT);
+        assert_eq!(
+            normalize_compose_project(&at_limit).map(|n| n.len()),
+            Some(MAX_COMPOSE_PROJECT)
+        );
     }
 
     // --- pids --------------------------------------------------------------
