@@ -715,7 +715,7 @@ fn rows(w: &World) -> Vec<Row> {
             Resolve,
             vec![req(json!({"sandbox_compose_project": "nope"}))],
             ODEK_E_COMPOSE_NOT_RUNNING,
-            "docker compose -p nope up -d",
+            "docker compose -p nope -f <compose file> up -d",
         ),
         row(
             "resolve: bad image",
