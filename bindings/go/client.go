@@ -298,6 +298,10 @@ type LaunchRequest struct {
 	Approve Decision
 	// Client is the client to use; nil: a client for the default Docker
 	// endpoint, closed before Launch returns (the sandbox stays usable).
+	// Closing it waits for calls still running in the background, so with a
+	// nil Client a cancelled ctx makes Launch return only once the
+	// abandoned resolve or launch has finished (and its sandbox is
+	// removed); pass a long-lived Client to return at once.
 	Client *Client
 }
 
@@ -310,6 +314,11 @@ type LaunchRequest struct {
 //
 // Errors: those of NewClient, Resolve, Approve and Launch.
 func Launch(ctx context.Context, req LaunchRequest) (*Sandbox, error) {
+	switch req.Approve {
+	case "", DecisionOnce, DecisionTrust:
+	default:
+		return nil, usageError("Launch: Approve must be empty, DecisionOnce or DecisionTrust (got %q)", string(req.Approve))
+	}
 	c := req.Client
 	if c == nil {
 		own, err := NewClient(ClientOptions{})

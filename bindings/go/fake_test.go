@@ -529,6 +529,11 @@ func TestFakeOneCallLaunch(t *testing.T) {
 	} else {
 		wantCode(t, err, CodeApprovalRequired, ClassConfig, ErrConfig, ErrApproval)
 	}
+	bad := req
+	bad.Approve = "yes-please"
+	if _, err := Launch(ctx, bad); err == nil || !errors.Is(err, ErrUsage) {
+		t.Errorf("Launch with Approve %q: %v, want a usage error", bad.Approve, err)
+	}
 	req.Approve = DecisionOnce
 	sb, err = Launch(ctx, req)
 	if err != nil {

@@ -135,7 +135,11 @@ const KILL_BUDGET: Duration = Duration::from_secs(5);
 /// `count`: prints `<tagged> <unreadable>` — processes still holding the tag,
 /// and live ones whose environment could not be read — and exits 0. Exits 3
 /// without `cat`; a shell that cannot fork (pids limit exhausted) exits 2.
+/// `$3` is `ODEK_KILL_PROBE=<hex>`, set in the script's own environment: a
+/// `cat` that does not show it (one the command replaced) exits 4, since
+/// every scan would then see nothing and prove nothing.
 const KILL_SCRIPT: &str = r#"command -v cat >/dev/null 2>&1 || exit 3
+case "$(cat /proc/$$/environ 2>/dev/null)" in *"$3"*) ;; *) exit 4 ;; esac
 n=0
 while :; do
   found=0
@@ -151,6 +155,10 @@ while :; do
   n=$((n+1))
   [ "$n" -ge 5 ] && exit 1
 done"#;
+
+/// Why a kill cannot be trusted when `cat` does not show the probe.
+const UNTRUSTED_CAT: &str =
+    "cat in the sandbox does not show process environments (was it replaced?), so the command's processes cannot be found";
 
 /// Kill rounds (kill, then count) before odek gives up.
 const KILL_ROUNDS: usize = 3;
@@ -381,6 +389,7 @@ async fn kill_tagged(
                 )
             }
             3 | 126 | 127 => return Err("the image has no /bin/sh or cat to run the kill".into()),
+            4 => return Err(UNTRUSTED_CAT.into()),
             code => return Err(format!("the kill exited with status {code}")),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -405,6 +414,7 @@ async fn kill_tagged(
             (3 | 126 | 127, _) => {
                 return Err("the image has no /bin/sh or cat to run the kill".into())
             }
+            (4, _) => return Err(UNTRUSTED_CAT.into()),
             _ => {
                 return Err(format!(
                     "the check exited with status {code} and printed {:?}",
@@ -425,6 +435,7 @@ async fn run_kill_script(
     tag: &str,
     mode: &str,
 ) -> std::result::Result<(i64, String), String> {
+    let probe = format!("ODEK_KILL_PROBE={}", new_exec_tag());
     let spec = ExecSpec {
         cmd: vec![
             "/bin/sh".into(),
@@ -433,8 +444,9 @@ async fn run_kill_script(
             "odek-kill".into(),
             tag.into(),
             mode.into(),
+            probe.clone(),
         ],
-        env: Vec::new(),
+        env: vec![probe],
         working_dir: Some("/".into()),
         user: None,
     };

@@ -639,7 +639,7 @@ fn rows() -> Vec<Row> {
             "sandbox_user",
             r#""4294967296""#,
             Value("sandbox_user"),
-            "below 2^32",
+            "at most 2147483647",
         ),
         Row::value(
             "sandbox_user",

@@ -157,13 +157,21 @@ async fn a_command_that_outlives_its_timeout_is_killed_by_its_tag() {
         assert_eq!(spec.cmd[..2], ["/bin/sh".to_string(), "-c".to_string()]);
         assert!(spec.cmd[2].contains("kill -KILL"), "{}", spec.cmd[2]);
         assert_eq!(
-            spec.cmd[3..],
+            spec.cmd[3..6],
             ["odek-kill".to_string(), tag.clone(), mode.to_string()],
             "by this exec's tag"
         );
+        // Its own environment holds only the probe that checks `cat`, never
+        // the tag (or it would kill itself).
+        assert_eq!(spec.env.len(), 1, "{:?}", spec.env);
         assert!(
-            spec.env.is_empty(),
-            "the kill must not carry the tag itself, or it would kill itself"
+            spec.env[0].starts_with("ODEK_KILL_PROBE="),
+            "{:?}",
+            spec.env
+        );
+        assert_eq!(
+            spec.cmd[6], spec.env[0],
+            "the probe it looks for is its own"
         );
     }
     assert!(
@@ -196,6 +204,7 @@ async fn a_kill_that_fails_or_leaves_processes_is_said_and_not_claimed() {
     for (kill_exit, survivors, why) in [
         (127, 0, "no /bin/sh or cat"),
         (3, 0, "no /bin/sh or cat"),
+        (4, 0, "does not show process environments"),
         (2, 0, "could not fork"),
         (5, 0, "the kill exited with status 5"),
         (1, 7, "7 of its processes still run after 3 kill rounds"),

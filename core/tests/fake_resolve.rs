@@ -564,7 +564,7 @@ async fn a_project_cannot_override_the_users_user_or_ask_for_root() {
         w.len() == 1 && w[0].contains("sandbox_user") && w[0].contains("1000:1000"),
         "{w:?}"
     );
-    for root in ["0", "0:0", "root", "root:root", "00"] {
+    for root in ["0", "0:0", "root", "root:root", "00", "1000:0", "dev:root"] {
         let s = Setup::new().project_config(&format!(r#"{{"sandbox_user": "{root}"}}"#));
         let plan = s.resolve().await.expect("resolve");
         assert_eq!(plan.user, None, "{root}");
@@ -572,9 +572,9 @@ async fn a_project_cannot_override_the_users_user_or_ask_for_root() {
         assert!(w.len() == 1 && w[0].contains("root"), "{root}: {w:?}");
     }
     // Another non-root user, with no operator choice, applies.
-    let s = Setup::new().project_config(r#"{"sandbox_user": "1000:0"}"#);
+    let s = Setup::new().project_config(r#"{"sandbox_user": "1000:1000"}"#);
     let plan = s.resolve().await.expect("resolve");
-    assert_eq!(plan.user.as_deref(), Some("1000:0"));
+    assert_eq!(plan.user.as_deref(), Some("1000:1000"));
     // Flags still decide over everything.
     let s = Setup::new()
         .user_config(r#"{"sandbox_user": "1000"}"#)

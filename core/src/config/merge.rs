@@ -589,7 +589,7 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
         let why = if let Some(u) = &user.sandbox_user {
             Some(format!("the user config sets {}", super::quote(u)))
         } else if is_root_user(p) {
-            Some("a project config cannot ask for root".to_string())
+            Some("a project config cannot ask for root (as user or group)".to_string())
         } else {
             None
         };
@@ -606,10 +606,12 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
     }
 }
 
-/// True for `root`, `0` and either with a group (`0:0`, `root:wheel`).
+/// True when the user or the group is root: `root`, `0`, `0:0`,
+/// `root:wheel`, `1000:0`, `dev:root`.
 fn is_root_user(user: &str) -> bool {
-    let name = user.split(':').next().unwrap_or_default();
-    name == "root" || (!name.is_empty() && name.bytes().all(|b| b == b'0'))
+    let is_root =
+        |part: &str| part == "root" || (!part.is_empty() && part.bytes().all(|b| b == b'0'));
+    user.split(':').any(is_root)
 }
 
 /// Validates every value a layer sets (SPEC §3.4).

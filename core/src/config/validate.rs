@@ -350,7 +350,7 @@ pub fn parse_cpus(origin: &str, value: &str) -> Result<CpuLimit, ConfigError> {
     })
 }
 
-/// `sandbox_user`: `uid`, `uid:gid` (decimal, < 2^32) or a name / `name:group`
+/// `sandbox_user`: `uid`, `uid:gid` (decimal, ≤ 2^31 − 1, runc's limit) or a name / `name:group`
 /// matching `[a-z_][a-z0-9_-]*` (≤ 32 bytes each part). Each part is
 /// checked on its own, so `1000:staff` and `dev:1000` are accepted as Docker
 /// accepts them. Errors are [`ConfigError::InvalidValue`].
@@ -366,7 +366,7 @@ pub fn validate_user(origin: &str, value: &str) -> Result<(), ConfigError> {
         origin,
         "sandbox_user",
         format!(
-            "must be uid[:gid] (decimal, below 2^32) or name[:group] (matching \
+            "must be uid[:gid] (decimal, at most 2147483647) or name[:group] (matching \
              [a-z_][a-z0-9_-]*, at most {MAX_USER_NAME_BYTES} bytes each) (got {})",
             quote(value)
         ),
@@ -376,6 +376,15 @@ pub fn validate_user(origin: &str, value: &str) -> Result<(), ConfigError> {
 /// An env key: `[A-Za-z_][A-Za-z0-9_]*`, ≤ 256 bytes → else
 /// [`ConfigError::InvalidValue`] for key `sandbox_env`.
 pub fn validate_env_key(origin: &str, key: &str) -> Result<(), ConfigError> {
+    if key == crate::exec::EXEC_TAG_ENV {
+        return Err(invalid(
+            origin,
+            "sandbox_env",
+            format!(
+                "{key} is reserved: odek sets it on every command to find the command's processes"
+            ),
+        ));
+    }
     if is_env_name(key) {
         return Ok(());
     }
@@ -614,7 +623,9 @@ fn digits_value(digits: &str) -> Option<u128> {
 
 fn user_part_ok(part: &str) -> bool {
     if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
-        return part.parse::<u32>().is_ok();
+        // runc refuses ids above 2^31 - 1 at start, after the container
+        // exists: refuse them here, before.
+        return part.parse::<u32>().is_ok_and(|id| id <= i32::MAX as u32);
     }
     let mut chars = part.chars();
     part.len() <= MAX_USER_NAME_BYTES
@@ -1557,8 +1568,8 @@ mod tests {
             "1000:1000",
             "0",
             "0:0",
-            "4294967295",
-            "4294967295:4294967295",
+            "2147483647",
+            "2147483647:2147483647",
             "root",
             "dev",
             "_apt",
@@ -1584,6 +1595,9 @@ mod tests {
             "1000:",
             ":1000",
             "4294967296",
+            "4294967295",
+            "2147483648",
+            "1000:2147483648",
             "99999999999999999999",
             "-1",
             "+1000",
