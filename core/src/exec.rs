@@ -128,33 +128,51 @@ pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
 /// How long the kill of a timed-out or cancelled command may take.
 const KILL_BUDGET: Duration = Duration::from_secs(5);
 
-/// The script of the kill exec: `$1` is `ODEK_EXEC_ID=<tag>`, `$2` the mode.
+/// The script of the kill exec: `$1` is `ODEK_EXEC_ID=<tag>`, `$2` the mode,
+/// `$3` `ODEK_KILL_PROBE=<hex>` (set in the script's own environment).
 /// `kill`: up to five passes over `/proc` SIGKILL every process whose
 /// environment holds the tag (a pass finds children forked during the one
 /// before); exits 0 once a pass finds none, 1 when processes kept appearing.
 /// `count`: prints `<tagged> <unreadable>` — processes still holding the tag,
-/// and live ones whose environment could not be read — and exits 0. Exits 3
-/// without `cat`; a shell that cannot fork (pids limit exhausted) exits 2.
-/// `$3` is `ODEK_KILL_PROBE=<hex>`, set in the script's own environment: a
-/// `cat` that does not show it (one the command replaced) exits 4, since
-/// every scan would then see nothing and prove nothing.
-const KILL_SCRIPT: &str = r#"command -v cat >/dev/null 2>&1 || exit 3
-case "$(cat /proc/$$/environ 2>/dev/null)" in *"$3"*) ;; *) exit 4 ;; esac
+/// and live ones whose environment could not be read — and exits 0.
+/// `main`: prints `1` when the command's own process still runs — a tagged
+/// process whose parent is outside the container (PPid 0: the exec's main
+/// process; its children have a parent inside) — else `0`.
+/// Exits 3 without `cat`; 4 when `cat` does not show the probe in the
+/// script's own environment (a `cat` the command replaced would make every
+/// scan see nothing); a shell that cannot fork (pids limit exhausted) exits 2.
+const KILL_SCRIPT: &str = r#"tag=$1 mode=$2 probe=$3
+command -v cat >/dev/null 2>&1 || exit 3
+case "$(cat /proc/$$/environ 2>/dev/null)" in *"$probe"*) ;; *) exit 4 ;; esac
 n=0
 while :; do
-  found=0
-  unread=0
+  found=0 unread=0 main=0
   for p in /proc/[0-9]*; do
     e=$(cat "$p/environ" 2>/dev/null) || { [ -d "$p" ] && unread=$((unread+1)); continue; }
     case "$e" in
-      *"$1"*) found=$((found+1)); [ "$2" = kill ] && kill -KILL "${p#/proc/}" 2>/dev/null ;;
+      *"$tag"*)
+        found=$((found+1))
+        if [ "$mode" = kill ]; then
+          kill -KILL "${p#/proc/}" 2>/dev/null
+        elif [ "$mode" = main ] && read -r st < "$p/stat" 2>/dev/null; then
+          set -- ${st##*") "}
+          [ "$2" = 0 ] && main=1
+        fi ;;
     esac
   done
-  if [ "$2" = count ]; then echo "$found $unread"; exit 0; fi
+  case "$mode" in
+    count) echo "$found $unread"; exit 0 ;;
+    main) echo "$main"; exit 0 ;;
+  esac
   [ "$found" = 0 ] && exit 0
   n=$((n+1))
   [ "$n" -ge 5 ] && exit 1
 done"#;
+
+/// How long odek waits, after a timeout, for the output stream of a command
+/// that has already exited (Docker keeps it open while a background child
+/// holds the command's stdout or stderr, for about 2 s).
+const STREAM_GRACE: Duration = Duration::from_secs(5);
 
 /// Why a kill cannot be trusted when `cat` does not show the probe.
 const UNTRUSTED_CAT: &str =
@@ -260,7 +278,17 @@ impl Odek {
             working_dir: Some(req.workdir.clone().unwrap_or_else(|| "/workspace".into())),
             user: None,
         };
-        let exit = match cut_short(engine.exec(id, &spec, output), req.timeout, cancel).await {
+        let work = engine.exec(id, &spec, output);
+        tokio::pin!(work);
+        let mut first = cut_short(&mut work, req.timeout, cancel).await;
+        if matches!(first, Err(Cut::Timeout)) && main_has_exited(engine.as_ref(), id, &tag).await {
+            // The command itself ended; only its output stream is still
+            // open (a background child holds it). Its own status stands.
+            if let Ok(r) = tokio::time::timeout(STREAM_GRACE, &mut work).await {
+                first = Ok(r);
+            }
+        }
+        let exit = match first {
             Ok(r) => r,
             Err(cut) => {
                 let budget =
@@ -426,6 +454,13 @@ async fn kill_tagged(
     Err(format!(
         "{left} of its processes still run after {KILL_ROUNDS} kill rounds (it keeps forking)"
     ))
+}
+
+/// True only when the check ran and found the command's own process gone
+/// (see [`KILL_SCRIPT`]'s `main` mode); any doubt counts as still running.
+async fn main_has_exited(engine: &dyn crate::engine::DockerApi, id: &str, tag: &str) -> bool {
+    let check = tokio::time::timeout(KILL_BUDGET, run_kill_script(engine, id, tag, "main"));
+    matches!(check.await, Ok(Ok((0, out))) if out.trim() == "0")
 }
 
 /// Runs [`KILL_SCRIPT`] in `mode`; returns its exit code and stdout.

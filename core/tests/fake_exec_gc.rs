@@ -149,11 +149,15 @@ async fn a_command_that_outlives_its_timeout_is_killed_by_its_tag() {
     let execs = spy.execs();
     assert_eq!(
         execs.len(),
-        3,
-        "the command, the kill, the check: {execs:?}"
+        4,
+        "the command, the is-it-still-running check, the kill, the count: {execs:?}"
     );
     let tag = tag_of(&execs[0]);
-    for (spec, mode) in [(&execs[1], "kill"), (&execs[2], "count")] {
+    for (spec, mode) in [
+        (&execs[1], "main"),
+        (&execs[2], "kill"),
+        (&execs[3], "count"),
+    ] {
         assert_eq!(spec.cmd[..2], ["/bin/sh".to_string(), "-c".to_string()]);
         assert!(spec.cmd[2].contains("kill -KILL"), "{}", spec.cmd[2]);
         assert_eq!(
@@ -184,7 +188,54 @@ async fn a_command_that_outlives_its_timeout_is_killed_by_its_tag() {
         .exec(&sb, &req(Command::Shell("true".into())), &sink)
         .await
         .expect("exec");
-    assert_ne!(tag_of(&spy.execs()[0]), tag_of(&spy.execs()[3]));
+    assert_ne!(tag_of(&spy.execs()[0]), tag_of(&spy.execs()[4]));
+}
+
+#[tokio::test]
+async fn a_command_that_exited_but_whose_output_is_still_open_keeps_its_status() {
+    // A background child holds the command's stdout: Docker keeps the
+    // stream open after the command itself exited. The timeout fires, the
+    // check finds the command's own process gone, and odek waits for the
+    // stream: exit status as the command left it, nothing killed.
+    let (s, spy) = spied();
+    let sb = s.up().await.expect("launch");
+    s.fake.set_quirks(Quirks {
+        exec_delay: Some(Duration::from_millis(400)),
+        exec_exit: 3,
+        main_exited: true,
+        ..Quirks::default()
+    });
+    let mut r = req(Command::Shell("sleep 30 & exit 3".into()));
+    r.timeout = Some(Duration::from_millis(100));
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let out = s.odek.exec(&sb, &r, &sink).await.expect("exec");
+    assert_eq!(out.exit_code, 3, "{out:?}");
+    assert!(!out.timed_out && !out.killed, "{out:?}");
+    let execs = spy.execs();
+    assert_eq!(
+        execs.len(),
+        2,
+        "the command and the check, no kill: {execs:?}"
+    );
+    assert_eq!(execs[1].cmd[5], "main");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exited_command_whose_output_stays_open_too_long_is_timed_out() {
+    let (s, spy) = spied();
+    let sb = s.up().await.expect("launch");
+    s.fake.set_quirks(Quirks {
+        exec_delay: Some(Duration::from_secs(60)),
+        main_exited: true,
+        ..Quirks::default()
+    });
+    let mut r = req(Command::Shell("sleep 300 & exit 0".into()));
+    r.timeout = Some(Duration::from_millis(100));
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let out = s.odek.exec(&sb, &r, &sink).await.expect("exec");
+    assert!(out.timed_out && out.killed, "{out:?}");
+    let modes: Vec<String> = spy.execs()[1..].iter().map(|e| e.cmd[5].clone()).collect();
+    assert_eq!(modes, ["main", "kill", "count"]);
 }
 
 #[tokio::test]

@@ -159,6 +159,12 @@ pub struct Quirks {
     /// Tagged processes the count exec that follows a kill reports
     /// (`… odek-kill ODEK_EXEC_ID=… count` prints `<n> 0`); default 0.
     pub kill_survivors: u64,
+    /// What the `main` check after a timeout reports: false (default) — the
+    /// command's own process still runs; true — it has exited.
+    pub main_exited: bool,
+    /// Every exec (but odek's kill scripts) takes this long before it
+    /// returns (a command whose output stream outlives a timeout).
+    pub exec_delay: Option<std::time::Duration>,
 }
 
 #[derive(Default)]
@@ -691,6 +697,11 @@ impl DockerApi for FakeEngine {
             });
         }
         if spec.cmd.get(3).map(String::as_str) == Some("odek-kill") {
+            if spec.cmd.get(5).map(String::as_str) == Some("main") {
+                let alive = if q.main_exited { "0" } else { "1" };
+                output(StreamKind::Stdout, format!("{alive}\n").as_bytes());
+                return Ok(ExecExit { code: Some(0) });
+            }
             if spec.cmd.get(5).map(String::as_str) == Some("count") {
                 output(
                     StreamKind::Stdout,
@@ -704,6 +715,9 @@ impl DockerApi for FakeEngine {
         }
         if q.exec_hangs.is_some() && q.exec_hangs.as_ref() == spec.cmd.first() {
             std::future::pending::<()>().await;
+        }
+        if let Some(d) = q.exec_delay {
+            tokio::time::sleep(d).await;
         }
         if !q.exec_stdout.is_empty() {
             output(StreamKind::Stdout, &q.exec_stdout);

@@ -198,3 +198,35 @@ fn a_kill_that_cannot_run_is_reported_not_claimed() {
         "the report is true: the command still runs"
     );
 }
+
+#[test]
+fn a_command_that_exits_before_its_timeout_keeps_its_status_even_if_a_child_holds_its_output() {
+    // Docker keeps the output stream open ~2 s after the command exits while
+    // a background child holds it; a 1 s timeout must not turn that into
+    // "timed out" nor kill the child.
+    let sb = Detached::up();
+    let out = sb.p.run_odek(&[
+        "sandbox",
+        "exec",
+        &sb.name,
+        "--timeout",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "sleep 307 & echo hi; exit 5",
+    ]);
+    assert_eq!(out.status.code(), Some(5), "stderr:\n{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "hi");
+    assert!(
+        !stderr(&out).contains("timeout"),
+        "reported a timeout:\n{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        sb.processes("sleep 307").len(),
+        1,
+        "the background child was left alone: {:?}",
+        sb.processes("sleep")
+    );
+}
