@@ -232,10 +232,15 @@ fn odek_reads_no_env_var_the_docs_do_not_name() {
         literals.contains("ODEK_HOME"),
         "the scan found nothing: {literals:?}"
     );
-    // Set by odek on commands, not read (SANDBOXING.md, "Timeouts and signals").
-    let tag = odek_core::exec::EXEC_TAG_ENV;
-    assert!(doc("SANDBOXING.md").contains(tag));
-    literals.remove(tag);
+    // Set by odek on commands and on its own kill exec, not read
+    // (SANDBOXING.md, "Timeouts and signals").
+    for set_only in [
+        odek_core::exec::EXEC_TAG_ENV,
+        odek_core::exec::KILL_PROBE_ENV,
+    ] {
+        assert!(doc("SANDBOXING.md").contains(set_only), "{set_only}");
+        literals.remove(set_only);
+    }
     let documented = documented_env();
     let undocumented: Vec<&String> = literals.difference(&documented).collect();
     assert!(

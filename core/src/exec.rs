@@ -125,6 +125,10 @@ pub const TIMEOUT_EXIT: i64 = 124;
 /// cancellation (the Engine API has no call to signal an exec).
 pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
 
+/// Environment variable set (with a random value) on odek's own kill exec
+/// only, so the kill can check that `cat` shows environments truthfully.
+pub const KILL_PROBE_ENV: &str = "ODEK_KILL_PROBE";
+
 /// How long the kill of a timed-out or cancelled command may take.
 const KILL_BUDGET: Duration = Duration::from_secs(5);
 
@@ -470,7 +474,7 @@ async fn run_kill_script(
     tag: &str,
     mode: &str,
 ) -> std::result::Result<(i64, String), String> {
-    let probe = format!("ODEK_KILL_PROBE={}", new_exec_tag());
+    let probe = format!("{KILL_PROBE_ENV}={}", new_exec_tag());
     let spec = ExecSpec {
         cmd: vec![
             "/bin/sh".into(),
