@@ -220,7 +220,7 @@ func TestDockerExecTimeouts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Exec: %v", err)
 	}
-	if !res.TimedOut || res.ExitCode != 124 || time.Since(start) > 10*time.Second {
+	if !res.TimedOut || !res.Killed || res.ExitCode != 124 || time.Since(start) > 10*time.Second {
 		t.Errorf("timeout result %+v after %v", res, time.Since(start))
 	}
 

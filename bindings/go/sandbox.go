@@ -172,6 +172,10 @@ type ExecResult struct {
 	Stdout, Stderr string
 	// TimedOut tells whether ExecRequest.Timeout ended the wait.
 	TimedOut bool
+	// Killed is true after a timeout only when odek killed the command and
+	// saw none of its (tagged) processes left; false when the kill failed
+	// or could not be confirmed (Stderr then says why).
+	Killed bool
 	// StdoutTruncated and StderrTruncated tell whether output was cut at
 	// ExecOutputLimit.
 	StdoutTruncated, StderrTruncated bool
@@ -235,6 +239,7 @@ func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		var w struct {
 			ExitCode        int    `json:"exit_code"`
 			TimedOut        bool   `json:"timed_out"`
+			Killed          bool   `json:"killed"`
 			Stdout          string `json:"stdout"`
 			Stderr          string `json:"stderr"`
 			StdoutTruncated bool   `json:"stdout_truncated"`
@@ -244,7 +249,7 @@ func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 			return nil, fmt.Errorf("odek: unexpected exec result document: %w", err)
 		}
 		return &ExecResult{
-			ExitCode: w.ExitCode, Stdout: w.Stdout, Stderr: w.Stderr, TimedOut: w.TimedOut,
+			ExitCode: w.ExitCode, Stdout: w.Stdout, Stderr: w.Stderr, TimedOut: w.TimedOut, Killed: w.Killed,
 			StdoutTruncated: w.StdoutTruncated, StderrTruncated: w.StderrTruncated,
 		}, nil
 	}, nil, nil)

@@ -289,7 +289,10 @@ odek_error_t *odek_describe(const odek_sandbox_t *sandbox,
 // and timed_out true; the command and its descendants are then killed with
 // SIGKILL, see SANDBOXING.md "Timeouts"), `"workdir"`.
 // `*result_json_out`: `{"schema": "odek.exec-result/1", "exit_code", "timed_out",
-// "stdout", "stderr", "stdout_truncated", "stderr_truncated"}` — output as
+// "killed", "stdout", "stderr", "stdout_truncated", "stderr_truncated"}` —
+// `killed` is true after a timeout only when odek saw none of the
+// command's tagged processes left (false: the kill failed or could not be
+// confirmed, and a line on stderr says why); output as
 // UTF-8 (invalid bytes replaced), at most `ODEK_EXEC_OUTPUT_LIMIT` bytes each.
 // A non-zero exit is not an error. Blocks.
 //

@@ -487,6 +487,7 @@ struct ExecResult {
     schema: &'static str,
     exit_code: i64,
     timed_out: bool,
+    killed: bool,
     stdout: String,
     stderr: String,
     stdout_truncated: bool,
@@ -501,7 +502,10 @@ struct ExecResult {
 /// and timed_out true; the command and its descendants are then killed with
 /// SIGKILL, see SANDBOXING.md "Timeouts"), `"workdir"`.
 /// `*result_json_out`: `{"schema": "odek.exec-result/1", "exit_code", "timed_out",
-/// "stdout", "stderr", "stdout_truncated", "stderr_truncated"}` — output as
+/// "killed", "stdout", "stderr", "stdout_truncated", "stderr_truncated"}` —
+/// `killed` is true after a timeout only when odek saw none of the
+/// command's tagged processes left (false: the kill failed or could not be
+/// confirmed, and a line on stderr says why); output as
 /// UTF-8 (invalid bytes replaced), at most `ODEK_EXEC_OUTPUT_LIMIT` bytes each.
 /// A non-zero exit is not an error. Blocks.
 ///
@@ -570,6 +574,7 @@ pub unsafe extern "C" fn odek_exec(
             schema: "odek.exec-result/1",
             exit_code: outcome.exit_code,
             timed_out: outcome.timed_out,
+            killed: outcome.killed,
             stdout: String::from_utf8_lossy(&o).into_owned(),
             stderr: String::from_utf8_lossy(&e).into_owned(),
             stdout_truncated: ot,

@@ -131,7 +131,10 @@ class ExecResult:
         stdout (str): standard output as UTF-8 (invalid bytes replaced), at
             most 16 MiB (``odek.EXEC_OUTPUT_LIMIT`` bytes).
         stderr (str): standard error, likewise.
-        timed_out (bool): the timeout expired (the command was then killed).
+        timed_out (bool): the timeout expired.
+        killed (bool): after a timeout, odek killed the command and saw none
+            of its (tagged) processes left; False when the kill failed or
+            could not be confirmed (``stderr`` then says why).
         stdout_truncated (bool): stdout was cut at the limit.
         stderr_truncated (bool): stderr was cut at the limit.
     """
@@ -140,6 +143,7 @@ class ExecResult:
     stdout: str
     stderr: str
     timed_out: bool = False
+    killed: bool = False
     stdout_truncated: bool = False
     stderr_truncated: bool = False
 
@@ -152,6 +156,7 @@ class ExecResult:
             stdout=str(d.get("stdout", "")),
             stderr=str(d.get("stderr", "")),
             timed_out=bool(d.get("timed_out", False)),
+            killed=bool(d.get("killed", False)),
             stdout_truncated=bool(d.get("stdout_truncated", False)),
             stderr_truncated=bool(d.get("stderr_truncated", False)),
         )

@@ -152,7 +152,7 @@ def test_exec_details(docker_client, docker_workdir):
 
         t0 = time.monotonic()
         r = sandbox.exec(["sleep", "30"], timeout=0.5)
-        assert (r.exit_code, r.timed_out) == (124, True)
+        assert (r.exit_code, r.timed_out, r.killed) == (124, True, True), r.stderr
         assert time.monotonic() - t0 < 20
 
         # 17 MiB of output: cut at 16 MiB, flagged
