@@ -63,6 +63,13 @@ pub struct ExecRequest {
     pub workdir: Option<String>,
 }
 
+/// A timeout given in seconds, as odek accepts it everywhere (CLI
+/// `--timeout`, the C ABI's `timeout_secs`, [`ExecRequest`] JSON): finite,
+/// positive and below 10^9 s. `None` for anything else.
+pub fn timeout_from_secs(secs: f64) -> Option<Duration> {
+    (secs.is_finite() && secs > 0.0 && secs < 1e9).then(|| Duration::from_secs_f64(secs))
+}
+
 mod opt_secs {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
@@ -78,10 +85,9 @@ mod opt_secs {
         let v: Option<f64> = Option::deserialize(d)?;
         match v {
             None => Ok(None),
-            Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
-            Some(_) => Err(serde::de::Error::custom(
-                "timeout must be a positive number of seconds",
-            )),
+            Some(s) => super::timeout_from_secs(s).map(Some).ok_or_else(|| {
+                serde::de::Error::custom("timeout must be a positive number of seconds below 1e9")
+            }),
         }
     }
 }
@@ -222,12 +228,8 @@ fn validate(req: &ExecRequest) -> Result<()> {
         ));
     }
     for (k, v) in &req.env {
+        // Also refuses the reserved EXEC_TAG_ENV.
         crate::config::validate_env_key("exec env", k).map_err(Error::Config)?;
-        if k == EXEC_TAG_ENV {
-            return Err(Error::Usage(format!(
-                "exec env {EXEC_TAG_ENV} is reserved: odek sets it to find the command's processes"
-            )));
-        }
         if v.contains('\0') {
             return Err(Error::Usage(format!("exec env {k} contains a NUL byte")));
         }

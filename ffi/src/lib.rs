@@ -535,15 +535,12 @@ pub unsafe extern "C" fn odek_exec(
         };
         let timeout = match req.timeout_secs {
             None => None,
-            Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => {
-                Some(std::time::Duration::from_secs_f64(t))
-            }
-            Some(t) => {
-                return Err(Failure::new(
+            Some(t) => Some(odek_core::exec::timeout_from_secs(t).ok_or_else(|| {
+                Failure::new(
                     Code::InvalidArgument,
                     format!("timeout_secs must be a positive number (got {t})"),
-                ))
-            }
+                )
+            })?),
         };
         let request = ExecRequest {
             command,

@@ -60,6 +60,21 @@ impl Detached {
         child
     }
 
+    /// `odek sandbox exec NAME --timeout <secs> -- sh -c <script>`, waited for.
+    fn exec_timed(&self, secs: &str, script: &str) -> std::process::Output {
+        self.p.run_odek(&[
+            "sandbox",
+            "exec",
+            &self.name,
+            "--timeout",
+            secs,
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+    }
+
     fn running(&self) -> bool {
         docker(&["inspect", "-f", "{{.State.Running}}", &self.name]) == "true"
     }
@@ -114,17 +129,7 @@ fn a_timed_out_command_and_its_children_are_killed_in_the_sandbox() {
 #[test]
 fn a_command_within_its_timeout_is_left_alone() {
     let sb = Detached::up();
-    let out = sb.p.run_odek(&[
-        "sandbox",
-        "exec",
-        &sb.name,
-        "--timeout",
-        "30",
-        "--",
-        "sh",
-        "-c",
-        "sleep 302 & echo started",
-    ]);
+    let out = sb.exec_timed("30", "sleep 302 & echo started");
     assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "started");
     // The background child outlives its shell: no timeout, no kill.
@@ -174,17 +179,7 @@ fn a_kill_that_cannot_run_is_reported_not_claimed() {
     // The command removes `cat`, which the kill needs: odek must say it could
     // not kill, not that it did (and the process really is still there).
     let sb = Detached::up();
-    let out = sb.p.run_odek(&[
-        "sandbox",
-        "exec",
-        &sb.name,
-        "--timeout",
-        "3",
-        "--",
-        "sh",
-        "-c",
-        "mv /usr/bin/cat /usr/bin/cat.moved && sleep 306",
-    ]);
+    let out = sb.exec_timed("3", "mv /usr/bin/cat /usr/bin/cat.moved && sleep 306");
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(124), "{err}");
     assert!(
@@ -205,17 +200,7 @@ fn a_command_that_exits_before_its_timeout_keeps_its_status_even_if_a_child_hold
     // a background child holds it; a 1 s timeout must not turn that into
     // "timed out" nor kill the child.
     let sb = Detached::up();
-    let out = sb.p.run_odek(&[
-        "sandbox",
-        "exec",
-        &sb.name,
-        "--timeout",
-        "1",
-        "--",
-        "sh",
-        "-c",
-        "sleep 307 & echo hi; exit 5",
-    ]);
+    let out = sb.exec_timed("1", "sleep 307 & echo hi; exit 5");
     assert_eq!(out.status.code(), Some(5), "stderr:\n{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "hi");
     assert!(
