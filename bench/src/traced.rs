@@ -169,6 +169,14 @@ impl DockerApi for Traced {
         traced!(self, "inspect_container", self.inner.inspect_container(id))
     }
 
+    async fn container_processes(&self, id: &str) -> Result<Vec<String>, EngineError> {
+        traced!(
+            self,
+            "container_processes",
+            self.inner.container_processes(id)
+        )
+    }
+
     async fn remove_container(&self, id: &str) -> Result<bool, EngineError> {
         traced!(self, "remove_container", self.inner.remove_container(id))
     }

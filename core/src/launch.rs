@@ -500,17 +500,36 @@ impl Odek {
             }
             warnings.push(Warning::new(WarningKind::Engine, format!("docker: {w}")));
         }
-        engine
-            .start_container(id)
-            .await
-            .map_err(|e| Error::engine(&endpoint, Step::Start, e, false))?;
-        let skip = usize::from(plan.network_mode == NetworkMode::None);
-        for n in plan.networks.iter().skip(skip) {
-            engine
-                .connect_network(&n.id, id)
-                .await
-                .map_err(|e| Error::engine(&endpoint, Step::Connect, e, false))?;
+        if let Err(mut e) = engine.start_container(id).await {
+            // The daemon answered: the container may have stopped while it
+            // started (docker-init could not start the idle process; runc
+            // says "cannot start a stopped process"). Its exit says why.
+            if e.kind == EngineErrorKind::Rejected {
+                if let Ok(Some(info)) = engine.inspect_container(id).await {
+                    if !info.running && info.exit.is_some() {
+                        e.message = format!("{}; {}", e.message, not_running(&info));
+                    }
+                }
+            }
+            return Err(Error::engine(&endpoint, Step::Start, e, false));
         }
+        let skip = usize::from(plan.network_mode == NetworkMode::None);
+        let connects = async {
+            for n in plan.networks.iter().skip(skip) {
+                engine
+                    .connect_network(&n.id, id)
+                    .await
+                    .map_err(|e| Error::engine(&endpoint, Step::Connect, e, false))?;
+            }
+            Ok::<(), Error>(())
+        };
+        // The idle process is looked for while the networks are connected:
+        // the container's start can succeed while `sleep` cannot (a pids
+        // limit of 1, no `sleep` on PATH), and an inspect alone may come
+        // before docker-init has found out.
+        let (connected, idle) = tokio::join!(connects, idle_process(engine, id, IDLE_START_BUDGET));
+        connected?;
+        let idle = idle.map_err(|e| Error::engine(&endpoint, Step::Verify, e, false))?;
         let info = engine
             .inspect_container(id)
             .await
@@ -525,8 +544,123 @@ impl Odek {
             message,
             removed: false,
         })?;
+        let problem = match idle {
+            Idle::Running => None,
+            Idle::Stopped => Some("the container stopped right after start".to_string()),
+            Idle::Missing(seen) => Some(idle_missing_message(&seen)),
+        };
+        if let Some(message) = problem {
+            return Err(Error::Rejected {
+                step: Step::Verify,
+                message,
+                removed: false,
+            });
+        }
         Ok((applied, warnings))
     }
+}
+
+/// How long a launch waits for the idle process to show in the container's
+/// process list after start (SPEC §6.1): docker-init starts it at once, so
+/// only a container that cannot run it takes this long to be refused.
+pub const IDLE_START_BUDGET: Duration = Duration::from_secs(5);
+
+/// What the container's process list said about [`IDLE_CMD`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Idle {
+    /// The idle process runs.
+    Running,
+    /// The container is not running (or gone): the inspect that follows
+    /// says why.
+    Stopped,
+    /// The container runs, but not the idle process: these command lines
+    /// (untrusted, from the image) were all it had when the budget ran out.
+    Missing(Vec<String>),
+}
+
+/// Polls the process list of container `id` until [`IDLE_CMD`] shows
+/// (5 ms, doubling to 100 ms between listings) or `budget` ends.
+/// Errors: an Engine failure other than "not running" / "no such
+/// container", or a listing the daemon refused for a container that is
+/// still running.
+async fn idle_process(
+    engine: &dyn DockerApi,
+    id: &str,
+    budget: Duration,
+) -> std::result::Result<Idle, crate::engine::EngineError> {
+    let want = IDLE_CMD.join(" ");
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match engine.container_processes(id).await {
+            Ok(cmds) if cmds.iter().any(|c| c.trim() == want) => return Ok(Idle::Running),
+            Ok(cmds) if tokio::time::Instant::now() >= deadline => return Ok(Idle::Missing(cmds)),
+            Ok(_) => {}
+            Err(e) if e.kind == EngineErrorKind::NotFound || e.status == Some(409) => {
+                return Ok(Idle::Stopped)
+            }
+            // A container that stops while it is listed makes the daemon
+            // answer 500 ("runc did not terminate successfully … container
+            // does not exist", "ttrpc: closed"): the inspect decides.
+            Err(e) if e.kind == EngineErrorKind::Rejected => {
+                match engine.inspect_container(id).await {
+                    Ok(Some(info)) if info.running => return Err(e),
+                    _ => return Ok(Idle::Stopped),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// The refusal for a container that runs without its idle process: what it
+/// runs instead, each command line made terminal-safe and cut to 60
+/// characters, at most 4 of them.
+fn idle_missing_message(seen: &[String]) -> String {
+    let shown: Vec<String> = seen
+        .iter()
+        .take(4)
+        .map(|c| {
+            let c = crate::approval::display_text(c);
+            match c.char_indices().nth(60) {
+                Some((i, _)) => format!("{}…", &c[..i]),
+                None => c,
+            }
+        })
+        .collect();
+    let more = seen.len().saturating_sub(shown.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "the idle process `{}` did not start within {} s; the container runs [{}]{more} instead: an image ENTRYPOINT must run its arguments (`exec \"$@\"`)",
+        IDLE_CMD.join(" "),
+        IDLE_START_BUDGET.as_secs(),
+        shown.join(", ")
+    )
+}
+
+/// Why a container that is not running cannot be a sandbox: its exit code
+/// and error, and what must hold for the idle process to start.
+fn not_running(info: &ContainerInfo) -> String {
+    let why = match &info.exit {
+        Some((code, err)) if !err.is_empty() => {
+            format!(
+                " (exit code {code}: {})",
+                crate::approval::display_text(err)
+            )
+        }
+        Some((code, _)) => format!(" (exit code {code})"),
+        None => String::new(),
+    };
+    format!(
+        "the container is not running{why}: its idle process `{}` ended; the image must provide it on PATH and not replace it with an ENTRYPOINT of its own, and PATH (sandbox_env) and the pids limit must leave room to start it",
+        IDLE_CMD.join(" ")
+    )
 }
 
 /// Checks the container against the plan (SPEC §6.1): exactly the planned
@@ -539,20 +673,7 @@ pub fn verify(
 ) -> std::result::Result<Applied, String> {
     let mut problems = Vec::new();
     if !info.running {
-        let why = match &info.exit {
-            Some((code, err)) if !err.is_empty() => {
-                format!(
-                    " (exit code {code}: {})",
-                    crate::approval::display_text(err)
-                )
-            }
-            Some((code, _)) => format!(" (exit code {code})"),
-            None => String::new(),
-        };
-        problems.push(format!(
-            "the container is not running{why}: its idle process `{}` ended; the image must provide it on PATH and not replace it with an ENTRYPOINT of its own, and PATH (sandbox_env) and the pids limit must leave room to start it",
-            IDLE_CMD.join(" ")
-        ));
+        problems.push(not_running(info));
     }
     let mut want: Vec<String> = plan.networks.iter().map(|n| n.id.clone()).collect();
     if plan.network_mode == NetworkMode::Bridge {

@@ -625,6 +625,102 @@ async fn dropped_init_fails_verification() {
 }
 
 #[tokio::test]
+async fn an_idle_process_that_cannot_start_fails_verification_with_the_exit_code() {
+    // The start succeeds, then docker-init cannot start `sleep` (a pids
+    // limit of 1): the process listing finds the container stopped.
+    let q = Quirks {
+        idle_exits: Some(1),
+        ..Quirks::default()
+    };
+    quirk_fails_verification(
+        q,
+        Setup::new(),
+        "the container is not running (exit code 1)",
+    )
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_container_running_something_else_than_the_idle_process_fails_verification() {
+    let s = Setup::new();
+    let q = Quirks {
+        idle_missing: true,
+        ..Quirks::default()
+    };
+    let started = tokio::time::Instant::now();
+    quirk_fails_verification(q, s, "did not start within 5 s").await;
+    assert!(
+        started.elapsed() >= odek_core::launch::IDLE_START_BUDGET,
+        "refused before the budget ran out: {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn the_idle_process_is_looked_for_once_when_it_runs() {
+    let s = Setup::new().compose(PROJECT);
+    s.up().await.expect("launch");
+    assert_eq!(s.fake.calls_of(Op::ListProcesses).len(), 1);
+}
+
+#[tokio::test]
+async fn a_failed_process_listing_refuses_the_launch_and_removes_the_container() {
+    for kind in [EngineErrorKind::Rejected, EngineErrorKind::Unreachable] {
+        fails_after_create(Op::ListProcesses, 1, kind, Setup::new()).await;
+    }
+}
+
+#[tokio::test]
+async fn a_listing_refused_because_the_container_is_dying_reports_why_it_stopped() {
+    // Docker answers 500 ("runc did not terminate successfully … container
+    // does not exist") when the container stops while it is listed: odek
+    // asks the inspect and reports the stop, not the listing error.
+    let (s, spy) = spied();
+    let plan = s.resolve().await.expect("resolve");
+    s.fake
+        .fail(Fault::new(Op::ListProcesses, 1, EngineErrorKind::Rejected));
+    spy.after_call(Op::StartContainer, |fake| {
+        for id in fake.containers() {
+            fake.stop_container(&id);
+        }
+    });
+    let err = s.launch(&plan).await.expect_err("refused");
+    assert_refused(
+        &s,
+        &err,
+        FailureClass::DockerRejected,
+        "the container is not running",
+    );
+    assert!(!err.to_string().contains("injected"), "{err}");
+}
+
+#[tokio::test]
+async fn a_start_refused_for_a_stopped_process_says_why_it_stopped() {
+    // runc: "cannot start a stopped process" when docker-init exited during
+    // the start (a pids limit of 1): the exit code is looked up and shown.
+    let (s, spy) = spied();
+    let plan = s.resolve().await.expect("resolve");
+    s.fake
+        .fail(Fault::new(Op::StartContainer, 1, EngineErrorKind::Rejected));
+    spy.after_call(Op::StartContainer, |fake| {
+        for id in fake.containers() {
+            fake.exit_container(&id, 1);
+        }
+    });
+    let err = s.launch(&plan).await.expect_err("refused");
+    assert_refused(
+        &s,
+        &err,
+        FailureClass::DockerRejected,
+        "the container is not running (exit code 1)",
+    );
+    assert!(
+        err.to_string().contains("injected"),
+        "the daemon's answer stays: {err}"
+    );
+}
+
+#[tokio::test]
 async fn create_warning_that_drops_the_pids_limit_is_fatal() {
     let s = Setup::new();
     let plan = s.resolve().await.expect("resolve");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Remove what the e2e suite created — and only that: odek sandboxes whose
 # /workspace is an e2e scratch dir, networks labelled dev.odek.test=true, the
-# fixture Compose project, and the loopback registry. Images stay (cached).
+# fixture Compose project, and the loopback registry. Images stay (cached), but for the
+# one-case images a test builds and normally removes itself.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -17,4 +18,8 @@ for id in $(docker network ls -q --filter label=dev.odek.test=true); do
   docker network rm "$id" >/dev/null 2>&1 || true
 done
 "$repo/tests/registry/stop.sh" >/dev/null 2>&1 || true
+# images a test built for one case (refusals.rs ImageIgnoringArgs)
+for id in $(docker images -q --filter label=dev.odek.test=true --filter reference='odek-test/ignores-args'); do
+  docker rmi -f "$id" >/dev/null 2>&1 || true
+done
 exit 0

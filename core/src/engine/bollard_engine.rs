@@ -703,6 +703,35 @@ impl DockerApi for BollardEngine {
         }))
     }
 
+    async fn container_processes(&self, id: &str) -> Result<Vec<String>, EngineError> {
+        let d = self.client().await?;
+        // No ps arguments: the daemon's default (`-ef`) has a CMD column on
+        // every Linux engine.
+        let top = timed(
+            Op::ListProcesses,
+            self.timeouts.call,
+            d.top_processes(id, None),
+        )
+        .await?;
+        let titles = top.titles.unwrap_or_default();
+        let col = titles
+            .iter()
+            .position(|t| t == "CMD" || t == "COMMAND")
+            .ok_or_else(|| {
+                EngineError::new(
+                    Op::ListProcesses,
+                    EngineErrorKind::Protocol,
+                    format!("no CMD column in the process list (columns {titles:?})"),
+                )
+            })?;
+        Ok(top
+            .processes
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|mut row| (col < row.len()).then(|| row.swap_remove(col)))
+            .collect())
+    }
+
     async fn remove_container(&self, id: &str) -> Result<bool, EngineError> {
         let d = self.client().await?;
         let opts = RemoveContainerOptions {

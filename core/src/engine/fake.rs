@@ -133,6 +133,8 @@ impl FakeImage {
 #[derive(Clone, Debug)]
 struct FakeContainer {
     info: ContainerInfo,
+    /// The command it was created with (what a process listing shows).
+    cmd: Vec<String>,
 }
 
 /// Behaviour switches for scripted misbehaviour beyond plain failures.
@@ -165,6 +167,13 @@ pub struct Quirks {
     /// Every exec (but odek's kill scripts) takes this long before it
     /// returns (a command whose output stream outlives a timeout).
     pub exec_delay: Option<std::time::Duration>,
+    /// The container's idle process could not start (a pids limit of 1, a
+    /// missing `sleep`): the first process listing finds the container
+    /// stopped with this exit code, as Docker would.
+    pub idle_exits: Option<i64>,
+    /// The process list shows only the init process, never the idle
+    /// command (an image ENTRYPOINT that ignores its arguments).
+    pub idle_missing: bool,
 }
 
 #[derive(Default)]
@@ -317,6 +326,15 @@ impl FakeEngine {
     pub fn stop_container(&self, id: &str) {
         if let Some(c) = self.lock().containers.get_mut(id) {
             c.info.running = false;
+        }
+    }
+
+    /// Container `id`'s main process exited with `code` (as when it could
+    /// not start its child): it stays, not running, with that exit code.
+    pub fn exit_container(&self, id: &str, code: i64) {
+        if let Some(c) = self.lock().containers.get_mut(id) {
+            c.info.running = false;
+            c.info.exit = Some((code, String::new()));
         }
     }
 
@@ -583,7 +601,13 @@ impl DockerApi for FakeEngine {
             security_opt: spec.security_opt.clone(),
             env: spec.env.clone(),
         };
-        s.containers.insert(id.clone(), FakeContainer { info });
+        s.containers.insert(
+            id.clone(),
+            FakeContainer {
+                info,
+                cmd: spec.cmd.clone(),
+            },
+        );
         if let Some(e) = late {
             return Err(e);
         }
@@ -639,6 +663,34 @@ impl DockerApi for FakeEngine {
             .values()
             .find(|c| c.info.id == id || c.info.name == id)
             .map(|c| c.info.clone()))
+    }
+
+    async fn container_processes(&self, id: &str) -> Result<Vec<String>, EngineError> {
+        self.enter(Op::ListProcesses, id)?;
+        let mut s = self.lock();
+        let q = s.quirks.clone();
+        let c = s
+            .containers
+            .values_mut()
+            .find(|c| c.info.id == id || c.info.name == id)
+            .ok_or_else(|| not_found(Op::ListProcesses, "container"))?;
+        if let (true, Some(code)) = (c.info.running, q.idle_exits) {
+            c.info.running = false;
+            c.info.exit = Some((code, String::new()));
+        }
+        if !c.info.running {
+            return Err(EngineError {
+                op: Op::ListProcesses,
+                kind: EngineErrorKind::Rejected,
+                status: Some(409),
+                message: format!("Container {id} is not running"),
+            });
+        }
+        let mut cmds = vec![format!("/sbin/docker-init -- {}", c.cmd.join(" "))];
+        if !q.idle_missing {
+            cmds.push(c.cmd.join(" "));
+        }
+        Ok(cmds)
     }
 
     async fn remove_container(&self, id: &str) -> Result<bool, EngineError> {

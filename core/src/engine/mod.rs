@@ -291,6 +291,8 @@ pub enum Op {
     ConnectNetwork,
     /// `GET /containers/{id}/json`.
     InspectContainer,
+    /// `GET /containers/{id}/top`.
+    ListProcesses,
     /// `DELETE /containers/{id}?force=1`.
     RemoveContainer,
     /// `GET /containers/json`.
@@ -328,6 +330,7 @@ impl fmt::Display for Op {
             Op::StartContainer => "start container",
             Op::ConnectNetwork => "connect network",
             Op::InspectContainer => "inspect container",
+            Op::ListProcesses => "list container processes",
             Op::RemoveContainer => "remove container",
             Op::ListContainers => "list containers",
             Op::Exec => "exec",
@@ -454,6 +457,14 @@ pub trait DockerApi: Send + Sync {
 
     /// Inspects a container by ID or name. `Ok(None)` when absent.
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>, EngineError>;
+
+    /// The command lines (`ps` CMD column, arguments joined by spaces) of
+    /// the processes running in container `id`, in the engine's order
+    /// (`GET /containers/{id}/top`). Errors: a container that is not
+    /// running is [`EngineErrorKind::Rejected`] with status 409, an absent
+    /// one [`EngineErrorKind::NotFound`]. Used to confirm the idle process
+    /// runs before a launch is reported (SPEC §6.1).
+    async fn container_processes(&self, id: &str) -> Result<Vec<String>, EngineError>;
 
     /// Force-removes a container (and its anonymous volumes). `Ok(true)`
     /// when it existed and is gone (or already being removed), `Ok(false)`

@@ -546,6 +546,12 @@ impl DockerApi for Spy {
         r
     }
 
+    async fn container_processes(&self, id: &str) -> Result<Vec<String>, EngineError> {
+        let r = self.fake.container_processes(id).await;
+        self.after(Op::ListProcesses);
+        r
+    }
+
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>, EngineError> {
         let mut r = self.fake.inspect_container(id).await;
         self.after(Op::InspectContainer);

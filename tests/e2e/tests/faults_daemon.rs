@@ -34,6 +34,8 @@ const CREATE: (&str, &str) = ("POST", "/containers/create");
 const START: (&str, &str) = ("POST", "/containers/*/start");
 const CONNECT: (&str, &str) = ("POST", "/networks/*/connect");
 const VERIFY: (&str, &str) = ("GET", "/containers/*/json");
+/// The idle-process check (SPEC §6.1), concurrent with the connects.
+const TOP: (&str, &str) = ("GET", "/containers/*/top");
 
 /// Runs the marker command through `proxy` (extra flags before `--`).
 fn run_through(p: &Project, proxy: &FaultProxy, extra: &[&str]) -> (Output, Duration) {
@@ -215,6 +217,7 @@ fn proxy_relays_a_complete_run() {
     assert_eq!(proxy.count(START.0, START.1), 1, "{ctx}");
     assert_eq!(proxy.count(CONNECT.0, CONNECT.1), 2, "{ctx}");
     assert!(proxy.count(VERIFY.0, VERIFY.1) >= 1, "{ctx}");
+    assert!(proxy.count(TOP.0, TOP.1) >= 1, "{ctx}");
     assert_eq!(proxy.count("POST", "/exec/*/start"), 1, "{ctx}");
     assert_eq!(proxy.count("DELETE", "/containers/*"), 1, "{ctx}");
     assert!(p.leftovers().is_empty());
@@ -255,6 +258,21 @@ fn second_connect_answer_lost() {
 #[test]
 fn connection_dropped_during_verify() {
     recovers(rule(VERIFY, 1, Action::Drop, Then::Relay), &[]);
+}
+
+#[test]
+fn connection_dropped_during_the_process_listing() {
+    recovers(rule(TOP, 1, Action::Drop, Then::Relay), &[]);
+}
+
+#[test]
+fn process_listing_stalls_then_times_out_and_is_removed() {
+    let took = recovers(rule(TOP, 1, Action::Stall, Then::Relay), &[]);
+    assert!(
+        took >= Duration::from_secs(3),
+        "no timeout waited: {took:?}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
 }
 
 #[test]
@@ -315,6 +333,11 @@ fn daemon_vanishes_after_start() {
 #[test]
 fn daemon_vanishes_during_second_connect() {
     vanishes(rule(CONNECT, 2, Action::Drop, Then::Refuse), TWO_CONNECTS);
+}
+
+#[test]
+fn daemon_vanishes_during_the_process_listing() {
+    vanishes(rule(TOP, 1, Action::Drop, Then::Refuse), &[]);
 }
 
 #[test]

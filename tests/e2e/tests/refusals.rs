@@ -265,6 +265,75 @@ fn a_sandbox_whose_idle_process_cannot_start_is_refused_with_the_reason() {
 }
 
 #[test]
+fn a_sandbox_whose_path_has_no_sleep_is_refused_with_the_reason() {
+    // The operator's own sandbox_env hides `sleep`: docker-init cannot
+    // start the idle process (exit 127), whether or not the inspect right
+    // after start still finds the container running.
+    let p = Project::new();
+    std::fs::write(
+        p.home.path().join("config.json"),
+        r#"{"sandbox_env": {"PATH": "/nonexistent"}}"#,
+    )
+    .expect("user config");
+    let mut argv = vec![
+        "run".to_string(),
+        "--sandbox-image".into(),
+        BASE_IMAGE.into(),
+        "--sandbox-network".into(),
+        "none".into(),
+        "--".into(),
+    ];
+    argv.extend(p.marker_argv());
+    let out = p.run_odek(&strs(&argv));
+    assert_refused(&p, &out, "the container is not running (exit code 127)");
+}
+
+/// An image built from the base whose ENTRYPOINT ignores its arguments,
+/// removed again on drop (labelled like every e2e object).
+struct ImageIgnoringArgs(String);
+
+impl ImageIgnoringArgs {
+    fn build() -> ImageIgnoringArgs {
+        let tag = format!("odek-test/ignores-args:{}", odek_e2e::random_hex(8));
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("Dockerfile"),
+            format!("FROM {BASE_IMAGE}\nENTRYPOINT [\"sh\", \"-c\", \"exec sleep 3600\"]\n"),
+        )
+        .expect("Dockerfile");
+        docker(&[
+            "build",
+            "-q",
+            "--label",
+            odek_e2e::TEST_LABEL,
+            "-t",
+            &tag,
+            &dir.path().display().to_string(),
+        ]);
+        ImageIgnoringArgs(tag)
+    }
+}
+
+impl Drop for ImageIgnoringArgs {
+    fn drop(&mut self) {
+        let _ = odek_e2e::docker_ok(&["rmi", "-f", &self.0]);
+    }
+}
+
+#[test]
+fn an_image_whose_entrypoint_ignores_the_idle_command_is_refused() {
+    // The container runs, but not odek's idle process: odek does not hand
+    // out a sandbox whose main process it did not choose.
+    let image = ImageIgnoringArgs::build();
+    let err = refused(
+        &["--sandbox-image", &image.0, "--sandbox-network", "none"],
+        &[],
+        "did not start within 5 s",
+    );
+    assert!(err.contains("sleep 3600"), "names what runs instead: {err}");
+}
+
+#[test]
 fn a_name_that_could_shadow_a_service_is_refused() {
     let p = Project::new();
     let out = p.run_odek(&[
