@@ -527,9 +527,13 @@ impl Odek {
         // the container's start can succeed while `sleep` cannot (a pids
         // limit of 1, no `sleep` on PATH), and an inspect alone may come
         // before docker-init has found out.
-        let (connected, idle) = tokio::join!(connects, idle_process(engine, id, IDLE_START_BUDGET));
-        connected?;
-        let idle = idle.map_err(|e| Error::engine(&endpoint, Step::Verify, e, false))?;
+        // The first failure ends both (the container is removed anyway).
+        let idle = async {
+            idle_process(engine, id, IDLE_START_BUDGET)
+                .await
+                .map_err(|e| Error::engine(&endpoint, Step::Verify, e, false))
+        };
+        let ((), idle) = tokio::try_join!(connects, idle)?;
         let info = engine
             .inspect_container(id)
             .await
