@@ -30,6 +30,10 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // Already said what was cleaned up.
+        Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
+            ExitCode::from(e.downcast_ref::<Interrupted>().map_or(1, |i| i.0))
+        }
         Err(e) => {
             print_anyhow(&e);
             ExitCode::FAILURE
@@ -110,40 +114,99 @@ async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -
         }
     };
     let progress = Arc::new(LaunchProgress::default());
-    let mut flow = Box::pin(run_flow(cli, odek, reporter, args, &name, progress.clone()));
+    let flow = run_flow(cli, odek, reporter, args, &name, progress.clone());
+    // Dropping the flow on a signal cancels it (and kills a host command in
+    // fallback).
+    match interruptible(odek, &name, false, &progress, &mut signals, flow).await {
+        Ok(code) => code,
+        Err(Interrupted(code)) => ExitCode::from(code),
+    }
+}
+
+/// How long an interrupted launch waits for the answer to a create call
+/// already on its way, so that it knows whether a container exists.
+const CREATE_SETTLE: Duration = Duration::from_secs(10);
+
+/// Runs `work` (a launch, perhaps followed by a command) until it ends or
+/// SIGINT/SIGTERM/SIGHUP/SIGQUIT arrives. On a signal the work is dropped
+/// and the container named `name` is removed (SPEC §6.1: any failure after
+/// create removes the container); a create call in flight is first given up
+/// to [`CREATE_SETTLE`] to answer (a second signal stops the wait). What
+/// happened is said on stderr, with how to remove a container odek could
+/// not: `odek sandbox gc` for an ephemeral one, `odek sandbox down` for a
+/// `detached` one (gc keeps those). Errors: [`Interrupted`] with the exit
+/// status the signal calls for (130, 143, 129, 131).
+async fn interruptible<T>(
+    odek: &Odek,
+    name: &str,
+    detached: bool,
+    progress: &LaunchProgress,
+    signals: &mut Signals,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, Interrupted> {
+    let mut work = Box::pin(work);
     let signalled = tokio::select! {
-        code = &mut flow => return code,
+        out = &mut work => return Ok(out),
         n = signals.next() => n,
     };
-    // Dropping the flow cancels it (and kills a host command in fallback).
-    drop(flow);
-    // The launch or the command was interrupted: remove the container by its
-    // pre-chosen name (it may exist even if its ID was never seen). A create
-    // still in flight may land later: wait for it, but not for ever.
+    let stage_at_signal = progress.get();
+    if stage_at_signal == Stage::Creating {
+        eprintln!(
+            "odek: interrupted while the container was being created; waiting up to {} s for the daemon's answer to remove it (interrupt again to stop waiting)",
+            CREATE_SETTLE.as_secs()
+        );
+        // Keep driving the work only until the create has answered: its
+        // answer, not a blind wait, tells whether a container exists.
+        let deadline = tokio::time::sleep(CREATE_SETTLE);
+        tokio::pin!(deadline);
+        while progress.get() == Stage::Creating {
+            tokio::select! {
+                _ = &mut work => break,
+                _ = &mut deadline => break,
+                _ = signals.next() => break,
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+            }
+        }
+    }
+    drop(work);
     let stage = progress.get();
     let outcome = match stage {
         Stage::Preparing => Reaped::Absent,
-        Stage::Creating => {
-            eprintln!("odek: interrupted while the container was being created; waiting up to 10 s to remove it");
-            odek.reap_named(&name, Duration::from_secs(10)).await
-        }
-        Stage::Created => odek.reap_named(&name, Duration::ZERO).await,
+        _ => odek.reap_named(name, Duration::ZERO).await,
+    };
+    let later = if detached {
+        format!("`odek sandbox down {name}` removes it")
+    } else {
+        "`odek sandbox gc` reaps it".to_string()
     };
     match (stage, outcome) {
         (Stage::Preparing, _) => eprintln!(
-            "odek: interrupted; no container was created (a command already running on the host was killed with its process group)"
+            "odek: interrupted before any container was created (a command odek had started on the host, if any, was killed with its process group)"
         ),
         (_, Reaped::Removed) => eprintln!("odek: interrupted; sandbox {name} removed"),
         (Stage::Creating, Reaped::Absent) => eprintln!(
-            "odek: interrupted; no container {name} appeared (should the daemon still create it, `odek sandbox gc` reaps it)"
+            "odek: interrupted; no container {name} exists (should the daemon still create it, {later})"
         ),
         (_, Reaped::Absent) => eprintln!("odek: interrupted; sandbox {name} is gone"),
         (_, Reaped::Failed(why)) => eprintln!(
-            "odek: interrupted; could not remove sandbox {name} ({why}); `odek sandbox gc` reaps it once the daemon answers again"
+            "odek: interrupted; could not remove sandbox {name} ({why}); {later} once the daemon answers"
         ),
     }
-    ExitCode::from(signalled)
+    Err(Interrupted(signalled))
 }
+
+/// A command interrupted by a signal, after its cleanup was done and said:
+/// carries the exit status (128 + the signal's number).
+#[derive(Debug)]
+pub struct Interrupted(pub u8);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "interrupted (exit status {})", self.0)
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 async fn run_flow(
     cli: &Cli,
@@ -319,6 +382,63 @@ impl Signals {
     }
 }
 
+/// `odek sandbox up` up to a running detached sandbox named `name`: from a
+/// parent's recorded plan narrowed (SPEC §8) with `--parent`, else resolved,
+/// approved and launched like `odek run`'s, never falling back to the host.
+async fn sandbox_up(
+    cli: &Cli,
+    odek: &Odek,
+    reporter: &Stderr,
+    args: &crate::UpArgs,
+    name: &str,
+    progress: Arc<LaunchProgress>,
+) -> anyhow::Result<Sandbox> {
+    if let Some(parent_name) = &args.parent {
+        let parent = odek.attach(parent_name).await?;
+        let req = args.sandbox.narrow_request()?;
+        let plan = odek_core::narrow::narrow(&parent.plan, &req)?;
+        for w in &plan.warnings {
+            odek_core::Reporter::warning(reporter, w);
+        }
+        let opts = LaunchOptions {
+            detached: true,
+            name: Some(name.to_string()),
+            labels: [(odek_core::labels::PARENT.to_string(), parent.name.clone())].into(),
+            progress: Some(progress),
+            ..Default::default()
+        };
+        return Ok(odek.launch(&plan, &opts, reporter).await?);
+    }
+    let mut inputs = args.sandbox.inputs(&cli.workdir)?;
+    // A detached sandbox needs a container: never fall back to the host.
+    if inputs.flags.sandbox.is_none() {
+        inputs.flags.sandbox = Some(true);
+        inputs.flag_names.insert(
+            "sandbox".into(),
+            "odek sandbox up (implies --sandbox)".into(),
+        );
+    }
+    let plan = odek.resolve(&inputs, reporter).await?;
+    verbose_plan(cli, odek, &plan);
+    let approval = approve::obtain(odek, &plan).await?;
+    if plan.isolation != odek_core::Isolation::Container {
+        bail!("`odek sandbox up` needs a container, but the sandbox is {}; fix the cause above or use `odek run`",
+            if plan.isolation == odek_core::Isolation::Off { "off" } else { "unavailable (fallback)" });
+    }
+    let opts = LaunchOptions {
+        detached: true,
+        name: Some(name.to_string()),
+        approval,
+        progress: Some(progress),
+        ..Default::default()
+    };
+    let sandbox = odek.launch(&plan, &opts, reporter).await?;
+    if sandbox.container_id.is_none() {
+        bail!("the image could not be pulled and `odek sandbox up` does not fall back to the host");
+    }
+    Ok(sandbox)
+}
+
 async fn sandbox(
     cli: &Cli,
     odek: &Odek,
@@ -332,58 +452,17 @@ async fn sandbox(
         }
     }
     match cmd {
-        SandboxCmd::Up(args) if args.parent.is_some() => {
-            let parent_name = args.parent.as_deref().unwrap_or_default();
-            let parent = odek.attach(parent_name).await?;
-            let req = args.sandbox.narrow_request()?;
-            let plan = odek_core::narrow::narrow(&parent.plan, &req)?;
-            for w in &plan.warnings {
-                odek_core::Reporter::warning(reporter, w);
-            }
-            let opts = LaunchOptions {
-                detached: true,
-                name: args.name.clone(),
-                labels: [(odek_core::labels::PARENT.to_string(), parent.name.clone())].into(),
-                ..Default::default()
-            };
-            let sandbox = odek.launch(&plan, &opts, reporter).await?;
-            eprintln!("{}", sandbox.startup_line());
-            if args.json {
-                outln!("{}", sandbox_json(&sandbox)?);
-            } else {
-                outln!("{}", sandbox.name);
-            }
-        }
         SandboxCmd::Up(args) => {
-            if args.sandbox.no_sandbox {
+            if args.parent.is_none() && args.sandbox.no_sandbox {
                 bail!("`odek sandbox up` launches a container; --no-sandbox makes no sense here (use `odek run --no-sandbox`)");
             }
-            let mut inputs = args.sandbox.inputs(&cli.workdir)?;
-            // A detached sandbox needs a container: never fall back to the host.
-            if inputs.flags.sandbox.is_none() {
-                inputs.flags.sandbox = Some(true);
-                inputs.flag_names.insert(
-                    "sandbox".into(),
-                    "odek sandbox up (implies --sandbox)".into(),
-                );
-            }
-            let plan = odek.resolve(&inputs, reporter).await?;
-            verbose_plan(cli, odek, &plan);
-            let approval = approve::obtain(odek, &plan).await?;
-            if plan.isolation != odek_core::Isolation::Container {
-                bail!("`odek sandbox up` needs a container, but the sandbox is {}; fix the cause above or use `odek run`",
-                    if plan.isolation == odek_core::Isolation::Off { "off" } else { "unavailable (fallback)" });
-            }
-            let opts = LaunchOptions {
-                detached: true,
-                name: args.name.clone(),
-                approval,
-                ..Default::default()
-            };
-            let sandbox = odek.launch(&plan, &opts, reporter).await?;
-            if sandbox.container_id.is_none() {
-                bail!("the image could not be pulled and `odek sandbox up` does not fall back to the host");
-            }
+            // A pre-chosen name and signal handlers: an interrupted launch
+            // removes what it created (a detached sandbox outlives gc).
+            let name = args.name.clone().unwrap_or_else(new_sandbox_name);
+            let progress = Arc::new(LaunchProgress::default());
+            let mut signals = Signals::install().context("cannot install signal handlers")?;
+            let work = sandbox_up(cli, odek, reporter, args, &name, progress.clone());
+            let sandbox = interruptible(odek, &name, true, &progress, &mut signals, work).await??;
             eprintln!("{}", sandbox.startup_line());
             if args.json {
                 outln!("{}", sandbox_json(&sandbox)?);

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use odek_e2e::fault_proxy::{Action, FaultProxy, Rule, Then};
-use odek_e2e::{docker, docker_ok, stdout, strs, Project, BASE_IMAGE, PROJECT};
+use odek_e2e::{docker, docker_ok, stdout, strs, wait_until, Project, BASE_IMAGE, PROJECT};
 
 /// Serialises the tests that leave an orphan for `odek sandbox gc`.
 static GC: Mutex<()> = Mutex::new(());
@@ -161,6 +161,110 @@ fn sigint_during_setup_removes_the_container_and_exits_130() {
 #[test]
 fn sigterm_during_setup_removes_the_container_and_exits_143() {
     signal_while_start_stalls("TERM", 143);
+}
+
+/// Spawns `odek sandbox up --sandbox-compose odeke2e …` through `proxy`.
+fn spawn_up(p: &Project, proxy: &FaultProxy, call_timeout: &str) -> Child {
+    p.odek(&[
+        "sandbox",
+        "up",
+        "--sandbox-compose",
+        PROJECT,
+        "--sandbox-image",
+        BASE_IMAGE,
+    ])
+    .env("DOCKER_HOST", proxy.docker_host())
+    .env("ODEK_DOCKER_TIMEOUT", call_timeout)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn odek sandbox up")
+}
+
+#[test]
+fn sigint_during_sandbox_up_removes_the_half_made_sandbox() {
+    // A detached sandbox outlives gc, so an interrupted `sandbox up` must
+    // remove what it created itself: here a container created, not started.
+    let p = Project::new();
+    let proxy = FaultProxy::start(vec![Rule::new(
+        "POST",
+        "/containers/*/start",
+        1,
+        Action::Stall,
+        Then::Relay,
+    )]);
+    let mut child = spawn_up(&p, &proxy, "60");
+    assert!(
+        proxy.wait_fired(Duration::from_secs(30)),
+        "odek never reached start:\n{}",
+        proxy.transcript()
+    );
+    let id = the_container(&p, &proxy);
+    kill(&child, "INT");
+    let st = wait_exit(&mut child, Duration::from_secs(15), "SIGINT");
+    let (out, err) = output_of(&mut child);
+    let ctx = format!(
+        "stdout:\n{out}\nstderr:\n{err}\nrequests:\n{}",
+        proxy.transcript()
+    );
+    assert_eq!(st.code(), Some(130), "{st:?}\n{ctx}");
+    assert!(
+        !docker_ok(&["container", "inspect", &id]),
+        "container {id} left after SIGINT during sandbox up\n{ctx}"
+    );
+    assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
+    assert!(err.contains("removed"), "{ctx}");
+    assert!(out.trim().is_empty(), "no sandbox name is printed: {ctx}");
+}
+
+#[test]
+fn a_second_sigint_stops_waiting_for_a_create_that_does_not_answer() {
+    // The create reached the daemon but its answer never comes: the first
+    // SIGINT waits (up to 10 s) for it, a second one stops the wait, and
+    // the container is removed by its pre-chosen name.
+    let _gc = gc_lock();
+    let p = Project::new();
+    let proxy = FaultProxy::start(vec![Rule::new(
+        "POST",
+        "/containers/create",
+        1,
+        Action::StallAfterForward,
+        Then::Relay,
+    )]);
+    let mut child = spawn_run(&p, &proxy, &p.marker_argv(), "60");
+    assert!(
+        proxy.wait_fired(Duration::from_secs(30)),
+        "{}",
+        proxy.transcript()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || p.leftovers().len() == 1),
+        "the forwarded create did not land:\n{}",
+        proxy.transcript()
+    );
+    kill(&child, "INT");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "odek did not wait for the create's answer"
+    );
+    let t0 = Instant::now();
+    kill(&child, "INT");
+    let st = wait_exit(&mut child, Duration::from_secs(5), "the second SIGINT");
+    let took = t0.elapsed();
+    let (_, err) = output_of(&mut child);
+    let ctx = format!("stderr:\n{err}\nrequests:\n{}", proxy.transcript());
+    assert_eq!(st.code(), Some(130), "{st:?}\n{ctx}");
+    assert!(err.contains("interrupt again to stop waiting"), "{ctx}");
+    assert!(
+        wait_until(Duration::from_secs(5), || p.leftovers().is_empty()),
+        "container left: {:?}\n{ctx}",
+        p.leftovers()
+    );
+    assert!(err.contains("removed"), "{ctx}");
+    assert!(!p.marker().exists());
+    eprintln!("second SIGINT: exited {took:?} after it");
 }
 
 // ---------------------------------------------------------------------------
