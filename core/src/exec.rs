@@ -140,9 +140,12 @@ const KILL_BUDGET: Duration = Duration::from_secs(5);
 
 /// The script of the kill exec: `$1` is `ODEK_EXEC_ID=<tag>`, `$2` the mode,
 /// `$3` `ODEK_KILL_PROBE=<hex>` (set in the script's own environment).
-/// `kill`: up to five passes over `/proc` SIGKILL every process whose
-/// environment holds the tag (a pass finds children forked during the one
-/// before); exits 0 once a pass finds none, 1 when processes kept appearing.
+/// `kill`: up to five passes over `/proc`; each SIGSTOPs every process whose
+/// environment holds the tag as it finds it, then SIGKILLs them all, so no
+/// process of the command runs again once one of them died (a shell woken
+/// by its child's death would run its next step); a pass finds children
+/// forked during the one before. Exits 0 once a pass finds none, 1 when
+/// processes kept appearing.
 /// `count`: prints `<tagged> <unreadable>` — processes still holding the tag,
 /// and live ones whose environment could not be read — and exits 0.
 /// `main`: prints `1` when the command's own process still runs — a tagged
@@ -156,20 +159,22 @@ command -v cat >/dev/null 2>&1 || exit 3
 case "$(cat /proc/$$/environ 2>/dev/null)" in *"$probe"*) ;; *) exit 4 ;; esac
 n=0
 while :; do
-  found=0 unread=0 main=0
+  found=0 unread=0 main=0 stopped=
   for p in /proc/[0-9]*; do
     e=$(cat "$p/environ" 2>/dev/null) || { [ -d "$p" ] && unread=$((unread+1)); continue; }
     case "$e" in
       *"$tag"*)
         found=$((found+1))
         if [ "$mode" = kill ]; then
-          kill -KILL "${p#/proc/}" 2>/dev/null
+          kill -STOP "${p#/proc/}" 2>/dev/null
+          stopped="$stopped ${p#/proc/}"
         elif [ "$mode" = main ] && read -r st < "$p/stat" 2>/dev/null; then
           set -- ${st##*") "}
           [ "$2" = 0 ] && main=1
         fi ;;
     esac
   done
+  [ -n "$stopped" ] && kill -KILL $stopped 2>/dev/null
   case "$mode" in
     count) echo "$found $unread"; exit 0 ;;
     main) echo "$main"; exit 0 ;;

@@ -215,3 +215,62 @@ fn a_command_that_exits_before_its_timeout_keeps_its_status_even_if_a_child_hold
         sb.processes("sleep")
     );
 }
+
+/// `sh` waits on `sleep`: a kill that ended `sleep` before `sh` would let
+/// the shell run its next step (found by a review: /proc/10 sorts before
+/// /proc/9, so a one-by-one kill in /proc order woke the shell).
+const NEXT_STEP: &str = "sleep 30; touch /workspace/late";
+
+#[test]
+fn a_timed_out_command_runs_no_further_step_in_sandbox_exec() {
+    // A fresh sandbox each time: the PIDs, hence the /proc order, repeat.
+    for round in 0..3 {
+        let d = Detached::up();
+        let out = d.exec_timed("1", NEXT_STEP);
+        assert_eq!(
+            out.status.code(),
+            Some(124),
+            "round {round}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("was killed"),
+            "round {round}: {}",
+            stderr(&out)
+        );
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(
+            !d.p.path().join("late").exists(),
+            "round {round}: the shell ran its next step after the kill"
+        );
+    }
+}
+
+#[test]
+fn a_timed_out_command_runs_no_further_step_in_odek_run() {
+    for round in 0..3 {
+        let p = Project::new();
+        let out = p.run_odek(&[
+            "run",
+            "--sandbox-image",
+            BASE_IMAGE,
+            "--timeout",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            NEXT_STEP,
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(124),
+            "round {round}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !p.path().join("late").exists(),
+            "round {round}: the shell ran its next step after the kill"
+        );
+        assert!(p.leftovers().is_empty());
+    }
+}
