@@ -148,7 +148,7 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
             let opts = bench_opts(&name);
             // The floor gets the exact create request odek sends, built
             // outside its timing: it measures the Engine calls only.
-            let spec = container_spec(&plan, &name, &image_ref, &opts);
+            let spec = container_spec(&plan, &name, &image_ref, &opts, "bench");
             let t = Instant::now();
             let id = match v {
                 0 => container_of(&odek_launch(&ctx.odek, &inputs, &opts).await?)?,
@@ -410,7 +410,13 @@ async fn launch_profile(
         let _ = odek_core::config::load(inputs)?;
         cpu.push_ms("config_load_us", t.elapsed().as_secs_f64() * 1e6);
         let t = Instant::now();
-        let _ = container_spec(plan, "odek-bench-x", image_ref, &bench_opts("odek-bench-x"));
+        let _ = container_spec(
+            plan,
+            "odek-bench-x",
+            image_ref,
+            &bench_opts("odek-bench-x"),
+            "bench",
+        );
         cpu.push_ms("container_spec_us", t.elapsed().as_secs_f64() * 1e6);
     }
     res.line(format!(

@@ -172,7 +172,10 @@ async fn interruptible<T>(
     let stage = progress.get();
     let outcome = match stage {
         Stage::Preparing => Reaped::Absent,
-        _ => odek.reap_named(name, Duration::ZERO).await,
+        _ => {
+            odek.reap_named(name, progress.launch_id(), Duration::ZERO)
+                .await
+        }
     };
     let later = if detached {
         format!("`odek sandbox down {name}` removes it")
@@ -188,6 +191,9 @@ async fn interruptible<T>(
             "odek: interrupted; no container {name} exists (should the daemon still create it, {later})"
         ),
         (_, Reaped::Absent) => eprintln!("odek: interrupted; sandbox {name} is gone"),
+        (_, Reaped::NotOurs) => eprintln!(
+            "odek: interrupted; a container named {name} exists, but this launch did not create it: it was left alone"
+        ),
         (_, Reaped::Failed(why)) => eprintln!(
             "odek: interrupted; could not remove sandbox {name} ({why}); {later} once the daemon answers"
         ),

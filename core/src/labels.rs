@@ -26,6 +26,11 @@ pub const DETACHED: &str = "dev.odek.detached";
 pub const PLAN: &str = "dev.odek.plan";
 /// Name of the parent sandbox of a narrowed child.
 pub const PARENT: &str = "dev.odek.parent";
+/// The random ID (32 hex) of the launch that created the container. A
+/// removal by name — after a create whose answer was lost, or an interrupt
+/// while the create was on its way — removes only a container carrying its
+/// own launch's ID, never another one that happens to have the name.
+pub const LAUNCH: &str = "dev.odek.launch";
 
 /// Who owns a sandbox.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -132,9 +132,29 @@ impl Sandbox {
 }
 
 /// How far a launch got, readable from another task (e.g. a signal
-/// handler deciding what to clean up).
-#[derive(Debug, Default)]
-pub struct LaunchProgress(AtomicU8);
+/// handler deciding what to clean up), and the launch's ID (the
+/// [`labels::LAUNCH`] label), so that task removes only this launch's
+/// container.
+#[derive(Debug)]
+pub struct LaunchProgress {
+    stage: AtomicU8,
+    launch_id: String,
+}
+
+impl Default for LaunchProgress {
+    fn default() -> Self {
+        LaunchProgress {
+            stage: AtomicU8::new(Stage::Preparing as u8),
+            launch_id: new_launch_id(),
+        }
+    }
+}
+
+/// A random launch ID: 32 lowercase hex characters.
+pub fn new_launch_id() -> String {
+    let b: [u8; 16] = rand::rng().random();
+    hex::encode(b)
+}
 
 /// A launch stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -150,12 +170,17 @@ pub enum Stage {
 impl LaunchProgress {
     /// Records a stage.
     pub fn set(&self, s: Stage) {
-        self.0.store(s as u8, Ordering::SeqCst);
+        self.stage.store(s as u8, Ordering::SeqCst);
+    }
+
+    /// The ID the launch labels its container with ([`labels::LAUNCH`]).
+    pub fn launch_id(&self) -> &str {
+        &self.launch_id
     }
 
     /// The stage reached.
     pub fn get(&self) -> Stage {
-        match self.0.load(Ordering::SeqCst) {
+        match self.stage.load(Ordering::SeqCst) {
             0 => Stage::Preparing,
             1 => Stage::Creating,
             _ => Stage::Created,
@@ -216,7 +241,13 @@ pub fn new_sandbox_name() -> String {
 }
 
 /// The create request for a plan (SPEC §6.1).
-pub fn container_spec(plan: &Plan, name: &str, image: &str, opts: &LaunchOptions) -> ContainerSpec {
+pub fn container_spec(
+    plan: &Plan,
+    name: &str,
+    image: &str,
+    opts: &LaunchOptions,
+    launch_id: &str,
+) -> ContainerSpec {
     let mut labels = BTreeMap::new();
     labels.insert(labels::SANDBOX.to_string(), "true".to_string());
     labels.insert(
@@ -238,6 +269,7 @@ pub fn container_spec(plan: &Plan, name: &str, image: &str, opts: &LaunchOptions
     }
     labels.insert(labels::PLAN.to_string(), plan_label_json(plan));
     labels.extend(opts.labels.clone());
+    labels.insert(labels::LAUNCH.to_string(), launch_id.to_string());
 
     let mut binds = vec![BindMount {
         source: plan.workdir.display().to_string(),
@@ -401,7 +433,17 @@ impl Odek {
         }
         let name = opts.name.clone().unwrap_or_else(new_sandbox_name);
         // A digest-pinned reference is created by digest, never by tag.
-        let spec = container_spec(plan, &name, &plan.image.reference.create_ref(), opts);
+        let launch_id = opts
+            .progress
+            .as_ref()
+            .map_or_else(new_launch_id, |p| p.launch_id().to_string());
+        let spec = container_spec(
+            plan,
+            &name,
+            &plan.image.reference.create_ref(),
+            opts,
+            &launch_id,
+        );
         if let Some(p) = &opts.progress {
             p.set(Stage::Creating);
         }
@@ -419,8 +461,11 @@ impl Odek {
                     // The connection broke: one attempt tells whether it landed.
                     Duration::ZERO
                 };
-                let note = match crate::registry::reap(engine.as_ref(), &name, wait).await {
+                let note = match crate::registry::reap(engine.as_ref(), &name, &launch_id, wait).await {
                     Reaped::Removed => "; the container was removed".to_string(),
+                    Reaped::NotOurs => format!(
+                        "; a container named {name} exists, but this launch did not create it: it was left alone"
+                    ),
                     Reaped::Absent => format!(
                         "; no container {name} appeared within {:.0} s (should the daemon still create it, `odek sandbox gc` removes it)",
                         wait.as_secs_f64()

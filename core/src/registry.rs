@@ -20,19 +20,32 @@ pub enum Reaped {
     Removed,
     /// No such container appeared within the wait.
     Absent,
+    /// A container of that name exists, but another launch created it (its
+    /// [`labels::LAUNCH`] differs): it was left alone.
+    NotOurs,
     /// The daemon could not be asked (the message says why): the container
     /// may exist; `odek sandbox gc` reaps it once the owner is gone.
     Failed(String),
 }
 
-/// Removes `name`, retrying for up to `wait` while it does not exist.
-pub async fn reap(engine: &dyn DockerApi, name: &str, wait: Duration) -> Reaped {
+/// Removes the container named `name` if the launch `launch_id` created it
+/// (its [`labels::LAUNCH`] label), looking again every 250 ms for up to
+/// `wait` while no container has the name (a create still in flight).
+/// Removal is by the ID found, so a container that takes the name later is
+/// never touched.
+pub async fn reap(engine: &dyn DockerApi, name: &str, launch_id: &str, wait: Duration) -> Reaped {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        match engine.remove_container(name).await {
-            Ok(true) => return Reaped::Removed,
-            Ok(false) if tokio::time::Instant::now() >= deadline => return Reaped::Absent,
-            Ok(false) => tokio::time::sleep(Duration::from_millis(250)).await,
+        match engine.inspect_container(name).await {
+            Ok(Some(c)) if c.labels.get(labels::LAUNCH).map(String::as_str) == Some(launch_id) => {
+                return match engine.remove_container(&c.id).await {
+                    Ok(_) => Reaped::Removed,
+                    Err(e) => Reaped::Failed(e.to_string()),
+                }
+            }
+            Ok(Some(_)) => return Reaped::NotOurs,
+            Ok(None) if tokio::time::Instant::now() >= deadline => return Reaped::Absent,
+            Ok(None) => tokio::time::sleep(Duration::from_millis(250)).await,
             Err(e) => return Reaped::Failed(e.to_string()),
         }
     }
@@ -172,16 +185,19 @@ impl Odek {
         })
     }
 
-    /// Force-removes the container with this name, whatever state it is in
-    /// (used when a launch is interrupted or a create answer was lost, so the
+    /// Force-removes the container with this name, whatever state it is in,
+    /// if the launch `launch_id` created it ([`crate::launch::LaunchProgress::launch_id`];
+    /// used when a launch is interrupted or a create answer was lost, so the
     /// ID may be unknown). When no such container exists yet, tries again
     /// every 250 ms for up to `wait` — a create still in flight at the daemon
-    /// may land later. Never takes much longer than `wait` plus one call.
-    pub async fn reap_named(&self, name: &str, wait: Duration) -> Reaped {
+    /// may land later. Never takes much longer than `wait` plus two calls.
+    /// A container of that name from another launch is left alone
+    /// ([`Reaped::NotOurs`]).
+    pub async fn reap_named(&self, name: &str, launch_id: &str, wait: Duration) -> Reaped {
         let engine = match self.engine() {
             Ok(e) => e.clone(),
             Err(e) => return Reaped::Failed(e.to_string()),
         };
-        reap(engine.as_ref(), name, wait).await
+        reap(engine.as_ref(), name, launch_id, wait).await
     }
 }

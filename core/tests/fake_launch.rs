@@ -399,9 +399,13 @@ async fn create_unreachable_is_daemon_unreachable_and_removes_by_name() {
     .await;
     assert_refused(&s, &err, FailureClass::DaemonUnreachable, "injected");
     let name = s.fake.calls_of(Op::CreateContainer)[0].arg.clone();
-    let removes = s.fake.calls_of(Op::RemoveContainer);
-    assert_eq!(removes.len(), 1);
-    assert_eq!(removes[0].arg, name, "removed by the pre-chosen name");
+    // Looked up by the pre-chosen name; nothing was there to remove.
+    assert!(s
+        .fake
+        .calls_of(Op::InspectContainer)
+        .iter()
+        .any(|c| c.arg == name));
+    assert!(s.fake.calls_of(Op::RemoveContainer).is_empty());
 }
 
 /// A create whose answer is lost: the container exists on the daemon.
@@ -418,10 +422,53 @@ async fn create_with_a_lost_answer_is_removed_by_name() {
     assert_refused(&s, &err, FailureClass::DaemonUnreachable, "injected");
     let name = s.fake.calls_of(Op::CreateContainer)[0].arg.clone();
     assert!(name.starts_with("odek-"), "{name}");
+    assert!(s
+        .fake
+        .calls_of(Op::InspectContainer)
+        .iter()
+        .any(|c| c.arg == name));
     let removes = s.fake.calls_of(Op::RemoveContainer);
     assert_eq!(removes.len(), 1);
-    assert_eq!(removes[0].arg, name);
+    assert_eq!(
+        removes[0].arg.len(),
+        64,
+        "removed by the ID found: {removes:?}"
+    );
     assert!(s.fake.calls_of(Op::StartContainer).is_empty());
+}
+
+#[tokio::test]
+async fn a_lost_create_answer_leaves_another_launchs_container_of_that_name_alone() {
+    // `sandbox up --name X` while a sandbox X runs: the daemon answers 409,
+    // the answer is lost, and the removal by name must not take X.
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    let first = LaunchOptions {
+        name: Some("odek-victim".into()),
+        ..LaunchOptions::default()
+    };
+    let victim = s
+        .odek
+        .launch(&plan, &first, &s.reporter)
+        .await
+        .expect("first launch");
+    s.fake.fail(Fault {
+        nth: 2,
+        ..lost_create(EngineErrorKind::Unreachable)
+    });
+    let err = s
+        .odek
+        .launch(&plan, &first, &s.reporter)
+        .await
+        .expect_err("refused");
+    assert_eq!(err.class(), FailureClass::DaemonUnreachable, "{err}");
+    assert!(err.to_string().contains("left alone"), "{err}");
+    assert!(s.fake.calls_of(Op::RemoveContainer).is_empty());
+    let id = victim.container_id.expect("id");
+    assert!(
+        s.fake.container(&id).is_some_and(|c| c.running),
+        "the other launch's sandbox was removed"
+    );
 }
 
 #[tokio::test]

@@ -533,6 +533,10 @@ impl DockerApi for FakeEngine {
         let late = self.enter(Op::CreateContainer, &spec.name)?;
         let mut s = self.lock();
         if s.containers.values().any(|c| c.info.name == spec.name) {
+            // A 409 whose answer was lost looks like the lost answer.
+            if let Some(e) = late {
+                return Err(e);
+            }
             return Err(EngineError {
                 op: Op::CreateContainer,
                 kind: EngineErrorKind::Rejected,

@@ -276,6 +276,44 @@ fn process_listing_stalls_then_times_out_and_is_removed() {
 }
 
 #[test]
+fn a_lost_create_answer_never_removes_another_sandbox_of_that_name() {
+    // `odek sandbox up --name X` while sandbox X runs: the daemon answers
+    // 409, the answer is lost, and the removal by name must leave X alone
+    // (found by a review: X was force-removed and odek said "removed").
+    let p = Project::new();
+    let name = format!("odek-e2e-{}", odek_e2e::random_hex(8));
+    let up = |extra_env: Option<&FaultProxy>| {
+        let mut cmd = p.odek(&[
+            "sandbox",
+            "up",
+            "--name",
+            &name,
+            "--sandbox-image",
+            BASE_IMAGE,
+        ]);
+        if let Some(proxy) = extra_env {
+            cmd.env("DOCKER_HOST", proxy.docker_host())
+                .env("ODEK_DOCKER_TIMEOUT", CALL_TIMEOUT);
+        }
+        run_timeout(&mut cmd, Duration::from_secs(60))
+    };
+    let first = up(None);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let id = docker(&["inspect", "-f", "{{.Id}}", &name]);
+    let proxy = FaultProxy::start(vec![rule(CREATE, 1, Action::DropAfterForward, Then::Relay)]);
+    let out = up(Some(&proxy));
+    let ctx = context(&out, &proxy);
+    let alive = docker_ok(&["container", "inspect", &id])
+        && docker(&["inspect", "-f", "{{.State.Running}}", &id]) == "true";
+    let _ = p.run_odek(&["sandbox", "down", &name]);
+    assert!(proxy.fired(), "{ctx}");
+    assert_ne!(out.status.code(), Some(0), "{ctx}");
+    assert!(alive, "the running sandbox {name} was removed\n{ctx}");
+    assert!(stderr(&out).contains("left alone"), "{ctx}");
+    assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
+}
+
+#[test]
 fn create_stalls_then_times_out_and_is_removed_by_name() {
     let took = recovers(rule(CREATE, 1, Action::StallAfterForward, Then::Relay), &[]);
     assert!(
