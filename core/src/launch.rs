@@ -551,8 +551,9 @@ impl Odek {
             // says "cannot start a stopped process"). Its exit says why.
             if e.kind == EngineErrorKind::Rejected {
                 if let Ok(Some(info)) = engine.inspect_container(id).await {
-                    if !info.running && info.exit.is_some() {
-                        e.message = format!("{}; {}", e.message, not_running(&info));
+                    // Docker's reason, when it gave one, is the message already.
+                    if !info.running && info.exit.as_ref().is_some_and(|(_, e)| e.is_empty()) {
+                        e.message = format!("{}; {}", e.message, not_running(plan, &info));
                     }
                 }
             }
@@ -686,7 +687,7 @@ fn idle_missing_message(seen: &[String]) -> String {
         String::new()
     };
     format!(
-        "the idle process `{}` did not start within {} s; the container runs [{}]{more} instead: an image ENTRYPOINT must run its arguments (`exec \"$@\"`)",
+        "the idle process `{}` did not start within {} s; the container runs [{}]{more} instead: an image ENTRYPOINT must run its arguments (`exec \"$@\"`), and do so within that time",
         IDLE_CMD.join(" "),
         IDLE_START_BUDGET.as_secs(),
         shown.join(", ")
@@ -694,22 +695,48 @@ fn idle_missing_message(seen: &[String]) -> String {
 }
 
 /// Why a container that is not running cannot be a sandbox: its exit code
-/// and error, and what must hold for the idle process to start.
-fn not_running(info: &ContainerInfo) -> String {
-    let why = match &info.exit {
-        Some((code, err)) if !err.is_empty() => {
-            format!(
-                " (exit code {code}: {})",
-                crate::approval::display_text(err)
-            )
-        }
-        Some((code, _)) => format!(" (exit code {code})"),
-        None => String::new(),
+/// and Docker's error, and the one cause that fits — Docker's own reason
+/// when it gave one; `sleep` missing (127) or not executable (126), naming
+/// the sandbox_env PATH when one is set; a pids limit below 2 (docker-init
+/// and the idle process), with where it came from; else an ENTRYPOINT that
+/// exited.
+fn not_running(plan: &Plan, info: &ContainerInfo) -> String {
+    let idle = IDLE_CMD.join(" ");
+    let source = |key: &str| {
+        plan.sources
+            .get(key)
+            .map(|s| format!(" from {s}"))
+            .unwrap_or_default()
     };
-    format!(
-        "the container is not running{why}: its idle process `{}` ended; the image must provide it on PATH and not replace it with an ENTRYPOINT of its own, and PATH (sandbox_env) and the pids limit must leave room to start it",
-        IDLE_CMD.join(" ")
-    )
+    let path_note = if plan.env.iter().any(|e| e.key == "PATH") {
+        format!(
+            ", and PATH, set by sandbox_env{}, must reach it",
+            source("sandbox_env")
+        )
+    } else {
+        String::new()
+    };
+    match &info.exit {
+        Some((code, err)) if !err.is_empty() => format!(
+            "the container is not running (exit code {code}: {}): Docker could not start it as planned",
+            crate::approval::display_text(err)
+        ),
+        Some((127, _)) => format!(
+            "the container is not running (exit code 127): its idle process `{idle}` was not found; the image must provide `sleep` on PATH{path_note}"
+        ),
+        Some((126, _)) => format!(
+            "the container is not running (exit code 126): its idle process `{idle}` could not be executed; the image's `sleep` must be executable by the sandbox user{path_note}"
+        ),
+        Some((code, _)) if plan.pids_limit < 2 => format!(
+            "the container is not running (exit code {code}): the pids limit {}{} leaves no room for its idle process `{idle}` beside docker-init; allow 2 processes at least, and more for the commands",
+            plan.pids_limit,
+            source("sandbox_pids_limit")
+        ),
+        Some((code, _)) => format!(
+            "the container is not running (exit code {code}): its idle process `{idle}` ended; an image ENTRYPOINT must run its arguments (`exec \"$@\"`), not exit"
+        ),
+        None => format!("the container is not running: its idle process `{idle}` is not there"),
+    }
 }
 
 /// Checks the container against the plan (SPEC §6.1): exactly the planned
@@ -720,10 +747,12 @@ pub fn verify(
     info: &ContainerInfo,
     image_id: &str,
 ) -> std::result::Result<Applied, String> {
-    let mut problems = Vec::new();
     if !info.running {
-        problems.push(not_running(info));
+        // Nothing else is worth checking (a stopped container shows no
+        // network endpoints, for one).
+        return Err(not_running(plan, info));
     }
+    let mut problems = Vec::new();
     let mut want: Vec<String> = plan.networks.iter().map(|n| n.id.clone()).collect();
     if plan.network_mode == NetworkMode::Bridge {
         match &plan.bridge_network_id {

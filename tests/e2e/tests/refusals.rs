@@ -262,6 +262,11 @@ fn a_sandbox_whose_idle_process_cannot_start_is_refused_with_the_reason() {
     );
     assert!(err.contains("idle process `sleep"), "{err}");
     assert!(err.contains("exit code"), "{err}");
+    assert!(
+        err.contains("the pids limit 1 from flag --sandbox-pids-limit"),
+        "names the limit and where it came from: {err}"
+    );
+    assert!(!err.contains("networks differ"), "{err}");
 }
 
 #[test]
@@ -286,6 +291,11 @@ fn a_sandbox_whose_path_has_no_sleep_is_refused_with_the_reason() {
     argv.extend(p.marker_argv());
     let out = p.run_odek(&strs(&argv));
     assert_refused(&p, &out, "the container is not running (exit code 127)");
+    let err = odek_e2e::stderr(&out);
+    assert!(
+        err.contains("PATH, set by sandbox_env from user config"),
+        "names the PATH setting: {err}"
+    );
 }
 
 /// An image built from the base whose ENTRYPOINT ignores its arguments,
