@@ -40,7 +40,7 @@ pub const EXIT_REFUSED: u8 = 125;
 #[derive(Parser, Debug)]
 #[command(name = "odek", version, propagate_version = true, max_term_width = 100)]
 #[command(
-    after_help = "Example:\n  docker compose -p shop -f docker-compose.yml up -d     (or docker-compose)\n  odek run --sandbox-compose shop --sandbox-image my-tools:1 -- sh -c 'redis-cli -h redis ping'\n\nExit status of `odek run`: the command's own status; 124 after --timeout; 125 when odek refused to set the sandbox up (nothing ran); 130/143/129/131 after SIGINT/SIGTERM/SIGHUP/SIGQUIT (the sandbox is removed); 137 when the sandbox was killed while the command ran; 255 when the daemon was lost while it ran (it may have partly run)."
+    after_help = "Example:\n  docker compose -p shop -f docker-compose.yml up -d     (or docker-compose)\n  odek run --sandbox-compose shop --sandbox-image my-tools:1 -- sh -c 'redis-cli -h redis ping'\n\nExit status of `odek run`: the command's own status; 124 after --timeout; 125 when odek refused to set the sandbox up (nothing ran); 130/143/129/131 after SIGINT/SIGTERM/SIGHUP/SIGQUIT (the sandbox is removed); 137 when the sandbox was killed while the command ran; 255 when the daemon was lost while it ran (it may have partly run).\n\n\"SPEC §n\" in help texts and messages is a section of docs/SPEC.md in odek's source repository; docs/CLI.md documents every command."
 )]
 pub(crate) struct Cli {
     /// Project directory (mounted at /workspace; holds odek.json). Default: the current directory.
@@ -79,6 +79,7 @@ pub(crate) enum ApprovalsCmd {
         json: bool,
     },
     /// Revoke a trusted key, or every key recorded for a project directory.
+    #[command(override_usage = "odek approvals revoke <KEY>\n       odek approvals revoke --project <DIR>")]
     Revoke {
         /// The key (64 hex).
         #[arg(required_unless_present = "project", conflicts_with = "project")]

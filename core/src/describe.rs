@@ -156,6 +156,10 @@ impl Odek {
     /// Describes a sandbox from the engine's view of it (SPEC §9.1): the
     /// container's networks, their Internal flags, and the names of the
     /// other containers there (inspected concurrently).
+    ///
+    /// Errors: [`Error::SandboxStopped`] when the container exists but is not
+    /// running; [`Error::Usage`] when it no longer exists; the engine's
+    /// failures by class (SPEC §6.3).
     pub async fn describe(&self, sandbox: &Sandbox) -> Result<Environment> {
         let plan = &sandbox.plan;
         let base = Environment {
@@ -201,6 +205,16 @@ impl Odek {
             .await
             .map_err(|e| Error::engine(&ep, Step::Verify, e, false))?
             .ok_or_else(|| Error::Usage(format!("sandbox {} no longer exists", sandbox.name)))?;
+        // An agent told about a sandbox that cannot run its commands would
+        // only find out at its first exec.
+        if !me.running {
+            return Err(Error::SandboxStopped {
+                message: format!(
+                    "sandbox {} is stopped, so there is no environment to describe: remove it with `odek sandbox down {}` and launch a new one",
+                    sandbox.name, sandbox.name
+                ),
+            });
+        }
         describe_container(engine.as_ref(), &me, base).await
     }
 }

@@ -234,9 +234,16 @@ fn validate(req: &ExecRequest) -> Result<()> {
     }
     for (k, v) in &req.env {
         // Also refuses the reserved EXEC_TAG_ENV.
-        crate::config::validate_env_key("exec env", k).map_err(Error::Config)?;
+        crate::config::validate_env_key_as(
+            "the command's env (-e, or env in an exec request)",
+            "env",
+            k,
+        )
+        .map_err(Error::Config)?;
         if v.contains('\0') {
-            return Err(Error::Usage(format!("exec env {k} contains a NUL byte")));
+            return Err(Error::Usage(format!(
+                "the command's env (-e, or env in an exec request): {k} contains a NUL byte"
+            )));
         }
     }
     Ok(())

@@ -562,10 +562,12 @@ impl Odek {
         let skip = usize::from(plan.network_mode == NetworkMode::None);
         let connects = async {
             for n in plan.networks.iter().skip(skip) {
-                engine
-                    .connect_network(&n.id, id)
-                    .await
-                    .map_err(|e| Error::engine(&endpoint, Step::Connect, e, false))?;
+                engine.connect_network(&n.id, id).await.map_err(|mut e| {
+                    let which = crate::describe::sanitize_name(&n.name)
+                        .unwrap_or_else(|| n.short_id().to_string());
+                    e.message = format!("network {which}: {}", e.message);
+                    Error::engine(&endpoint, Step::Connect, e, false)
+                })?;
             }
             Ok::<(), Error>(())
         };

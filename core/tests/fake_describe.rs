@@ -396,3 +396,17 @@ async fn describe_with_the_daemon_gone_is_daemon_unreachable() {
     let err = s.odek.describe(&sb).await.expect_err("unreachable");
     assert_eq!(err.class(), FailureClass::DaemonUnreachable, "{err}");
 }
+
+#[tokio::test]
+async fn a_stopped_sandbox_is_not_described() {
+    let s = Setup::new().compose(PROJECT);
+    let sb = s.up().await.expect("launch");
+    let id = sb.container_id.clone().expect("id");
+    s.fake.stop_container(&id);
+    let err = s.odek.describe(&sb).await.expect_err("stopped");
+    assert!(
+        matches!(err, odek_core::Error::SandboxStopped { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("odek sandbox down"), "{err}");
+}

@@ -17,7 +17,8 @@ pub use parse::{
 pub use validate::{
     host_refs, interpolate, normalize_compose_project, parse_cpus, parse_memory,
     parse_network_mode, resolve_volume, validate_compose_project, validate_env_key,
-    validate_network_name, validate_pids_limit, validate_user, validate_workdir,
+    validate_env_key_as, validate_network_name, validate_pids_limit, validate_user,
+    validate_workdir,
 };
 
 use std::collections::BTreeMap;

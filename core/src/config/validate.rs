@@ -373,13 +373,20 @@ pub fn validate_user(origin: &str, value: &str) -> Result<(), ConfigError> {
     ))
 }
 
-/// An env key: `[A-Za-z_][A-Za-z0-9_]*`, ≤ 256 bytes → else
-/// [`ConfigError::InvalidValue`] for key `sandbox_env`.
+/// An env key: `[A-Za-z_][A-Za-z0-9_]*`, ≤ 256 bytes, not the reserved
+/// [`crate::exec::EXEC_TAG_ENV`] → else [`ConfigError::InvalidValue`] for
+/// key `sandbox_env`.
 pub fn validate_env_key(origin: &str, key: &str) -> Result<(), ConfigError> {
+    validate_env_key_as(origin, "sandbox_env", key)
+}
+
+/// [`validate_env_key`] with the error naming `what` instead of
+/// `sandbox_env` (e.g. `env` for a command's own environment).
+pub fn validate_env_key_as(origin: &str, what: &str, key: &str) -> Result<(), ConfigError> {
     if key == crate::exec::EXEC_TAG_ENV {
         return Err(invalid(
             origin,
-            "sandbox_env",
+            what,
             format!(
                 "{key} is reserved: odek sets it on every command to find the command's processes"
             ),
@@ -390,7 +397,7 @@ pub fn validate_env_key(origin: &str, key: &str) -> Result<(), ConfigError> {
     }
     Err(invalid(
         origin,
-        "sandbox_env",
+        what,
         format!(
             "names must match [A-Za-z_][A-Za-z0-9_]* and be at most {MAX_ENV_KEY_BYTES} bytes \
              (got {})",
