@@ -79,7 +79,9 @@ pub(crate) enum ApprovalsCmd {
         json: bool,
     },
     /// Revoke a trusted key, or every key recorded for a project directory.
-    #[command(override_usage = "odek approvals revoke <KEY>\n       odek approvals revoke --project <DIR>")]
+    #[command(
+        override_usage = "odek approvals revoke <KEY>\n       odek approvals revoke --project <DIR>"
+    )]
     Revoke {
         /// The key (64 hex).
         #[arg(required_unless_present = "project", conflicts_with = "project")]
