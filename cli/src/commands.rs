@@ -332,7 +332,7 @@ async fn sandbox_exec(odek: &Odek, args: &crate::ExecArgs) -> ExitCode {
         Ok((name, o)) if o.cancelled => {
             if o.killed {
                 eprintln!(
-                    "odek: interrupted; the command was killed (every process carrying its ODEK_EXEC_ID tag); sandbox {name} keeps running"
+                    "odek: interrupted; the command was killed (every process carrying its ODEK_EXEC_ID tag, and their children); sandbox {name} keeps running"
                 );
             } else {
                 eprintln!("odek: interrupted; the command could not be killed (see above); `odek sandbox down {name}` stops it");
@@ -341,7 +341,7 @@ async fn sandbox_exec(odek: &Odek, args: &crate::ExecArgs) -> ExitCode {
         }
         Ok((name, o)) => {
             if o.timed_out && o.killed {
-                eprintln!("odek: the command did not finish within the timeout and was killed (every process carrying its ODEK_EXEC_ID tag)");
+                eprintln!("odek: the command did not finish within the timeout and was killed (every process carrying its ODEK_EXEC_ID tag, and their children)");
             } else if o.timed_out {
                 eprintln!("odek: the command did not finish within the timeout and could not be killed (see above); `odek sandbox down {name}` stops it");
             }

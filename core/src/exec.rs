@@ -139,45 +139,87 @@ pub const KILL_PROBE_ENV: &str = "ODEK_KILL_PROBE";
 const KILL_BUDGET: Duration = Duration::from_secs(5);
 
 /// The script of the kill exec: `$1` is `ODEK_EXEC_ID=<tag>`, `$2` the mode,
-/// `$3` `ODEK_KILL_PROBE=<hex>` (set in the script's own environment).
-/// `kill`: up to five passes over `/proc`; each SIGSTOPs every process whose
-/// environment holds the tag as it finds it, then SIGKILLs them all, so no
-/// process of the command runs again once one of them died (a shell woken
-/// by its child's death would run its next step); a pass finds children
-/// forked during the one before. Exits 0 once a pass finds none, 1 when
-/// processes kept appearing.
-/// `count`: prints `<tagged> <unreadable>` — processes still holding the tag,
-/// and live ones whose environment could not be read — and exits 0.
-/// `main`: prints `1` when the command's own process still runs — a tagged
-/// process whose parent is outside the container (PPid 0: the exec's main
-/// process; its children have a parent inside) — else `0`.
+/// `$3` `ODEK_KILL_PROBE=<hex>` (set in the script's own environment), `$4`
+/// the command's age in whole seconds plus 2.
+///
+/// Each pass reads every process's parent (`/proc/<pid>/stat`) and
+/// environment, and takes as the command's ("ours") every process whose
+/// environment holds the tag plus, transitively, their children — so a
+/// child that rewrote its environment (a process title, `env -i`) is still
+/// found while its parent is. PID 1 (docker-init) is never looked at.
+/// Processes started by an exec (parent outside the container, PPid 0)
+/// that carry no `ODEK_EXEC_ID` at all, are not odek's own kill execs, and
+/// started within the last `$4` seconds (the command's age, from
+/// `/proc/uptime` and the process's start time at 100 ticks a second) are
+/// "strangers": a command that rewrote its own environment cannot be told
+/// from another program's exec.
+///
+/// `kill`: up to five passes; each SIGSTOPs all of ours, then SIGKILLs
+/// them together, so no process of the command runs again once one of them
+/// died (a shell woken by its child's death would run its next step); a
+/// pass finds children forked during the one before. Exits 0 once a pass
+/// finds none, 1 when processes kept appearing.
+/// `count`: prints `<ours> <unreadable> <strangers>` — processes still ours,
+/// live ones whose environment could not be read, and strangers — and
+/// exits 0.
+/// `main`: prints `<main> <strangers>`: main is `1` when the command's own
+/// process still runs (one of ours with PPid 0), else `0`.
 /// Exits 3 without `cat`; 4 when `cat` does not show the probe in the
 /// script's own environment (a `cat` the command replaced would make every
 /// scan see nothing); a shell that cannot fork (pids limit exhausted) exits 2.
-const KILL_SCRIPT: &str = r#"tag=$1 mode=$2 probe=$3
+const KILL_SCRIPT: &str = r#"tag=$1 mode=$2 probe=$3 recent=$4
 command -v cat >/dev/null 2>&1 || exit 3
 case "$(cat /proc/$$/environ 2>/dev/null)" in *"$probe"*) ;; *) exit 4 ;; esac
+read -r up _ < /proc/uptime 2>/dev/null || up=0
+up=${up%.*}
 n=0
 while :; do
-  found=0 unread=0 main=0 stopped=
+  unread=0 rows= ours=" "
   for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    case "$pid" in 1|"$$") continue ;; esac
+    read -r st < "$p/stat" 2>/dev/null || continue
+    set -- ${st##*") "}
+    pp=$2 age=$((up - ${20:-0} / 100))
     e=$(cat "$p/environ" 2>/dev/null) || { [ -d "$p" ] && unread=$((unread+1)); continue; }
     case "$e" in
-      *"$tag"*)
+      *"$tag"*) k=t; ours="$ours$pid " ;;
+      *ODEK_EXEC_ID=*|*ODEK_KILL_PROBE=*) k=o ;;
+      *) k=u ;;
+    esac
+    # an untagged exec process older than the command cannot be it
+    [ "$k" = u ] && [ "$age" -gt "$recent" ] && k=old
+    rows="$rows $pid:$pp:$k"
+  done
+  more=1
+  while [ "$more" = 1 ]; do
+    more=0
+    for r in $rows; do
+      pid=${r%%:*} rest=${r#*:}
+      pp=${rest%%:*}
+      case "$ours" in *" $pid "*) continue ;; esac
+      case "$ours" in *" $pp "*) ours="$ours$pid "; more=1 ;; esac
+    done
+  done
+  found=0 strangers=0 main=0 stopped=
+  for r in $rows; do
+    pid=${r%%:*} rest=${r#*:}
+    pp=${rest%%:*} k=${rest#*:}
+    case "$ours" in
+      *" $pid "*)
         found=$((found+1))
+        [ "$pp" = 0 ] && main=1
         if [ "$mode" = kill ]; then
-          kill -STOP "${p#/proc/}" 2>/dev/null
-          stopped="$stopped ${p#/proc/}"
-        elif [ "$mode" = main ] && read -r st < "$p/stat" 2>/dev/null; then
-          set -- ${st##*") "}
-          [ "$2" = 0 ] && main=1
+          kill -STOP "$pid" 2>/dev/null
+          stopped="$stopped $pid"
         fi ;;
+      *) [ "$k" = u ] && [ "$pp" = 0 ] && strangers=$((strangers+1)) ;;
     esac
   done
   [ -n "$stopped" ] && kill -KILL $stopped 2>/dev/null
   case "$mode" in
-    count) echo "$found $unread"; exit 0 ;;
-    main) echo "$main"; exit 0 ;;
+    count) echo "$found $unread $strangers"; exit 0 ;;
+    main) echo "$main $strangers"; exit 0 ;;
   esac
   [ "$found" = 0 ] && exit 0
   n=$((n+1))
@@ -296,10 +338,13 @@ impl Odek {
             working_dir: Some(req.workdir.clone().unwrap_or_else(|| "/workspace".into())),
             user: None,
         };
+        let started = tokio::time::Instant::now();
         let work = engine.exec(id, &spec, output);
         tokio::pin!(work);
         let mut first = cut_short(&mut work, req.timeout, cancel).await;
-        if matches!(first, Err(Cut::Timeout)) && main_has_exited(engine.as_ref(), id, &tag).await {
+        if matches!(first, Err(Cut::Timeout))
+            && main_has_exited(engine.as_ref(), id, &tag, started).await
+        {
             // The command itself ended; only its output stream is still
             // open (a background child holds it). Its own status stands.
             if let Ok(r) = tokio::time::timeout(STREAM_GRACE, &mut work).await {
@@ -309,8 +354,10 @@ impl Odek {
         let exit = match first {
             Ok(r) => r,
             Err(cut) => {
-                let budget =
-                    tokio::time::timeout(KILL_BUDGET, kill_tagged(engine.as_ref(), id, &tag));
+                let budget = tokio::time::timeout(
+                    KILL_BUDGET,
+                    kill_tagged(engine.as_ref(), id, &tag, started),
+                );
                 let killed = match budget.await.unwrap_or_else(|_| {
                     Err(format!(
                         "the kill did not finish within {} s",
@@ -424,10 +471,11 @@ async fn kill_tagged(
     engine: &dyn crate::engine::DockerApi,
     id: &str,
     tag: &str,
+    started: tokio::time::Instant,
 ) -> std::result::Result<(), String> {
     let mut left = 0;
     for _ in 0..KILL_ROUNDS {
-        match run_kill_script(engine, id, tag, "kill").await?.0 {
+        match run_kill_script(engine, id, tag, "kill", started).await?.0 {
             0 | 1 => {}
             2 => {
                 return Err(
@@ -439,19 +487,24 @@ async fn kill_tagged(
             code => return Err(format!("the kill exited with status {code}")),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let (code, out) = run_kill_script(engine, id, tag, "count").await?;
+        let (code, out) = run_kill_script(engine, id, tag, "count", started).await?;
         let counts: Vec<u64> = out
             .split_whitespace()
             .filter_map(|n| n.parse().ok())
             .collect();
         match (code, counts.as_slice()) {
-            (0, [0, 0]) => return Ok(()),
-            (0, [0, unread]) => {
+            (0, [0, 0, 0]) => return Ok(()),
+            (0, [0, 0, strangers]) => {
+                return Err(format!(
+                    "{strangers} process(es) started by an exec carry no {EXEC_TAG_ENV} tag, so the kill cannot be confirmed: a command that rewrote its environment (as programs that set their process title do) cannot be told from another program's"
+                ))
+            }
+            (0, [0, unread, _]) => {
                 return Err(format!(
                     "{unread} process(es) in the sandbox could not be checked for its tag"
                 ))
             }
-            (0, [n, _]) => left = *n,
+            (0, [n, _, _]) => left = *n,
             (2, _) => {
                 return Err(
                     "the check could not fork; the sandbox's pids limit may be exhausted".into(),
@@ -475,10 +528,21 @@ async fn kill_tagged(
 }
 
 /// True only when the check ran and found the command's own process gone
-/// (see [`KILL_SCRIPT`]'s `main` mode); any doubt counts as still running.
-async fn main_has_exited(engine: &dyn crate::engine::DockerApi, id: &str, tag: &str) -> bool {
-    let check = tokio::time::timeout(KILL_BUDGET, run_kill_script(engine, id, tag, "main"));
-    matches!(check.await, Ok(Ok((0, out))) if out.trim() == "0")
+/// and no untagged exec process that could be it (see [`KILL_SCRIPT`]'s
+/// `main` mode); any doubt counts as still running.
+async fn main_has_exited(
+    engine: &dyn crate::engine::DockerApi,
+    id: &str,
+    tag: &str,
+    started: tokio::time::Instant,
+) -> bool {
+    let check = tokio::time::timeout(
+        KILL_BUDGET,
+        run_kill_script(engine, id, tag, "main", started),
+    );
+    // "0 0": no process of the command started by the exec, and no exec
+    // process without a tag that could be the command under another name.
+    matches!(check.await, Ok(Ok((0, out))) if out.split_whitespace().eq(["0", "0"]))
 }
 
 /// Runs [`KILL_SCRIPT`] in `mode`; returns its exit code and stdout.
@@ -487,7 +551,10 @@ async fn run_kill_script(
     id: &str,
     tag: &str,
     mode: &str,
+    started: tokio::time::Instant,
 ) -> std::result::Result<(i64, String), String> {
+    // Whole seconds since the command started, plus slack for the clocks.
+    let recent = (started.elapsed().as_secs() + 2).to_string();
     let probe = format!("{KILL_PROBE_ENV}={}", new_exec_tag());
     let spec = ExecSpec {
         cmd: vec![
@@ -498,6 +565,7 @@ async fn run_kill_script(
             tag.into(),
             mode.into(),
             probe.clone(),
+            recent,
         ],
         env: vec![probe],
         working_dir: Some("/".into()),

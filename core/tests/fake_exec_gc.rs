@@ -220,6 +220,35 @@ async fn a_command_that_exited_but_whose_output_is_still_open_keeps_its_status()
     assert_eq!(execs[1].cmd[5], "main");
 }
 
+#[tokio::test]
+async fn an_untagged_exec_process_means_the_command_may_still_run() {
+    // The main check finds no tagged process of the command, but an exec
+    // process without any tag: it may be the command under a new process
+    // title, so odek does not wait for a status; it times the command out
+    // and does not claim the kill.
+    let (s, spy) = spied();
+    let sb = s.up().await.expect("launch");
+    s.fake.set_quirks(Quirks {
+        exec_delay: Some(Duration::from_secs(60)),
+        main_exited: true,
+        kill_strangers: 1,
+        ..Quirks::default()
+    });
+    let mut r = req(Command::Argv(vec!["redis-server".into()]));
+    r.timeout = Some(Duration::from_millis(100));
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let started = std::time::Instant::now();
+    let out = s.odek.exec(&sb, &r, &sink).await.expect("exec");
+    assert!(out.timed_out && !out.killed, "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "waited for a status: {:?}",
+        started.elapsed()
+    );
+    let modes: Vec<String> = spy.execs()[1..].iter().map(|e| e.cmd[5].clone()).collect();
+    assert_eq!(modes[..3], ["main", "kill", "count"]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_exited_command_whose_output_stays_open_too_long_is_timed_out() {
     let (s, spy) = spied();
@@ -252,14 +281,22 @@ async fn a_command_that_ends_in_time_is_not_killed() {
 
 #[tokio::test]
 async fn a_kill_that_fails_or_leaves_processes_is_said_and_not_claimed() {
-    for (kill_exit, survivors, why) in [
-        (127, 0, "no /bin/sh or cat"),
-        (3, 0, "no /bin/sh or cat"),
-        (4, 0, "does not show process environments"),
-        (2, 0, "could not fork"),
-        (5, 0, "the kill exited with status 5"),
-        (1, 7, "7 of its processes still run after 3 kill rounds"),
-        (0, 2, "2 of its processes still run"),
+    for (kill_exit, survivors, strangers, why) in [
+        (127, 0, 0, "no /bin/sh or cat"),
+        (3, 0, 0, "no /bin/sh or cat"),
+        (4, 0, 0, "does not show process environments"),
+        (2, 0, 0, "could not fork"),
+        (5, 0, 0, "the kill exited with status 5"),
+        (1, 7, 0, "7 of its processes still run after 3 kill rounds"),
+        (0, 2, 0, "2 of its processes still run"),
+        // An exec process without any tag (a command that rewrote its
+        // environment to set its title looks like this): no claim.
+        (
+            0,
+            0,
+            1,
+            "1 process(es) started by an exec carry no ODEK_EXEC_ID tag",
+        ),
     ] {
         let s = Setup::new();
         let sb = s.up().await.expect("launch");
@@ -267,6 +304,7 @@ async fn a_kill_that_fails_or_leaves_processes_is_said_and_not_claimed() {
             exec_hangs: Some("sleep".into()),
             kill_exit,
             kill_survivors: survivors,
+            kill_strangers: strangers,
             ..Quirks::default()
         });
         let mut r = req(Command::Argv(vec!["sleep".into(), "300".into()]));

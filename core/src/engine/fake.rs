@@ -161,6 +161,10 @@ pub struct Quirks {
     /// Tagged processes the count exec that follows a kill reports
     /// (`… odek-kill ODEK_EXEC_ID=… count` prints `<n> 0`); default 0.
     pub kill_survivors: u64,
+    /// Exec processes without any `ODEK_EXEC_ID` tag that the `main` and
+    /// `count` scripts report (a command that rewrote its environment looks
+    /// like this); default 0.
+    pub kill_strangers: u64,
     /// What the `main` check after a timeout reports: false (default) — the
     /// command's own process still runs; true — it has exited.
     pub main_exited: bool,
@@ -755,13 +759,16 @@ impl DockerApi for FakeEngine {
         if spec.cmd.get(3).map(String::as_str) == Some("odek-kill") {
             if spec.cmd.get(5).map(String::as_str) == Some("main") {
                 let alive = if q.main_exited { "0" } else { "1" };
-                output(StreamKind::Stdout, format!("{alive}\n").as_bytes());
+                output(
+                    StreamKind::Stdout,
+                    format!("{alive} {}\n", q.kill_strangers).as_bytes(),
+                );
                 return Ok(ExecExit { code: Some(0) });
             }
             if spec.cmd.get(5).map(String::as_str) == Some("count") {
                 output(
                     StreamKind::Stdout,
-                    format!("{} 0\n", q.kill_survivors).as_bytes(),
+                    format!("{} 0 {}\n", q.kill_survivors, q.kill_strangers).as_bytes(),
                 );
                 return Ok(ExecExit { code: Some(0) });
             }

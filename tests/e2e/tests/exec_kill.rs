@@ -274,3 +274,40 @@ fn a_timed_out_command_runs_no_further_step_in_odek_run() {
         assert!(p.leftovers().is_empty());
     }
 }
+
+#[test]
+fn a_child_that_rewrites_its_environment_is_killed_with_its_parent() {
+    // perl's `$0=` overwrites the memory /proc/<pid>/environ shows, so the
+    // tag is gone; the child is still found as a child of the tagged shell.
+    let d = Detached::up();
+    let out = d.exec_timed(
+        "1",
+        "perl -e '$0=q(odek-renamed); sleep 4; open F, q(>/workspace/late-child)'; touch /workspace/late-shell",
+    );
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(stderr(&out).contains("was killed"), "{}", stderr(&out));
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(
+        !d.p.path().join("late-child").exists(),
+        "the renamed child ran on"
+    );
+    assert!(!d.p.path().join("late-shell").exists(), "the shell ran on");
+}
+
+#[test]
+fn a_command_that_rewrites_its_own_environment_is_not_claimed_killed() {
+    // The command's own process renamed: odek cannot tell it from another
+    // program's exec, so it says it could not confirm the kill (and does
+    // not wait for a status past the timeout).
+    let d = Detached::up();
+    let t0 = Instant::now();
+    let out = d.exec_timed("1", "exec perl -e '$0=q(odek-renamed); sleep 30'");
+    let took = t0.elapsed();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(124), "{err}");
+    assert!(!err.contains("was killed"), "claims a kill: {err}");
+    assert!(err.contains("carry no ODEK_EXEC_ID tag"), "{err}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // Positive control: it really still runs.
+    assert!(!d.processes("odek-renamed").is_empty(), "{err}");
+}
