@@ -339,10 +339,22 @@ fn drops_limit(w: &str) -> bool {
     w.to_ascii_lowercase().contains("discarded")
 }
 
+/// How to remove a container odek could not: `odek sandbox gc` reaps an
+/// ephemeral one once its owner is gone, but keeps a detached one
+/// (`odek sandbox up`), which `odek sandbox down NAME` removes.
+fn removal_hint(detached: bool, name: &str) -> String {
+    if detached {
+        format!("`odek sandbox down {name}` removes it")
+    } else {
+        "`odek sandbox gc` removes it".to_string()
+    }
+}
+
 /// Says in the error whether the container was removed, or how to reap it.
-fn with_removal(err: Error, removed: bool, name: &str) -> Error {
+fn with_removal(err: Error, removed: bool, name: &str, detached: bool) -> Error {
     let left = format!(
-        "container {name} may be left behind: `odek sandbox gc` removes it once the daemon answers"
+        "container {name} may be left behind: {} once the daemon answers",
+        removal_hint(detached, name)
     );
     match err {
         Error::Rejected { step, message, .. } => Error::Rejected {
@@ -467,11 +479,13 @@ impl Odek {
                         "; a container named {name} exists, but this launch did not create it: it was left alone"
                     ),
                     Reaped::Absent => format!(
-                        "; no container {name} appeared within {:.0} s (should the daemon still create it, `odek sandbox gc` removes it)",
-                        wait.as_secs_f64()
+                        "; no container {name} appeared within {:.0} s (should the daemon still create it, {})",
+                        wait.as_secs_f64(),
+                        removal_hint(opts.detached, &name)
                     ),
                     Reaped::Failed(why) => format!(
-                        "; container {name} may be left behind ({why}): `odek sandbox gc` removes it once the daemon answers"
+                        "; container {name} may be left behind ({why}): {} once the daemon answers",
+                        removal_hint(opts.detached, &name)
                     ),
                 };
                 return Err(match Error::engine(&endpoint, Step::Create, e, false) {
@@ -519,7 +533,7 @@ impl Odek {
             }
             Err(err) => {
                 let removed = engine.remove_container(&created.id).await.is_ok();
-                Err(with_removal(err, removed, &name))
+                Err(with_removal(err, removed, &name, opts.detached))
             }
         }
     }

@@ -504,6 +504,32 @@ async fn create_with_a_lost_answer_and_the_daemon_gone_says_it_may_be_left() {
 }
 
 #[tokio::test]
+async fn a_detached_sandbox_that_may_be_left_names_sandbox_down_not_gc() {
+    // gc keeps detached sandboxes (`odek sandbox up`): the hint must be the
+    // command that removes one.
+    let (s, spy) = spied();
+    let plan = s.resolve().await.expect("resolve");
+    s.fake.fail(lost_create(EngineErrorKind::Unreachable));
+    spy.vanish_after(Op::CreateContainer);
+    let opts = LaunchOptions {
+        detached: true,
+        ..LaunchOptions::default()
+    };
+    let err = s
+        .odek
+        .launch(&plan, &opts, &s.reporter)
+        .await
+        .expect_err("fails");
+    let name = &spy.specs()[0].name;
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("`odek sandbox down {name}` removes it")),
+        "{msg}"
+    );
+    assert!(!msg.contains("sandbox gc"), "{msg}");
+}
+
+#[tokio::test]
 async fn start_rejected_removes_the_container() {
     fails_after_create(
         Op::StartContainer,
