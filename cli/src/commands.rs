@@ -183,6 +183,9 @@ async fn interruptible<T>(
         "`odek sandbox gc` reaps it".to_string()
     };
     match (stage, outcome) {
+        (Stage::Preparing, _) if detached => {
+            eprintln!("odek: interrupted before any container was created")
+        }
         (Stage::Preparing, _) => eprintln!(
             "odek: interrupted before any container was created (a command odek had started on the host, if any, was killed with its process group)"
         ),
