@@ -5,11 +5,12 @@
 #                         mount, kill; CMD sleep infinity
 #   odek-test/redis:1     CMD odek-test-redis     (EXPOSE 6379)
 #   odek-test/postgres:1  CMD odek-test-postgres  (EXPOSE 5432)
-# All three share one root filesystem (and so, once loaded, their layers).
+#   odek-test/busybox:1   BusyBox only (its ash as /bin/sh), as in alpine
+# The first three share one root filesystem (and so, once loaded, their layers).
 # `pinned-alpine` is the pinned default image fetched by digest (SPEC §5).
 { callPackage, dockerTools, buildEnv, runCommand, writeShellScriptBin
 , bashInteractive, coreutils, findutils, gnugrep, gnused, gawk, procps, util-linux
-, iproute2, netcat-openbsd, getent, redis, postgresql }:
+, iproute2, netcat-openbsd, getent, redis, postgresql, busybox }:
 let
   etc = runCommand "odek-test-etc" { } ''
     mkdir -p $out/etc
@@ -90,5 +91,21 @@ in
   base = image "base" [ "sleep" "infinity" ] { };
   redis = image "redis" [ "odek-test-redis" ] { ExposedPorts = { "6379/tcp" = { }; }; };
   postgres = image "postgres" [ "odek-test-postgres" ] { ExposedPorts = { "5432/tcp" = { }; }; };
+  # The exec-kill script under BusyBox ash (the pinned default is alpine).
+  busybox = dockerTools.buildLayeredImage {
+    name = "odek-test/busybox";
+    tag = "1";
+    contents = [ busybox ];
+    extraCommands = ''
+      mkdir -p etc tmp workspace
+      echo 'root:x:0:0:root:/root:/bin/sh' > etc/passwd
+      chmod 1777 tmp
+    '';
+    config = {
+      Cmd = [ "sleep" "2147483647" ];
+      Env = [ "PATH=/bin" ];
+      Labels = { "dev.odek.test" = "true"; };
+    };
+  };
   pinned-alpine = callPackage ./pinned-image-fetch.nix { };
 }

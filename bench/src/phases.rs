@@ -745,11 +745,14 @@ async fn describe(ctx: &Ctx, res: &mut Results) -> Result<()> {
         nn * pp
     );
     let t = Instant::now();
-    let net_ids = raw::create_networks(&ctx.raw, "odek-bench-d", 0..nn, 4, |k| {
+    // Names unique to this run: a network an earlier run could not remove
+    // (see raw::remove_networks) must not make these names ambiguous.
+    let prefix = format!("odek-bench-d{}", std::process::id());
+    let net_ids = raw::create_networks(&ctx.raw, &prefix, 0..nn, 4, |k| {
         format!("10.{}.{}.0/24", 214 + k / 256, k % 256)
     })
     .await?;
-    let net_names: Vec<String> = (0..nn).map(|k| format!("odek-bench-d-{k}")).collect();
+    let net_names: Vec<String> = (0..nn).map(|k| format!("{prefix}-{k}")).collect();
     let jobs: Vec<(usize, usize)> = (0..nn).flat_map(|k| (0..pp).map(move |j| (k, j))).collect();
     let created: Vec<Result<String>> = stream::iter(jobs)
         .map(|(k, j)| {

@@ -66,9 +66,9 @@ testers.runNixOSTest {
     machine.wait_until_succeeds("docker info >/dev/null", timeout=120)
 
     with subtest("load the dockerTools test images"):
-        for archive in ["${images.base}", "${images.redis}", "${images.postgres}"]:
+        for archive in ["${images.base}", "${images.redis}", "${images.postgres}", "${images.busybox}"]:
             machine.succeed(f"docker load -i {archive}")
-        machine.succeed("docker image inspect odek-test/base:1 odek-test/redis:1 odek-test/postgres:1 >/dev/null")
+        machine.succeed("docker image inspect odek-test/base:1 odek-test/redis:1 odek-test/postgres:1 odek-test/busybox:1 >/dev/null")
 
     with subtest("odek runs"):
         machine.succeed("${odek}/bin/odek --help")

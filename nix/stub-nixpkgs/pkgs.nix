@@ -334,6 +334,7 @@ let
     getent = pkg "getent";
     redis = pkg "redis";
     postgresql = pkg "postgresql";
+    busybox = pkg "busybox";
     jq = pkg "jq";
     curl = pkg "curl";
     cargo = pkg "cargo";

@@ -3,7 +3,10 @@
 #   odek-test/base:1      sh, redis-cli, psql, pg_isready, getent, ip, nc; CMD sleep infinity
 #   odek-test/redis:1     CMD odek-test-redis     (EXPOSE 6379)
 #   odek-test/postgres:1  CMD odek-test-postgres  (EXPOSE 5432)
-# All three are `docker import`s of one debootstrap rootfs, so they share one layer.
+#   odek-test/busybox:1   BusyBox only (its ash as /bin/sh): the shell and tools of
+#                         the pinned alpine default, for the exec-kill script
+# The first three are `docker import`s of one debootstrap rootfs, so they share one
+# layer; the BusyBox image holds that rootfs's static busybox and its applet links.
 # The rootfs tarball is cached, so a rebuild after `docker rmi` only re-imports.
 # Needs root, debootstrap, docker, and access to deb.debian.org (first build only).
 set -euo pipefail
@@ -11,10 +14,10 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${ODEK_TEST_CACHE:-$REPO/target/odek-test-images}
 # Bump ROOTFS_VERSION whenever the package list or the scripts below change.
-ROOTFS_VERSION=3
+ROOTFS_VERSION=4
 TARBALL=$CACHE/rootfs-bookworm-v$ROOTFS_VERSION.tar
-IMAGES=(odek-test/base:1 odek-test/redis:1 odek-test/postgres:1)
-PACKAGES=redis-server,redis-tools,postgresql,postgresql-client,iproute2,procps,libc-bin,netcat-openbsd,ca-certificates
+IMAGES=(odek-test/base:1 odek-test/redis:1 odek-test/postgres:1 odek-test/busybox:1)
+PACKAGES=redis-server,redis-tools,postgresql,postgresql-client,iproute2,procps,libc-bin,netcat-openbsd,ca-certificates,busybox-static
 MIRROR=http://deb.debian.org/debian
 LABEL=dev.odek.test=true
 
@@ -109,4 +112,23 @@ start=$SECONDS
 import odek-test/base:1     'CMD ["sleep","infinity"]'
 import odek-test/redis:1    'CMD ["odek-test-redis"]'    'EXPOSE 6379'
 import odek-test/postgres:1 'CMD ["odek-test-postgres"]' 'EXPOSE 5432'
+
+# BusyBox: /bin/busybox from the rootfs (merged /usr: it lives in usr/bin) and
+# a link per applet, nothing else.
+BB=$(mktemp -d "${TMPDIR:-/tmp}/odek-busybox.XXXXXX")
+mkdir -p "$BB/x" "$BB/bin" "$BB/tmp" "$BB/workspace" "$BB/etc"
+tar -C "$BB/x" -xf "$TARBALL" ./usr/bin/busybox 2>/dev/null || tar -C "$BB/x" -xf "$TARBALL" ./bin/busybox
+for f in "$BB/x/usr/bin/busybox" "$BB/x/bin/busybox"; do
+  if [ -f "$f" ]; then mv "$f" "$BB/bin/busybox"; break; fi
+done
+[ -x "$BB/bin/busybox" ] || { echo "no busybox in $TARBALL (package busybox-static)" >&2; exit 1; }
+rm -rf "$BB/x"
+for applet in $("$BB/bin/busybox" --list); do
+  [ "$applet" = busybox ] || ln -s busybox "$BB/bin/$applet"
+done
+echo 'root:x:0:0:root:/root:/bin/sh' >"$BB/etc/passwd"
+log "docker import odek-test/busybox:1"
+tar --numeric-owner -C "$BB" -c . | docker import --change "LABEL $LABEL" --change "ENV PATH=/bin" \
+  --change 'CMD ["sleep","2147483647"]' - odek-test/busybox:1 >/dev/null
+rm -rf "$BB"
 log "imports done in $((SECONDS - start)) s"

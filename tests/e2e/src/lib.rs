@@ -15,6 +15,9 @@ use std::sync::OnceLock;
 pub const PROJECT: &str = "odeke2e";
 /// Base test image (shell, redis-cli, pg_isready, getent, ip).
 pub const BASE_IMAGE: &str = "odek-test/base:1";
+/// BusyBox only, its ash as `/bin/sh` (tests/images/build.sh): the shell
+/// and tools of the pinned alpine default, which cannot be pulled here.
+pub const BUSYBOX_IMAGE: &str = "odek-test/busybox:1";
 /// Label on everything the tests create besides odek's own containers.
 pub const TEST_LABEL: &str = "dev.odek.test=true";
 

@@ -17,8 +17,12 @@ struct Detached {
 
 impl Detached {
     fn up() -> Detached {
+        Detached::up_on(BASE_IMAGE)
+    }
+
+    fn up_on(image: &str) -> Detached {
         let p = Project::new();
-        let out = p.odek_ok(&["sandbox", "up", "--sandbox-image", BASE_IMAGE]);
+        let out = p.odek_ok(&["sandbox", "up", "--sandbox-image", image]);
         let name = stdout(&out).trim().to_string();
         Detached { p, name }
     }
@@ -310,4 +314,27 @@ fn a_command_that_rewrites_its_own_environment_is_not_claimed_killed() {
     assert!(took < Duration::from_secs(5), "took {took:?}");
     // Positive control: it really still runs.
     assert!(!d.processes("odek-renamed").is_empty(), "{err}");
+}
+
+#[test]
+fn the_kill_works_under_busybox_ash() {
+    // The pinned default image is alpine: /bin/sh and cat are BusyBox's.
+    let d = Detached::up_on(odek_e2e::BUSYBOX_IMAGE);
+    for (script, late) in [
+        ("sleep 30; touch /workspace/late-a", "late-a"),
+        ("env -i /bin/sleep 30; touch /workspace/late-b", "late-b"),
+        (
+            "sleep 31 & sleep 31 & wait; touch /workspace/late-c",
+            "late-c",
+        ),
+    ] {
+        let out = d.exec_timed("1", script);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(124), "{script}: {err}");
+        assert!(err.contains("was killed"), "{script}: {err}");
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(!d.p.path().join(late).exists(), "{script}: ran on");
+    }
+    let left = docker(&["exec", &d.name, "ps"]);
+    assert!(!left.contains("sleep 3"), "{left}");
 }
