@@ -145,20 +145,25 @@ const KILL_BUDGET: Duration = Duration::from_secs(5);
 /// Each pass reads every process's parent (`/proc/<pid>/stat`) and
 /// environment, and takes as the command's ("ours") every process whose
 /// environment holds the tag plus, transitively, their children — so a
-/// child that rewrote its environment (a process title, `env -i`) is still
-/// found while its parent is. PID 1 (docker-init) is never looked at.
-/// Processes started by an exec (parent outside the container, PPid 0)
-/// that carry no `ODEK_EXEC_ID` at all, are not odek's own kill execs, and
-/// started within the last `$4` seconds (the command's age, from
-/// `/proc/uptime` and the process's start time at 100 ticks a second) are
-/// "strangers": a command that rewrote its own environment cannot be told
-/// from another program's exec.
+/// child that rewrote its environment (a process title, `env -i`) or whose
+/// environment cannot be read is still found while its parent is. PID 1
+/// (docker-init) and the sandbox's idle `sleep` are never taken.
+/// "Strangers" are processes without any `ODEK_EXEC_ID` that started
+/// within the last `$4` seconds (from `/proc/uptime` and the process's
+/// start time at 100 ticks a second) and whose parent is outside the
+/// container (PPid 0: an exec's own process) or docker-init (PPid 1: an
+/// orphan): a command's process that rewrote its environment and left its
+/// parent cannot be told from another program's. A tag that is not 32
+/// lowercase hex (`ODEK_EXEC_ID=x`) counts as none. Processes not ours
+/// whose environment cannot be read are "unreadable".
 ///
-/// `kill`: up to five passes; each SIGSTOPs all of ours, then SIGKILLs
-/// them together, so no process of the command runs again once one of them
-/// died (a shell woken by its child's death would run its next step); a
-/// pass finds children forked during the one before. Exits 0 once a pass
-/// finds none, 1 when processes kept appearing.
+/// `kill`: up to five passes; each SIGSTOPs a tagged process as soon as
+/// it reads it (it can fork no more during the scan) and the rest of ours
+/// after the scan, then SIGKILLs them together, so no process of the
+/// command runs again once one of them died (a shell woken by its child's
+/// death would run its next step); a pass finds children forked during the
+/// one before. Exits 0 once a pass finds none, 1 when processes kept
+/// appearing.
 /// `count`: prints `<ours> <unreadable> <strangers>` — processes still ours,
 /// live ones whose environment could not be read, and strangers — and
 /// exits 0.
@@ -174,21 +179,32 @@ read -r up _ < /proc/uptime 2>/dev/null || up=0
 up=${up%.*}
 n=0
 while :; do
-  unread=0 rows= ours=" "
+  rows= ours=" "
   for p in /proc/[0-9]*; do
     pid=${p#/proc/}
     case "$pid" in 1|"$$") continue ;; esac
     read -r st < "$p/stat" 2>/dev/null || continue
     set -- ${st##*") "}
     pp=$2 age=$((up - ${20:-0} / 100))
-    e=$(cat "$p/environ" 2>/dev/null) || { [ -d "$p" ] && unread=$((unread+1)); continue; }
-    case "$e" in
-      *"$tag"*) k=t; ours="$ours$pid " ;;
-      *ODEK_EXEC_ID=*|*ODEK_KILL_PROBE=*) k=o ;;
-      *) k=u ;;
-    esac
-    # an untagged exec process older than the command cannot be it
+    if e=$(cat "$p/environ" 2>/dev/null); then
+      case "$e" in
+        *"$tag"*)
+          k=t; ours="$ours$pid "
+          # stopped at once: it can fork no more while the scan goes on
+          [ "$mode" = kill ] && kill -STOP "$pid" 2>/dev/null ;;
+        *ODEK_EXEC_ID=[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]*|*ODEK_KILL_PROBE=*) k=o ;;
+        *) k=u ;;
+      esac
+    else
+      [ -d "$p" ] || continue
+      k=x
+    fi
+    # an untagged process that started before the command cannot be it
     [ "$k" = u ] && [ "$age" -gt "$recent" ] && k=old
+    # the sandbox's idle process (docker-init's child)
+    if [ "$k" = u ] && [ "$pp" = 1 ]; then
+      case "$(cat "$p/cmdline" 2>/dev/null)" in sleep*) k=idle ;; esac
+    fi
     rows="$rows $pid:$pp:$k"
   done
   more=1
@@ -201,7 +217,7 @@ while :; do
       case "$ours" in *" $pp "*) ours="$ours$pid "; more=1 ;; esac
     done
   done
-  found=0 strangers=0 main=0 stopped=
+  found=0 unread=0 strangers=0 main=0 stopped=
   for r in $rows; do
     pid=${r%%:*} rest=${r#*:}
     pp=${rest%%:*} k=${rest#*:}
@@ -213,7 +229,11 @@ while :; do
           kill -STOP "$pid" 2>/dev/null
           stopped="$stopped $pid"
         fi ;;
-      *) [ "$k" = u ] && [ "$pp" = 0 ] && strangers=$((strangers+1)) ;;
+      *)
+        case "$k:$pp" in
+          x:*) unread=$((unread+1)) ;;
+          u:0|u:1) strangers=$((strangers+1)) ;;
+        esac ;;
     esac
   done
   [ -n "$stopped" ] && kill -KILL $stopped 2>/dev/null

@@ -338,3 +338,25 @@ fn the_kill_works_under_busybox_ash() {
     let left = docker(&["exec", &d.name, "ps"]);
     assert!(!left.contains("sleep 3"), "{left}");
 }
+
+#[test]
+fn an_untagged_orphan_or_a_forged_tag_makes_the_kill_unconfirmed() {
+    // A process that dropped the tag and left its parent (now docker-init's
+    // child), and one whose tag odek never made: odek cannot tell them from
+    // another program's, so it must not claim the kill (a review found
+    // "was killed" while both wrote their files afterwards).
+    let d = Detached::up();
+    for script in [
+        "(env -i sh -c 'sleep 6; touch /workspace/late' >/dev/null 2>&1 &); sleep 100",
+        "exec env ODEK_EXEC_ID=x sh -c 'sleep 6; touch /workspace/late'",
+    ] {
+        let out = d.exec_timed("1", script);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(124), "{script}: {err}");
+        assert!(
+            !err.contains("was killed"),
+            "{script}: claims a kill: {err}"
+        );
+        assert!(err.contains("cannot be confirmed"), "{script}: {err}");
+    }
+}
