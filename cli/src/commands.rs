@@ -30,14 +30,14 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        // Already said what was cleaned up.
-        Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
-            ExitCode::from(e.downcast_ref::<Interrupted>().map_or(1, |i| i.0))
-        }
-        Err(e) => {
-            print_anyhow(&e);
-            ExitCode::FAILURE
-        }
+        Err(e) => match e.downcast_ref::<Interrupted>() {
+            // Already said what was cleaned up.
+            Some(Interrupted(code)) => ExitCode::from(*code),
+            None => {
+                print_anyhow(&e);
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 
@@ -149,8 +149,7 @@ async fn interruptible<T>(
         out = &mut work => return Ok(out),
         n = signals.next() => n,
     };
-    let stage_at_signal = progress.get();
-    if stage_at_signal == Stage::Creating {
+    if progress.get() == Stage::Creating {
         eprintln!(
             "odek: interrupted while the container was being created; waiting up to {} s for the daemon's answer to remove it (interrupt again to stop waiting)",
             CREATE_SETTLE.as_secs()
@@ -177,11 +176,7 @@ async fn interruptible<T>(
                 .await
         }
     };
-    let later = if detached {
-        format!("`odek sandbox down {name}` removes it")
-    } else {
-        "`odek sandbox gc` reaps it".to_string()
-    };
+    let later = odek_core::launch::removal_hint(detached, name);
     match (stage, outcome) {
         (Stage::Preparing, _) if detached => {
             eprintln!("odek: interrupted before any container was created")

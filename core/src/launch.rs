@@ -339,10 +339,11 @@ fn drops_limit(w: &str) -> bool {
     w.to_ascii_lowercase().contains("discarded")
 }
 
-/// How to remove a container odek could not: `odek sandbox gc` reaps an
-/// ephemeral one once its owner is gone, but keeps a detached one
-/// (`odek sandbox up`), which `odek sandbox down NAME` removes.
-fn removal_hint(detached: bool, name: &str) -> String {
+/// How to remove a container odek could not, as the end of a sentence:
+/// `odek sandbox gc` reaps an ephemeral one once its owner is gone, but
+/// keeps a detached one (`odek sandbox up`), which `odek sandbox down NAME`
+/// removes.
+pub fn removal_hint(detached: bool, name: &str) -> String {
     if detached {
         format!("`odek sandbox down {name}` removes it")
     } else {
@@ -577,9 +578,7 @@ impl Odek {
         let connects = async {
             for n in plan.networks.iter().skip(skip) {
                 engine.connect_network(&n.id, id).await.map_err(|mut e| {
-                    let which = crate::describe::sanitize_name(&n.name)
-                        .unwrap_or_else(|| n.short_id().to_string());
-                    e.message = format!("network {which}: {}", e.message);
+                    e.message = format!("network {}: {}", n.display_name(), e.message);
                     Error::engine(&endpoint, Step::Connect, e, false)
                 })?;
             }
@@ -682,19 +681,13 @@ async fn idle_process(
 }
 
 /// The refusal for a container that runs without its idle process: what it
-/// runs instead, each command line made terminal-safe and cut to 60
-/// characters, at most 4 of them.
+/// runs instead, at most 4 command lines, each quoted as config values are
+/// ([`crate::config::quote`]: escaped, cut to 80 characters).
 fn idle_missing_message(seen: &[String]) -> String {
     let shown: Vec<String> = seen
         .iter()
         .take(4)
-        .map(|c| {
-            let c = crate::approval::display_text(c);
-            match c.char_indices().nth(60) {
-                Some((i, _)) => format!("{}…", &c[..i]),
-                None => c,
-            }
-        })
+        .map(|c| crate::config::quote(c))
         .collect();
     let more = seen.len().saturating_sub(shown.len());
     let more = if more > 0 {

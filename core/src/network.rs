@@ -79,6 +79,12 @@ impl ResolvedNetwork {
     pub fn short_id(&self) -> &str {
         short(&self.id)
     }
+
+    /// The name for a message: [`sanitize_name`]'s result, or the short ID
+    /// when the name is not safe to show (SPEC §9.3).
+    pub fn display_name(&self) -> String {
+        sanitize_name(&self.name).unwrap_or_else(|| self.short_id().to_string())
+    }
 }
 
 fn short(id: &str) -> &str {
@@ -279,7 +285,7 @@ pub async fn resolve(
             count: out.len(),
             names: out
                 .iter()
-                .map(|n| sanitize_name(&n.name).unwrap_or_else(|| n.short_id().to_string()))
+                .map(ResolvedNetwork::display_name)
                 .collect::<Vec<_>>()
                 .join(", "),
         });
@@ -389,7 +395,7 @@ pub fn warnings(mode: NetworkMode, attached: &[ResolvedNetwork]) -> Vec<Warning>
             WarningKind::AttachedNetworkNotInternal,
             format!(
                 "network {} is not internal: the sandbox can reach the internet through it",
-                sanitize_name(&n.name).unwrap_or_else(|| n.short_id().to_string())
+                n.display_name()
             ),
         ));
     }

@@ -137,6 +137,14 @@ struct FakeContainer {
     cmd: Vec<String>,
 }
 
+impl FakeContainer {
+    /// Its main process exited with `code` (Docker gave no error text).
+    fn exit(&mut self, code: i64) {
+        self.info.running = false;
+        self.info.exit = Some((code, String::new()));
+    }
+}
+
 /// Behaviour switches for scripted misbehaviour beyond plain failures.
 #[derive(Clone, Debug, Default)]
 pub struct Quirks {
@@ -337,8 +345,7 @@ impl FakeEngine {
     /// not start its child): it stays, not running, with that exit code.
     pub fn exit_container(&self, id: &str, code: i64) {
         if let Some(c) = self.lock().containers.get_mut(id) {
-            c.info.running = false;
-            c.info.exit = Some((code, String::new()));
+            c.exit(code);
         }
     }
 
@@ -683,8 +690,7 @@ impl DockerApi for FakeEngine {
             .find(|c| c.info.id == id || c.info.name == id)
             .ok_or_else(|| not_found(Op::ListProcesses, "container"))?;
         if let (true, Some(code)) = (c.info.running, q.idle_exits) {
-            c.info.running = false;
-            c.info.exit = Some((code, String::new()));
+            c.exit(code);
         }
         if !c.info.running {
             return Err(EngineError {
