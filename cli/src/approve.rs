@@ -15,7 +15,7 @@ pub async fn obtain(odek: &Odek, plan: &Plan) -> Result<Option<Approval>, odek_c
     };
     if let Some(a) = req.standing() {
         if a.via == "env" {
-            eprintln!(
+            errln!(
                 "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
                 req.config
             );
@@ -30,27 +30,37 @@ pub async fn obtain(odek: &Odek, plan: &Plan) -> Result<Option<Approval>, odek_c
         .into());
     }
     let card = req.render_card();
+    // A card that cannot be shown (stderr closed or full) is never answered:
+    // nobody would know what they approve.
     let answer = tokio::task::spawn_blocking(move || {
         let mut err = std::io::stderr().lock();
-        let _ = write!(
+        write!(
             err,
             "{card}Approve? [y] yes, once  [t] trust (remember)  [N] no: "
-        );
-        let _ = err.flush();
+        )
+        .and_then(|_| err.flush())
+        .ok()?;
         let mut line = String::new();
         match std::io::stdin().lock().read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(line.trim().to_ascii_lowercase()),
+            Ok(0) | Err(_) => Some(None),
+            Ok(_) => Some(Some(line.trim().to_ascii_lowercase())),
         }
     })
     .await
     .ok()
     .flatten();
+    let Some(answer) = answer else {
+        return Err(ApprovalError::NonInteractive {
+            config: req.config.clone(),
+            knobs: req.knobs.join(", "),
+        }
+        .into());
+    };
     let decision = match answer.as_deref() {
         Some("y") | Some("yes") => Decision::Once,
         Some("t") | Some("trust") => Decision::Trust,
         _ => {
-            eprintln!();
+            errln!();
             return Err(ApprovalError::Denied {
                 config: req.config.clone(),
             }
@@ -59,7 +69,7 @@ pub async fn obtain(odek: &Odek, plan: &Plan) -> Result<Option<Approval>, odek_c
     };
     let a = odek.approve(plan, decision)?;
     if decision == Decision::Trust {
-        eprintln!(
+        errln!(
             "odek: trusted; key {} stored in {}",
             a.key,
             Store::new(&plan.odek_home).path().display()
@@ -78,7 +88,7 @@ fn store() -> anyhow::Result<Store> {
 pub fn list(json: bool) -> anyhow::Result<()> {
     let s = store()?;
     let keys = s.read()?;
-    let meta = s.meta();
+    let meta = s.checked_meta()?;
     if json {
         let rows: Vec<serde_json::Value> = keys
             .iter()
@@ -97,7 +107,7 @@ pub fn list(json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     if keys.is_empty() {
-        eprintln!(
+        errln!(
             "odek: no trusted project settings in {}",
             s.path().display()
         );
@@ -135,7 +145,7 @@ pub fn revoke(key: Option<&str>, project: Option<&std::path::Path>) -> anyhow::R
                 }
             };
             let dir = dir.display().to_string();
-            s.meta()
+            s.checked_meta()?
                 .into_iter()
                 .filter(|(_, m)| m.project_dir == dir)
                 .map(|(k, _)| k)

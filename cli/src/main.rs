@@ -17,6 +17,18 @@ macro_rules! out {
     }};
 }
 
+/// `eprintln!` that never panics on a closed or full stderr (`2>/dev/full`,
+/// `2>&1 | head -1`): a line that cannot be written is dropped and odek goes
+/// on, so every exit path still removes what it created. Where losing the
+/// line matters (the loud host fallback, SPEC §6.3), use
+/// `output::say`, which reports whether it was written.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 mod approve;
 mod commands;
 #[cfg(test)]
@@ -40,7 +52,7 @@ pub const EXIT_REFUSED: u8 = 125;
 #[derive(Parser, Debug)]
 #[command(name = "odek", version, propagate_version = true, max_term_width = 100)]
 #[command(
-    after_help = "Example:\n  docker compose -p shop -f docker-compose.yml up -d     (or docker-compose)\n  odek run --sandbox-compose shop --sandbox-image my-tools:1 -- sh -c 'redis-cli -h redis ping'\n\nExit status of `odek run`: the command's own status; 124 after --timeout; 125 when odek refused to set the sandbox up (nothing ran); 130/143/129/131 after SIGINT/SIGTERM/SIGHUP/SIGQUIT (the sandbox is removed); 137 when the sandbox was killed while the command ran; 255 when the daemon was lost while it ran (it may have partly run).\n\n\"SPEC §n\" in help texts and messages is a section of docs/SPEC.md in odek's source repository; docs/CLI.md documents every command."
+    after_help = "Example:\n  docker compose -p shop -f docker-compose.yml up -d     (or docker-compose)\n  odek run --sandbox-compose shop --sandbox-image my-tools:1 -- sh -c 'redis-cli -h redis ping'\n\nExit status of `odek run`: the command's own status; 124 after --timeout; 125 when odek refused to set the sandbox up (nothing ran); 130/143/129/131 after SIGINT/SIGTERM/SIGHUP/SIGQUIT (the sandbox is removed); 137 when the sandbox was killed while the command ran; 255 when the daemon was lost while it ran (it may have partly run); 101 when odek itself failed (a bug; the sandbox is removed).\n\n\"SPEC §n\" in help texts and messages is a section of docs/SPEC.md in odek's source repository; docs/CLI.md documents every command."
 )]
 pub(crate) struct Cli {
     /// Project directory (mounted at /workspace; holds odek.json). Default: the current directory.
@@ -95,7 +107,7 @@ pub(crate) enum ApprovalsCmd {
 /// `odek run`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Stdin is not forwarded: the command reads an empty input.\nExit status: the command's own; 124 after --timeout; 125 when odek refused (nothing ran); 130/143/129/131 after SIGINT/SIGTERM/SIGHUP/SIGQUIT; 137 when the sandbox was killed under the command; 255 when the daemon was lost while it ran."
+    after_help = "Stdin is not forwarded: the command reads an empty input.\nExit status: the command's own; 124 after --timeout; 125 when odek refused (nothing ran); 130/143/129/131 after SIGINT/SIGTERM/SIGHUP/SIGQUIT; 137 when the sandbox was killed under the command; 255 when the daemon was lost while it ran; 101 when odek itself failed (a bug; the sandbox is removed)."
 )]
 pub(crate) struct RunArgs {
     #[command(flatten)]
@@ -263,7 +275,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("odek: error: cannot start the runtime: {e}");
+            errln!("odek: error: cannot start the runtime: {e}");
             return ExitCode::from(EXIT_REFUSED);
         }
     };

@@ -29,15 +29,30 @@ impl Reporter for Stderr {
 
 /// Prints an odek error as one paragraph with its failure class.
 pub fn print_error(e: &Error) {
-    eprintln!("odek: error ({}): {e}", e.class());
+    errln!("odek: error ({}): {e}", e.class());
 }
 
 /// Prints any other error.
 pub fn print_anyhow(e: &anyhow::Error) {
     match e.downcast_ref::<Error>() {
         Some(oe) => print_error(oe),
-        None => eprintln!("odek: error: {e:#}"),
+        None => errln!("odek: error: {e:#}"),
     }
+}
+
+/// Writes `line` and a newline to stderr; false when it could not be
+/// written (stderr closed or full), for lines that must be seen before
+/// odek goes on.
+pub fn say(line: &str) -> bool {
+    writeln!(std::io::stderr().lock(), "{line}").is_ok()
+}
+
+/// Writes `text` and a newline to stdout and flushes it. Errors: stdout
+/// closed or full — the reader did not get it.
+pub fn print_line(text: &str) -> std::io::Result<()> {
+    let mut o = std::io::stdout().lock();
+    writeln!(o, "{text}")?;
+    o.flush()
 }
 
 /// Writes exec output straight through.

@@ -368,6 +368,8 @@ proptest! {
         let Ok((layer, _)) = config::parse_bytes(text.as_bytes(), Path::new("/x")) else {
             return Ok(());
         };
+        // A group-writable user config is refused (SPEC §7.3), whatever the umask.
+        rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().canonicalize().expect("canonical");
         let workdir = root.join("work");

@@ -97,6 +97,12 @@ impl TempProject {
         ));
         std::fs::create_dir_all(root.join("work")).expect("workdir");
         std::fs::create_dir_all(root.join("home/.odek")).expect("odek home");
+        // Private whatever the umask: a group-writable $ODEK_HOME is refused (SPEC §7.3).
+        std::fs::set_permissions(
+            root.join("home/.odek"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .expect("chmod odek home");
         let root = root.canonicalize().expect("canonical");
         TempProject { root }
     }

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -84,12 +84,25 @@ impl Store {
         Ok(has(key) && binding.is_none_or(|b| has(&binding_entry(key, b))))
     }
 
-    /// The sidecar details (best effort: unreadable → empty).
+    /// The sidecar details, best effort for the approval card: as
+    /// [`Store::checked_meta`], errors read as empty.
     pub fn meta(&self) -> BTreeMap<String, Meta> {
-        std::fs::read(self.home.join(META_FILE))
+        self.checked_meta().unwrap_or_default()
+    }
+
+    /// The sidecar details (absent, unreadable or corrupt → empty: they are
+    /// informational). Errors: the sidecar or `$ODEK_HOME` belongs to another
+    /// non-root user or group or others can write it (SPEC §7.3): what it
+    /// says could be another user's.
+    pub fn checked_meta(&self) -> Result<BTreeMap<String, Meta>, ApprovalError> {
+        let path = self.home.join(META_FILE);
+        crate::private::check_private(&self.home)
+            .map_err(|reason| in_dir(&path, &self.home, reason))?;
+        crate::private::check_private(&path).map_err(|reason| err(&path, reason))?;
+        Ok(std::fs::read(&path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
+            .unwrap_or_default())
     }
 
     /// Adds `key` (trust) and, when given, its env-template binding,
@@ -150,7 +163,7 @@ impl Store {
             .map_err(|e| err(&lock_path, format!("cannot lock: {e}")))?;
         let path = self.path();
         let mut store = read_store(&path)?;
-        let mut metas = self.meta();
+        let mut metas = self.checked_meta()?;
         change(&mut store, &mut metas);
         let bytes = serde_json::to_vec_pretty(&store).map_err(|e| err(&path, e))?;
         write_atomic(&self.home, &path, &bytes, write)?;
@@ -186,10 +199,15 @@ fn ensure_private_dir(dir: &Path) -> Result<(), ApprovalError> {
         }
         Ok(m) if !m.is_dir() => return Err(err(dir, "is not a directory")),
         Ok(m) => {
-            if m.permissions().mode() & 0o077 != 0 {
+            // Our own directory is made private; another user's is refused
+            // below, untouched: a trust is never written into it.
+            let ours = m.uid() == rustix::process::geteuid().as_raw() || m.uid() == 0;
+            if ours && m.permissions().mode() & 0o077 != 0 {
                 std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
                     .map_err(|e| err(dir, format!("cannot make it private (0700): {e}")))?;
             }
+            crate::private::check_private(dir)
+                .map_err(|reason| in_dir(&dir.join(STORE_FILE), dir, reason))?;
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             std::fs::DirBuilder::new()
@@ -203,6 +221,18 @@ fn ensure_private_dir(dir: &Path) -> Result<(), ApprovalError> {
         Err(e) => return Err(err(dir, e)),
     }
     Ok(())
+}
+
+/// `path` refused because its directory failed
+/// [`crate::private::check_private`] for `reason`.
+fn in_dir(path: &Path, dir: &Path, reason: String) -> ApprovalError {
+    err(
+        path,
+        format!(
+            "its directory {} {reason}",
+            super::display_text(&dir.display().to_string())
+        ),
+    )
 }
 
 fn read_store(path: &Path) -> Result<BTreeMap<String, bool>, ApprovalError> {
@@ -220,24 +250,11 @@ fn read_store(path: &Path) -> Result<BTreeMap<String, bool>, ApprovalError> {
     if !meta.is_file() {
         return Err(err(path, "is not a regular file"));
     }
-    // Writable by group or others: anyone could have forged a trust in it.
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o022 != 0 {
-        return Err(err(
-            path,
-            format!("has mode {mode:04o}: others could have written it, so it is not trusted; check its contents, then `chmod 600` it"),
-        ));
-    }
+    // Another user's, or writable by group or others: anyone of them could
+    // have forged a trust in it (or replaced it, through the directory).
+    crate::private::check_private_meta(path, &meta).map_err(|reason| err(path, reason))?;
     if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::metadata(dir) {
-            let dmode = d.permissions().mode() & 0o777;
-            if dmode & 0o022 != 0 {
-                return Err(err(
-                    path,
-                    format!("lies in {} with mode {dmode:04o}: others could replace it; `chmod 700` the directory", dir.display()),
-                ));
-            }
-        }
+        crate::private::check_private(dir).map_err(|reason| in_dir(path, dir, reason))?;
     }
     if meta.len() > MAX_STORE_BYTES {
         return Err(err(path, "is larger than 16 MiB"));
@@ -355,7 +372,7 @@ mod tests {
             .contains("k")
             .expect_err("dir 0777")
             .to_string()
-            .contains("chmod 700"));
+            .contains("chmod go-w"));
     }
 
     #[test]

@@ -30,6 +30,17 @@ pub enum ConfigError {
         /// The I/O error.
         reason: String,
     },
+    /// `$ODEK_HOME` or the user config belongs to another non-root user or
+    /// can be written by group or others (SPEC §7.3): not trusted.
+    #[error("{what} {path} {reason}")]
+    NotPrivate {
+        /// What it is: `$ODEK_HOME` or `user config`.
+        what: String,
+        /// The directory or file.
+        path: PathBuf,
+        /// What is wrong, with the fix (from `check_private`).
+        reason: String,
+    },
     /// A key has a value of the wrong type or form.
     #[error("{origin}: {key} {reason}")]
     InvalidValue {

@@ -8,6 +8,7 @@ mod parse;
 mod validate;
 
 pub use error::{quote, ConfigError};
+pub(crate) use merge::truthy;
 pub use merge::{
     env_var_of, load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT, PROCESS_ENV_VARS,
 };

@@ -3,8 +3,10 @@
 //! `DOCKER_HOST` when set (`unix://PATH` or `tcp://HOST[:PORT]`; anything else
 //! is a config error, never silently another endpoint); else the current Docker
 //! context when one other than `default` is selected; else the first socket
-//! that exists of `/var/run/docker.sock`, `$XDG_RUNTIME_DIR/docker.sock`,
-//! `~/.docker/run/docker.sock`.
+//! of `/var/run/docker.sock`, `$XDG_RUNTIME_DIR/docker.sock`,
+//! `~/.docker/run/docker.sock` that accepts a connection. Each path passed
+//! over is kept with the reason (absent, not a socket, permission denied,
+//! nothing listening), for verbose output and the "daemon unreachable" error.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -23,7 +25,7 @@ pub enum EndpointSource {
         /// Context name.
         name: String,
     },
-    /// The first existing socket of the probe order.
+    /// The first socket of the probe order that accepted a connection.
     Probe,
     /// Given explicitly by the embedding program (tests, bindings).
     Explicit,
@@ -45,6 +47,28 @@ pub enum Address {
     },
 }
 
+/// A socket path the probe passed over, and why (SPEC §6.2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Probed {
+    /// The path.
+    pub path: PathBuf,
+    /// Why it was not used: `absent`, `not a socket`, `permission denied
+    /// (are you in the docker group?)`, `nothing listens (stale socket)`,
+    /// or the system's error text.
+    pub reason: String,
+}
+
+impl fmt::Display for Probed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}",
+            crate::approval::display_text(&self.path.display().to_string()),
+            self.reason
+        )
+    }
+}
+
 /// The daemon endpoint chosen, with every path that was tried on the way.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Endpoint {
@@ -52,8 +76,9 @@ pub struct Endpoint {
     pub address: Address,
     /// Where it came from.
     pub source: EndpointSource,
-    /// Socket paths probed before this one was chosen (empty unless probing).
-    pub tried: Vec<PathBuf>,
+    /// Socket paths probed and passed over before this one was chosen, in
+    /// order, each with the reason (empty unless probing).
+    pub tried: Vec<Probed>,
 }
 
 impl fmt::Display for Endpoint {
@@ -65,11 +90,11 @@ impl fmt::Display for Endpoint {
         match &self.source {
             EndpointSource::DockerHost => write!(f, " (from DOCKER_HOST)")?,
             EndpointSource::Context { name } => write!(f, " (from Docker context {name:?})")?,
-            EndpointSource::Probe => write!(f, " (first existing default socket)")?,
+            EndpointSource::Probe => write!(f, " (first reachable default socket)")?,
             EndpointSource::Explicit => {}
         }
         if !self.tried.is_empty() {
-            write!(f, " after trying {}", display_paths(&self.tried))?;
+            write!(f, " after passing over {}", display_probed(&self.tried))?;
         }
         Ok(())
     }
@@ -97,20 +122,20 @@ pub enum EndpointError {
         /// What is wrong.
         reason: String,
     },
-    /// No socket exists at any probed path: the daemon is unreachable.
-    #[error("no Docker socket found (tried {}); start the Docker daemon or set DOCKER_HOST", display_paths(.tried))]
+    /// No probed socket accepts a connection: the daemon is unreachable.
+    #[error("no reachable Docker socket (tried {}); start the Docker daemon, fix the socket's access, or set DOCKER_HOST", display_probed(.tried))]
     NoSocket {
-        /// Every path probed, in order.
-        tried: Vec<PathBuf>,
+        /// Every path probed, in order, with why it failed.
+        tried: Vec<Probed>,
     },
 }
 
-fn display_paths(paths: &[PathBuf]) -> String {
-    paths
+fn display_probed(tried: &[Probed]) -> String {
+    tried
         .iter()
-        .map(|p| p.display().to_string())
+        .map(Probed::to_string)
         .collect::<Vec<_>>()
-        .join(", ")
+        .join("; ")
 }
 
 /// The process environment the endpoint rules read; a value so tests need not
@@ -127,6 +152,9 @@ pub struct EndpointEnv {
     pub xdg_runtime_dir: Option<PathBuf>,
     /// `HOME`.
     pub home: Option<PathBuf>,
+    /// Variables among `DOCKER_HOST`, `DOCKER_CONTEXT` and `DOCKER_CONFIG`
+    /// that are set but empty (and so count as unset), for [`EndpointEnv::notes`].
+    pub set_but_empty: Vec<&'static str>,
 }
 
 impl EndpointEnv {
@@ -140,7 +168,21 @@ impl EndpointEnv {
             docker_config: var("DOCKER_CONFIG").map(PathBuf::from),
             xdg_runtime_dir: var("XDG_RUNTIME_DIR").map(PathBuf::from),
             home: var("HOME").map(PathBuf::from),
+            set_but_empty: ["DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG"]
+                .into_iter()
+                .filter(|k| std::env::var_os(k).is_some_and(|v| v.is_empty()))
+                .collect(),
         }
+    }
+
+    /// One line per endpoint variable that is set but empty, saying it is
+    /// treated as unset (SPEC §6.2), e.g. `DOCKER_HOST is set but empty:
+    /// treated as unset (as the Docker CLI does)`. For verbose output.
+    pub fn notes(&self) -> Vec<String> {
+        self.set_but_empty
+            .iter()
+            .map(|k| format!("{k} is set but empty: treated as unset (as the Docker CLI does)"))
+            .collect()
     }
 }
 
@@ -161,23 +203,14 @@ impl Endpoint {
         if let Some(ep) = context_endpoint(env)? {
             return Ok(ep);
         }
-        let mut tried = vec![PathBuf::from("/var/run/docker.sock")];
+        let mut candidates = vec![PathBuf::from("/var/run/docker.sock")];
         if let Some(x) = &env.xdg_runtime_dir {
-            tried.push(x.join("docker.sock"));
+            candidates.push(x.join("docker.sock"));
         }
         if let Some(h) = &env.home {
-            tried.push(h.join(".docker/run/docker.sock"));
+            candidates.push(h.join(".docker/run/docker.sock"));
         }
-        for (i, p) in tried.iter().enumerate() {
-            if is_socket(p) {
-                return Ok(Endpoint {
-                    address: Address::Unix { path: p.clone() },
-                    source: EndpointSource::Probe,
-                    tried: tried[..i].to_vec(),
-                });
-            }
-        }
-        Err(EndpointError::NoSocket { tried })
+        probe_in_order(&candidates)
     }
 
     /// An endpoint for a Unix socket given by the embedding program.
@@ -190,11 +223,51 @@ impl Endpoint {
     }
 }
 
-fn is_socket(p: &Path) -> bool {
+/// The first of `candidates` that accepts a connection (SPEC §6.2), with
+/// the ones passed over before it; [`EndpointError::NoSocket`] with every
+/// candidate and its reason when none does.
+fn probe_in_order(candidates: &[PathBuf]) -> Result<Endpoint, EndpointError> {
+    let mut tried = Vec::new();
+    for p in candidates {
+        match probe(p) {
+            Ok(()) => {
+                return Ok(Endpoint {
+                    address: Address::Unix { path: p.clone() },
+                    source: EndpointSource::Probe,
+                    tried,
+                })
+            }
+            Err(reason) => tried.push(Probed {
+                path: p.clone(),
+                reason,
+            }),
+        }
+    }
+    Err(EndpointError::NoSocket { tried })
+}
+
+/// Connects to the socket at `path` and hangs up: `Ok` when something
+/// accepts, else why not. A local connect answers at once, so it blocks
+/// no longer than a `stat`.
+fn probe(path: &Path) -> Result<(), String> {
+    use std::io::ErrorKind;
     use std::os::unix::fs::FileTypeExt;
-    std::fs::metadata(p)
-        .map(|m| m.file_type().is_socket())
-        .unwrap_or(false)
+    let denied = || "permission denied (are you in the docker group?)".to_string();
+    match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {}
+        Ok(_) => return Err("not a socket".into()),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err("absent".into()),
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => return Err(denied()),
+        Err(e) => return Err(format!("cannot be inspected ({e})")),
+    }
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => Err(denied()),
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+            Err("nothing listens (stale socket)".into())
+        }
+        Err(e) => Err(format!("cannot connect ({e})")),
+    }
 }
 
 /// Parses a Docker host string (`unix://PATH`, `tcp://HOST[:PORT]`).
@@ -385,12 +458,123 @@ mod tests {
             ),
             Err(EndpointError::NoSocket { tried }) => {
                 assert_eq!(tried.len(), 3);
-                assert_eq!(tried[0], PathBuf::from("/var/run/docker.sock"));
-                assert_eq!(tried[1], dir.path().join("xdg/docker.sock"));
-                assert_eq!(tried[2], dir.path().join("home/.docker/run/docker.sock"));
+                assert_eq!(tried[0].path, PathBuf::from("/var/run/docker.sock"));
+                assert_eq!(tried[1].path, dir.path().join("xdg/docker.sock"));
+                assert_eq!(tried[1].reason, "absent");
+                assert_eq!(
+                    tried[2].path,
+                    dir.path().join("home/.docker/run/docker.sock")
+                );
             }
             Err(e) => panic!("unexpected {e}"),
         }
+    }
+
+    /// A socket file nobody listens on: bound, then the listener dropped.
+    fn stale_socket(path: &Path) {
+        drop(std::os::unix::net::UnixListener::bind(path).expect("bind"));
+        assert!(path.exists(), "the socket file stays after the listener");
+    }
+
+    #[test]
+    fn probe_passes_over_absent_non_socket_and_stale_sockets_to_a_live_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let absent = dir.path().join("absent.sock");
+        let file = dir.path().join("file.sock");
+        std::fs::write(&file, b"").expect("write");
+        let stale = dir.path().join("stale.sock");
+        stale_socket(&stale);
+        let live = dir.path().join("live.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&live).expect("bind");
+        let ep = probe_in_order(&[absent.clone(), file.clone(), stale.clone(), live.clone()])
+            .expect("the live socket is reachable");
+        assert_eq!(ep.address, Address::Unix { path: live });
+        assert_eq!(ep.source, EndpointSource::Probe);
+        let tried: Vec<(PathBuf, &str)> = ep
+            .tried
+            .iter()
+            .map(|t| (t.path.clone(), t.reason.as_str()))
+            .collect();
+        assert_eq!(
+            tried,
+            vec![
+                (absent, "absent"),
+                (file, "not a socket"),
+                (stale.clone(), "nothing listens (stale socket)"),
+            ]
+        );
+        let shown = ep.to_string();
+        assert!(
+            shown.contains(&format!(
+                "after passing over {}: absent",
+                dir.path().join("absent.sock").display()
+            )) && shown.contains(&format!(
+                "{}: nothing listens (stale socket)",
+                stale.display()
+            )),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn no_reachable_socket_is_no_socket_with_every_reason() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stale = dir.path().join("stale.sock");
+        stale_socket(&stale);
+        let absent = dir.path().join("absent.sock");
+        let err = probe_in_order(&[stale.clone(), absent.clone()]).expect_err("none live");
+        let EndpointError::NoSocket { tried } = &err else {
+            panic!("expected NoSocket, got {err:?}");
+        };
+        assert_eq!(tried.len(), 2);
+        assert_eq!(tried[0].reason, "nothing listens (stale socket)");
+        assert_eq!(tried[1].reason, "absent");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!(
+                "{}: nothing listens (stale socket)",
+                stale.display()
+            )) && msg.contains(&format!("{}: absent", absent.display())),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn an_unreachable_socket_before_a_live_one_is_passed_over() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let locked = dir.path().join("locked.sock");
+        let _locked_listener = std::os::unix::net::UnixListener::bind(&locked).expect("bind");
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000))
+            .expect("chmod 000");
+        let live = dir.path().join("live.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&live).expect("bind");
+        let ep = probe_in_order(&[locked.clone(), live.clone()]).expect("one is reachable");
+        if rustix::process::geteuid().is_root() {
+            // Root connects through mode 000; the EACCES case is covered as
+            // uid 65534 by tests/e2e/tests/endpoint_probe.rs.
+            assert_eq!(ep.address, Address::Unix { path: locked });
+            return;
+        }
+        assert_eq!(ep.address, Address::Unix { path: live });
+        assert_eq!(ep.tried.len(), 1);
+        assert_eq!(
+            ep.tried[0].reason,
+            "permission denied (are you in the docker group?)"
+        );
+    }
+
+    #[test]
+    fn empty_endpoint_variables_are_noted() {
+        let env = EndpointEnv {
+            set_but_empty: vec!["DOCKER_HOST"],
+            ..Default::default()
+        };
+        assert_eq!(
+            env.notes(),
+            vec!["DOCKER_HOST is set but empty: treated as unset (as the Docker CLI does)"]
+        );
+        assert!(EndpointEnv::default().notes().is_empty());
     }
 
     #[test]

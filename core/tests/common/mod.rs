@@ -178,6 +178,9 @@ impl Setup {
 
     /// A setup whose client talks to `engine` (e.g. a [`Spy`] over `fake`).
     pub fn over(fake: FakeEngine, engine: Arc<dyn DockerApi>) -> Setup {
+        // Files the tests write must not be group-writable whatever the
+        // developer's umask: such a user config is refused (SPEC §7.3).
+        rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().canonicalize().expect("canonical tempdir");
         let workdir = root.join("work");

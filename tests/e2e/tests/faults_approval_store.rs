@@ -415,3 +415,72 @@ fn sixteen_processes_trusting_at_once_lose_no_entry() {
         assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
     }
 }
+
+fn chown(spec: &str, p: &Path, recursive: bool) {
+    let mut c = Command::new("chown");
+    if recursive {
+        c.arg("-R");
+    }
+    let out = c.arg(spec).arg(p).output().expect("run chown");
+    assert!(
+        out.status.success(),
+        "chown {spec} {}: {out:?}",
+        p.display()
+    );
+}
+
+/// Like ssh's StrictModes (SPEC §7.3): a trust in an `$ODEK_HOME` and store
+/// another user owns — 0755 and 0644, as the defect was found — is never
+/// honoured, with or without a terminal; nor in a store file alone that
+/// another user owns.
+#[test]
+fn a_trust_in_a_home_and_store_another_user_owns_is_refused() {
+    let p = project();
+    let home = tempfile::tempdir().expect("tempdir");
+    trust(&p, home.path());
+    let store = home.path().join(STORE);
+    let in_sandbox = ["touch", "/workspace/host-marker"];
+    // Control: while the home is ours the trust runs the command, without a
+    // terminal.
+    let ok = run_timeout(
+        run_cmd(&p, home.path(), &in_sandbox).stdin(Stdio::null()),
+        Duration::from_secs(60),
+    );
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    assert!(
+        p.marker().exists(),
+        "control: the trusted command did not run"
+    );
+    std::fs::remove_file(p.marker()).expect("rm marker");
+
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    chown("65534:65534", home.path(), true);
+    let out = run_timeout(
+        &mut run_cmd(&p, home.path(), &in_sandbox),
+        Duration::from_secs(60),
+    );
+    odek_e2e::assert_refused(&p, &out, "belongs to uid 65534");
+    assert!(
+        stderr(&out).contains(&home.path().display().to_string()),
+        "the message does not name the directory:\n{}",
+        stderr(&out)
+    );
+    let s = spawn_tty(run_cmd(&p, home.path(), &in_sandbox));
+    let (text, code) = finish(s);
+    assert_refused_on_tty(&p, &text, code, "belongs to uid 65534");
+
+    // The home ours again, the store file still another user's.
+    chown("0:0", home.path(), false);
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let out = run_timeout(
+        &mut run_cmd(&p, home.path(), &in_sandbox),
+        Duration::from_secs(60),
+    );
+    odek_e2e::assert_refused(&p, &out, "belongs to uid 65534");
+    assert!(
+        stderr(&out).contains(&store.display().to_string()),
+        "the message does not name the store:\n{}",
+        stderr(&out)
+    );
+}

@@ -1,0 +1,156 @@
+//! Who may have written `$ODEK_HOME`, the approval store, its sidecar and
+//! the user config (SPEC §7.3): the current user or root, and neither group
+//! nor others may write them. A trust or setting in a file another user owns
+//! is refused before any Docker call, and a plan resolved while trusted does
+//! not launch once the store is given away.
+//!
+//! Giving a file to another uid needs root (as the test suites run); as
+//! another user the ownership cases return early and only the mode cases run.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::*;
+use odek_core::approval::{Decision, Store};
+use odek_core::config::ConfigError;
+use odek_core::{Error, FailureClass};
+
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn give_away(p: &Path) {
+    rustix::fs::chown(p, Some(rustix::fs::Uid::from_raw(NOBODY)), None)
+        .unwrap_or_else(|e| panic!("chown {}: {e}", p.display()));
+}
+
+fn chmod(p: &Path, mode: u32) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+fn project_compose() -> Setup {
+    Setup::new().project_config(r#"{"sandbox_compose_project": "shop"}"#)
+}
+
+#[track_caller]
+fn assert_not_private(s: &Setup, err: &Error, needle: &str) {
+    assert_refused_before_create(s, err, FailureClass::Config, needle);
+}
+
+#[tokio::test]
+async fn a_user_config_another_user_owns_is_refused() {
+    if !is_root() {
+        return;
+    }
+    let s = Setup::new().user_config(r#"{"sandbox_pids_limit": 77}"#);
+    let plan = s.resolve().await.expect("control: own config is read");
+    assert_eq!(plan.pids_limit, 77);
+    let cfg = s.odek_home.join("config.json");
+    give_away(&cfg);
+    let err = s.resolve().await.expect_err("another user's config");
+    assert!(
+        matches!(&err, Error::Config(ConfigError::NotPrivate { what, .. }) if what == "user config"),
+        "{err:?}"
+    );
+    assert_not_private(&s, &err, &format!("user config {}", cfg.display()));
+    assert!(err.to_string().contains("belongs to uid 65534"), "{err}");
+}
+
+#[tokio::test]
+async fn a_group_writable_user_config_or_home_is_refused() {
+    let s = Setup::new().user_config(r#"{"sandbox_pids_limit": 77}"#);
+    let cfg = s.odek_home.join("config.json");
+    chmod(&cfg, 0o664);
+    let err = s.resolve().await.expect_err("group-writable config");
+    assert_not_private(&s, &err, "has mode 0664");
+    chmod(&cfg, 0o644);
+    s.resolve()
+        .await
+        .expect("0644 is readable, not writable by others");
+    chmod(&s.odek_home, 0o775);
+    let err = s.resolve().await.expect_err("group-writable home");
+    assert_not_private(&s, &err, &format!("$ODEK_HOME {}", s.odek_home.display()));
+    assert!(err.to_string().contains("has mode 0775"), "{err}");
+}
+
+#[tokio::test]
+async fn a_trust_in_a_home_and_store_another_user_owns_is_not_honoured() {
+    if !is_root() {
+        return;
+    }
+    let s = project_compose();
+    let plan = s.resolve().await.expect("resolve");
+    s.odek.approve(&plan, Decision::Trust).expect("trust");
+    let trusted = s.resolve().await.expect("control: the trust is honoured");
+    assert!(trusted.approval.as_ref().expect("request").trusted);
+
+    // The store alone given away (0644, as the defect was found).
+    let store = Store::new(&s.odek_home);
+    chmod(&store.path(), 0o644);
+    give_away(&store.path());
+    let err = s.resolve().await.expect_err("store of uid 65534");
+    assert_not_private(&s, &err, "belongs to uid 65534");
+    assert!(
+        err.to_string()
+            .contains(&store.path().display().to_string()),
+        "{err}"
+    );
+    // The plan made while it was trusted does not launch on it either.
+    let err = s
+        .launch(&trusted)
+        .await
+        .expect_err("launch on a forged trust");
+    assert_not_private(&s, &err, "belongs to uid 65534");
+
+    // Home and store both another user's (0755 / 0644).
+    chmod(&s.odek_home, 0o755);
+    give_away(&s.odek_home);
+    let err = s.resolve().await.expect_err("home of uid 65534");
+    assert_not_private(&s, &err, &format!("$ODEK_HOME {}", s.odek_home.display()));
+}
+
+#[tokio::test]
+async fn a_sidecar_another_user_owns_is_refused_and_never_written_through() {
+    if !is_root() {
+        return;
+    }
+    let s = project_compose();
+    let plan = s.resolve().await.expect("resolve");
+    s.odek.approve(&plan, Decision::Trust).expect("trust");
+    let store = Store::new(&s.odek_home);
+    let meta = s.odek_home.join(odek_core::approval::META_FILE);
+    assert!(!store.checked_meta().expect("own sidecar").is_empty());
+    give_away(&meta);
+    let e = store.checked_meta().expect_err("sidecar of uid 65534");
+    assert!(e.to_string().contains("belongs to uid 65534"), "{e}");
+    assert!(store.meta().is_empty(), "best effort reads it as empty");
+    let before = std::fs::read(store.path()).expect("read store");
+    assert!(store.revoke(&["k".into()]).is_err(), "a write went through");
+    assert_eq!(std::fs::read(store.path()).expect("read store"), before);
+
+    // A home of another user is never written into.
+    let other = tempfile::tempdir().expect("tempdir");
+    chmod(other.path(), 0o755);
+    give_away(other.path());
+    let e = Store::new(other.path())
+        .revoke(&["k".into()])
+        .expect_err("home of uid 65534");
+    assert!(e.to_string().contains("belongs to uid 65534"), "{e}");
+    assert_eq!(
+        std::fs::metadata(other.path())
+            .expect("stat")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o755,
+        "another user's directory was changed"
+    );
+    assert!(std::fs::read_dir(other.path())
+        .expect("ls")
+        .next()
+        .is_none());
+}
