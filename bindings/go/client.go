@@ -258,7 +258,12 @@ func (c *Client) ConfigView(ctx context.Context, plan *Plan) (*ConfigView, error
 // Narrow derives a sub-agent's plan from its parent's resolved plan (SPEC
 // §8), never from Docker, so it does not block. Anything that would widen
 // the parent's sandbox is refused with an error matching ErrNarrow. The
-// child plan launches with Launch and a nil approval.
+// child keeps the parent's approval request (SPEC §7): when the parent
+// needed approval, so does the child — launch it with the parent's
+// Approval (same key and networks), one from Approve on the child, or a
+// standing approval (a stored trust, ODEK_APPROVE_PROJECT_SANDBOX at the
+// parent's resolve); otherwise launching it fails with ErrApproval and
+// creates nothing. The launch re-checks the project's networks (SPEC §7.4).
 func Narrow(parent *Plan, req NarrowRequest) (*Plan, error) {
 	if err := checkABI(); err != nil {
 		return nil, err

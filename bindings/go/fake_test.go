@@ -373,6 +373,47 @@ func TestFallbackWithoutDaemon(t *testing.T) {
 	}
 }
 
+// A narrowed plan keeps its parent's approval request (SPEC §7, §8): with a
+// project asking for a Compose project, an image and an env template, the
+// child is refused without an approval and launches with the parent's.
+func TestFakeNarrowKeepsTheApprovalRequirement(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	dir, env := isolated(t)
+	writeProjectConfig(t, dir, `{"sandbox_compose_project": "shop", "sandbox_image": "`+testImage+`",
+		"sandbox_env": {"TOKEN": "${HOME}"}}`)
+	parent, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Env: env})
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	child, err := Narrow(parent, NarrowRequest{PidsLimit: 100})
+	if err != nil {
+		t.Fatalf("Narrow: %v", err)
+	}
+	if !child.NeedsApproval() || child.Approval == nil || child.Approval.Key != parent.Approval.Key {
+		t.Fatalf("the child lost the parent's approval request: %+v", child.Approval)
+	}
+	sb, err := c.Launch(ctx, child, nil)
+	if sb != nil {
+		_ = sb.Close()
+	}
+	wantCode(t, err, CodeApprovalRequired, ClassConfig, ErrConfig, ErrApproval)
+	approval, err := c.Approve(ctx, parent, DecisionOnce)
+	if err != nil {
+		t.Fatalf("Approve: %v", err)
+	}
+	sb, err = c.Launch(ctx, child, approval)
+	if err != nil {
+		t.Fatalf("Launch child with the parent's approval: %v", err)
+	}
+	if sb.Isolation.Kind != IsolationContainer || sb.Plan.PidsLimit != 100 {
+		t.Errorf("child sandbox %+v, pids limit %d", sb, sb.Plan.PidsLimit)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestFakeNarrow(t *testing.T) {
 	ctx := context.Background()
 	c := fakeClient(t)

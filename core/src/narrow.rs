@@ -61,12 +61,22 @@ fn refuse<T>(reason: impl Into<String>) -> Result<T, NarrowError> {
 }
 
 /// Derives the child's plan from the parent's resolved plan (SPEC §8).
+///
+/// The child carries the parent's `approval` request as it is (SPEC §7): a
+/// child of a plan that needs approval launches only with an approval of
+/// that request (the parent's fits: same key, same network IDs) or a
+/// standing one, and launch re-checks the project's networks (§7.4).
+///
+/// # Errors
+/// [`NarrowError`] naming what would widen.
 pub fn narrow(parent: &Plan, req: &NarrowRequest) -> Result<Plan, NarrowError> {
     if parent.isolation != Isolation::Container {
         return refuse("the parent runs without a sandbox, so there is nothing to narrow");
     }
+    // The child keeps the parent's approval request unchanged (same key,
+    // same approved network IDs): a plan that needed approval still does,
+    // the parent's approval fits it, and launch runs the SPEC §7.4 re-check.
     let mut child = parent.clone();
-    child.approval = None;
     child.warnings = Vec::new();
 
     if let Some(image) = &req.image {
@@ -220,6 +230,7 @@ mod tests {
             mode: crate::config::SandboxMode::Implicit,
             isolation: Isolation::Container,
             workdir: "/w".into(),
+            workdir_id: None,
             odek_home: "/h".into(),
             endpoint: None,
             engine: None,

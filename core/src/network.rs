@@ -209,6 +209,42 @@ async fn lookup_names(
     Ok(out)
 }
 
+/// Refuses a project network whose name another network also carries (in
+/// the project or not), naming every ID: Docker looks an attached network
+/// up by name again when the container starts and refuses an ambiguous name
+/// only then, after create. One list call for all names.
+async fn unique_names(engine: &dyn DockerApi, listed: &[NetworkInfo]) -> Result<(), NetworkError> {
+    let mut names: Vec<String> = listed.iter().map(|n| n.name.clone()).collect();
+    names.sort();
+    names.dedup();
+    let same = engine
+        .list_networks(&NetworkFilter::Names(names.clone()))
+        .await
+        .map_err(NetworkError::Engine)?;
+    for name in &names {
+        let mut ids: Vec<&str> = listed
+            .iter()
+            .chain(&same)
+            .filter(|n| n.name == *name)
+            .map(|n| n.id.as_str())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() > 1 {
+            return Err(NetworkError::Ambiguous {
+                name: quote(name),
+                count: ids.len(),
+                ids: ids
+                    .iter()
+                    .map(|id| short(id))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn check_driver(n: &NetworkInfo) -> Result<(), NetworkError> {
     if n.driver == "bridge" && n.scope == "local" {
         Ok(())
@@ -269,6 +305,7 @@ pub async fn resolve(
             });
         }
         listed.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+        unique_names(engine, &listed).await?;
         for n in &listed {
             check_driver(n)?;
             add(

@@ -438,6 +438,45 @@ fn rows() -> Vec<Row> {
             user: Want::Ok,
             project: Want::Warned("can only lower the limit"),
         },
+        // sandbox_user: any valid form from the operator; from the project
+        // only numeric uid:gid, both non-zero — the image maps a name or a
+        // bare uid, possibly to root or group 0 (`4242` with no passwd entry
+        // runs as gid 0).
+        Row {
+            what: "sandbox_user = a name".into(),
+            doc: br#"{"sandbox_user": "dev"}"#.to_vec(),
+            parse: Want::Ok,
+            user: Want::Ok,
+            project: Want::Warned("may only give a numeric uid:gid, both non-zero"),
+        },
+        Row {
+            what: "sandbox_user = a bare uid".into(),
+            doc: br#"{"sandbox_user": "4242"}"#.to_vec(),
+            parse: Want::Ok,
+            user: Want::Ok,
+            project: Want::Warned("may only give a numeric uid:gid, both non-zero"),
+        },
+        Row {
+            what: "sandbox_user = name:gid".into(),
+            doc: br#"{"sandbox_user": "dev:1000"}"#.to_vec(),
+            parse: Want::Ok,
+            user: Want::Ok,
+            project: Want::Warned("may only give a numeric uid:gid, both non-zero"),
+        },
+        Row {
+            what: "sandbox_user = uid:group-name".into(),
+            doc: br#"{"sandbox_user": "1000:staff"}"#.to_vec(),
+            parse: Want::Ok,
+            user: Want::Ok,
+            project: Want::Warned("may only give a numeric uid:gid, both non-zero"),
+        },
+        Row {
+            what: "sandbox_user = root".into(),
+            doc: br#"{"sandbox_user": "0:0"}"#.to_vec(),
+            parse: Want::Ok,
+            user: Want::Ok,
+            project: Want::Warned("cannot ask for root"),
+        },
         Row::value(
             "sandbox_network",
             r#""host""#,
@@ -920,4 +959,53 @@ async fn a_config_file_larger_than_the_limit_is_refused_without_reading_it_all()
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_project_sandbox_user_applies_only_as_numeric_uid_gid() {
+    // A name, or a uid without a gid, is mapped by the image's passwd and
+    // group files: `dev` whose primary group is 0, or `4242` with no passwd
+    // entry, runs with gid 0. From the project it is ignored with a warning.
+    for user in [
+        "dev",
+        "dev:dev",
+        "4242",
+        "1000",
+        "dev:1000",
+        "1000:staff",
+        "1000:0",
+    ] {
+        let s = Setup::new().project_config(&format!(r#"{{"sandbox_user": "{user}"}}"#));
+        let plan = s.resolve().await.expect("resolve");
+        assert_eq!(plan.user, None, "{user} from the project applied");
+        assert!(
+            plan.warnings
+                .iter()
+                .any(|w| w.message.contains("sandbox_user") && w.message.contains(user)),
+            "{user}: {:?}",
+            plan.warnings
+        );
+        assert!(s.fake.no_mutation());
+    }
+    let s = Setup::new().project_config(r#"{"sandbox_user": "1000:1000"}"#);
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.user.as_deref(), Some("1000:1000"));
+    // Operator sources stay free: a name from the user config, env or a flag.
+    let s = Setup::new().user_config(r#"{"sandbox_user": "dev"}"#);
+    assert_eq!(
+        s.resolve().await.expect("resolve").user.as_deref(),
+        Some("dev")
+    );
+    let s = Setup::new().env("ODEK_SANDBOX_USER", "dev:staff");
+    assert_eq!(
+        s.resolve().await.expect("resolve").user.as_deref(),
+        Some("dev:staff")
+    );
+    let s = Setup::new().flag("sandbox_user", "--sandbox-user", |l| {
+        l.sandbox_user = Some("4242".into())
+    });
+    assert_eq!(
+        s.resolve().await.expect("resolve").user.as_deref(),
+        Some("4242")
+    );
 }

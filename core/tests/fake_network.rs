@@ -118,6 +118,43 @@ async fn duplicate_names_are_ambiguous_with_both_short_ids() {
 }
 
 #[tokio::test]
+async fn compose_networks_of_one_name_are_refused_at_resolve_with_both_short_ids() {
+    // Docker refuses an ambiguous name only when the container starts,
+    // after create; resolve refuses it first.
+    let s = Setup::new().compose(PROJECT);
+    let a = s.fake.add_network(
+        FakeNetwork::bridge("shop_dup")
+            .compose(PROJECT)
+            .id(&hex_id("aa11")),
+    );
+    let b = s.fake.add_network(
+        FakeNetwork::bridge("shop_dup")
+            .compose(PROJECT)
+            .internal()
+            .id(&hex_id("bb22")),
+    );
+    let msg = refused(&s, "network name \"shop_dup\" is ambiguous").await;
+    assert!(msg.contains(&a[..12]) && msg.contains(&b[..12]), "{msg}");
+    assert!(!msg.contains(&a[..13]), "short IDs only: {msg}");
+    let err = s.up().await.expect_err("launch refused too");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "ambiguous");
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+}
+
+#[tokio::test]
+async fn compose_network_whose_name_another_network_carries_is_refused() {
+    let s = Setup::new().compose(PROJECT);
+    let other = s
+        .fake
+        .add_network(FakeNetwork::bridge(SHOP_DEFAULT).id(&hex_id("cc33")));
+    let msg = refused(&s, "network name \"shop_default\" is ambiguous").await;
+    assert!(
+        msg.contains(&other[..12]) && msg.contains(&SHOP_DEFAULT_ID[..12]),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
 async fn non_bridge_drivers_and_swarm_scope_are_refused_naming_the_driver() {
     for (driver, scope) in [
         ("overlay", "swarm"),
@@ -176,13 +213,23 @@ async fn compose_project_is_found_by_label_never_by_guessed_name() {
             .any(|a| a == "Label(\"com.docker.compose.project=shop\")"),
         "server-side label filter: {lists:?}"
     );
-    for c in s.fake.calls() {
-        assert!(
-            !c.arg.contains("shop_default") && !c.arg.contains("Name("),
-            "<project>_default must never be looked up by name: {} {}",
-            c.op,
-            c.arg
-        );
+    // Found by label; the one name lookup after it checks that the names
+    // the label returned are unique (a guessed name is never looked up).
+    let calls = s.fake.calls();
+    let label_at = calls
+        .iter()
+        .position(|c| c.op == Op::ListNetworks && c.arg.starts_with("Label("))
+        .expect("label lookup");
+    let uniqueness = format!("Names({:?})", [SHOP_BACKEND, SHOP_DEFAULT]);
+    for (i, c) in calls.iter().enumerate() {
+        if c.arg.contains("shop_default") || c.arg.contains("Name(") {
+            assert!(
+                i > label_at && c.op == Op::ListNetworks && c.arg == uniqueness,
+                "<project>_default must never be looked up by name: {} {}",
+                c.op,
+                c.arg
+            );
+        }
     }
     for n in &plan.networks {
         assert!(

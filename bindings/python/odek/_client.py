@@ -410,7 +410,13 @@ def narrow(
     """Derives a sub-agent's plan from its parent's resolved plan (SPEC §8).
 
     Never asks Docker. Every argument is optional; unset inherits the parent.
-    The child plan launches with :meth:`Client.launch` and no approval.
+    The child keeps the parent's approval request (SPEC §7): when the parent
+    needed approval, so does the child — launch it with the parent's
+    :class:`Approval` (same key and networks), with ``approve(child, …)``,
+    or a standing approval (a stored trust, ``ODEK_APPROVE_PROJECT_SANDBOX``
+    at the parent's resolve); otherwise :meth:`Client.launch` raises
+    :class:`ApprovalRequiredError` and creates nothing. The launch re-checks
+    the project's networks (SPEC §7.4).
 
     Args:
         parent_plan (Plan | str): the parent's resolved plan.

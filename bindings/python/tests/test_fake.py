@@ -148,6 +148,28 @@ def test_narrow(fake_client, workdir):
 # --- approval ----------------------------------------------------------------------
 
 
+def test_narrowed_plan_needs_the_parents_approval(fake_client, workdir):
+    # A project asking for a Compose project, an image and an env template
+    # reading the host: narrowing keeps the approval request (SPEC §7, §8).
+    write_project_config(workdir, {"sandbox_compose_project": "shop", "sandbox_image": IMAGE,
+                                   "sandbox_env": {"TOKEN": "${HOME}"}})
+    plan = fake_client.resolve(workdir)
+    with pytest.raises(odek.ApprovalRequiredError):
+        fake_client.launch(plan)
+    child = odek.narrow(plan, pids_limit=100)
+    with pytest.raises(odek.ApprovalRequiredError) as ei:
+        fake_client.launch(child)
+    assert ei.value.code == odek.CODES["APPROVAL_REQUIRED"] and "odek.json" in ei.value.message
+    assert child.pids_limit == 100
+    assert child.needs_approval and child.approval_request == plan.approval_request
+    # The approval given for the parent (same key and networks) fits the child.
+    approval = fake_client.approve(plan, "once")
+    with fake_client.launch(child, approval) as sandbox:
+        assert sandbox.isolation == "container"
+        assert sandbox.info.plan.pids_limit == 100
+
+
+
 def test_project_settings_need_approval(fake_client, workdir):
     write_project_config(workdir, {"sandbox_compose_project": "shop", "sandbox_image": IMAGE,
                                    "sandbox_env": {"TOKEN": "${HOME}", "MODE": "dev"}})

@@ -64,6 +64,9 @@ impl ConfigInputs {
 pub struct Settings {
     /// Absolute, canonical working directory.
     pub workdir: PathBuf,
+    /// Its identity when it was validated (`None` with the sandbox off:
+    /// nothing is mounted then).
+    pub workdir_id: Option<crate::workdir::FileId>,
     /// `$ODEK_HOME` (user config and approvals).
     pub odek_home: PathBuf,
     /// Sandbox mode (SPEC §3.3).
@@ -115,7 +118,7 @@ impl Settings {
 
 /// A process-level switch ([`super::parse::env_bool`]); unset or empty is
 /// false.
-fn truthy(env: &BTreeMap<String, String>, var: &str) -> Result<bool, ConfigError> {
+pub(crate) fn truthy(env: &BTreeMap<String, String>, var: &str) -> Result<bool, ConfigError> {
     super::parse::env_bool(env.get(var).map(String::as_str))
         .map(|b| b.unwrap_or(false))
         .map_err(|reason| ConfigError::InvalidValue {
@@ -230,6 +233,13 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
     let mut user_layer = Layer::default();
     if inputs.read_user_config {
         let path = odek_home.join("config.json");
+        for (what, p) in [("$ODEK_HOME", &odek_home), ("user config", &path)] {
+            crate::private::check_private(p).map_err(|reason| ConfigError::NotPrivate {
+                what: what.into(),
+                path: p.clone(),
+                reason,
+            })?;
+        }
         if let Some((layer, w)) = parse_file(&path)? {
             warnings.extend(w);
             user_layer = layer.clone();
@@ -294,6 +304,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         validate_layer(r, &workdir, lenient)?;
     }
 
+    let mut workdir_id = None;
     let mode = match pick(&ranked, "sandbox", |l| l.sandbox) {
         Some(Sourced {
             value: true,
@@ -325,7 +336,12 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         }
     } else {
         // The workdir is mounted at /workspace: it must be a project directory.
+        // Its identity is recorded around the validation, which reads it by
+        // path, so launch can tell it is still the directory checked here.
+        let id = crate::workdir::identify(&workdir)?;
         super::validate_workdir(&workdir, env.get("HOME").map(Path::new))?;
+        crate::workdir::still(&workdir, id)?;
+        workdir_id = Some(id);
     }
 
     let network_raw = pick(&ranked, "sandbox_network", |l| l.sandbox_network.clone());
@@ -411,6 +427,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
 
     let settings = Settings {
         workdir,
+        workdir_id,
         odek_home,
         mode,
         image: pick(&ranked, "sandbox_image", |l| l.sandbox_image.clone()),
@@ -578,8 +595,10 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
         }
     }
     // The user the commands run as: the operator's choice stands, and a
-    // project cannot ask for root (it may pick another non-root user when
-    // the operator chose none).
+    // project cannot ask for root. It may pick another user when the
+    // operator chose none, but only as numeric uid:gid, both non-zero: a
+    // name or a bare uid is mapped by the image's passwd/group files (to
+    // uid 0 or group 0 as the image pleases), which resolve cannot see.
     // A malformed user is left for validation to refuse.
     if let Some(p) = project
         .sandbox_user
@@ -590,6 +609,8 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
             Some(format!("the user config sets {}", super::quote(u)))
         } else if is_root_user(p) {
             Some("a project config cannot ask for root (as user or group)".to_string())
+        } else if !is_numeric_non_root(p) {
+            Some("a project config may only give a numeric uid:gid, both non-zero (e.g. \"1000:1000\"): the image maps a name or a bare uid, possibly to root or group 0; set another user with --sandbox-user, ODEK_SANDBOX_USER or the user config".to_string())
         } else {
             None
         };
@@ -612,6 +633,18 @@ fn is_root_user(user: &str) -> bool {
     let is_root =
         |part: &str| part == "root" || (!part.is_empty() && part.bytes().all(|b| b == b'0'));
     user.split(':').any(is_root)
+}
+
+/// True for `uid:gid`, both decimal and non-zero (`1000:1000`): the only
+/// form whose uid and gid the image cannot change (an explicit group also
+/// means no supplementary groups from the image's group file).
+fn is_numeric_non_root(user: &str) -> bool {
+    let id = |part: &str| {
+        !part.is_empty()
+            && part.bytes().all(|b| b.is_ascii_digit())
+            && part.bytes().any(|b| b != b'0')
+    };
+    user.split_once(':').is_some_and(|(u, g)| id(u) && id(g))
 }
 
 /// Validates every value a layer sets (SPEC §3.4).

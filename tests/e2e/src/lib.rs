@@ -159,15 +159,23 @@ impl Project {
     /// A fresh project directory (`/tmp/odek-e2e-*`).
     pub fn new() -> Project {
         fixture();
+        let home = tempfile::Builder::new()
+            .prefix("odek-e2e-home-")
+            .tempdir()
+            .expect("tempdir");
+        // Private whatever the umask: a group-writable $ODEK_HOME is refused
+        // (SPEC §7.3).
+        std::fs::set_permissions(
+            home.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .expect("chmod the home");
         Project {
             dir: tempfile::Builder::new()
                 .prefix("odek-e2e-")
                 .tempdir()
                 .expect("tempdir"),
-            home: tempfile::Builder::new()
-                .prefix("odek-e2e-home-")
-                .tempdir()
-                .expect("tempdir"),
+            home,
         }
     }
 
@@ -443,11 +451,22 @@ impl TestNetwork {
     /// `CheckDuplicate: false`, so a second network with an existing name
     /// can be made (the docker CLI refuses that).
     pub fn create_unchecked(name: &str) -> TestNetwork {
+        TestNetwork::create_unchecked_labelled(name, &[])
+    }
+
+    /// [`TestNetwork::create_unchecked`] with more labels besides the test
+    /// label (e.g. `com.docker.compose.project`).
+    pub fn create_unchecked_labelled(name: &str, labels: &[(&str, &str)]) -> TestNetwork {
+        let mut all = serde_json::Map::new();
+        all.insert("dev.odek.test".into(), "true".into());
+        for (k, v) in labels {
+            all.insert((*k).to_string(), (*v).to_string().into());
+        }
         let body = serde_json::json!({
             "Name": name,
             "CheckDuplicate": false,
             "Driver": "bridge",
-            "Labels": { "dev.odek.test": "true" },
+            "Labels": all,
         })
         .to_string();
         let out = run(Command::new("curl").args([

@@ -478,3 +478,60 @@ fn sub_agents_only_narrow() {
     assert!(!docker_ok(&["inspect", &child_name]));
     assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
 }
+
+#[test]
+fn a_sub_agent_of_a_parent_that_needed_approval_needs_it_too() {
+    // The project asks for a Compose project, an image and an env template
+    // reading the host: the parent ran with ODEK_APPROVE_PROJECT_SANDBOX=1.
+    // (The project is dropped first: its containers go before the networks.)
+    let (proj, _a, _b) = fresh_project();
+    let p = Project::new();
+    project_file(
+        &p,
+        &format!(
+            r#"{{"sandbox_compose_project": "{proj}", "sandbox_image": "{BASE_IMAGE}", "sandbox_env": {{"TOKEN": "${{HOME}}"}}}}"#
+        ),
+    );
+    let parent = run(p
+        .odek(&["sandbox", "up"])
+        .env("ODEK_APPROVE_PROJECT_SANDBOX", "1"));
+    assert!(parent.status.success(), "{}", stderr(&parent));
+    let parent_name = stdout(&parent).trim().to_string();
+    assert_eq!(p.leftovers().len(), 1);
+
+    // The child, without a terminal, a trust or the env switch: refused,
+    // nothing created — the parent's label does not approve it.
+    let child = up(
+        &p,
+        &["--parent", &parent_name, "--sandbox-pids-limit", "100"],
+    );
+    assert!(!child.status.success(), "{}", stderr(&child));
+    assert!(
+        stderr(&child).contains("no terminal to ask on"),
+        "{}",
+        stderr(&child)
+    );
+    assert_eq!(p.leftovers().len(), 1, "a child container was created");
+
+    // Approved the way `odek run` is: the env switch of this process.
+    let child = run(p
+        .odek(&[
+            "sandbox",
+            "up",
+            "--parent",
+            &parent_name,
+            "--sandbox-pids-limit",
+            "100",
+        ])
+        .env("ODEK_APPROVE_PROJECT_SANDBOX", "1"));
+    assert!(child.status.success(), "{}", stderr(&child));
+    assert!(
+        stderr(&child).contains("approved by ODEK_APPROVE_PROJECT_SANDBOX=1"),
+        "{}",
+        stderr(&child)
+    );
+    let child_name = stdout(&child).trim().to_string();
+    down(&p, &child_name);
+    down(&p, &parent_name);
+    assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
+}

@@ -219,6 +219,35 @@ fn duplicate_network_names_are_refused_as_ambiguous() {
 }
 
 #[test]
+fn compose_project_networks_of_one_name_are_refused_before_create() {
+    // Docker itself refuses the ambiguous name only when the container
+    // starts; odek refuses it at resolve, so nothing is created.
+    let project = unique("odekdupc");
+    let name = format!("{project}_net");
+    let a = TestNetwork::create_unchecked_labelled(
+        &name,
+        &[("com.docker.compose.project", project.as_str())],
+    );
+    let b = TestNetwork::create_unchecked_labelled(
+        &name,
+        &[("com.docker.compose.project", project.as_str())],
+    );
+    assert_ne!(a.id, b.id);
+    let err = refused(&["--sandbox-compose", &project], &[], "ambiguous");
+    assert!(
+        err.contains("error (config)"),
+        "refused at resolve, not by Docker at start:\n{err}"
+    );
+    assert!(err.contains(&a.id[..12]), "first short ID missing:\n{err}");
+    assert!(err.contains(&b.id[..12]), "second short ID missing:\n{err}");
+    // No container of any kind joined either network.
+    for n in [&a, &b] {
+        let members = docker(&["network", "inspect", "-f", "{{len .Containers}}", &n.id]);
+        assert_eq!(members.trim(), "0", "a container joined {}", n.id);
+    }
+}
+
+#[test]
 fn more_than_eight_networks_are_refused() {
     let nets: Vec<TestNetwork> = (0..9)
         .map(|_| TestNetwork::create(&unique("odeknine"), &["--internal"]))

@@ -1,0 +1,185 @@
+//! A narrowed plan needs its parent's approval (SPEC §7, §8): narrowing keeps
+//! the parent's approval request, so a child of a plan whose `odek.json`
+//! asks for a Compose project, an image and an env template is refused
+//! without an approval (nothing created), launches with the parent's, and
+//! runs the §7.4 re-check of the project's networks.
+
+mod common;
+
+use common::*;
+use odek_core::approval::{refresh_standing, ApprovalError, Decision, Store};
+use odek_core::engine::{FakeNetwork, Op};
+use odek_core::narrow::{narrow, NarrowRequest};
+use odek_core::{Error, FailureClass, LaunchOptions, Plan};
+
+/// The issue's repository: a Compose project, an image and an env template
+/// reading a host variable, all from `odek.json`.
+fn project() -> Setup {
+    Setup::without_image()
+        .env("SECRET_TOKEN", "host-secret")
+        .project_config(&format!(
+            r#"{{"sandbox_compose_project": "{PROJECT}", "sandbox_image": "{IMAGE}", "sandbox_env": {{"TOKEN": "${{SECRET_TOKEN}}"}}}}"#
+        ))
+}
+
+fn pids_100() -> NarrowRequest {
+    NarrowRequest {
+        pids_limit: Some(100),
+        ..NarrowRequest::default()
+    }
+}
+
+async fn parent_and_child(s: &Setup) -> (Plan, Plan) {
+    let parent = s.resolve().await.expect("resolve");
+    assert!(parent.approval.is_some(), "the project asks for approval");
+    let child = narrow(&parent, &pids_100()).expect("narrow");
+    (parent, child)
+}
+
+#[tokio::test]
+async fn narrowed_child_without_approval_is_refused_before_create() {
+    let s = project();
+    let (parent, child) = parent_and_child(&s).await;
+    let err = s.launch(&child).await.expect_err("no approval");
+    assert_eq!(
+        child.approval, parent.approval,
+        "the child keeps the parent's request"
+    );
+    assert!(
+        matches!(err, Error::Approval(ApprovalError::Required { .. })),
+        "{err:?}"
+    );
+    assert_refused_before_create(&s, &err, FailureClass::Config, "needs operator approval");
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+    assert!(
+        s.fake.calls_of(Op::InspectImage).is_empty(),
+        "refused before the image step"
+    );
+}
+
+#[tokio::test]
+async fn the_parents_approval_launches_the_child_after_the_recheck() {
+    let s = project();
+    let (parent, child) = parent_and_child(&s).await;
+    let approval = s.odek.approve(&parent, Decision::Once).expect("approve");
+    assert_eq!(
+        s.odek
+            .approve(&child, Decision::Once)
+            .expect("approve child"),
+        approval,
+        "approving the child is approving the parent's request"
+    );
+    let opts = LaunchOptions {
+        approval: Some(approval.clone()),
+        ..LaunchOptions::default()
+    };
+    let before = s.fake.calls_of(Op::ListNetworks).len();
+    let sb = s
+        .odek
+        .launch(&child, &opts, &s.reporter)
+        .await
+        .expect("launch");
+    assert!(
+        s.fake.calls_of(Op::ListNetworks).len() > before,
+        "the §7.4 re-check asked Docker for the project's networks"
+    );
+    assert_eq!(sb.plan.pids_limit, 100);
+    assert_eq!(s.only_container().network_mode, SHOP_BACKEND_ID);
+    s.odek.destroy(&sb).await.expect("destroy");
+
+    // The re-check is real: a network joining the project after the
+    // approval refuses the child, and nothing is created.
+    s.fake.add_network(
+        FakeNetwork::bridge("shop_extra")
+            .compose(PROJECT)
+            .id(&hex_id("e1")),
+    );
+    let creates = s.fake.calls_of(Op::CreateContainer).len();
+    let err = s
+        .odek
+        .launch(&child, &opts, &s.reporter)
+        .await
+        .expect_err("networks changed");
+    assert!(
+        matches!(err, Error::Approval(ApprovalError::NetworksChanged { .. })),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("shop_extra"), "{err}");
+    assert_eq!(s.fake.calls_of(Op::CreateContainer).len(), creates);
+    assert!(s.fake.containers().is_empty());
+}
+
+#[tokio::test]
+async fn a_stored_trust_of_the_parent_counts_while_it_is_in_the_store() {
+    let s = project();
+    let parent = s.resolve().await.expect("resolve");
+    s.odek.approve(&parent, Decision::Trust).expect("trust");
+    let trusted = s.resolve().await.expect("resolve again");
+    let child = narrow(&trusted, &pids_100()).expect("narrow");
+    let sb = s.launch(&child).await.expect("standing trust");
+    s.odek.destroy(&sb).await.expect("destroy");
+    let key = child.approval.as_ref().expect("request").key.clone();
+    Store::new(&s.odek_home).revoke(&[key]).expect("revoke");
+    let creates = s.fake.calls_of(Op::CreateContainer).len();
+    let err = s.launch(&child).await.expect_err("trust revoked");
+    assert!(
+        matches!(err, Error::Approval(ApprovalError::Required { .. })),
+        "{err:?}"
+    );
+    assert_eq!(s.fake.calls_of(Op::CreateContainer).len(), creates);
+    assert!(s.fake.containers().is_empty());
+}
+
+#[tokio::test]
+async fn a_recorded_plan_gets_its_standing_from_this_environment() {
+    let s = project();
+    let parent = s.resolve().await.expect("resolve");
+    s.odek.approve(&parent, Decision::Trust).expect("trust");
+    // What a parent's label could say: trusted and approved by env.
+    let mut recorded = narrow(&parent, &pids_100()).expect("narrow");
+    {
+        let req = recorded.approval.as_mut().expect("request");
+        req.trusted = false;
+        req.approved_by_env = true;
+    }
+    let key = recorded.approval.as_ref().expect("request").key.clone();
+    Store::new(&s.odek_home).revoke(&[key]).expect("revoke");
+
+    let mut child = recorded.clone();
+    refresh_standing(&mut child, &s.inputs.env).expect("refresh");
+    let req = child.approval.as_ref().expect("request");
+    assert!(!req.approved_by_env, "the env switch is not set here");
+    assert!(!req.trusted && req.standing().is_none());
+    let err = s.launch(&child).await.expect_err("no standing approval");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "needs operator approval");
+
+    let mut env = s.inputs.env.clone();
+    env.insert("ODEK_APPROVE_PROJECT_SANDBOX".into(), "1".into());
+    let mut child = recorded.clone();
+    refresh_standing(&mut child, &env).expect("refresh");
+    assert_eq!(
+        child
+            .approval
+            .as_ref()
+            .and_then(|r| r.standing())
+            .map(|a| a.via),
+        Some("env".to_string())
+    );
+
+    // The parent's approvals live in its store: another ODEK_HOME is refused.
+    let mut env = s.inputs.env.clone();
+    env.insert(
+        "ODEK_HOME".into(),
+        s.root().join("elsewhere").display().to_string(),
+    );
+    let mut child = recorded.clone();
+    let err = refresh_standing(&mut child, &env).expect_err("other home");
+    assert_eq!(err.class(), FailureClass::Config);
+    assert!(err.to_string().contains("ODEK_HOME="), "{err}");
+
+    // A plan that needs no approval is left alone.
+    let plain = Setup::new().resolve().await.expect("resolve");
+    let mut same = plain.clone();
+    refresh_standing(&mut same, &std::collections::BTreeMap::new()).expect("nothing to do");
+    assert_eq!(same, plain);
+}
