@@ -49,6 +49,12 @@ pub struct Plan {
     pub isolation: Isolation,
     /// Absolute working directory (mounted at `/workspace`).
     pub workdir: PathBuf,
+    /// The working directory's identity (device, inode) when it was
+    /// resolved: launch refuses a path that holds another directory now
+    /// ([`crate::workdir::check_at_use`]). `None` in plans of earlier
+    /// releases (JSON without the field) and with the sandbox off.
+    #[serde(default)]
+    pub workdir_id: Option<crate::workdir::FileId>,
     /// `$ODEK_HOME`.
     pub odek_home: PathBuf,
     /// The daemon endpoint (display form), when one was chosen.
@@ -97,13 +103,13 @@ pub struct Plan {
 impl Plan {
     /// Re-checks a plan before launch: plans cross the C ABI as JSON, so one
     /// may have been edited or built by hand. Every value must still pass the
-    /// rules it passed at resolve (SPEC §3.4, §4.1, §5); volumes are checked
-    /// against the file system again (a symlink planted since resolve is
+    /// rules it passed at resolve (SPEC §3.4, §4.1, §5); for a container, the
+    /// working directory and volumes are checked against the file system
+    /// again ([`crate::workdir::check_at_use`]: a symlink planted since
+    /// resolve, or another directory at the working directory's path, is
     /// refused). Errors name the field.
     pub fn check(&self) -> Result<(), crate::Error> {
-        use crate::config::{
-            parse_cpus, resolve_volume, validate_env_key, validate_pids_limit, validate_user,
-        };
+        use crate::config::{parse_cpus, validate_env_key, validate_pids_limit, validate_user};
         let bad = |what: String| crate::Error::Usage(format!("the plan is not valid: {what}"));
         if self.schema != PLAN_SCHEMA {
             return Err(bad(format!(
@@ -175,18 +181,12 @@ impl Plan {
                 return Err(bad(format!("env {} contains a NUL byte", e.key)));
             }
         }
-        for v in &self.volumes {
-            let again =
-                resolve_volume("plan", &v.spec, &self.workdir).map_err(crate::Error::Config)?;
-            if again.host != v.host
-                || again.container != v.container
-                || again.read_only != v.read_only
-            {
-                return Err(bad(format!(
-                    "volume {:?} no longer resolves to what was planned",
-                    v.spec
-                )));
-            }
+        // The working directory and volumes as the file system holds them
+        // now: the full working-directory rules, no symlink, still the
+        // directory resolve recorded (a --parent child's plan comes from a
+        // label, an ABI plan from JSON).
+        if self.isolation == Isolation::Container {
+            crate::workdir::check_at_use(self)?;
         }
         for m in &self.masks {
             if !m.starts_with("/workspace/") || m.contains("/../") || m.ends_with("/..") {

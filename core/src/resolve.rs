@@ -263,6 +263,7 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
         mode: s.mode.value,
         isolation: Isolation::Container,
         workdir: s.workdir.clone(),
+        workdir_id: s.workdir_id,
         odek_home: s.odek_home.clone(),
         endpoint: None,
         engine: None,

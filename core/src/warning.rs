@@ -26,6 +26,10 @@ pub enum WarningKind {
     Fallback,
     /// `$ODEK_HOME` lies inside the working directory and is masked (SPEC §7.3).
     OdekHomeMasked,
+    /// What the kernel mounted in the sandbox could not be read back (the
+    /// daemon's processes are not visible here); the paths were checked
+    /// right before create only (SPEC §6.1).
+    MountsUnverified,
     /// Anything else worth telling.
     Other,
 }

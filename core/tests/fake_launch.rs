@@ -993,11 +993,15 @@ async fn destroy_removes_the_container_and_is_idempotent() {
 async fn attach_finds_a_sandbox_by_name_with_its_plan() {
     let s = Setup::new().compose(PROJECT);
     let sb = s.up().await.expect("launch");
-    let again = s.odek.attach(&sb.name).await.expect("attach");
+    let again = s.odek.attach(&sb.name, &s.odek_home).await.expect("attach");
     assert_eq!(again.container_id, sb.container_id);
     assert_eq!(again.plan.networks, sb.plan.networks);
     assert_eq!(again.applied, sb.applied);
-    let err = s.odek.attach("no-such-sandbox").await.expect_err("absent");
+    let err = s
+        .odek
+        .attach("no-such-sandbox", &s.odek_home)
+        .await
+        .expect_err("absent");
     assert_eq!(err.class(), FailureClass::Config);
 }
 
@@ -1005,7 +1009,11 @@ async fn attach_finds_a_sandbox_by_name_with_its_plan() {
 async fn attach_refuses_a_container_that_is_not_an_odek_sandbox() {
     let s = Setup::new();
     add_peer(&s.fake, "shop-redis-1", Some("redis"), SHOP_DEFAULT_ID, &[]).await;
-    let err = s.odek.attach("shop-redis-1").await.expect_err("not ours");
+    let err = s
+        .odek
+        .attach("shop-redis-1", &s.odek_home)
+        .await
+        .expect_err("not ours");
     assert!(err.to_string().contains("not an odek sandbox"), "{err}");
 }
 

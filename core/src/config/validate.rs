@@ -849,27 +849,10 @@ fn mount_points_below(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Undoes mountinfo's octal escapes (`\040` for a space, …).
+/// Undoes mountinfo's octal escapes (`\040` for a space, …);
+/// [`crate::mounts::unescape`], as text.
 fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = b
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match (b[i], octal) {
-            (b'\\', Some(d)) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    crate::mounts::unescape(s).to_string_lossy().into_owned()
 }
 
 fn check_workdir(workdir: &Path) -> Result<(), ConfigError> {

