@@ -11,12 +11,18 @@ use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::approve;
-use crate::output::{print_anyhow, print_error, sink, Stderr};
+use crate::output::{print_anyhow, print_error, print_line, say, sink, Stderr};
 use crate::{ApprovalsCmd, Cli, Cmd, ConfigCmd, ExecFlags, SandboxCmd, EXIT_REFUSED};
 
 /// Runs the parsed command line.
 pub async fn dispatch(cli: Cli) -> ExitCode {
     let reporter = Stderr;
+    if cli.verbose {
+        // E.g. an empty DOCKER_HOST, which counts as unset (SPEC §6.2).
+        for note in odek_core::engine::EndpointEnv::from_process().notes() {
+            errln!("odek: {note}");
+        }
+    }
     let odek = Odek::from_env();
     let result = match &cli.command {
         Cmd::Run(args) => return run(&cli, &odek, &reporter, args).await,
@@ -41,6 +47,29 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
     }
 }
 
+/// `$ODEK_HOME` of this process (SPEC §3.1), its real path when it exists:
+/// its launch key tells this user's sandboxes from others.
+fn odek_home() -> anyhow::Result<std::path::PathBuf> {
+    let env = std::env::vars().collect();
+    let home = odek_core::config::odek_home(&env)?;
+    Ok(std::fs::canonicalize(&home).unwrap_or(home))
+}
+
+/// Pretty JSON with no terminal control character in it: serde_json escapes
+/// U+0000–U+001F; DEL and the C1 controls (U+007F–U+009F, which a terminal
+/// may read as ESC sequences) are escaped here too. Values from Docker
+/// (labels anyone can write) pass through this.
+fn json_for_terminal<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
+    let text = serde_json::to_string_pretty(v)?;
+    Ok(text
+        .chars()
+        .map(|c| match c {
+            '\u{7f}'..='\u{9f}' => format!("\\u{:04x}", c as u32),
+            c => c.to_string(),
+        })
+        .collect())
+}
+
 /// The sandbox as JSON for the terminal, env values left out (they may be
 /// secrets; `odek config view` shows keys only, too).
 fn sandbox_json(s: &Sandbox) -> anyhow::Result<String> {
@@ -48,7 +77,7 @@ fn sandbox_json(s: &Sandbox) -> anyhow::Result<String> {
     for e in &mut s.plan.env {
         e.value = "<redacted>".into();
     }
-    Ok(serde_json::to_string_pretty(&s)?)
+    json_for_terminal(&s)
 }
 
 /// Exit code from a command status (0..=255).
@@ -85,16 +114,16 @@ fn verbose_plan(cli: &Cli, odek: &Odek, plan: &odek_core::Plan) {
     if !cli.verbose {
         return;
     }
-    eprintln!(
+    errln!(
         "odek: endpoint {}",
         plan.endpoint
             .clone()
             .unwrap_or_else(|| odek.endpoint_display())
     );
     if let Some(e) = &plan.engine {
-        eprintln!("odek: engine {} (API {})", e.server_version, e.api_version);
+        errln!("odek: engine {} (API {})", e.server_version, e.api_version);
     }
-    eprintln!(
+    errln!(
         "odek: mode {}, image {}, network {}, {} attached network(s)",
         format!("{:?}", plan.mode).to_lowercase(),
         plan.image.reference,
@@ -109,7 +138,7 @@ async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("odek: error: cannot install signal handlers: {e}");
+            errln!("odek: error: cannot install signal handlers: {e}");
             return ExitCode::from(EXIT_REFUSED);
         }
     };
@@ -127,15 +156,20 @@ async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -
 /// already on its way, so that it knows whether a container exists.
 const CREATE_SETTLE: Duration = Duration::from_secs(10);
 
-/// Runs `work` (a launch, perhaps followed by a command) until it ends or
-/// SIGINT/SIGTERM/SIGHUP/SIGQUIT arrives. On a signal the work is dropped
-/// and the container named `name` is removed (SPEC §6.1: any failure after
-/// create removes the container); a create call in flight is first given up
-/// to [`CREATE_SETTLE`] to answer (a second signal stops the wait). What
-/// happened is said on stderr, with how to remove a container odek could
-/// not: `odek sandbox gc` for an ephemeral one, `odek sandbox down` for a
-/// `detached` one (gc keeps those). Errors: [`Interrupted`] with the exit
-/// status the signal calls for (130, 143, 129, 131).
+/// Exit status after a panic in odek's own code (Rust's usual one), once
+/// the sandbox is removed.
+const EXIT_PANIC: u8 = 101;
+
+/// Runs `work` (a launch, perhaps followed by a command) until it ends,
+/// panics, or SIGINT/SIGTERM/SIGHUP/SIGQUIT arrives. On a signal or a panic
+/// the work is dropped and the container named `name` is removed (SPEC §6.1:
+/// any failure after create removes the container); on a signal a create
+/// call in flight is first given up to [`CREATE_SETTLE`] to answer (a second
+/// signal stops the wait). What happened is said on stderr, with how to
+/// remove a container odek could not: `odek sandbox gc` for an ephemeral
+/// one, `odek sandbox down` for a `detached` one (gc keeps those). Errors:
+/// [`Interrupted`] with the exit status the signal calls for (130, 143,
+/// 129, 131), or [`EXIT_PANIC`].
 async fn interruptible<T>(
     odek: &Odek,
     name: &str,
@@ -144,13 +178,18 @@ async fn interruptible<T>(
     signals: &mut Signals,
     work: impl std::future::Future<Output = T>,
 ) -> Result<T, Interrupted> {
-    let mut work = Box::pin(work);
-    let signalled = tokio::select! {
-        out = &mut work => return Ok(out),
-        n = signals.next() => n,
+    let mut work = CatchUnwind(Box::pin(work));
+    let (status, why, panicked) = tokio::select! {
+        out = &mut work => match out {
+            Ok(out) => return Ok(out),
+            Err(Panicked) => (EXIT_PANIC, "stopped by an internal error (a bug; see the panic above)", true),
+        },
+        n = signals.next() => (n, "interrupted", false),
     };
-    if progress.get() == Stage::Creating {
-        eprintln!(
+    // A panicked future cannot be driven on; a create it had in flight is
+    // looked for once, below.
+    if !panicked && progress.get() == Stage::Creating {
+        errln!(
             "odek: interrupted while the container was being created; waiting up to {} s for the daemon's answer to remove it (interrupt again to stop waiting)",
             CREATE_SETTLE.as_secs()
         );
@@ -179,28 +218,54 @@ async fn interruptible<T>(
     let later = odek_core::launch::removal_hint(detached, name);
     match (stage, outcome) {
         (Stage::Preparing, _) if detached => {
-            eprintln!("odek: interrupted before any container was created")
+            errln!("odek: {why} before any container was created")
         }
-        (Stage::Preparing, _) => eprintln!(
-            "odek: interrupted before any container was created (a command odek had started on the host, if any, was killed with its process group)"
+        (Stage::Preparing, _) => errln!(
+            "odek: {why} before any container was created (a command odek had started on the host, if any, was killed with its process group)"
         ),
-        (_, Reaped::Removed) => eprintln!("odek: interrupted; sandbox {name} removed"),
-        (Stage::Creating, Reaped::Absent) => eprintln!(
-            "odek: interrupted; no container {name} exists (should the daemon still create it, {later})"
+        (_, Reaped::Removed) => errln!("odek: {why}; sandbox {name} removed"),
+        (Stage::Creating, Reaped::Absent) => errln!(
+            "odek: {why}; no container {name} exists (should the daemon still create it, {later})"
         ),
-        (_, Reaped::Absent) => eprintln!("odek: interrupted; sandbox {name} is gone"),
-        (_, Reaped::NotOurs) => eprintln!(
-            "odek: interrupted; a container named {name} exists, but this launch did not create it: it was left alone"
+        (_, Reaped::Absent) => errln!("odek: {why}; sandbox {name} is gone"),
+        (_, Reaped::NotOurs) => errln!(
+            "odek: {why}; a container named {name} exists, but this launch did not create it: it was left alone"
         ),
-        (_, Reaped::Failed(why)) => eprintln!(
-            "odek: interrupted; could not remove sandbox {name} ({why}); {later} once the daemon answers"
+        (_, Reaped::Failed(e)) => errln!(
+            "odek: {why}; could not remove sandbox {name} ({e}); {later} once the daemon answers"
         ),
     }
-    Err(Interrupted(signalled))
+    Err(Interrupted(status))
 }
 
-/// A command interrupted by a signal, after its cleanup was done and said:
-/// carries the exit status (128 + the signal's number).
+/// A future that panicked (the panic message was printed by the hook).
+struct Panicked;
+
+/// Polls a future, turning a panic inside it into `Err(Panicked)` so that
+/// the caller can still remove what the future created.
+struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+
+impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Panicked>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        let fut = self.get_mut().0.as_mut();
+        // The future is never polled again after a panic, only dropped.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+            Err(_) => Poll::Ready(Err(Panicked)),
+        }
+    }
+}
+
+/// A command interrupted by a signal (or stopped by a panic), after its
+/// cleanup was done and said: carries the exit status (128 + the signal's
+/// number, or [`EXIT_PANIC`]).
 #[derive(Debug)]
 pub struct Interrupted(pub u8);
 
@@ -265,7 +330,14 @@ async fn run_flow(
             return ExitCode::from(EXIT_REFUSED);
         }
     };
-    eprintln!("{}", sandbox.startup_line());
+    // A broken stderr loses odek's own lines, not the command: it still
+    // runs and its status passes through. Only a host run whose loud
+    // warning (SPEC §6.3) could not be written is refused.
+    let said = say(&sandbox.startup_line());
+    if !said && matches!(sandbox.isolation, odek_core::Isolation::Fallback(_)) {
+        let _ = odek.destroy(&sandbox).await;
+        return ExitCode::from(EXIT_REFUSED);
+    }
     let outcome = odek.exec(&sandbox, &req, &sink).await;
     let removed = odek.destroy(&sandbox).await;
     if let Err(e) = &removed {
@@ -279,7 +351,7 @@ async fn run_flow(
                     (None, true) => "it was killed with its process group on the host",
                     (None, false) => "odek could not kill its process group on the host",
                 };
-                eprintln!("odek: the command did not finish within the timeout; {then}");
+                errln!("odek: the command did not finish within the timeout; {then}");
             }
             exit_of(o.exit_code)
         }
@@ -313,14 +385,14 @@ async fn sandbox_exec(odek: &Odek, args: &crate::ExecArgs) -> ExitCode {
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("odek: error: cannot install signal handlers: {e}");
+            errln!("odek: error: cannot install signal handlers: {e}");
             return ExitCode::from(EXIT_REFUSED);
         }
     };
     let mut signalled = 0u8;
     let result = async {
         let req = exec_request(&args.exec, &args.cmd)?;
-        let sandbox = odek.attach(&args.name).await?;
+        let sandbox = odek.attach(&args.name, &odek_home()?).await?;
         let cancel = async { signalled = signals.next().await };
         let outcome = odek.exec_until(&sandbox, &req, &sink, cancel).await?;
         Ok::<_, anyhow::Error>((sandbox.name, outcome))
@@ -329,19 +401,19 @@ async fn sandbox_exec(odek: &Odek, args: &crate::ExecArgs) -> ExitCode {
     match result {
         Ok((name, o)) if o.cancelled => {
             if o.killed {
-                eprintln!(
+                errln!(
                     "odek: interrupted; the command was killed (every process carrying its ODEK_EXEC_ID tag, and their children); sandbox {name} keeps running"
                 );
             } else {
-                eprintln!("odek: interrupted; the command could not be killed (see above); `odek sandbox down {name}` stops it");
+                errln!("odek: interrupted; the command could not be killed (see above); `odek sandbox down {name}` stops it");
             }
             ExitCode::from(signalled)
         }
         Ok((name, o)) => {
             if o.timed_out && o.killed {
-                eprintln!("odek: the command did not finish within the timeout and was killed (every process carrying its ODEK_EXEC_ID tag, and their children)");
+                errln!("odek: the command did not finish within the timeout and was killed (every process carrying its ODEK_EXEC_ID tag, and their children)");
             } else if o.timed_out {
-                eprintln!("odek: the command did not finish within the timeout and could not be killed (see above); `odek sandbox down {name}` stops it");
+                errln!("odek: the command did not finish within the timeout and could not be killed (see above); `odek sandbox down {name}` stops it");
             }
             exit_of(o.exit_code)
         }
@@ -398,19 +470,26 @@ async fn sandbox_up(
     progress: Arc<LaunchProgress>,
 ) -> anyhow::Result<Sandbox> {
     if let Some(parent_name) = &args.parent {
-        let parent = odek.attach(parent_name).await?;
+        let parent = odek.attach(parent_name, &odek_home()?).await?;
         let req = args.sandbox.narrow_request()?;
-        let plan = odek_core::narrow::narrow(&parent.plan, &req)?;
+        let mut plan = odek_core::narrow::narrow(&parent.plan, &req)?;
         for w in &plan.warnings {
             odek_core::Reporter::warning(reporter, w);
         }
-        let opts = LaunchOptions {
+        // The child keeps the parent's approval request (SPEC §7, §8); its
+        // approval is obtained as `odek run`'s is — stored trust, env switch
+        // or prompt — from this process's store and environment, never from
+        // what the parent's label recorded.
+        let env = std::env::vars().collect();
+        odek_core::approval::refresh_standing(&mut plan, &env)?;
+        let mut opts = LaunchOptions {
             detached: true,
             name: Some(name.to_string()),
             labels: [(odek_core::labels::PARENT.to_string(), parent.name.clone())].into(),
             progress: Some(progress),
             ..Default::default()
         };
+        opts.approval = approve::obtain(odek, &plan).await?;
         return Ok(odek.launch(&plan, &opts, reporter).await?);
     }
     let mut inputs = args.sandbox.inputs(&cli.workdir)?;
@@ -467,17 +546,30 @@ async fn sandbox(
             let mut signals = Signals::install().context("cannot install signal handlers")?;
             let work = sandbox_up(cli, odek, reporter, args, &name, progress.clone());
             let sandbox = interruptible(odek, &name, true, &progress, &mut signals, work).await??;
-            eprintln!("{}", sandbox.startup_line());
-            if args.json {
-                outln!("{}", sandbox_json(&sandbox)?);
+            errln!("{}", sandbox.startup_line());
+            let shown = if args.json {
+                sandbox_json(&sandbox)
             } else {
-                outln!("{}", sandbox.name);
+                Ok(sandbox.name.clone())
+            };
+            // Whoever started it learns its name on stdout or nobody does:
+            // then it is removed rather than left running unnamed.
+            if let Err(e) = shown.and_then(|text| Ok(print_line(&text)?)) {
+                let fate = match odek.destroy(&sandbox).await {
+                    Ok(()) => "it was removed".to_string(),
+                    Err(d) => format!(
+                        "removing it failed too ({d}); `odek sandbox down {}` removes it",
+                        sandbox.name
+                    ),
+                };
+                bail!("cannot print the sandbox's name on stdout ({e:#}), so {fate}; give odek a writable stdout");
             }
         }
         SandboxCmd::Down(args) => {
+            let home = odek_home()?;
             let mut failed = false;
             for n in &args.names {
-                match odek.attach(n).await {
+                match odek.owned(n, &home).await {
                     Ok(s) => {
                         odek.destroy(&s).await?;
                         outln!("{}", s.name);
@@ -493,26 +585,41 @@ async fn sandbox(
             }
         }
         SandboxCmd::Ls(args) => {
-            let list = odek.list().await?;
+            let list = odek.list(&odek_home()?).await?;
             if args.json {
-                outln!("{}", serde_json::to_string_pretty(&list)?);
+                outln!("{}", json_for_terminal(&list)?);
             } else {
-                // Columns as wide as their widest cell (names and owners vary).
+                // Columns as wide as their widest cell (names and owners
+                // vary). Every cell comes from Docker (labels anyone can
+                // write): shown terminal-safe.
+                let cell = |s: String| {
+                    if s.is_empty() {
+                        "-".to_string()
+                    } else {
+                        odek_core::approval::display_text(&s)
+                    }
+                };
                 let rows: Vec<[String; 5]> = list
                     .into_iter()
                     .map(|l| {
-                        let owner = match (l.owner_pid, l.owner_gone) {
-                            (Some(p), Some(true)) => format!("{p}(gone)"),
-                            (Some(p), _) => p.to_string(),
+                        let owner = match (l.verified, l.owner_pid, l.owner_gone) {
+                            (false, _, _) => "-".into(),
+                            (true, Some(p), Some(true)) => format!("{p}(gone)"),
+                            (true, Some(p), None) if !l.detached => format!("{p}(unknown)"),
+                            (true, Some(p), _) => p.to_string(),
                             _ => "-".into(),
                         };
-                        let kind = if l.detached { "detached" } else { "run" };
+                        let kind = match (l.verified, l.detached) {
+                            (false, _) => "unverified",
+                            (true, true) => "detached",
+                            (true, false) => "run",
+                        };
                         [
-                            l.name,
-                            l.state,
+                            cell(l.name),
+                            cell(l.state),
                             kind.to_string(),
                             owner,
-                            l.workdir.unwrap_or_default(),
+                            cell(l.workdir.unwrap_or_default()),
                         ]
                     })
                     .collect();
@@ -538,18 +645,22 @@ async fn sandbox(
             }
         }
         SandboxCmd::Gc(args) => {
-            let removed = odek.gc(args.detached).await?;
+            let opts = odek_core::registry::GcOptions {
+                detached: args.detached,
+                ..odek_core::registry::GcOptions::new(odek_home()?)
+            };
+            let removed = odek.gc(&opts).await?;
             if args.json {
-                outln!("{}", serde_json::to_string_pretty(&removed)?);
+                outln!("{}", json_for_terminal(&removed)?);
             } else {
                 for r in &removed {
-                    outln!("{r}");
+                    outln!("{}", odek_core::approval::display_text(r));
                 }
-                eprintln!("odek: removed {} sandbox(es)", removed.len());
+                errln!("odek: removed {} sandbox(es)", removed.len());
             }
         }
         SandboxCmd::Describe(args) => {
-            let s: Sandbox = odek.attach(&args.name).await?;
+            let s: Sandbox = odek.attach(&args.name, &odek_home()?).await?;
             let env = odek.describe(&s).await?;
             if args.json {
                 outln!("{}", serde_json::to_string_pretty(&env)?);
@@ -579,4 +690,64 @@ async fn config_view(
         out!("{}", view.render_text());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use odek_core::config::{ConfigInputs, Layer};
+    use odek_core::engine::{FakeEngine, FakeImage};
+
+    /// A panic in the flow after create (a bug, or a write that panicked
+    /// before stdout/stderr writes stopped panicking) still removes the
+    /// container, by name and launch ID, and exits 101 (SPEC §6.1).
+    #[tokio::test]
+    async fn a_panic_after_create_removes_the_sandbox() {
+        let fake = FakeEngine::new();
+        fake.add_image(FakeImage::new("odek-test/base:1"));
+        let odek = Odek::with_engine(Arc::new(fake.clone()));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workdir = dir.path().join("work");
+        std::fs::create_dir(&workdir).expect("mkdir");
+        let inputs = ConfigInputs {
+            workdir,
+            env: [(
+                "ODEK_HOME".to_string(),
+                dir.path().join("home").display().to_string(),
+            )]
+            .into(),
+            flags: Layer {
+                sandbox_image: Some("odek-test/base:1".into()),
+                ..Layer::default()
+            },
+            ..ConfigInputs::default()
+        };
+        let plan = odek
+            .resolve(&inputs, &odek_core::Silent)
+            .await
+            .expect("resolve");
+        let name = new_sandbox_name();
+        let progress = Arc::new(LaunchProgress::default());
+        let mut signals = Signals::install().expect("signal handlers");
+        let work = async {
+            let opts = LaunchOptions {
+                name: Some(name.clone()),
+                progress: Some(progress.clone()),
+                ..Default::default()
+            };
+            odek.launch(&plan, &opts, &odek_core::Silent)
+                .await
+                .expect("launch");
+            assert_eq!(fake.containers().len(), 1, "the sandbox exists");
+            panic!("a bug after create");
+        };
+        let out: Result<(), Interrupted> =
+            interruptible(&odek, &name, false, &progress, &mut signals, work).await;
+        assert!(matches!(out, Err(Interrupted(EXIT_PANIC))), "{out:?}");
+        assert!(
+            fake.containers().is_empty(),
+            "the sandbox was left: {:?}",
+            fake.containers()
+        );
+    }
 }

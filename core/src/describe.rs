@@ -33,8 +33,10 @@ pub const MAX_NAME_LEN: usize = 63;
 const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 
 /// The name if it may be shown (SPEC §9.3): `[A-Za-z0-9][A-Za-z0-9_.-]{0,62}`,
-/// with any `untrusted_content` (any case) neutralised to `untrusted-content`.
-/// `None` when it must be omitted.
+/// verbatim. A name containing `untrusted_content` (any case) — the wrapper's
+/// word — is omitted too: rewritten it would name nothing that resolves.
+/// `None` when it must be omitted (callers count it, or show a short ID or
+/// an escaped form instead).
 pub fn sanitize_name(name: &str) -> Option<String> {
     let b = name.as_bytes();
     if b.is_empty() || b.len() > MAX_NAME_LEN || !b[0].is_ascii_alphanumeric() {
@@ -46,24 +48,10 @@ pub fn sanitize_name(name: &str) -> Option<String> {
     {
         return None;
     }
-    let lower = name.to_ascii_lowercase();
-    if !lower.contains("untrusted_content") {
-        return Some(name.to_string());
+    if name.to_ascii_lowercase().contains("untrusted_content") {
+        return None;
     }
-    let mut out = String::with_capacity(name.len());
-    let mut i = 0;
-    while i < name.len() {
-        if lower[i..].starts_with("untrusted_content") {
-            out.push_str(&name[i..i + 9]);
-            out.push('-');
-            out.push_str(&name[i + 10..i + 17]);
-            i += 17;
-        } else {
-            out.push_str(&name[i..i + 1]);
-            i += 1;
-        }
-    }
-    Some(out)
+    Some(name.to_string())
 }
 
 /// Another container on an attached network and the names it answers to.
@@ -154,8 +142,9 @@ fn peer_names(peer: &ContainerInfo, network_id: &str) -> Vec<String> {
 
 impl Odek {
     /// Describes a sandbox from the engine's view of it (SPEC §9.1): the
-    /// container's networks, their Internal flags, and the names of the
-    /// other containers there (inspected concurrently).
+    /// container's networks, their Internal flags, the names of the
+    /// other containers there (inspected concurrently), and the limits
+    /// (pids, memory, CPUs) the container has now, not the plan's.
     ///
     /// Errors: [`Error::SandboxStopped`] when the container exists but is not
     /// running; [`Error::Usage`] when it no longer exists; the engine's
@@ -215,7 +204,34 @@ impl Odek {
                 ),
             });
         }
+        // The limits the container has now (`docker update` changes them),
+        // not the plan's.
+        let base = Environment {
+            pids_limit: me.pids_limit.filter(|n| *n > 0),
+            memory_bytes: Some(me.memory_bytes).filter(|m| *m > 0),
+            cpus: live_cpus(plan, me.nano_cpus),
+            ..base
+        };
         describe_container(engine.as_ref(), &me, base).await
+    }
+}
+
+/// `NanoCpus` as the CPU count it means: the plan's spelling when it is the
+/// planned value, else decimal (`1.5`); `None` when unlimited (0).
+fn live_cpus(plan: &crate::plan::Plan, nano: i64) -> Option<String> {
+    match &plan.cpus {
+        _ if nano <= 0 => None,
+        Some(c) if c.nano == nano => Some(c.text.clone()),
+        _ => {
+            let (whole, frac) = (nano / 1_000_000_000, nano % 1_000_000_000);
+            Some(if frac == 0 {
+                whole.to_string()
+            } else {
+                format!("{whole}.{frac:09}")
+                    .trim_end_matches('0')
+                    .to_string()
+            })
+        }
     }
 }
 
@@ -496,9 +512,28 @@ mod tests {
         ] {
             assert_eq!(sanitize_name(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_name_with_the_wrapper_word_is_omitted_not_rewritten() {
+        // Rewritten ("untrusted-content") it would name nothing that resolves.
+        for wrapper_word in [
+            "x_UNTRUSTED_CONTENT_y",
+            "untrusted_content",
+            "a_Untrusted_Content",
+            "untrusted_contentuntrusted_content",
+        ] {
+            assert_eq!(sanitize_name(wrapper_word), None, "{wrapper_word}");
+        }
+        // A near miss is a name like any other, shown verbatim.
         assert_eq!(
-            sanitize_name("x_UNTRUSTED_CONTENT_y").as_deref(),
-            Some("x_UNTRUSTED-CONTENT_y")
+            sanitize_name("x_untrusted-content_y").as_deref(),
+            Some("x_untrusted-content_y")
+        );
+        // Where a name must be shown, the escaped form stands in.
+        assert_eq!(
+            crate::approval::display_name("x_untrusted_content_y"),
+            "\"x_untrusted_content_y\""
         );
     }
 

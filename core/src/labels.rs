@@ -1,7 +1,17 @@
 //! Container labels that identify odek sandboxes (SPEC §6.1) so stale ones
 //! can be found and reaped (`odek sandbox gc`).
+//!
+//! Labels are data anyone who can create a container can write, so odek
+//! trusts them only under a MAC made with this user's launch key
+//! ([`crate::secret`]): [`sign`] at create, [`verified`] whenever a label
+//! decides something (gc, exec, describe, `--parent`). Whether an owner is
+//! gone is decided by [`owner_gone`], which answers "gone" only when it can
+//! prove it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::secret::Secret;
 
 /// `dev.odek.sandbox=true` on every sandbox container.
 pub const SANDBOX: &str = "dev.odek.sandbox";
@@ -31,6 +41,100 @@ pub const PARENT: &str = "dev.odek.parent";
 /// while the create was on its way — removes only a container carrying its
 /// own launch's ID, never another one that happens to have the name.
 pub const LAUNCH: &str = "dev.odek.launch";
+/// PID namespace of the owner (`readlink /proc/self/ns/pid`, e.g.
+/// `pid:[4026531836]`): a PID names the same process only in the same
+/// namespace.
+pub const OWNER_PIDNS: &str = "dev.odek.owner-pidns";
+/// The label keys [`MAC`] covers: every `dev.odek.*` label odek set at
+/// create (but these two), sorted, comma separated. Labels a container
+/// carries beyond these (an image's own `dev.odek.*` labels, for one) are
+/// never trusted.
+pub const SIGNED: &str = "dev.odek.signed";
+/// HMAC-SHA256 (lowercase hex) under this user's launch key
+/// ([`crate::secret::Secret`], domain [`MAC_DOMAIN`]) over the container
+/// name, the [`SIGNED`] list and the value of each listed label, in that
+/// order.
+pub const MAC: &str = "dev.odek.mac";
+/// Domain of [`MAC`].
+pub const MAC_DOMAIN: &str = "odek.sandbox/1";
+/// Prefix of odek's labels.
+pub const PREFIX: &str = "dev.odek.";
+
+/// Marks `labels` of the container `name` as made by this user's odek:
+/// adds [`SIGNED`] (every `dev.odek.*` key present) and [`MAC`].
+pub fn sign(secret: &Secret, name: &str, labels: &mut BTreeMap<String, String>) {
+    labels.remove(MAC);
+    labels.remove(SIGNED);
+    let keys: Vec<String> = labels
+        .keys()
+        .filter(|k| k.starts_with(PREFIX))
+        .cloned()
+        .collect();
+    let signed = keys.join(",");
+    let mut parts: Vec<&[u8]> = vec![name.as_bytes(), signed.as_bytes()];
+    parts.extend(keys.iter().map(|k| labels[k].as_bytes()));
+    let mac = secret.mac(MAC_DOMAIN, &parts);
+    labels.insert(SIGNED.into(), signed);
+    labels.insert(MAC.into(), mac);
+}
+
+/// Why a container's labels are not trusted ([`verified`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unverified {
+    /// This `$ODEK_HOME` has no launch key yet: it never marked anything.
+    NoKey,
+    /// The container carries no [`MAC`] (or no [`SIGNED`]) label.
+    NoMac,
+    /// The MAC does not match (another key, or a label changed).
+    BadMac,
+}
+
+impl Unverified {
+    /// The end of a sentence that starts with the container's name, e.g.
+    /// "was not created by this user's odek (no valid dev.odek.mac for
+    /// /home/u/.odek/launch.key)".
+    pub fn reason(self, odek_home: &Path) -> String {
+        let why = match self {
+            Unverified::NoKey => ", which does not exist",
+            Unverified::NoMac => "; it carries none",
+            Unverified::BadMac => "; its MAC was made with another key or its labels were changed",
+        };
+        format!(
+            "was not created by this user's odek (no valid {MAC} for {}{why})",
+            crate::secret::key_path(odek_home).display()
+        )
+    }
+}
+
+/// The labels [`MAC`] covers, when it verifies under `secret` for the
+/// container `name`; only these may decide anything.
+pub fn verified(
+    secret: Option<&Secret>,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, Unverified> {
+    let (Some(mac), Some(signed)) = (labels.get(MAC), labels.get(SIGNED)) else {
+        return Err(Unverified::NoMac);
+    };
+    let secret = secret.ok_or(Unverified::NoKey)?;
+    let keys: Vec<&str> = if signed.is_empty() {
+        Vec::new()
+    } else {
+        signed.split(',').collect()
+    };
+    let mut covered = BTreeMap::new();
+    let mut parts: Vec<&[u8]> = vec![name.as_bytes(), signed.as_bytes()];
+    for k in &keys {
+        let v = labels.get(*k).ok_or(Unverified::BadMac)?;
+        parts.push(v.as_bytes());
+        covered.insert(k.to_string(), v.clone());
+    }
+    if secret.verify(MAC_DOMAIN, &parts, mac) {
+        Ok(covered)
+    } else {
+        Err(Unverified::BadMac)
+    }
+}
 
 /// Who owns a sandbox.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,17 +147,21 @@ pub struct Owner {
     pub host: String,
     /// Boot ID.
     pub boot: Option<String>,
+    /// PID namespace (`pid:[inode]`).
+    pub pidns: Option<String>,
 }
 
 impl Owner {
     /// The current process.
     pub fn current() -> Owner {
-        let pid = std::process::id();
         Owner {
-            pid,
-            start: process_start(pid),
+            pid: std::process::id(),
+            // `self`: under a /proc of another PID namespace, /proc/<getpid()>
+            // is another process.
+            start: stat_start("/proc/self/stat"),
             host: hostname(),
             boot: boot_id(),
+            pidns: pid_namespace(),
         }
     }
 
@@ -68,37 +176,136 @@ impl Owner {
         if let Some(b) = &self.boot {
             m.insert(OWNER_BOOT.into(), b.clone());
         }
+        if let Some(n) = &self.pidns {
+            m.insert(OWNER_PIDNS.into(), n.clone());
+        }
         m
     }
 }
 
-/// Whether the owner recorded in `labels` is known to be gone. `None` when
-/// this host cannot tell (another host, or no owner label).
+/// Whether the owner recorded in `labels` (trusted ones: [`verified`]) is
+/// gone. `Some(true)` only when that is proven: the same host, and either
+/// another boot, or the same boot and PID namespace with no process of that
+/// PID (`kill(pid, 0)` answers ESRCH) or one that started at another time
+/// (a reused PID). `Some(false)` when the owner is seen alive (EPERM counts:
+/// a process exists); `None` when this process cannot tell (another host or
+/// PID namespace, labels missing, a kernel that does not say) — which gc
+/// treats as alive.
 pub fn owner_gone(labels: &BTreeMap<String, String>) -> Option<bool> {
+    owner_gone_seen_from(labels, &Here)
+}
+
+/// Whether a process with this PID exists, as `kill(pid, 0)` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Signal {
+    /// It exists and may be signalled.
+    Exists,
+    /// ESRCH: no such process.
+    NoSuchProcess,
+    /// EPERM: it exists, and belongs to someone else.
+    Denied,
+    /// Any other answer, or a PID that cannot be asked about.
+    Failed,
+}
+
+/// What the calling process can see of others (the real one is [`Here`]).
+trait View {
+    fn host(&self) -> String;
+    fn boot(&self) -> Option<String>;
+    fn pidns(&self) -> Option<String>;
+    fn signal(&self, pid: u32) -> Signal;
+    /// Start time of `pid`, `None` when it cannot be read (hidden by
+    /// `hidepid`, gone, or a /proc of another PID namespace).
+    fn start(&self, pid: u32) -> Option<u64>;
+}
+
+fn owner_gone_seen_from(labels: &BTreeMap<String, String>, here: &dyn View) -> Option<bool> {
     let pid: u32 = labels.get(OWNER_PID)?.parse().ok()?;
-    if labels.get(OWNER_HOST) != Some(&hostname()) {
+    if *labels.get(OWNER_HOST)? != here.host() {
         return None;
     }
-    if let (Some(b), Some(now)) = (labels.get(OWNER_BOOT), boot_id()) {
-        if *b != now {
-            return Some(true);
-        }
+    // Every process of the recorded boot is gone after a reboot.
+    if *labels.get(OWNER_BOOT)? != here.boot()? {
+        return Some(true);
     }
-    match process_start(pid) {
-        None => Some(true),
-        Some(start) => match labels.get(OWNER_START).and_then(|s| s.parse::<u64>().ok()) {
-            Some(recorded) => Some(recorded != start),
-            None => Some(false),
-        },
+    if *labels.get(OWNER_PIDNS)? != here.pidns()? {
+        return None;
+    }
+    match here.signal(pid) {
+        Signal::NoSuchProcess => Some(true),
+        Signal::Denied => Some(false),
+        Signal::Failed => None,
+        Signal::Exists => {
+            let recorded = labels.get(OWNER_START).and_then(|s| s.parse::<u64>().ok());
+            match (recorded, here.start(pid)) {
+                (Some(r), Some(now)) => Some(r != now),
+                _ => Some(false),
+            }
+        }
     }
 }
 
-/// Start time (field 22 of `/proc/<pid>/stat`), `None` when no such process.
+/// The calling process's own view.
+struct Here;
+
+impl View for Here {
+    fn host(&self) -> String {
+        hostname()
+    }
+
+    fn boot(&self) -> Option<String> {
+        boot_id()
+    }
+
+    fn pidns(&self) -> Option<String> {
+        pid_namespace()
+    }
+
+    fn signal(&self, pid: u32) -> Signal {
+        // PID 0 would mean "my process group": never asked.
+        let Some(p) = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            return Signal::Failed;
+        };
+        match rustix::process::test_kill_process(p) {
+            Ok(()) => Signal::Exists,
+            Err(rustix::io::Errno::SRCH) => Signal::NoSuchProcess,
+            Err(rustix::io::Errno::PERM) => Signal::Denied,
+            Err(_) => Signal::Failed,
+        }
+    }
+
+    fn start(&self, pid: u32) -> Option<u64> {
+        // /proc/<pid> names the process `pid` only when this /proc belongs
+        // to the caller's PID namespace: then /proc/self reads as getpid().
+        let me = std::fs::read_link("/proc/self").ok()?;
+        if me.to_str()? != std::process::id().to_string() {
+            return None;
+        }
+        process_start(pid)
+    }
+}
+
+/// Start time (field 22 of `/proc/<pid>/stat`), `None` when no such process
+/// is visible.
 pub fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_start(&format!("/proc/{pid}/stat"))
+}
+
+fn stat_start(path: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // The command name (field 2) may contain spaces; fields resume after ')'.
     let rest = &stat[stat.rfind(')')? + 2..];
     rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// This process's PID namespace, `pid:[inode]`.
+fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .and_then(|p| p.to_str().map(str::to_string))
 }
 
 fn hostname() -> String {
@@ -136,5 +343,130 @@ mod tests {
         elsewhere.insert(OWNER_HOST.into(), "another-host".into());
         assert_eq!(owner_gone(&elsewhere), None);
         assert_eq!(owner_gone(&BTreeMap::new()), None);
+        let mut old_label = me.labels();
+        old_label.remove(OWNER_PIDNS);
+        old_label.insert(OWNER_PID.into(), "4194303".into());
+        assert_eq!(owner_gone(&old_label), None, "no namespace recorded");
+    }
+
+    /// A view whose /proc shows nothing and whose `kill(pid, 0)` answers as
+    /// scripted.
+    struct Seen {
+        signal: Signal,
+        start: Option<u64>,
+        pidns: &'static str,
+    }
+
+    impl View for Seen {
+        fn host(&self) -> String {
+            "h".into()
+        }
+        fn boot(&self) -> Option<String> {
+            Some("b".into())
+        }
+        fn pidns(&self) -> Option<String> {
+            Some(self.pidns.into())
+        }
+        fn signal(&self, _pid: u32) -> Signal {
+            self.signal
+        }
+        fn start(&self, _pid: u32) -> Option<u64> {
+            self.start
+        }
+    }
+
+    fn recorded() -> BTreeMap<String, String> {
+        Owner {
+            pid: 4242,
+            start: Some(77),
+            host: "h".into(),
+            boot: Some("b".into()),
+            pidns: Some("pid:[1]".into()),
+        }
+        .labels()
+    }
+
+    #[test]
+    fn an_owner_that_cannot_be_seen_is_alive() {
+        let seen = |signal, start, pidns| Seen {
+            signal,
+            start,
+            pidns,
+        };
+        let l = recorded();
+        // hidepid=2, another user's process: /proc shows nothing, kill EPERM.
+        let hidden = seen(Signal::Denied, None, "pid:[1]");
+        assert_eq!(owner_gone_seen_from(&l, &hidden), Some(false));
+        // Exists, /proc unreadable (hidepid, a foreign /proc): alive.
+        let unread = seen(Signal::Exists, None, "pid:[1]");
+        assert_eq!(owner_gone_seen_from(&l, &unread), Some(false));
+        // Another PID namespace: the PID means nothing here, even ESRCH.
+        let other_ns = seen(Signal::NoSuchProcess, None, "pid:[2]");
+        assert_eq!(owner_gone_seen_from(&l, &other_ns), None);
+        // A kernel that does not answer plainly.
+        let failed = seen(Signal::Failed, None, "pid:[1]");
+        assert_eq!(owner_gone_seen_from(&l, &failed), None);
+        // Proven: ESRCH in the same namespace, or a reused PID.
+        let gone = seen(Signal::NoSuchProcess, None, "pid:[1]");
+        assert_eq!(owner_gone_seen_from(&l, &gone), Some(true));
+        let reused = seen(Signal::Exists, Some(78), "pid:[1]");
+        assert_eq!(owner_gone_seen_from(&l, &reused), Some(true));
+        let same = seen(Signal::Exists, Some(77), "pid:[1]");
+        assert_eq!(owner_gone_seen_from(&l, &same), Some(false));
+        // Another boot of the same host: every process of it is gone.
+        let mut rebooted = l.clone();
+        rebooted.insert(OWNER_BOOT.into(), "a".into());
+        assert_eq!(owner_gone_seen_from(&rebooted, &hidden), Some(true));
+    }
+
+    #[test]
+    fn signed_labels_verify_only_under_the_same_key_name_and_values() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let key = Secret::load_or_create(&d.path().join("a")).expect("key");
+        let other = Secret::load_or_create(&d.path().join("b")).expect("key");
+        let mut l = recorded();
+        l.insert(SANDBOX.into(), "true".into());
+        l.insert("com.example".into(), "not covered".into());
+        sign(&key, "odek-1", &mut l);
+        let ok = verified(Some(&key), "odek-1", &l).expect("verifies");
+        assert!(ok.contains_key(OWNER_PID) && !ok.contains_key("com.example"));
+        assert!(!ok.contains_key(MAC));
+        // An image's own dev.odek.* label added later is not covered, and
+        // does not break the MAC.
+        let mut with_image_label = l.clone();
+        with_image_label.insert("dev.odek.test".into(), "true".into());
+        let ok = verified(Some(&key), "odek-1", &with_image_label).expect("verifies");
+        assert!(!ok.contains_key("dev.odek.test"));
+        assert_eq!(
+            verified(Some(&other), "odek-1", &l),
+            Err(Unverified::BadMac),
+            "another home's key"
+        );
+        assert_eq!(verified(None, "odek-1", &l), Err(Unverified::NoKey));
+        assert_eq!(
+            verified(Some(&key), "odek-2", &l),
+            Err(Unverified::BadMac),
+            "renamed"
+        );
+        let mut changed = l.clone();
+        changed.insert(OWNER_PID.into(), "1".into());
+        assert_eq!(
+            verified(Some(&key), "odek-1", &changed),
+            Err(Unverified::BadMac)
+        );
+        let mut dropped = l.clone();
+        dropped.remove(OWNER_START);
+        assert_eq!(
+            verified(Some(&key), "odek-1", &dropped),
+            Err(Unverified::BadMac)
+        );
+        let mut unsigned = l.clone();
+        unsigned.remove(MAC);
+        assert_eq!(
+            verified(Some(&key), "odek-1", &unsigned),
+            Err(Unverified::NoMac)
+        );
+        let msg = Unverified::BadMac.reason(d.path());
+        assert!(msg.contains("launch.key") && msg.contains(MAC), "{msg}");
     }
 }

@@ -114,7 +114,7 @@ impl Sandbox {
                     "odek: sandbox network={} pids={} image={} networks={}",
                     a.network_summary,
                     a.pids_limit,
-                    self.plan.image.reference,
+                    crate::approval::display_text(&self.plan.image.reference.to_string()),
                     if names.is_empty() {
                         "-".to_string()
                     } else {
@@ -407,18 +407,30 @@ impl Odek {
             other => return Ok(Sandbox::host(plan, other.clone(), warnings)),
         }
         plan.check()?;
+        // A plan without the working directory's identity (an earlier
+        // release's, or written by hand) takes it now, right after the full
+        // check, so that the checks before create and after start compare
+        // against the directory checked here (SPEC §3.4).
+        let identified;
+        let plan = match plan.workdir_id {
+            Some(_) => plan,
+            None => {
+                identified = Plan {
+                    workdir_id: Some(crate::workdir::identify(&plan.workdir)?),
+                    ..plan.clone()
+                };
+                &identified
+            }
+        };
+        // The key that marks the container as this user's (SPEC §6.1
+        // labels): an unusable one refuses before anything is pulled or made.
+        let secret = crate::secret::Secret::load_or_create(&plan.odek_home)?;
         let engine = self.engine()?.clone();
         let endpoint = engine.endpoint().to_string();
         crate::approval::recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
         let progress = |line: &str| reporter.progress(line);
-        let image_id = match image::ensure(
-            engine.as_ref(),
-            &plan.image,
-            std::slice::from_ref(&plan.odek_home),
-            &progress,
-        )
-        .await
-        {
+        let ensured = image::ensure(engine.as_ref(), &plan.image, &plan.odek_home, &progress).await;
+        let image_id = match ensured {
             Ok(id) => id,
             Err(image::ImageError::Engine(e)) => {
                 return Err(Error::engine(&endpoint, Step::Image, e, false));
@@ -444,19 +456,24 @@ impl Odek {
         if plan.approval.is_some() {
             crate::approval::recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
         }
+        // Docker mounts by path: the working directory and volumes are
+        // checked again now, after the prompt and a pull or build (SPEC
+        // §3.4); what was really mounted is read back after start.
+        crate::workdir::check_paths(plan)?;
         let name = opts.name.clone().unwrap_or_else(new_sandbox_name);
         // A digest-pinned reference is created by digest, never by tag.
         let launch_id = opts
             .progress
             .as_ref()
             .map_or_else(new_launch_id, |p| p.launch_id().to_string());
-        let spec = container_spec(
+        let mut spec = container_spec(
             plan,
             &name,
             &plan.image.reference.create_ref(),
             opts,
             &launch_id,
         );
+        labels::sign(&secret, &name, &mut spec.labels);
         if let Some(p) = &opts.progress {
             p.set(Stage::Creating);
         }
@@ -621,8 +638,69 @@ impl Odek {
                 removed: false,
             });
         }
+        if let Some(w) = verify_mounts(engine, plan, id, info.pid)? {
+            warnings.push(w);
+        }
         Ok((applied, warnings))
     }
+}
+
+/// Reads back what the kernel mounted at `/workspace` and each volume target
+/// of container `id` (init process `pid`) and compares it with the plan
+/// ([`crate::mounts`]); then checks that the working directory's path still
+/// holds the directory resolve recorded. A difference is a refusal at
+/// verify. When the kernel's record cannot be read the launch goes on, with
+/// a warning when the daemon is on a local Unix socket (a remote daemon's
+/// processes are never visible here: docs/SECURITY.md says so).
+fn verify_mounts(
+    engine: &dyn DockerApi,
+    plan: &Plan,
+    id: &str,
+    pid: Option<i64>,
+) -> Result<Option<Warning>> {
+    use crate::mounts::{check_container, MountCheck, Wanted};
+    let mut wanted = vec![Wanted {
+        host: plan.workdir.clone(),
+        target: "/workspace".into(),
+    }];
+    wanted.extend(plan.volumes.iter().map(|v| Wanted {
+        host: v.host.clone(),
+        target: v.container.clone().into(),
+    }));
+    let refuse = |message: String| Error::Rejected {
+        step: Step::Verify,
+        message,
+        removed: false,
+    };
+    let warning = match check_container(id, pid, &wanted) {
+        MountCheck::Verified => None,
+        MountCheck::Mismatch(problems) => {
+            return Err(refuse(format!(
+                "the container's mounts are not the planned ones: {}; run odek again from the real project directory",
+                problems.join("; ")
+            )))
+        }
+        MountCheck::Unverifiable(why) => matches!(
+            engine.endpoint().address,
+            crate::engine::Address::Unix { .. }
+        )
+        .then(|| {
+            Warning::new(
+                WarningKind::MountsUnverified,
+                format!(
+                    "what the kernel mounted at /workspace could not be read back ({why}); the working directory and volumes were checked right before create only"
+                ),
+            )
+        }),
+    };
+    if let Some(want) = plan.workdir_id {
+        crate::workdir::still(&plan.workdir, want).map_err(|e| {
+            refuse(format!(
+                "the working directory changed while the sandbox was created: {e}"
+            ))
+        })?;
+    }
+    Ok(warning)
 }
 
 /// How long a launch waits for the idle process to show in the container's
@@ -798,8 +876,11 @@ pub fn verify(
     }
     if info.pids_limit != Some(plan.pids_limit) {
         problems.push(format!(
-            "PidsLimit is {:?}, requested {}",
-            info.pids_limit, plan.pids_limit
+            "PidsLimit is {}, requested {}",
+            info.pids_limit
+                .filter(|n| *n > 0)
+                .map_or("unlimited".to_string(), |n| n.to_string()),
+            plan.pids_limit
         ));
     }
     if info.init != Some(true) {
@@ -823,12 +904,18 @@ pub fn verify(
     }
     if info.memory_bytes != plan.memory_bytes.unwrap_or(0) {
         problems.push(format!(
-            "Memory is {}, requested {:?}",
-            info.memory_bytes, plan.memory_bytes
+            "Memory is {} bytes, requested {}",
+            info.memory_bytes,
+            plan.memory_bytes
+                .map_or("none (0)".to_string(), |m| m.to_string())
         ));
     }
     if info.nano_cpus != plan.cpus.as_ref().map_or(0, |c| c.nano) {
-        problems.push(format!("NanoCpus is {}", info.nano_cpus));
+        problems.push(format!(
+            "NanoCpus is {}, requested {}",
+            info.nano_cpus,
+            plan.cpus.as_ref().map_or(0, |c| c.nano)
+        ));
     }
     if !info.cap_drop.iter().any(|c| c.eq_ignore_ascii_case("ALL")) {
         problems.push("capabilities were not all dropped".into());
@@ -840,6 +927,7 @@ pub fn verify(
     {
         problems.push("no-new-privileges is not set".into());
     }
+    problems.extend(crate::hardening::problems(plan, info));
     if !problems.is_empty() {
         return Err(format!("verification failed: {}", problems.join("; ")));
     }

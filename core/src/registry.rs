@@ -1,7 +1,12 @@
 //! Finding sandboxes again: attach by name, list, and reap the ones whose
 //! owner process is gone (`odek sandbox gc`).
+//!
+//! Only containers whose labels carry a valid MAC under this user's launch
+//! key ([`labels::verified`]) count as this user's sandboxes: the others are
+//! listed as unverified, never removed by gc, and refused by attach.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -51,7 +56,9 @@ pub async fn reap(engine: &dyn DockerApi, name: &str, launch_id: &str, wait: Dur
     }
 }
 
-/// One odek container as `odek sandbox ls` shows it.
+/// One odek container as `odek sandbox ls` shows it. Every string is as
+/// the engine gave it: untrusted, to be made terminal-safe before printing
+/// ([`crate::approval::display_text`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listing {
     /// Container name.
@@ -60,13 +67,20 @@ pub struct Listing {
     pub id: String,
     /// Engine state (`running`, `exited`, …).
     pub state: String,
+    /// True when its labels carry a valid MAC under this user's launch key
+    /// ([`labels::verified`]): only then is it this user's sandbox, and the
+    /// fields below come from labels odek wrote. When false they are shown
+    /// as found, `owner_gone` is `None`, and gc never removes it.
+    pub verified: bool,
     /// Creation time, Unix seconds.
     pub created: Option<u64>,
     /// Started by `odek sandbox up` (outlives its creator).
     pub detached: bool,
     /// Owner PID of an ephemeral sandbox.
     pub owner_pid: Option<u32>,
-    /// `Some(true)` when the owner is known to be gone (gc removes it).
+    /// `Some(true)` when the owner is proven gone (gc removes it),
+    /// `Some(false)` when it is seen alive, `None` when this process cannot
+    /// tell (another host or PID namespace, unverified) — gc keeps it.
     pub owner_gone: Option<bool>,
     /// Working directory mounted at `/workspace`.
     pub workdir: Option<String>,
@@ -74,28 +88,77 @@ pub struct Listing {
     pub parent: Option<String>,
 }
 
-fn listing(id: String, name: String, state: String, l: &BTreeMap<String, String>) -> Listing {
+impl Listing {
+    /// True when `odek sandbox gc` removes it (with `detached`: `--detached`).
+    pub fn gc_able(&self, detached: bool) -> bool {
+        self.verified && (self.owner_gone == Some(true) || (detached && self.detached))
+    }
+}
+
+fn listing(
+    id: String,
+    name: String,
+    state: String,
+    l: &BTreeMap<String, String>,
+    verified: bool,
+) -> Listing {
     let detached = l.get(labels::DETACHED).map(String::as_str) == Some("true");
     Listing {
-        name,
-        id,
-        state,
+        verified,
         created: l.get(labels::CREATED).and_then(|c| c.parse().ok()),
         detached,
         owner_pid: l.get(labels::OWNER_PID).and_then(|p| p.parse().ok()),
-        owner_gone: if detached {
+        owner_gone: if detached || !verified {
             None
         } else {
             labels::owner_gone(l)
         },
         workdir: l.get(labels::WORKDIR).cloned(),
         parent: l.get(labels::PARENT).cloned(),
+        name,
+        id,
+        state,
     }
 }
 
+/// What `odek sandbox gc` removes. Build with [`GcOptions::new`] and set
+/// fields (more may come).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GcOptions {
+    /// `$ODEK_HOME` whose launch key marks this user's sandboxes.
+    pub odek_home: PathBuf,
+    /// Also remove detached sandboxes (`odek sandbox up`) — this user's only.
+    pub detached: bool,
+}
+
+impl GcOptions {
+    /// Ephemeral sandboxes of `odek_home` whose owner is proven gone.
+    pub fn new(odek_home: impl Into<PathBuf>) -> GcOptions {
+        GcOptions {
+            odek_home: odek_home.into(),
+            ..GcOptions::default()
+        }
+    }
+}
+
+/// How a sandbox found by name is checked ([`Odek::attach`], [`Odek::owned`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Check {
+    /// The MAC only: enough to remove it.
+    Mac,
+    /// The MAC and, when it runs, its live settings against SPEC §6.1 and
+    /// its plan: before anything runs in it or is said about it.
+    Live,
+}
+
 impl Odek {
-    /// Every odek sandbox container on the daemon (label `dev.odek.sandbox=true`).
-    pub async fn list(&self) -> Result<Vec<Listing>> {
+    /// Every container labelled `dev.odek.sandbox=true` on the daemon, each
+    /// marked verified or not under the launch key of `odek_home`.
+    ///
+    /// Errors: the key exists but cannot be used (class config, naming the
+    /// fix); the engine's failures.
+    pub async fn list(&self, odek_home: &Path) -> Result<Vec<Listing>> {
+        let secret = crate::secret::Secret::load(odek_home)?;
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
         let mut v: Vec<Listing> = engine
@@ -103,20 +166,30 @@ impl Odek {
             .await
             .map_err(|e| Error::engine(&ep, Step::Verify, e, false))?
             .into_iter()
-            .map(|c| listing(c.id, c.name, c.state, &c.labels))
+            .map(
+                |c| match labels::verified(secret.as_ref(), &c.name, &c.labels) {
+                    Ok(trusted) => listing(c.id, c.name, c.state, &trusted, true),
+                    Err(_) => listing(c.id, c.name, c.state, &c.labels, false),
+                },
+            )
             .collect();
         v.sort_by(|a, b| a.created.cmp(&b.created).then(a.name.cmp(&b.name)));
         Ok(v)
     }
 
-    /// Removes sandboxes whose owner process is gone; with `detached` also
-    /// the detached ones (`odek sandbox up`). Returns the names removed.
-    pub async fn gc(&self, detached: bool) -> Result<Vec<String>> {
+    /// Removes this user's sandboxes ([`Listing::verified`] under
+    /// `opts.odek_home`) whose owner is proven gone ([`labels::owner_gone`]);
+    /// with `opts.detached` also this user's detached ones. A container it
+    /// cannot prove to be an orphan of this user's is never touched. Returns
+    /// the names removed.
+    ///
+    /// Errors: as [`Odek::list`]; a removal the engine refuses.
+    pub async fn gc(&self, opts: &GcOptions) -> Result<Vec<String>> {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
         let mut removed = Vec::new();
-        for l in self.list().await? {
-            if l.owner_gone == Some(true) || (detached && l.detached) {
+        for l in self.list(&opts.odek_home).await? {
+            if l.gc_able(opts.detached) {
                 engine
                     .remove_container(&l.id)
                     .await
@@ -127,41 +200,67 @@ impl Odek {
         Ok(removed)
     }
 
-    /// A running sandbox by container name or ID, with the plan it was
-    /// launched from (env values restored from the container's `Config.Env`).
-    /// Errors when the
-    /// container does not exist or is not an odek sandbox.
-    pub async fn attach(&self, name: &str) -> Result<Sandbox> {
+    /// A sandbox of this user's by container name or ID, with the plan it
+    /// was launched from (env values restored from the container's
+    /// `Config.Env`), to run commands in, describe or narrow.
+    ///
+    /// Errors ([`Error::Usage`] unless said): no such container; not an odek
+    /// sandbox; not created by this user's odek (no valid MAC under the key
+    /// of `odek_home`); its plan label unreadable; the key unusable; and,
+    /// when it runs, [`Error::Rejected`] at verify naming each live setting
+    /// that differs from SPEC §6.1 or its plan ([`crate::launch::verify`]).
+    /// A stopped sandbox is returned with `applied: None` (exec and describe
+    /// then say it is stopped).
+    pub async fn attach(&self, name: &str, odek_home: &Path) -> Result<Sandbox> {
+        self.find(name, odek_home, Check::Live).await
+    }
+
+    /// As [`Odek::attach`], without the live settings check: a sandbox of
+    /// this user's as it is, to remove it (`odek sandbox down`).
+    ///
+    /// Errors: as [`Odek::attach`] but the verify refusal.
+    pub async fn owned(&self, name: &str, odek_home: &Path) -> Result<Sandbox> {
+        self.find(name, odek_home, Check::Mac).await
+    }
+
+    async fn find(&self, name: &str, odek_home: &Path, check: Check) -> Result<Sandbox> {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
+        let shown = crate::config::quote(name);
         let info = engine
             .inspect_container(name)
             .await
-            .map_err(|e| match e.kind {
-                EngineErrorKind::NotFound => Error::Usage(format!("no sandbox named {name:?}")),
-                _ => Error::engine(&ep, Step::Verify, e, false),
+            .map_err(|mut e| match e.kind {
+                EngineErrorKind::NotFound => Error::Usage(format!("no sandbox named {shown}")),
+                _ => {
+                    // The daemon's message may echo the name as typed.
+                    e.message = crate::approval::display_text(&e.message);
+                    Error::engine(&ep, Step::Verify, e, false)
+                }
             })?
             .ok_or_else(|| {
-                Error::Usage(format!(
-                    "no sandbox named {}; see `odek sandbox ls`",
-                    crate::config::quote(name)
-                ))
+                Error::Usage(format!("no sandbox named {shown}; see `odek sandbox ls`"))
             })?;
         if info.labels.get(labels::SANDBOX).map(String::as_str) != Some("true") {
             return Err(Error::Usage(format!(
-                "container {} is not an odek sandbox (no {}=true label)",
-                crate::config::quote(name),
+                "container {shown} is not an odek sandbox (no {}=true label)",
                 labels::SANDBOX
             )));
         }
-        let plan: Plan = info
-            .labels
+        let secret = crate::secret::Secret::load(odek_home)?;
+        let trusted = labels::verified(secret.as_ref(), &info.name, &info.labels).map_err(|why| {
+            Error::Usage(format!(
+                "container {shown} {}: odek does not run commands in, describe, narrow or remove it; if it is yours after all, remove it with `docker rm -f {}`",
+                why.reason(odek_home),
+                crate::approval::display_text(&info.name)
+            ))
+        })?;
+        let plan: Plan = trusted
             .get(labels::PLAN)
             .and_then(|p| serde_json::from_str(p).ok())
             .ok_or_else(|| {
                 Error::Usage(format!(
-                    "sandbox {} carries no readable {} label (made by another odek version?)",
-                    crate::config::quote(name),
+                    "sandbox {shown} carries no readable {} label (made by another odek version?)",
                     labels::PLAN
                 ))
             })?;
@@ -173,7 +272,19 @@ impl Odek {
                 e.value = kv[prefix.len()..].to_string();
             }
         }
-        let applied = verify(&plan, &info, &info.image_id).ok();
+        let applied = match (check, info.running) {
+            (Check::Live, true) => Some(verify(&plan, &info, &info.image_id).map_err(|problems| {
+                Error::Rejected {
+                    step: Step::Verify,
+                    message: format!(
+                        "sandbox {} no longer has the settings it was launched with ({problems}), so nothing runs in it and nothing is said about it; remove it with `odek sandbox down {}` and launch a new one",
+                        info.name, info.name
+                    ),
+                    removed: false,
+                }
+            })?),
+            _ => verify(&plan, &info, &info.image_id).ok(),
+        };
         Ok(Sandbox {
             schema: SANDBOX_SCHEMA.into(),
             name: info.name.clone(),

@@ -604,11 +604,13 @@ async fn a_cancelled_host_command_is_killed_with_its_children() {
 // list / gc
 
 /// A sandbox-labelled container created behind odek's back with `owner`
-/// labels.
+/// labels, marked with the setup's launch key as odek marks its own.
 async fn stale(s: &Setup, name: &str, owner: BTreeMap<String, String>) -> String {
     let mut labels = owner;
     labels.insert(labels::SANDBOX.into(), "true".into());
     labels.insert(labels::CREATED.into(), "1".into());
+    let key = odek_core::secret::Secret::load_or_create(&s.odek_home).expect("launch key");
+    labels::sign(&key, name, &mut labels);
     let spec = ContainerSpec {
         name: name.into(),
         image: IMAGE.into(),
@@ -630,6 +632,15 @@ async fn stale(s: &Setup, name: &str, owner: BTreeMap<String, String>) -> String
     s.fake.create_container(&spec).await.expect("create").id
 }
 
+/// `odek sandbox gc [--detached]` with the setup's `$ODEK_HOME`.
+async fn gc(s: &Setup, detached: bool) -> Vec<String> {
+    let opts = odek_core::registry::GcOptions {
+        detached,
+        ..odek_core::registry::GcOptions::new(&s.odek_home)
+    };
+    s.odek.gc(&opts).await.expect("gc")
+}
+
 /// Owner labels of a process that does not exist.
 fn dead_owner() -> BTreeMap<String, String> {
     let mut l = Owner::current().labels();
@@ -643,7 +654,7 @@ async fn gc_removes_a_sandbox_whose_owner_is_gone_and_keeps_live_ones() {
     let s = Setup::new();
     let live = s.up().await.expect("launch");
     let dead = stale(&s, "odek-deadbeef0000", dead_owner()).await;
-    let listed = s.odek.list().await.expect("list");
+    let listed = s.odek.list(&s.odek_home).await.expect("list");
     assert_eq!(listed.len(), 2);
     let d = listed.iter().find(|l| l.id == dead).expect("listed");
     assert_eq!(d.owner_gone, Some(true));
@@ -654,7 +665,7 @@ async fn gc_removes_a_sandbox_whose_owner_is_gone_and_keeps_live_ones() {
     assert_eq!(l.owner_gone, Some(false));
     assert_eq!(l.owner_pid, Some(std::process::id()));
 
-    let removed = s.odek.gc(false).await.expect("gc");
+    let removed = gc(&s, false).await;
     assert_eq!(removed, vec!["odek-deadbeef0000".to_string()]);
     assert_eq!(
         s.fake.containers(),
@@ -666,7 +677,7 @@ async fn gc_removes_a_sandbox_whose_owner_is_gone_and_keeps_live_ones() {
 async fn gc_never_touches_containers_that_are_not_odek_sandboxes() {
     let s = Setup::new();
     add_peer(&s.fake, "shop-redis-1", Some("redis"), SHOP_DEFAULT_ID, &[]).await;
-    assert!(s.odek.gc(true).await.expect("gc").is_empty());
+    assert!(gc(&s, true).await.is_empty());
     assert_eq!(s.fake.containers().len(), 1);
 }
 
@@ -679,9 +690,9 @@ async fn gc_keeps_detached_sandboxes_unless_asked() {
         ..Default::default()
     };
     s.odek.launch(&plan, &opts, &s.reporter).await.expect("up");
-    assert!(s.odek.gc(false).await.expect("gc").is_empty());
+    assert!(gc(&s, false).await.is_empty());
     assert_eq!(s.fake.containers().len(), 1);
-    assert_eq!(s.odek.gc(true).await.expect("gc").len(), 1);
+    assert_eq!(gc(&s, true).await.len(), 1);
     assert!(s.fake.containers().is_empty());
 }
 
@@ -691,6 +702,6 @@ async fn gc_keeps_a_sandbox_owned_by_another_host() {
     let mut owner = dead_owner();
     owner.insert(labels::OWNER_HOST.into(), "some-other-host".into());
     stale(&s, "odek-elsewhere0000", owner).await;
-    assert!(s.odek.gc(false).await.expect("gc").is_empty());
+    assert!(gc(&s, false).await.is_empty());
     assert_eq!(s.fake.containers().len(), 1);
 }

@@ -165,9 +165,9 @@ pub fn code_of(e: &Error) -> i32 {
             ImageError::InvalidReference(_) => ODEK_E_IMAGE_REFERENCE,
             ImageError::PullFailed { .. } => ODEK_E_IMAGE_UNAVAILABLE,
             ImageError::DigestMismatch { .. } => ODEK_E_IMAGE_DIGEST,
-            ImageError::BuildFailed { .. } | ImageError::DockerfileUnusable { .. } => {
-                ODEK_E_IMAGE_BUILD
-            }
+            ImageError::BuildFailed { .. }
+            | ImageError::DockerfileUnusable { .. }
+            | ImageError::DockerfileChanged { .. } => ODEK_E_IMAGE_BUILD,
             ImageError::Engine(en) => engine_code(en.kind),
         },
         Error::Approval(a) => match a {

@@ -27,8 +27,9 @@ use tokio::sync::OnceCell;
 use super::endpoint::Address;
 use super::{
     ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
-    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, ImageInfo,
-    NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink, StreamKind, MIN_API_VERSION,
+    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, Hardening,
+    ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink, StreamKind,
+    MIN_API_VERSION,
 };
 
 /// The newest API version this build sends (bollard's model version).
@@ -487,6 +488,12 @@ impl DockerApi for BollardEngine {
                 id: i.id.unwrap_or_default(),
                 repo_tags: i.repo_tags.unwrap_or_default(),
                 repo_digests: i.repo_digests.unwrap_or_default(),
+                labels: i
+                    .config
+                    .and_then(|c| c.labels)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect(),
             })),
             Err(e) if e.kind == EngineErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
@@ -669,6 +676,7 @@ impl DockerApi for BollardEngine {
             })
             .collect();
         endpoints.sort_by(|a, b| a.network_name.cmp(&b.network_name));
+        let hardening = hardening(&host, c.mounts.unwrap_or_default());
         Ok(Some(ContainerInfo {
             id: c.id.unwrap_or_default(),
             name: c
@@ -688,6 +696,7 @@ impl DockerApi for BollardEngine {
                         s.error.clone().unwrap_or_default(),
                     )
                 }),
+            pid: c.state.as_ref().and_then(|s| s.pid).filter(|p| *p > 0),
             labels: config.labels.unwrap_or_default().into_iter().collect(),
             network_mode: host.network_mode.unwrap_or_default(),
             endpoints,
@@ -700,6 +709,7 @@ impl DockerApi for BollardEngine {
             cap_drop: host.cap_drop.unwrap_or_default(),
             security_opt: host.security_opt.unwrap_or_default(),
             env: config.env.unwrap_or_default(),
+            hardening,
         }))
     }
 
@@ -839,6 +849,42 @@ impl DockerApi for BollardEngine {
             inspected.exit_code
         };
         Ok(ExecExit { code })
+    }
+}
+
+/// The isolation settings of an inspected container (SPEC §6.1).
+fn hardening(host: &HostConfig, mounts: Vec<bollard::models::MountPoint>) -> Hardening {
+    let mut devices: Vec<String> = host
+        .devices
+        .iter()
+        .flatten()
+        .map(|d| d.path_on_host.clone().unwrap_or_default())
+        .collect();
+    devices.extend(host.device_cgroup_rules.iter().flatten().cloned());
+    devices.extend(
+        host.device_requests
+            .iter()
+            .flatten()
+            .map(|r| format!("device request {}", r.driver.clone().unwrap_or_default())),
+    );
+    Hardening {
+        privileged: host.privileged.unwrap_or(false),
+        cap_add: host.cap_add.clone().unwrap_or_default(),
+        devices,
+        pid_mode: host.pid_mode.clone().unwrap_or_default(),
+        ipc_mode: host.ipc_mode.clone().unwrap_or_default(),
+        uts_mode: host.uts_mode.clone().unwrap_or_default(),
+        userns_mode: host.userns_mode.clone().unwrap_or_default(),
+        mounts: mounts
+            .into_iter()
+            .map(|m| MountInfo {
+                kind: m.typ.map(|t| t.to_string()).unwrap_or_default(),
+                name: m.name.unwrap_or_default(),
+                source: m.source.unwrap_or_default(),
+                destination: m.destination.unwrap_or_default(),
+                rw: m.rw.unwrap_or(false),
+            })
+            .collect(),
     }
 }
 

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
-    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, ImageInfo,
-    NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink, StreamKind,
+    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, Hardening,
+    ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink, StreamKind,
 };
 
 /// One recorded call: the operation and its main argument.
@@ -124,8 +124,15 @@ impl FakeImage {
                 id: format!("sha256:{}", random_id()),
                 repo_tags: vec![reference.into()],
                 repo_digests: Vec::new(),
+                labels: BTreeMap::new(),
             },
         }
+    }
+
+    /// Adds a label (`Config.Labels`).
+    pub fn label(mut self, key: &str, value: &str) -> FakeImage {
+        self.info.labels.insert(key.into(), value.into());
+        self
     }
 }
 
@@ -334,6 +341,14 @@ impl FakeEngine {
         self.lock().containers.get(id).map(|c| c.info.clone())
     }
 
+    /// Changes container `id`'s inspect data in place (as `docker update`,
+    /// or a container made behind odek's back, would).
+    pub fn update_container(&self, id: &str, change: impl FnOnce(&mut ContainerInfo)) {
+        if let Some(c) = self.lock().containers.get_mut(id) {
+            change(&mut c.info);
+        }
+    }
+
     /// Stops container `id` (as `docker stop` would): it stays, not running.
     pub fn stop_container(&self, id: &str) {
         if let Some(c) = self.lock().containers.get_mut(id) {
@@ -347,6 +362,11 @@ impl FakeEngine {
         if let Some(c) = self.lock().containers.get_mut(id) {
             c.exit(code);
         }
+    }
+
+    /// The local image found under `reference` (tag or ID), if any.
+    pub fn image(&self, reference: &str) -> Option<ImageInfo> {
+        Self::find_image(&self.lock().images, reference)
     }
 
     /// Build contexts received (tag, tar bytes).
@@ -527,15 +547,18 @@ impl DockerApi for FakeEngine {
         context_tar: Vec<u8>,
         _dockerfile: &str,
         tag: &str,
-        _labels: &BTreeMap<String, String>,
+        labels: &BTreeMap<String, String>,
         progress: ProgressSink<'_>,
     ) -> Result<String, EngineError> {
         self.enter(Op::BuildImage, tag)?;
         progress("Step 1/1 : FROM fake");
-        let image = FakeImage::new(tag);
+        let mut image = FakeImage::new(tag);
+        image.info.labels = labels.clone();
         let id = image.info.id.clone();
         let mut s = self.lock();
         s.built.push((tag.to_string(), context_tar));
+        // The tag moves to the new image, as with Docker.
+        s.images.retain(|i| i.reference != tag);
         s.images.push(image);
         Ok(id)
     }
@@ -595,6 +618,9 @@ impl DockerApi for FakeEngine {
             image_id: image.id,
             running: false,
             exit: None,
+            // The fake runs no process: the kernel's record of the mounts
+            // cannot be read (SPEC §6.1 verify), as with a remote daemon.
+            pid: None,
             labels: spec.labels.clone(),
             network_mode: spec.network_mode.clone(),
             endpoints,
@@ -615,6 +641,21 @@ impl DockerApi for FakeEngine {
             cap_drop: spec.cap_drop.clone(),
             security_opt: spec.security_opt.clone(),
             env: spec.env.clone(),
+            hardening: Hardening {
+                ipc_mode: "private".into(),
+                mounts: spec
+                    .binds
+                    .iter()
+                    .map(|b| MountInfo {
+                        kind: "bind".into(),
+                        name: String::new(),
+                        source: b.source.clone(),
+                        destination: b.target.clone(),
+                        rw: !b.read_only,
+                    })
+                    .collect(),
+                ..Hardening::default()
+            },
         };
         s.containers.insert(
             id.clone(),

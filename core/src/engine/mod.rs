@@ -12,7 +12,9 @@ mod fake;
 
 pub use bollard_engine::Timeouts;
 pub use bollard_engine::{create_body, BollardEngine};
-pub use endpoint::{parse_host, Address, Endpoint, EndpointEnv, EndpointError, EndpointSource};
+pub use endpoint::{
+    parse_host, Address, Endpoint, EndpointEnv, EndpointError, EndpointSource, Probed,
+};
 pub use fake::{random_id, Call, FakeEngine, FakeImage, FakeNetwork, Fault, Quirks};
 
 use std::collections::BTreeMap;
@@ -104,6 +106,9 @@ pub struct ImageInfo {
     pub repo_tags: Vec<String>,
     /// `RepoDigests`, e.g. `alpine@sha256:…`.
     pub repo_digests: Vec<String>,
+    /// `Config.Labels` (e.g. the mark of an image odek built, SPEC §5).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A bind mount.
@@ -199,6 +204,10 @@ pub struct ContainerInfo {
     /// (why its process ended; empty error when Docker gave none).
     #[serde(default)]
     pub exit: Option<(i64, String)>,
+    /// `State.Pid`: the container's init process, in the daemon's PID
+    /// namespace (`None` or 0 when it is not running or not reported).
+    #[serde(default)]
+    pub pid: Option<i64>,
     /// Labels.
     pub labels: BTreeMap<String, String>,
     /// `HostConfig.NetworkMode`.
@@ -223,6 +232,49 @@ pub struct ContainerInfo {
     pub security_opt: Vec<String>,
     /// `Config.Env` (`KEY=value`; values are user data, never logged).
     pub env: Vec<String>,
+    /// The isolation settings the container runs with (SPEC §6.1).
+    #[serde(default)]
+    pub hardening: Hardening,
+}
+
+/// What a container's isolation looks like from inspect (SPEC §6.1): what a
+/// forged container or a `docker update` could loosen beyond
+/// [`ContainerInfo`]'s limits and lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hardening {
+    /// `HostConfig.Privileged`.
+    pub privileged: bool,
+    /// `HostConfig.CapAdd`.
+    pub cap_add: Vec<String>,
+    /// `HostConfig.Devices` (host paths), `DeviceCgroupRules` and
+    /// `DeviceRequests` (drivers), one entry each.
+    pub devices: Vec<String>,
+    /// `HostConfig.PidMode` (`""`, `host`, `container:<id>`).
+    pub pid_mode: String,
+    /// `HostConfig.IpcMode` (`private`, `shareable`, `host`, …).
+    pub ipc_mode: String,
+    /// `HostConfig.UTSMode`.
+    pub uts_mode: String,
+    /// `HostConfig.UsernsMode`.
+    pub userns_mode: String,
+    /// Top-level `Mounts`: binds and volumes (tmpfs mounts are in
+    /// [`ContainerInfo::tmpfs`]).
+    pub mounts: Vec<MountInfo>,
+}
+
+/// One entry of a container's `Mounts`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountInfo {
+    /// `Type`: `bind`, `volume`, `tmpfs`, `npipe`, `cluster`.
+    pub kind: String,
+    /// `Name` (volumes).
+    pub name: String,
+    /// `Source`: the host path.
+    pub source: String,
+    /// `Destination`: the container path.
+    pub destination: String,
+    /// `RW`.
+    pub rw: bool,
 }
 
 /// A container as list reports it.
