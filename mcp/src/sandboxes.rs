@@ -235,7 +235,9 @@ impl Sandboxes {
     /// could not be removed, as lines for stderr.
     pub(crate) async fn shutdown(&self) -> Vec<String> {
         self.closed.store(true, Ordering::SeqCst);
-        let mut problems = Vec::new();
+        // Concurrently: a client that closes stdin may SIGKILL the server a
+        // couple of seconds later.
+        let mut tasks = tokio::task::JoinSet::new();
         let inflight: Vec<(String, Arc<LaunchProgress>)> = self
             .launching
             .lock()
@@ -249,21 +251,34 @@ impl Sandboxes {
                 Stage::Creating => CREATE_SETTLE,
                 Stage::Created => Duration::ZERO,
             };
-            if let odek_core::registry::Reaped::Failed(why) =
-                self.odek.reap_named(&name, p.launch_id(), wait).await
-            {
-                problems.push(format!(
-                    "could not remove sandbox {name} ({why}); `odek sandbox gc` removes it once the daemon answers"
-                ));
-            }
+            let odek = self.odek.clone();
+            tasks.spawn(async move {
+                match odek.reap_named(&name, p.launch_id(), wait).await {
+                    odek_core::registry::Reaped::Failed(why) => Some(format!(
+                        "could not remove sandbox {name} ({why}); `odek sandbox gc` removes it once the daemon answers"
+                    )),
+                    _ => None,
+                }
+            });
         }
         let all: Vec<Entry> = std::mem::take(&mut *self.table()).into_values().collect();
         for e in all {
-            if let Err(err) = self.odek.destroy(&e.sandbox).await {
-                problems.push(format!(
-                    "could not remove sandbox {} ({err}); `odek sandbox gc` removes it once the daemon answers",
-                    e.sandbox.name
-                ));
+            let odek = self.odek.clone();
+            tasks.spawn(async move {
+                odek.destroy(&e.sandbox).await.err().map(|err| {
+                    format!(
+                        "could not remove sandbox {} ({err}); `odek sandbox gc` removes it once the daemon answers",
+                        e.sandbox.name
+                    )
+                })
+            });
+        }
+        let mut problems = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            match r {
+                Ok(Some(p)) => problems.push(p),
+                Ok(None) => {}
+                Err(e) => problems.push(format!("a removal task failed ({e}); `odek sandbox gc` removes what is left")),
             }
         }
         problems

@@ -21,10 +21,6 @@ use crate::tools::{
     SandboxInfo, SandboxRef, UpArgs, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_OUTPUT_BYTES,
 };
 
-/// What every tool returns: structured content, or a tool error whose text
-/// names the cause and the fix.
-type ToolResult<T> = Result<Json<T>, String>;
-
 /// How to use the tools, before the environment block.
 const USAGE: &str = "This server runs commands for you in an odek sandbox: a Docker container that reaches the developer's Docker Compose services by name, never the host. \
 Use the `exec` tool to run commands (`command` is run by /bin/sh -c in /workspace). \
@@ -60,6 +56,9 @@ fn info(id: &str, e: &crate::sandboxes::Entry, default: bool) -> SandboxInfo {
     }
 }
 
+// Every tool returns `Result<Json<T>, String>` (written out: the macro reads
+// the output schema from that spelling): structured content, or a tool
+// error whose text names the cause and the fix.
 #[tool_router]
 impl OdekMcp {
     /// A server launching sandboxes from `inputs` (sandbox mode forced on by
@@ -122,7 +121,7 @@ impl OdekMcp {
         &self,
         Parameters(args): Parameters<ExecArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> ToolResult<ExecResult> {
+    ) -> Result<Json<ExecResult>, String> {
         let req = exec_request(&args)?;
         let (id, sandbox) = self
             .sandboxes
@@ -167,7 +166,7 @@ impl OdekMcp {
     async fn describe(
         &self,
         Parameters(args): Parameters<SandboxRef>,
-    ) -> ToolResult<DescribeResult> {
+    ) -> Result<Json<DescribeResult>, String> {
         let (id, sandbox) = self
             .sandboxes
             .get(args.sandbox_id.as_deref())
@@ -193,7 +192,7 @@ impl OdekMcp {
         name = "sandbox_up",
         description = "Launches another sandbox with the server's settings and returns its id (pass it as `sandbox_id`). It is removed by sandbox_down or when the server stops."
     )]
-    async fn sandbox_up(&self, Parameters(_args): Parameters<UpArgs>) -> ToolResult<SandboxInfo> {
+    async fn sandbox_up(&self, Parameters(_args): Parameters<UpArgs>) -> Result<Json<SandboxInfo>, String> {
         let (id, sandbox) = self.sandboxes.up().await.map_err(refusal)?;
         Ok(Json(SandboxInfo {
             sandbox_id: id,
@@ -208,7 +207,7 @@ impl OdekMcp {
         name = "sandbox_down",
         description = "Removes a sandbox this server launched (its container and everything running in it)."
     )]
-    async fn sandbox_down(&self, Parameters(args): Parameters<DownArgs>) -> ToolResult<DownResult> {
+    async fn sandbox_down(&self, Parameters(args): Parameters<DownArgs>) -> Result<Json<DownResult>, String> {
         self.sandboxes
             .down(&args.sandbox_id)
             .await
@@ -223,7 +222,7 @@ impl OdekMcp {
         name = "sandbox_list",
         description = "Lists the sandboxes this server launched and has not removed."
     )]
-    async fn sandbox_list(&self) -> ToolResult<ListResult> {
+    async fn sandbox_list(&self) -> Result<Json<ListResult>, String> {
         let sandboxes = self
             .sandboxes
             .list()
@@ -241,7 +240,7 @@ impl OdekMcp {
     async fn sandbox_narrow(
         &self,
         Parameters(args): Parameters<NarrowArgs>,
-    ) -> ToolResult<SandboxInfo> {
+    ) -> Result<Json<SandboxInfo>, String> {
         let network_mode = match args.network_mode.as_deref() {
             None => None,
             Some(v) => Some(
