@@ -278,7 +278,9 @@ impl Sandboxes {
             match r {
                 Ok(Some(p)) => problems.push(p),
                 Ok(None) => {}
-                Err(e) => problems.push(format!("a removal task failed ({e}); `odek sandbox gc` removes what is left")),
+                Err(e) => problems.push(format!(
+                    "a removal task failed ({e}); `odek sandbox gc` removes what is left"
+                )),
             }
         }
         problems

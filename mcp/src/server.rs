@@ -192,7 +192,10 @@ impl OdekMcp {
         name = "sandbox_up",
         description = "Launches another sandbox with the server's settings and returns its id (pass it as `sandbox_id`). It is removed by sandbox_down or when the server stops."
     )]
-    async fn sandbox_up(&self, Parameters(_args): Parameters<UpArgs>) -> Result<Json<SandboxInfo>, String> {
+    async fn sandbox_up(
+        &self,
+        Parameters(_args): Parameters<UpArgs>,
+    ) -> Result<Json<SandboxInfo>, String> {
         let (id, sandbox) = self.sandboxes.up().await.map_err(refusal)?;
         Ok(Json(SandboxInfo {
             sandbox_id: id,
@@ -207,7 +210,10 @@ impl OdekMcp {
         name = "sandbox_down",
         description = "Removes a sandbox this server launched (its container and everything running in it)."
     )]
-    async fn sandbox_down(&self, Parameters(args): Parameters<DownArgs>) -> Result<Json<DownResult>, String> {
+    async fn sandbox_down(
+        &self,
+        Parameters(args): Parameters<DownArgs>,
+    ) -> Result<Json<DownResult>, String> {
         self.sandboxes
             .down(&args.sandbox_id)
             .await
@@ -303,7 +309,10 @@ fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
     let size: usize = match &command {
         Command::Shell(s) => s.len(),
         Command::Argv(a) => a.iter().map(|x| x.len() + 1).sum(),
-    } + env.iter().map(|(k, v)| k.len() + v.len() + 2).sum::<usize>();
+    } + env
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum::<usize>();
     if size > MAX_COMMAND_BYTES {
         return Err(format!(
             "the command and its env are {size} bytes; exec accepts at most {MAX_COMMAND_BYTES} (the kernel limits one argument to 128 KiB): write the script or data to a file under /workspace and run that instead"
@@ -339,14 +348,16 @@ mod tests {
     #[test]
     fn exec_request_needs_exactly_one_command() {
         assert!(exec_request(&ExecArgs::default())
-            .unwrap_err()
+            .expect_err("refused")
             .contains("needs a command"));
         let both = ExecArgs {
             command: Some("true".into()),
             argv: Some(vec!["true".into()]),
             ..Default::default()
         };
-        assert!(exec_request(&both).unwrap_err().contains("not both"));
+        assert!(exec_request(&both)
+            .expect_err("refused")
+            .contains("not both"));
     }
 
     #[test]
@@ -355,13 +366,17 @@ mod tests {
             command: Some("x".repeat(MAX_COMMAND_BYTES + 1)),
             ..Default::default()
         };
-        assert!(exec_request(&huge).unwrap_err().contains("at most"));
+        assert!(exec_request(&huge)
+            .expect_err("refused")
+            .contains("at most"));
         let neg = ExecArgs {
             command: Some("true".into()),
             timeout_secs: Some(-1.0),
             ..Default::default()
         };
-        assert!(exec_request(&neg).unwrap_err().contains("timeout_secs"));
+        assert!(exec_request(&neg)
+            .expect_err("refused")
+            .contains("timeout_secs"));
     }
 
     #[test]
