@@ -47,6 +47,13 @@ impl From<Error> for Refusal {
     }
 }
 
+impl Refusal {
+    /// An error of a command in a running sandbox (it may have partly run).
+    pub(crate) fn during_exec(e: Error) -> Refusal {
+        Refusal(format!("{e}\n(odek: failure class {})", e.class()))
+    }
+}
+
 /// The server's sandboxes.
 pub(crate) struct Sandboxes {
     odek: Odek,

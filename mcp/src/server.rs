@@ -135,7 +135,7 @@ impl OdekMcp {
             .odek()
             .exec_until(&sandbox, &req, &sink, ctx.ct.cancelled())
             .await
-            .map_err(|e| refusal(e.into()))?;
+            .map_err(|e| refusal(Refusal::during_exec(e)))?;
         if outcome.cancelled {
             return Err(format!(
                 "the client cancelled the command; it was {}",
