@@ -33,6 +33,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
         Cmd::Approvals(ApprovalsCmd::Revoke { key, project }) => {
             approve::revoke(key.as_deref(), project.as_deref())
         }
+        Cmd::Mcp(args) => return mcp(&cli, odek, args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -690,6 +691,33 @@ async fn config_view(
         out!("{}", view.render_text());
     }
     Ok(())
+}
+
+/// `odek mcp`: serves until the client disconnects (exit 0) or a signal
+/// (128 + its number), after removing every sandbox it launched.
+async fn mcp(cli: &Cli, odek: Odek, args: &crate::McpArgs) -> ExitCode {
+    let inputs = args.sandbox.inputs(&cli.workdir).and_then(|mut i| {
+        odek_mcp::force_sandbox(&mut i).map_err(anyhow::Error::msg)?;
+        Ok(i)
+    });
+    let inputs = match inputs {
+        Ok(i) => i,
+        Err(e) => {
+            print_anyhow(&e);
+            return ExitCode::from(2);
+        }
+    };
+    let code = match odek_mcp::serve_stdio(odek, inputs).await {
+        Ok(odek_mcp::Stopped::Disconnected) => 0,
+        Ok(odek_mcp::Stopped::Signal(code)) => i32::from(code),
+        Err(e) => {
+            errln!("odek: error: cannot install signal handlers: {e}");
+            1
+        }
+    };
+    // A read of stdin may still be pending on a blocking thread, which would
+    // keep the runtime from shutting down: the sandboxes are gone, so exit.
+    std::process::exit(code)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! - `unit`     unit and fake-engine tests (no Docker needed)
 //! - `e2e`      real-Docker end-to-end suite (images, registry, Compose fixture)
 //! - `python`   the Python binding's pytest suite (bindings/python/run-tests.sh)
+//! - `mcp`      `odek mcp` driven by the official MCP Python SDK (tests/mcp/run-tests.sh)
 //! - `go`       the Go binding's go vet + go test -race (bindings/go/run-tests.sh)
 //! - `c`        the C smoke test: NULL/UTF-8/JSON abuse, valgrind loop, real Docker
 //! - `nix`      the offline flake check (parse, lock, stub evaluation, digest)
@@ -47,6 +48,10 @@ const RECIPES: &[(&str, &str)] = &[
     (
         "python",
         "the Python binding's pytest suite (bindings/python/run-tests.sh)",
+    ),
+    (
+        "mcp",
+        "`odek mcp` driven by the official MCP Python SDK (tests/mcp/run-tests.sh)",
     ),
     (
         "go",
@@ -331,13 +336,14 @@ fn nix() -> R {
 
 fn test() -> R {
     type Step = (&'static str, fn() -> R);
-    let steps: [Step; 9] = [
+    let steps: [Step; 10] = [
         ("setup", setup),
         ("header-check", header_check),
         ("lint", lint),
         ("unit", unit),
         ("e2e", e2e_suite),
         ("python", || script("bindings/python/run-tests.sh")),
+        ("mcp", || script("tests/mcp/run-tests.sh")),
         ("go", || script("bindings/go/run-tests.sh")),
         ("c", || script("ffi/tests/c/run.sh")),
         ("nix", nix),
@@ -374,6 +380,7 @@ fn main() -> ExitCode {
         "unit" => unit(),
         "e2e" => e2e(),
         "python" => script("bindings/python/run-tests.sh"),
+        "mcp" => script("tests/mcp/run-tests.sh"),
         "go" => script("bindings/go/run-tests.sh"),
         "c" => script("ffi/tests/c/run.sh"),
         "nix" => nix(),

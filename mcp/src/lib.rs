@@ -1,0 +1,126 @@
+//! `odek mcp`: odek's sandbox as Model Context Protocol tools, over stdio,
+//! for any MCP-speaking agent (Claude Code, Codex CLI, Cursor, Gemini CLI,
+//! agent frameworks). Built on the official Rust SDK, `rmcp`.
+//!
+//! - Tools (docs/MCP.md): `exec`, `describe`, `sandbox_up`, `sandbox_down`,
+//!   `sandbox_list`, `sandbox_narrow` (SPEC §8). Their argument and result
+//!   types live in [`tools`]; the JSON Schemas are derived from them.
+//! - What the agent is told (SPEC §9): the server's `instructions` carry the
+//!   environment block the sandbox will have; the `exec` tool's description
+//!   its short variant; `describe` the live block.
+//! - Fail-closed always: the sandbox mode is forced on, nothing ever runs on
+//!   the host, and every refusal is a tool error naming cause and fix while
+//!   the server keeps serving.
+//! - Approval (SPEC §7): project settings needing approval are refused
+//!   unless a trust is stored or `ODEK_APPROVE_PROJECT_SANDBOX=1` is set;
+//!   the error carries the approval card.
+//! - Lifecycle: every sandbox the server launched is removed when the
+//!   client disconnects (stdin EOF) and on SIGINT/SIGTERM/SIGHUP. After
+//!   SIGKILL its sandboxes carry this process as their owner, so
+//!   `odek sandbox gc` removes them.
+
+/// `eprintln!` that never panics on a closed or full stderr: the server's
+/// log lines are informational, and a panic would skip the removal of the
+/// sandboxes it launched (SPEC §6.1).
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
+mod capture;
+mod planned;
+mod sandboxes;
+mod server;
+pub mod tools;
+
+use odek_core::config::ConfigInputs;
+use odek_core::{Odek, Reporter, Warning};
+use rmcp::ServiceExt;
+use tokio::signal::unix::{signal, SignalKind};
+
+pub use sandboxes::MCP_ID_LABEL;
+pub use server::OdekMcp;
+
+/// Prints warnings and progress to stderr (MCP clients log a server's
+/// stderr), each line prefixed `odek: `.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StderrReporter;
+
+impl Reporter for StderrReporter {
+    fn warning(&self, w: &Warning) {
+        for (i, line) in w.message.lines().enumerate() {
+            let prefix = if i == 0 {
+                "odek: warning: "
+            } else {
+                "odek:          "
+            };
+            errln!("{prefix}{line}");
+        }
+    }
+
+    fn progress(&self, line: &str) {
+        errln!("odek: {line}");
+    }
+}
+
+/// Why [`serve_stdio`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// The client closed stdin (or the session ended).
+    Disconnected,
+    /// A signal; carries the exit status it calls for (130 SIGINT, 143
+    /// SIGTERM, 129 SIGHUP).
+    Signal(u8),
+}
+
+/// Forces the sandbox on (MCP mode never runs commands on the host), like
+/// `odek sandbox up`. Errors: the operator turned it off explicitly with a
+/// flag (`--no-sandbox`), which cannot be honoured.
+pub fn force_sandbox(inputs: &mut ConfigInputs) -> Result<(), String> {
+    if inputs.flags.sandbox == Some(false) {
+        return Err("odek mcp runs commands only in a sandbox; --no-sandbox cannot be combined with it (drop the flag)".into());
+    }
+    inputs.flags.sandbox = Some(true);
+    inputs
+        .flag_names
+        .insert("sandbox".into(), "odek mcp (implies --sandbox)".into());
+    Ok(())
+}
+
+/// Serves MCP on stdin/stdout until the client disconnects or a signal
+/// arrives, then removes every sandbox this server launched. What could not
+/// be removed is said on stderr.
+///
+/// `inputs` must have passed [`force_sandbox`]. Errors: the signal handlers
+/// cannot be installed.
+pub async fn serve_stdio(odek: Odek, inputs: ConfigInputs) -> std::io::Result<Stopped> {
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let server = OdekMcp::new(odek, inputs).await;
+    let keeper = server.clone();
+    errln!(
+        "odek: MCP server {} on stdio; the sandboxes it launches are removed when the client disconnects",
+        odek_core::VERSION
+    );
+    let serving = async move {
+        match server.serve(rmcp::transport::stdio_pipes()).await {
+            Ok(running) => {
+                let _ = running.waiting().await;
+            }
+            Err(e) => errln!("odek: the MCP session ended before it began: {e}"),
+        }
+    };
+    let stopped = tokio::select! {
+        _ = serving => Stopped::Disconnected,
+        _ = int.recv() => Stopped::Signal(130),
+        _ = term.recv() => Stopped::Signal(143),
+        _ = hup.recv() => Stopped::Signal(129),
+    };
+    for line in keeper.shutdown().await {
+        errln!("odek: {line}");
+    }
+    Ok(stopped)
+}

@@ -1,0 +1,302 @@
+//! The sandboxes one server process launched: opaque ids → [`Sandbox`],
+//! the conversation's default, launches in flight, and removal of them all
+//! when the server stops.
+//!
+//! An id is `sbx-` and 16 random hex digits, drawn by this process; it is
+//! never a container name, so a caller cannot reach a sandbox this process
+//! did not launch (another server's id, or any container's name, is
+//! unknown here).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use odek_core::approval::ApprovalError;
+use odek_core::config::ConfigInputs;
+use odek_core::launch::{new_launch_id, new_sandbox_name, LaunchProgress, Stage};
+use odek_core::{Error, Isolation, LaunchOptions, Odek, Plan, Sandbox};
+
+use crate::StderrReporter;
+
+/// Label carrying the MCP sandbox id on the container (for people reading
+/// `docker ps`; odek never trusts it).
+pub const MCP_ID_LABEL: &str = "dev.odek.mcp-id";
+
+/// How long shutdown waits for the answer to a create call in flight.
+const CREATE_SETTLE: Duration = Duration::from_secs(10);
+
+/// One launched sandbox and where it came from.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    pub(crate) sandbox: Arc<Sandbox>,
+    pub(crate) parent: Option<String>,
+}
+
+/// A refusal shown to the client as a tool error: the text names the cause
+/// and the fix.
+#[derive(Debug)]
+pub(crate) struct Refusal(pub(crate) String);
+
+impl From<Error> for Refusal {
+    fn from(e: Error) -> Refusal {
+        Refusal(format!(
+            "{e}\n(odek refused: failure class {}; nothing ran on the host and no container was left)",
+            e.class()
+        ))
+    }
+}
+
+impl Refusal {
+    /// An error of a command in a running sandbox (it may have partly run).
+    pub(crate) fn during_exec(e: Error) -> Refusal {
+        Refusal(format!("{e}\n(odek: failure class {})", e.class()))
+    }
+}
+
+/// The server's sandboxes.
+pub(crate) struct Sandboxes {
+    odek: Odek,
+    inputs: ConfigInputs,
+    table: Mutex<BTreeMap<String, Entry>>,
+    /// The id of the conversation's sandbox; the async lock is held while
+    /// it launches, so two first calls launch one sandbox.
+    default: tokio::sync::Mutex<Option<String>>,
+    /// Container name → progress of launches in flight.
+    launching: Mutex<BTreeMap<String, Arc<LaunchProgress>>>,
+    closed: AtomicBool,
+}
+
+fn new_id() -> String {
+    format!("sbx-{}", &new_launch_id()[..16])
+}
+
+impl Sandboxes {
+    /// Sandboxes launched with `odek` from `inputs` (whose sandbox mode the
+    /// caller has forced on).
+    pub(crate) fn new(odek: Odek, inputs: ConfigInputs) -> Sandboxes {
+        Sandboxes {
+            odek,
+            inputs,
+            table: Mutex::new(BTreeMap::new()),
+            default: tokio::sync::Mutex::new(None),
+            launching: Mutex::new(BTreeMap::new()),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The client.
+    pub(crate) fn odek(&self) -> &Odek {
+        &self.odek
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+        self.table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Resolves the plan for a new sandbox (SPEC §3–§5), fail-closed.
+    pub(crate) async fn resolve(&self) -> Result<Plan, Error> {
+        self.odek.resolve(&self.inputs, &StderrReporter).await
+    }
+
+    /// The sandbox with this id, or the default one (launched now if need
+    /// be). Errors: an unknown id; the default's launch refused.
+    pub(crate) async fn get(&self, id: Option<&str>) -> Result<(String, Arc<Sandbox>), Refusal> {
+        match id {
+            Some(id) => self
+                .table()
+                .get(id)
+                .map(|e| (id.to_string(), e.sandbox.clone()))
+                .ok_or_else(|| unknown(id)),
+            None => self.default_sandbox().await,
+        }
+    }
+
+    async fn default_sandbox(&self) -> Result<(String, Arc<Sandbox>), Refusal> {
+        let mut slot = self.default.lock().await;
+        if let Some(id) = slot.as_ref() {
+            if let Some(e) = self.table().get(id) {
+                return Ok((id.clone(), e.sandbox.clone()));
+            }
+        }
+        let plan = self.resolve().await?;
+        let (id, sandbox) = self.launch(&plan, None).await?;
+        *slot = Some(id.clone());
+        Ok((id, sandbox))
+    }
+
+    /// Resolves, approves and launches a new sandbox.
+    pub(crate) async fn up(&self) -> Result<(String, Arc<Sandbox>), Refusal> {
+        let plan = self.resolve().await?;
+        self.launch(&plan, None).await
+    }
+
+    /// Launches `plan` (approved by a standing approval when it needs one)
+    /// and records it under a new id. `parent` is `(id, container name)` of
+    /// the sandbox a narrowed plan came from.
+    pub(crate) async fn launch(
+        &self,
+        plan: &Plan,
+        parent: Option<(&str, &str)>,
+    ) -> Result<(String, Arc<Sandbox>), Refusal> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Refusal(
+                "the odek MCP server is shutting down; no sandbox is launched".into(),
+            ));
+        }
+        if plan.isolation != Isolation::Container {
+            // Never reached with the sandbox forced on; refuse rather than
+            // run anything on the host.
+            return Err(Refusal(
+                "odek mcp runs commands only in a sandbox, and this configuration has none; remove --no-sandbox/ODEK_SANDBOX=false and make the Docker daemon reachable".into(),
+            ));
+        }
+        let approval = match &plan.approval {
+            None => None,
+            Some(req) => match req.standing() {
+                Some(a) => Some(a),
+                None => {
+                    let e = Error::from(ApprovalError::NonInteractive {
+                        config: req.config.clone(),
+                        knobs: req.knobs.join(", "),
+                    });
+                    return Err(Refusal(format!(
+                        "{}\n(odek refused: failure class {}; the MCP server cannot ask at a terminal. Nothing was launched.)\n\n{}",
+                        e,
+                        e.class(),
+                        req.render_card()
+                    )));
+                }
+            },
+        };
+        let id = new_id();
+        let name = new_sandbox_name();
+        let progress = Arc::new(LaunchProgress::default());
+        let mut labels = BTreeMap::from([(MCP_ID_LABEL.to_string(), id.clone())]);
+        if let Some((_, pname)) = parent {
+            labels.insert(odek_core::labels::PARENT.to_string(), pname.to_string());
+        }
+        let opts = LaunchOptions {
+            detached: false,
+            name: Some(name.clone()),
+            labels,
+            approval,
+            progress: Some(progress.clone()),
+        };
+        self.launching
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.clone(), progress);
+        let launched = self.odek.launch(plan, &opts, &StderrReporter).await;
+        self.launching
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&name);
+        let sandbox = Arc::new(launched?);
+        if sandbox.container_id.is_none() {
+            return Err(Refusal(
+                "the sandbox image could not be used and odek mcp never falls back to the host; make the image available (docker pull/build) or pass --sandbox-image with a local image".into(),
+            ));
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            let _ = self.odek.destroy(&sandbox).await;
+            return Err(Refusal(
+                "the odek MCP server is shutting down; the sandbox was removed".into(),
+            ));
+        }
+        errln!("{} (MCP id {id})", sandbox.startup_line());
+        self.table().insert(
+            id.clone(),
+            Entry {
+                sandbox: sandbox.clone(),
+                parent: parent.map(|(p, _)| p.to_string()),
+            },
+        );
+        Ok((id, sandbox))
+    }
+
+    /// Removes one sandbox. Errors: an unknown id; Docker refusing.
+    pub(crate) async fn down(&self, id: &str) -> Result<(), Refusal> {
+        let entry = self.table().remove(id).ok_or_else(|| unknown(id))?;
+        if let Err(e) = self.odek.destroy(&entry.sandbox).await {
+            // Keep it listed so the caller can try again.
+            self.table().insert(id.to_string(), entry);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// `(id, entry, is_default)` of every sandbox.
+    pub(crate) async fn list(&self) -> Vec<(String, Entry, bool)> {
+        let default = self.default.try_lock().ok().and_then(|d| d.clone());
+        self.table()
+            .iter()
+            .map(|(id, e)| (id.clone(), e.clone(), default.as_deref() == Some(id)))
+            .collect()
+    }
+
+    /// Removes every sandbox this server launched, including launches in
+    /// flight (by name and launch ID), and refuses new ones. Returns what
+    /// could not be removed, as lines for stderr.
+    pub(crate) async fn shutdown(&self) -> Vec<String> {
+        self.closed.store(true, Ordering::SeqCst);
+        // Concurrently: a client that closes stdin may SIGKILL the server a
+        // couple of seconds later.
+        let mut tasks = tokio::task::JoinSet::new();
+        let inflight: Vec<(String, Arc<LaunchProgress>)> = self
+            .launching
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(n, p)| (n.clone(), p.clone()))
+            .collect();
+        for (name, p) in inflight {
+            let wait = match p.get() {
+                Stage::Preparing => continue,
+                Stage::Creating => CREATE_SETTLE,
+                Stage::Created => Duration::ZERO,
+            };
+            let odek = self.odek.clone();
+            tasks.spawn(async move {
+                match odek.reap_named(&name, p.launch_id(), wait).await {
+                    odek_core::registry::Reaped::Failed(why) => Some(format!(
+                        "could not remove sandbox {name} ({why}); `odek sandbox gc` removes it once the daemon answers"
+                    )),
+                    _ => None,
+                }
+            });
+        }
+        let all: Vec<Entry> = std::mem::take(&mut *self.table()).into_values().collect();
+        for e in all {
+            let odek = self.odek.clone();
+            tasks.spawn(async move {
+                odek.destroy(&e.sandbox).await.err().map(|err| {
+                    format!(
+                        "could not remove sandbox {} ({err}); `odek sandbox gc` removes it once the daemon answers",
+                        e.sandbox.name
+                    )
+                })
+            });
+        }
+        let mut problems = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            match r {
+                Ok(Some(p)) => problems.push(p),
+                Ok(None) => {}
+                Err(e) => problems.push(format!(
+                    "a removal task failed ({e}); `odek sandbox gc` removes what is left"
+                )),
+            }
+        }
+        problems
+    }
+}
+
+fn unknown(id: &str) -> Refusal {
+    Refusal(format!(
+        "no sandbox with id {} was launched by this odek MCP server; ids are those sandbox_up, sandbox_narrow or sandbox_list returned in this session (a container name, or another server's id, is not accepted); call sandbox_list to see them, or omit sandbox_id to use this conversation's sandbox",
+        odek_core::config::quote(id)
+    ))
+}

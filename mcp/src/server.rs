@@ -1,0 +1,392 @@
+//! The MCP server: tools over [`Sandboxes`], the environment block as
+//! `instructions`, the short variant in the `exec` tool's description.
+
+use std::sync::Arc;
+
+use odek_core::describe::{render_prompt, render_tool};
+use odek_core::exec::timeout_from_secs;
+use odek_core::narrow::NarrowRequest;
+use odek_core::{Command, ExecRequest, Odek};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, Json, RoleServer, ServerHandler};
+
+use crate::capture::Capture;
+use crate::planned;
+use crate::sandboxes::{Refusal, Sandboxes};
+use crate::tools::{
+    DescribeResult, DownArgs, DownResult, ExecArgs, ExecResult, ListResult, NarrowArgs,
+    SandboxInfo, SandboxRef, UpArgs, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_OUTPUT_BYTES,
+};
+
+/// How to use the tools, before the environment block.
+const USAGE: &str = "This server runs commands for you in an odek sandbox: a Docker container that reaches the developer's Docker Compose services by name, never the host. \
+Use the `exec` tool to run commands (`command` is run by /bin/sh -c in /workspace). \
+Every tool takes an optional `sandbox_id`; without one it uses this conversation's sandbox, launched on the first `exec` or `describe`. \
+`sandbox_up` launches another sandbox and returns its id, `sandbox_narrow` a sub-agent's sandbox limited to part of a parent's networks, `sandbox_down` removes one, `sandbox_list` lists them. \
+A refusal (Docker unreachable, a network missing, settings needing approval) is a tool error that says what to fix; nothing then runs anywhere.";
+
+/// The odek MCP server (one per client connection).
+#[derive(Clone)]
+pub struct OdekMcp {
+    sandboxes: Arc<Sandboxes>,
+    instructions: String,
+    tool_router: ToolRouter<OdekMcp>,
+}
+
+impl std::fmt::Debug for OdekMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OdekMcp").finish_non_exhaustive()
+    }
+}
+
+fn refusal(r: Refusal) -> String {
+    r.0
+}
+
+fn info(id: &str, e: &crate::sandboxes::Entry, default: bool) -> SandboxInfo {
+    SandboxInfo {
+        sandbox_id: id.to_string(),
+        container: e.sandbox.name.clone(),
+        default,
+        parent_id: e.parent.clone(),
+        startup_line: e.sandbox.startup_line(),
+    }
+}
+
+// Every tool returns `Result<Json<T>, String>` (written out: the macro reads
+// the output schema from that spelling): structured content, or a tool
+// error whose text names the cause and the fix.
+#[tool_router]
+impl OdekMcp {
+    /// A server launching sandboxes from `inputs` (sandbox mode forced on by
+    /// the caller; see [`crate::serve_stdio`]). Resolves the plan once to
+    /// tell the agent what the sandbox will have; a resolution that fails
+    /// is described in the instructions and reported again by every tool.
+    pub async fn new(odek: Odek, inputs: odek_core::config::ConfigInputs) -> OdekMcp {
+        let sandboxes = Arc::new(Sandboxes::new(odek, inputs));
+        let (block, tool_text) = match sandboxes.resolve().await {
+            Ok(plan) => {
+                let env = planned::environment(sandboxes.odek(), &plan).await;
+                (
+                    format!(
+                        "The sandbox is not running yet; this is what it WILL have when it starts (`describe` gives the live view):\n\n{}",
+                        render_prompt(&env)
+                    ),
+                    render_tool(&env),
+                )
+            }
+            Err(e) => {
+                let why = Refusal::from(e).0;
+                (
+                    format!("## Execution environment\n\nThe sandbox cannot be set up right now, so no command can run: {why}\nEvery tool call tries again and reports the cause."),
+                    "Runs a command in an odek Docker sandbox (currently refused: call it to see why).".to_string(),
+                )
+            }
+        };
+        let mut tool_router = Self::tool_router();
+        if let Some(route) = tool_router.map.get_mut("exec") {
+            route.attr.description = Some(
+                format!(
+                    "{tool_text}\nArguments: `command` (run by /bin/sh -c) or `argv`; optional `env`, `timeout_secs` (default {DEFAULT_TIMEOUT_SECS}), `sandbox_id` (default: this conversation's sandbox, launched on first use)."
+                )
+                .into(),
+            );
+        }
+        OdekMcp {
+            sandboxes,
+            instructions: format!("{USAGE}\n\n{block}"),
+            tool_router,
+        }
+    }
+
+    /// The `instructions` sent at initialize.
+    pub fn instructions(&self) -> &str {
+        &self.instructions
+    }
+
+    /// Removes every sandbox this server launched; returns lines saying
+    /// what could not be removed.
+    pub async fn shutdown(&self) -> Vec<String> {
+        self.sandboxes.shutdown().await
+    }
+
+    #[tool(
+        name = "exec",
+        description = "Runs a command in an odek Docker sandbox."
+    )]
+    async fn exec(
+        &self,
+        Parameters(args): Parameters<ExecArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<ExecResult>, String> {
+        let req = exec_request(&args)?;
+        let (id, sandbox) = self
+            .sandboxes
+            .get(args.sandbox_id.as_deref())
+            .await
+            .map_err(refusal)?;
+        let capture = Capture::new(MAX_OUTPUT_BYTES);
+        let sink = |k, b: &[u8]| capture.write(k, b);
+        let outcome = self
+            .sandboxes
+            .odek()
+            .exec_until(&sandbox, &req, &sink, ctx.ct.cancelled())
+            .await
+            .map_err(|e| refusal(Refusal::during_exec(e)))?;
+        if outcome.cancelled {
+            return Err(format!(
+                "the client cancelled the command; it was {}",
+                if outcome.killed {
+                    "killed"
+                } else {
+                    "signalled but its end could not be confirmed"
+                }
+            ));
+        }
+        let (stdout, stdout_truncated, stderr, stderr_truncated) = capture.finish();
+        Ok(Json(ExecResult {
+            sandbox_id: id,
+            exit_code: outcome.exit_code,
+            stdout,
+            stderr,
+            stdout_truncated,
+            stderr_truncated,
+            timed_out: outcome.timed_out,
+            killed: outcome.killed,
+        }))
+    }
+
+    #[tool(
+        name = "describe",
+        description = "Describes a sandbox as it is now (SPEC §9): `prompt` is the Execution environment block (network mode, internet, the services reachable by name inside an untrusted-content wrapper), `tool_description` its short variant, `environment` the structured data. Launches the conversation's sandbox when it is not running yet."
+    )]
+    async fn describe(
+        &self,
+        Parameters(args): Parameters<SandboxRef>,
+    ) -> Result<Json<DescribeResult>, String> {
+        let (id, sandbox) = self
+            .sandboxes
+            .get(args.sandbox_id.as_deref())
+            .await
+            .map_err(refusal)?;
+        let env = self
+            .sandboxes
+            .odek()
+            .describe(&sandbox)
+            .await
+            .map_err(|e| refusal(e.into()))?;
+        let environment = serde_json::to_value(&env)
+            .map_err(|e| format!("cannot encode the environment as JSON: {e}"))?;
+        Ok(Json(DescribeResult {
+            sandbox_id: id,
+            prompt: render_prompt(&env),
+            tool_description: render_tool(&env),
+            environment,
+        }))
+    }
+
+    #[tool(
+        name = "sandbox_up",
+        description = "Launches another sandbox with the server's settings and returns its id (pass it as `sandbox_id`). It is removed by sandbox_down or when the server stops."
+    )]
+    async fn sandbox_up(
+        &self,
+        Parameters(_args): Parameters<UpArgs>,
+    ) -> Result<Json<SandboxInfo>, String> {
+        let (id, sandbox) = self.sandboxes.up().await.map_err(refusal)?;
+        Ok(Json(SandboxInfo {
+            sandbox_id: id,
+            container: sandbox.name.clone(),
+            default: false,
+            parent_id: None,
+            startup_line: sandbox.startup_line(),
+        }))
+    }
+
+    #[tool(
+        name = "sandbox_down",
+        description = "Removes a sandbox this server launched (its container and everything running in it)."
+    )]
+    async fn sandbox_down(
+        &self,
+        Parameters(args): Parameters<DownArgs>,
+    ) -> Result<Json<DownResult>, String> {
+        self.sandboxes
+            .down(&args.sandbox_id)
+            .await
+            .map_err(refusal)?;
+        Ok(Json(DownResult {
+            sandbox_id: args.sandbox_id,
+            removed: true,
+        }))
+    }
+
+    #[tool(
+        name = "sandbox_list",
+        description = "Lists the sandboxes this server launched and has not removed."
+    )]
+    async fn sandbox_list(&self) -> Result<Json<ListResult>, String> {
+        let sandboxes = self
+            .sandboxes
+            .list()
+            .await
+            .iter()
+            .map(|(id, e, d)| info(id, e, *d))
+            .collect();
+        Ok(Json(ListResult { sandboxes }))
+    }
+
+    #[tool(
+        name = "sandbox_narrow",
+        description = "Launches a sub-agent's sandbox narrowed from a parent's resolved settings (SPEC §8): only a subset of the parent's networks (`networks` by name, or `compose_project`), `network_mode` none from bridge, lower `pids_limit`/`memory`/`cpus`, `readonly` on. Anything wider is refused. Returns the new sandbox's id."
+    )]
+    async fn sandbox_narrow(
+        &self,
+        Parameters(args): Parameters<NarrowArgs>,
+    ) -> Result<Json<SandboxInfo>, String> {
+        let network_mode = match args.network_mode.as_deref() {
+            None => None,
+            Some(v) => Some(
+                odek_core::config::parse_network_mode("network_mode", v)
+                    .map_err(|e| refusal(odek_core::Error::from(e).into()))?,
+            ),
+        };
+        let req = NarrowRequest {
+            schema: None,
+            networks: args.networks,
+            compose_project: args.compose_project,
+            network_mode,
+            pids_limit: args.pids_limit,
+            memory: args.memory,
+            cpus: args.cpus,
+            readonly: args.readonly,
+            image: None,
+        };
+        let (parent_id, parent) = self
+            .sandboxes
+            .get(args.sandbox_id.as_deref())
+            .await
+            .map_err(refusal)?;
+        let plan = odek_core::narrow::narrow(&parent.plan, &req)
+            .map_err(|e| refusal(odek_core::Error::from(e).into()))?;
+        let (id, sandbox) = self
+            .sandboxes
+            .launch(&plan, Some((&parent_id, &parent.name)))
+            .await
+            .map_err(refusal)?;
+        Ok(Json(SandboxInfo {
+            sandbox_id: id,
+            container: sandbox.name.clone(),
+            default: false,
+            parent_id: Some(parent_id),
+            startup_line: sandbox.startup_line(),
+        }))
+    }
+}
+
+/// The core's request from the tool's arguments, checked before any
+/// sandbox is launched.
+fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
+    let command = match (&args.command, &args.argv) {
+        (Some(c), None) => Command::Shell(c.clone()),
+        (None, Some(a)) => Command::Argv(a.clone()),
+        (Some(_), Some(_)) => {
+            return Err("exec takes either `command` (a shell string) or `argv` (a list), not both; pass one of them".into())
+        }
+        (None, None) => {
+            return Err("exec needs a command: pass `command` (run by /bin/sh -c), e.g. {\"command\": \"ls -la\"}, or `argv`, e.g. {\"argv\": [\"ls\", \"-la\"]}".into())
+        }
+    };
+    let env: Vec<(String, String)> = args
+        .env
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let size: usize = match &command {
+        Command::Shell(s) => s.len(),
+        Command::Argv(a) => a.iter().map(|x| x.len() + 1).sum(),
+    } + env
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum::<usize>();
+    if size > MAX_COMMAND_BYTES {
+        return Err(format!(
+            "the command and its env are {size} bytes; exec accepts at most {MAX_COMMAND_BYTES} (the kernel limits one argument to 128 KiB): write the script or data to a file under /workspace and run that instead"
+        ));
+    }
+    let secs = args.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    let timeout = timeout_from_secs(secs).ok_or_else(|| {
+        format!("timeout_secs must be a positive number of seconds below 1000000000 (got {secs})")
+    })?;
+    let req = ExecRequest {
+        command,
+        env,
+        timeout: Some(timeout),
+        workdir: None,
+    };
+    req.check().map_err(|e| refusal(e.into()))?;
+    Ok(req)
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for OdekMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("odek", odek_core::VERSION))
+            .with_instructions(self.instructions.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_request_needs_exactly_one_command() {
+        assert!(exec_request(&ExecArgs::default())
+            .expect_err("refused")
+            .contains("needs a command"));
+        let both = ExecArgs {
+            command: Some("true".into()),
+            argv: Some(vec!["true".into()]),
+            ..Default::default()
+        };
+        assert!(exec_request(&both)
+            .expect_err("refused")
+            .contains("not both"));
+    }
+
+    #[test]
+    fn exec_request_refuses_huge_commands_and_bad_timeouts() {
+        let huge = ExecArgs {
+            command: Some("x".repeat(MAX_COMMAND_BYTES + 1)),
+            ..Default::default()
+        };
+        assert!(exec_request(&huge)
+            .expect_err("refused")
+            .contains("at most"));
+        let neg = ExecArgs {
+            command: Some("true".into()),
+            timeout_secs: Some(-1.0),
+            ..Default::default()
+        };
+        assert!(exec_request(&neg)
+            .expect_err("refused")
+            .contains("timeout_secs"));
+    }
+
+    #[test]
+    fn exec_request_defaults_the_timeout() {
+        let r = exec_request(&ExecArgs {
+            argv: Some(vec!["true".into()]),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(r.timeout, timeout_from_secs(DEFAULT_TIMEOUT_SECS));
+        assert_eq!(r.command, Command::Argv(vec!["true".into()]));
+    }
+}

@@ -1,0 +1,170 @@
+//! Arguments and results of the MCP tools (docs/MCP.md lists them). The
+//! JSON Schemas clients see are derived from these types, so the names and
+//! shapes here are the stable contract: add optional fields, never rename.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Default timeout of `exec` when the caller gives none, in seconds.
+pub const DEFAULT_TIMEOUT_SECS: f64 = 300.0;
+
+/// Most bytes of a command (argv plus env) `exec` accepts: a single
+/// argument may not exceed 128 KiB on Linux anyway, and a bigger script
+/// belongs in a file under `/workspace`.
+pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
+
+/// Bytes of each output stream returned: the first half and the last half
+/// of this are kept, the middle is cut (and the `*_truncated` flag set).
+pub const MAX_OUTPUT_BYTES: usize = 128 * 1024;
+
+/// `exec` arguments.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecArgs {
+    /// A shell command line, run by `/bin/sh -c` in `/workspace`. Give
+    /// either `command` or `argv`.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// The program and its arguments, run without a shell. Give either
+    /// `command` or `argv`.
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
+    /// Extra environment variables for this command only.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Kill the command (and its children) after this many seconds;
+    /// default 300. The result then says `timed_out`.
+    #[serde(default)]
+    pub timeout_secs: Option<f64>,
+    /// The sandbox to run in (an id from `sandbox_up`, `sandbox_narrow` or
+    /// `sandbox_list`); default: this conversation's sandbox, launched on
+    /// first use.
+    #[serde(default)]
+    pub sandbox_id: Option<String>,
+}
+
+/// `exec` result.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct ExecResult {
+    /// The sandbox the command ran in.
+    pub sandbox_id: String,
+    /// The command's exit code (124 after a timeout).
+    pub exit_code: i64,
+    /// Standard output (UTF-8, invalid bytes replaced).
+    pub stdout: String,
+    /// Standard error (UTF-8, invalid bytes replaced).
+    pub stderr: String,
+    /// True when the middle of stdout was cut (more than 128 KiB).
+    pub stdout_truncated: bool,
+    /// True when the middle of stderr was cut (more than 128 KiB).
+    pub stderr_truncated: bool,
+    /// True when the timeout elapsed before the command ended.
+    pub timed_out: bool,
+    /// After a timeout: true when odek killed the command and saw none of
+    /// its processes left; false when the kill could not be confirmed
+    /// (stderr says why) or the command ended by itself.
+    pub killed: bool,
+}
+
+/// Arguments naming one sandbox, default the conversation's.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxRef {
+    /// The sandbox (an id this server returned); default: this
+    /// conversation's sandbox, launched on first use.
+    #[serde(default)]
+    pub sandbox_id: Option<String>,
+}
+
+/// `describe` result.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct DescribeResult {
+    /// The sandbox described.
+    pub sandbox_id: String,
+    /// The "Execution environment" block for a system prompt (SPEC §9.1);
+    /// the service names sit inside an `<untrusted_content_…>` wrapper.
+    pub prompt: String,
+    /// The short variant for a shell tool's description (SPEC §9.2).
+    pub tool_description: String,
+    /// The structured environment (`odek.environment/1`, see docs/MCP.md).
+    pub environment: serde_json::Value,
+}
+
+/// `sandbox_up` arguments (none yet; the server's sandbox flags apply).
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpArgs {}
+
+/// A sandbox this server launched.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct SandboxInfo {
+    /// The id to pass as `sandbox_id`. Known only to this server process.
+    pub sandbox_id: String,
+    /// The container's name (for `docker`/`odek sandbox ls`; tools do not
+    /// accept it as an id).
+    pub container: String,
+    /// True for the conversation's default sandbox.
+    pub default: bool,
+    /// The sandbox it was narrowed from (`sandbox_narrow`).
+    pub parent_id: Option<String>,
+    /// What was applied: `odek: sandbox network=… pids=… image=… networks=…`.
+    pub startup_line: String,
+}
+
+/// `sandbox_down` arguments.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DownArgs {
+    /// The sandbox to remove (the default one too: the next `exec` without
+    /// an id then launches a fresh one).
+    pub sandbox_id: String,
+}
+
+/// `sandbox_down` result.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct DownResult {
+    /// The sandbox removed.
+    pub sandbox_id: String,
+    /// Always true (a failure is a tool error).
+    pub removed: bool,
+}
+
+/// `sandbox_list` result.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct ListResult {
+    /// Every sandbox this server launched and has not removed.
+    pub sandboxes: Vec<SandboxInfo>,
+}
+
+/// `sandbox_narrow` arguments (SPEC §8): every field may only narrow the
+/// parent's resolved settings; unset inherits.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NarrowArgs {
+    /// The parent sandbox; default: this conversation's sandbox.
+    #[serde(default)]
+    pub sandbox_id: Option<String>,
+    /// A subset of the parent's networks, by name or full ID.
+    #[serde(default)]
+    pub networks: Option<Vec<String>>,
+    /// Only the parent's networks of this Compose project.
+    #[serde(default)]
+    pub compose_project: Option<String>,
+    /// `none` (from `bridge`); never `bridge` from `none`.
+    #[serde(default)]
+    pub network_mode: Option<String>,
+    /// A lower or equal process limit.
+    #[serde(default)]
+    pub pids_limit: Option<i64>,
+    /// A lower or equal memory limit, e.g. `256m`.
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// A lower or equal CPU limit, e.g. `0.5`.
+    #[serde(default)]
+    pub cpus: Option<String>,
+    /// `true` mounts `/workspace` read-only (it may only go on).
+    #[serde(default)]
+    pub readonly: Option<bool>,
+}

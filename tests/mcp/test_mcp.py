@@ -1,0 +1,463 @@
+"""End-to-end tests of `odek mcp` (issue 13) against the real Docker daemon.
+
+The client is the official MCP Python SDK (`mcp` from PyPI) driving
+`target/debug/odek mcp` over stdio; a few protocol-abuse and signal cases
+write raw JSON-RPC lines instead, because a well-behaved SDK cannot send
+them. The Compose fixture (redis on default+backend, postgres on the
+internal backend network only) must be up as project $ODEK_MCP_PROJECT
+(default `odekmcp`): tests/mcp/run-tests.sh starts and stops it.
+
+Every server runs in a fresh project directory with its own $ODEK_HOME, so
+"no container left" is checked by the `dev.odek.workdir` label, and the
+tests only ever remove containers they created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+
+REPO = Path(__file__).resolve().parents[2]
+ODEK = Path(os.environ.get("ODEK_BIN", REPO / "target" / "debug" / "odek"))
+PROJECT = os.environ.get("ODEK_MCP_PROJECT", "odekmcp")
+IMAGE = os.environ.get("ODEK_MCP_IMAGE", "odek-test/base:1")
+WRAPPER = re.compile(r'<untrusted_content_([0-9a-f]{16,}) source="docker">(.*?)</untrusted_content_\1>', re.S)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def docker(*args: str) -> str:
+    return subprocess.run(["docker", *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def containers_for(workdir: Path) -> list[str]:
+    """IDs of odek containers (any state) whose /workspace is `workdir`."""
+    out = docker("ps", "-aq", "--filter", "label=dev.odek.sandbox=true", "--filter", f"label=dev.odek.workdir={workdir}")
+    return out.split()
+
+
+def wait_gone(workdir: Path, limit: float = 20.0) -> list[str]:
+    deadline = time.monotonic() + limit
+    while (left := containers_for(workdir)) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return left
+
+
+class Project:
+    """A scratch project directory and $ODEK_HOME for one server."""
+
+    def __init__(self, tmp_path: Path):
+        self.dir = (tmp_path / "project").resolve()
+        self.dir.mkdir()
+        self.home = (tmp_path / "odek-home").resolve()
+        self.home.mkdir()
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ODEK_")}
+        env["ODEK_HOME"] = str(self.home)
+        env.update(extra)
+        return env
+
+    def args(self, *extra: str, compose: bool = True) -> list[str]:
+        a = ["mcp", "--sandbox-image", IMAGE]
+        if compose:
+            a += ["--sandbox-compose", PROJECT]
+        return a + list(extra)
+
+
+@pytest.fixture
+def project(tmp_path: Path):
+    p = Project(tmp_path)
+    yield p
+    # Only what this test created: containers mounting its project directory.
+    left = containers_for(p.dir)
+    if left:
+        subprocess.run(["docker", "rm", "-f", *left], capture_output=True)
+
+
+@asynccontextmanager
+async def session(p: Project, *extra: str, compose: bool = True, env: dict[str, str] | None = None):
+    params = StdioServerParameters(command=str(ODEK), args=p.args(*extra, compose=compose), env=env or p.env(), cwd=str(p.dir))
+    async with stdio_client(params, errlog=sys.stderr) as (read, write):
+        async with ClientSession(read, write) as s:
+            init = await s.initialize()
+            yield s, init
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def call(s: ClientSession, tool: str, **args):
+    return await s.call_tool(tool, args)
+
+
+def text_of(result) -> str:
+    return "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+async def ok(s: ClientSession, tool: str, **args) -> dict:
+    r = await call(s, tool, **args)
+    assert not r.is_error, f"{tool} {args} failed: {text_of(r)}"
+    return r.structured_content
+
+
+async def refused(s: ClientSession, tool: str, **args) -> str:
+    r = await call(s, tool, **args)
+    assert r.is_error, f"{tool} {args} unexpectedly succeeded: {r.structured_content}"
+    return text_of(r)
+
+
+# ------------------------------------------------------------------ cases
+
+
+def test_tools_and_instructions(project):
+    async def go():
+        async with session(project) as (s, init):
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            assert set(tools) == {"exec", "describe", "sandbox_up", "sandbox_down", "sandbox_list", "sandbox_narrow"}
+            for t in tools.values():
+                assert t.input_schema["type"] == "object"
+            assert set(tools["exec"].input_schema["properties"]) >= {"command", "argv", "env", "timeout_secs", "sandbox_id"}
+            assert "timed_out" in tools["exec"].output_schema["properties"]
+            ins = init.instructions
+            print("\n--- instructions ---\n" + ins)
+            assert "attached networks only" in ins
+            assert "internet" in ins
+            m = WRAPPER.search(ins)
+            assert m, ins
+            assert "redis" in m.group(2) and "postgres" in m.group(2)
+            desc = tools["exec"].description
+            m = WRAPPER.search(desc)
+            assert m and "redis" in m.group(2) and "postgres" in m.group(2), desc
+            # Lazy: nothing launched by initialize or list_tools.
+            assert containers_for(project.dir) == []
+            assert (await ok(s, "sandbox_list"))["sandboxes"] == []
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_exec_reaches_services_by_name(project):
+    async def go():
+        async with session(project) as (s, _):
+            r = await ok(s, "exec", command="redis-cli -h redis ping")
+            print("\n--- exec redis-cli -h redis ping ---\n" + json.dumps(r))
+            assert r["exit_code"] == 0 and r["stdout"].strip() == "PONG"
+            r = await ok(s, "exec", argv=["pg_isready", "-h", "postgres", "-t", "5"])
+            assert r["exit_code"] == 0, r
+            assert "accepting connections" in r["stdout"]
+            r = await ok(s, "exec", command='echo "$GREETING"; exit 3', env={"GREETING": "hi"})
+            assert (r["exit_code"], r["stdout"]) == (3, "hi\n")
+            d = await ok(s, "describe")
+            assert d["sandbox_id"] == r["sandbox_id"]
+            m = WRAPPER.search(d["prompt"])
+            assert m and "redis" in m.group(2) and "postgres" in m.group(2)
+            assert d["environment"]["network"] == "attached"
+            listed = (await ok(s, "sandbox_list"))["sandboxes"]
+            assert [x["default"] for x in listed] == [True]
+            assert len(containers_for(project.dir)) == 1
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_timeout_kills_the_command(project):
+    async def go():
+        async with session(project, compose=False) as (s, _):
+            t0 = time.monotonic()
+            r = await ok(s, "exec", command="echo started; sleep 60", timeout_secs=2)
+            took = time.monotonic() - t0
+            assert r["timed_out"] and r["killed"], r
+            assert r["exit_code"] == 124
+            assert r["stdout"] == "started\n"
+            assert took < 30, took
+            ps = await ok(s, "exec", command="ps -eo args | grep -c '[s]leep 60' || true")
+            assert ps["stdout"].strip() == "0", ps
+
+    run(go())
+
+
+def test_two_explicit_sandboxes(project):
+    async def go():
+        async with session(project) as (s, _):
+            a, b = await asyncio.gather(ok(s, "sandbox_up"), ok(s, "sandbox_up"))
+            assert a["sandbox_id"] != b["sandbox_id"] and a["container"] != b["container"]
+            ha = await ok(s, "exec", command="hostname; redis-cli -h redis ping", sandbox_id=a["sandbox_id"])
+            hb = await ok(s, "exec", command="hostname; redis-cli -h redis ping", sandbox_id=b["sandbox_id"])
+            assert ha["stdout"].endswith("PONG\n") and hb["stdout"].endswith("PONG\n")
+            assert ha["stdout"] != hb["stdout"]
+            ids = {x["sandbox_id"] for x in (await ok(s, "sandbox_list"))["sandboxes"]}
+            assert ids == {a["sandbox_id"], b["sandbox_id"]}
+            assert len(containers_for(project.dir)) == 2
+            await ok(s, "sandbox_down", sandbox_id=a["sandbox_id"])
+            assert len(containers_for(project.dir)) == 1
+            err = await refused(s, "exec", command="true", sandbox_id=a["sandbox_id"])
+            assert "no sandbox with id" in err
+            await ok(s, "exec", command="true", sandbox_id=b["sandbox_id"])
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_narrow_to_one_network(project):
+    """The fixture's redis is on default+backend and postgres on backend only,
+    so a child narrowed to the default network reaches redis but not
+    postgres; the parent reaching postgres is the positive control."""
+
+    async def go():
+        async with session(project) as (s, _):
+            parent = await ok(s, "exec", command="pg_isready -h postgres -t 5 && redis-cli -h redis ping")
+            assert parent["exit_code"] == 0 and "PONG" in parent["stdout"], parent
+            child = await ok(s, "sandbox_narrow", sandbox_id=parent["sandbox_id"], networks=[f"{PROJECT}_default"], pids_limit=128)
+            assert child["parent_id"] == parent["sandbox_id"]
+            assert f"networks={PROJECT}_default" in child["startup_line"]
+            cid = child["sandbox_id"]
+            r = await ok(s, "exec", command="redis-cli -h redis ping", sandbox_id=cid)
+            assert r["stdout"].strip() == "PONG"
+            r = await ok(s, "exec", command="getent hosts postgres; pg_isready -h postgres -t 3", sandbox_id=cid)
+            assert r["exit_code"] != 0, r
+            d = await ok(s, "describe", sandbox_id=cid)
+            assert "postgres" not in WRAPPER.search(d["prompt"]).group(2)
+            # Wider than the parent: refused, nothing launched.
+            err = await refused(s, "sandbox_narrow", sandbox_id=cid, networks=[f"{PROJECT}_backend"])
+            assert "not one of the parent's" in err
+            err = await refused(s, "sandbox_narrow", sandbox_id=cid, pids_limit=100000)
+            assert "only" in err
+            assert len(containers_for(project.dir)) == 2
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+REFUSALS = {
+    "missing network": (["--sandbox-networks", "nosuchnet"], False, {}, "nosuchnet"),
+    "compose project not running": (["--sandbox-compose", "odekmcpnotrunning"], False, {}, "not running"),
+    "daemon unreachable": ([], True, {"DOCKER_HOST": "unix:///nonexistent.sock"}, "nonexistent.sock"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_refusals_are_tool_errors(project, case):
+    extra, compose, env, needle = REFUSALS[case]
+    marker = project.dir / "ran-on-host"
+
+    async def go():
+        async with session(project, *extra, compose=compose, env=project.env(**env)) as (s, init):
+            assert "cannot be set up" in init.instructions
+            err = await refused(s, "exec", command=f"touch {marker}")
+            print(f"\n--- refusal ({case}) ---\n{err}")
+            assert needle in err
+            assert "failure class" in err
+            # The server keeps serving: the next calls are answered.
+            assert (await ok(s, "sandbox_list"))["sandboxes"] == []
+            assert needle in await refused(s, "sandbox_up")
+            assert needle in await refused(s, "describe")
+
+    run(go())
+    assert not marker.exists(), "a command ran on the host"
+    assert containers_for(project.dir) == []
+
+
+def test_project_settings_need_approval(project):
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+
+    async def go():
+        async with session(project, compose=False) as (s, _):
+            err = await refused(s, "exec", command="redis-cli -h redis ping")
+            print("\n--- refusal (approval) ---\n" + err)
+            assert "needs operator approval" in err
+            assert "ODEK_APPROVE_PROJECT_SANDBOX=1" in err
+            assert f"{PROJECT}_backend" in err  # the card lists the networks
+            assert (await ok(s, "sandbox_list"))["sandboxes"] == []
+        assert containers_for(project.dir) == []
+        # Positive control: the operator's explicit approval lets it run.
+        async with session(project, compose=False, env=project.env(ODEK_APPROVE_PROJECT_SANDBOX="1")) as (s, _):
+            r = await ok(s, "exec", command="redis-cli -h redis ping")
+            assert r["stdout"].strip() == "PONG"
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_unknown_and_foreign_ids(project, tmp_path):
+    (tmp_path / "other").mkdir()
+    other = Project(tmp_path / "other")
+
+    async def go():
+        async with session(project) as (a, _):
+            up = await ok(a, "sandbox_up")
+            async with session(other) as (b, _):
+                for bad in (up["sandbox_id"], up["container"], "sbx-0000000000000000", "../etc"):
+                    for tool in ("exec", "describe", "sandbox_down", "sandbox_narrow"):
+                        args = {"command": "true"} if tool == "exec" else {}
+                        err = await refused(b, tool, sandbox_id=bad, **args)
+                        assert "no sandbox with id" in err
+                assert containers_for(other.dir) == []
+            # The first server's sandbox is untouched and still works.
+            r = await ok(a, "exec", command="echo alive", sandbox_id=up["sandbox_id"])
+            assert r["stdout"] == "alive\n"
+            err = await refused(a, "exec", command="true", sandbox_id=up["container"])
+            assert "no sandbox with id" in err
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_bad_requests_get_error_responses(project):
+    async def go():
+        async with session(project, compose=False) as (s, _):
+            with pytest.raises(MCPError):
+                await s.call_tool("no_such_tool", {})
+            # Wrong argument types: a tool error the model can correct
+            # (the SDK's choice, as the 2025-11-25 revision recommends).
+            assert "invalid type" in await refused(s, "exec", command=5)
+            assert "invalid type" in await refused(s, "exec", command="true", timeout_secs="soon")
+            assert "missing field" in await refused(s, "sandbox_down")
+            assert "unknown field" in await refused(s, "exec", command="true", cwd="/")
+            err = await refused(s, "exec", command="x" * (10 * 1024 * 1024))
+            assert "at most" in err
+            err = await refused(s, "exec", command="true", argv=["true"])
+            assert "not both" in err
+            assert containers_for(project.dir) == []
+            # Still serving.
+            r = await ok(s, "exec", command="echo fine")
+            assert r["stdout"] == "fine\n"
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+# ------------------------------------------------- raw JSON-RPC over stdio
+
+
+class Raw:
+    """`odek mcp` driven by hand-written JSON-RPC lines."""
+
+    def __init__(self, p: Project, *extra: str, compose: bool = False):
+        self.proc = subprocess.Popen(
+            [str(ODEK), *p.args(*extra, compose=compose)],
+            cwd=p.dir,
+            env=p.env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=sys.stderr,
+        )
+        self.next_id = 100
+
+    def send(self, obj_or_line) -> None:
+        line = obj_or_line if isinstance(obj_or_line, (bytes, str)) else json.dumps(obj_or_line)
+        if isinstance(line, str):
+            line = line.encode()
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def recv(self) -> dict:
+        line = self.proc.stdout.readline()
+        assert line, "the server closed stdout"
+        return json.loads(line)
+
+    def request(self, method: str, params: dict | None = None) -> dict:
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+        while True:
+            r = self.recv()
+            if r.get("id") == self.next_id:
+                return r
+
+    def initialize(self) -> dict:
+        r = self.request(
+            "initialize",
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+        )
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return r
+
+
+def test_malformed_json_rpc(project):
+    raw = Raw(project)
+    try:
+        assert "result" in raw.initialize()
+        # Not JSON at all: ignored by the SDK (no id to answer; see docs/MCP.md),
+        # and the next request is answered.
+        raw.send(b"{this is not json")
+        assert "result" in raw.request("ping")
+        # JSON, but not a JSON-RPC message: an Invalid Request error response.
+        raw.send({"jsonrpc": "2.0", "id": 7, "method": 5})
+        r = raw.recv()
+        assert r["error"]["code"] == -32600, r
+        # Unknown method.
+        assert "error" in raw.request("no/such/method", {})
+        # 10 MiB of arguments to an unknown tool: an error response.
+        r = raw.request("tools/call", {"name": "nope", "arguments": {"blob": "y" * (10 * 1024 * 1024)}})
+        assert "error" in r
+        assert "result" in raw.request("ping")
+        assert raw.proc.poll() is None
+    finally:
+        raw.proc.stdin.close()
+        assert raw.proc.wait(timeout=30) == 0
+    assert containers_for(project.dir) == []
+
+
+def launch_two(raw: Raw) -> list[str]:
+    raw.initialize()
+    a = raw.request("tools/call", {"name": "exec", "arguments": {"command": "true"}})
+    b = raw.request("tools/call", {"name": "sandbox_up", "arguments": {}})
+    assert not a["result"]["isError"] and not b["result"]["isError"], (a, b)
+    return [a["result"]["structuredContent"]["sandbox_id"], b["result"]["structuredContent"]["sandbox_id"]]
+
+
+def test_client_disconnect_removes_sandboxes(project):
+    raw = Raw(project)
+    launch_two(raw)
+    assert len(containers_for(project.dir)) == 2
+    raw.proc.stdin.close()
+    assert raw.proc.wait(timeout=30) == 0
+    assert containers_for(project.dir) == []
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_removes_sandboxes(project, sig, code):
+    raw = Raw(project)
+    launch_two(raw)
+    assert len(containers_for(project.dir)) == 2
+    raw.proc.send_signal(sig)
+    assert raw.proc.wait(timeout=30) == code
+    assert containers_for(project.dir) == []
+
+
+def test_sigkill_leaves_owner_labels_for_gc(project):
+    """After SIGKILL nothing can clean up in-process: the sandboxes carry the
+    dead server as their owner, which is what `odek sandbox gc` reaps by. (gc
+    itself is not run here: it would also reap other people's stale
+    sandboxes on a shared daemon; tests/e2e covers gc.)"""
+    raw = Raw(project)
+    launch_two(raw)
+    pid = raw.proc.pid
+    raw.proc.kill()
+    raw.proc.wait(timeout=30)
+    left = containers_for(project.dir)
+    assert len(left) == 2
+    for c in left:
+        labels = json.loads(docker("inspect", "-f", "{{json .Config.Labels}}", c))
+        assert labels["dev.odek.owner-pid"] == str(pid)
+        assert "dev.odek.detached" not in labels or labels["dev.odek.detached"] != "true"
+    ls = json.loads(subprocess.run([str(ODEK), "sandbox", "ls", "--json"], capture_output=True, text=True, check=True).stdout)
+    mine = [x for x in ls if x.get("workdir") == str(project.dir)]
+    assert len(mine) == 2 and all(x.get("owner_gone") for x in mine), mine
+    # The fixture removes them (only ours, by project directory).
