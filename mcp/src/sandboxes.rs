@@ -65,6 +65,12 @@ pub(crate) struct Sandboxes {
     /// Container name → progress of launches in flight.
     launching: Mutex<BTreeMap<String, Arc<LaunchProgress>>>,
     closed: AtomicBool,
+    /// The approval key (and env-template binding) of the plan resolved when
+    /// the server started, if it needed approval: the only settings that
+    /// `ODEK_APPROVE_PROJECT_SANDBOX=1` approves in this server. The agent
+    /// can rewrite `./odek.json` through `exec`; a standing approval from
+    /// the environment must not approve what it wrote (SPEC §7).
+    pinned: Mutex<Option<(String, Option<String>)>>,
 }
 
 fn new_id() -> String {
@@ -82,7 +88,18 @@ impl Sandboxes {
             default: tokio::sync::Mutex::new(None),
             launching: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
+            pinned: Mutex::new(None),
         }
+    }
+
+    /// True when `key` (with `binding`) is the approval the server started
+    /// with ([`Sandboxes::pin`]).
+    fn is_pinned(&self, key: &str, binding: Option<&str>) -> bool {
+        self.pinned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|(k, b)| k == key && b.as_deref() == binding)
     }
 
     /// The client.
@@ -94,6 +111,18 @@ impl Sandboxes {
         self.table
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records the plan resolved at start-up: its approval request (if any)
+    /// is what `ODEK_APPROVE_PROJECT_SANDBOX=1` approves from now on.
+    pub(crate) fn pin(&self, plan: &Plan) {
+        if let Some(req) = &plan.approval {
+            *self
+                .pinned
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some((req.key.clone(), req.env_binding.clone()));
+        }
     }
 
     /// Resolves the plan for a new sandbox (SPEC §3–§5), fail-closed.
@@ -156,7 +185,25 @@ impl Sandboxes {
         let approval = match &plan.approval {
             None => None,
             Some(req) => match req.standing() {
-                Some(a) => Some(a),
+                Some(a)
+                    if a.via == "env" && !self.is_pinned(&req.key, req.env_binding.as_deref()) =>
+                {
+                    return Err(Refusal(format!(
+                        "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and ODEK_APPROVE_PROJECT_SANDBOX=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, review them and restart the server, or trust them with `odek run` in a terminal (answer t).\n\n{}",
+                        odek_core::approval::display_text(&req.config),
+                        req.knobs.join(", "),
+                        req.render_card()
+                    )));
+                }
+                Some(a) => {
+                    if a.via == "env" {
+                        errln!(
+                            "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
+                            odek_core::approval::display_text(&req.config)
+                        );
+                    }
+                    Some(a)
+                }
                 None => {
                     let e = Error::from(ApprovalError::NonInteractive {
                         config: req.config.clone(),

@@ -69,10 +69,21 @@ impl OdekMcp {
         let sandboxes = Arc::new(Sandboxes::new(odek, inputs));
         let (block, tool_text) = match sandboxes.resolve().await {
             Ok(plan) => {
+                sandboxes.pin(&plan);
                 let env = planned::environment(sandboxes.odek(), &plan).await;
+                // Settings that still need the operator's approval are not
+                // what the agent gets: say that first (SPEC §7).
+                let pending = match &plan.approval {
+                    Some(req) if req.standing().is_none() => format!(
+                        "NOT APPROVED YET: {} asks for sandbox settings ({}) that the operator has not approved, so every tool call is refused until they are (`odek run` in a terminal, answer `t`; or ODEK_APPROVE_PROJECT_SANDBOX=1 for this server). If approved, the sandbox will have:\n\n",
+                        req.config,
+                        req.knobs.join(", ")
+                    ),
+                    _ => String::new(),
+                };
                 (
                     format!(
-                        "The sandbox is not running yet; this is what it WILL have when it starts (`describe` gives the live view):\n\n{}",
+                        "{pending}The sandbox is not running yet; this is what it WILL have when it starts (`describe` gives the live view):\n\n{}",
                         render_prompt(&env)
                     ),
                     render_tool(&env),

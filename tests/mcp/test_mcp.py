@@ -275,7 +275,9 @@ def test_project_settings_need_approval(project):
     (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
 
     async def go():
-        async with session(project, compose=False) as (s, _):
+        async with session(project, compose=False) as (s, init):
+            # The agent is told the settings are not approved, not a working sandbox.
+            assert "NOT APPROVED YET" in init.instructions, init.instructions
             err = await refused(s, "exec", command="redis-cli -h redis ping")
             print("\n--- refusal (approval) ---\n" + err)
             assert "needs operator approval" in err
@@ -287,6 +289,18 @@ def test_project_settings_need_approval(project):
         async with session(project, compose=False, env=project.env(ODEK_APPROVE_PROJECT_SANDBOX="1")) as (s, _):
             r = await ok(s, "exec", command="redis-cli -h redis ping")
             assert r["stdout"].strip() == "PONG"
+            # The agent rewrites odek.json through exec to widen its next
+            # sandbox (a host variable in its env, the default bridge): the
+            # env switch approved only what the file asked for at start-up.
+            wide = json.dumps({"sandbox_compose_project": PROJECT, "sandbox_network": "bridge",
+                               "sandbox_env": {"LEAK": "${HOME}"}})
+            r = await ok(s, "exec", command=f"printf '%s' '{wide}' > /workspace/odek.json")
+            assert r["exit_code"] == 0, r
+            before = set(containers_for(project.dir))
+            err = await refused(s, "sandbox_up")
+            print("\n--- refusal (rewritten odek.json) ---\n" + err)
+            assert "when this MCP server started" in err, err
+            assert set(containers_for(project.dir)) == before, "a sandbox was launched from the rewritten file"
 
     run(go())
     assert wait_gone(project.dir) == []
