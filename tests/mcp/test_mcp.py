@@ -457,9 +457,8 @@ def test_signal_removes_sandboxes(project, sig, code):
 
 def test_sigkill_leaves_owner_labels_for_gc(project):
     """After SIGKILL nothing can clean up in-process: the sandboxes carry the
-    dead server as their owner, which is what `odek sandbox gc` reaps by. (gc
-    itself is not run here: it would also reap other people's stale
-    sandboxes on a shared daemon; tests/e2e covers gc.)"""
+    dead server as their owner (marked under the server's $ODEK_HOME key),
+    which is what `odek sandbox gc` reaps by."""
     raw = Raw(project)
     launch_two(raw)
     pid = raw.proc.pid
@@ -471,7 +470,13 @@ def test_sigkill_leaves_owner_labels_for_gc(project):
         labels = json.loads(docker("inspect", "-f", "{{json .Config.Labels}}", c))
         assert labels["dev.odek.owner-pid"] == str(pid)
         assert "dev.odek.detached" not in labels or labels["dev.odek.detached"] != "true"
-    ls = json.loads(subprocess.run([str(ODEK), "sandbox", "ls", "--json"], capture_output=True, text=True, check=True).stdout)
+    ls = json.loads(subprocess.run([str(ODEK), "sandbox", "ls", "--json"], capture_output=True, text=True, check=True, env=project.env()).stdout)
     mine = [x for x in ls if x.get("workdir") == str(project.dir)]
-    assert len(mine) == 2 and all(x.get("owner_gone") for x in mine), mine
+    assert len(mine) == 2 and all(x.get("owner_gone") and x.get("verified") for x in mine), mine
+    # gc under the server's own $ODEK_HOME reaps exactly these (it never
+    # touches sandboxes another $ODEK_HOME's key did not mark).
+    gc = subprocess.run([str(ODEK), "sandbox", "gc", "--json"], capture_output=True, text=True, env=project.env())
+    assert gc.returncode == 0, gc.stderr
+    assert sorted(json.loads(gc.stdout)) == sorted(x["name"] for x in mine), gc.stdout
+    assert containers_for(project.dir) == []
     # The fixture removes them (only ours, by project directory).
