@@ -27,6 +27,8 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
         Cmd::Approvals(ApprovalsCmd::Revoke { key, project }) => {
             approve::revoke(key.as_deref(), project.as_deref())
         }
+        Cmd::Completions { shell } => crate::shellgen::completions(*shell),
+        Cmd::Manpage { dir } => crate::shellgen::manpage(dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
