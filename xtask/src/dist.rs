@@ -410,6 +410,50 @@ fn go_example(prefix: &Path, tmp: &Path) -> Result<String, String> {
     Ok(line)
 }
 
+/// README's CLI recipes: `cargo install --locked --path cli` (reusing the
+/// release build through CARGO_TARGET_DIR) and the prefix's `bin/odek`,
+/// which runs a real sandbox against the Compose fixture.
+fn cli(prefix: &Path, tmp: &Path) -> R {
+    let cargo_root = tmp.join("cargo-root");
+    sh(cargo()
+        .args(["install", "--locked", "--quiet", "--path", "cli", "--root"])
+        .arg(&cargo_root)
+        .env("CARGO_TARGET_DIR", target_dir()))?;
+    sh(Command::new(cargo_root.join("bin/odek")).arg("--version"))?;
+    let work = tmp.join("cli-workdir");
+    io(&work, std::fs::create_dir_all(&work))?;
+    let out = output(
+        Command::new(prefix.join("bin/odek"))
+            .arg("-C")
+            .arg(&work)
+            .args(["run", "--sandbox-compose", "odeke2e", "--sandbox-image"])
+            .args(["odek-test/base:1", "--", "redis-cli", "-h", "redis", "ping"])
+            .current_dir(tmp),
+    )?;
+    if String::from_utf8_lossy(&out).trim() != "PONG" {
+        return Err(format!(
+            "{}/bin/odek run: expected PONG, got {:?}",
+            prefix.display(),
+            String::from_utf8_lossy(&out)
+        ));
+    }
+    for f in [
+        "share/man/man1/odek.1",
+        "share/bash-completion/completions/odek",
+        "share/zsh/site-functions/_odek",
+        "share/fish/vendor_completions.d/odek.fish",
+        "lib/pkgconfig/odek.pc",
+        "lib/pkgconfig/odek-static.pc",
+        "include/odek.h",
+        "lib/libodek.a",
+    ] {
+        if !prefix.join(f).is_file() {
+            return Err(format!("{} lacks {f}", prefix.display()));
+        }
+    }
+    Ok(())
+}
+
 /// A fresh temporary directory outside the checkout.
 fn temp_outside() -> Result<PathBuf, String> {
     let base = std::env::temp_dir();
@@ -443,6 +487,9 @@ pub(crate) fn package() -> R {
             .find(|p| p.extension().is_some_and(|x| x == "whl"))
             .ok_or("no wheel in the prefix")?;
         let mut times = vec![("dist (release build, wheel)", t_dist)];
+        let t = Instant::now();
+        cli(&prefix, &tmp)?;
+        times.push(("CLI: cargo install, prefix odek run", t.elapsed()));
         let t = Instant::now();
         check_wheel(&wheel, &prefix, &tmp)?;
         python_wheel(&wheel, &tmp)?;
