@@ -300,6 +300,10 @@ fn python_wheel(wheel: &Path, tmp: &Path) -> R {
          assert (pkg / 'py.typed').is_file()\n\
          print('odek', odek.version(), 'from', lib)",
     ]))?;
+    // Typed (py.typed): the installed package passes mypy --strict.
+    sh(python_env(Command::new(&py), tmp)
+        .args(["-m", "pip", "install", "--quiet", "mypy"]))?;
+    sh(python_env(Command::new(&py), tmp).args(["-m", "mypy", "--strict", "-p", "odek"]))?;
     let tests = tmp.join("pytests");
     copy_tree(&root().join("bindings/python/tests"), &tests)?;
     sh(python_env(Command::new(&py), tmp)
