@@ -267,11 +267,15 @@ fn check_wheel(wheel: &Path, prefix: &Path, tmp: &Path) -> R {
     Ok(())
 }
 
-fn python_env(cmd: &mut Command, dir: &Path) -> &mut Command {
+/// `py` run in `dir` with neither ODEK_LIB nor PYTHONPATH: the installed
+/// package must stand on its own.
+fn python_env(py: &Path, dir: &Path) -> Command {
+    let mut cmd = Command::new(py);
     cmd.current_dir(dir)
         .env_remove("ODEK_LIB")
         .env_remove("PYTHONPATH")
-        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_TARGET_DIR");
+    cmd
 }
 
 /// The binding's tests that run against the installed wheel: everything but
@@ -285,12 +289,12 @@ fn python_wheel(wheel: &Path, tmp: &Path) -> R {
     let venv = tmp.join("venv");
     sh(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
     let py = venv.join("bin/python");
-    sh(python_env(Command::new(&py), tmp)
+    sh(python_env(&py, tmp)
         .args(["-m", "pip", "install", "--quiet"])
         .arg(wheel)
         .arg("pytest>=7"))?;
     // The installed package loads its own library (ODEK_LIB is unset).
-    sh(python_env(Command::new(&py), tmp).args([
+    sh(python_env(&py, tmp).args([
         "-c",
         "import odek, pathlib, sys\n\
          pkg = pathlib.Path(odek.__file__).resolve().parent\n\
@@ -301,12 +305,11 @@ fn python_wheel(wheel: &Path, tmp: &Path) -> R {
          print('odek', odek.version(), 'from', lib)",
     ]))?;
     // Typed (py.typed): the installed package passes mypy --strict.
-    sh(python_env(Command::new(&py), tmp)
-        .args(["-m", "pip", "install", "--quiet", "mypy"]))?;
-    sh(python_env(Command::new(&py), tmp).args(["-m", "mypy", "--strict", "-p", "odek"]))?;
+    sh(python_env(&py, tmp).args(["-m", "pip", "install", "--quiet", "mypy"]))?;
+    sh(python_env(&py, tmp).args(["-m", "mypy", "--strict", "-p", "odek"]))?;
     let tests = tmp.join("pytests");
     copy_tree(&root().join("bindings/python/tests"), &tests)?;
-    sh(python_env(Command::new(&py), tmp)
+    sh(python_env(&py, tmp)
         .args([
             "-m",
             "pytest",
@@ -327,10 +330,10 @@ fn python_source_install(tmp: &Path) -> R {
     let venv = tmp.join("venv-src");
     sh(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
     let py = venv.join("bin/python");
-    sh(python_env(Command::new(&py), &root())
+    sh(python_env(&py, &root())
         .args(["-m", "pip", "install", "--quiet", "./bindings/python"])
         .env("CARGO_TARGET_DIR", target_dir()))?;
-    sh(python_env(Command::new(&py), tmp).args([
+    sh(python_env(&py, tmp).args([
         "-c",
         "import asyncio, os, tempfile, odek\n\
          d = os.path.realpath(tempfile.mkdtemp())\n\
