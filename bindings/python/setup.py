@@ -19,6 +19,7 @@ and cargo is not run.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -81,13 +82,29 @@ else:
             return os.path.join(os.path.dirname(path), LIB)
 
     cmdclass["build_rust"] = BuildRust
+
+    def crate_types(manifest: Path) -> str:
+        """ffi/Cargo.toml's ``crate-type`` list, comma-joined."""
+        m = re.search(r"^crate-type\s*=\s*\[([^\]]*)\]", manifest.read_text(), re.M)
+        if m is None:
+            raise RuntimeError(f"{manifest}: no crate-type list")
+        return ",".join(re.findall(r'"([^"]+)"', m.group(1)))
+
+    MANIFEST = "../../ffi/Cargo.toml"
     rust_extensions = [
         RustExtension(
             "odek.libodek",
-            path="../../ffi/Cargo.toml",
+            path=MANIFEST,
             binding=Binding.NoBinding,
             debug=False,  # always release, also for editable installs
             quiet=False,
+            # setuptools-rust runs `cargo rustc --crate-type cdylib`, a
+            # different unit from `cargo build -p odek-ffi --release`, so each
+            # build would redo odek-ffi (and its LTO link) and overwrite the
+            # other's libodek.so. Asking for the manifest's own crate types
+            # makes it the same unit: `cargo xtask dist` and the wheel share
+            # one release build (cargo reports it fresh).
+            args=["--crate-type", crate_types(HERE / MANIFEST)],
         )
     ]
 
