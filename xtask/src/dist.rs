@@ -1,6 +1,6 @@
 //! The release layout and its test, outside the checkout.
 //!
-//! - `cargo xtask dist [--prefix DIR] [--no-wheel]`: one release build of
+//! - `cargo xtask dist [--prefix DIR] [--no-wheel]`: release builds of
 //!   odek-cli and odek-ffi, installed as a prefix (default `target/dist`):
 //!   `bin/odek`, `lib/libodek.{so,a}`, `lib/pkgconfig/odek{,-static}.pc`
 //!   (relocatable: `${pcfiledir}`), `include/odek.h`, completions for bash,
@@ -157,7 +157,12 @@ fn wheel(out: &Path) -> Result<PathBuf, String> {
 /// `cargo xtask dist`.
 pub(crate) fn dist(prefix: &Path, with_wheel: bool) -> R {
     let t0 = Instant::now();
-    sh(cargo().args(["build", "--release", "-p", "odek-cli", "-p", "odek-ffi"]))?;
+    // Two invocations, not one: with both packages selected, cargo unifies
+    // their dependencies' features and odek-ffi becomes a different unit
+    // from the one `pip wheel ./bindings/python` builds alone — each would
+    // then rebuild (and overwrite) the other's libodek.so.
+    sh(cargo().args(["build", "--release", "-p", "odek-ffi"]))?;
+    sh(cargo().args(["build", "--release", "-p", "odek-cli"]))?;
     let rel = target_dir().join("release");
     copy(&rel.join("odek"), &prefix.join("bin/odek"), 0o755)?;
     copy(
