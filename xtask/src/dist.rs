@@ -287,8 +287,10 @@ fn python_env(py: &Path, dir: &Path) -> Command {
 /// the real-Docker tier, plus the real-Docker launch+exec flows (sync and
 /// async). Deselected: the source-tree fallback (not an installed layout)
 /// and the example runs (they run the checkout's example with its package).
-const WHEEL_TESTS: &str = "not docker or test_agent_flow or test_module_launch_with_default_client or test_async_real_docker";
-const WHEEL_TESTS_NOT: &str = "not test_development_fallback and not agent_loop_example";
+/// (`-k` matches names and markers: `docker` is the real-Docker marker.)
+const WHEEL_TESTS: &str =
+    "(not docker or test_agent_flow or test_module_launch_with_default_client \
+     or test_async_real_docker) and not test_development_fallback and not agent_loop_example";
 
 fn python_wheel(wheel: &Path, tmp: &Path) -> R {
     let venv = tmp.join("venv");
@@ -321,10 +323,11 @@ fn python_wheel(wheel: &Path, tmp: &Path) -> R {
             "-p",
             "no:cacheprovider",
             "-q",
-            "-m",
+            "-rA",
+            "-k",
             WHEEL_TESTS,
         ])
-        .args(["-k", WHEEL_TESTS_NOT, "--rootdir"])
+        .arg("--rootdir")
         .arg(&tests)
         .arg(&tests)
         .env("ODEK_TEST_REPO", root()))
