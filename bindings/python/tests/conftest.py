@@ -44,6 +44,14 @@ os.environ["ODEK_HOME"] = SESSION_HOME
 import odek  # noqa: E402  (after the environment is set)
 
 
+def pytest_configure(config):
+    # Also declared in pyproject.toml; registered here too for runs from a
+    # copy of these tests outside the checkout (cargo xtask package).
+    config.addinivalue_line(
+        "markers", "docker: needs a real Docker daemon (fails, never skips, when it is missing)"
+    )
+
+
 def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001
     shutil.rmtree(SESSION_HOME, ignore_errors=True)
 
