@@ -13,7 +13,8 @@
 //!   fresh venv (ODEK_LIB unset) running the binding's fake-engine, header,
 //!   async and real-Docker launch+exec tests, `pip install ./bindings/python`
 //!   in another venv, and the Go example built by pkg-config against the
-//!   prefix from a copy of the module, run against the Compose fixture.
+//!   prefix from a copy of the module (shared, and `-tags odek_static`), run
+//!   against the Compose fixture.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -421,6 +422,31 @@ fn go_example(prefix: &Path, tmp: &Path) -> Result<String, String> {
     eprint!("{out}");
     if !out.contains("PONG") {
         return Err("the Go example's output has no PONG".into());
+    }
+    // -tags odek_static: pkg-config odek-static links libodek.a in.
+    sh(&mut go(&[
+        "build",
+        "-tags",
+        "odek_static",
+        "-o",
+        "agentloop-static",
+        ".",
+    ]))?;
+    let bin = app.join("agentloop-static");
+    let dynamic = output(Command::new("readelf").arg("-d").arg(&bin))?;
+    if String::from_utf8_lossy(&dynamic).contains("libodek") {
+        return Err("the -tags odek_static build still needs libodek.so".into());
+    }
+    let out = output(
+        Command::new(&bin)
+            .arg("-project")
+            .arg("odeke2e")
+            .arg("-workdir")
+            .arg(&work)
+            .current_dir(tmp),
+    )?;
+    if !String::from_utf8_lossy(&out).contains("PONG") {
+        return Err("the static Go example's output has no PONG".into());
     }
     Ok(line)
 }
