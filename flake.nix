@@ -21,6 +21,13 @@
         libodek = pkgs.callPackage ./nix/libodek.nix { };
         odek-python = pkgs.callPackage ./nix/python.nix { inherit libodek; };
         odek-go = pkgs.callPackage ./nix/go.nix { inherit libodek; };
+        # The release layout of `cargo xtask dist` (bin, lib, include,
+        # pkgconfig, completions, man pages, share/odek/go) in one prefix;
+        # the Python package is odek-python (no wheel file).
+        dist = pkgs.buildEnv {
+          name = "odek-dist-${import ./nix/version.nix}";
+          paths = [ odek libodek odek-go ];
+        };
       });
 
       apps = forAllSystems (pkgs:

@@ -107,7 +107,7 @@ expect() {
 $out"
   [[ $(tail -n 1 <<<"$out") == true ]] || die "evaluating $output returned: $out"
 }
-expect packages default odek libodek odek-python odek-go
+expect packages default odek libodek odek-python odek-go dist
 expect apps default odek
 expect devShells default
 expect checks odek libodek odek-python odek-go clippy fmt supplychain

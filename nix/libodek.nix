@@ -1,6 +1,8 @@
 # packages.<system>.libodek: odek's C ABI (crate odek-ffi, library name
 # `odek`): lib/libodek.so (cdylib), lib/libodek.a (staticlib), the checked-in
-# include/odek.h and lib/pkgconfig/odek.pc.
+# include/odek.h and lib/pkgconfig/odek.pc + odek-static.pc — the lib/ and
+# include/ part of `cargo xtask dist`'s layout, with the same .pc files (made
+# from the same templates, ffi/odek.pc.in and ffi/odek-static.pc.in).
 { lib, rustPlatform }:
 let
   source = import ./source.nix;
@@ -28,8 +30,7 @@ rustPlatform.buildRustPackage {
 
   # cargoInstallHook copies the release directory's *.so / *.a into $out/lib;
   # copy them here too in case that hook's layout changes, then add the
-  # header and a pkg-config file (Libs.private: what Rust's std needs when
-  # linking libodek.a statically).
+  # header and the pkg-config files (relocatable: prefix=${pcfiledir}/../..).
   postInstall = ''
     mkdir -p $out/lib $out/include $out/lib/pkgconfig
     for f in libodek.so libodek.a; do
@@ -40,18 +41,9 @@ rustPlatform.buildRustPackage {
       fi
     done
     install -m644 ffi/include/odek.h $out/include/odek.h
-    cat > $out/lib/pkgconfig/odek.pc <<PC
-    prefix=$out
-    libdir=\''${prefix}/lib
-    includedir=\''${prefix}/include
-
-    Name: odek
-    Description: odek C ABI: Docker sandboxes for AI coding agents
-    Version: ${version}
-    Libs: -L\''${libdir} -lodek
-    Libs.private: -lpthread -ldl -lm -lrt -lutil
-    Cflags: -I\''${includedir}
-    PC
+    for pc in odek odek-static; do
+      substitute ffi/$pc.pc.in $out/lib/pkgconfig/$pc.pc --replace-fail @VERSION@ ${version}
+    done
   '';
 
   meta = {

@@ -1,6 +1,8 @@
 # packages.<system>.odek-python: the Python package `odek` (bindings/python,
-# ctypes over libodek). libodek.so is linked into the installed package
-# directory, where the package looks for it when ODEK_LIB is unset.
+# ctypes over libodek). setup.py normally builds libodek with cargo
+# (setuptools-rust); here ODEK_PREBUILT_LIBODEK hands it the libodek
+# derivation's library instead, which it bundles as odek/libodek.so — where
+# the package looks first — so libodek is built once, by ./libodek.nix.
 #
 # The build backend is read from bindings/python/pyproject.toml
 # ([build-system] requires); setuptools when the file does not exist yet.
@@ -36,9 +38,7 @@ python3Packages.buildPythonPackage {
   build-system = map packageOf requires;
   nativeCheckInputs = [ python3Packages.pytest ];
 
-  postInstall = ''
-    ln -s ${libodek}/lib/libodek.so $out/${python3Packages.python.sitePackages}/odek/libodek.so
-  '';
+  env.ODEK_PREBUILT_LIBODEK = "${libodek}/lib/libodek.so";
 
   preCheck = ''
     export ODEK_LIB=${libodek}/lib/libodek.so

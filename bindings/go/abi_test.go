@@ -10,10 +10,12 @@ import (
 	"testing"
 )
 
-// headerDefines parses the #define lines of ffi/include/odek.h.
+// headerDefines parses the #define lines of the module's include/odek.h
+// (the header cgo compiles against; identical to ffi/include/odek.h, see
+// TestModuleHeaderMatchesRepository).
 func headerDefines(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "ffi", "include", "odek.h"))
+	b, err := os.ReadFile(filepath.Join("include", "odek.h"))
 	if err != nil {
 		t.Fatalf("read the header: %v", err)
 	}
@@ -154,5 +156,27 @@ func TestErrorString(t *testing.T) {
 	var nilErr *Error
 	if errors.Is(e, nilErr) {
 		t.Error("nil *Error matched")
+	}
+}
+
+// The module carries its own copy of the header so it builds outside the
+// repository; inside it, the copy must equal ffi/include/odek.h byte for
+// byte (`cargo xtask header` writes both, `cargo xtask header-check` fails on
+// drift too). Outside the repository there is nothing to compare with.
+func TestModuleHeaderMatchesRepository(t *testing.T) {
+	repo := filepath.Join(repoRoot(t), "ffi", "include", "odek.h")
+	want, err := os.ReadFile(repo)
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skipf("not inside the odek repository (%s missing): nothing to compare", repo)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join("include", "odek.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("bindings/go/include/odek.h differs from ffi/include/odek.h: run `cargo xtask header`")
 	}
 }

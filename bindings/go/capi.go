@@ -16,7 +16,7 @@ package odek
 // free a handle while C is using it.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../ffi/include
+#cgo CFLAGS: -I${SRCDIR}/include
 #include <stdint.h>
 #include <stdlib.h>
 #include "odek.h"

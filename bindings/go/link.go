@@ -1,20 +1,23 @@
-//go:build !odek_static && !odek_pkgconfig
+//go:build !odek_static
 
 package odek
 
-// Default linking: the shared library libodek.so from the workspace's debug
-// build (`cargo build -p odek-ffi` → target/debug), found at run time through
-// an rpath, so `go test` and `go run` work without LD_LIBRARY_PATH.
+// Default linking: the shared library, with the flags from `pkg-config odek`.
+// The header is part of this module (include/odek.h, a copy of the
+// repository's ffi/include/odek.h that `cargo xtask header-check` and
+// TestModuleHeaderMatchesRepository keep identical), so only the library
+// comes from outside: point PKG_CONFIG_PATH at the lib/pkgconfig directory of
+// an installed prefix (`cargo xtask dist` makes one; the Nix package libodek
+// is one). The program then needs libodek.so at run time: add
+// CGO_LDFLAGS="-Wl,-rpath,$PREFIX/lib" when building, or set
+// LD_LIBRARY_PATH, or build with `-tags odek_static` (pkg-config odek-static:
+// libodek.a linked in, nothing needed at run time).
 //
-// Why the shared library by default: the debug libodek.a is ~230 MB and every
-// test binary (one per package, plus -race variants) would copy what it uses
-// of it; linking the .so takes a fraction of a second and keeps one copy.
-// Build with `-tags odek_static` to link libodek.a instead (a self-contained
-// binary), or `-tags odek_pkgconfig` to take the flags from `pkg-config odek`
-// (an installed or Nix-provided library). Extra flags can always be added
-// with CGO_CFLAGS / CGO_LDFLAGS; a -L given there is searched before this one.
+// Nothing here points into a Cargo target directory: bindings/go/run-tests.sh
+// writes a pkg-config file for the workspace's debug build and sets
+// PKG_CONFIG_PATH to it for the in-repository tests.
 
 /*
-#cgo LDFLAGS: -L${SRCDIR}/../../target/debug -Wl,-rpath,${SRCDIR}/../../target/debug -lodek
+#cgo pkg-config: odek
 */
 import "C"

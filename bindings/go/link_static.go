@@ -1,12 +1,13 @@
-//go:build odek_static && !odek_pkgconfig
+//go:build odek_static
 
 package odek
 
-// `-tags odek_static`: link the workspace's static library
-// target/debug/libodek.a into the binary (no libodek.so needed at run time).
-// Rust's std needs libm, libdl, libpthread and libgcc_s from the system.
+// `-tags odek_static`: link libodek.a into the binary, with the flags from
+// `pkg-config odek-static` (its Libs name the archive by path and add what
+// Rust's std needs from the system: libpthread, libdl, libm, librt,
+// libutil, libgcc_s). The resulting program needs no libodek.so.
 
 /*
-#cgo LDFLAGS: ${SRCDIR}/../../target/debug/libodek.a -lm -ldl -lpthread -lgcc_s -lrt -lutil
+#cgo pkg-config: odek-static
 */
 import "C"

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Test the Go binding: build libodek (cargo build -p odek-ffi, a no-op when it
-# is up to date), then `go vet ./...` and `go test -race -count=1 ./...` here.
+# is up to date), write a pkg-config file for that debug build
+# (target/go-pkgconfig/odek.pc, with an rpath, so the test binaries find
+# libodek.so) and put it first on PKG_CONFIG_PATH, then `go vet ./...` and
+# `go test -race -count=1 ./...` here. The package itself links by
+# `pkg-config odek` (link.go); nothing in it names a target directory.
 # The real-Docker tests need a daemon and FAIL without one (they never skip);
 # they build the test images and start the fixture Compose project themselves
 # (tests/images/build.sh, tests/fixtures/compose/up.sh odeke2e: idempotent).
@@ -13,8 +17,11 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+[[ $TARGET = /* ]] || TARGET=$ROOT/$TARGET
 
 command -v go >/dev/null 2>&1 || { echo "run-tests.sh: go not found (apt-get install golang-go)" >&2; exit 1; }
+command -v pkg-config >/dev/null 2>&1 || { echo "run-tests.sh: pkg-config not found (apt-get install pkg-config)" >&2; exit 1; }
 
 export GO111MODULE=on
 export CGO_ENABLED=1          # cgo, and -race, need it
@@ -31,7 +38,34 @@ if [[ ${ODEK_SKIP_CARGO_BUILD:-} != 1 ]]; then
   echo "==> cargo build -p odek-ffi" >&2
   (cd "$ROOT" && cargo build -p odek-ffi)
 fi
-[[ -f $ROOT/target/debug/libodek.so ]] || { echo "run-tests.sh: $ROOT/target/debug/libodek.so missing" >&2; exit 1; }
+LIBDIR=$TARGET/debug
+[[ -f $LIBDIR/libodek.so ]] || { echo "run-tests.sh: $LIBDIR/libodek.so missing" >&2; exit 1; }
+
+# pkg-config files for the debug build (the installed ones come from
+# `cargo xtask dist`): odek (shared, rpath to the build) and odek-static.
+PC=$TARGET/go-pkgconfig
+mkdir -p "$PC"
+cat >"$PC/odek.pc" <<PCF
+libdir=$LIBDIR
+includedir=$HERE/include
+
+Name: odek
+Description: odek C ABI (workspace debug build, for bindings/go/run-tests.sh)
+Version: 0
+Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lodek
+Cflags: -I\${includedir}
+PCF
+cat >"$PC/odek-static.pc" <<PCF
+libdir=$LIBDIR
+includedir=$HERE/include
+
+Name: odek-static
+Description: odek C ABI, static (workspace debug build, for bindings/go/run-tests.sh)
+Version: 0
+Libs: \${libdir}/libodek.a -lpthread -ldl -lm -lrt -lutil -lgcc_s
+Cflags: -I\${includedir}
+PCF
+export PKG_CONFIG_PATH=$PC${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 
 cd "$HERE"
 echo "==> go version: $(go version)" >&2

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs the Python binding's tests: builds libodek.so if needed, prepares a venv
-# under target/pyenv (pytest + this package, editable), points ODEK_LIB at the
-# library and runs pytest. Extra arguments go to pytest, e.g.
+# Runs the Python binding's tests against the source tree: builds libodek.so
+# (debug) if needed, prepares a venv under target/pyenv with pytest, puts this
+# directory on PYTHONPATH (the package is not installed: installing builds a
+# release wheel, which `cargo xtask package` tests separately), points
+# ODEK_LIB at the library and runs pytest. Extra arguments go to pytest, e.g.
 #   bindings/python/run-tests.sh -k fake        # a subset
 #   bindings/python/run-tests.sh -m "not docker" # deselect the real-Docker tier
 # The real-Docker tests need a daemon and FAIL (never skip) without one; they
@@ -32,11 +34,12 @@ if [[ ! -x $VENV/bin/python ]]; then
   "$PYTHON" -m venv "$VENV"
 fi
 if [[ ! -f $STAMP || $HERE/pyproject.toml -nt $STAMP ]]; then
-  log "pip install pytest + odek (editable)"
-  "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet "pytest>=7" -e "$HERE"
+  log "pip install pytest"
+  "$VENV/bin/python" -m pip uninstall --quiet --yes odek >/dev/null 2>&1 || true
+  "$VENV/bin/python" -m pip install --quiet "pytest>=7"
   touch "$STAMP"
 fi
+export PYTHONPATH=$HERE${PYTHONPATH:+:$PYTHONPATH}
 
 log "pytest (ODEK_LIB=$ODEK_LIB)"
 cd "$HERE"

@@ -34,6 +34,8 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
             approve::revoke(key.as_deref(), project.as_deref())
         }
         Cmd::Mcp(args) => return mcp(&cli, odek, args).await,
+        Cmd::Completions { shell } => crate::shellgen::completions(*shell),
+        Cmd::Manpage { dir } => crate::shellgen::manpage(dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -35,6 +35,7 @@ mod commands;
 mod docs_sync;
 mod flags;
 mod output;
+mod shellgen;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -79,6 +80,18 @@ pub(crate) enum Cmd {
     /// Trusted project settings (SPEC §7.3).
     #[command(subcommand)]
     Approvals(ApprovalsCmd),
+    /// Print a shell completion script (bash, zsh, fish) on stdout.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: shellgen::Shell,
+    },
+    /// Write the man pages (odek.1, odek-run.1, …) into DIR (for packagers).
+    #[command(hide = true)]
+    Manpage {
+        /// The directory (created when missing).
+        dir: PathBuf,
+    },
     /// Serve the sandbox as MCP tools over stdio for an AI agent (docs/MCP.md).
     Mcp(McpArgs),
 }

@@ -133,7 +133,7 @@ let
     , sourceRoot ? null
     , build-system ? [ ], dependencies ? [ ], nativeCheckInputs ? [ ]
     , checkPhase ? null, preCheck ? "", postInstall ? "", doCheck ? true
-    , pythonImportsCheck ? [ ]
+    , pythonImportsCheck ? [ ], env ? { }
     , passthru ? { }, meta ? { }
     }@args:
     let what = "python3Packages.buildPythonPackage (${toString pname})"; in
@@ -147,6 +147,7 @@ let
     assert need what (isOptStr checkPhase && all isString [ preCheck postInstall ] && isBool doCheck)
       "hooks must be strings, doCheck a boolean";
     assert need what (listOf isString pythonImportsCheck) "pythonImportsCheck must be a list of module names";
+    assert need what (attrsOf isEnvValue env) "env values must be strings, booleans, integers, paths or derivations";
     assert need what (isMeta meta) "meta has an unknown attribute or a wrong type";
     mk "python3.13-${pname}-${version}" (builtins.removeAttrs args [ "meta" "passthru" "pyproject" ])
     // passthru // { inherit pname version meta; };
@@ -154,6 +155,7 @@ let
   python3Packages = {
     inherit python buildPythonPackage;
     setuptools = pkg "python3.13-setuptools";
+    setuptools-rust = pkg "python3.13-setuptools-rust";
     wheel = pkg "python3.13-wheel";
     hatchling = pkg "python3.13-hatchling";
     flit-core = pkg "python3.13-flit-core";
@@ -343,6 +345,7 @@ let
     rustfmt = pkg "rustfmt";
     go = pkg "go";
     pkg-config = pkg "pkg-config-wrapper";
+    installShellFiles = pkg "install-shell-files";
     docker-client = pkg "docker-client";
     docker-compose = pkg "docker-compose";
     docker-distribution = pkg "docker-distribution";

@@ -13,10 +13,14 @@
 //! - `mcp`      `odek mcp` driven by the official MCP Python SDK (tests/mcp/run-tests.sh)
 //! - `go`       the Go binding's go vet + go test -race (bindings/go/run-tests.sh)
 //! - `c`        the C smoke test: NULL/UTF-8/JSON abuse, valgrind loop, real Docker
+//! - `dist`     the release layout: `cargo xtask dist [--prefix DIR] [--no-wheel]` (default target/dist)
+//! - `package`  dist, then the wheel and the Go example tested outside the checkout
 //! - `nix`      the offline flake check (parse, lock, stub evaluation, digest)
 //! - `test`     everything CI runs (README's test command)
 //! - `bench`    the performance benchmark against the real engine (not part of `test`)
 //! - `clean`    remove test containers, networks, images and the registry
+
+mod dist;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -62,6 +66,14 @@ const RECIPES: &[(&str, &str)] = &[
         "the C smoke test: NULL/UTF-8/JSON abuse, valgrind loop, real Docker",
     ),
     (
+        "dist",
+        "release layout [--prefix DIR] [--no-wheel]: bin, lib, include, pkgconfig, completions, man, wheel",
+    ),
+    (
+        "package",
+        "dist, then the wheel and the Go example tested outside the checkout",
+    ),
+    (
         "nix",
         "the offline flake check (parse, lock, stub evaluation, digest)",
     ),
@@ -86,6 +98,8 @@ const APT: &[(&str, &str)] = &[
     ("go", "golang-go"),
     ("valgrind", "valgrind"),
     ("gcc", "gcc"),
+    ("pkg-config", "pkg-config"),
+    ("objdump", "binutils"),
 ];
 
 type R = Result<(), String>;
@@ -244,30 +258,36 @@ fn generate_header() -> Result<String, String> {
 }
 
 const HEADER: &str = "ffi/include/odek.h";
+/// The Go module's copy of the header (it builds outside the checkout).
+const GO_HEADER: &str = "bindings/go/include/odek.h";
 
 fn header() -> R {
     let h = generate_header()?;
-    std::fs::write(root().join(HEADER), h).map_err(|e| format!("{HEADER}: {e}"))?;
-    eprintln!("xtask: wrote {HEADER}");
+    for path in [HEADER, GO_HEADER] {
+        std::fs::write(root().join(path), &h).map_err(|e| format!("{path}: {e}"))?;
+        eprintln!("xtask: wrote {path}");
+    }
     Ok(())
 }
 
 fn header_check() -> R {
     let fresh = generate_header()?;
-    let current = std::fs::read_to_string(root().join(HEADER)).unwrap_or_default();
-    if fresh == current {
-        eprintln!("xtask: {HEADER} is up to date");
-        Ok(())
-    } else {
-        let line = fresh
-            .lines()
-            .zip(current.lines())
-            .position(|(a, b)| a != b)
-            .map_or_else(|| "its length".to_string(), |i| format!("line {}", i + 1));
-        Err(format!(
-            "{HEADER} differs from the generated header (first difference at {line}); run `cargo xtask header` and commit it"
-        ))
+    for path in [HEADER, GO_HEADER] {
+        let current = std::fs::read_to_string(root().join(path)).unwrap_or_default();
+        if fresh == current {
+            eprintln!("xtask: {path} is up to date");
+        } else {
+            let line = fresh
+                .lines()
+                .zip(current.lines())
+                .position(|(a, b)| a != b)
+                .map_or_else(|| "its length".to_string(), |i| format!("line {}", i + 1));
+            return Err(format!(
+                "{path} differs from the generated header (first difference at {line}); run `cargo xtask header` and commit it"
+            ));
+        }
     }
+    Ok(())
 }
 
 fn lint() -> R {
@@ -336,7 +356,7 @@ fn nix() -> R {
 
 fn test() -> R {
     type Step = (&'static str, fn() -> R);
-    let steps: [Step; 10] = [
+    let steps: [Step; 11] = [
         ("setup", setup),
         ("header-check", header_check),
         ("lint", lint),
@@ -345,6 +365,7 @@ fn test() -> R {
         ("python", || script("bindings/python/run-tests.sh")),
         ("mcp", || script("tests/mcp/run-tests.sh")),
         ("go", || script("bindings/go/run-tests.sh")),
+        ("package", dist::package),
         ("c", || script("ffi/tests/c/run.sh")),
         ("nix", nix),
     ];
@@ -383,6 +404,8 @@ fn main() -> ExitCode {
         "mcp" => script("tests/mcp/run-tests.sh"),
         "go" => script("bindings/go/run-tests.sh"),
         "c" => script("ffi/tests/c/run.sh"),
+        "dist" => dist::dist_cmd(&std::env::args().skip(2).collect::<Vec<_>>()),
+        "package" => dist::package(),
         "nix" => nix(),
         "test" => test(),
         "bench" => {

@@ -16,6 +16,13 @@ config view and destroy (SPEC §10.1), over ``libodek.so`` through ctypes::
 
 Or in one call: ``with odek.launch(workdir=".", settings={...}) as sandbox: ...``.
 
+asyncio: :class:`AsyncClient`, :class:`AsyncSandbox` and :func:`launch_async`
+mirror the blocking API with coroutines (the blocking calls run in a thread
+pool; see :mod:`odek._async`)::
+
+    async with odek.launch_async(".", {"sandbox_compose_project": "myapp"}) as sandbox:
+        result = await sandbox.exec(["redis-cli", "-h", "redis", "ping"], timeout=30)
+
 A sandbox is required by default: an unreachable daemon or an image that
 cannot be pulled raises instead of falling back to the host. Pass
 ``allow_host_fallback=True`` for SPEC §6.3's implicit mode; a fallback then
@@ -26,13 +33,14 @@ Failures raise :class:`OdekError` subclasses by failure class (SPEC §6.3):
 :class:`DockerRejectedError`, :class:`ImageUnavailableError`,
 :class:`DaemonUnreachableError`.
 
-The library is found through ``ODEK_LIB`` (a path to ``libodek.so``), a
-``libodek.so`` inside this package, or the workspace's ``target/`` directory;
-see :mod:`odek._ffi`. It is loaded on first use and its ABI version checked.
+The library is the ``libodek.so`` bundled in this package (an installed
+wheel carries it); ``ODEK_LIB`` (a path to a ``libodek.so``) overrides it, and
+a source checkout falls back to its ``target/`` directory; see :mod:`odek._ffi`. It is loaded on first use and its ABI version checked.
 """
 
 from __future__ import annotations
 
+from ._async import AsyncClient, AsyncSandbox, launch_async
 from ._client import Client, HostFallbackWarning, Sandbox, launch, narrow
 from ._errors import (
     CODE_NAMES,
@@ -72,6 +80,9 @@ __all__ = [
     "Sandbox",
     "launch",
     "narrow",
+    "AsyncClient",
+    "AsyncSandbox",
+    "launch_async",
     "abi_version",
     "version",
     "library_path",

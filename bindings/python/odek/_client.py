@@ -11,7 +11,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 from . import _ffi
 from ._managed import Managed
 from ._results import Description, ExecResult, SandboxInfo
-from ._types import Approval, Plan
+from ._types import Approval, ApprovalRequest, Plan
 from ._view import ConfigView
 
 __all__ = ["Client", "Sandbox", "launch", "narrow"]
@@ -173,7 +173,7 @@ class Client(Managed[Any]):
         h = self._handle()
         return Plan(_ffi.call_str("odek_resolve", h, _dumps(req, "resolve request")))
 
-    def approval_request(self, plan: PlanLike):
+    def approval_request(self, plan: PlanLike) -> Optional[ApprovalRequest]:
         """What the operator must approve before ``plan`` launches, or ``None``.
 
         Same as :attr:`Plan.approval_request`. Does not block.

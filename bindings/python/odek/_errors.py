@@ -20,7 +20,7 @@ test checks it against the header.
 
 from __future__ import annotations
 
-from typing import Dict, Type
+from typing import Any, Dict, Tuple, Type
 
 #: ``ODEK_E_*`` name (without the prefix) -> code, exactly as in the header.
 CODES: Dict[str, int] = {
@@ -99,7 +99,7 @@ class OdekError(Exception):
             f"failure_class={self.failure_class!r}, message={self.message!r})"
         )
 
-    def __reduce__(self):  # picklable across processes
+    def __reduce__(self) -> Tuple[Any, ...]:  # picklable across processes
         return (type(self), (self.code, self.failure_class, self.message))
 
 

@@ -16,9 +16,11 @@ Type conventions (mirroring the header's ownership rules):
 * handles and error objects are pointers to opaque structures.
 
 The library is found (in this order) through the ``ODEK_LIB`` environment
-variable, a ``libodek.so`` inside this package, or — for development — the
-workspace's ``target/release`` or ``target/debug`` directory. It is loaded on
-first use, and its ``odek_abi_version()`` must equal :data:`ABI_VERSION`.
+variable (an override), the ``libodek.so`` bundled inside this package (an
+installed wheel always has one), or — only when this package is the source
+tree of an odek checkout, for development — that checkout's
+``target/release`` or ``target/debug`` directory. It is loaded on first use,
+and its ``odek_abi_version()`` must equal :data:`ABI_VERSION`.
 
 ctypes releases the GIL around every call into a ``CDLL``, so blocking calls
 (resolve, launch, exec, …) let other Python threads run.
@@ -111,20 +113,30 @@ def _package_dir() -> Path:
     return Path(__file__).resolve().parent
 
 
+def _checkout_root() -> Optional[Path]:
+    """The odek checkout this package's source lies in, or ``None`` (installed)."""
+    root = _package_dir().parent.parent.parent
+    if (root / "ffi" / "Cargo.toml").is_file() and (root / "bindings" / "python" / "odek").is_dir():
+        return root
+    return None
+
+
 def candidate_paths() -> List[Path]:
     """The places searched for the library, in order (``ODEK_LIB`` aside).
 
-    A ``libodek.so`` inside the package, then ``<workspace>/target/release``
-    and ``<workspace>/target/debug`` (the package sitting in
-    ``<workspace>/bindings/python/odek``), honouring ``CARGO_TARGET_DIR``.
+    The ``libodek.so`` inside the package; then, only when the package is
+    the source tree of an odek checkout (``<checkout>/bindings/python/odek``),
+    the checkout's ``target/release`` and ``target/debug``, honouring
+    ``CARGO_TARGET_DIR``.
     """
-    pkg = _package_dir()
-    paths = [pkg / LIB_NAME]
-    workspace = pkg.parent.parent.parent
+    paths = [_package_dir() / LIB_NAME]
+    root = _checkout_root()
+    if root is None:
+        return paths
     targets = []
     if os.environ.get("CARGO_TARGET_DIR"):
-        targets.append(Path(os.environ["CARGO_TARGET_DIR"]))
-    targets.append(workspace / "target")
+        targets.append(root / os.environ["CARGO_TARGET_DIR"])
+    targets.append(root / "target")
     for t in targets:
         for profile in ("release", "debug"):
             paths.append(t / profile / LIB_NAME)
@@ -142,20 +154,26 @@ def find_library() -> Path:
         p = Path(env)
         if not p.is_file():
             raise LibraryError(
-                f"ODEK_LIB={env!r} does not name a file: point ODEK_LIB at libodek.so "
-                "(`cargo build -p odek-ffi` builds target/debug/libodek.so), or unset it "
-                f"and put libodek.so into the package directory {str(_package_dir())!r}"
+                f"ODEK_LIB={env!r} does not name a file: point ODEK_LIB at a libodek.so, "
+                "or unset it to use the library bundled in the package directory "
+                f"{str(_package_dir())!r}"
             )
         return p
     tried = candidate_paths()
     for p in tried:
         if p.is_file():
             return p
+    if _checkout_root() is None:
+        raise LibraryError(
+            "cannot find libodek.so: this odek package has none in its package directory "
+            f"{str(_package_dir())!r} (an installed wheel always bundles it); reinstall "
+            "odek from a wheel (`pip install ./bindings/python` in an odek checkout builds "
+            "one), or set ODEK_LIB to the path of a libodek.so"
+        )
     raise LibraryError(
-        "cannot find libodek.so: set ODEK_LIB to its path "
-        "(e.g. ODEK_LIB=/path/to/target/debug/libodek.so after `cargo build -p odek-ffi`), "
-        f"or copy it into the package directory {str(_package_dir())!r}. Tried: "
-        + ", ".join(str(p) for p in tried)
+        "cannot find libodek.so: build it in this checkout (`cargo build -p odek-ffi`), "
+        "set ODEK_LIB to its path, or copy it into the package directory "
+        f"{str(_package_dir())!r}. Tried: " + ", ".join(str(p) for p in tried)
     )
 
 

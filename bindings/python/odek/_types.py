@@ -281,7 +281,7 @@ class Plan:
 
     json: str = field(repr=False)
     _data: Dict[str, Any] = field(init=False, repr=False, compare=False)
-    _approval: List[Any] = field(init=False, repr=False, compare=False)
+    _approval: List[Optional["ApprovalRequest"]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_data", _parse(self.json, "odek.plan", "plan"))

@@ -24,7 +24,10 @@ from typing import Callable, Iterator, List
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+# The odek checkout (fixtures, test images, header). The tests normally sit
+# in it; `cargo xtask package` copies them out and runs them against an
+# installed wheel, pointing ODEK_TEST_REPO back at the checkout.
+REPO = Path(os.environ.get("ODEK_TEST_REPO") or Path(__file__).resolve().parents[3])
 HEADER = REPO / "ffi" / "include" / "odek.h"
 BINDING = REPO / "bindings" / "python"
 IMAGE = "odek-test/base:1"
@@ -33,12 +36,20 @@ PROJECT = os.environ.get("ODEK_TEST_COMPOSE_PROJECT", "odeke2e")
 # Keep the caller's ODEK_* switches (ODEK_SANDBOX=false, ODEK_REQUIRE_SANDBOX…)
 # out of the tests; keep only how to find the library.
 for _k in list(os.environ):
-    if _k.startswith("ODEK_") and _k not in ("ODEK_LIB", "ODEK_TEST_COMPOSE_PROJECT"):
+    if _k.startswith("ODEK_") and _k not in ("ODEK_LIB", "ODEK_TEST_COMPOSE_PROJECT", "ODEK_TEST_REPO"):
         del os.environ[_k]
 SESSION_HOME = tempfile.mkdtemp(prefix="odek-pytest-home-")
 os.environ["ODEK_HOME"] = SESSION_HOME
 
 import odek  # noqa: E402  (after the environment is set)
+
+
+def pytest_configure(config):
+    # Also declared in pyproject.toml; registered here too for runs from a
+    # copy of these tests outside the checkout (cargo xtask package).
+    config.addinivalue_line(
+        "markers", "docker: needs a real Docker daemon (fails, never skips, when it is missing)"
+    )
 
 
 def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001

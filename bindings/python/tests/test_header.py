@@ -300,6 +300,8 @@ def test_not_found_anywhere_error_names_both_ways(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "ERR cannot find libodek.so" in r.stdout
     assert "ODEK_LIB" in r.stdout and "package directory" in r.stdout
+    # an installed package names no workspace path it could not have
+    assert "target" not in r.stdout and "Tried" not in r.stdout, r.stdout
 
 
 def test_library_inside_the_package_is_found(tmp_path):

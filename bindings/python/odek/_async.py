@@ -1,0 +1,332 @@
+"""The asyncio API: :class:`AsyncClient`, :class:`AsyncSandbox` and
+:func:`launch_async`, beside the blocking one.
+
+libodek's calls block (the C ABI has no futures, CONVENTIONS 11), so each
+coroutine here runs the blocking call in a thread pool — the event loop's
+default executor unless the client was given another — and awaits it; the
+event loop keeps running meanwhile (ctypes releases the GIL). The objects
+wrap a sync :class:`~odek.Client` / :class:`~odek.Sandbox` (``.sync``), so
+results, errors and lifetimes are those of the sync API::
+
+    async with odek.launch_async(".", {"sandbox_compose_project": "shop"}) as sandbox:
+        result = await sandbox.exec(["redis-cli", "-h", "redis", "ping"], timeout=30)
+    # leaving the block removed the container
+
+Cancellation: a blocking call cannot be interrupted. When the awaiting task
+is cancelled, ``CancelledError`` is raised at once and the call finishes in
+its thread; a sandbox that a cancelled :meth:`AsyncClient.launch` /
+:func:`launch_async` produces is removed there, so it never leaks. A
+cancelled :meth:`AsyncSandbox.exec` leaves the command running until it ends
+or the sandbox is closed (give ``timeout=`` to bound it).
+
+The default executor has ``min(32, cpu_count + 4)`` threads; calls beyond
+that wait for a free thread. Pass ``executor=`` to :class:`AsyncClient` (a
+:class:`concurrent.futures.ThreadPoolExecutor`) to run more at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import os
+from types import TracebackType
+from typing import (
+    Any,
+    Callable,
+    Generator,
+    Mapping,
+    Optional,
+    Sequence,
+    Type,
+    TypeVar,
+    Union,
+)
+
+from ._client import ApprovalLike, Client, PathLike, PlanLike, Sandbox, launch
+from ._results import Description, ExecResult, SandboxInfo
+from ._types import Approval, Plan
+from ._view import ConfigView
+
+__all__ = ["AsyncClient", "AsyncSandbox", "launch_async"]
+
+T = TypeVar("T")
+
+
+async def _run(executor: Optional[concurrent.futures.Executor], fn: Callable[..., T], *args: Any,
+               **kwargs: Any) -> T:
+    """Runs ``fn(*args, **kwargs)`` in ``executor`` (the loop's default when None)."""
+    loop = asyncio.get_running_loop()
+    ctx = contextvars.copy_context()
+    call = functools.partial(ctx.run, fn, *args, **kwargs)
+    return await loop.run_in_executor(executor, call)
+
+
+async def _run_owning(executor: Optional[concurrent.futures.Executor],
+                      fn: Callable[..., Sandbox], *args: Any, **kwargs: Any) -> Sandbox:
+    """Like :func:`_run` for a call that returns a sandbox: when the awaiting
+    task is cancelled, the sandbox the call still produces is closed in its
+    thread instead of being lost."""
+    loop = asyncio.get_running_loop()
+    ctx = contextvars.copy_context()
+    fut = loop.run_in_executor(executor, functools.partial(ctx.run, fn, *args, **kwargs))
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        def reap(f: "asyncio.Future[Sandbox]") -> None:
+            if f.cancelled() or f.exception() is not None:
+                return
+            sandbox = f.result()
+            # close() blocks (removes the container): not on the loop's thread.
+            try:
+                loop.run_in_executor(executor, sandbox.close)
+            except RuntimeError:  # the loop is closing: close here
+                sandbox.close()
+
+        fut.add_done_callback(reap)
+        raise
+
+
+class AsyncSandbox:
+    """A launched sandbox for asyncio code; wraps a :class:`~odek.Sandbox`.
+
+    Use ``async with`` (or ``await sandbox.close()``): leaving the block
+    removes the container, even when the block raises. Properties that need
+    no call (:attr:`name`, :attr:`info`, …) are plain attributes.
+    """
+
+    def __init__(self, sandbox: Sandbox, *, executor: Optional[concurrent.futures.Executor] = None
+                 ) -> None:
+        if not isinstance(sandbox, Sandbox):
+            raise TypeError("AsyncSandbox wraps an odek.Sandbox")
+        self._sync = sandbox
+        self._executor = executor
+
+    def __repr__(self) -> str:
+        return f"Async{self._sync!r}"
+
+    @property
+    def sync(self) -> Sandbox:
+        """The blocking :class:`~odek.Sandbox` this wraps (same handle)."""
+        return self._sync
+
+    @property
+    def info(self) -> SandboxInfo:
+        """As :attr:`odek.Sandbox.info`."""
+        return self._sync.info
+
+    @property
+    def name(self) -> str:
+        """The sandbox (container) name."""
+        return self._sync.name
+
+    @property
+    def container_id(self) -> Optional[str]:
+        """The container ID; ``None`` when commands run on the host."""
+        return self._sync.container_id
+
+    @property
+    def isolation(self) -> str:
+        """``"container"``, ``"fallback"`` or ``"off"``."""
+        return self._sync.isolation
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._sync.closed
+
+    async def describe(self) -> Description:
+        """As :meth:`odek.Sandbox.describe`, awaited."""
+        return await _run(self._executor, self._sync.describe)
+
+    async def exec(
+        self,
+        argv: Optional[Sequence[str]] = None,
+        *,
+        shell: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+        workdir: Optional[str] = None,
+    ) -> ExecResult:
+        """As :meth:`odek.Sandbox.exec`, awaited: runs a command and returns
+        its :class:`~odek.ExecResult` (a non-zero exit is not an exception).
+
+        Raises:
+            UsageError, DockerRejectedError, InvalidHandleError: as the sync call.
+        """
+        return await _run(self._executor, self._sync.exec, argv, shell=shell, env=env,
+                          timeout=timeout, workdir=workdir)
+
+    async def close(self) -> None:
+        """Removes the container and frees the handle; idempotent."""
+        if not self._sync.closed:
+            await _run(self._executor, self._sync.close)
+
+    destroy = close
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        # The sync __exit__ keeps the block's exception when closing fails too.
+        await _run(self._executor, self._sync.__exit__, exc_type, exc, tb)
+
+
+class AsyncClient:
+    """A :class:`~odek.Client` for asyncio code. Creating it makes no
+    connection (it does not block); every verb that may talk to Docker is a
+    coroutine.
+
+    Args:
+        docker_host, engine: as :class:`odek.Client`.
+        executor: where the blocking calls run; default the event loop's
+            default executor.
+        client: wrap this existing :class:`~odek.Client` instead of making
+            one (``docker_host``/``engine`` must then be unset); closing the
+            async client closes it.
+    """
+
+    def __init__(
+        self,
+        *,
+        docker_host: Optional[str] = None,
+        engine: Optional[str] = None,
+        executor: Optional[concurrent.futures.Executor] = None,
+        client: Optional[Client] = None,
+    ) -> None:
+        if client is not None:
+            if docker_host is not None or engine is not None:
+                raise TypeError("pass either client= or docker_host=/engine=, not both")
+            self._sync = client
+        else:
+            self._sync = Client(docker_host=docker_host, engine=engine)
+        self._executor = executor
+
+    def __repr__(self) -> str:
+        return f"Async{self._sync!r}"
+
+    @property
+    def sync(self) -> Client:
+        """The blocking :class:`~odek.Client` this wraps."""
+        return self._sync
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._sync.closed
+
+    async def resolve(
+        self,
+        workdir: PathLike,
+        settings: Optional[Mapping[str, Any]] = None,
+        *,
+        read_user_config: bool = True,
+        read_project_config: bool = True,
+        env: Optional[Mapping[str, str]] = None,
+        allow_host_fallback: bool = False,
+    ) -> Plan:
+        """As :meth:`odek.Client.resolve`, awaited."""
+        return await _run(self._executor, self._sync.resolve, workdir, settings,
+                          read_user_config=read_user_config,
+                          read_project_config=read_project_config, env=env,
+                          allow_host_fallback=allow_host_fallback)
+
+    async def approve(self, plan: PlanLike, decision: str = "once") -> Approval:
+        """As :meth:`odek.Client.approve`, awaited (``"trust"`` writes a file)."""
+        return await _run(self._executor, self._sync.approve, plan, decision)
+
+    async def launch(self, plan: PlanLike, approval: ApprovalLike = None) -> AsyncSandbox:
+        """As :meth:`odek.Client.launch`, awaited; a sandbox launched after the
+        awaiting task was cancelled is removed, not leaked."""
+        sandbox = await _run_owning(self._executor, self._sync.launch, plan, approval)
+        return AsyncSandbox(sandbox, executor=self._executor)
+
+    async def config_view(self, plan: PlanLike) -> ConfigView:
+        """As :meth:`odek.Client.config_view`, awaited."""
+        return await _run(self._executor, self._sync.config_view, plan)
+
+    async def close(self) -> None:
+        """Frees the client; idempotent. Sandboxes it launched stay usable."""
+        if not self._sync.closed:
+            await _run(self._executor, self._sync.close)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        await _run(self._executor, self._sync.__exit__, exc_type, exc, tb)
+
+
+class _Launching:
+    """What :func:`launch_async` returns: await it for an :class:`AsyncSandbox`,
+    or use it directly in ``async with`` (the sandbox is closed on exit)."""
+
+    def __init__(self, start: Callable[[], "asyncio.Future[AsyncSandbox]"]) -> None:
+        self._start = start
+        self._sandbox: Optional[AsyncSandbox] = None
+
+    def __await__(self) -> Generator[Any, None, AsyncSandbox]:
+        return self._start().__await__()
+
+    async def __aenter__(self) -> AsyncSandbox:
+        self._sandbox = await self._start()
+        return self._sandbox
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        sandbox, self._sandbox = self._sandbox, None
+        if sandbox is not None:
+            await sandbox.__aexit__(exc_type, exc, tb)
+
+
+def launch_async(
+    workdir: PathLike,
+    settings: Optional[Mapping[str, Any]] = None,
+    *,
+    approve: Optional[str] = None,
+    client: Union[AsyncClient, Client, None] = None,
+    read_user_config: bool = True,
+    read_project_config: bool = True,
+    env: Optional[Mapping[str, str]] = None,
+    allow_host_fallback: bool = False,
+    executor: Optional[concurrent.futures.Executor] = None,
+) -> _Launching:
+    """:func:`odek.launch` for asyncio: resolve, approve if asked, launch.
+
+    ::
+
+        async with odek.launch_async(".", {"sandbox_compose_project": "shop"}) as sandbox:
+            print((await sandbox.exec(["redis-cli", "-h", "redis", "ping"])).stdout)
+
+        sandbox = await odek.launch_async(".")    # or own it: await sandbox.close()
+
+    Arguments are those of :func:`odek.launch`; ``client`` may be an
+    :class:`AsyncClient` or a :class:`~odek.Client` (default: a temporary
+    client). ``executor``: where the blocking calls run (default: the
+    client's, else the loop's default executor).
+
+    Raises:
+        OdekError: as :func:`odek.launch`, when awaited.
+    """
+    if approve not in (None, "once", "trust"):
+        raise ValueError(f'approve must be None, "once" or "trust" (got {approve!r})')
+    sync_client: Optional[Client]
+    if isinstance(client, AsyncClient):
+        sync_client = client.sync
+        executor = executor if executor is not None else client._executor
+    else:
+        sync_client = client
+    path = os.fspath(workdir)
+
+    async def start() -> AsyncSandbox:
+        sandbox = await _run_owning(
+            executor, launch, path, settings, approve=approve, client=sync_client,
+            read_user_config=read_user_config, read_project_config=read_project_config,
+            env=env, allow_host_fallback=allow_host_fallback,
+        )
+        return AsyncSandbox(sandbox, executor=executor)
+
+    return _Launching(lambda: asyncio.ensure_future(start()))

@@ -1,0 +1,111 @@
+"""Build of the ``odek`` wheel: libodek (odek-ffi, release) compiled by cargo
+through setuptools-rust and bundled as ``odek/libodek.so``; the wheel is tagged
+``py3-none-<platform>`` with the platform read from the built library (see
+``build_support/elfdeps.py``). Metadata lives in ``pyproject.toml``.
+
+    pip install ./bindings/python        # or: pip wheel ./bindings/python
+
+Needs cargo (Rust >= the workspace's rust-version) and a C linker. The crate
+is the repository's ``ffi/`` (``../../ffi/Cargo.toml``), so this builds from a
+checkout (pip builds local directories in place), not from an sdist.
+``CARGO_TARGET_DIR`` is honoured, so a release build made by
+``cargo xtask dist`` is reused.
+
+Packagers who build libodek separately (the Nix package) set
+``ODEK_PREBUILT_LIBODEK=/path/to/libodek.so``: that file is bundled instead
+and cargo is not run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1
+    from wheel.bdist_wheel import bdist_wheel  # type: ignore[no-redef]
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "build_support"))
+import elfdeps  # noqa: E402
+
+LIB = "libodek.so"
+PREBUILT = os.environ.get("ODEK_PREBUILT_LIBODEK")
+
+
+class BdistWheel(bdist_wheel):
+    """A platform wheel for any Python 3: the package is pure Python over a
+    C library (ctypes), so neither the interpreter nor its ABI matters; the
+    platform tag is the one the bundled library truly needs."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        self.root_is_pure = False
+
+    def get_tag(self):  # type: ignore[no-untyped-def]
+        libs = sorted(Path(self.bdist_dir).glob(f"**/odek/{LIB}"))
+        if not libs:
+            raise RuntimeError(f"odek wheel: no odek/{LIB} under {self.bdist_dir} to tag the wheel by")
+        return "py3", "none", elfdeps.read(str(libs[0])).platform_tag()
+
+
+cmdclass = {"bdist_wheel": BdistWheel}
+
+if PREBUILT:
+
+    class BuildPyPrebuilt(build_py):
+        def run(self) -> None:
+            super().run()
+            dest = Path(self.build_lib) / "odek" / LIB
+            shutil.copyfile(PREBUILT, dest)
+            os.chmod(dest, 0o755)
+
+    cmdclass["build_py"] = BuildPyPrebuilt
+    rust_extensions = []
+else:
+    from setuptools_rust import Binding, RustExtension
+    from setuptools_rust.build import build_rust
+
+    class BuildRust(build_rust):
+        """Installs the cdylib as ``odek/libodek.so`` (the name ctypes looks
+        for), not under a CPython extension-module name."""
+
+        def get_dylib_ext_path(self, ext, target_fname):  # type: ignore[no-untyped-def]
+            path = super().get_dylib_ext_path(ext, target_fname)
+            return os.path.join(os.path.dirname(path), LIB)
+
+    cmdclass["build_rust"] = BuildRust
+
+    def crate_types(manifest: Path) -> str:
+        """ffi/Cargo.toml's ``crate-type`` list, comma-joined."""
+        m = re.search(r"^crate-type\s*=\s*\[([^\]]*)\]", manifest.read_text(), re.M)
+        if m is None:
+            raise RuntimeError(f"{manifest}: no crate-type list")
+        return ",".join(re.findall(r'"([^"]+)"', m.group(1)))
+
+    MANIFEST = "../../ffi/Cargo.toml"
+    rust_extensions = [
+        RustExtension(
+            "odek.libodek",
+            path=MANIFEST,
+            binding=Binding.NoBinding,
+            debug=False,  # always release, also for editable installs
+            quiet=False,
+            # setuptools-rust runs `cargo rustc --crate-type cdylib`, a
+            # different unit from `cargo build -p odek-ffi --release`, so each
+            # build would redo odek-ffi (and its LTO link) and overwrite the
+            # other's libodek.so. Asking for the manifest's own crate types
+            # makes it the same unit: `cargo xtask dist` and the wheel share
+            # one release build (cargo reports it fresh).
+            args=["--crate-type", crate_types(HERE / MANIFEST)],
+        )
+    ]
+
+setup(cmdclass=cmdclass, rust_extensions=rust_extensions)
