@@ -307,8 +307,15 @@ odek_error_t *odek_exec(const odek_sandbox_t *sandbox,
 // `{"networks": [name-or-id…], "compose_project": "p", "network_mode": "none",
 // "pids_limit": n, "memory": "256m", "cpus": "0.5", "readonly": true,
 // "image": "<the parent's>"}`, every member optional. Anything that would
-// widen is `ODEK_E_NARROW`. The child plan launches with `odek_launch` and
-// approval `"null"`.
+// widen is `ODEK_E_NARROW`.
+//
+// The child plan keeps the parent's `"approval"` request unchanged (SPEC
+// §7): when the parent needed approval, `odek_launch` of the child needs
+// one too — the parent's approval JSON (same key, same network IDs), one
+// from `odek_approve` on the child, or a standing one (a trust still in the
+// store, `ODEK_APPROVE_PROJECT_SANDBOX=1` at the parent's resolve); else
+// `ODEK_E_APPROVAL_REQUIRED` and nothing is created. The launch re-checks
+// the project's networks as for the parent (§7.4).
 //
 // # Safety
 // NUL-terminated strings; writable out.
