@@ -903,7 +903,7 @@ fn check_workdir(workdir: &Path) -> Result<(), ConfigError> {
         Ok(canonical) if canonical == workdir => Ok(()),
         Ok(canonical) => Err(fail(format!(
             "is not canonical (it resolves to {})",
-            canonical.display()
+            quote(&canonical.display().to_string())
         ))),
         Err(e) => Err(fail(format!("cannot be resolved: {e}"))),
     }
@@ -968,7 +968,7 @@ fn host_path(host: &str, workdir: &Path) -> Result<PathBuf, String> {
     if canonical != normalized || !canonical.starts_with(workdir) {
         return Err(format!(
             "the host path resolves to {}, not to itself (it changed while being checked)",
-            canonical.display()
+            quote(&canonical.display().to_string())
         ));
     }
 

@@ -542,3 +542,66 @@ fn a_directory_bind_mounted_deep_in_the_workdir_is_refused() {
     assert!(err.contains("a/b/c/d/e"), "{err}");
     assert!(err.contains("unmount it"), "{err}");
 }
+
+/// A directory name that clears the screen and retitles the terminal when
+/// printed raw.
+const HOSTILE_NAME: &str = "e\u{1b}]0;x\u{7}\u{1b}[2Jx";
+
+/// Asserts that neither stream carries an ESC or BEL byte.
+fn assert_no_escapes(out: &Output) {
+    for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        assert!(
+            !bytes.iter().any(|b| *b == 0x1b || *b == 0x07),
+            "raw ESC/BEL on {name}: {:?}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+}
+
+#[test]
+fn a_hostile_workdir_name_never_reaches_the_terminal_raw() {
+    let p = Project::new();
+    let dir = p.path().join(HOSTILE_NAME);
+    std::fs::create_dir(&dir).expect("mkdir");
+    // Refused (a socket at its top level): the error names the directory.
+    let listener = std::os::unix::net::UnixListener::bind(dir.join("s")).expect("bind");
+    let out = odek_in(&p, &dir, &[], &p.marker_argv());
+    assert_eq!(out.status.code(), Some(125), "{}", odek_e2e::stderr(&out));
+    assert!(odek_e2e::stderr(&out).contains("\\u{1b}]0;x"), "escaped");
+    assert_no_escapes(&out);
+    assert!(!p.marker().exists(), "the command ran on the host");
+    assert!(leftovers_of(&dir).is_empty());
+    drop(listener);
+    std::fs::remove_file(dir.join("s")).expect("rm socket");
+    // Project settings that need approval, no terminal: refused, naming the
+    // project config.
+    std::fs::write(
+        dir.join("odek.json"),
+        format!(r#"{{"sandbox_compose_project": "{PROJECT}"}}"#),
+    )
+    .expect("odek.json");
+    let out = odek_in(&p, &dir, &[], &p.marker_argv());
+    assert_eq!(out.status.code(), Some(125), "{}", odek_e2e::stderr(&out));
+    assert!(
+        odek_e2e::stderr(&out).contains("no terminal"),
+        "{}",
+        odek_e2e::stderr(&out)
+    );
+    assert_no_escapes(&out);
+    assert!(!p.marker().exists(), "the command ran on the host");
+    // Approved by the environment: the notice names the project config too.
+    let out = odek_in(
+        &p,
+        &dir,
+        &[("ODEK_APPROVE_PROJECT_SANDBOX", "1")],
+        &["true".to_string()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", odek_e2e::stderr(&out));
+    assert!(
+        odek_e2e::stderr(&out).contains("approved by ODEK_APPROVE_PROJECT_SANDBOX=1"),
+        "{}",
+        odek_e2e::stderr(&out)
+    );
+    assert_no_escapes(&out);
+    assert!(leftovers_of(&dir).is_empty(), "{:?}", leftovers_of(&dir));
+}
