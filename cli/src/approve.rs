@@ -17,7 +17,7 @@ pub async fn obtain(odek: &Odek, plan: &Plan) -> Result<Option<Approval>, odek_c
         if a.via == "env" {
             errln!(
                 "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
-                req.config
+                odek_core::config::shown(&req.config)
             );
         }
         return Ok(Some(a));
@@ -72,7 +72,7 @@ pub async fn obtain(odek: &Odek, plan: &Plan) -> Result<Option<Approval>, odek_c
         errln!(
             "odek: trusted; key {} stored in {}",
             a.key,
-            Store::new(&plan.odek_home).path().display()
+            odek_core::config::shown_path(&Store::new(&plan.odek_home).path())
         );
     }
     Ok(Some(a))
@@ -109,7 +109,7 @@ pub fn list(json: bool) -> anyhow::Result<()> {
     if keys.is_empty() {
         errln!(
             "odek: no trusted project settings in {}",
-            s.path().display()
+            odek_core::config::shown_path(&s.path())
         );
     }
     for (k, _) in keys.iter().filter(|(k, v)| **v && !k.contains(':')) {
@@ -139,7 +139,7 @@ pub fn revoke(key: Option<&str>, project: Option<&std::path::Path>) -> anyhow::R
                     return Err(e).with_context(|| {
                         format!(
                             "project directory {} (give it as an absolute path)",
-                            dir.display()
+                            odek_core::config::shown_path(dir)
                         )
                     })
                 }

@@ -647,8 +647,9 @@ impl Odek {
 
 /// Reads back what the kernel mounted at `/workspace` and each volume target
 /// of container `id` (init process `pid`) and compares it with the plan
-/// ([`crate::mounts`]); then checks that the working directory's path still
-/// holds the directory resolve recorded. A difference is a refusal at
+/// ([`crate::mounts`]), refusing a mount below `/workspace` the plan does
+/// not make (neither a volume nor a mask); then checks that the working
+/// directory's path still holds the directory resolve recorded. A difference is a refusal at
 /// verify. When the kernel's record cannot be read the launch goes on, with
 /// a warning when the daemon is on a local Unix socket (a remote daemon's
 /// processes are never visible here: docs/SECURITY.md says so).
@@ -672,7 +673,8 @@ fn verify_mounts(
         message,
         removed: false,
     };
-    let warning = match check_container(id, pid, &wanted) {
+    let masks: Vec<std::path::PathBuf> = plan.masks.iter().map(Into::into).collect();
+    let warning = match check_container(id, pid, &wanted, &masks) {
         MountCheck::Verified => None,
         MountCheck::Mismatch(problems) => {
             return Err(refuse(format!(

@@ -27,6 +27,9 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::config::quote;
 
+/// Where the working directory is mounted in the container.
+const WORKSPACE: &str = "/workspace";
+
 /// One line of a `mountinfo` file (only the fields odek compares).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountEntry {
@@ -180,6 +183,33 @@ pub fn compare(host: &[MountEntry], container: &[MountEntry], wanted: &[Wanted])
     problems
 }
 
+/// Mounts the container shows strictly below `workspace` (`/workspace`)
+/// whose mount point is none of `planned` (the volume targets and the
+/// masks, container paths): something mounted below the working directory
+/// on the host after it was last checked — Docker binds it recursively — or
+/// a mount the plan never asked for. One problem per mount, paths quoted
+/// ([`crate::config::quote`]); empty when there is none.
+pub fn unplanned_below(
+    container: &[MountEntry],
+    workspace: &Path,
+    planned: &[PathBuf],
+) -> Vec<String> {
+    let shown = |p: &Path| quote(&p.display().to_string());
+    container
+        .iter()
+        .filter(|m| m.mount_point != workspace && m.mount_point.starts_with(workspace))
+        .filter(|m| !planned.contains(&m.mount_point))
+        .map(|m| {
+            format!(
+                "the kernel shows {} (device {}) mounted at {}, which the plan does not mount: something was mounted below the working directory after it was checked; unmount it",
+                shown(&m.root),
+                m.dev,
+                shown(&m.mount_point)
+            )
+        })
+        .collect()
+}
+
 /// True when `/proc/<pid>/cgroup` text places the process in a cgroup
 /// named with the container's full ID (`/docker/<id>`,
 /// `…/docker-<id>.scope`, …): the process belongs to that container.
@@ -203,9 +233,16 @@ pub enum MountCheck {
 }
 
 /// Reads the mounts of container `container_id`'s process `pid` and of this
-/// process, and compares `wanted` ([`compare`]). `pid` is `State.Pid` from
-/// inspect (`None` or ≤ 0 when the engine gave none).
-pub fn check_container(container_id: &str, pid: Option<i64>, wanted: &[Wanted]) -> MountCheck {
+/// process, compares `wanted` ([`compare`]) and looks for mounts below
+/// `/workspace` at no wanted target and no mask in `masks` (container paths,
+/// [`unplanned_below`]). `pid` is `State.Pid` from inspect (`None` or ≤ 0
+/// when the engine gave none).
+pub fn check_container(
+    container_id: &str,
+    pid: Option<i64>,
+    wanted: &[Wanted],
+    masks: &[PathBuf],
+) -> MountCheck {
     let Some(pid) = pid.filter(|p| *p > 0) else {
         return MountCheck::Unverifiable("the engine reported no process ID".into());
     };
@@ -237,7 +274,13 @@ pub fn check_container(container_id: &str, pid: Option<i64>, wanted: &[Wanted]) 
             return MountCheck::Unverifiable(format!("/proc/self/mountinfo cannot be read: {e}"))
         }
     };
-    let problems = compare(&host, &container, wanted);
+    let mut problems = compare(&host, &container, wanted);
+    let planned: Vec<PathBuf> = wanted
+        .iter()
+        .map(|w| w.target.clone())
+        .chain(masks.iter().cloned())
+        .collect();
+    problems.extend(unplanned_below(&container, Path::new(WORKSPACE), &planned));
     if problems.is_empty() {
         MountCheck::Verified
     } else {
@@ -416,6 +459,46 @@ mod tests {
     }
 
     #[test]
+    fn a_mount_below_the_workspace_that_was_not_planned_is_a_problem() {
+        let planned = [
+            PathBuf::from("/workspace/data"),
+            PathBuf::from("/workspace/.odek"),
+        ];
+        let mut c = container("254:0 /srv/app", &["254:0 /srv/app/data /workspace/data"]);
+        c.extend(parse_mountinfo(
+            "96 90 0:51 / /workspace/.odek ro,nosuid,nodev,noexec - tmpfs tmpfs ro
+",
+        ));
+        assert!(
+            unplanned_below(&c, Path::new("/workspace"), &planned).is_empty(),
+            "the planned volume and mask are fine: {:?}",
+            unplanned_below(&c, Path::new("/workspace"), &planned)
+        );
+        // `mount --bind /var/run W/a/b/c/d/e` after the last check.
+        c.extend(parse_mountinfo(
+            "97 90 0:25 /var/run /workspace/a/b/c/d/e rw - tmpfs tmpfs rw
+",
+        ));
+        let p = unplanned_below(&c, Path::new("/workspace"), &planned);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("\"/workspace/a/b/c/d/e\""), "{}", p[0]);
+        assert!(p[0].contains("\"/var/run\""), "{}", p[0]);
+        // Below a planned volume is not the volume.
+        c.extend(parse_mountinfo(
+            "98 91 0:25 / /workspace/data/sock rw - tmpfs tmpfs rw
+",
+        ));
+        assert_eq!(
+            unplanned_below(&c, Path::new("/workspace"), &planned).len(),
+            2
+        );
+        // Mounts elsewhere (/tmp, /proc, a volume at /data) are not looked at;
+        // neither is /workspace itself (compared by [`compare`]).
+        let c = container("254:0 /srv/app", &["254:0 /srv/app/x /data"]);
+        assert!(unplanned_below(&c, Path::new("/workspace"), &[]).is_empty());
+    }
+
+    #[test]
     fn the_cgroup_must_name_the_container() {
         let id = "7bff45fdcacd376e2f2455a3e7d57c3ac7549f1e966617193ec0a3d1a1e053ca";
         assert!(cgroup_names(
@@ -435,16 +518,16 @@ mod tests {
         let w = [want("/srv/app", "/workspace")];
         let id = "7bff45fdcacd376e2f2455a3e7d57c3ac7549f1e966617193ec0a3d1a1e053ca";
         assert!(matches!(
-            check_container(id, None, &w),
+            check_container(id, None, &w, &[]),
             MountCheck::Unverifiable(_)
         ));
         assert!(matches!(
-            check_container(id, Some(0), &w),
+            check_container(id, Some(0), &w, &[]),
             MountCheck::Unverifiable(_)
         ));
         // This test process is no container's.
         let me = i64::from(std::process::id());
-        match check_container(id, Some(me), &w) {
+        match check_container(id, Some(me), &w, &[]) {
             MountCheck::Unverifiable(why) => assert!(why.contains("cgroup"), "{why}"),
             other => panic!("{other:?}"),
         }

@@ -103,7 +103,7 @@ pub enum NetworkError {
         matched: String,
     },
     /// No network has that name.
-    #[error("network {name} not found ({origin}); create it, start the Compose project that defines it, or fix the name (see `docker network ls`)")]
+    #[error("network {name} not found ({}); create it, start the Compose project that defines it, or fix the name (see `docker network ls`)", crate::config::shown(.origin))]
     NotFound {
         /// The request, quoted.
         name: String,
@@ -131,7 +131,7 @@ pub enum NetworkError {
         scope: String,
     },
     /// No network carries the project label.
-    #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({origin}); start it with `docker compose -p {project} -f <compose file> up -d` (or `docker-compose …`)")]
+    #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({}); start it with `docker compose -p {project} -f <compose file> up -d` (or `docker-compose …`)", crate::config::shown(.origin))]
     ComposeNotRunning {
         /// The project.
         project: String,

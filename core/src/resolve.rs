@@ -253,8 +253,8 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
             WarningKind::OdekHomeMasked,
             format!(
                 "$ODEK_HOME ({}) lies inside the working directory; the sandbox sees an empty read-only {} instead",
-                s.odek_home.display(),
-                target.display()
+                crate::config::shown_path(&s.odek_home),
+                crate::config::shown_path(&target)
             ),
         ));
     }

@@ -708,3 +708,20 @@ async fn a_docker_socket_below_the_workdir_is_refused() {
     assert_refused_before_create(&s, &err, FailureClass::Config, "Docker socket");
     assert!(err.to_string().contains("ops/run/docker.sock"), "{err}");
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn any_socket_below_the_workdir_is_refused() {
+    // A root-owned tmux socket two levels down: container root could drive
+    // the host's tmux (`tmux -S /workspace/.tmux/default send-keys …`).
+    let s = Setup::new();
+    let deep = s.workdir.join(".tmux/sessions");
+    std::fs::create_dir_all(&deep).expect("dirs");
+    let _listener =
+        std::os::unix::net::UnixListener::bind(deep.join("default")).expect("bind socket");
+    let err = s.resolve().await.expect_err("a socket under the workdir");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "holds a Unix socket");
+    let msg = err.to_string();
+    assert!(msg.contains(".tmux/sessions/default"), "{msg}");
+    assert!(msg.contains("remove or move the socket"), "{msg}");
+}

@@ -31,7 +31,7 @@ pub const APPROVAL_SCHEMA: &str = "odek.approval/1";
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ApprovalError {
     /// Launch was called for a plan that needs approval without one.
-    #[error("{config} asks for project sandbox settings ({knobs}); this needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set ODEK_APPROVE_PROJECT_SANDBOX=1")]
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set ODEK_APPROVE_PROJECT_SANDBOX=1", crate::config::shown(.config), crate::config::shown(.knobs))]
     Required {
         /// The project config file.
         config: String,
@@ -39,7 +39,7 @@ pub enum ApprovalError {
         knobs: String,
     },
     /// No terminal to ask on, no env approval, no stored trust.
-    #[error("{config} asks for project sandbox settings ({knobs}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set ODEK_APPROVE_PROJECT_SANDBOX=1 to approve it for this run")]
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set ODEK_APPROVE_PROJECT_SANDBOX=1 to approve it for this run", crate::config::shown(.config), crate::config::shown(.knobs))]
     NonInteractive {
         /// The project config file.
         config: String,
@@ -47,13 +47,13 @@ pub enum ApprovalError {
         knobs: String,
     },
     /// The operator said no.
-    #[error("the project sandbox settings of {config} were not approved; nothing was launched")]
+    #[error("the project sandbox settings of {} were not approved; nothing was launched", crate::config::shown(.config))]
     Denied {
         /// The project config file.
         config: String,
     },
     /// The approval given is for other settings than the plan's.
-    #[error("the approval (key {given}) does not match the plan's settings (key {wanted}); resolve and approve again")]
+    #[error("the approval (key {}) does not match the plan's settings (key {}); resolve and approve again", crate::config::shown(.given), crate::config::shown(.wanted))]
     KeyMismatch {
         /// Key of the approval.
         given: String,
@@ -70,7 +70,7 @@ pub enum ApprovalError {
     #[error("the plan needs no approval: its project config asks for nothing that widens the sandbox; launch it without one")]
     NotNeeded,
     /// The store cannot be read or written.
-    #[error("approval store {path}: {reason}")]
+    #[error("approval store {}: {reason}", crate::config::shown(.path))]
     Store {
         /// The file.
         path: String,
@@ -624,4 +624,39 @@ pub async fn recheck(
         difference: parts.join(", "),
     }
     .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_errors_show_the_project_config_escaped() {
+        let config = "/tmp/attack/e\u{1b}]0;pwn\u{7}\u{1b}[2Jx/odek.json".to_string();
+        for e in [
+            ApprovalError::Required {
+                config: config.clone(),
+                knobs: "sandbox_image".into(),
+            },
+            ApprovalError::NonInteractive {
+                config: config.clone(),
+                knobs: "sandbox_image".into(),
+            },
+            ApprovalError::Denied {
+                config: config.clone(),
+            },
+            ApprovalError::Store {
+                path: config.clone(),
+                reason: "x".into(),
+            },
+        ] {
+            let msg = e.to_string();
+            assert!(!msg.chars().any(char::is_control), "raw in {msg:?}");
+            assert!(msg.contains("\\u{1b}]0;pwn\\u{7}"), "{msg}");
+        }
+        let plain = ApprovalError::Denied {
+            config: "/home/dev/app/odek.json".into(),
+        };
+        assert!(plain.to_string().contains(" /home/dev/app/odek.json "));
+    }
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ConfigError {
     /// A config file is not valid JSON (or has duplicate keys, a BOM, NUL…).
-    #[error("{path}:{line}:{column}: {reason}; fix the file or remove it")]
+    #[error("{}:{line}:{column}: {reason}; fix the file or remove it", shown_path(.path))]
     Malformed {
         /// The file.
         path: PathBuf,
@@ -23,7 +23,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// A config file could not be read.
-    #[error("cannot read {path}: {reason}")]
+    #[error("cannot read {}: {reason}", shown_path(.path))]
     Unreadable {
         /// The file.
         path: PathBuf,
@@ -32,7 +32,7 @@ pub enum ConfigError {
     },
     /// `$ODEK_HOME` or the user config belongs to another non-root user or
     /// can be written by group or others (SPEC §7.3): not trusted.
-    #[error("{what} {path} {reason}")]
+    #[error("{what} {} {reason}", shown_path(.path))]
     NotPrivate {
         /// What it is: `$ODEK_HOME` or `user config`.
         what: String,
@@ -42,7 +42,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// A key has a value of the wrong type or form.
-    #[error("{origin}: {key} {reason}")]
+    #[error("{}: {key} {reason}", shown(.origin))]
     InvalidValue {
         /// Where the value came from (file path, env var, flag).
         origin: String,
@@ -52,7 +52,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// `sandbox_network` is neither `none` nor `bridge` (SPEC §3.4).
-    #[error("{origin}: sandbox_network must be \"none\" or \"bridge\" (got {value}); to attach the sandbox to Docker networks use sandbox_networks (--sandbox-networks a,b) or sandbox_compose_project (--sandbox-compose <project>); ODEK_SANDBOX_NETWORK_LENIENT=1 downgrades an invalid value to \"none\"")]
+    #[error("{}: sandbox_network must be \"none\" or \"bridge\" (got {value}); to attach the sandbox to Docker networks use sandbox_networks (--sandbox-networks a,b) or sandbox_compose_project (--sandbox-compose <project>); ODEK_SANDBOX_NETWORK_LENIENT=1 downgrades an invalid value to \"none\"", shown(.origin))]
     InvalidNetworkMode {
         /// Where the value came from.
         origin: String,
@@ -60,7 +60,7 @@ pub enum ConfigError {
         value: String,
     },
     /// A network name outside Docker's charset, reserved, or with `:`/`/`.
-    #[error("{origin}: network name {value} is not accepted: {reason}")]
+    #[error("{}: network name {value} is not accepted: {reason}", shown(.origin))]
     InvalidNetworkName {
         /// Where the value came from.
         origin: String,
@@ -70,7 +70,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// A Compose project name outside Compose's charset.
-    #[error("{origin}: Compose project name {value} is not valid (Compose project names match [a-z0-9][a-z0-9_-]*, at most 100 bytes){}", hint_suffix(.normalized, .running))]
+    #[error("{}: Compose project name {value} is not valid (Compose project names match [a-z0-9][a-z0-9_-]*, at most 100 bytes){}", shown(.origin), hint_suffix(.normalized, .running))]
     InvalidComposeProject {
         /// Where the value came from.
         origin: String,
@@ -82,7 +82,7 @@ pub enum ConfigError {
         running: Vec<String>,
     },
     /// A volume entry violates SPEC §3.4.
-    #[error("{origin}: volume {value} is refused: {reason}")]
+    #[error("{}: volume {value} is refused: {reason}", shown(.origin))]
     InvalidVolume {
         /// Where the value came from.
         origin: String,
@@ -92,7 +92,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// Networks configured while the sandbox is off (SPEC §3.3).
-    #[error("networks are configured ({what}) but the sandbox is off ({origin}); networks cannot be honoured on the host: remove them or turn the sandbox on")]
+    #[error("networks are configured ({what}) but the sandbox is off ({}); networks cannot be honoured on the host: remove them or turn the sandbox on", shown(.origin))]
     NetworksWithoutSandbox {
         /// What was configured.
         what: String,
@@ -100,7 +100,7 @@ pub enum ConfigError {
         origin: String,
     },
     /// The working directory is unusable.
-    #[error("working directory {path}: {reason}")]
+    #[error("working directory {}: {reason}", shown_path(.path))]
     Workdir {
         /// The directory.
         path: PathBuf,
@@ -130,4 +130,113 @@ pub fn quote(value: &str) -> String {
         cut.push('…');
     }
     format!("{cut:?}")
+}
+
+/// A path or an origin (a config file's path, an env var, a flag) as a
+/// message shows it: verbatim when Rust's debug escaping leaves it alone
+/// (printable text without `"` or `\`), else quoted with every control,
+/// escape and invisible character escaped (as [`quote`], but never cut), so no escape
+/// sequence from a directory name reaches the terminal. The data keeps the
+/// raw value; this is for `Display` only.
+pub fn shown(value: &str) -> String {
+    let quoted = format!("{value:?}");
+    // Debug escaping lengthens whatever it escapes: same length plus the
+    // quotes means nothing needed escaping.
+    if !value.is_empty() && quoted.len() == value.len() + 2 {
+        value.to_string()
+    } else {
+        quoted
+    }
+}
+
+/// [`shown`] for a path (non-UTF-8 bytes as U+FFFD).
+pub fn shown_path(path: &std::path::Path) -> String {
+    shown(&path.to_string_lossy())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const HOSTILE: &str = "/tmp/attack/e\u{1b}]0;pwn\u{7}\u{1b}[2Jx";
+
+    fn assert_no_raw(shown: &str) {
+        assert!(
+            !shown
+                .chars()
+                .any(|c| c.is_control() || matches!(c, '\u{200b}' | '\u{202e}' | '\u{feff}')),
+            "raw control or invisible character in {shown:?}"
+        );
+    }
+
+    #[test]
+    fn paths_and_origins_are_shown_escaped_never_cut() {
+        assert_eq!(
+            shown("/home/dev/my app/odek.json"),
+            "/home/dev/my app/odek.json"
+        );
+        assert_eq!(shown("/srv/été"), "/srv/été");
+        assert_eq!(shown("flag --sandbox-memory"), "flag --sandbox-memory");
+        assert_eq!(shown(""), "\"\"");
+        for hostile in [
+            HOSTILE,
+            "a\nb",
+            "a\u{202e}b",
+            "a\u{200b}b",
+            "\u{feff}a",
+            "a\"b",
+        ] {
+            let s = shown(hostile);
+            assert!(s.starts_with('"'), "{s}");
+            assert_no_raw(&s);
+        }
+        let long = format!("/{}\u{1b}", "a".repeat(300));
+        assert!(shown(&long).contains(&"a".repeat(300)), "never cut");
+    }
+
+    #[test]
+    fn errors_naming_a_path_or_origin_are_terminal_safe() {
+        let path = Path::new(HOSTILE).to_path_buf();
+        let errors = [
+            ConfigError::Workdir {
+                path: path.clone(),
+                reason: "holds a Unix socket".into(),
+            },
+            ConfigError::Malformed {
+                path: path.join("odek.json"),
+                line: 1,
+                column: 2,
+                reason: "x".into(),
+            },
+            ConfigError::Unreadable {
+                path: path.clone(),
+                reason: "x".into(),
+            },
+            ConfigError::NotPrivate {
+                what: "$ODEK_HOME".into(),
+                path: path.clone(),
+                reason: "x".into(),
+            },
+            ConfigError::InvalidValue {
+                origin: format!("{HOSTILE}/odek.json"),
+                key: "sandbox_pids_limit".into(),
+                reason: "x".into(),
+            },
+            ConfigError::InvalidVolume {
+                origin: format!("{HOSTILE}/odek.json"),
+                value: quote("a:b"),
+                reason: "x".into(),
+            },
+            ConfigError::NetworksWithoutSandbox {
+                what: "x".into(),
+                origin: HOSTILE.into(),
+            },
+        ];
+        for e in errors {
+            let msg = e.to_string();
+            assert_no_raw(&msg);
+            assert!(msg.contains("\\u{1b}]0;pwn\\u{7}"), "{msg}");
+        }
+    }
 }

@@ -418,7 +418,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
                     value: super::quote(&v.spec),
                     reason: format!(
                         "it would expose $ODEK_HOME ({}), where approvals live",
-                        odek_home.display()
+                        super::shown_path(&odek_home)
                     ),
                 });
             }
@@ -538,7 +538,7 @@ pub fn odek_home(env: &BTreeMap<String, String>) -> Result<PathBuf, ConfigError>
 
 /// Applies the project-can-only-tighten rules to the project layer.
 fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Warning>) {
-    let at = path.display();
+    let at = super::shown_path(path);
     if project.sandbox == Some(false) {
         project.sandbox = None;
         warnings.push(Warning::new(

@@ -7,7 +7,7 @@ mod merge;
 mod parse;
 mod validate;
 
-pub use error::{quote, ConfigError};
+pub use error::{quote, shown, shown_path, ConfigError};
 pub(crate) use merge::truthy;
 pub use merge::{
     env_var_of, load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT, PROCESS_ENV_VARS,
@@ -70,8 +70,8 @@ impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Source::Default => f.write_str("default"),
-            Source::User { path } => write!(f, "user config {}", path.display()),
-            Source::Project { path } => write!(f, "project config {}", path.display()),
+            Source::User { path } => write!(f, "user config {}", shown_path(path)),
+            Source::Project { path } => write!(f, "project config {}", shown_path(path)),
             Source::Env { var } => write!(f, "env {var}"),
             Source::Flag { flag } => write!(f, "flag {flag}"),
             Source::Api => f.write_str("api"),

@@ -90,11 +90,31 @@ const NO_WORKDIR_BELOW: &[&str] = &[
     "/Library",
 ];
 
+/// Shared directories the working directory may not be, nor an ancestor
+/// of: other programs keep their files and sockets there (`/tmp/tmux-0`,
+/// ssh agents, `/var/mail`, `/var/backups`), which a root sandbox at
+/// `/workspace` could read, replace or connect to. A project below `/tmp`
+/// or `/opt` is fine.
+const NO_WORKDIR_AT: &[&str] = &[
+    "/tmp",
+    "/var/tmp",
+    "/opt",
+    "/srv",
+    "/var",
+    "/var/mail",
+    "/var/local",
+    "/var/backups",
+    // macOS spellings after canonicalisation (untested here).
+    "/private/tmp",
+    "/private/var/tmp",
+];
+
 /// Where the Docker daemon's socket lives.
 const DOCKER_SOCKETS: &[&str] = &["/var/run/docker.sock", "/run/docker.sock"];
 
-/// How far below a mounted directory [`resolve_volume`] looks for a
-/// `docker.sock` entry, and how many entries it looks at at most.
+/// How far below the working directory [`validate_workdir`] looks for a
+/// Unix socket (and below a mounted directory [`resolve_volume`] for a
+/// `docker.sock` entry), and how many entries it looks at at most.
 const SOCKET_SCAN_DEPTH: usize = 4;
 const SOCKET_SCAN_ENTRIES: usize = 50_000;
 
@@ -692,17 +712,24 @@ fn container_path(path: &str) -> Result<String, String> {
 
 /// The working directory is mounted at `/workspace` read-write, and the
 /// sandbox runs as root by default: it must not be a system directory (or an
-/// ancestor of one), lie below one the host runs code or state from
-/// ([`NO_WORKDIR_BELOW`], `/var/lib` except a service user's home there),
-/// be a login user's home directory or an ancestor of one, lie in a hidden
-/// directory of one (`~/.ssh`), hold a Unix socket at its top level, or the
-/// Docker socket (by name or inode) within [`SOCKET_SCAN_DEPTH`] levels, or
-/// have a socket mounted anywhere below it. Login homes are `$HOME` and those
-/// of root and of users with uid 1000–65533 in `/etc/passwd`. `workdir` is
-/// canonical. SPEC §3.4 applied to the mount every sandbox gets.
+/// ancestor of one), a shared directory such as `/tmp`, `/var/tmp`, `/opt`,
+/// `/srv` or `/var` (or an ancestor of one, [`NO_WORKDIR_AT`]), lie below
+/// one the host runs code or state from ([`NO_WORKDIR_BELOW`], `/var/lib`
+/// except a service user's home there), be a login user's home directory or
+/// an ancestor of one, or lie in a hidden directory of one (`~/.ssh`). It
+/// must have nothing mounted anywhere below it (`/proc/self/mountinfo`:
+/// Docker mounts it recursively, so a bind mount of `/var/run` deep inside
+/// would hand the sandbox the Docker socket), and hold no Unix socket (and
+/// no entry named `docker.sock`) within [`SOCKET_SCAN_DEPTH`] levels and the
+/// first [`SOCKET_SCAN_ENTRIES`] entries (lstat, no symlink followed): as
+/// root, the sandbox could connect to a root-owned tmux or agent socket and
+/// run commands on the host. Login homes are `$HOME` and those of root and
+/// of users with uid 1000–65533 in `/etc/passwd`. `workdir` is canonical.
+/// SPEC §3.4 applied to the mount every sandbox gets.
 ///
 /// # Errors
-/// [`ConfigError::Workdir`] naming the rule.
+/// [`ConfigError::Workdir`] naming the rule (and the socket or mount point,
+/// quoted) and the fix.
 pub fn validate_workdir(workdir: &Path, home: Option<&Path>) -> Result<(), ConfigError> {
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     let mut homes = login_homes(&passwd);
@@ -752,6 +779,14 @@ fn check_workdir_paths(
             "is (or contains) a system directory and would be mounted at /workspace".into(),
         ));
     }
+    if let Some(shared) = NO_WORKDIR_AT
+        .iter()
+        .find(|dir| Path::new(dir).starts_with(workdir))
+    {
+        return Err(fail(format!(
+            "is (or contains) the shared directory {shared}, where other programs keep files and sockets (tmux, ssh agents) that a sandbox must not reach; a project directory below it is fine"
+        )));
+    }
     if let Some(root) = NO_WORKDIR_BELOW
         .iter()
         .find(|root| workdir.starts_with(root))
@@ -800,42 +835,43 @@ fn check_workdir_paths(
     Ok(())
 }
 
-/// The socket rules of [`validate_workdir`].
+/// The socket and mount rules of [`validate_workdir`].
 fn check_workdir_sockets(workdir: &Path) -> Result<(), ConfigError> {
     let fail = |reason: String| ConfigError::Workdir {
         path: workdir.to_path_buf(),
-        reason: format!("{reason}; run odek from (or pass -C) a project directory"),
+        reason,
     };
-    if let Ok(entries) = std::fs::read_dir(workdir) {
-        for entry in entries.flatten().take(SOCKET_SCAN_ENTRIES) {
-            let path = entry.path();
-            let socket = std::fs::symlink_metadata(&path).is_ok_and(|m| is_socket(&m));
-            if socket || entry.file_name() == "docker.sock" {
-                return Err(fail(format!(
-                    "holds a Unix socket ({}) that the sandbox would reach at /workspace",
-                    quote(&path.display().to_string())
-                )));
-            }
-        }
-    }
-    // Anything mounted below the workdir, at any depth: a bind-mounted
-    // socket is the way to hand a directory the Docker socket.
-    for mount in mount_points_below(workdir) {
-        if std::fs::symlink_metadata(&mount).is_ok_and(|m| is_socket(&m)) {
-            return Err(fail(format!(
-                "has a Unix socket mounted at {} that the sandbox would reach under /workspace",
-                quote(&mount.display().to_string())
-            )));
-        }
-    }
-    // Deeper down, the Docker socket itself (by name or by inode).
-    if let Some(socket) = find_docker_socket(workdir) {
+    // Anything mounted below the workdir, at any depth: Docker binds the
+    // working directory recursively, and the scan below neither reaches
+    // deep mounts nor sees what a mount hides. A socket bind-mounted over a
+    // regular file gets the more specific message.
+    let mounts = mount_points_below(workdir);
+    if let Some(socket) = mounts
+        .iter()
+        .find(|m| std::fs::symlink_metadata(m).is_ok_and(|m| is_socket(&m)))
+    {
+        let shown = quote(&socket.display().to_string());
         return Err(fail(format!(
-            "holds the Docker socket ({}) that the sandbox would reach under /workspace",
-            quote(&socket.display().to_string())
+            "has a Unix socket mounted at {shown} that the sandbox would reach under /workspace; unmount it (umount {shown}) or run odek from (or pass -C) a directory without mounts below it"
         )));
     }
-    Ok(())
+    if let Some(mount) = mounts.first() {
+        let shown = quote(&mount.display().to_string());
+        return Err(fail(format!(
+            "has a file system mounted at {shown}; Docker mounts the working directory with everything mounted below it, so the sandbox would reach it under /workspace (a bind mount of /var/run would hand it the Docker socket); unmount it (umount {shown}) or run odek from (or pass -C) a directory without mounts below it"
+        )));
+    }
+    match find_socket(workdir, true) {
+        Some(Socket::Docker(socket)) => Err(fail(format!(
+            "holds the Docker socket ({}) that the sandbox would reach under /workspace; remove or move it, or run odek from (or pass -C) a project directory without it",
+            quote(&socket.display().to_string())
+        ))),
+        Some(Socket::Other(socket)) => Err(fail(format!(
+            "holds a Unix socket ({}) that the sandbox would reach under /workspace, and a root sandbox could use it against the host (a root-owned tmux socket runs commands there); remove or move the socket, or run odek from (or pass -C) a directory without one (git's fsmonitor daemon, ssh ControlMaster and gpg-agent create sockets)",
+            quote(&socket.display().to_string())
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Mount points strictly below `dir`, from `/proc/self/mountinfo` (empty
@@ -867,7 +903,7 @@ fn check_workdir(workdir: &Path) -> Result<(), ConfigError> {
         Ok(canonical) if canonical == workdir => Ok(()),
         Ok(canonical) => Err(fail(format!(
             "is not canonical (it resolves to {})",
-            canonical.display()
+            quote(&canonical.display().to_string())
         ))),
         Err(e) => Err(fail(format!("cannot be resolved: {e}"))),
     }
@@ -1020,15 +1056,26 @@ fn is_docker_socket_inode(_meta: &std::fs::Metadata, _ids: &[(u64, u64)]) -> boo
     false
 }
 
-/// Looks up to [`SOCKET_SCAN_DEPTH`] levels below `dir` (without following
-/// symlinks, at most [`SOCKET_SCAN_ENTRIES`] entries, skipping unreadable
-/// directories) for an entry named `docker.sock` or a hard link to the
-/// Docker socket.
-fn find_docker_socket(dir: &Path) -> Option<PathBuf> {
+/// A socket [`find_socket`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Socket {
+    /// An entry named `docker.sock` (of any type) or a hard link to the
+    /// Docker socket.
+    Docker(PathBuf),
+    /// Any other Unix socket.
+    Other(PathBuf),
+}
+
+/// Looks up to [`SOCKET_SCAN_DEPTH`] levels below `dir`, breadth first
+/// (without following symlinks, at most [`SOCKET_SCAN_ENTRIES`] entries,
+/// skipping unreadable directories) for an entry named `docker.sock`, a
+/// hard link to the Docker socket, or (when `any`) any Unix socket; the
+/// first found.
+fn find_socket(dir: &Path, any: bool) -> Option<Socket> {
     let ids = docker_socket_ids();
     let mut seen = 0usize;
-    let mut queue = vec![(dir.to_path_buf(), 1usize)];
-    while let Some((current, depth)) = queue.pop() {
+    let mut queue = std::collections::VecDeque::from([(dir.to_path_buf(), 1usize)]);
+    while let Some((current, depth)) = queue.pop_front() {
         let Ok(entries) = std::fs::read_dir(&current) else {
             continue;
         };
@@ -1039,7 +1086,7 @@ fn find_docker_socket(dir: &Path) -> Option<PathBuf> {
             }
             let path = entry.path();
             if entry.file_name() == "docker.sock" {
-                return Some(path);
+                return Some(Socket::Docker(path));
             }
             // lstat, not the listing's d_type: a socket bind-mounted over a
             // regular file is listed as a regular file.
@@ -1048,14 +1095,27 @@ fn find_docker_socket(dir: &Path) -> Option<PathBuf> {
             };
             if meta.is_dir() {
                 if depth < SOCKET_SCAN_DEPTH {
-                    queue.push((path, depth + 1));
+                    queue.push_back((path, depth + 1));
                 }
-            } else if is_socket(&meta) && is_docker_socket_inode(&meta, &ids) {
-                return Some(path);
+            } else if is_socket(&meta) {
+                if is_docker_socket_inode(&meta, &ids) {
+                    return Some(Socket::Docker(path));
+                }
+                if any {
+                    return Some(Socket::Other(path));
+                }
             }
         }
     }
     None
+}
+
+/// [`find_socket`] for the Docker socket only (by name or inode).
+fn find_docker_socket(dir: &Path) -> Option<PathBuf> {
+    match find_socket(dir, false) {
+        Some(Socket::Docker(p)) => Some(p),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -2021,7 +2081,13 @@ mod tests {
             ("/private/etc", "system directory"),
             ("/home/alice", "is the home directory"),
             ("/srv/bob", "is the home directory"),
-            ("/srv", "contains the home directory"),
+            ("/srv", "shared directory /srv"),
+            ("/tmp", "shared directory /tmp"),
+            ("/var/tmp", "shared directory /var/tmp"),
+            ("/opt", "shared directory /opt"),
+            ("/var/mail", "shared directory /var/mail"),
+            ("/var/local", "shared directory /var/local"),
+            ("/var/backups", "shared directory /var/backups"),
             ("/root/.cargo", "hidden directory"),
             ("/home/alice/.ssh", "hidden directory"),
             ("/srv/bob/.config/odek", "hidden directory"),
@@ -2042,6 +2108,9 @@ mod tests {
             "/srv/bob/src/app",
             "/var/lib/jenkins/workspace/app",
             "/tmp/x",
+            "/tmp/odek-e2e-1/app",
+            "/var/tmp/build",
+            "/opt/app",
             "/work/main",
         ] {
             check_workdir_paths(Path::new(wd), &homes, &services)
@@ -2086,6 +2155,38 @@ mod tests {
         assert!(err.to_string().contains("agent.sock"), "{err}");
         let clean = tempfile::tempdir().expect("tempdir");
         check_workdir_sockets(&clean.path().canonicalize().expect("c")).expect("no socket");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn any_socket_within_the_scan_bounds_is_refused() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let wd = tmp.path().canonicalize().expect("canonical");
+        // A root-owned tmux socket would run commands on the host.
+        std::fs::create_dir_all(wd.join(".tmux/x")).expect("mkdir");
+        std::fs::write(wd.join("README"), "").expect("file");
+        let _l = std::os::unix::net::UnixListener::bind(wd.join(".tmux/x/default")).expect("bind");
+        let err = check_workdir_sockets(&wd).expect_err("socket two levels down");
+        let msg = err.to_string();
+        assert!(msg.contains(".tmux/x/default\""), "{msg}");
+        assert!(msg.contains("holds a Unix socket"), "{msg}");
+        assert!(msg.contains("remove or move the socket"), "{msg}");
+        assert!(msg.contains("fsmonitor"), "{msg}");
+        // As deep as the scan goes (the directory at level 3, the socket at 4).
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let wd = tmp.path().canonicalize().expect("canonical");
+        std::fs::create_dir_all(wd.join("a/b/c")).expect("mkdir");
+        let _d = std::os::unix::net::UnixListener::bind(wd.join("a/b/c/s")).expect("bind");
+        check_workdir_sockets(&wd).expect_err("socket at the scan's depth");
+        // A symlink to a socket is not followed (nor is a socket behind a
+        // symlinked directory).
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let wd = tmp.path().canonicalize().expect("canonical");
+        let other = tempfile::tempdir().expect("tempdir");
+        let _o = std::os::unix::net::UnixListener::bind(other.path().join("s")).expect("bind");
+        std::os::unix::fs::symlink(other.path(), wd.join("dir")).expect("symlink");
+        std::os::unix::fs::symlink(other.path().join("s"), wd.join("s")).expect("symlink");
+        check_workdir_sockets(&wd).expect("symlinks are not followed");
     }
 
     #[test]

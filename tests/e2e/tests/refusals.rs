@@ -3,6 +3,8 @@
 //! left. Each case asks odek to run a command that would create a marker
 //! file if it ran on the host.
 
+use std::process::Output;
+
 use odek_e2e::{
     assert_refused, docker, network_id, stdout, strs, unique, Project, TestNetwork, BASE_IMAGE,
     PROJECT,
@@ -438,4 +440,168 @@ fn a_socket_bind_mounted_over_a_file_deep_in_the_workdir_is_refused() {
     let out = p.run_odek(&strs(&argv));
     assert_refused(&p, &out, "mounted at");
     assert!(odek_e2e::stderr(&out).contains("a/b/c/d/e/api"));
+}
+
+/// `odek -C <dir> run --sandbox-image <base> -- <argv>` with `p`'s
+/// `$ODEK_HOME` and a clean `ODEK_*` environment, stdin closed.
+fn odek_in(p: &Project, dir: &std::path::Path, env: &[(&str, &str)], argv: &[String]) -> Output {
+    let mut c = std::process::Command::new(odek_e2e::odek_bin());
+    c.current_dir(p.path())
+        .arg("-C")
+        .arg(dir)
+        .args(["run", "--sandbox-image", BASE_IMAGE, "--"])
+        .env("ODEK_HOME", p.home.path())
+        .args(argv)
+        .stdin(std::process::Stdio::null());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ODEK_") && k != "ODEK_HOME" && k != "ODEK_BIN" {
+            c.env_remove(&k);
+        }
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    odek_e2e::run_timeout(&mut c, odek_e2e::ODEK_TIMEOUT)
+}
+
+/// Containers labelled with `dir` as their working directory.
+fn leftovers_of(dir: &std::path::Path) -> Vec<String> {
+    docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        "label=dev.odek.sandbox=true",
+        "--filter",
+        &format!("label=dev.odek.workdir={}", dir.display()),
+    ])
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+#[test]
+fn a_socket_two_levels_down_in_the_workdir_is_refused() {
+    // Any socket, not only docker.sock: a root-owned tmux socket there would
+    // let the root sandbox run commands on the host.
+    let p = Project::new();
+    std::fs::create_dir_all(p.path().join("a/b")).expect("mkdir");
+    let _listener =
+        std::os::unix::net::UnixListener::bind(p.path().join("a/b/sock")).expect("bind");
+    let mut argv: Vec<String> = ["run", "--sandbox-image", BASE_IMAGE, "--"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    argv.extend(p.marker_argv());
+    let out = p.run_odek(&strs(&argv));
+    assert_refused(&p, &out, "holds a Unix socket");
+    let err = odek_e2e::stderr(&out);
+    assert!(err.contains("a/b/sock"), "{err}");
+    assert!(err.contains("remove or move the socket"), "{err}");
+}
+
+#[test]
+fn tmp_itself_is_refused_as_the_workdir() {
+    // /tmp holds other programs' sockets (tmux-0/default, ssh agents).
+    let p = Project::new();
+    let out = odek_in(&p, std::path::Path::new("/tmp"), &[], &p.marker_argv());
+    assert_eq!(out.status.code(), Some(125), "{}", odek_e2e::stderr(&out));
+    let err = odek_e2e::stderr(&out);
+    assert!(err.contains("shared directory /tmp"), "{err}");
+    assert!(!p.marker().exists(), "the command ran on the host");
+    assert!(leftovers_of(std::path::Path::new("/tmp")).is_empty());
+}
+
+#[test]
+fn a_directory_bind_mounted_deep_in_the_workdir_is_refused() {
+    // Below the socket scan's depth; with /var/run it would be the Docker
+    // socket. The mounted directory is the test's own.
+    let p = Project::new();
+    let deep = p.path().join("a/b/c/d/e");
+    std::fs::create_dir_all(&deep).expect("mkdir");
+    let src = tempfile::tempdir().expect("tempdir");
+    std::fs::write(src.path().join("inside"), "").expect("file");
+    let st = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(src.path())
+        .arg(&deep)
+        .status()
+        .expect("mount");
+    assert!(
+        st.success(),
+        "mount --bind needs root (the e2e suite runs as root)"
+    );
+    let _mount = BindMount(deep.clone());
+    let mut argv: Vec<String> = ["run", "--sandbox", "--sandbox-image", BASE_IMAGE, "--"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    argv.extend(p.marker_argv());
+    let out = p.run_odek(&strs(&argv));
+    assert_refused(&p, &out, "has a file system mounted at");
+    let err = odek_e2e::stderr(&out);
+    assert!(err.contains("a/b/c/d/e"), "{err}");
+    assert!(err.contains("unmount it"), "{err}");
+}
+
+/// A directory name that clears the screen and retitles the terminal when
+/// printed raw.
+const HOSTILE_NAME: &str = "e\u{1b}]0;x\u{7}\u{1b}[2Jx";
+
+/// Asserts that neither stream carries an ESC or BEL byte.
+fn assert_no_escapes(out: &Output) {
+    for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        assert!(
+            !bytes.iter().any(|b| *b == 0x1b || *b == 0x07),
+            "raw ESC/BEL on {name}: {:?}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+}
+
+#[test]
+fn a_hostile_workdir_name_never_reaches_the_terminal_raw() {
+    let p = Project::new();
+    let dir = p.path().join(HOSTILE_NAME);
+    std::fs::create_dir(&dir).expect("mkdir");
+    // Refused (a socket at its top level): the error names the directory.
+    let listener = std::os::unix::net::UnixListener::bind(dir.join("s")).expect("bind");
+    let out = odek_in(&p, &dir, &[], &p.marker_argv());
+    assert_eq!(out.status.code(), Some(125), "{}", odek_e2e::stderr(&out));
+    assert!(odek_e2e::stderr(&out).contains("\\u{1b}]0;x"), "escaped");
+    assert_no_escapes(&out);
+    assert!(!p.marker().exists(), "the command ran on the host");
+    assert!(leftovers_of(&dir).is_empty());
+    drop(listener);
+    std::fs::remove_file(dir.join("s")).expect("rm socket");
+    // Project settings that need approval, no terminal: refused, naming the
+    // project config.
+    std::fs::write(
+        dir.join("odek.json"),
+        format!(r#"{{"sandbox_compose_project": "{PROJECT}"}}"#),
+    )
+    .expect("odek.json");
+    let out = odek_in(&p, &dir, &[], &p.marker_argv());
+    assert_eq!(out.status.code(), Some(125), "{}", odek_e2e::stderr(&out));
+    assert!(
+        odek_e2e::stderr(&out).contains("no terminal"),
+        "{}",
+        odek_e2e::stderr(&out)
+    );
+    assert_no_escapes(&out);
+    assert!(!p.marker().exists(), "the command ran on the host");
+    // Approved by the environment: the notice names the project config too.
+    let out = odek_in(
+        &p,
+        &dir,
+        &[("ODEK_APPROVE_PROJECT_SANDBOX", "1")],
+        &["true".to_string()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", odek_e2e::stderr(&out));
+    assert!(
+        odek_e2e::stderr(&out).contains("approved by ODEK_APPROVE_PROJECT_SANDBOX=1"),
+        "{}",
+        odek_e2e::stderr(&out)
+    );
+    assert_no_escapes(&out);
+    assert!(leftovers_of(&dir).is_empty(), "{:?}", leftovers_of(&dir));
 }
