@@ -112,6 +112,16 @@ pub struct Environment {
     pub cpus: Option<String>,
 }
 
+/// True when `peer` is listed among the services of a network: every
+/// container except odek sandboxes (label `dev.odek.sandbox=true`), which are
+/// other agents' sandboxes, not services, and are left out of the block
+/// (SPEC §9.1 lists "the names other containers answer to" so the agent
+/// finds the project's services; a sandbox of another conversation is not
+/// one).
+pub fn lists_as_service(peer: &ContainerInfo) -> bool {
+    peer.labels.get(crate::labels::SANDBOX).map(String::as_str) != Some("true")
+}
+
 /// Names a peer answers to on one network: Compose service alias first, then
 /// other aliases, then the container name; minus an alias equal to the first
 /// 12 characters of the peer's own ID (short real names that look hex stay).
@@ -295,6 +305,7 @@ async fn describe_container(
             .containers
             .keys()
             .filter_map(|k| by_id.get(k.as_str()))
+            .filter(|c| lists_as_service(c))
             .collect();
         members.sort_by_key(|c| peer_sort_key(c));
         for p in members {

@@ -410,3 +410,37 @@ async fn a_stopped_sandbox_is_not_described() {
     );
     assert!(err.to_string().contains("odek sandbox down"), "{err}");
 }
+
+/// Another sandbox on the same Compose networks is another agent's, not a
+/// service: it is not listed (SANDBOXING.md "What the agent is told").
+#[tokio::test]
+async fn another_sandbox_on_the_network_is_not_listed_as_a_service() {
+    let s = Setup::new().compose(PROJECT);
+    let first = s.up().await.expect("launch");
+    let second = s.up().await.expect("second launch");
+    add_peer(
+        &s.fake,
+        "shop-redis-1",
+        Some("redis"),
+        SHOP_DEFAULT_ID,
+        &[SHOP_BACKEND_ID],
+    )
+    .await;
+    let env = s.odek.describe(&first).await.expect("describe");
+    let names: Vec<&String> = env
+        .networks
+        .iter()
+        .flat_map(|n| &n.peers)
+        .flat_map(|p| &p.names)
+        .collect();
+    assert!(
+        names.iter().any(|n| n.as_str() == "shop-redis-1"),
+        "control: the service is listed: {env:?}"
+    );
+    assert!(
+        names.iter().all(|n| **n != second.name),
+        "the other sandbox {} is listed as a service: {env:?}",
+        second.name
+    );
+    assert!(!render_prompt(&env).contains(&second.name));
+}

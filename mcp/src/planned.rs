@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 
 use odek_core::describe::{
-    sanitize_name, EnvNetwork, Environment, Peer, Workspace, ENVIRONMENT_SCHEMA,
+    lists_as_service, sanitize_name, EnvNetwork, Environment, Peer, Workspace, ENVIRONMENT_SCHEMA,
     MAX_LISTED_NETWORKS, MAX_NAMES_PER_NETWORK,
 };
 use odek_core::engine::ContainerInfo;
@@ -79,7 +79,9 @@ async fn peers_of(
     let mut members: Vec<ContainerInfo> = Vec::new();
     for id in ids {
         if let Ok(Some(c)) = engine.inspect_container(id).await {
-            members.push(c);
+            if lists_as_service(&c) {
+                members.push(c);
+            }
         }
     }
     members.sort_by_key(|c| {
