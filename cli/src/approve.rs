@@ -23,6 +23,9 @@ pub async fn obtain(odek: &Odek, plan: &Plan) -> Result<Option<Approval>, odek_c
         return Ok(Some(a));
     }
     if !std::io::stdin().is_terminal() {
+        if req.previously_trusted {
+            errln!("odek: note: {}", odek_core::approval::PREVIOUSLY_TRUSTED);
+        }
         return Err(ApprovalError::NonInteractive {
             config: req.config.clone(),
             knobs: req.knobs.join(", "),

@@ -209,8 +209,13 @@ impl Sandboxes {
                         config: req.config.clone(),
                         knobs: req.knobs.join(", "),
                     });
+                    let note = if req.previously_trusted {
+                        format!("\nNote: {}.", odek_core::approval::PREVIOUSLY_TRUSTED)
+                    } else {
+                        String::new()
+                    };
                     return Err(Refusal(format!(
-                        "{}\n(odek refused: failure class {}; the MCP server cannot ask at a terminal. Nothing was launched.)\n\n{}",
+                        "{}\n(odek refused: failure class {}; the MCP server cannot ask at a terminal. Nothing was launched.){note}\n\n{}",
                         e,
                         e.class(),
                         req.render_card()

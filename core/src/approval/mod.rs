@@ -27,6 +27,11 @@ pub const APPROVAL_REQUEST_SCHEMA: &str = "odek.approval-request/1";
 /// Schema name of [`Approval`] JSON.
 pub const APPROVAL_SCHEMA: &str = "odek.approval/1";
 
+/// Why a project that was trusted asks again (its request has
+/// `previously_trusted`), for refusals where no card is shown (no terminal,
+/// `odek mcp`).
+pub const PREVIOUSLY_TRUSTED: &str = "this project was trusted before with other settings or network IDs (recreating a Compose project with `down` and `up` gives its networks new IDs); the stored trust does not cover what it asks for now: review the new settings with odek at a terminal";
+
 /// Approval errors: class config.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ApprovalError {

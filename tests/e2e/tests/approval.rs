@@ -252,6 +252,13 @@ fn trust_survives_a_rerun_and_an_agent_edit_asks_again() {
         .stdin(std::process::Stdio::null()));
     odek_e2e::assert_refused(&p, &next, "needs operator approval");
     assert!(stderr(&next).contains("sandbox_env"), "{}", stderr(&next));
+    // Without a card, the refusal still says a trust existed for other
+    // settings (or network IDs, as after a Compose down/up).
+    assert!(
+        stderr(&next).contains("trusted before with other settings or network IDs"),
+        "{}",
+        stderr(&next)
+    );
 }
 
 #[test]
