@@ -284,6 +284,12 @@ fn main() -> ExitCode {
         Err(e) => {
             let code = e.exit_code();
             let _ = e.print();
+            // `odek run --sandbox-compose shop redis-cli ping`: the command
+            // must follow `--` (clap calls its first word unexpected).
+            let takes_cmd = is_run || std::env::args().any(|a| a == "exec");
+            if e.kind() == clap::error::ErrorKind::UnknownArgument && takes_cmd {
+                errln!("odek: hint: put the command after `--`, e.g. `odek run [sandbox flags] -- redis-cli -h redis ping` or `odek sandbox exec NAME -- CMD …`");
+            }
             return if code == 0 {
                 ExitCode::SUCCESS
             } else if is_run {

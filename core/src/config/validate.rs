@@ -315,11 +315,20 @@ pub fn parse_memory(origin: &str, value: &str) -> Result<i64, ConfigError> {
         .ok_or_else(too_large)?;
     let bytes = i64::try_from(bytes).map_err(|_| too_large())?;
     if (bytes as u128) < MIN_MEMORY_BYTES {
+        // A bare number is bytes, as in Docker: `512` is 512 bytes.
+        let hint = if value.trim().bytes().all(|b| b.is_ascii_digit()) {
+            format!(
+                "; a number without a unit is bytes: did you mean {}m?",
+                value.trim()
+            )
+        } else {
+            String::new()
+        };
         return Err(invalid(
             origin,
             key,
             format!(
-                "must be at least 6 MiB ({MIN_MEMORY_BYTES} bytes), Docker's minimum (got {})",
+                "must be at least 6 MiB ({MIN_MEMORY_BYTES} bytes), Docker's minimum (got {}){hint}",
                 quote(value)
             ),
         ));
@@ -1497,6 +1506,7 @@ mod tests {
             ("-512m", "must be a size"),
             ("+512m", "must be a size"),
             ("0", "at least 6 MiB"),
+            ("512", "did you mean 512m?"),
             ("0m", "at least 6 MiB"),
             ("5m", "at least 6 MiB"),
             ("6291455", "at least 6 MiB"),

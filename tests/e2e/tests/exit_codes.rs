@@ -122,3 +122,22 @@ fn timeout_exits_124_and_removes_the_sandbox() {
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
     assert!(p.leftovers().is_empty(), "left: {:?}", p.leftovers());
 }
+
+/// A command given without `--` is a usage error (125) that says where the
+/// command goes; nothing runs and no container is made.
+#[test]
+fn a_command_without_the_double_dash_says_to_put_it_after_it() {
+    let p = Project::new();
+    let out = bare_run(
+        &p,
+        &["--sandbox-image", BASE_IMAGE, "touch", "/workspace/marker"],
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("put the command after `--`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!p.path().join("marker").exists(), "the command ran");
+    assert!(p.leftovers().is_empty());
+}
