@@ -93,7 +93,7 @@ fresh "the unbroken repository passes"
 expect_pass
 
 broken "syntax error in a .nix file" \
-  nix/package.nix 's/^{ lib, rustPlatform }:$/{ lib, rustPlatform }: {{/' \
+  nix/package.nix 's/^{ lib, rustPlatform, installShellFiles }:$/{ lib, rustPlatform, installShellFiles }: {{/' \
   'syntax error in nix/package.nix'
 
 broken "syntax error in the stub" \
@@ -145,7 +145,7 @@ broken "a NixOS option that does not exist" \
   'unknown option'
 
 broken "an expected output is missing" \
-  flake.nix '/odek-go = pkgs.callPackage/d' \
+  flake.nix '/odek-go = pkgs.callPackage/d; s/ libodek odek-go \]/ libodek ]/; s/ odek-python odek-go;/ odek-python;/' \
   'missing output packages\.[a-z0-9_-]+\.odek-go'
 
 broken "pullImage digest differs from default.Dockerfile's" \
