@@ -122,10 +122,12 @@ pub fn lists_as_service(peer: &ContainerInfo) -> bool {
     peer.labels.get(crate::labels::SANDBOX).map(String::as_str) != Some("true")
 }
 
-/// Names a peer answers to on one network: Compose service alias first, then
-/// other aliases, then the container name; minus an alias equal to the first
-/// 12 characters of the peer's own ID (short real names that look hex stay).
-fn peer_names(peer: &ContainerInfo, network_id: &str) -> Vec<String> {
+/// Names a peer answers to on one network (full ID `network_id`), unfiltered
+/// (callers apply [`sanitize_name`] and count what it drops): Compose service
+/// alias first, then other aliases, then the container name; minus an alias
+/// equal to the first 12 characters of the peer's own ID (short real names
+/// that look hex stay). SPEC §9.1.
+pub fn peer_names(peer: &ContainerInfo, network_id: &str) -> Vec<String> {
     let short_id = &peer.id[..peer.id.len().min(12)];
     let aliases: Vec<&String> = peer
         .endpoints

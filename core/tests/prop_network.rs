@@ -164,7 +164,8 @@ proptest! {
     ) {
         let name = format!("a{}", parts.concat());
         let got = sanitize_name(&name);
-        if name.to_ascii_lowercase().contains("untrusted_content") {
+        // Too long is omitted too (never truncated): up to 1 + 7 × 17 bytes.
+        if name.to_ascii_lowercase().contains("untrusted_content") || name.len() > 63 {
             prop_assert_eq!(got, None, "{:?}", name);
         } else {
             prop_assert_eq!(got.as_deref(), Some(name.as_str()));

@@ -5,16 +5,14 @@
 //! [`odek_core::describe::render_prompt`] / [`render_tool`](odek_core::describe::render_tool),
 //! so the untrusted-name rules of SPEC §9.3 apply unchanged.
 //!
-//! The peer-name rule mirrors the core's `describe` (Compose service alias
-//! first, then other aliases, then the container name, minus an alias equal
-//! to the peer's 12-character short ID); `describe` on a launched sandbox
-//! gives the live view.
+//! The peer-name rule is the core's ([`odek_core::describe::peer_names`]);
+//! `describe` on a launched sandbox gives the live view.
 
 use std::collections::BTreeSet;
 
 use odek_core::describe::{
-    lists_as_service, sanitize_name, EnvNetwork, Environment, Peer, Workspace, ENVIRONMENT_SCHEMA,
-    MAX_LISTED_NETWORKS, MAX_NAMES_PER_NETWORK,
+    lists_as_service, peer_names, sanitize_name, EnvNetwork, Environment, Peer, Workspace,
+    ENVIRONMENT_SCHEMA, MAX_LISTED_NETWORKS, MAX_NAMES_PER_NETWORK,
 };
 use odek_core::engine::ContainerInfo;
 use odek_core::{Odek, Plan};
@@ -111,36 +109,6 @@ async fn peers_of(
         }
     }
     out
-}
-
-/// Names a peer answers to on one network (the core's rule, see the module
-/// documentation).
-fn peer_names(peer: &ContainerInfo, network_id: &str) -> Vec<String> {
-    let short_id = &peer.id[..peer.id.len().min(12)];
-    let aliases: Vec<&String> = peer
-        .endpoints
-        .iter()
-        .filter(|e| e.network_id == network_id)
-        .flat_map(|e| e.aliases.iter())
-        .collect();
-    let mut names: Vec<String> = Vec::new();
-    let mut push = |n: &str| {
-        if n != short_id && !names.iter().any(|x| x == n) {
-            names.push(n.to_string());
-        }
-    };
-    if let Some(s) = peer
-        .labels
-        .get(COMPOSE_SERVICE_LABEL)
-        .filter(|s| aliases.contains(s))
-    {
-        push(s);
-    }
-    for a in &aliases {
-        push(a);
-    }
-    push(&peer.name);
-    names
 }
 
 #[cfg(test)]
