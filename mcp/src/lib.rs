@@ -12,8 +12,12 @@
 //!   the host, and every refusal is a tool error naming cause and fix while
 //!   the server keeps serving.
 //! - Approval (SPEC §7): project settings needing approval are refused
-//!   unless a trust is stored or `ODEK_APPROVE_PROJECT_SANDBOX=1` is set;
-//!   the error carries the approval card.
+//!   unless a trust is stored or `ODEK_APPROVE_PROJECT_SANDBOX=1` is set,
+//!   or the user approves them when asked through MCP elicitation (clients
+//!   that declare it): the same card, answered once/trust/deny. The
+//!   refusal carries the card.
+//! - Progress: a launch whose tool call carries a progress token reports
+//!   its start, every pull/build line and a tick each second.
 //! - Lifecycle: every sandbox the server launched is removed when the
 //!   client disconnects (stdin EOF) and on SIGINT/SIGTERM/SIGHUP. After
 //!   SIGKILL its sandboxes carry this process as their owner, so
@@ -29,6 +33,7 @@ macro_rules! errln {
     }};
 }
 
+mod caller;
 mod capture;
 mod planned;
 mod sandboxes;

@@ -12,11 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use odek_core::approval::ApprovalError;
+use odek_core::approval::{Approval, ApprovalError, ApprovalRequest, Decision};
 use odek_core::config::ConfigInputs;
 use odek_core::launch::{new_launch_id, new_sandbox_name, LaunchProgress, Stage};
 use odek_core::{Error, Isolation, LaunchOptions, Odek, Plan, Sandbox};
 
+use crate::caller::{Asked, Caller};
 use crate::StderrReporter;
 
 /// Label carrying the MCP sandbox id on the container (for people reading
@@ -132,18 +133,22 @@ impl Sandboxes {
 
     /// The sandbox with this id, or the default one (launched now if need
     /// be). Errors: an unknown id; the default's launch refused.
-    pub(crate) async fn get(&self, id: Option<&str>) -> Result<(String, Arc<Sandbox>), Refusal> {
+    pub(crate) async fn get(
+        &self,
+        id: Option<&str>,
+        caller: &Caller,
+    ) -> Result<(String, Arc<Sandbox>), Refusal> {
         match id {
             Some(id) => self
                 .table()
                 .get(id)
                 .map(|e| (id.to_string(), e.sandbox.clone()))
                 .ok_or_else(|| unknown(id)),
-            None => self.default_sandbox().await,
+            None => self.default_sandbox(caller).await,
         }
     }
 
-    async fn default_sandbox(&self) -> Result<(String, Arc<Sandbox>), Refusal> {
+    async fn default_sandbox(&self, caller: &Caller) -> Result<(String, Arc<Sandbox>), Refusal> {
         let mut slot = self.default.lock().await;
         if let Some(id) = slot.as_ref() {
             if let Some(e) = self.table().get(id) {
@@ -151,24 +156,27 @@ impl Sandboxes {
             }
         }
         let plan = self.resolve().await?;
-        let (id, sandbox) = self.launch(&plan, None).await?;
+        let (id, sandbox) = self.launch(&plan, None, caller).await?;
         *slot = Some(id.clone());
         Ok((id, sandbox))
     }
 
     /// Resolves, approves and launches a new sandbox.
-    pub(crate) async fn up(&self) -> Result<(String, Arc<Sandbox>), Refusal> {
+    pub(crate) async fn up(&self, caller: &Caller) -> Result<(String, Arc<Sandbox>), Refusal> {
         let plan = self.resolve().await?;
-        self.launch(&plan, None).await
+        self.launch(&plan, None, caller).await
     }
 
-    /// Launches `plan` (approved by a standing approval when it needs one)
-    /// and records it under a new id. `parent` is `(id, container name)` of
-    /// the sandbox a narrowed plan came from.
+    /// Launches `plan` (approved by a standing approval when it needs one,
+    /// else by the user answering the caller's client through MCP
+    /// elicitation) and records it under a new id. `parent` is `(id,
+    /// container name)` of the sandbox a narrowed plan came from. While the
+    /// launch runs, the caller gets progress notifications if it asked.
     pub(crate) async fn launch(
         &self,
         plan: &Plan,
         parent: Option<(&str, &str)>,
+        caller: &Caller,
     ) -> Result<(String, Arc<Sandbox>), Refusal> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Refusal(
@@ -188,6 +196,10 @@ impl Sandboxes {
                 Some(a)
                     if a.via == "env" && !self.is_pinned(&req.key, req.env_binding.as_deref()) =>
                 {
+                    // The human may approve what changed; the card shows it.
+                    if let Some(a) = self.ask(plan, req, caller).await? {
+                        return self.launch_approved(plan, parent, Some(a), caller).await;
+                    }
                     return Err(Refusal(format!(
                         "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and ODEK_APPROVE_PROJECT_SANDBOX=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, review them and restart the server, or trust them with `odek run` in a terminal (answer t).\n\n{}",
                         odek_core::approval::display_text(&req.config),
@@ -205,6 +217,9 @@ impl Sandboxes {
                     Some(a)
                 }
                 None => {
+                    if let Some(a) = self.ask(plan, req, caller).await? {
+                        return self.launch_approved(plan, parent, Some(a), caller).await;
+                    }
                     let e = Error::from(ApprovalError::NonInteractive {
                         config: req.config.clone(),
                         knobs: req.knobs.join(", "),
@@ -223,6 +238,51 @@ impl Sandboxes {
                 }
             },
         };
+        self.launch_approved(plan, parent, approval, caller).await
+    }
+
+    /// Asks the user through the caller's client (MCP elicitation) whether
+    /// to approve `req`: `Ok(Some(_))` approved (once, or trusted and
+    /// stored), `Ok(None)` when the client cannot be asked. Errors: the
+    /// user denied, declined or cancelled, or the question failed.
+    async fn ask(
+        &self,
+        plan: &Plan,
+        req: &ApprovalRequest,
+        caller: &Caller,
+    ) -> Result<Option<Approval>, Refusal> {
+        let decision = match caller.ask_approval(&req.render_card()).await {
+            Asked::Unasked => return Ok(None),
+            Asked::Once => Decision::Once,
+            Asked::Trust => Decision::Trust,
+            Asked::Refused(why) => {
+                let e = Error::from(ApprovalError::Denied {
+                    config: req.config.clone(),
+                });
+                return Err(Refusal(format!(
+                    "{e} (asked through the MCP client: {why})\n(odek refused: failure class {}; nothing ran and no container was left. The next call that launches a sandbox asks again; or trust the settings with `odek run` in a terminal (answer t).)\n\n{}",
+                    e.class(),
+                    req.render_card()
+                )));
+            }
+        };
+        let a = self.odek.approve(plan, decision).map_err(Refusal::from)?;
+        errln!(
+            "odek: project settings of {} approved by the user through the MCP client ({})",
+            odek_core::approval::display_text(&req.config),
+            a.via
+        );
+        Ok(Some(a))
+    }
+
+    /// Launches an approved `plan` (see [`Sandboxes::launch`]).
+    async fn launch_approved(
+        &self,
+        plan: &Plan,
+        parent: Option<(&str, &str)>,
+        approval: Option<Approval>,
+        caller: &Caller,
+    ) -> Result<(String, Arc<Sandbox>), Refusal> {
         let id = new_id();
         let name = new_sandbox_name();
         let progress = Arc::new(LaunchProgress::default());
@@ -241,7 +301,14 @@ impl Sandboxes {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(name.clone(), progress);
-        let launched = self.odek.launch(plan, &opts, &StderrReporter).await;
+        let launched = caller
+            .with_progress(|reporter| async move {
+                match reporter {
+                    Some(r) => self.odek.launch(plan, &opts, &r).await,
+                    None => self.odek.launch(plan, &opts, &StderrReporter).await,
+                }
+            })
+            .await;
         self.launching
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -13,6 +13,7 @@ use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, Json, RoleServer, ServerHandler};
 
+use crate::caller::Caller;
 use crate::capture::Capture;
 use crate::planned;
 use crate::sandboxes::{Refusal, Sandboxes};
@@ -75,7 +76,7 @@ impl OdekMcp {
                 // what the agent gets: say that first (SPEC §7).
                 let pending = match &plan.approval {
                     Some(req) if req.standing().is_none() => format!(
-                        "NOT APPROVED YET: {} asks for sandbox settings ({}) that the operator has not approved, so every tool call is refused until they are (`odek run` in a terminal, answer `t`; or ODEK_APPROVE_PROJECT_SANDBOX=1 for this server). If approved, the sandbox will have:\n\n",
+                        "NOT APPROVED YET: {} asks for sandbox settings ({}) that the operator has not approved, so every tool call that launches a sandbox asks the user through the MCP client (if it supports elicitation) or is refused until they are approved (`odek run` in a terminal, answer `t`; or ODEK_APPROVE_PROJECT_SANDBOX=1 for this server). If approved, the sandbox will have:\n\n",
                         req.config,
                         req.knobs.join(", ")
                     ),
@@ -136,7 +137,7 @@ impl OdekMcp {
         let req = exec_request(&args)?;
         let (id, sandbox) = self
             .sandboxes
-            .get(args.sandbox_id.as_deref())
+            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
             .await
             .map_err(refusal)?;
         let capture = Capture::new(MAX_OUTPUT_BYTES);
@@ -177,10 +178,11 @@ impl OdekMcp {
     async fn describe(
         &self,
         Parameters(args): Parameters<SandboxRef>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<DescribeResult>, String> {
         let (id, sandbox) = self
             .sandboxes
-            .get(args.sandbox_id.as_deref())
+            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
             .await
             .map_err(refusal)?;
         let env = self
@@ -206,8 +208,13 @@ impl OdekMcp {
     async fn sandbox_up(
         &self,
         Parameters(_args): Parameters<UpArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<SandboxInfo>, String> {
-        let (id, sandbox) = self.sandboxes.up().await.map_err(refusal)?;
+        let (id, sandbox) = self
+            .sandboxes
+            .up(&Caller::of(&ctx))
+            .await
+            .map_err(refusal)?;
         Ok(Json(SandboxInfo {
             sandbox_id: id,
             container: sandbox.name.clone(),
@@ -257,7 +264,9 @@ impl OdekMcp {
     async fn sandbox_narrow(
         &self,
         Parameters(args): Parameters<NarrowArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<SandboxInfo>, String> {
+        let caller = Caller::of(&ctx);
         let network_mode = match args.network_mode.as_deref() {
             None => None,
             Some(v) => Some(
@@ -278,14 +287,14 @@ impl OdekMcp {
         };
         let (parent_id, parent) = self
             .sandboxes
-            .get(args.sandbox_id.as_deref())
+            .get(args.sandbox_id.as_deref(), &caller)
             .await
             .map_err(refusal)?;
         let plan = odek_core::narrow::narrow(&parent.plan, &req)
             .map_err(|e| refusal(odek_core::Error::from(e).into()))?;
         let (id, sandbox) = self
             .sandboxes
-            .launch(&plan, Some((&parent_id, &parent.name)))
+            .launch(&plan, Some((&parent_id, &parent.name)), &caller)
             .await
             .map_err(refusal)?;
         Ok(Json(SandboxInfo {

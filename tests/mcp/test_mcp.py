@@ -15,6 +15,7 @@ tests only ever remove containers they created.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp.types import ElicitResult
 
 REPO = Path(__file__).resolve().parents[2]
 ODEK = Path(os.environ.get("ODEK_BIN", REPO / "target" / "debug" / "odek"))
@@ -88,10 +90,13 @@ def project(tmp_path: Path):
 
 
 @asynccontextmanager
-async def session(p: Project, *extra: str, compose: bool = True, env: dict[str, str] | None = None):
-    params = StdioServerParameters(command=str(ODEK), args=p.args(*extra, compose=compose), env=env or p.env(), cwd=str(p.dir))
+async def session(p: Project, *extra: str, compose: bool = True, env: dict[str, str] | None = None,
+                  args: list[str] | None = None, **client):
+    """A client session with `odek mcp` (`client`: ClientSession keywords,
+    e.g. elicitation_callback)."""
+    params = StdioServerParameters(command=str(ODEK), args=args or p.args(*extra, compose=compose), env=env or p.env(), cwd=str(p.dir))
     async with stdio_client(params, errlog=sys.stderr) as (read, write):
-        async with ClientSession(read, write) as s:
+        async with ClientSession(read, write, **client) as s:
             init = await s.initialize()
             yield s, init
 
@@ -303,6 +308,155 @@ def test_project_settings_need_approval(project):
             assert set(containers_for(project.dir)) == before, "a sandbox was launched from the rewritten file"
 
     run(go())
+    assert wait_gone(project.dir) == []
+
+
+STORE = "project_sandbox_approvals.json"
+
+
+class Asker:
+    """An elicitation callback giving one answer, recording the questions."""
+
+    def __init__(self, action: str, decision: str | None = None):
+        self.action, self.decision = action, decision
+        self.asked: list = []
+
+    async def __call__(self, context, params):
+        self.asked.append(params)
+        content = {"decision": self.decision} if self.decision is not None else None
+        return ElicitResult(action=self.action, content=content)
+
+
+def stored_keys(p: Project) -> str:
+    f = p.home / STORE
+    return f.read_text() if f.exists() else ""
+
+
+def check_question(asker: Asker):
+    assert len(asker.asked) == 1, asker.asked
+    q = asker.asked[0]
+    print("\n--- elicitation ---\n" + q.message)
+    # The CLI's card: the file, the networks by name and full ID, the project.
+    assert "odek.json" in q.message and f"{PROJECT}_backend" in q.message
+    assert re.search(r"\b[0-9a-f]{64}\b", q.message), q.message
+    schema = q.requested_schema.model_dump(by_alias=True, exclude_none=True) if hasattr(q.requested_schema, "model_dump") else dict(q.requested_schema)
+    assert schema["properties"]["decision"]["enum"] == ["once", "trust", "deny"], schema
+
+
+def test_elicitation_approves_once(project):
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+    asker = Asker("accept", "once")
+
+    async def go():
+        async with session(project, compose=False, elicitation_callback=asker) as (s, _):
+            r = await ok(s, "exec", command="redis-cli -h redis ping")
+            assert r["stdout"].strip() == "PONG"
+            check_question(asker)
+            # The default sandbox is up: no second question.
+            await ok(s, "exec", command="true")
+            assert len(asker.asked) == 1
+        # "once" is not stored.
+        assert stored_keys(project) == ""
+        async with session(project, compose=False) as (s, _):
+            assert "needs operator approval" in await refused(s, "exec", command="true")
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_elicitation_trust_is_stored(project):
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+    asker = Asker("accept", "trust")
+
+    async def go():
+        assert stored_keys(project) == ""
+        async with session(project, compose=False, elicitation_callback=asker) as (s, _):
+            r = await ok(s, "exec", command="redis-cli -h redis ping")
+            assert r["stdout"].strip() == "PONG"
+            check_question(asker)
+        assert stored_keys(project) != "", "trust not stored"
+        # A later client that cannot be asked runs on the stored trust.
+        async with session(project, compose=False) as (s, init):
+            assert "NOT APPROVED YET" not in init.instructions
+            r = await ok(s, "exec", command="redis-cli -h redis ping")
+            assert r["stdout"].strip() == "PONG"
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_elicitation_may_approve_a_changed_file(project):
+    """ODEK_APPROVE_PROJECT_SANDBOX=1 approves only the start-up settings; a
+    client that can ask puts the agent's rewritten odek.json to the user."""
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+    asker = Asker("accept", "once")
+
+    async def go():
+        env = project.env(ODEK_APPROVE_PROJECT_SANDBOX="1")
+        async with session(project, compose=False, env=env, elicitation_callback=asker) as (s, _):
+            r = await ok(s, "exec", command="redis-cli -h redis ping")
+            assert r["stdout"].strip() == "PONG"
+            assert asker.asked == []  # the start-up settings: approved by the switch
+            wide = json.dumps({"sandbox_compose_project": PROJECT, "sandbox_network": "bridge"})
+            await ok(s, "exec", command=f"printf '%s' '{wide}' > /workspace/odek.json")
+            up = await ok(s, "sandbox_up")
+            assert len(asker.asked) == 1
+            assert "bridge" in asker.asked[0].message, asker.asked[0].message
+            assert len(containers_for(project.dir)) == 2, up
+        assert stored_keys(project) == ""
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+@pytest.mark.parametrize("answer", [("decline", None), ("cancel", None), ("accept", "deny")], ids=lambda a: "-".join(filter(None, a)))
+def test_elicitation_refused(project, answer):
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+    asker = Asker(*answer)
+
+    async def go():
+        async with session(project, compose=False, elicitation_callback=asker) as (s, _):
+            err = await refused(s, "exec", command="true")
+            print(f"\n--- refusal (elicitation {answer}) ---\n{err}")
+            assert "not approved" in err and f"{PROJECT}_backend" in err
+            check_question(asker)
+            assert containers_for(project.dir) == []
+            # Asked again on the next call; the server keeps serving.
+            assert "not approved" in await refused(s, "sandbox_up")
+            assert len(asker.asked) == 2
+            assert (await ok(s, "sandbox_list"))["sandboxes"] == []
+        assert stored_keys(project) == ""
+
+    run(go())
+    assert containers_for(project.dir) == []
+
+
+def test_progress_while_the_image_builds(project):
+    """A first exec whose launch builds Dockerfile.odek (a unique one, so it
+    is built now) reports progress to a caller that sent a progress token."""
+    df = project.dir / "Dockerfile.odek"
+    df.write_bytes(f"FROM {IMAGE}\n# odek mcp test {os.urandom(8).hex()}\nRUN sleep 2\n".encode())
+    tag = "odek-sandbox:" + hashlib.sha256(df.read_bytes()).hexdigest()[:24]
+    seen: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, message))
+
+    async def go():
+        env = project.env(ODEK_APPROVE_PROJECT_SANDBOX="1")
+        async with session(project, env=env, args=["mcp", "--sandbox-compose", PROJECT]) as (s, _):
+            r = await s.call_tool("exec", {"command": "redis-cli -h redis ping"}, progress_callback=on_progress)
+            assert not r.is_error, text_of(r)
+            assert r.structured_content["stdout"].strip() == "PONG"
+            print("\n--- progress ---\n" + "\n".join(f"{p:g} {m}" for p, m in seen))
+            assert seen, "no progress notification"
+            assert [p for p, _ in seen] == sorted(p for p, _ in seen)
+            assert len(seen) >= 2, seen  # the start and at least a build line or tick
+
+    try:
+        run(go())
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
     assert wait_gone(project.dir) == []
 
 

@@ -1,0 +1,238 @@
+//! The client that called a tool, as far as a launch needs it: the human
+//! to ask for approval (MCP elicitation, SPEC §7) and where to send
+//! progress notifications while the sandbox starts.
+
+use std::future::Future;
+use std::time::Duration;
+
+use odek_core::{Reporter, Warning};
+use rmcp::model::{
+    ElicitRequestParams, ElicitationAction, ElicitationSchema, EnumSchema,
+    ProgressNotificationParam, ProgressToken,
+};
+use rmcp::service::{ElicitationMode, RequestContext};
+use rmcp::{Peer, RoleServer};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+
+use crate::StderrReporter;
+
+/// The field of the approval question, and its answers.
+pub(crate) const DECISION: &str = "decision";
+/// Approve this launch only.
+pub(crate) const ONCE: &str = "once";
+/// Approve and remember (the approval store).
+pub(crate) const TRUST: &str = "trust";
+/// Refuse.
+pub(crate) const DENY: &str = "deny";
+
+/// How often a launch in progress is reported.
+const TICK: Duration = Duration::from_secs(1);
+
+/// The caller of one tool call.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Caller {
+    peer: Option<Peer<RoleServer>>,
+    progress: Option<ProgressToken>,
+}
+
+/// The answer to the approval question.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Asked {
+    /// The client cannot be asked (no elicitation capability, or the
+    /// request failed).
+    Unasked,
+    /// `once`.
+    Once,
+    /// `trust`.
+    Trust,
+    /// Anything else: why, for the refusal.
+    Refused(String),
+}
+
+impl Caller {
+    /// The caller of the request `ctx`.
+    pub(crate) fn of(ctx: &RequestContext<RoleServer>) -> Caller {
+        Caller {
+            peer: Some(ctx.peer.clone()),
+            progress: ctx.meta.get_progress_token(),
+        }
+    }
+
+    /// Asks the user, through the client's form elicitation, whether to
+    /// approve the settings shown on `card`.
+    pub(crate) async fn ask_approval(&self, card: &str) -> Asked {
+        let Some(peer) = &self.peer else {
+            return Asked::Unasked;
+        };
+        if !peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+        {
+            return Asked::Unasked;
+        }
+        let requested_schema = match approval_schema() {
+            Ok(s) => s,
+            Err(e) => return Asked::Refused(format!("the question could not be built: {e}")),
+        };
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: question(card),
+            requested_schema,
+        };
+        match peer.create_elicitation(params).await {
+            Ok(r) => match r.action {
+                ElicitationAction::Accept => answer(r.content.as_ref()),
+                ElicitationAction::Decline => Asked::Refused("the user declined".into()),
+                ElicitationAction::Cancel => {
+                    Asked::Refused("the user cancelled the question".into())
+                }
+                _ => Asked::Refused("the client gave an unknown answer".into()),
+            },
+            // Nobody was asked (e.g. a revision that forbids requests to
+            // the client): the refusal without a question applies.
+            Err(e) => {
+                errln!("odek: could not ask for approval through the MCP client: {e}");
+                Asked::Unasked
+            }
+        }
+    }
+
+    /// Runs `launch` with a reporter that, when the caller sent a progress
+    /// token, turns the start, every progress line (pull, build) and a tick
+    /// every second into progress notifications; `None` otherwise.
+    pub(crate) async fn with_progress<F, Fut, T>(&self, launch: F) -> T
+    where
+        F: FnOnce(Option<ProgressReporter>) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let (Some(peer), Some(token)) = (&self.peer, &self.progress) else {
+            return launch(None).await;
+        };
+        let (tx, mut rx) = unbounded_channel::<String>();
+        let _ = tx.send("launching the sandbox".into());
+        let ticker = async {
+            let start = tokio::time::Instant::now();
+            let mut tick = tokio::time::interval_at(start + TICK, TICK);
+            let mut n = 0u32;
+            loop {
+                let message = tokio::select! {
+                    m = rx.recv() => match m {
+                        Some(m) => m,
+                        None => break,
+                    },
+                    _ = tick.tick() => format!(
+                        "still launching the sandbox ({}s)",
+                        start.elapsed().as_secs()
+                    ),
+                };
+                n += 1;
+                let _ = peer
+                    .notify_progress(
+                        ProgressNotificationParam::new(token.clone(), f64::from(n))
+                            .with_message(message),
+                    )
+                    .await;
+            }
+        };
+        let work = launch(Some(ProgressReporter { tx }));
+        tokio::pin!(work);
+        tokio::pin!(ticker);
+        tokio::select! {
+            out = &mut work => out,
+            () = &mut ticker => work.await,
+        }
+    }
+}
+
+/// Reports to stderr and forwards progress lines as notifications.
+#[derive(Debug)]
+pub(crate) struct ProgressReporter {
+    tx: UnboundedSender<String>,
+}
+
+impl Reporter for ProgressReporter {
+    fn warning(&self, w: &Warning) {
+        StderrReporter.warning(w);
+    }
+
+    fn progress(&self, line: &str) {
+        StderrReporter.progress(line);
+        let _ = self.tx.send(line.to_string());
+    }
+}
+
+/// The text of the approval question: the CLI's card and the choices.
+fn question(card: &str) -> String {
+    format!(
+        "{card}\nApprove? `{ONCE}`: this sandbox only; `{TRUST}`: remember these settings for this project (stored in odek's approval store until they change); `{DENY}`: launch nothing."
+    )
+}
+
+/// The form: one enum string field, [`DECISION`].
+fn approval_schema() -> Result<ElicitationSchema, String> {
+    let choice = EnumSchema::builder(vec![ONCE.into(), TRUST.into(), DENY.into()])
+        .title("Approve the project's sandbox settings?")
+        .description(
+            "once: this sandbox only; trust: remember for this project; deny: launch nothing",
+        )
+        .build();
+    ElicitationSchema::builder()
+        .required_enum_schema(DECISION, choice)
+        .build()
+        .map_err(str::to_string)
+}
+
+/// The decision in an accepted form.
+fn answer(content: Option<&serde_json::Value>) -> Asked {
+    match content
+        .and_then(|c| c.get(DECISION))
+        .and_then(|v| v.as_str())
+    {
+        Some(ONCE) => Asked::Once,
+        Some(TRUST) => Asked::Trust,
+        Some(other) => Asked::Refused(format!(
+            "the user answered {}",
+            odek_core::config::quote(other)
+        )),
+        None => Asked::Refused(format!("the answer carried no `{DECISION}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_once_and_trust_approve() {
+        let v = |d: &str| serde_json::json!({ DECISION: d });
+        assert_eq!(answer(Some(&v("once"))), Asked::Once);
+        assert_eq!(answer(Some(&v("trust"))), Asked::Trust);
+        assert!(matches!(answer(Some(&v("deny"))), Asked::Refused(_)));
+        assert!(matches!(answer(Some(&v("TRUST"))), Asked::Refused(_)));
+        assert!(matches!(answer(None), Asked::Refused(_)));
+        assert!(matches!(
+            answer(Some(&serde_json::json!({ DECISION: true }))),
+            Asked::Refused(_)
+        ));
+    }
+
+    #[test]
+    fn the_form_offers_the_three_choices() {
+        let s = serde_json::to_value(approval_schema().expect("schema")).expect("json");
+        assert_eq!(s["required"], serde_json::json!([DECISION]));
+        assert_eq!(
+            s["properties"][DECISION]["enum"],
+            serde_json::json!([ONCE, TRUST, DENY])
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_client_nothing_is_asked() {
+        assert_eq!(Caller::default().ask_approval("card").await, Asked::Unasked);
+        assert!(
+            Caller::default()
+                .with_progress(|r| async move { r.is_none() })
+                .await
+        );
+    }
+}
