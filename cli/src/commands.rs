@@ -335,8 +335,9 @@ async fn run_flow(
     };
     // A broken stderr loses odek's own lines, not the command: it still
     // runs and its status passes through. Only a host run whose loud
-    // warning (SPEC §6.3) could not be written is refused.
-    let said = say(&sandbox.startup_line());
+    // warning (SPEC §6.3) could not be written, or went to /dev/null (a
+    // closed stderr included), is refused: nobody was told.
+    let said = say(&sandbox.startup_line()) && !crate::output::stderr_is_null();
     if !said && matches!(sandbox.isolation, odek_core::Isolation::Fallback(_)) {
         let _ = odek.destroy(&sandbox).await;
         return ExitCode::from(EXIT_REFUSED);

@@ -40,6 +40,20 @@ pub fn print_anyhow(e: &anyhow::Error) {
     }
 }
 
+/// True when stderr is `/dev/null`: redirected there, or closed when odek
+/// started (the Rust runtime reopens a closed standard stream as
+/// `/dev/null`). Nobody reads what odek says there.
+pub fn stderr_is_null() -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let (Ok(err), Ok(null)) = (
+        std::fs::metadata("/proc/self/fd/2"),
+        std::fs::metadata("/dev/null"),
+    ) else {
+        return false;
+    };
+    err.file_type().is_char_device() && err.rdev() == null.rdev()
+}
+
 /// Writes `line` and a newline to stderr; false when it could not be
 /// written (stderr closed or full), for lines that must be seen before
 /// odek goes on.

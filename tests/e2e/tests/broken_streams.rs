@@ -20,6 +20,10 @@ enum Broken {
     Full,
     /// A pipe whose read end was closed before odek started: EPIPE.
     ClosedPipe,
+    /// `/dev/null` (what a closed stream becomes: the Rust runtime reopens
+    /// a closed standard stream as `/dev/null`): writes succeed, nobody
+    /// reads them.
+    Null,
 }
 
 impl Broken {
@@ -35,6 +39,7 @@ impl Broken {
                 drop(reader);
                 writer.into()
             }
+            Broken::Null => Stdio::null(),
         }
     }
 }
@@ -127,7 +132,7 @@ fn a_host_fallback_whose_warning_cannot_be_written_is_refused() {
     assert!(p.marker().exists(), "control: the host run did not happen");
     std::fs::remove_file(p.marker()).expect("rm marker");
 
-    for how in [Broken::Full, Broken::ClosedPipe] {
+    for how in [Broken::Full, Broken::ClosedPipe, Broken::Null] {
         let mut c = p.odek(&argv);
         no_daemon(&mut c);
         let out = with_broken_stderr(c, how);
@@ -141,6 +146,33 @@ fn a_host_fallback_whose_warning_cannot_be_written_is_refused() {
             "2>{how:?}: the command ran on the host unannounced"
         );
     }
+    // stderr closed outright (`2>&-`), through a shell.
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg("exec \"$@\" 2>&-")
+        .arg("sh")
+        .arg(odek_e2e::odek_bin())
+        .arg("-C")
+        .arg(p.path())
+        .args(argv)
+        .env("ODEK_HOME", p.home.path())
+        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .stdin(Stdio::null());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ODEK_") && k != "ODEK_HOME" && k != "ODEK_BIN" {
+            c.env_remove(&k);
+        }
+    }
+    let out = odek_e2e::run_timeout(&mut c, ODEK_TIMEOUT);
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "2>&-: a host run without its loud warning must be refused"
+    );
+    assert!(
+        !p.marker().exists(),
+        "2>&-: the command ran on the host unannounced"
+    );
 }
 
 #[test]
