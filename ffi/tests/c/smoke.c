@@ -472,10 +472,18 @@ static void abuse_resolve(struct ctx *c, const char *good_req, const char *dir)
                                         "\"read_user_config\":false,\"read_project_config\":false}",
                              &out),
                 ODEK_E_NETWORK_MODE, ODEK_E_CONFIG, "odek_resolve(sandbox_network=host)");
-    expect_err(odek_resolve(c->client, "{\"workdir\":\"/tmp\",\"settings\":{\"sandbox_compose_project\":\"nope\"},"
-                                       "\"read_user_config\":false,\"read_project_config\":false}",
-                            &out),
-               ODEK_E_COMPOSE_NOT_RUNNING, "odek_resolve(compose project not running)");
+    {
+        /* a project directory (not /tmp itself, which is refused as a
+           shared directory before the Compose project is looked up) */
+        char *esc = json_escape(dir);
+        char *req = xasprintf("{\"workdir\":\"%s\",\"settings\":{\"sandbox_compose_project\":\"nope\"},"
+                              "\"read_user_config\":false,\"read_project_config\":false}",
+                              esc);
+        expect_err(odek_resolve(c->client, req, &out), ODEK_E_COMPOSE_NOT_RUNNING,
+                   "odek_resolve(compose project not running)");
+        free(req);
+        free(esc);
+    }
     result(out == STR_SENTINEL, "odek_resolve: out untouched after all errors");
 }
 
