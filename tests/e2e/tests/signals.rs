@@ -221,7 +221,12 @@ fn gc_reaps_the_current_workdir_by_default_every_workdir_with_all_and_nothing_on
 
     // gc from A removes A's only.
     let gc = a.odek_ok(&["sandbox", "gc"]);
-    assert_eq!(lines(&gc), [name_a.clone()], "{}", odek_e2e::stderr(&gc));
+    assert_eq!(
+        lines(&gc),
+        vec![name_a.clone()],
+        "{}",
+        odek_e2e::stderr(&gc)
+    );
     assert!(
         wait_until(Duration::from_secs(5), || !exists(&orphan_a)),
         "gc did not remove A's orphan {orphan_a}"
@@ -230,7 +235,12 @@ fn gc_reaps_the_current_workdir_by_default_every_workdir_with_all_and_nothing_on
 
     // gc --all removes B's.
     let all = a.odek_ok(&["sandbox", "gc", "--all"]);
-    assert_eq!(lines(&all), [name_b.clone()], "{}", odek_e2e::stderr(&all));
+    assert_eq!(
+        lines(&all),
+        vec![name_b.clone()],
+        "{}",
+        odek_e2e::stderr(&all)
+    );
     assert!(
         wait_until(Duration::from_secs(5), || !exists(&orphan_b)),
         "gc --all did not remove B's orphan {orphan_b}"
