@@ -649,18 +649,37 @@ async fn sandbox(
             }
         }
         SandboxCmd::Gc(args) => {
+            let workdir = if args.all {
+                None
+            } else {
+                Some(gc_workdir(&cli.workdir)?)
+            };
             let opts = odek_core::registry::GcOptions {
                 detached: args.detached,
+                dry_run: args.dry_run,
+                workdir,
                 ..odek_core::registry::GcOptions::new(odek_home()?)
             };
             let removed = odek.gc(&opts).await?;
             if args.json {
                 outln!("{}", json_for_terminal(&removed)?);
             } else {
+                let (line, total) = if args.dry_run {
+                    ("would remove ", "would remove")
+                } else {
+                    ("", "removed")
+                };
                 for r in &removed {
-                    outln!("{}", odek_core::approval::display_text(r));
+                    outln!("{line}{}", odek_core::approval::display_text(r));
                 }
-                errln!("odek: removed {} sandbox(es)", removed.len());
+                let scope = match &opts.workdir {
+                    Some(w) => format!(
+                        " of {} (--all for every workdir)",
+                        odek_core::approval::display_text(&w.display().to_string())
+                    ),
+                    None => String::new(),
+                };
+                errln!("odek: {total} {} sandbox(es){scope}", removed.len());
             }
         }
         SandboxCmd::Describe(args) => {
@@ -677,6 +696,21 @@ async fn sandbox(
         SandboxCmd::Exec(_) => unreachable!("handled in dispatch"),
     }
     Ok(())
+}
+
+/// The workdir `odek sandbox gc` sweeps by default: `-C DIR` or the current
+/// directory, canonical as odek labels a sandbox's workdir.
+fn gc_workdir(workdir: &Option<std::path::PathBuf>) -> anyhow::Result<std::path::PathBuf> {
+    let dir = match workdir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()?,
+    };
+    dir.canonicalize().map_err(|e| {
+        anyhow::anyhow!(
+            "cannot resolve the workdir {}: {e}; pass an existing project directory with -C DIR, or --all for every workdir",
+            odek_core::approval::display_text(&dir.display().to_string())
+        )
+    })
 }
 
 async fn config_view(

@@ -129,10 +129,27 @@ pub struct GcOptions {
     pub odek_home: PathBuf,
     /// Also remove detached sandboxes (`odek sandbox up`) — this user's only.
     pub detached: bool,
+    /// Only sandboxes whose (MAC-verified) `dev.odek.workdir` label is this
+    /// directory (canonical, as odek labels it); `None` = every workdir.
+    /// Never widens the sweep beyond this user's sandboxes.
+    pub workdir: Option<PathBuf>,
+    /// Remove nothing: return what would be removed.
+    pub dry_run: bool,
 }
 
 impl GcOptions {
-    /// Ephemeral sandboxes of `odek_home` whose owner is proven gone.
+    /// True when gc with these options removes `l`: [`Listing::gc_able`] and, with a
+    /// `workdir`, labelled with it.
+    pub fn selects(&self, l: &Listing) -> bool {
+        l.gc_able(self.detached)
+            && self
+                .workdir
+                .as_ref()
+                .is_none_or(|w| l.workdir.as_deref() == Some(w.display().to_string().as_str()))
+    }
+
+    /// Ephemeral sandboxes of `odek_home` whose owner is proven gone, in
+    /// every workdir, removed.
     pub fn new(odek_home: impl Into<PathBuf>) -> GcOptions {
         GcOptions {
             odek_home: odek_home.into(),
@@ -179,9 +196,11 @@ impl Odek {
 
     /// Removes this user's sandboxes ([`Listing::verified`] under
     /// `opts.odek_home`) whose owner is proven gone ([`labels::owner_gone`]);
-    /// with `opts.detached` also this user's detached ones. A container it
+    /// with `opts.detached` also this user's detached ones; with
+    /// `opts.workdir` only those labelled with that workdir. A container it
     /// cannot prove to be an orphan of this user's is never touched. Returns
-    /// the names removed.
+    /// the names removed — with `opts.dry_run` the names it would remove,
+    /// removing nothing.
     ///
     /// Errors: as [`Odek::list`]; a removal the engine refuses.
     pub async fn gc(&self, opts: &GcOptions) -> Result<Vec<String>> {
@@ -189,13 +208,16 @@ impl Odek {
         let ep = engine.endpoint().to_string();
         let mut removed = Vec::new();
         for l in self.list(&opts.odek_home).await? {
-            if l.gc_able(opts.detached) {
+            if !opts.selects(&l) {
+                continue;
+            }
+            if !opts.dry_run {
                 engine
                     .remove_container(&l.id)
                     .await
                     .map_err(|e| Error::engine(&ep, Step::Remove, e, false))?;
-                removed.push(l.name);
             }
+            removed.push(l.name);
         }
         Ok(removed)
     }

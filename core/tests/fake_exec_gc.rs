@@ -705,3 +705,61 @@ async fn gc_keeps_a_sandbox_owned_by_another_host() {
     assert!(gc(&s, false).await.is_empty());
     assert_eq!(s.fake.containers().len(), 1);
 }
+
+#[tokio::test]
+async fn gc_scopes_to_a_workdir_and_dry_run_removes_nothing() {
+    let s = Setup::new();
+    let here = s.workdir.display().to_string();
+    let there = "/elsewhere/project";
+    for (name, wd) in [
+        ("odek-here00000000", here.as_str()),
+        ("odek-there0000000", there),
+    ] {
+        let mut owner = dead_owner();
+        owner.insert(labels::WORKDIR.into(), wd.into());
+        stale(&s, name, owner).await;
+    }
+    let opts =
+        |workdir: Option<std::path::PathBuf>, dry_run: bool| odek_core::registry::GcOptions {
+            workdir,
+            dry_run,
+            ..odek_core::registry::GcOptions::new(&s.odek_home)
+        };
+    let mut would = s
+        .odek
+        .gc(&opts(None, true))
+        .await
+        .expect("gc --all --dry-run");
+    would.sort();
+    assert_eq!(would, ["odek-here00000000", "odek-there0000000"]);
+    assert_eq!(s.fake.containers().len(), 2, "a dry run removed something");
+    let would_here = s
+        .odek
+        .gc(&opts(Some(s.workdir.clone()), true))
+        .await
+        .expect("gc --dry-run");
+    assert_eq!(would_here, ["odek-here00000000"]);
+    assert_eq!(s.fake.containers().len(), 2, "a dry run removed something");
+
+    let removed = s
+        .odek
+        .gc(&opts(Some(s.workdir.clone()), false))
+        .await
+        .expect("gc");
+    assert_eq!(removed, ["odek-here00000000"]);
+    assert_eq!(s.fake.containers().len(), 1);
+    // A workdir that is a prefix or a child of the label does not match.
+    for other in ["/elsewhere", "/elsewhere/project/sub"] {
+        let none = s
+            .odek
+            .gc(&opts(Some(other.into()), false))
+            .await
+            .expect("gc");
+        assert!(none.is_empty(), "{other} matched {none:?}");
+    }
+    assert_eq!(
+        s.odek.gc(&opts(None, false)).await.expect("gc --all"),
+        ["odek-there0000000"]
+    );
+    assert!(s.fake.containers().is_empty());
+}

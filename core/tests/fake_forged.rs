@@ -128,6 +128,20 @@ async fn gc_never_removes_forged_sandboxes_whose_owner_looks_dead() {
     let o = listed.iter().find(|l| l.id == orphan).expect("listed");
     assert!(o.verified && o.owner_gone == Some(true));
 
+    // Scoped to the workdir the forged labels claim too, and as a dry run:
+    // only the orphan is named, nothing is removed.
+    let scoped = GcOptions {
+        detached: true,
+        dry_run: true,
+        workdir: Some(s.workdir.clone()),
+        ..gc_opts(&s)
+    };
+    assert_eq!(
+        s.odek.gc(&scoped).await.expect("gc --dry-run"),
+        ["odek-orphan"]
+    );
+    assert_eq!(s.fake.containers().len(), 6, "a dry run removed something");
+
     let removed = s.odek.gc(&gc_opts(&s)).await.expect("gc");
     assert_eq!(removed, vec!["odek-orphan".to_string()]);
     let detached = GcOptions {

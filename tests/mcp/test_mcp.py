@@ -627,9 +627,10 @@ def test_sigkill_leaves_owner_labels_for_gc(project):
     ls = json.loads(subprocess.run([str(ODEK), "sandbox", "ls", "--json"], capture_output=True, text=True, check=True, env=project.env()).stdout)
     mine = [x for x in ls if x.get("workdir") == str(project.dir)]
     assert len(mine) == 2 and all(x.get("owner_gone") and x.get("verified") for x in mine), mine
-    # gc under the server's own $ODEK_HOME reaps exactly these (it never
-    # touches sandboxes another $ODEK_HOME's key did not mark).
-    gc = subprocess.run([str(ODEK), "sandbox", "gc", "--json"], capture_output=True, text=True, env=project.env())
+    # gc --all under the server's own $ODEK_HOME reaps exactly these (it
+    # never touches sandboxes another $ODEK_HOME's key did not mark); --all
+    # because this runs outside the project directory.
+    gc = subprocess.run([str(ODEK), "sandbox", "gc", "--all", "--json"], capture_output=True, text=True, env=project.env())
     assert gc.returncode == 0, gc.stderr
     assert sorted(json.loads(gc.stdout)) == sorted(x["name"] for x in mine), gc.stdout
     assert containers_for(project.dir) == []

@@ -1,6 +1,7 @@
 //! Interrupted runs remove their sandbox (SIGINT → 130, SIGTERM → 143); a
-//! SIGKILLed run leaves one that `odek sandbox gc` collects, while detached
-//! sandboxes from `odek sandbox up` survive gc.
+//! SIGKILLed run leaves one that `odek sandbox gc` collects (by default in
+//! the current workdir only, with `--all` in every one; `--dry-run` removes
+//! nothing), while detached sandboxes from `odek sandbox up` survive gc.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -10,8 +11,18 @@ use odek_e2e::{docker, docker_ok, stdout, wait_until, Project, BASE_IMAGE};
 /// Spawns `odek run -- sleep 60` and waits until its container (one not in
 /// `existing`) runs.
 fn start_sleeper(p: &Project, existing: &[String]) -> (Child, String) {
+    start_sleeper_with_home(p, p.home.path(), existing)
+}
+
+/// As [`start_sleeper`], with `home` as `$ODEK_HOME`.
+fn start_sleeper_with_home(
+    p: &Project,
+    home: &std::path::Path,
+    existing: &[String],
+) -> (Child, String) {
     let child = p
         .odek(&["run", "--sandbox-image", BASE_IMAGE, "--", "sleep", "60"])
+        .env("ODEK_HOME", home)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -155,6 +166,86 @@ fn sigkill_leaves_a_sandbox_that_gc_removes_but_gc_keeps_detached_ones() {
     );
     p.odek_ok(&["sandbox", "down", &detached]);
     assert!(p.leftovers().is_empty(), "left: {:?}", p.leftovers());
+}
+
+/// The container name of `id` (without Docker's leading '/').
+fn name_of(id: &str) -> String {
+    docker(&["inspect", "-f", "{{.Name}}", id])
+        .trim()
+        .trim_start_matches('/')
+        .to_string()
+}
+
+#[test]
+fn gc_reaps_the_current_workdir_by_default_every_workdir_with_all_and_nothing_on_dry_run() {
+    // Two projects sharing one $ODEK_HOME (the same user's odek), each
+    // leaving an orphan of a SIGKILLed run.
+    let a = Project::new();
+    let b = Project::new();
+    let home = a.home.path();
+    let (mut run_a, orphan_a) = start_sleeper_with_home(&a, home, &[]);
+    let (mut run_b, orphan_b) = start_sleeper_with_home(&b, home, &[]);
+    for run in [&mut run_a, &mut run_b] {
+        signal(run, "KILL");
+        let st = wait_exit(run, Duration::from_secs(10));
+        assert_eq!(st.code(), None, "odek was not killed");
+    }
+    let (name_a, name_b) = (name_of(&orphan_a), name_of(&orphan_b));
+    let exists = |id: &str| docker_ok(&["container", "inspect", id]);
+    let lines = |o: &std::process::Output| -> Vec<String> {
+        stdout(o).lines().map(str::to_string).collect()
+    };
+
+    // --dry-run --all names both and removes nothing.
+    let dry = a.odek_ok(&["sandbox", "gc", "--all", "--dry-run"]);
+    let mut said = lines(&dry);
+    said.sort();
+    let mut want = vec![
+        format!("would remove {name_a}"),
+        format!("would remove {name_b}"),
+    ];
+    want.sort();
+    assert_eq!(said, want, "{}", odek_e2e::stderr(&dry));
+    assert!(
+        exists(&orphan_a) && exists(&orphan_b),
+        "a dry run removed a sandbox"
+    );
+    // --dry-run --json from A names A's only.
+    let dry = a.odek_ok(&["sandbox", "gc", "--dry-run", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&dry)).expect("JSON");
+    assert_eq!(v, serde_json::json!([name_a]));
+    assert!(
+        exists(&orphan_a) && exists(&orphan_b),
+        "a dry run removed a sandbox"
+    );
+
+    // gc from A removes A's only.
+    let gc = a.odek_ok(&["sandbox", "gc"]);
+    assert_eq!(
+        lines(&gc),
+        vec![name_a.clone()],
+        "{}",
+        odek_e2e::stderr(&gc)
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || !exists(&orphan_a)),
+        "gc did not remove A's orphan {orphan_a}"
+    );
+    assert!(exists(&orphan_b), "gc from A removed B's orphan");
+
+    // gc --all removes B's.
+    let all = a.odek_ok(&["sandbox", "gc", "--all"]);
+    assert_eq!(
+        lines(&all),
+        vec![name_b.clone()],
+        "{}",
+        odek_e2e::stderr(&all)
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || !exists(&orphan_b)),
+        "gc --all did not remove B's orphan {orphan_b}"
+    );
+    assert!(a.leftovers().is_empty() && b.leftovers().is_empty());
 }
 
 #[test]
