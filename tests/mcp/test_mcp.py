@@ -582,6 +582,35 @@ def test_malformed_json_rpc(project):
     assert containers_for(project.dir) == []
 
 
+def test_a_client_without_initialize(project):
+    """The stateless revision: a client that sends no initialize but puts the
+    protocol version and its capabilities in each request's _meta is served
+    (tools/list, and an exec that launches the sandbox); one that sends
+    neither gets an error response, not a crash."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    raw = Raw(project)
+    try:
+        r = raw.request("tools/list", {"_meta": meta})
+        names = {t["name"] for t in r["result"]["tools"]}
+        assert {"exec", "describe", "sandbox_up", "sandbox_down", "sandbox_list", "sandbox_narrow"} <= names, r
+        r = raw.request("tools/call", {"_meta": meta, "name": "exec", "arguments": {"command": "echo stateless"}})
+        assert r["result"]["structuredContent"]["stdout"] == "stateless\n", r
+    finally:
+        raw.proc.stdin.close()
+        raw.proc.wait(timeout=30)
+    assert wait_gone(project.dir) == []
+    raw = Raw(project)
+    try:
+        r = raw.request("tools/list", {})
+        assert "error" in r, r
+    finally:
+        raw.proc.stdin.close()
+        raw.proc.wait(timeout=30)
+
+
 def launch_two(raw: Raw) -> list[str]:
     raw.initialize()
     a = raw.request("tools/call", {"name": "exec", "arguments": {"command": "true"}})
