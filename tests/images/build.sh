@@ -37,13 +37,21 @@ if [[ ! -s $TARBALL ]]; then
   command -v debootstrap >/dev/null || { echo "debootstrap missing: apt-get install -y debootstrap" >&2; exit 1; }
   mkdir -p "$CACHE"
   ROOT=$(mktemp -d "$CACHE/rootfs.XXXXXX")
-  trap 'rm -rf "$ROOT"' EXIT
+  # debootstrap mounts /proc (and may mount /sys) inside the rootfs and can
+  # leave them mounted when its own umount races a package's exiting process;
+  # never pack, or delete, through a mount.
+  unmount_inside() {
+    awk -v r="$ROOT/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r |
+      while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
+  }
+  trap 'unmount_inside; rm -rf "$ROOT"' EXIT
 
   log "debootstrap (about 45-90 s)"
   start=$SECONDS
   debootstrap --variant=minbase --include="$PACKAGES" bookworm "$ROOT" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
     || { tail -n 30 "$CACHE/debootstrap.log" >&2; exit 1; }
   log "debootstrap done in $((SECONDS - start)) s"
+  unmount_inside
 
   log "trimming rootfs"
   # Default cluster made by the postgresql postinst: unused, our script runs its own.
