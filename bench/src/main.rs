@@ -94,7 +94,7 @@ pub(crate) struct Args {
     /// Repository root (default: the one this binary was built from).
     #[arg(long)]
     pub(crate) repo: Option<PathBuf>,
-    /// JSON results file (default: <repo>/target/bench/results.json).
+    /// JSON results file (default: REPO/target/bench/results.json).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
 }
