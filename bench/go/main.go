@@ -1,5 +1,5 @@
 // Command odek-bench-go is the Go binding's exec round-trip worker for
-// odek-bench (issue 7).
+// odek-bench.
 //
 // It launches one sandbox through the binding (Compose project and image from
 // the flags), prints "ready <sandbox-name> <container-id>", then for every

@@ -321,7 +321,7 @@ pub fn container_spec(
 /// The plan as JSON for the container label (read back to narrow a child,
 /// SPEC §8), with env values removed: labels travel further than the
 /// container's environment (monitoring exports them), and values may be
-/// secrets (CONVENTIONS 20). [`crate::Odek::attach`] restores them from
+/// secrets. [`crate::Odek::attach`] restores them from
 /// `Config.Env`.
 pub fn plan_label_json(plan: &Plan) -> String {
     let mut p = plan.clone();

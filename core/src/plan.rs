@@ -1,5 +1,5 @@
 //! The plan: the value `resolve` produces and `launch` executes
-//! (CONVENTIONS 4). It can be printed (config view, §10.4), approved (§7) and
+//! (SPEC §1). It can be printed (config view, §10.4), approved (§7) and
 //! diffed; JSON with a `schema` field crosses the C ABI.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Bad Compose project names and hostile Compose labels (issue 6; SPEC §3.4,
+//! Bad Compose project names and hostile Compose labels (SPEC §3.4,
 //! §4.1, §7.4, §9.3).
 //!
 //! Invalid project names are refused by the pure

@@ -1,4 +1,4 @@
-//! Structural guard (issue 6; SPEC §6.3): process spawning is confined to
+//! Structural guard (SPEC §6.3): process spawning is confined to
 //! `core/src/exec.rs`, the module that runs a command on the host for the
 //! loud fallback. `core/clippy.toml` enforces it at lint time (disallowed
 //! `Command` types and constructors); this test checks the sources directly,

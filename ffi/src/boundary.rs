@@ -1,4 +1,4 @@
-//! The one boundary every export goes through (CONVENTIONS 8): panics become
+//! The one boundary every export goes through (SPEC §10.1): panics become
 //! error objects, NULL pointers, invalid UTF-8 and invalid JSON become error
 //! codes, and out-params are written only on success.
 

@@ -1,4 +1,4 @@
-//! Error objects and their stable numeric codes (SPEC §10.1, CONVENTIONS 6–7).
+//! Error objects and their stable numeric codes (SPEC §10.1).
 //!
 //! Codes never change meaning. They are grouped by area; the hundreds digit
 //! is the area and the failure class of SPEC §6.3 follows from it.

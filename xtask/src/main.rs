@@ -1,4 +1,4 @@
-//! odek's task runner (CONVENTIONS 16): `cargo xtask <recipe>`.
+//! odek's task runner: `cargo xtask <recipe>`.
 //!
 //! Recipes (one line each; `cargo xtask help` prints them):
 //! - `setup`    install what a fresh Debian machine lacks (apt), when root
@@ -6,7 +6,8 @@
 //! - `demo`     the main job: Compose project `shop` + `odek run` reaching redis and postgres
 //! - `header`   regenerate ffi/include/odek.h with cbindgen
 //! - `header-check` fail when the checked-in header differs from a fresh one
-//! - `lint`     cargo fmt --check and clippy -D warnings
+//! - `lint`     fmt --check, clippy -D warnings, shellcheck, no convention/issue citations, cargo doc -D warnings
+//! - `deps`     the module dependency graph of core/src and its cycles (`--tests`: with test modules)
 //! - `unit`     unit and fake-engine tests (no Docker needed)
 //! - `e2e`      real-Docker end-to-end suite (images, registry, Compose fixture)
 //! - `python`   the Python binding's pytest suite (bindings/python/run-tests.sh)
@@ -20,6 +21,8 @@
 //! - `bench`    the performance benchmark against the real engine (not part of `test`)
 //! - `clean`    remove test containers, networks, images and the registry
 
+mod checks;
+mod deps;
 mod dist;
 
 use std::path::{Path, PathBuf};
@@ -43,7 +46,14 @@ const RECIPES: &[(&str, &str)] = &[
         "header-check",
         "fail when the checked-in header differs from a fresh one",
     ),
-    ("lint", "cargo fmt --check and clippy -D warnings"),
+    (
+        "lint",
+        "fmt --check, clippy -D warnings, shellcheck, no convention/issue citations, cargo doc -D warnings",
+    ),
+    (
+        "deps",
+        "the module dependency graph of core/src and its cycles [--tests]",
+    ),
     ("unit", "unit and fake-engine tests (no Docker needed)"),
     (
         "e2e",
@@ -100,6 +110,7 @@ const APT: &[(&str, &str)] = &[
     ("gcc", "gcc"),
     ("pkg-config", "pkg-config"),
     ("objdump", "binutils"),
+    ("shellcheck", "shellcheck"),
 ];
 
 type R = Result<(), String>;
@@ -292,6 +303,8 @@ fn header_check() -> R {
 
 fn lint() -> R {
     sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    checks::citations()?;
+    checks::shellcheck()?;
     sh(cargo().args([
         "clippy",
         "--workspace",
@@ -299,7 +312,8 @@ fn lint() -> R {
         "--",
         "-D",
         "warnings",
-    ]))
+    ]))?;
+    checks::doc()
 }
 
 /// The C ABI load test needs the real engine: it runs with the e2e tier.
@@ -398,6 +412,7 @@ fn main() -> ExitCode {
         "header" => header(),
         "header-check" => header_check(),
         "lint" => lint(),
+        "deps" => deps::deps_cmd(&std::env::args().skip(2).collect::<Vec<_>>()),
         "unit" => unit(),
         "e2e" => e2e(),
         "python" => script("bindings/python/run-tests.sh"),

@@ -1,7 +1,7 @@
 """The asyncio API: :class:`AsyncClient`, :class:`AsyncSandbox` and
 :func:`launch_async`, beside the blocking one.
 
-libodek's calls block (the C ABI has no futures, CONVENTIONS 11), so each
+libodek's calls block (the C ABI has no futures), so each
 coroutine here runs the blocking call in a thread pool — the event loop's
 default executor unless the client was given another — and awaits it; the
 event loop keeps running meanwhile (ctypes releases the GIL). The objects

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// A configuration error. Messages name the cause and the fix; they never
-/// carry env values (CONVENTIONS 20).
+/// carry env values (they are user data and may be secrets).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ConfigError {

@@ -665,7 +665,7 @@ impl Ctx<'_> {
                 Json::Str(s) => {
                     env.insert(name, s);
                 }
-                // Only the type is named, never the value (CONVENTIONS 20).
+                // Only the type is named, never the value (env values are user data).
                 other => {
                     return Err(self.invalid(format!(
                         "must map each name to a string (the value of {} is {})",

@@ -216,7 +216,7 @@ pub const MAX_COMPOSE_PROJECT: usize = 100;
 
 /// Compose's normalisation: lowercase, then drop every character outside
 /// `[a-z0-9_-]`, then drop leading `_`/`-`. `None` when nothing is left or
-/// the result is longer than [`MAX_COMPOSE_PROJECT`] (it would not be a
+/// the result is longer than `MAX_COMPOSE_PROJECT` (100) (it would not be a
 /// valid name either, so it is no use as a hint).
 pub fn normalize_compose_project(value: &str) -> Option<String> {
     let kept: String = value
@@ -229,7 +229,7 @@ pub fn normalize_compose_project(value: &str) -> Option<String> {
 }
 
 /// `sandbox_pids_limit` must be ≥ 1 (0 and -1 mean unlimited to Docker) and
-/// at most [`MAX_PIDS_LIMIT`] →
+/// at most `MAX_PIDS_LIMIT` (4 194 304) →
 /// the value, else [`ConfigError::InvalidValue`].
 pub fn validate_pids_limit(origin: &str, value: i64) -> Result<i64, ConfigError> {
     if value > MAX_PIDS_LIMIT {
@@ -722,15 +722,15 @@ fn container_path(path: &str) -> Result<String, String> {
 /// The working directory is mounted at `/workspace` read-write, and the
 /// sandbox runs as root by default: it must not be a system directory (or an
 /// ancestor of one), a shared directory such as `/tmp`, `/var/tmp`, `/opt`,
-/// `/srv` or `/var` (or an ancestor of one, [`NO_WORKDIR_AT`]), lie below
-/// one the host runs code or state from ([`NO_WORKDIR_BELOW`], `/var/lib`
+/// `/srv` or `/var` (or an ancestor of one, `NO_WORKDIR_AT`), lie below
+/// one the host runs code or state from (`NO_WORKDIR_BELOW`, `/var/lib`
 /// except a service user's home there), be a login user's home directory or
 /// an ancestor of one, or lie in a hidden directory of one (`~/.ssh`). It
 /// must have nothing mounted anywhere below it (`/proc/self/mountinfo`:
 /// Docker mounts it recursively, so a bind mount of `/var/run` deep inside
 /// would hand the sandbox the Docker socket), and hold no Unix socket (and
-/// no entry named `docker.sock`) within [`SOCKET_SCAN_DEPTH`] levels and the
-/// first [`SOCKET_SCAN_ENTRIES`] entries (lstat, no symlink followed): as
+/// no entry named `docker.sock`) within 4 levels (`SOCKET_SCAN_DEPTH`) and the
+/// first 50 000 entries (`SOCKET_SCAN_ENTRIES`; lstat, no symlink followed): as
 /// root, the sandbox could connect to a root-owned tmux or agent socket and
 /// run commands on the host. Login homes are `$HOME` and those of root and
 /// of users with uid 1000–65533 in `/etc/passwd`. `workdir` is canonical.

@@ -1,4 +1,4 @@
-//! The Docker API port (SPEC §2, CONVENTIONS 2).
+//! The Docker API port (SPEC §2).
 //!
 //! [`DockerApi`] covers exactly the Engine calls odek makes. Two implementations
 //! exist: [`BollardEngine`] (the real Engine API over a Unix socket or TCP) and
