@@ -151,6 +151,21 @@ def test_launch_warning_as_error_removes_the_sandbox(fake_client, workdir, monke
     assert len(launched) == 1 and launched[0].closed
 
 
+def test_error_advice_names_settings_not_cli_flags(fake_client, workdir):
+    # The core words these fixes as CLI flags (--sandbox-image, -C); through
+    # the binding they name the setting and the workdir argument.
+    with pytest.raises(odek.ImageUnavailableError) as raised:
+        odek.launch(workdir, {"sandbox_image": "nosuch/img:1"}, client=fake_client)
+    msg = str(raised.value)
+    assert "the `sandbox_image` setting" in msg, msg
+    assert "--sandbox-image" not in msg, msg
+    with pytest.raises(odek.ConfigError) as raised:
+        fake_client.resolve("/", {"sandbox_image": IMAGE})
+    msg = str(raised.value)
+    assert "resolve with `workdir` set to a project directory" in msg, msg
+    assert "-C" not in msg and "run odek" not in msg, msg
+
+
 def test_config_view(fake_client, workdir):
     plan = fake_client.resolve(workdir, dict(SHOP, sandbox_pids_limit=64, sandbox_memory="256m",
                                              sandbox_cpus="0.5", sandbox_readonly=True))
