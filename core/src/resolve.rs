@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::advice::Surface;
 use crate::approval;
 use crate::config::{self, ConfigError, ConfigInputs, SandboxMode, Settings, Source};
 use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError};
@@ -32,6 +33,7 @@ impl Reporter for Silent {}
 #[derive(Clone)]
 pub struct Odek {
     engine: std::result::Result<Arc<dyn DockerApi>, EndpointError>,
+    surface: Surface,
 }
 
 impl Odek {
@@ -42,12 +44,35 @@ impl Odek {
         Odek {
             engine: Endpoint::resolve(&EndpointEnv::from_process())
                 .map(|ep| Arc::new(BollardEngine::new(ep)) as Arc<dyn DockerApi>),
+            surface: Surface::Cli,
         }
     }
 
     /// A client over a given engine (tests, fault injection).
     pub fn with_engine(engine: Arc<dyn DockerApi>) -> Odek {
-        Odek { engine: Ok(engine) }
+        Odek {
+            engine: Ok(engine),
+            surface: Surface::Cli,
+        }
+    }
+
+    /// This client, its messages' advice worded for `surface` (default
+    /// [`Surface::Cli`]; libodek's clients are [`Surface::Library`]).
+    pub fn with_surface(mut self, surface: Surface) -> Odek {
+        self.surface = surface;
+        self
+    }
+
+    /// Who reads this client's messages.
+    pub fn surface(&self) -> Surface {
+        self.surface
+    }
+
+    /// An error's message with its advice in this client's terms
+    /// ([`Surface::render`]): `--sandbox-image` for the CLI, the
+    /// `sandbox_image` setting for a binding.
+    pub fn message(&self, e: &Error) -> String {
+        self.surface.render(&e.to_string()).into_owned()
     }
 
     /// The engine, or the endpoint error as an [`Error`].

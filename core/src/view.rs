@@ -61,6 +61,14 @@ pub struct ConfigView {
     pub isolation: String,
     /// Why fallback, when it is.
     pub fallback_reason: Option<String>,
+    /// What a setup failure does (SPEC §6.3): true when an image that cannot
+    /// be pulled (or a daemon that cannot be reached) would run commands on
+    /// the host, with a warning — implicit mode, no `ODEK_REQUIRE_SANDBOX`, no
+    /// attached network; false when every setup failure is a refusal
+    /// (explicit mode, `ODEK_REQUIRE_SANDBOX`, networks attached, or the
+    /// sandbox off).
+    #[serde(default)]
+    pub fallback_allowed: bool,
     /// Daemon endpoint.
     pub endpoint: Option<String>,
     /// Engine API version in use.
@@ -156,6 +164,7 @@ impl Odek {
             mode: plan.mode,
             isolation: isolation.into(),
             fallback_reason,
+            fallback_allowed: plan.isolation != Isolation::Off && plan.fallback_allowed(),
             endpoint: plan.endpoint.clone(),
             api_version: plan.engine.as_ref().map(|e| e.api_version.to_string()),
             image,
@@ -220,6 +229,24 @@ impl ConfigView {
         );
         if let Some(r) = &self.fallback_reason {
             line("fallback", r.clone(), "daemon/image".into());
+        }
+        if self.isolation == "container" {
+            let (what, why) = if self.fallback_allowed {
+                (
+                    "refused, except an image that cannot be pulled: commands then run on the host, with a warning",
+                    "implicit mode".to_string(),
+                )
+            } else {
+                (
+                    "refused: every setup failure is a refusal, nothing runs on the host",
+                    match (self.mode, self.networks.is_empty()) {
+                        (SandboxMode::Explicit, _) => format!("explicit mode; {}", src("sandbox")),
+                        (_, false) => "networks are attached".to_string(),
+                        (_, true) => "a sandbox is required: ODEK_REQUIRE_SANDBOX".to_string(),
+                    },
+                )
+            };
+            line("on failure", what.into(), why);
         }
         if let Some(e) = &self.endpoint {
             line(

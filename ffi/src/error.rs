@@ -262,10 +262,16 @@ impl Failure {
 }
 
 impl From<Error> for Failure {
+    /// The message's advice is worded for a library caller (the `workdir`
+    /// argument, settings keys, closing the sandbox), as every libodek
+    /// client's surface is (`odek_client_new`); the calls that take no
+    /// client (narrow) reach the same callers.
     fn from(e: Error) -> Failure {
         Failure {
             code: code_of(&e),
-            message: e.to_string(),
+            message: odek_core::advice::Surface::Library
+                .render(&e.to_string())
+                .into_owned(),
         }
     }
 }

@@ -160,6 +160,7 @@ pub unsafe extern "C" fn odek_client_new(
                 ))
             }
         };
+        let odek = odek.with_surface(odek_core::advice::Surface::Library);
         let h = handles::insert_client(Client { odek });
         // SAFETY: checked non-NULL above.
         unsafe { *out = h };

@@ -78,7 +78,9 @@ pub enum ConfigError {
         value: String,
         /// The normalised spelling, when one exists.
         normalized: Option<String>,
-        /// Running projects' labels (sanitised), as hints.
+        /// Running projects' labels (sanitised), as hints: at most
+        /// `network::MAX_PROJECT_HINTS`, nearest the normalised spelling
+        /// first, then `and N more` when cut (the resolver fills it).
         running: Vec<String>,
     },
     /// A volume entry violates SPEC §3.4.
