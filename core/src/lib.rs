@@ -10,6 +10,7 @@
 //!
 //! Docker is reached only through [`engine::DockerApi`] (SPEC §2).
 
+pub mod api;
 pub mod approval;
 pub mod config;
 pub mod describe;
