@@ -5,7 +5,8 @@
 //! - `images`   build the offline test images (tests/images/build.sh)
 //! - `demo`     the main job: Compose project `shop` + `odek run` reaching redis and postgres
 //! - `header`   regenerate ffi/include/odek.h with cbindgen
-//! - `header-check` fail when the checked-in header differs from a fresh one
+//! - `header-check` fail when the checked-in header or ABI schemas differ from fresh ones
+//! - `schema`   regenerate ffi/schema/*.json, the JSON Schemas of the C ABI's messages
 //! - `lint`     cargo fmt --check and clippy -D warnings
 //! - `unit`     unit and fake-engine tests (no Docker needed)
 //! - `e2e`      real-Docker end-to-end suite (images, registry, Compose fixture)
@@ -41,7 +42,11 @@ const RECIPES: &[(&str, &str)] = &[
     ("header", "regenerate ffi/include/odek.h with cbindgen"),
     (
         "header-check",
-        "fail when the checked-in header differs from a fresh one",
+        "fail when the checked-in header or ABI schemas differ from fresh ones",
+    ),
+    (
+        "schema",
+        "regenerate ffi/schema/*.json, the JSON Schemas of the C ABI's messages",
     ),
     ("lint", "cargo fmt --check and clippy -D warnings"),
     ("unit", "unit and fake-engine tests (no Docker needed)"),
@@ -270,7 +275,39 @@ fn header() -> R {
     Ok(())
 }
 
+/// The JSON Schemas of the C ABI's messages (`odek_core::api`), which the
+/// bindings' type tests read.
+const SCHEMA_DIR: &str = "ffi/schema";
+
+/// Runs core's `api_schema` example: `write` or `check` [`SCHEMA_DIR`].
+fn api_schema(mode: &str) -> R {
+    let dir = root().join(SCHEMA_DIR);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{SCHEMA_DIR}: {e}"))?;
+    sh(cargo()
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "odek-core",
+            "--example",
+            "api_schema",
+            "--",
+            mode,
+        ])
+        .arg(&dir))?;
+    eprintln!(
+        "xtask: {SCHEMA_DIR}/*.json {}",
+        if mode == "write" {
+            "written"
+        } else {
+            "up to date"
+        }
+    );
+    Ok(())
+}
+
 fn header_check() -> R {
+    api_schema("check")?;
     let fresh = generate_header()?;
     for path in [HEADER, GO_HEADER] {
         let current = std::fs::read_to_string(root().join(path)).unwrap_or_default();
@@ -397,6 +434,7 @@ fn main() -> ExitCode {
         "demo" => demo(),
         "header" => header(),
         "header-check" => header_check(),
+        "schema" => api_schema("write"),
         "lint" => lint(),
         "unit" => unit(),
         "e2e" => e2e(),
