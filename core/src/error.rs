@@ -9,7 +9,7 @@ use crate::image::ImageError;
 use crate::network::NetworkError;
 
 /// The failure classes of SPEC §6.3.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureClass {
     /// Misconfiguration: fatal in every mode.

@@ -11,6 +11,7 @@
 //! Docker is reached only through [`engine::DockerApi`] (SPEC §2).
 
 pub mod advice;
+pub mod api;
 pub mod approval;
 pub mod config;
 pub mod describe;

@@ -16,7 +16,7 @@ pub const MAX_NETWORKS: usize = 8;
 pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
 
 /// Why a network was attached.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum NetworkOrigin {
     /// Named in `sandbox_networks`.
@@ -47,7 +47,7 @@ impl NetworkOrigin {
 }
 
 /// A resolved network: from here on handled by its full ID (SPEC §4.1).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResolvedNetwork {
     /// Name (for display only; may be any string a Compose file chose).
     pub name: String,
@@ -440,7 +440,7 @@ pub async fn with_running_projects(engine: &dyn DockerApi, e: ConfigError) -> Co
 }
 
 /// How the container is networked (SPEC §4.2 names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkSummary {
     /// `NetworkMode=none`, nothing attached.

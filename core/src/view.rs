@@ -18,7 +18,7 @@ use crate::warning::Warning;
 pub const CONFIG_VIEW_SCHEMA: &str = "odek.config-view/1";
 
 /// The image as it would be used.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ImageView {
     /// The reference as configured.
     pub reference: String,
@@ -38,7 +38,7 @@ pub struct ImageView {
 }
 
 /// One network as applied.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetworkView {
     /// Name (sanitised; `None` when it fails SPEC §9.3).
     pub name: Option<String>,
@@ -51,7 +51,7 @@ pub struct NetworkView {
 }
 
 /// The applied configuration.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfigView {
     /// Always [`CONFIG_VIEW_SCHEMA`].
     pub schema: String,

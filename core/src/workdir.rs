@@ -24,7 +24,7 @@ use crate::config::{quote, resolve_volume, validate_workdir, ConfigError};
 use crate::plan::Plan;
 
 /// A file's identity: device and inode number (`st_dev`, `st_ino`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileId {
     /// `st_dev`.
     pub dev: u64,

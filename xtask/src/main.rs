@@ -5,7 +5,8 @@
 //! - `images`   build the offline test images (tests/images/build.sh)
 //! - `demo`     the main job: Compose project `shop` + `odek run` reaching redis and postgres
 //! - `header`   regenerate ffi/include/odek.h with cbindgen
-//! - `header-check` fail when the checked-in header differs from a fresh one
+//! - `header-check` fail when the checked-in header or ABI schemas differ from fresh ones
+//! - `schema`   regenerate ffi/schema/*.json, the JSON Schemas of the C ABI's messages
 //! - `lint`     fmt --check, clippy -D warnings, shellcheck, no convention/issue citations, cargo doc -D warnings
 //! - `deps`     the module dependency graph of core/src and its cycles (`--tests`: with test modules)
 //! - `unit`     unit and fake-engine tests (no Docker needed)
@@ -44,7 +45,11 @@ const RECIPES: &[(&str, &str)] = &[
     ("header", "regenerate ffi/include/odek.h with cbindgen"),
     (
         "header-check",
-        "fail when the checked-in header differs from a fresh one",
+        "fail when the checked-in header or ABI schemas differ from fresh ones",
+    ),
+    (
+        "schema",
+        "regenerate ffi/schema/*.json, the JSON Schemas of the C ABI's messages",
     ),
     (
         "lint",
@@ -281,7 +286,39 @@ fn header() -> R {
     Ok(())
 }
 
+/// The JSON Schemas of the C ABI's messages (`odek_core::api`), which the
+/// bindings' type tests read.
+const SCHEMA_DIR: &str = "ffi/schema";
+
+/// Runs core's `api_schema` example: `write` or `check` [`SCHEMA_DIR`].
+fn api_schema(mode: &str) -> R {
+    let dir = root().join(SCHEMA_DIR);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{SCHEMA_DIR}: {e}"))?;
+    sh(cargo()
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "odek-core",
+            "--example",
+            "api_schema",
+            "--",
+            mode,
+        ])
+        .arg(&dir))?;
+    eprintln!(
+        "xtask: {SCHEMA_DIR}/*.json {}",
+        if mode == "write" {
+            "written"
+        } else {
+            "up to date"
+        }
+    );
+    Ok(())
+}
+
 fn header_check() -> R {
+    api_schema("check")?;
     let fresh = generate_header()?;
     for path in [HEADER, GO_HEADER] {
         let current = std::fs::read_to_string(root().join(path)).unwrap_or_default();
@@ -411,6 +448,7 @@ fn main() -> ExitCode {
         "demo" => demo(),
         "header" => header(),
         "header-check" => header_check(),
+        "schema" => api_schema("write"),
         "lint" => lint(),
         "deps" => deps::deps_cmd(&std::env::args().skip(2).collect::<Vec<_>>()),
         "unit" => unit(),

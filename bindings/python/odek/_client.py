@@ -138,12 +138,14 @@ class Client(Managed[Any]):
             env (dict[str, str] | None): the whole environment to read
                 ``ODEK_*``, ``ODEK_HOME``/``HOME`` and ``${…}`` from, replacing
                 the process's (extend it with ``{**os.environ, "K": "v"}``).
-            allow_host_fallback (bool): the binding's default (``False``)
-                requires a sandbox: unless ``settings`` says ``"sandbox"``
-                itself, it is set to ``True``, so an unreachable daemon or an
-                image that cannot be pulled raises instead of handing the
-                agent a host shell. ``True`` keeps SPEC §6.3's implicit mode
-                (loud fallback to the host; :class:`HostFallbackWarning`).
+            allow_host_fallback (bool): the default (``False``) requires a
+                sandbox: unless ``settings`` says ``"sandbox"`` itself, the
+                library sets it to ``True`` (the resolve request's
+                ``allow_host_fallback``, decided in libodek), so an
+                unreachable daemon or an image that cannot be pulled raises
+                instead of handing the agent a host shell. ``True`` keeps
+                SPEC §6.3's implicit mode (loud fallback to the host;
+                :class:`HostFallbackWarning`).
 
         Returns:
             Plan: check :attr:`Plan.approval_request` before launching.
@@ -162,11 +164,10 @@ class Client(Managed[Any]):
         }
         if settings is not None and not isinstance(settings, Mapping):
             raise TypeError("settings must be a mapping of config keys to values")
-        chosen: Dict[str, Any] = dict(settings or {})
-        if not allow_host_fallback and "sandbox" not in chosen:
-            chosen["sandbox"] = True
-        if chosen:
-            req["settings"] = chosen
+        if settings:
+            req["settings"] = dict(settings)
+        if allow_host_fallback:
+            req["allow_host_fallback"] = True
         e = _str_map(env, "env")
         if e is not None:
             req["env"] = e

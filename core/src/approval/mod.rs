@@ -108,7 +108,7 @@ pub fn display_name(s: &str) -> String {
 }
 
 /// An env key as shown for approval.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvKeyView {
     /// The key.
     pub key: String,
@@ -120,7 +120,7 @@ pub struct EnvKeyView {
 }
 
 /// One resolved network on the card (SPEC §7.2).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetworkCard {
     /// Name, terminal-safe ([`display_name`]).
     pub name: String,
@@ -135,7 +135,7 @@ pub struct NetworkCard {
 /// What the operator is asked to approve (SPEC §7.2): every project-requested
 /// knob, and each resolved network's name, full ID, Internal flag and
 /// Compose project.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalRequest {
     /// Always [`APPROVAL_REQUEST_SCHEMA`].
     pub schema: String,
@@ -199,7 +199,7 @@ pub enum Decision {
 }
 
 /// A granted approval: the key and the network IDs it was granted for.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Approval {
     /// Always [`APPROVAL_SCHEMA`].
     pub schema: String,

@@ -12,6 +12,7 @@ pub(crate) use merge::truthy;
 pub use merge::{
     env_var_of, load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT, PROCESS_ENV_VARS,
 };
+pub(crate) use parse::suggest as suggest_key;
 pub use parse::{
     check_strict_json, layer_from_env, parse_bytes, parse_file, KNOWN_KEYS, MAX_CONFIG_BYTES,
 };
@@ -29,7 +30,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// Where a value came from (SPEC §3.2), lowest precedence first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Source {
     /// Built-in default.
@@ -126,7 +127,7 @@ pub struct Layer {
 }
 
 /// Sandbox mode (SPEC §3.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxMode {
     /// `sandbox=true` from some source: unreachable daemon / unpullable image are fatal.
@@ -138,7 +139,7 @@ pub enum SandboxMode {
 }
 
 /// `sandbox_network` (SPEC §3.4): exactly `none` or `bridge`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkMode {
     /// No network besides attached ones.
@@ -157,7 +158,7 @@ impl fmt::Display for NetworkMode {
 }
 
 /// A CPU limit as written and in `NanoCpus`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuLimit {
     /// As written, e.g. `0.5`.
     pub text: String,
@@ -166,7 +167,7 @@ pub struct CpuLimit {
 }
 
 /// One environment variable for the container.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvVar {
     /// The key (`[A-Za-z_][A-Za-z0-9_]*`).
     pub key: String,
@@ -191,7 +192,7 @@ impl fmt::Debug for EnvVar {
 }
 
 /// A validated bind mount from `sandbox_volumes` (SPEC §3.4).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VolumeMount {
     /// The entry as written (used in the approval key, §7.3).
     pub spec: String,

@@ -512,8 +512,8 @@ fn unknown_key(origin: &str, key: &str) -> Warning {
 }
 
 /// The known key closest to `key` (case-insensitive equal, or at most two
-/// edits away), for the unknown-key warning.
-fn suggest(key: &str) -> Option<&'static str> {
+/// edits away), for the unknown-key warning and the ABI's refusal.
+pub(crate) fn suggest(key: &str) -> Option<&'static str> {
     if key.len() > 64 {
         return None;
     }
