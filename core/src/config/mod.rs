@@ -3,6 +3,7 @@
 //! tighten rules, and the validation of §3.4 — all before any container exists.
 
 mod error;
+mod hostpath;
 mod merge;
 mod parse;
 mod validate;
@@ -15,11 +16,11 @@ pub use merge::{
 pub use parse::{
     check_strict_json, layer_from_env, parse_bytes, parse_file, KNOWN_KEYS, MAX_CONFIG_BYTES,
 };
+pub use hostpath::{resolve_volume, validate_workdir};
 pub use validate::{
     host_refs, interpolate, normalize_compose_project, parse_cpus, parse_memory,
-    parse_network_mode, resolve_volume, validate_compose_project, validate_env_key,
-    validate_env_key_as, validate_network_name, validate_pids_limit, validate_user,
-    validate_workdir,
+    parse_network_mode, validate_compose_project, validate_env_key, validate_env_key_as,
+    validate_network_name, validate_pids_limit, validate_user,
 };
 
 use std::collections::BTreeMap;
