@@ -324,29 +324,11 @@ pub fn display_text(s: &str) -> String {
 /// The knobs a project config needs approval for (SPEC §7.1), by config key,
 /// when the applied value comes from the project. Operator sources never do.
 pub fn project_knobs(s: &Settings) -> Vec<&'static str> {
-    fn from_project<T>(v: &Option<Sourced<T>>) -> bool {
-        v.as_ref().is_some_and(|v| v.source.is_project())
-    }
-    let mut knobs = Vec::new();
-    if from_project(&s.image) {
-        knobs.push("sandbox_image");
-    }
-    if s.network.source.is_project() {
-        knobs.push("sandbox_network");
-    }
-    if from_project(&s.env) {
-        knobs.push("sandbox_env");
-    }
-    if from_project(&s.volumes) {
-        knobs.push("sandbox_volumes");
-    }
-    if from_project(&s.networks) {
-        knobs.push("sandbox_networks");
-    }
-    if from_project(&s.compose_project) {
-        knobs.push("sandbox_compose_project");
-    }
-    knobs
+    crate::config::approval_keys()
+        .into_iter()
+        .filter(|k| s.sources.get(k.name).is_some_and(Source::is_project))
+        .map(|k| k.name)
+        .collect()
 }
 
 /// The project's raw string for a key, as written in `odek.json`.
