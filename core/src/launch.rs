@@ -582,26 +582,27 @@ impl Odek {
         // SPEC §6.1 owner lifetime: before start, an owned sandbox's wait
         // for its removal (its exit code is gone with it) and its owner's
         // attachment to its stdin, so it never runs unowned.
+        let mut wait = None;
         let owned = async {
             if opts.detached {
-                return Ok((None, None));
+                return Ok(None);
             }
-            let wait = engine.wait_removed(&created.id).await;
-            let hold = engine.attach_stdin(&created.id).await;
-            let hold = hold.map_err(|e| Error::engine(&endpoint, Step::Start, e, false))?;
             // A wait the daemon refused only costs the exit code of a
             // container that stops at once; the inspect may still have it.
-            Ok::<_, Error>((wait.ok(), Some(hold)))
+            wait = engine.wait_removed(&created.id).await.ok();
+            let hold = engine.attach_stdin(&created.id).await;
+            hold.map(Some)
+                .map_err(|e| Error::engine(&endpoint, Step::Start, e, false))
         };
         let finished = match owned.await {
-            Ok((wait, hold)) => self
+            Ok(hold) => self
                 .finish(
                     engine.as_ref(),
                     plan,
                     &created.id,
                     &created.warnings,
                     &image_id,
-                    wait,
+                    &mut wait,
                 )
                 .await
                 .map(|done| (done, hold)),
@@ -626,6 +627,12 @@ impl Odek {
             }
             Err(err) => {
                 let removed = engine.remove_container(&created.id).await.is_ok();
+                // An auto-removed container may still be on its way out
+                // ("removal already in progress"): its wait says when it
+                // is gone, so the refusal is said once it is.
+                if removed {
+                    removed_exit(wait.take()).await;
+                }
                 Err(with_removal(err, removed, &name, opts.detached))
             }
         }
@@ -639,7 +646,7 @@ impl Odek {
         id: &str,
         create_warnings: &[String],
         image_id: &str,
-        mut wait: Option<crate::engine::ExitWait>,
+        wait: &mut Option<crate::engine::ExitWait>,
     ) -> Result<(Applied, Vec<Warning>)> {
         let endpoint = engine.endpoint().to_string();
         let mut warnings = Vec::new();

@@ -218,10 +218,12 @@ struct State {
     faults: Vec<Fault>,
     quirks: Quirks,
     built: Vec<(String, Vec<u8>)>,
-    /// Exit codes of auto-removed containers, by ID.
+    /// Exit codes of removed containers, by ID (what a removal wait answers).
     removed_exits: BTreeMap<String, i64>,
     /// IDs of containers whose stdin attachment was dropped, in order.
     released: Vec<String>,
+    /// IDs of containers the engine removed by itself (auto-remove).
+    auto_removed: Vec<String>,
 }
 
 impl State {
@@ -235,6 +237,7 @@ impl State {
         if c.auto_remove {
             self.containers.remove(id);
             self.removed_exits.insert(id.to_string(), code);
+            self.auto_removed.push(id.to_string());
         }
     }
 }
@@ -426,10 +429,10 @@ impl FakeEngine {
         self.lock().released.clone()
     }
 
-    /// True when container `id` was auto-removed after its main process
-    /// exited.
+    /// True when container `id` was removed without a remove call: by
+    /// the engine itself, after its main process exited (auto-remove).
     pub fn auto_removed(&self, id: &str) -> bool {
-        self.lock().removed_exits.contains_key(id)
+        self.lock().auto_removed.iter().any(|a| a == id)
     }
 
     /// The local image found under `reference` (tag or ID), if any.
@@ -839,7 +842,16 @@ impl DockerApi for FakeEngine {
             .find(|c| c.info.id == id || c.info.name == id)
             .map(|c| c.info.id.clone());
         Ok(match key {
-            Some(k) => s.containers.remove(&k).is_some(),
+            Some(k) => {
+                // A removal wait answers for a forced removal too (a
+                // running container is killed: 137).
+                let code = s.containers.get(&k).map_or(0, |c| match &c.info.exit {
+                    Some((code, _)) if !c.info.running => *code,
+                    _ => 137,
+                });
+                s.removed_exits.insert(k.clone(), code);
+                s.containers.remove(&k).is_some()
+            }
             None => false,
         })
     }
