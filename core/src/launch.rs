@@ -30,8 +30,12 @@ pub const SANDBOX_SCHEMA: &str = "odek.sandbox/1";
 /// Options of `/tmp` (SPEC §6.1).
 pub const TMP_OPTIONS: &str = "rw,noexec,nosuid";
 
-/// The idle process the container runs; commands run through exec.
-pub const IDLE_CMD: [&str; 2] = ["sleep", "2147483647"];
+/// The idle process the container runs; commands run through exec. It
+/// reads the container's stdin and ends at its EOF: an owned sandbox's
+/// stdin closes when its owner's attachment goes, the idle process exits,
+/// docker-init with it, and the engine removes the container (SPEC §6.1
+/// owner lifetime). A detached sandbox's stdin stays open.
+pub const IDLE_CMD: [&str; 1] = ["cat"];
 
 /// How the container ended up, read back from the engine (SPEC §10.4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -82,7 +86,51 @@ pub struct Sandbox {
     pub applied: Option<Applied>,
     /// Every warning of resolve and launch.
     pub warnings: Vec<Warning>,
+    /// The launching process's attachment to the container's stdin, for an
+    /// owned (not detached) sandbox: the engine removes the container once
+    /// the last clone of this value is dropped, or this process dies
+    /// (SPEC §6.1 owner lifetime). Not serialized.
+    #[serde(skip)]
+    pub owner: OwnerLink,
 }
+
+/// What keeps an owned sandbox alive: its owner's attachment to the
+/// container's stdin, shared by the clones of a [`Sandbox`]. Empty for a
+/// detached sandbox, one found by name, or the host. It is no part of the
+/// sandbox's value: every two links compare equal.
+#[derive(Clone, Default)]
+pub struct OwnerLink(Option<Arc<crate::engine::StdinHold>>);
+
+impl OwnerLink {
+    /// True while this value holds an attachment.
+    pub fn is_held(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Lets go of this value's share of the attachment: once no clone holds
+    /// it, the connection closes and the engine removes the container.
+    pub fn release(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl std::fmt::Debug for OwnerLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_held() {
+            "OwnerLink(held)"
+        } else {
+            "OwnerLink(none)"
+        })
+    }
+}
+
+impl PartialEq for OwnerLink {
+    fn eq(&self, _: &OwnerLink) -> bool {
+        true
+    }
+}
+
+impl Eq for OwnerLink {}
 
 impl Sandbox {
     /// A "sandbox" that is the host (fallback or off).
@@ -95,6 +143,7 @@ impl Sandbox {
             plan: plan.clone(),
             applied: None,
             warnings,
+            owner: OwnerLink::default(),
         }
     }
 
@@ -315,6 +364,12 @@ pub fn container_spec(
         binds,
         memory_bytes: plan.memory_bytes,
         nano_cpus: plan.cpus.as_ref().map(|c| c.nano),
+        // SPEC §6.1 owner lifetime: every sandbox's idle process reads an
+        // open stdin; an owned one's closes with its owner's attachment,
+        // and the engine then removes it.
+        open_stdin: true,
+        stdin_once: !opts.detached,
+        auto_remove: !opts.detached,
     }
 }
 
@@ -524,17 +579,37 @@ impl Odek {
         if let Some(p) = &opts.progress {
             p.set(Stage::Created);
         }
-        match self
-            .finish(
-                engine.as_ref(),
-                plan,
-                &created.id,
-                &created.warnings,
-                &image_id,
-            )
-            .await
-        {
-            Ok((applied, more)) => {
+        // SPEC §6.1 owner lifetime: before start, an owned sandbox's wait
+        // for its removal (its exit code is gone with it) and its owner's
+        // attachment to its stdin, so it never runs unowned.
+        let mut wait = None;
+        let owned = async {
+            if opts.detached {
+                return Ok(None);
+            }
+            // A wait the daemon refused only costs the exit code of a
+            // container that stops at once; the inspect may still have it.
+            wait = engine.wait_removed(&created.id).await.ok();
+            let hold = engine.attach_stdin(&created.id).await;
+            hold.map(Some)
+                .map_err(|e| Error::engine(&endpoint, Step::Start, e, false))
+        };
+        let finished = match owned.await {
+            Ok(hold) => self
+                .finish(
+                    engine.as_ref(),
+                    plan,
+                    &created.id,
+                    &created.warnings,
+                    &image_id,
+                    &mut wait,
+                )
+                .await
+                .map(|done| (done, hold)),
+            Err(e) => Err(e),
+        };
+        match finished {
+            Ok(((applied, more), hold)) => {
                 for w in more {
                     reporter.warning(&w);
                     warnings.push(w);
@@ -547,10 +622,17 @@ impl Odek {
                     plan: plan.clone(),
                     applied: Some(applied),
                     warnings,
+                    owner: OwnerLink(hold.map(Arc::new)),
                 })
             }
             Err(err) => {
                 let removed = engine.remove_container(&created.id).await.is_ok();
+                // An auto-removed container may still be on its way out
+                // ("removal already in progress"): its wait says when it
+                // is gone, so the refusal is said once it is.
+                if removed {
+                    removed_exit(wait.take()).await;
+                }
                 Err(with_removal(err, removed, &name, opts.detached))
             }
         }
@@ -564,6 +646,7 @@ impl Odek {
         id: &str,
         create_warnings: &[String],
         image_id: &str,
+        wait: &mut Option<crate::engine::ExitWait>,
     ) -> Result<(Applied, Vec<Warning>)> {
         let endpoint = engine.endpoint().to_string();
         let mut warnings = Vec::new();
@@ -582,11 +665,23 @@ impl Odek {
             // started (docker-init could not start the idle process; runc
             // says "cannot start a stopped process"). Its exit says why.
             if e.kind == EngineErrorKind::Rejected {
-                if let Ok(Some(info)) = engine.inspect_container(id).await {
-                    // Docker's reason, when it gave one, is the message already.
-                    if !info.running && info.exit.as_ref().is_some_and(|(_, e)| e.is_empty()) {
-                        e.message = format!("{}; {}", e.message, not_running(plan, &info));
+                match engine.inspect_container(id).await {
+                    Ok(Some(info)) => {
+                        // Docker's reason, when it gave one, is the message already.
+                        if !info.running && info.exit.as_ref().is_some_and(|(_, e)| e.is_empty()) {
+                            e.message =
+                                format!("{}; {}", e.message, not_running(plan, info.exit.as_ref()));
+                        }
                     }
+                    // An auto-removed container is gone: its wait has the code.
+                    Ok(None) => {
+                        if let Some(code) = removed_exit(wait.take()).await {
+                            let exit = (code, String::new());
+                            e.message =
+                                format!("{}; {}", e.message, not_running(plan, Some(&exit)));
+                        }
+                    }
+                    Err(_) => {}
                 }
             }
             return Err(Error::engine(&endpoint, Step::Start, e, false));
@@ -602,8 +697,8 @@ impl Odek {
             Ok::<(), Error>(())
         };
         // The idle process is looked for while the networks are connected:
-        // the container's start can succeed while `sleep` cannot (a pids
-        // limit of 1, no `sleep` on PATH), and an inspect alone may come
+        // the container's start can succeed while the idle process cannot
+        // (a pids limit of 1, no `cat` on PATH), and an inspect alone may come
         // before docker-init has found out.
         // The first failure ends both (the container is removed anyway).
         let idle = async {
@@ -615,12 +710,20 @@ impl Odek {
         let info = engine
             .inspect_container(id)
             .await
-            .map_err(|e| Error::engine(&endpoint, Step::Verify, e, false))?
-            .ok_or_else(|| Error::Rejected {
+            .map_err(|e| Error::engine(&endpoint, Step::Verify, e, false))?;
+        let Some(info) = info else {
+            // An owned sandbox is auto-removed once it stops (SPEC §6.1
+            // owner lifetime): the wait begun before start has its exit.
+            let message = match removed_exit(wait.take()).await {
+                Some(code) => not_running(plan, Some(&(code, String::new()))),
+                None => "the container vanished right after start".into(),
+            };
+            return Err(Error::Rejected {
                 step: Step::Verify,
-                message: "the container vanished right after start".into(),
+                message,
                 removed: false,
-            })?;
+            });
+        };
         let applied = verify(plan, &info, image_id).map_err(|message| Error::Rejected {
             step: Step::Verify,
             message,
@@ -705,6 +808,17 @@ fn verify_mounts(
     Ok(warning)
 }
 
+/// How long a launch waits, once an owned container is gone, for the exit
+/// code its removal wait reports.
+const REMOVED_EXIT_BUDGET: Duration = Duration::from_secs(5);
+
+/// The exit code of an auto-removed container, from the wait begun before
+/// its start; `None` without a wait, when the daemon refused it, or when no
+/// answer came within [`REMOVED_EXIT_BUDGET`].
+async fn removed_exit(wait: Option<crate::engine::ExitWait>) -> Option<i64> {
+    wait?.code(REMOVED_EXIT_BUDGET).await?.ok()
+}
+
 /// How long a launch waits for the idle process to show in the container's
 /// process list after start (SPEC §6.1): docker-init starts it at once, so
 /// only a container that cannot run it takes this long to be refused.
@@ -785,12 +899,13 @@ fn idle_missing_message(seen: &[String]) -> String {
 
 /// Why a container that is not running cannot be a sandbox: its exit code
 /// and Docker's error, and the one cause that fits — Docker's own reason
-/// when it gave one; `sleep` missing (127) or not executable (126), naming
+/// when it gave one; the idle program missing (127) or not executable (126), naming
 /// the sandbox_env PATH when one is set; a pids limit below 2 (docker-init
 /// and the idle process), with where it came from; else an ENTRYPOINT that
 /// exited.
-fn not_running(plan: &Plan, info: &ContainerInfo) -> String {
+fn not_running(plan: &Plan, exit: Option<&(i64, String)>) -> String {
     let idle = IDLE_CMD.join(" ");
+    let program = IDLE_CMD[0];
     let source = |key: &str| {
         plan.sources
             .get(key)
@@ -805,16 +920,16 @@ fn not_running(plan: &Plan, info: &ContainerInfo) -> String {
     } else {
         String::new()
     };
-    match &info.exit {
+    match exit {
         Some((code, err)) if !err.is_empty() => format!(
             "the container is not running (exit code {code}: {}): Docker could not start it as planned",
             crate::approval::display_text(err)
         ),
         Some((127, _)) => format!(
-            "the container is not running (exit code 127): its idle process `{idle}` was not found; the image must provide `sleep` on PATH{path_note}"
+            "the container is not running (exit code 127): its idle process `{idle}` was not found; the image must provide `{program}` on PATH{path_note}"
         ),
         Some((126, _)) => format!(
-            "the container is not running (exit code 126): its idle process `{idle}` could not be executed; the image's `sleep` must be executable by the sandbox user{path_note}"
+            "the container is not running (exit code 126): its idle process `{idle}` could not be executed; the image's `{program}` must be executable by the sandbox user{path_note}"
         ),
         Some((code, _)) if plan.pids_limit < 2 => format!(
             "the container is not running (exit code {code}): the pids limit {}{} leaves no room for its idle process `{idle}` beside docker-init; allow 2 processes at least, and more for the commands",
@@ -839,7 +954,7 @@ pub fn verify(
     if !info.running {
         // Nothing else is worth checking (a stopped container shows no
         // network endpoints, for one).
-        return Err(not_running(plan, info));
+        return Err(not_running(plan, info.exit.as_ref()));
     }
     let mut problems = Vec::new();
     let mut want: Vec<String> = plan.networks.iter().map(|n| n.id.clone()).collect();

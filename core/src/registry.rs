@@ -315,6 +315,8 @@ impl Odek {
             warnings: plan.warnings.clone(),
             plan,
             applied,
+            // Found by name: its owner, if any, is another process.
+            owner: crate::launch::OwnerLink::default(),
         })
     }
 
