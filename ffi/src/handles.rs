@@ -57,13 +57,13 @@ fn next_id() -> usize {
 
 fn invalid(kind: &str) -> Failure {
     Failure::new(
-        Code::InvalidHandle,
+        Code::ODEK_E_INVALID_HANDLE,
         format!("the {kind} handle is unknown or was already destroyed"),
     )
 }
 
 fn null(kind: &str) -> Failure {
-    Failure::new(Code::NullPointer, format!("{kind} is NULL"))
+    Failure::new(Code::ODEK_E_NULL_POINTER, format!("{kind} is NULL"))
 }
 
 /// Registers a client; returns its handle.

@@ -18,6 +18,7 @@ mod boundary;
 mod error;
 mod handles;
 
+pub use error::odek_code_t::*;
 pub use error::*;
 pub use handles::{odek_client_t, odek_sandbox_t};
 
@@ -114,7 +115,7 @@ fn fake_engine() -> FakeEngine {
 fn check_schema(schema: Option<&str>, family: &str) -> Result<(), Failure> {
     match schema {
         Some(s) if !s.starts_with(family) => Err(Failure::new(
-            Code::InvalidArgument,
+            Code::ODEK_E_INVALID_ARGUMENT,
             format!("unknown schema {s:?} (expected {family}1)"),
         )),
         _ => Ok(()),
@@ -155,7 +156,7 @@ pub unsafe extern "C" fn odek_client_new(
             (None | Some("docker"), None) => Odek::from_env(),
             (Some(other), _) => {
                 return Err(Failure::new(
-                    Code::InvalidArgument,
+                    Code::ODEK_E_INVALID_ARGUMENT,
                     format!("engine must be \"docker\" or \"fake\" (got {other:?})"),
                 ))
             }
@@ -248,7 +249,7 @@ pub unsafe extern "C" fn odek_resolve(
         inputs.read_project_config = req.read_project_config;
         if let Some(settings) = req.settings {
             let bytes = serde_json::to_vec(&settings)
-                .map_err(|e| Failure::new(Code::Internal, e.to_string()))?;
+                .map_err(|e| Failure::new(Code::ODEK_E_INTERNAL, e.to_string()))?;
             let (layer, warnings): (Layer, _) =
                 odek_core::config::parse_bytes(&bytes, std::path::Path::new("<api settings>"))
                     .map_err(|e| Failure::from(odek_core::Error::Config(e)))?;
@@ -335,7 +336,7 @@ pub unsafe extern "C" fn odek_approve(
             "trust" => Decision::Trust,
             other => {
                 return Err(Failure::new(
-                    Code::InvalidArgument,
+                    Code::ODEK_E_INVALID_ARGUMENT,
                     format!("decision must be \"once\" or \"trust\" (got {other:?})"),
                 ))
             }
@@ -452,8 +453,8 @@ pub unsafe extern "C" fn odek_describe(
         out_arg(tool_out, "tool_out")?;
         let h = handles::sandbox(sandbox)?;
         let env = runtime().block_on(h.odek.describe(&h.sandbox))?;
-        let json =
-            serde_json::to_string(&env).map_err(|e| Failure::new(Code::Internal, e.to_string()))?;
+        let json = serde_json::to_string(&env)
+            .map_err(|e| Failure::new(Code::ODEK_E_INTERNAL, e.to_string()))?;
         // SAFETY: all three checked non-NULL; written only on success.
         unsafe {
             *environment_json_out = c_string(json);
@@ -528,7 +529,7 @@ pub unsafe extern "C" fn odek_exec(
             (None, Some(s)) => odek_core::Command::Shell(s),
             _ => {
                 return Err(Failure::new(
-                    Code::InvalidArgument,
+                    Code::ODEK_E_INVALID_ARGUMENT,
                     "request_json needs exactly one of \"argv\" (array of strings) or \"shell\" (string)",
                 ))
             }
@@ -537,7 +538,7 @@ pub unsafe extern "C" fn odek_exec(
             None => None,
             Some(t) => Some(odek_core::exec::timeout_from_secs(t).ok_or_else(|| {
                 Failure::new(
-                    Code::InvalidArgument,
+                    Code::ODEK_E_INVALID_ARGUMENT,
                     format!("timeout_secs must be a positive number (got {t})"),
                 )
             })?),

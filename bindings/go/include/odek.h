@@ -14,9 +14,10 @@
  * Errors and ownership
  * --------------------
  * Fallible calls return odek_error_t* — NULL on success — carrying a stable
- * numeric code (ODEK_E_*, grouped by area: 1xx usage, 2xx config, 3xx
- * approval, 4xx docker-rejected, 5xx image-unavailable, 6xx
- * daemon-unreachable), the failure class of SPEC §6.3 and a message. Free it
+ * numeric code (ODEK_E_*, the members of enum odek_code_t, grouped by area:
+ * 1xx usage, 2xx config, 3xx approval, 4xx docker-rejected, 5xx
+ * image-unavailable, 6xx daemon-unreachable, 7xx cancelled), the failure
+ * class of SPEC §6.3 and a message. Free it
  * with odek_error_free. Out-params are written only on success. Every char*
  * returned through an out-param is freed with odek_string_free. const char*
  * arguments are read-only and only borrowed for the call. Structured data is
@@ -42,114 +43,102 @@
 // Most bytes of stdout or stderr an exec result carries (16 MiB each).
 #define ODEK_EXEC_OUTPUT_LIMIT (16 << 20)
 
-// Misuse of the ABI (class `usage`). A NULL pointer argument.
-#define ODEK_E_NULL_POINTER 100
-
-// A string argument is not valid UTF-8.
-#define ODEK_E_INVALID_UTF8 101
-
-// A JSON argument does not parse.
-#define ODEK_E_INVALID_JSON 102
-
-// A handle is unknown or was already destroyed / freed.
-#define ODEK_E_INVALID_HANDLE 103
-
-// A JSON argument parses but has the wrong shape or values.
-#define ODEK_E_INVALID_ARGUMENT 104
-
-// A panic was caught at the boundary (a bug in odek; the process lives on).
-#define ODEK_E_PANIC 105
-
-// Any other internal failure.
-#define ODEK_E_INTERNAL 106
-
-// Configuration (class `config`): generic.
-#define ODEK_E_CONFIG 200
-
-// A config file is malformed (file, line, column in the message).
-#define ODEK_E_CONFIG_MALFORMED 201
-
-// `sandbox_network` is not `none`/`bridge`.
-#define ODEK_E_NETWORK_MODE 202
-
-// A network name is invalid or reserved.
-#define ODEK_E_NETWORK_NAME 203
-
-// A network was not found.
-#define ODEK_E_NETWORK_NOT_FOUND 204
-
-// A network name matched by ID prefix (refused).
-#define ODEK_E_NETWORK_ID_PREFIX 205
-
-// Several networks carry the name.
-#define ODEK_E_NETWORK_AMBIGUOUS 206
-
-// A network's driver or scope is not local bridge.
-#define ODEK_E_NETWORK_UNSUPPORTED 207
-
-// More than 8 networks.
-#define ODEK_E_NETWORK_TOO_MANY 208
-
-// The Compose project is not running.
-#define ODEK_E_COMPOSE_NOT_RUNNING 209
-
-// The Compose project name is invalid.
-#define ODEK_E_COMPOSE_NAME 210
-
-// The image reference is invalid.
-#define ODEK_E_IMAGE_REFERENCE 211
-
-// `Dockerfile.odek` failed to build, or is not a readable regular file.
-#define ODEK_E_IMAGE_BUILD 212
-
-// The image does not carry the pinned digest.
-#define ODEK_E_IMAGE_DIGEST 213
-
-// A volume entry is refused.
-#define ODEK_E_VOLUME 214
-
-// The Docker endpoint (`DOCKER_HOST`, context) is invalid.
-#define ODEK_E_ENDPOINT 215
-
-// A sub-agent request would widen its parent's sandbox.
-#define ODEK_E_NARROW 216
-
-// Approval (class `config`): the plan needs an approval that was not given.
-#define ODEK_E_APPROVAL_REQUIRED 300
-
-// The approval does not match the plan.
-#define ODEK_E_APPROVAL_MISMATCH 301
-
-// The project's networks changed since approval (SPEC §7.4).
-#define ODEK_E_APPROVAL_NETWORKS_CHANGED 302
-
-// The approval store cannot be read or written.
-#define ODEK_E_APPROVAL_STORE 303
-
-// The operator denied the approval.
-#define ODEK_E_APPROVAL_DENIED 304
-
-// Docker refused (class `docker-rejected`): create/start/connect failed.
-#define ODEK_E_DOCKER_REJECTED 400
-
-// The container did not verify against the plan.
-#define ODEK_E_DOCKER_VERIFY 401
-
-// A command could not run or be waited for in the sandbox.
-#define ODEK_E_EXEC 402
-
-// The sandbox stopped (killed, out of memory) while a command ran in it;
-// the command may have partly run.
-#define ODEK_E_SANDBOX_STOPPED 403
-
-// The image cannot be pulled (class `image-unavailable`).
-#define ODEK_E_IMAGE_UNAVAILABLE 500
-
-// The daemon is unreachable (class `daemon-unreachable`).
-#define ODEK_E_DAEMON_UNREACHABLE 600
-
-// The daemon did not answer in time.
-#define ODEK_E_DAEMON_TIMEOUT 601
+// The stable numeric codes of error objects (`odek_error_code`), one
+// `int32_t` each. Grouped by area: the hundreds digit is the area and the
+// failure class of SPEC §6.3 follows from it (1xx `usage`, 2xx and 3xx
+// `config`, 4xx `docker-rejected`, 5xx `image-unavailable`, 6xx
+// `daemon-unreachable`, 7xx `cancelled`). Values never change meaning; new
+// codes are only added.
+enum odek_code_t
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Misuse of the ABI (class `usage`). A NULL pointer argument.
+  ODEK_E_NULL_POINTER = 100,
+  // A string argument is not valid UTF-8.
+  ODEK_E_INVALID_UTF8 = 101,
+  // A JSON argument does not parse.
+  ODEK_E_INVALID_JSON = 102,
+  // A handle is unknown or was already destroyed / freed.
+  ODEK_E_INVALID_HANDLE = 103,
+  // A JSON argument parses but has the wrong shape or values.
+  ODEK_E_INVALID_ARGUMENT = 104,
+  // A panic was caught at the boundary (a bug in odek; the process lives on).
+  ODEK_E_PANIC = 105,
+  // Any other internal failure.
+  ODEK_E_INTERNAL = 106,
+  // Configuration (class `config`): generic.
+  ODEK_E_CONFIG = 200,
+  // A config file is malformed (file, line, column in the message).
+  ODEK_E_CONFIG_MALFORMED = 201,
+  // `sandbox_network` is not `none`/`bridge`.
+  ODEK_E_NETWORK_MODE = 202,
+  // A network name is invalid or reserved.
+  ODEK_E_NETWORK_NAME = 203,
+  // A network was not found.
+  ODEK_E_NETWORK_NOT_FOUND = 204,
+  // A network name matched by ID prefix (refused).
+  ODEK_E_NETWORK_ID_PREFIX = 205,
+  // Several networks carry the name.
+  ODEK_E_NETWORK_AMBIGUOUS = 206,
+  // A network's driver or scope is not local bridge.
+  ODEK_E_NETWORK_UNSUPPORTED = 207,
+  // More than 8 networks.
+  ODEK_E_NETWORK_TOO_MANY = 208,
+  // The Compose project is not running.
+  ODEK_E_COMPOSE_NOT_RUNNING = 209,
+  // The Compose project name is invalid.
+  ODEK_E_COMPOSE_NAME = 210,
+  // The image reference is invalid.
+  ODEK_E_IMAGE_REFERENCE = 211,
+  // `Dockerfile.odek` failed to build, or is not a readable regular file.
+  ODEK_E_IMAGE_BUILD = 212,
+  // The image does not carry the pinned digest.
+  ODEK_E_IMAGE_DIGEST = 213,
+  // A volume entry is refused.
+  ODEK_E_VOLUME = 214,
+  // The Docker endpoint (`DOCKER_HOST`, context) is invalid.
+  ODEK_E_ENDPOINT = 215,
+  // A sub-agent request would widen its parent's sandbox.
+  ODEK_E_NARROW = 216,
+  // Approval (class `config`): the plan needs an approval that was not given.
+  ODEK_E_APPROVAL_REQUIRED = 300,
+  // The approval does not match the plan.
+  ODEK_E_APPROVAL_MISMATCH = 301,
+  // The project's networks changed since approval (SPEC §7.4).
+  ODEK_E_APPROVAL_NETWORKS_CHANGED = 302,
+  // The approval store cannot be read or written.
+  ODEK_E_APPROVAL_STORE = 303,
+  // The operator denied the approval.
+  ODEK_E_APPROVAL_DENIED = 304,
+  // Docker refused (class `docker-rejected`): create/start/connect failed.
+  ODEK_E_DOCKER_REJECTED = 400,
+  // The container did not verify against the plan.
+  ODEK_E_DOCKER_VERIFY = 401,
+  // A command could not run or be waited for in the sandbox.
+  ODEK_E_EXEC = 402,
+  // The sandbox stopped (killed, out of memory) while a command ran in it;
+  // the command may have partly run.
+  ODEK_E_SANDBOX_STOPPED = 403,
+  // The image cannot be pulled (class `image-unavailable`).
+  ODEK_E_IMAGE_UNAVAILABLE = 500,
+  // The daemon is unreachable (class `daemon-unreachable`).
+  ODEK_E_DAEMON_UNREACHABLE = 600,
+  // The daemon did not answer in time.
+  ODEK_E_DAEMON_TIMEOUT = 601,
+  // The caller cancelled the call (class `cancelled`) through its
+  // `odek_cancel_t`: what the call had made is removed, a command it ran
+  // is killed.
+  ODEK_E_CANCELLED = 700,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum odek_code_t odek_code_t;
+#else
+typedef int32_t odek_code_t;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
 
 // Opaque client handle (never dereferenced: an ID in disguise).
 typedef struct odek_client_t odek_client_t;
@@ -346,14 +335,16 @@ odek_error_t *odek_sandbox_destroy(odek_sandbox_t *sandbox);
 // object and leaves the process running.
 odek_error_t *odek_debug_panic(void);
 
-// The stable numeric code of an error; 0 when `error` is NULL.
+// The stable numeric code of an error (an `odek_code_t` value); 0 when
+// `error` is NULL.
 //
 // # Safety
 // `error` is NULL or an error object returned by odek and not yet freed.
 int32_t odek_error_code(const odek_error_t *error);
 
 // The failure class: `"config"`, `"docker-rejected"`, `"image-unavailable"`,
-// `"daemon-unreachable"` (SPEC §6.3) or `"usage"` (ABI misuse). A static
+// `"daemon-unreachable"` (SPEC §6.3), `"usage"` (ABI misuse) or
+// `"cancelled"` (the caller cancelled the call). A static
 // string: do not free. `""` when `error` is NULL.
 //
 // # Safety

@@ -31,7 +31,7 @@ emits :class:`HostFallbackWarning`.
 Failures raise :class:`OdekError` subclasses by failure class (SPEC §6.3):
 :class:`UsageError`, :class:`ConfigError` (and :class:`ApprovalError`),
 :class:`DockerRejectedError`, :class:`ImageUnavailableError`,
-:class:`DaemonUnreachableError`.
+:class:`DaemonUnreachableError`, and :class:`CancelledError` for a cancelled call.
 
 The library is the ``libodek.so`` bundled in this package (an installed
 wheel carries it); ``ODEK_LIB`` (a path to a ``libodek.so``) overrides it, and
@@ -49,6 +49,7 @@ from ._errors import (
     ApprovalRequiredError,
     ConfigError,
     DaemonUnreachableError,
+    CancelledError,
     DockerRejectedError,
     ImageUnavailableError,
     InvalidHandleError,
@@ -107,6 +108,7 @@ __all__ = [
     "DockerRejectedError",
     "ImageUnavailableError",
     "DaemonUnreachableError",
+    "CancelledError",
     "LibraryError",
     "AbiVersionError",
 ]
