@@ -17,9 +17,20 @@ package odek
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/include
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include "odek.h"
+
+// odek_debug_panic exists only in test builds of libodek (cargo feature
+// testing): looked up at run time so that the package links against a
+// release library, which does not export it. *found is 0 when it is absent.
+static odek_error_t *godek_debug_panic(int *found) {
+	odek_error_t *(*f)(void) = (odek_error_t *(*)(void))dlsym(RTLD_DEFAULT, "odek_debug_panic");
+	*found = f != NULL;
+	return f != NULL ? f() : NULL;
+}
 
 static odek_error_t *godek_client_new(const char *opts, uintptr_t *out) {
 	odek_client_t *c = NULL;
@@ -95,7 +106,13 @@ func cABIVersion() uint32 { return uint32(C.odek_abi_version()) }
 
 func cVersion() string { return C.GoString(C.odek_version()) } // static: not freed
 
-func cDebugPanic() error { return takeError(C.odek_debug_panic()) }
+// cDebugPanic calls odek_debug_panic (test builds of libodek only); ok is
+// false when the loaded library does not export it.
+func cDebugPanic() (err error, ok bool) {
+	var found C.int
+	e := C.godek_debug_panic(&found)
+	return takeError(e), found != 0
+}
 
 func cClientNew(optionsJSON string) (uintptr, error) {
 	o := cstr(optionsJSON)

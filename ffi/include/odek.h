@@ -166,7 +166,9 @@ const char *odek_version(void);
 void odek_string_free(char *s);
 
 // Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
-// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`.
+// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`
+// (`"fake"`: the in-memory test engine, only in test builds — cargo feature
+// `testing`; a release build refuses it with `ODEK_E_INVALID_ARGUMENT`).
 // No connection is made until a call needs the daemon.
 //
 // Errors: NULL arguments, invalid JSON/UTF-8, an invalid `docker_host`
@@ -331,9 +333,13 @@ odek_error_t *odek_config_view(const odek_client_t *client,
 // `sandbox` is NULL or a value from `odek_launch`.
 odek_error_t *odek_sandbox_destroy(odek_sandbox_t *sandbox);
 
+#if defined(ODEK_TESTING)
 // Test hook: panics inside the boundary. Returns an `ODEK_E_PANIC` error
-// object and leaves the process running.
+// object and leaves the process running. Only in test builds (cargo
+// feature `testing`, `ODEK_TESTING` in this header); release builds do not
+// export it.
 odek_error_t *odek_debug_panic(void);
+#endif
 
 // The stable numeric code of an error (an `odek_code_t` value); 0 when
 // `error` is NULL.

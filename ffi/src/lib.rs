@@ -27,7 +27,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use odek_core::approval::{Approval, Decision};
 use odek_core::config::{ConfigInputs, Layer};
-use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork, StreamKind};
+use odek_core::engine::StreamKind;
+#[cfg(feature = "testing")]
+use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork};
 use odek_core::narrow::NarrowRequest;
 use odek_core::{describe, ExecRequest, LaunchOptions, Odek, Plan, Silent};
 use serde::{Deserialize, Serialize};
@@ -92,11 +94,13 @@ struct ClientOptions {
     docker_host: Option<String>,
     /// `"docker"` (default) or `"fake"`: an in-memory engine for tests with
     /// image `odek-test/base:1` and a Compose project `shop`
-    /// (`shop_default`, internal `shop_backend`).
+    /// (`shop_default`, internal `shop_backend`); only in builds with the
+    /// `testing` feature.
     #[serde(default)]
     engine: Option<String>,
 }
 
+#[cfg(feature = "testing")]
 fn fake_engine() -> FakeEngine {
     let f = FakeEngine::new();
     f.add_image(FakeImage::new("odek-test/base:1"));
@@ -123,7 +127,9 @@ fn check_schema(schema: Option<&str>, family: &str) -> Result<(), Failure> {
 }
 
 /// Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
-/// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`.
+/// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`
+/// (`"fake"`: the in-memory test engine, only in test builds — cargo feature
+/// `testing`; a release build refuses it with `ODEK_E_INVALID_ARGUMENT`).
 /// No connection is made until a call needs the daemon.
 ///
 /// Errors: NULL arguments, invalid JSON/UTF-8, an invalid `docker_host`
@@ -142,7 +148,14 @@ pub unsafe extern "C" fn odek_client_new(
         let opts: ClientOptions = unsafe { json_arg(options_json, "options_json")? };
         check_schema(opts.schema.as_deref(), "odek.client-options/")?;
         let odek = match (opts.engine.as_deref(), &opts.docker_host) {
+            #[cfg(feature = "testing")]
             (Some("fake"), _) => Odek::with_engine(Arc::new(fake_engine())),
+            #[cfg(not(feature = "testing"))]
+            (Some("fake"), _) => return Err(Failure::new(
+                Code::ODEK_E_INVALID_ARGUMENT,
+                "engine \"fake\" (the in-memory test engine) is only in test builds of libodek \
+                     (cargo feature `testing`); this is a release build: use \"docker\"",
+            )),
             (None | Some("docker"), Some(host)) => {
                 let address = odek_core::engine::parse_host(host, "docker_host")
                     .map_err(|e| Failure::from(odek_core::Error::Endpoint(e)))?;
@@ -663,7 +676,10 @@ pub unsafe extern "C" fn odek_sandbox_destroy(sandbox: *mut odek_sandbox_t) -> *
 }
 
 /// Test hook: panics inside the boundary. Returns an `ODEK_E_PANIC` error
-/// object and leaves the process running.
+/// object and leaves the process running. Only in test builds (cargo
+/// feature `testing`, `ODEK_TESTING` in this header); release builds do not
+/// export it.
+#[cfg(feature = "testing")]
 #[no_mangle]
 pub extern "C" fn odek_debug_panic() -> *mut odek_error_t {
     guard(|| panic!("odek_debug_panic was called"))

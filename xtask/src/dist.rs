@@ -162,9 +162,12 @@ pub(crate) fn dist(prefix: &Path, with_wheel: bool) -> R {
     // their dependencies' features and odek-ffi becomes a different unit
     // from the one `pip wheel ./bindings/python` builds alone — each would
     // then rebuild (and overwrite) the other's libodek.so.
+    // No `--features testing`: the release library carries neither the fake
+    // engine nor odek_debug_panic (checked below).
     sh(cargo().args(["build", "--release", "-p", "odek-ffi"]))?;
     sh(cargo().args(["build", "--release", "-p", "odek-cli"]))?;
     let rel = target_dir().join("release");
+    no_test_exports(&rel.join("libodek.so"), &rel.join("libodek.a"))?;
     copy(&rel.join("odek"), &prefix.join("bin/odek"), 0o755)?;
     copy(
         &rel.join("libodek.so"),
@@ -213,6 +216,46 @@ pub(crate) fn dist(prefix: &Path, with_wheel: bool) -> R {
         "xtask dist: installed into {} in {:.0?}",
         prefix.display(),
         t0.elapsed()
+    );
+    Ok(())
+}
+
+/// Symbols a release build must not carry: the test hook and the fake
+/// engine (cargo feature `testing` of odek-ffi and odek-core).
+fn test_symbol(name: &str) -> bool {
+    name.contains("odek_debug_panic") || name.contains("FakeEngine") || name.contains("engine4fake")
+}
+
+/// The release libraries carry no test exports: `nm -D` of libodek.so lists
+/// no `odek_debug_panic`, and `nm` of libodek.a (every Rust symbol, mangled)
+/// has neither it nor the fake engine's code.
+pub(crate) fn no_test_exports(so: &Path, a: &Path) -> R {
+    let dynamic = output(Command::new("nm").args(["-D", "--defined-only"]).arg(so))?;
+    let dynamic = String::from_utf8_lossy(&dynamic);
+    if !dynamic.contains("odek_client_new") {
+        return Err(format!(
+            "nm -D {} lists no odek_client_new: not libodek?",
+            so.display()
+        ));
+    }
+    let all = output(Command::new("nm").arg("--defined-only").arg(a))?;
+    let all = String::from_utf8_lossy(&all);
+    let found: Vec<&str> = dynamic
+        .lines()
+        .chain(all.lines())
+        .filter_map(|l| l.split_whitespace().last())
+        .filter(|n| test_symbol(n))
+        .collect();
+    if !found.is_empty() {
+        return Err(format!(
+            "the release libodek carries test code (built with --features testing?): {}",
+            found.iter().take(5).copied().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    eprintln!(
+        "xtask dist: {} and {} export no odek_debug_panic and carry no fake engine (nm)",
+        so.display(),
+        a.display()
     );
     Ok(())
 }
@@ -289,9 +332,13 @@ fn python_env(py: &Path, dir: &Path) -> Command {
 /// async). Deselected: the source-tree fallback (not an installed layout)
 /// and the example runs (they run the checkout's example with its package).
 /// (`-k` matches names and markers: `docker` is the real-Docker marker.)
+/// The fake-engine tests (marker `fake`) need a test build of libodek (cargo
+/// feature `testing`): the release wheel has no fake engine, and
+/// `test_library_exports_no_undeclared_odek_symbol` checks that it refuses it.
 const WHEEL_TESTS: &str =
     "(not docker or test_agent_flow or test_module_launch_with_default_client \
-     or test_async_real_docker) and not test_development_fallback and not agent_loop_example";
+     or test_async_real_docker) and not fake and not test_development_fallback \
+     and not agent_loop_example";
 
 fn python_wheel(wheel: &Path, tmp: &Path) -> R {
     let venv = tmp.join("venv");
@@ -347,10 +394,15 @@ fn python_source_install(tmp: &Path) -> R {
         "import asyncio, os, tempfile, odek\n\
          d = os.path.realpath(tempfile.mkdtemp())\n\
          async def main():\n\
-         \x20   async with odek.AsyncClient(engine='fake') as c:\n\
-         \x20       async with odek.launch_async(d, {'sandbox_image': 'odek-test/base:1'}, client=c) as sb:\n\
+         \x20   async with odek.AsyncClient() as c:\n\
+         \x20       async with odek.launch_async(d, {'sandbox_image': 'odek-test/base:1', 'sandbox_network': 'none'}, client=c) as sb:\n\
          \x20           assert (await sb.exec(['true'])).ok\n\
          asyncio.run(main())\n\
+         try:\n\
+         \x20   odek.Client(engine='fake')\n\
+         \x20   raise SystemExit('a release build accepted the fake engine')\n\
+         except odek.UsageError as e:\n\
+         \x20   assert 'test builds' in e.message, e\n\
          print('pip install ./bindings/python: odek', odek.version(), 'from', odek.library_path())",
     ]))
 }

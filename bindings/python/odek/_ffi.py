@@ -177,9 +177,17 @@ def find_library() -> Path:
     )
 
 
+#: Exports only test builds of libodek have (cargo feature ``testing``;
+#: ``ODEK_TESTING`` in the header): a release library lacks them.
+TESTING_ONLY = frozenset({"odek_debug_panic"})
+
+
 def declare(lib: ctypes.CDLL) -> None:
-    """Sets ``restype``/``argtypes`` of every function in :data:`FUNCTIONS`."""
+    """Sets ``restype``/``argtypes`` of every function in :data:`FUNCTIONS`
+    (those of :data:`TESTING_ONLY` only when the library exports them)."""
     for name, (restype, argtypes) in FUNCTIONS.items():
+        if name in TESTING_ONLY and not hasattr(lib, name):
+            continue
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = list(argtypes)

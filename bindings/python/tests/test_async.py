@@ -22,6 +22,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
+@pytest.mark.fake
 def test_launch_async_as_context_manager(workdir):
     async def main():
         async with odek.AsyncClient(engine="fake") as client:
@@ -42,6 +43,7 @@ def test_launch_async_as_context_manager(workdir):
     run(main())
 
 
+@pytest.mark.fake
 def test_awaited_launch_is_owned_by_the_caller(workdir):
     async def main():
         client = odek.AsyncClient(engine="fake")
@@ -57,6 +59,7 @@ def test_awaited_launch_is_owned_by_the_caller(workdir):
     run(main())
 
 
+@pytest.mark.fake
 def test_async_client_verbs_and_approval(workdir):
     import json
     import os
@@ -80,6 +83,7 @@ def test_async_client_verbs_and_approval(workdir):
     run(main())
 
 
+@pytest.mark.fake
 def test_errors_are_the_sync_exceptions(workdir):
     async def main():
         async with odek.AsyncClient(engine="fake") as client:
@@ -93,6 +97,7 @@ def test_errors_are_the_sync_exceptions(workdir):
     run(main())
 
 
+@pytest.mark.fake
 def test_exception_in_block_removes_the_sandbox(workdir):
     async def main():
         async with odek.AsyncClient(engine="fake") as client:
@@ -104,6 +109,7 @@ def test_exception_in_block_removes_the_sandbox(workdir):
     run(main())
 
 
+@pytest.mark.fake
 def test_cancelled_launch_does_not_leak_the_sandbox(workdir, monkeypatch):
     freed = []
     real_free = _client.Sandbox._free

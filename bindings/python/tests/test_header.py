@@ -76,6 +76,12 @@ def defines() -> dict:
     }
 
 
+def testing_prototypes() -> set:
+    """Names of the functions declared under ``#if defined(ODEK_TESTING)``."""
+    blocks = re.findall(r"^#if defined\(ODEK_TESTING\)\n(.*?)^#endif", header_text(), re.M | re.S)
+    return {m.group("name") for b in blocks for m in PROTO.finditer(strip_comments(b))}
+
+
 def enum_codes() -> dict:
     """The ``ODEK_E_*`` members of ``enum odek_code_t``: name -> value."""
     m = re.search(r"^enum odek_code_t\b.*?\{(.*?)^\};", header_text(), re.M | re.S)
@@ -208,7 +214,7 @@ def test_loaded_library_reports_the_same_abi_and_exports_every_function():
     assert odek.abi_version() == _ffi.ABI_VERSION
     assert re.fullmatch(r"\d+\.\d+\.\d+.*", odek.version())
     for name in prototypes():
-        assert hasattr(lib, name), name
+        assert hasattr(lib, name) or name in _ffi.TESTING_ONLY, name
 
 
 def test_library_exports_no_undeclared_odek_symbol():
@@ -220,10 +226,23 @@ def test_library_exports_no_undeclared_odek_symbol():
         capture_output=True, text=True, check=True,
     ).stdout
     exported = {line.split()[-1] for line in out.splitlines() if line.split()[-1].startswith("odek_")}
-    assert exported == set(prototypes()), (
+    # A test build (cargo feature `testing`) also exports the ODEK_TESTING
+    # functions; a release build exports none of them.
+    testing = testing_prototypes()
+    assert testing == _ffi.TESTING_ONLY
+    assert exported & testing in (set(), testing), f"some test exports only: {exported & testing}"
+    assert exported | testing == set(prototypes()), (
         f"exported but not in the header: {sorted(exported - set(prototypes()))}; "
-        f"in the header but not exported: {sorted(set(prototypes()) - exported)}"
+        f"in the header but not exported: {sorted(set(prototypes()) - exported - testing)}"
     )
+    # the fake engine comes and goes with the test exports
+    fake_ok = True
+    try:
+        odek.Client(engine="fake").close()
+    except odek.UsageError as e:
+        assert "test builds" in e.message, e
+        fake_ok = False
+    assert fake_ok == bool(exported & testing)
 
 
 # --- exceptions per code -------------------------------------------------------------
