@@ -11,6 +11,7 @@
 //! Docker is reached only through [`engine::DockerApi`] (SPEC §2).
 
 pub mod approval;
+pub mod cancel;
 pub mod config;
 pub mod describe;
 pub mod engine;
@@ -32,6 +33,7 @@ pub mod view;
 pub mod warning;
 pub mod workdir;
 
+pub use cancel::CancellationToken;
 pub use error::{Error, FailureClass, Result, Step};
 pub use exec::{Command, ExecOutcome, ExecRequest};
 pub use launch::{LaunchOptions, Sandbox};

@@ -182,6 +182,7 @@ pub fn code_of(e: &Error) -> odek_code_t {
         },
         Error::SandboxStopped { .. } => ODEK_E_SANDBOX_STOPPED,
         Error::Usage(_) => ODEK_E_INVALID_ARGUMENT,
+        Error::Cancelled { .. } => ODEK_E_CANCELLED,
     }
 }
 

@@ -20,7 +20,7 @@ mod handles;
 
 pub use error::odek_code_t::*;
 pub use error::*;
-pub use handles::{odek_client_t, odek_sandbox_t};
+pub use handles::{odek_cancel_t, odek_client_t, odek_sandbox_t};
 
 use std::ffi::c_char;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -31,7 +31,7 @@ use odek_core::engine::StreamKind;
 #[cfg(feature = "testing")]
 use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork};
 use odek_core::narrow::NarrowRequest;
-use odek_core::{describe, ExecRequest, LaunchOptions, Odek, Plan, Silent};
+use odek_core::{describe, CancellationToken, ExecRequest, LaunchOptions, Odek, Plan, Silent};
 use serde::{Deserialize, Serialize};
 
 use boundary::{c_string, guard, json_arg, out_arg, str_arg, write_json};
@@ -248,9 +248,26 @@ pub unsafe extern "C" fn odek_resolve(
     request_json: *const c_char,
     plan_json_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
+    // SAFETY: forwarded contract; no cancel handle.
+    unsafe { odek_resolve_cancellable(client, request_json, std::ptr::null(), plan_json_out) }
+}
+
+/// `odek_resolve`, stopped by `cancel` (NULL: not cancellable; see
+/// `odek_cancel_new`): `ODEK_E_CANCELLED` once `odek_cancel` was called.
+///
+/// # Safety
+/// As `odek_resolve`; `cancel` is NULL or a live cancel handle.
+#[no_mangle]
+pub unsafe extern "C" fn odek_resolve_cancellable(
+    client: *const odek_client_t,
+    request_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    plan_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
     guard(|| {
         out_arg(plan_json_out, "plan_json_out")?;
         let c = handles::client(client)?;
+        let cancel = handles::cancel(cancel)?;
         // SAFETY: per the function contract.
         let req: ResolveRequest = unsafe { json_arg(request_json, "request_json")? };
         check_schema(req.schema.as_deref(), "odek.resolve-request/")?;
@@ -292,7 +309,11 @@ pub unsafe extern "C" fn odek_resolve(
             }
             inputs.flags = layer;
         }
-        let plan = runtime().block_on(c.odek.resolve(&inputs, &Silent))?;
+        let plan = runtime().block_on(cancellable(
+            &cancel,
+            "the resolve",
+            c.odek.resolve(&inputs, &Silent),
+        ))?;
         // SAFETY: checked non-NULL.
         unsafe { write_json(plan_json_out, &plan) }
     })
@@ -381,9 +402,37 @@ pub unsafe extern "C" fn odek_launch(
     approval_json: *const c_char,
     sandbox_out: *mut *mut odek_sandbox_t,
 ) -> *mut odek_error_t {
+    // SAFETY: forwarded contract; no cancel handle.
+    unsafe {
+        odek_launch_cancellable(
+            client,
+            plan_json,
+            approval_json,
+            std::ptr::null(),
+            sandbox_out,
+        )
+    }
+}
+
+/// `odek_launch`, stopped by `cancel` (NULL: not cancellable): once
+/// `odek_cancel` is called the launch stops, removes the container it
+/// created (a create request on its way is given up to 10 s to answer
+/// first) and returns `ODEK_E_CANCELLED`; no handle is written.
+///
+/// # Safety
+/// As `odek_launch`; `cancel` is NULL or a live cancel handle.
+#[no_mangle]
+pub unsafe extern "C" fn odek_launch_cancellable(
+    client: *const odek_client_t,
+    plan_json: *const c_char,
+    approval_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    sandbox_out: *mut *mut odek_sandbox_t,
+) -> *mut odek_error_t {
     guard(|| {
         out_arg(sandbox_out, "sandbox_out")?;
         let c = handles::client(client)?;
+        let cancel = handles::cancel(cancel)?;
         // SAFETY: per the function contract.
         let plan: Plan = unsafe { json_arg(plan_json, "plan_json")? };
         // SAFETY: per the function contract.
@@ -392,7 +441,12 @@ pub unsafe extern "C" fn odek_launch(
             approval,
             ..Default::default()
         };
-        let sandbox = runtime().block_on(c.odek.launch(&plan, &opts, &Silent))?;
+        let sandbox = runtime().block_on(async {
+            match &cancel {
+                Some(t) => c.odek.launch_cancellable(&plan, &opts, &Silent, t).await,
+                None => c.odek.launch(&plan, &opts, &Silent).await,
+            }
+        })?;
         let h = handles::insert_sandbox(SandboxHandle {
             odek: c.odek.clone(),
             sandbox,
@@ -460,12 +514,42 @@ pub unsafe extern "C" fn odek_describe(
     prompt_out: *mut *mut c_char,
     tool_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
+    // SAFETY: forwarded contract; no cancel handle.
+    unsafe {
+        odek_describe_cancellable(
+            sandbox,
+            std::ptr::null(),
+            environment_json_out,
+            prompt_out,
+            tool_out,
+        )
+    }
+}
+
+/// `odek_describe`, stopped by `cancel` (NULL: not cancellable):
+/// `ODEK_E_CANCELLED` once `odek_cancel` was called.
+///
+/// # Safety
+/// As `odek_describe`; `cancel` is NULL or a live cancel handle.
+#[no_mangle]
+pub unsafe extern "C" fn odek_describe_cancellable(
+    sandbox: *const odek_sandbox_t,
+    cancel: *const odek_cancel_t,
+    environment_json_out: *mut *mut c_char,
+    prompt_out: *mut *mut c_char,
+    tool_out: *mut *mut c_char,
+) -> *mut odek_error_t {
     guard(|| {
         out_arg(environment_json_out, "environment_json_out")?;
         out_arg(prompt_out, "prompt_out")?;
         out_arg(tool_out, "tool_out")?;
         let h = handles::sandbox(sandbox)?;
-        let env = runtime().block_on(h.odek.describe(&h.sandbox))?;
+        let cancel = handles::cancel(cancel)?;
+        let env = runtime().block_on(cancellable(
+            &cancel,
+            "the describe",
+            h.odek.describe(&h.sandbox),
+        ))?;
         let json = serde_json::to_string(&env)
             .map_err(|e| Failure::new(Code::ODEK_E_INTERNAL, e.to_string()))?;
         // SAFETY: all three checked non-NULL; written only on success.
@@ -531,9 +615,28 @@ pub unsafe extern "C" fn odek_exec(
     request_json: *const c_char,
     result_json_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
+    // SAFETY: forwarded contract; no cancel handle.
+    unsafe { odek_exec_cancellable(sandbox, request_json, std::ptr::null(), result_json_out) }
+}
+
+/// `odek_exec`, stopped by `cancel` (NULL: not cancellable): once
+/// `odek_cancel` is called the command and its descendants are killed as
+/// after a timeout and the call returns `ODEK_E_CANCELLED` (its message
+/// says whether the kill was confirmed); no result is written.
+///
+/// # Safety
+/// As `odek_exec`; `cancel` is NULL or a live cancel handle.
+#[no_mangle]
+pub unsafe extern "C" fn odek_exec_cancellable(
+    sandbox: *const odek_sandbox_t,
+    request_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    result_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
     guard(|| {
         out_arg(result_json_out, "result_json_out")?;
         let h = handles::sandbox(sandbox)?;
+        let cancel = handles::cancel(cancel)?;
         // SAFETY: per the function contract.
         let req: ExecReq = unsafe { json_arg(request_json, "request_json")? };
         check_schema(req.schema.as_deref(), "odek.exec-request/")?;
@@ -579,7 +682,16 @@ pub unsafe extern "C" fn odek_exec(
                 }
             }
         };
-        let outcome = runtime().block_on(h.odek.exec(&h.sandbox, &request, &sink))?;
+        let outcome = runtime().block_on(async {
+            match &cancel {
+                Some(t) => {
+                    h.odek
+                        .exec_cancellable(&h.sandbox, &request, &sink, t)
+                        .await
+                }
+                None => h.odek.exec(&h.sandbox, &request, &sink).await,
+            }
+        })?;
         let (o, e, ot, et) = out.into_inner().unwrap_or_else(|p| p.into_inner());
         let result = ExecResult {
             schema: "odek.exec-result/1",
@@ -645,12 +757,31 @@ pub unsafe extern "C" fn odek_config_view(
     plan_json: *const c_char,
     view_json_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
+    // SAFETY: forwarded contract; no cancel handle.
+    unsafe { odek_config_view_cancellable(client, plan_json, std::ptr::null(), view_json_out) }
+}
+
+/// `odek_config_view`, stopped by `cancel` (NULL: not cancellable):
+/// `ODEK_E_CANCELLED` once `odek_cancel` was called.
+///
+/// # Safety
+/// As `odek_config_view`; `cancel` is NULL or a live cancel handle.
+#[no_mangle]
+pub unsafe extern "C" fn odek_config_view_cancellable(
+    client: *const odek_client_t,
+    plan_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    view_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
     guard(|| {
         out_arg(view_json_out, "view_json_out")?;
         let c = handles::client(client)?;
+        let cancel = handles::cancel(cancel)?;
         // SAFETY: per the function contract.
         let plan: Plan = unsafe { json_arg(plan_json, "plan_json")? };
-        let view = runtime().block_on(c.odek.config_view(&plan));
+        let view = runtime().block_on(cancellable(&cancel, "the config view", async {
+            Ok(c.odek.config_view(&plan).await)
+        }))?;
         // SAFETY: checked non-NULL.
         unsafe { write_json(view_json_out, &view) }
     })
@@ -672,6 +803,66 @@ pub unsafe extern "C" fn odek_sandbox_destroy(sandbox: *mut odek_sandbox_t) -> *
         let h = handles::remove_sandbox(sandbox)?;
         runtime().block_on(h.odek.destroy(&h.sandbox))?;
         Ok(())
+    })
+}
+
+/// Runs `work`, stopped by `cancel` when there is one.
+async fn cancellable<T>(
+    cancel: &Option<CancellationToken>,
+    what: &str,
+    work: impl std::future::Future<Output = odek_core::Result<T>>,
+) -> odek_core::Result<T> {
+    match cancel {
+        Some(t) => odek_core::cancel::until(t, what, work).await,
+        None => work.await,
+    }
+}
+
+/// Creates a cancel handle: pass it to the `_cancellable` forms of the
+/// blocking calls (`odek_resolve_cancellable`, `odek_launch_cancellable`,
+/// `odek_describe_cancellable`, `odek_exec_cancellable`,
+/// `odek_config_view_cancellable`), and call `odek_cancel` from any thread
+/// to stop them. One handle may serve several calls, in flight together or
+/// one after another; once cancelled it stays cancelled, and a call given it
+/// then fails at once with `ODEK_E_CANCELLED`. Free it with
+/// `odek_cancel_free` (a call in flight keeps working with it). Never NULL.
+#[no_mangle]
+pub extern "C" fn odek_cancel_new() -> *mut odek_cancel_t {
+    handles::insert_cancel(CancellationToken::new())
+}
+
+/// Cancels every call that was given `cancel`, now and later: each returns
+/// `ODEK_E_CANCELLED` promptly, a launch after removing what it created, an
+/// exec after killing its command. Does not block; idempotent. NULL is
+/// `ODEK_E_NULL_POINTER`; a freed or unknown handle `ODEK_E_INVALID_HANDLE`.
+///
+/// # Safety
+/// `cancel` is NULL or a value from `odek_cancel_new`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_cancel(cancel: *const odek_cancel_t) -> *mut odek_error_t {
+    guard(|| {
+        if cancel.is_null() {
+            return Err(Failure::new(Code::ODEK_E_NULL_POINTER, "cancel is NULL"));
+        }
+        if let Some(t) = handles::cancel(cancel)? {
+            t.cancel();
+        }
+        Ok(())
+    })
+}
+
+/// Frees a cancel handle (without cancelling). NULL is a no-op; a freed or
+/// unknown handle is `ODEK_E_INVALID_HANDLE`.
+///
+/// # Safety
+/// `cancel` is NULL or a value from `odek_cancel_new`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_cancel_free(cancel: *mut odek_cancel_t) -> *mut odek_error_t {
+    guard(|| {
+        if cancel.is_null() {
+            return Ok(());
+        }
+        handles::remove_cancel(cancel).map(drop)
     })
 }
 

@@ -11,6 +11,19 @@
  * library; no callbacks or futures cross the boundary. The other functions
  * do not block. Do not call odek from a signal handler.
  *
+ * Cancellation
+ * ------------
+ * odek_resolve, odek_launch, odek_describe, odek_exec and odek_config_view
+ * each have a _cancellable form taking an odek_cancel_t* (NULL: not
+ * cancellable; the plain form is the _cancellable one with NULL). Create
+ * the handle with odek_cancel_new, call odek_cancel from any thread to stop
+ * every call given it (ODEK_E_CANCELLED: a launch first removes the
+ * container it created, an exec first kills its command as its timeout
+ * would), free it with odek_cancel_free. A separate entry point, rather than
+ * a cancel field on a client or sandbox handle, because handles are shared
+ * by concurrent calls and the request JSON carries no handles; this is an
+ * addition, so ODEK_ABI_VERSION stays 1.
+ *
  * Errors and ownership
  * --------------------
  * Fallible calls return odek_error_t* — NULL on success — carrying a stable
@@ -140,6 +153,9 @@ typedef int32_t odek_code_t;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// Opaque cancel handle (never dereferenced: an ID in disguise).
+typedef struct odek_cancel_t odek_cancel_t;
+
 // Opaque client handle (never dereferenced: an ID in disguise).
 typedef struct odek_client_t odek_client_t;
 
@@ -206,6 +222,16 @@ odek_error_t *odek_resolve(const odek_client_t *client,
                            const char *request_json,
                            char **plan_json_out);
 
+// `odek_resolve`, stopped by `cancel` (NULL: not cancellable; see
+// `odek_cancel_new`): `ODEK_E_CANCELLED` once `odek_cancel` was called.
+//
+// # Safety
+// As `odek_resolve`; `cancel` is NULL or a live cancel handle.
+odek_error_t *odek_resolve_cancellable(const odek_client_t *client,
+                                       const char *request_json,
+                                       const odek_cancel_t *cancel,
+                                       char **plan_json_out);
+
 // The approval request of a plan (SPEC §7.2) as JSON
 // (`"schema": "odek.approval-request/1"`), or the JSON `null` when the plan
 // needs no approval. Lists image, network, env keys (with `${…}` host
@@ -251,6 +277,19 @@ odek_error_t *odek_launch(const odek_client_t *client,
                           const char *approval_json,
                           odek_sandbox_t **sandbox_out);
 
+// `odek_launch`, stopped by `cancel` (NULL: not cancellable): once
+// `odek_cancel` is called the launch stops, removes the container it
+// created (a create request on its way is given up to 10 s to answer
+// first) and returns `ODEK_E_CANCELLED`; no handle is written.
+//
+// # Safety
+// As `odek_launch`; `cancel` is NULL or a live cancel handle.
+odek_error_t *odek_launch_cancellable(const odek_client_t *client,
+                                      const char *plan_json,
+                                      const char *approval_json,
+                                      const odek_cancel_t *cancel,
+                                      odek_sandbox_t **sandbox_out);
+
 // The launched sandbox as JSON (`"schema": "odek.sandbox-info/1"`): name,
 // container ID (null on the host), isolation (`{"kind": "container"}`,
 // `{"kind": "fallback", "class": …, "reason": …}` or `{"kind": "off"}`), the
@@ -272,6 +311,17 @@ odek_error_t *odek_describe(const odek_sandbox_t *sandbox,
                             char **prompt_out,
                             char **tool_out);
 
+// `odek_describe`, stopped by `cancel` (NULL: not cancellable):
+// `ODEK_E_CANCELLED` once `odek_cancel` was called.
+//
+// # Safety
+// As `odek_describe`; `cancel` is NULL or a live cancel handle.
+odek_error_t *odek_describe_cancellable(const odek_sandbox_t *sandbox,
+                                        const odek_cancel_t *cancel,
+                                        char **environment_json_out,
+                                        char **prompt_out,
+                                        char **tool_out);
+
 // Runs a command in the sandbox and waits for it (SPEC §10.1 exec).
 //
 // `request_json`: `{"argv": ["redis-cli", "-h", "redis", "ping"]}` or
@@ -292,6 +342,18 @@ odek_error_t *odek_describe(const odek_sandbox_t *sandbox,
 odek_error_t *odek_exec(const odek_sandbox_t *sandbox,
                         const char *request_json,
                         char **result_json_out);
+
+// `odek_exec`, stopped by `cancel` (NULL: not cancellable): once
+// `odek_cancel` is called the command and its descendants are killed as
+// after a timeout and the call returns `ODEK_E_CANCELLED` (its message
+// says whether the kill was confirmed); no result is written.
+//
+// # Safety
+// As `odek_exec`; `cancel` is NULL or a live cancel handle.
+odek_error_t *odek_exec_cancellable(const odek_sandbox_t *sandbox,
+                                    const char *request_json,
+                                    const odek_cancel_t *cancel,
+                                    char **result_json_out);
 
 // Derives a sub-agent's plan from its parent's resolved plan (SPEC §8),
 // never from Docker. `request_json` (`"odek.narrow-request/1"`):
@@ -324,6 +386,16 @@ odek_error_t *odek_config_view(const odek_client_t *client,
                                const char *plan_json,
                                char **view_json_out);
 
+// `odek_config_view`, stopped by `cancel` (NULL: not cancellable):
+// `ODEK_E_CANCELLED` once `odek_cancel` was called.
+//
+// # Safety
+// As `odek_config_view`; `cancel` is NULL or a live cancel handle.
+odek_error_t *odek_config_view_cancellable(const odek_client_t *client,
+                                           const char *plan_json,
+                                           const odek_cancel_t *cancel,
+                                           char **view_json_out);
+
 // Removes the sandbox's container (force) and frees the handle. NULL is a
 // no-op. A handle already destroyed (or never returned by odek) is
 // `ODEK_E_INVALID_HANDLE`. The handle is freed even when removal fails (the
@@ -332,6 +404,32 @@ odek_error_t *odek_config_view(const odek_client_t *client,
 // # Safety
 // `sandbox` is NULL or a value from `odek_launch`.
 odek_error_t *odek_sandbox_destroy(odek_sandbox_t *sandbox);
+
+// Creates a cancel handle: pass it to the `_cancellable` forms of the
+// blocking calls (`odek_resolve_cancellable`, `odek_launch_cancellable`,
+// `odek_describe_cancellable`, `odek_exec_cancellable`,
+// `odek_config_view_cancellable`), and call `odek_cancel` from any thread
+// to stop them. One handle may serve several calls, in flight together or
+// one after another; once cancelled it stays cancelled, and a call given it
+// then fails at once with `ODEK_E_CANCELLED`. Free it with
+// `odek_cancel_free` (a call in flight keeps working with it). Never NULL.
+odek_cancel_t *odek_cancel_new(void);
+
+// Cancels every call that was given `cancel`, now and later: each returns
+// `ODEK_E_CANCELLED` promptly, a launch after removing what it created, an
+// exec after killing its command. Does not block; idempotent. NULL is
+// `ODEK_E_NULL_POINTER`; a freed or unknown handle `ODEK_E_INVALID_HANDLE`.
+//
+// # Safety
+// `cancel` is NULL or a value from `odek_cancel_new`.
+odek_error_t *odek_cancel(const odek_cancel_t *cancel);
+
+// Frees a cancel handle (without cancelling). NULL is a no-op; a freed or
+// unknown handle is `ODEK_E_INVALID_HANDLE`.
+//
+// # Safety
+// `cancel` is NULL or a value from `odek_cancel_new`.
+odek_error_t *odek_cancel_free(odek_cancel_t *cancel);
 
 #if defined(ODEK_TESTING)
 // Test hook: panics inside the boundary. Returns an `ODEK_E_PANIC` error

@@ -108,6 +108,8 @@ EXPECTED_CTYPES = {
     "odek_sandbox_t*": POINTER(_ffi.odek_sandbox_t),
     "const odek_sandbox_t*": POINTER(_ffi.odek_sandbox_t),
     "odek_sandbox_t**": POINTER(POINTER(_ffi.odek_sandbox_t)),
+    "odek_cancel_t*": POINTER(_ffi.odek_cancel_t),
+    "const odek_cancel_t*": POINTER(_ffi.odek_cancel_t),
 }
 
 
@@ -181,6 +183,7 @@ def test_opaque_types_are_the_header_typedefs():
     src = strip_comments(header_text())
     typedefs = set(re.findall(r"typedef\s+struct\s+(\w+)\s+(\w+)\s*;", src))
     assert typedefs == {
+        ("odek_cancel_t", "odek_cancel_t"),
         ("odek_client_t", "odek_client_t"),
         ("odek_error_t", "odek_error_t"),
         ("odek_sandbox_t", "odek_sandbox_t"),
