@@ -41,6 +41,7 @@ a source checkout falls back to its ``target/`` directory; see :mod:`odek._ffi`.
 from __future__ import annotations
 
 from ._async import AsyncClient, AsyncSandbox, launch_async
+from ._cancel import CancelToken
 from ._client import Client, HostFallbackWarning, Sandbox, launch, narrow
 from ._errors import (
     CODE_NAMES,
@@ -109,6 +110,7 @@ __all__ = [
     "ImageUnavailableError",
     "DaemonUnreachableError",
     "CancelledError",
+    "CancelToken",
     "LibraryError",
     "AbiVersionError",
 ]

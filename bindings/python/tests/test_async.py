@@ -190,3 +190,50 @@ def test_async_real_docker_loop_keeps_running(docker_engine, docker_workdir, com
         assert not container_exists(cid)
 
     run(main())
+
+
+@pytest.mark.docker
+def test_async_cancelled_exec_kills_the_command(docker_engine, docker_workdir):
+    # Cancelling the task awaiting exec raises CancelledError at once and
+    # libodek kills the command in the sandbox (odek_exec_cancellable),
+    # instead of leaving it running until the sandbox is closed.
+    probe = ["sh", "-c", "grep -s -a -l '[s]leep.41' /proc/[0-9]*/cmdline || true"]
+
+    async def main():
+        settings = {"sandbox": True, "sandbox_image": IMAGE, "sandbox_network": "none"}
+        async with odek.launch_async(docker_workdir, settings) as sandbox:
+            task = asyncio.ensure_future(sandbox.exec(shell="sleep 41; echo done"))
+            await asyncio.sleep(1.0)
+            assert (await sandbox.exec(probe)).stdout.strip(), "the command runs"
+            t0 = time.monotonic()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert time.monotonic() - t0 < 2, "the cancel returned at once"
+            left = "?"
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                left = (await sandbox.exec(probe)).stdout.strip()
+                if not left:
+                    break
+                await asyncio.sleep(0.2)
+            assert not left, f"the cancelled command still runs 10 s later: {left}"
+            assert (await sandbox.exec(["echo", "still here"])).stdout == "still here\n"
+
+    run(main())
+
+
+@pytest.mark.fake
+def test_cancel_token_stops_calls_before_they_start(fake_client, workdir):
+    token = odek.CancelToken()
+    plan = fake_client.resolve(workdir, SHOP, cancel=token)
+    token.cancel()
+    assert token.cancelled
+    with pytest.raises(odek.CancelledError) as ei:
+        fake_client.launch(plan, cancel=token)
+    assert ei.value.code == odek.CODES["CANCELLED"] and ei.value.failure_class == "cancelled"
+    with pytest.raises(odek.CancelledError):
+        fake_client.resolve(workdir, SHOP, cancel=token)
+    token.close()
+    with pytest.raises(odek.CancelledError):  # closed after the cancel: still cancelled
+        fake_client.resolve(workdir, SHOP, cancel=token)
