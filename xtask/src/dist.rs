@@ -220,15 +220,15 @@ pub(crate) fn dist(prefix: &Path, with_wheel: bool) -> R {
     Ok(())
 }
 
-/// Symbols a release build must not carry: the test hook and the fake
-/// engine (cargo feature `testing` of odek-ffi and odek-core).
-fn test_symbol(name: &str) -> bool {
-    name.contains("odek_debug_panic") || name.contains("FakeEngine") || name.contains("engine4fake")
-}
+/// Names a release build must not carry: the test hook and the fake engine
+/// (cargo feature `testing` of odek-ffi and odek-core).
+const TEST_NAMES: [&str; 2] = ["odek_debug_panic", "FakeEngine"];
 
-/// The release libraries carry no test exports: `nm -D` of libodek.so lists
-/// no `odek_debug_panic`, and `nm` of libodek.a (every Rust symbol, mangled)
-/// has neither it nor the fake engine's code.
+/// The release libraries carry no test code: `nm -D` of libodek.so lists no
+/// `odek_debug_panic`, and neither file holds the name of the test hook or
+/// of the fake engine anywhere (a byte search: the staticlib's objects are
+/// LLVM bitcode under LTO, which nm cannot list, but their symbol names are
+/// in it as text).
 pub(crate) fn no_test_exports(so: &Path, a: &Path) -> R {
     let dynamic = output(Command::new("nm").args(["-D", "--defined-only"]).arg(so))?;
     let dynamic = String::from_utf8_lossy(&dynamic);
@@ -238,22 +238,27 @@ pub(crate) fn no_test_exports(so: &Path, a: &Path) -> R {
             so.display()
         ));
     }
-    let all = output(Command::new("nm").arg("--defined-only").arg(a))?;
-    let all = String::from_utf8_lossy(&all);
-    let found: Vec<&str> = dynamic
+    let mut found: Vec<String> = dynamic
         .lines()
-        .chain(all.lines())
-        .filter_map(|l| l.split_whitespace().last())
-        .filter(|n| test_symbol(n))
+        .filter(|l| l.contains("odek_debug_panic"))
+        .map(|l| format!("{}: exports {}", so.display(), l.trim()))
         .collect();
+    for lib in [so, a] {
+        let bytes = io(lib, std::fs::read(lib))?;
+        for name in TEST_NAMES {
+            if bytes.windows(name.len()).any(|w| w == name.as_bytes()) {
+                found.push(format!("{} holds {name}", lib.display()));
+            }
+        }
+    }
     if !found.is_empty() {
         return Err(format!(
             "the release libodek carries test code (built with --features testing?): {}",
-            found.iter().take(5).copied().collect::<Vec<_>>().join(", ")
+            found.join("; ")
         ));
     }
     eprintln!(
-        "xtask dist: {} and {} export no odek_debug_panic and carry no fake engine (nm)",
+        "xtask dist: {} and {} carry neither odek_debug_panic nor the fake engine",
         so.display(),
         a.display()
     );
