@@ -9,5 +9,6 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 bash tests/images/build.sh
-cargo build --release -p odek-bench -p odek-cli -p odek-ffi
+# --features odek-ffi/testing: phase 2b runs the bindings on libodek's fake engine.
+cargo build --release -p odek-bench -p odek-cli -p odek-ffi --features odek-ffi/testing
 exec "$REPO/target/release/odek-bench" "$@"

@@ -519,7 +519,7 @@ async fn exec_in(ctx: &Ctx, res: &mut Results, sb: &Sandbox, id: &str) -> Result
         let lib = ctx.release_bin("libodek.so");
         if !lib.is_file() {
             bail!(
-                "{} is missing: cargo build --release -p odek-ffi (or pass --skip-bindings)",
+                "{} is missing: cargo build --release -p odek-ffi --features testing (or pass --skip-bindings)",
                 lib.display()
             );
         }

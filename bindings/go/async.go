@@ -2,22 +2,27 @@ package odek
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
 // await runs a blocking libodek call so that a context can end the wait.
 //
-// A call into libodek blocks its OS thread and cannot be interrupted. So
-// every call that waits runs in its own goroutine. When ctx ends first, the
-// caller gets ctx.Err() at once and the call finishes in the background;
-// then abandon (if not nil) releases what it produced — for Launch it
-// destroys the new sandbox, so a cancelled launch never leaks a container.
-// done is called when the background goroutine is finished, cleanup included.
+// A call into libodek blocks its OS thread. So every call that waits runs
+// in its own goroutine, and is given a libodek cancel handle (cancel, an
+// odek_cancel_t*; 0 when ctx can never end). When ctx ends first, the caller
+// gets ctx.Err() at once and odek_cancel stops the call in the core: a
+// launch removes what it created, an exec kills its command (as its timeout
+// would), the others stop waiting. The call then ends in the background with
+// CodeCancelled; should it have finished first after all, abandon (if not
+// nil) releases what it produced — for Launch it destroys the new sandbox,
+// so a cancelled launch never leaks a container. done is called when the
+// background goroutine is finished, cleanup included.
 //
 // If the call's result is already there when ctx ends, it is returned
 // rather than thrown away. A context that can never end (Done() == nil, as
 // context.Background()) needs no goroutine: the call runs on the caller's.
-func await[T any](ctx context.Context, call func() (T, error), abandon func(T), done func()) (T, error) {
+func await[T any](ctx context.Context, call func(cancel uintptr) (T, error), abandon func(T), done func()) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
 		if done != nil {
@@ -29,18 +34,20 @@ func await[T any](ctx context.Context, call func() (T, error), abandon func(T), 
 		if done != nil {
 			defer done()
 		}
-		return call()
+		return call(0)
 	}
 	var (
 		mu     sync.Mutex
 		gaveUp bool
 		ch     = make(chan result[T], 1) // buffered: the send never blocks
 	)
+	cancel := cCancelNew()
 	go func() {
 		if done != nil {
 			defer done()
 		}
-		v, err := call()
+		defer func() { _ = cCancelFree(cancel) }()
+		v, err := call(cancel)
 		mu.Lock()
 		if !gaveUp {
 			ch <- result[T]{v, err}
@@ -48,6 +55,10 @@ func await[T any](ctx context.Context, call func() (T, error), abandon func(T), 
 			return
 		}
 		mu.Unlock()
+		var oe *Error
+		if errors.As(err, &oe) && oe.Code == CodeCancelled {
+			cancelledInCore.Add(1)
+		}
 		if err == nil && abandon != nil {
 			abandon(v)
 		}
@@ -63,6 +74,7 @@ func await[T any](ctx context.Context, call func() (T, error), abandon func(T), 
 			return r.v, r.err
 		default:
 			gaveUp = true
+			_ = cCancel(cancel) // the goroutine frees the handle, after the call
 			return zero, ctx.Err()
 		}
 	}

@@ -18,7 +18,7 @@ func TestAwaitCancelReleasesResult(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	start := time.Now()
-	v, err := await(ctx, func() (int, error) {
+	v, err := await(ctx, func(uintptr) (int, error) {
 		<-release
 		return 42, nil
 	}, func(v int) { abandoned <- v }, wg.Done)
@@ -48,7 +48,7 @@ func TestAwaitCancelFailedCall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	called := false
-	_, err := await(ctx, func() (int, error) { called = true; return 0, nil }, nil, wg.Done)
+	_, err := await(ctx, func(uintptr) (int, error) { called = true; return 0, nil }, nil, wg.Done)
 	wg.Wait()
 	if !errors.Is(err, context.Canceled) || called {
 		t.Fatalf("an already cancelled context must not start the call: %v %v", err, called)
@@ -56,7 +56,7 @@ func TestAwaitCancelFailedCall(t *testing.T) {
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	wg.Add(1)
-	_, err = await(ctx, func() (int, error) { <-release; return 0, errors.New("boom") },
+	_, err = await(ctx, func(uintptr) (int, error) { <-release; return 0, errors.New("boom") },
 		func(int) { t.Error("released a failed call's result") }, wg.Done)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v", err)
@@ -66,11 +66,11 @@ func TestAwaitCancelFailedCall(t *testing.T) {
 }
 
 func TestAwaitResult(t *testing.T) {
-	v, err := await(context.Background(), func() (string, error) { return "ok", nil }, nil, nil)
+	v, err := await(context.Background(), func(uintptr) (string, error) { return "ok", nil }, nil, nil)
 	if v != "ok" || err != nil {
 		t.Fatalf("%v %v", v, err)
 	}
-	_, err = await(context.Background(), func() (string, error) { return "", errors.New("x") }, nil, nil)
+	_, err = await(context.Background(), func(uintptr) (string, error) { return "", errors.New("x") }, nil, nil)
 	if err == nil || err.Error() != "x" {
 		t.Fatal(err)
 	}

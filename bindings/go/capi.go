@@ -17,9 +17,20 @@ package odek
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/include
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include "odek.h"
+
+// odek_debug_panic exists only in test builds of libodek (cargo feature
+// testing): looked up at run time so that the package links against a
+// release library, which does not export it. *found is 0 when it is absent.
+static odek_error_t *godek_debug_panic(int *found) {
+	odek_error_t *(*f)(void) = (odek_error_t *(*)(void))dlsym(RTLD_DEFAULT, "odek_debug_panic");
+	*found = f != NULL;
+	return f != NULL ? f() : NULL;
+}
 
 static odek_error_t *godek_client_new(const char *opts, uintptr_t *out) {
 	odek_client_t *c = NULL;
@@ -30,29 +41,38 @@ static odek_error_t *godek_client_new(const char *opts, uintptr_t *out) {
 static odek_error_t *godek_client_free(uintptr_t c) {
 	return odek_client_free((odek_client_t *)c);
 }
-static odek_error_t *godek_resolve(uintptr_t c, const char *req, char **out) {
-	return odek_resolve((const odek_client_t *)c, req, out);
+static odek_error_t *godek_resolve(uintptr_t c, const char *req, uintptr_t k, char **out) {
+	return odek_resolve_cancellable((const odek_client_t *)c, req, (const odek_cancel_t *)k, out);
 }
 static odek_error_t *godek_approve(uintptr_t c, const char *plan, const char *d, char **out) {
 	return odek_approve((const odek_client_t *)c, plan, d, out);
 }
-static odek_error_t *godek_launch(uintptr_t c, const char *plan, const char *appr, uintptr_t *out) {
+static odek_error_t *godek_launch(uintptr_t c, const char *plan, const char *appr, uintptr_t k, uintptr_t *out) {
 	odek_sandbox_t *s = NULL;
-	odek_error_t *e = odek_launch((const odek_client_t *)c, plan, appr, &s);
+	odek_error_t *e = odek_launch_cancellable((const odek_client_t *)c, plan, appr, (const odek_cancel_t *)k, &s);
 	if (e == NULL) *out = (uintptr_t)s;
 	return e;
 }
-static odek_error_t *godek_config_view(uintptr_t c, const char *plan, char **out) {
-	return odek_config_view((const odek_client_t *)c, plan, out);
+static odek_error_t *godek_config_view(uintptr_t c, const char *plan, uintptr_t k, char **out) {
+	return odek_config_view_cancellable((const odek_client_t *)c, plan, (const odek_cancel_t *)k, out);
 }
 static odek_error_t *godek_sandbox_info(uintptr_t s, char **out) {
 	return odek_sandbox_info((const odek_sandbox_t *)s, out);
 }
-static odek_error_t *godek_describe(uintptr_t s, char **env, char **prompt, char **tool) {
-	return odek_describe((const odek_sandbox_t *)s, env, prompt, tool);
+static odek_error_t *godek_describe(uintptr_t s, uintptr_t k, char **env, char **prompt, char **tool) {
+	return odek_describe_cancellable((const odek_sandbox_t *)s, (const odek_cancel_t *)k, env, prompt, tool);
 }
-static odek_error_t *godek_exec(uintptr_t s, const char *req, char **out) {
-	return odek_exec((const odek_sandbox_t *)s, req, out);
+static odek_error_t *godek_exec(uintptr_t s, const char *req, uintptr_t k, char **out) {
+	return odek_exec_cancellable((const odek_sandbox_t *)s, req, (const odek_cancel_t *)k, out);
+}
+static uintptr_t godek_cancel_new(void) {
+	return (uintptr_t)odek_cancel_new();
+}
+static odek_error_t *godek_cancel(uintptr_t k) {
+	return odek_cancel((const odek_cancel_t *)k);
+}
+static odek_error_t *godek_cancel_free(uintptr_t k) {
+	return odek_cancel_free((odek_cancel_t *)k);
 }
 static odek_error_t *godek_sandbox_destroy(uintptr_t s) {
 	return odek_sandbox_destroy((odek_sandbox_t *)s);
@@ -95,7 +115,13 @@ func cABIVersion() uint32 { return uint32(C.odek_abi_version()) }
 
 func cVersion() string { return C.GoString(C.odek_version()) } // static: not freed
 
-func cDebugPanic() error { return takeError(C.odek_debug_panic()) }
+// cDebugPanic calls odek_debug_panic (test builds of libodek only); ok is
+// false when the loaded library does not export it.
+func cDebugPanic() (err error, ok bool) {
+	var found C.int
+	e := C.godek_debug_panic(&found)
+	return takeError(e), found != 0
+}
 
 func cClientNew(optionsJSON string) (uintptr, error) {
 	o := cstr(optionsJSON)
@@ -111,11 +137,21 @@ func cClientFree(h uintptr) error {
 	return takeError(C.godek_client_free(C.uintptr_t(h)))
 }
 
-func cResolve(h uintptr, requestJSON string) (string, error) {
+// cCancelNew makes a cancel handle (odek_cancel_new); 0 stands for NULL
+// (not cancellable) in the c* functions below.
+func cCancelNew() uintptr { return uintptr(C.godek_cancel_new()) }
+
+// cCancel stops every call given the handle (odek_cancel).
+func cCancel(k uintptr) error { return takeError(C.godek_cancel(C.uintptr_t(k))) }
+
+// cCancelFree frees the handle (odek_cancel_free).
+func cCancelFree(k uintptr) error { return takeError(C.godek_cancel_free(C.uintptr_t(k))) }
+
+func cResolve(h uintptr, requestJSON string, cancel uintptr) (string, error) {
 	r := cstr(requestJSON)
 	defer freeC(r)
 	var out *C.char
-	if err := takeError(C.godek_resolve(C.uintptr_t(h), r, &out)); err != nil {
+	if err := takeError(C.godek_resolve(C.uintptr_t(h), r, C.uintptr_t(cancel), &out)); err != nil {
 		return "", err
 	}
 	return takeString(out), nil
@@ -142,22 +178,22 @@ func cApprove(h uintptr, planJSON, decision string) (string, error) {
 	return takeString(out), nil
 }
 
-func cLaunch(h uintptr, planJSON, approvalJSON string) (uintptr, error) {
+func cLaunch(h uintptr, planJSON, approvalJSON string, cancel uintptr) (uintptr, error) {
 	p, a := cstr(planJSON), cstr(approvalJSON)
 	defer freeC(p)
 	defer freeC(a)
 	var s C.uintptr_t
-	if err := takeError(C.godek_launch(C.uintptr_t(h), p, a, &s)); err != nil {
+	if err := takeError(C.godek_launch(C.uintptr_t(h), p, a, C.uintptr_t(cancel), &s)); err != nil {
 		return 0, err
 	}
 	return uintptr(s), nil
 }
 
-func cConfigView(h uintptr, planJSON string) (string, error) {
+func cConfigView(h uintptr, planJSON string, cancel uintptr) (string, error) {
 	p := cstr(planJSON)
 	defer freeC(p)
 	var out *C.char
-	if err := takeError(C.godek_config_view(C.uintptr_t(h), p, &out)); err != nil {
+	if err := takeError(C.godek_config_view(C.uintptr_t(h), p, C.uintptr_t(cancel), &out)); err != nil {
 		return "", err
 	}
 	return takeString(out), nil
@@ -182,19 +218,19 @@ func cSandboxInfo(s uintptr) (string, error) {
 	return takeString(out), nil
 }
 
-func cDescribe(s uintptr) (env, prompt, tool string, err error) {
+func cDescribe(s uintptr, cancel uintptr) (env, prompt, tool string, err error) {
 	var e, p, t *C.char
-	if err := takeError(C.godek_describe(C.uintptr_t(s), &e, &p, &t)); err != nil {
+	if err := takeError(C.godek_describe(C.uintptr_t(s), C.uintptr_t(cancel), &e, &p, &t)); err != nil {
 		return "", "", "", err
 	}
 	return takeString(e), takeString(p), takeString(t), nil
 }
 
-func cExec(s uintptr, requestJSON string) (string, error) {
+func cExec(s uintptr, requestJSON string, cancel uintptr) (string, error) {
 	r := cstr(requestJSON)
 	defer freeC(r)
 	var out *C.char
-	if err := takeError(C.godek_exec(C.uintptr_t(s), r, &out)); err != nil {
+	if err := takeError(C.godek_exec(C.uintptr_t(s), r, C.uintptr_t(cancel), &out)); err != nil {
 		return "", err
 	}
 	return takeString(out), nil
@@ -244,6 +280,7 @@ func cCodes() map[string]int {
 		"ODEK_E_IMAGE_UNAVAILABLE":         C.ODEK_E_IMAGE_UNAVAILABLE,
 		"ODEK_E_DAEMON_UNREACHABLE":        C.ODEK_E_DAEMON_UNREACHABLE,
 		"ODEK_E_DAEMON_TIMEOUT":            C.ODEK_E_DAEMON_TIMEOUT,
+		"ODEK_E_CANCELLED":                 C.ODEK_E_CANCELLED,
 	}
 }
 

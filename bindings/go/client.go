@@ -12,6 +12,10 @@ import (
 // cancelled (for tests).
 var abandonedLaunches atomic.Int64
 
+// cancelledInCore counts calls whose context ended while they ran and that
+// libodek then stopped (CodeCancelled), cleanup included (for tests).
+var cancelledInCore atomic.Int64
+
 // ClientOptions configures a Client (odek_client_new).
 type ClientOptions struct {
 	// DockerHost is the daemon endpoint, "unix:///path" or "tcp://host:port".
@@ -152,8 +156,8 @@ func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (*Plan, error)
 	if err != nil {
 		return nil, err
 	}
-	return await(ctx, func() (*Plan, error) {
-		out, err := cResolve(h, doc)
+	return await(ctx, func(cancel uintptr) (*Plan, error) {
+		out, err := cResolve(h, doc, cancel)
 		if err != nil {
 			return nil, err
 		}
@@ -174,7 +178,7 @@ func (c *Client) Approve(ctx context.Context, plan *Plan, d Decision) (*Approval
 	if err != nil {
 		return nil, err
 	}
-	return await(ctx, func() (*Approval, error) {
+	return await(ctx, func(uintptr) (*Approval, error) {
 		out, err := cApprove(h, plan.raw, string(d))
 		if err != nil {
 			return nil, err
@@ -191,9 +195,9 @@ func (c *Client) Approve(ctx context.Context, plan *Plan, d Decision) (*Approval
 // ODEK_APPROVE_PROJECT_SANDBOX=1).
 //
 // Close the sandbox when done: that removes the container. If ctx ends
-// before the launch is done, Launch returns ctx.Err() at once; the launch
-// finishes in the background and its sandbox is destroyed (Client.Close
-// waits for that).
+// before the launch is done, Launch returns ctx.Err() at once; libodek
+// stops the launch in the background and removes what it created (a
+// sandbox finished just before is destroyed; Client.Close waits for that).
 //
 // Errors: ErrApproval (CodeApprovalRequired when an approval is missing),
 // ErrDockerRejected, ErrImageUnavailable, ErrDaemonUnreachable, ErrConfig.
@@ -209,10 +213,10 @@ func (c *Client) Launch(ctx context.Context, plan *Plan, approval *Approval) (*S
 	if err != nil {
 		return nil, err
 	}
-	return await(ctx, func() (*Sandbox, error) {
+	return await(ctx, func(cancel uintptr) (*Sandbox, error) {
 		// With a nil approval, libodek accepts a standing one by itself: a
 		// key still trusted in the store, or ODEK_APPROVE_PROJECT_SANDBOX=1.
-		sh, err := cLaunch(h, plan.raw, a)
+		sh, err := cLaunch(h, plan.raw, a, cancel)
 		if err != nil {
 			return nil, err
 		}
@@ -233,8 +237,8 @@ func (c *Client) ConfigView(ctx context.Context, plan *Plan) (*ConfigView, error
 	if err != nil {
 		return nil, err
 	}
-	return await(ctx, func() (*ConfigView, error) {
-		out, err := cConfigView(h, plan.raw)
+	return await(ctx, func(cancel uintptr) (*ConfigView, error) {
+		out, err := cConfigView(h, plan.raw, cancel)
 		if err != nil {
 			return nil, err
 		}

@@ -29,9 +29,10 @@
 //
 // # Contexts and blocking
 //
-// Calls that talk to Docker block their OS thread inside libodek and cannot
-// be interrupted. They take a context.Context: when it ends first, the method
-// returns ctx.Err() at once and the C call finishes in a background
+// Calls that talk to Docker block their OS thread inside libodek. They take
+// a context.Context: when it ends first, the method returns ctx.Err() at once
+// and libodek is told to stop the call (a cancelled Exec kills its command, a
+// cancelled Launch removes what it created); the C call ends in a background
 // goroutine. A sandbox that a cancelled Launch produces anyway is destroyed
 // there, so no container leaks; Client.Close waits for such background calls.
 // Exec passes a context deadline to libodek as its timeout when it is the

@@ -241,15 +241,79 @@ func TestDockerExecTimeouts(t *testing.T) {
 	}
 }
 
+// A context cancelled mid-exec: Exec returns at once with ctx.Err(), and
+// libodek kills the command in the sandbox (odek_exec_cancellable) instead
+// of leaving it running until the sandbox is closed.
+func TestDockerCancelledExecKillsTheCommand(t *testing.T) {
+	ctx := context.Background()
+	c := dockerClient(t)
+	dir, env := isolated(t)
+	cleanupContainers(t, dir)
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Env: env, Settings: sandboxSettings(map[string]any{"sandbox": true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Launch(ctx, plan, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := sb.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	// The command's processes, by their command line ('[s]' keeps the
+	// looking shell and grep from matching themselves).
+	running := func() string {
+		res, err := sb.Exec(ctx, ExecRequest{Shell: "grep -s -a -l '[s]leep.37' /proc/[0-9]*/cmdline || true"})
+		if err != nil {
+			t.Fatalf("looking for the command: %v", err)
+		}
+		return strings.TrimSpace(res.Stdout)
+	}
+	before := cancelledInCore.Load()
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(time.Second, cancel)
+	start := time.Now()
+	_, err = sb.Exec(cctx, ExecRequest{Shell: "sleep 37; echo done"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Exec with a cancelled context: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("returned %v after a cancel at 1 s", d)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	left := running()
+	for left != "" && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		left = running()
+	}
+	if left != "" {
+		t.Fatalf("the cancelled command still runs in the sandbox 10 s later: %s", left)
+	}
+	for cancelledInCore.Load() == before && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if cancelledInCore.Load() == before {
+		t.Error("libodek did not report the exec as cancelled (CodeCancelled)")
+	}
+	res, err := sb.Exec(ctx, ExecRequest{Argv: []string{"echo", "still here"}})
+	if err != nil || res.Stdout != "still here\n" {
+		t.Errorf("after a cancel: %+v %v", res, err)
+	}
+}
+
 // A launch cancelled half-way leaves no container once the client is closed.
 func TestDockerCancelledLaunchLeavesNoContainer(t *testing.T) {
 	requireDocker(t)
-	before := abandonedLaunches.Load()
+	before := abandonedLaunches.Load() + cancelledInCore.Load()
 	defer func() {
 		// Some cancel must have landed mid-launch (a real launch takes far
-		// longer than 5 ms), so the abandon path really ran.
-		n := abandonedLaunches.Load() - before
-		t.Logf("%d cancelled launches destroyed their sandbox in the background", n)
+		// longer than 5 ms), so a cleanup path really ran: libodek stopped
+		// the launch and removed what it made, or the launch had finished
+		// and its sandbox was destroyed in the background.
+		n := abandonedLaunches.Load() + cancelledInCore.Load() - before
+		t.Logf("%d cancelled launches were stopped in libodek or destroyed their sandbox in the background", n)
 		if n == 0 {
 			t.Error("no cancel landed while a launch was running")
 		}

@@ -55,9 +55,11 @@ const (
 	ClassDaemonUnreachable = "daemon-unreachable"
 	// ClassUsage: misuse of the ABI (bad argument, closed handle) or a bug.
 	ClassUsage = "usage"
+	// ClassCancelled: the caller cancelled the call (its context ended).
+	ClassCancelled = "cancelled"
 )
 
-// Stable error codes, mirroring the ODEK_E_* defines of ffi/include/odek.h
+// Stable error codes, mirroring the ODEK_E_* values of enum odek_code_t in ffi/include/odek.h
 // (a test checks them against both the header's text and what cgo compiles
 // from it). Grouped by area: 1xx usage, 2xx config, 3xx approval (class
 // config), 4xx docker-rejected, 5xx image-unavailable, 6xx daemon-unreachable.
@@ -98,6 +100,7 @@ const (
 	CodeImageUnavailable        = 500 // the image cannot be pulled
 	CodeDaemonUnreachable       = 600 // the daemon is unreachable
 	CodeDaemonTimeout           = 601 // the daemon did not answer in time
+	CodeCancelled               = 700 // the caller cancelled the call (context)
 )
 
 // codeNames maps each Code* constant to its ODEK_E_* name in the header.
@@ -138,6 +141,7 @@ var codeNames = map[int]string{
 	CodeImageUnavailable:        "ODEK_E_IMAGE_UNAVAILABLE",
 	CodeDaemonUnreachable:       "ODEK_E_DAEMON_UNREACHABLE",
 	CodeDaemonTimeout:           "ODEK_E_DAEMON_TIMEOUT",
+	CodeCancelled:               "ODEK_E_CANCELLED",
 }
 
 // CodeName is the ODEK_E_* name of a code ("" when unknown).

@@ -154,7 +154,7 @@ func TestFakeCloseDestroysHandle(t *testing.T) {
 	}
 	// The libodek side, not only the Go flag: destroying again is refused.
 	wantCode(t, cSandboxDestroy(h), CodeInvalidHandle, ClassUsage, ErrUsage, ErrInvalidHandle)
-	_, err = cExec(h, `{"argv":["true"]}`)
+	_, err = cExec(h, `{"argv":["true"]}`, 0)
 	wantCode(t, err, CodeInvalidHandle, ClassUsage, ErrUsage, ErrInvalidHandle)
 }
 

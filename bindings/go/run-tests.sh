@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Test the Go binding: build libodek (cargo build -p odek-ffi, a no-op when it
-# is up to date), write a pkg-config file for that debug build
+# Test the Go binding: build libodek (cargo build -p odek-ffi --features
+# testing, for the fake engine; a no-op when it is up to date), write a pkg-config file for that debug build
 # (target/go-pkgconfig/odek.pc, with an rpath, so the test binaries find
 # libodek.so) and put it first on PKG_CONFIG_PATH, then `go vet ./...` and
 # `go test -race -count=1 ./...` here. The package itself links by
@@ -35,8 +35,10 @@ export HOME=${HOME:-$ROOT/target}
 mkdir -p "$GOCACHE" "$GOPATH"
 
 if [[ ${ODEK_SKIP_CARGO_BUILD:-} != 1 ]]; then
-  echo "==> cargo build -p odek-ffi" >&2
-  (cd "$ROOT" && cargo build -p odek-ffi)
+  # --features testing: the fake-engine tests need the in-memory engine and
+  # odek_debug_panic, which release builds (cargo xtask dist) omit.
+  echo "==> cargo build -p odek-ffi --features testing" >&2
+  (cd "$ROOT" && cargo build -p odek-ffi --features testing)
 fi
 LIBDIR=$TARGET/debug
 [[ -f $LIBDIR/libodek.so ]] || { echo "run-tests.sh: $LIBDIR/libodek.so missing" >&2; exit 1; }

@@ -121,8 +121,8 @@ func (s *Sandbox) Describe(ctx context.Context) (*Description, error) {
 	if err != nil {
 		return nil, err
 	}
-	return await(ctx, func() (*Description, error) {
-		env, prompt, tool, err := cDescribe(h)
+	return await(ctx, func(cancel uintptr) (*Description, error) {
+		env, prompt, tool, err := cDescribe(h, cancel)
 		runtime.KeepAlive(s)
 		if err != nil {
 			return nil, err
@@ -177,8 +177,8 @@ type ExecResult struct {
 // Exec runs a command in the sandbox and waits for it. If ctx has a deadline
 // sooner than req.Timeout, the time left is passed to libodek as the timeout,
 // so the call ends near the deadline and the command is killed; when ctx is
-// cancelled first Exec returns ctx.Err() (the command is abandoned, not
-// killed; Close removes the container and everything in it).
+// cancelled first Exec returns ctx.Err() at once and libodek kills the
+// command (and its descendants) as a timeout would, in the background.
 //
 // Errors: ErrInvalidHandle after Close, ErrUsage for a bad request (neither
 // or both of Argv and Shell), ErrDockerRejected (CodeExec) when the command
@@ -221,8 +221,8 @@ func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	if err != nil {
 		return nil, err
 	}
-	res, err := await(ctx, func() (*ExecResult, error) {
-		out, err := cExec(h, doc)
+	res, err := await(ctx, func(cancel uintptr) (*ExecResult, error) {
+		out, err := cExec(h, doc, cancel)
 		runtime.KeepAlive(s)
 		if err != nil {
 			return nil, err

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the Python binding's tests against the source tree: builds libodek.so
-# (debug) if needed, prepares a venv under target/pyenv with pytest, puts this
+# (debug, cargo feature `testing`: the fake engine) if needed, prepares a venv under target/pyenv with pytest, puts this
 # directory on PYTHONPATH (the package is not installed: installing builds a
 # release wheel, which `cargo xtask package` tests separately), points
 # ODEK_LIB at the library and runs pytest. Extra arguments go to pytest, e.g.
@@ -21,8 +21,10 @@ PYTHON=${PYTHON:-python3}
 log() { echo "==> $*" >&2; }
 
 if [[ -z ${ODEK_LIB:-} ]]; then
-  log "cargo build -p odek-ffi"
-  (cd "$REPO" && cargo build -p odek-ffi)
+  # --features testing: the fake-engine tests need the in-memory engine and
+  # odek_debug_panic, which release builds (the wheel, cargo xtask dist) omit.
+  log "cargo build -p odek-ffi --features testing"
+  (cd "$REPO" && cargo build -p odek-ffi --features testing)
   export ODEK_LIB=$TARGET/debug/libodek.so
 fi
 [[ -f $ODEK_LIB ]] || { echo "ODEK_LIB=$ODEK_LIB is not a file" >&2; exit 1; }

@@ -153,6 +153,15 @@ pub enum Error {
     /// A handle or argument misuse by an embedding program (config).
     #[error("{0}")]
     Usage(String),
+    /// The caller cancelled the call through its [`crate::CancellationToken`]
+    /// ([`crate::cancel`]): what the call had made is removed, a command it
+    /// ran is killed. Reported as class config — fatal, never a fallback;
+    /// the C ABI gives it its own code and class (`cancelled`).
+    #[error("{message}")]
+    Cancelled {
+        /// What was stopped and what is left (nothing, or why not).
+        message: String,
+    },
 }
 
 impl Error {
@@ -164,9 +173,11 @@ impl Error {
             _ => FailureClass::DockerRejected,
         };
         match self {
-            Error::Config(_) | Error::Approval(_) | Error::Narrow(_) | Error::Usage(_) => {
-                FailureClass::Config
-            }
+            Error::Config(_)
+            | Error::Approval(_)
+            | Error::Narrow(_)
+            | Error::Usage(_)
+            | Error::Cancelled { .. } => FailureClass::Config,
             Error::Network(NetworkError::Engine(e)) => engine_class(e),
             Error::Network(_) => FailureClass::Config,
             Error::Image(ImageError::PullFailed { .. }) => FailureClass::ImageUnavailable,

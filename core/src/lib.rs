@@ -13,6 +13,7 @@
 pub mod advice;
 pub mod api;
 pub mod approval;
+pub mod cancel;
 pub mod config;
 pub mod describe;
 pub mod engine;
@@ -34,6 +35,7 @@ pub mod view;
 pub mod warning;
 pub mod workdir;
 
+pub use cancel::CancellationToken;
 pub use error::{Error, FailureClass, Result, Step};
 pub use exec::{Command, ExecOutcome, ExecRequest};
 pub use launch::{LaunchOptions, Sandbox};

@@ -11,12 +11,26 @@
  * library; no callbacks or futures cross the boundary. The other functions
  * do not block. Do not call odek from a signal handler.
  *
+ * Cancellation
+ * ------------
+ * odek_resolve, odek_launch, odek_describe, odek_exec and odek_config_view
+ * each have a _cancellable form taking an odek_cancel_t* (NULL: not
+ * cancellable; the plain form is the _cancellable one with NULL). Create
+ * the handle with odek_cancel_new, call odek_cancel from any thread to stop
+ * every call given it (ODEK_E_CANCELLED: a launch first removes the
+ * container it created, an exec first kills its command as its timeout
+ * would), free it with odek_cancel_free. A separate entry point, rather than
+ * a cancel field on a client or sandbox handle, because handles are shared
+ * by concurrent calls and the request JSON carries no handles; this is an
+ * addition, so ODEK_ABI_VERSION stays 1.
+ *
  * Errors and ownership
  * --------------------
  * Fallible calls return odek_error_t* — NULL on success — carrying a stable
- * numeric code (ODEK_E_*, grouped by area: 1xx usage, 2xx config, 3xx
- * approval, 4xx docker-rejected, 5xx image-unavailable, 6xx
- * daemon-unreachable), the failure class of SPEC §6.3 and a message. Free it
+ * numeric code (ODEK_E_*, the members of enum odek_code_t, grouped by area:
+ * 1xx usage, 2xx config, 3xx approval, 4xx docker-rejected, 5xx
+ * image-unavailable, 6xx daemon-unreachable, 7xx cancelled), the failure
+ * class of SPEC §6.3 and a message. Free it
  * with odek_error_free. Out-params are written only on success. Every char*
  * returned through an out-param is freed with odek_string_free. const char*
  * arguments are read-only and only borrowed for the call. Structured data is
@@ -42,114 +56,105 @@
 // Most bytes of stdout or stderr an exec result carries (16 MiB each).
 #define ODEK_EXEC_OUTPUT_LIMIT (16 << 20)
 
-// Misuse of the ABI (class `usage`). A NULL pointer argument.
-#define ODEK_E_NULL_POINTER 100
+// The stable numeric codes of error objects (`odek_error_code`), one
+// `int32_t` each. Grouped by area: the hundreds digit is the area and the
+// failure class of SPEC §6.3 follows from it (1xx `usage`, 2xx and 3xx
+// `config`, 4xx `docker-rejected`, 5xx `image-unavailable`, 6xx
+// `daemon-unreachable`, 7xx `cancelled`). Values never change meaning; new
+// codes are only added.
+enum odek_code_t
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Misuse of the ABI (class `usage`). A NULL pointer argument.
+  ODEK_E_NULL_POINTER = 100,
+  // A string argument is not valid UTF-8.
+  ODEK_E_INVALID_UTF8 = 101,
+  // A JSON argument does not parse.
+  ODEK_E_INVALID_JSON = 102,
+  // A handle is unknown or was already destroyed / freed.
+  ODEK_E_INVALID_HANDLE = 103,
+  // A JSON argument parses but has the wrong shape or values.
+  ODEK_E_INVALID_ARGUMENT = 104,
+  // A panic was caught at the boundary (a bug in odek; the process lives on).
+  ODEK_E_PANIC = 105,
+  // Any other internal failure.
+  ODEK_E_INTERNAL = 106,
+  // Configuration (class `config`): generic.
+  ODEK_E_CONFIG = 200,
+  // A config file is malformed (file, line, column in the message).
+  ODEK_E_CONFIG_MALFORMED = 201,
+  // `sandbox_network` is not `none`/`bridge`.
+  ODEK_E_NETWORK_MODE = 202,
+  // A network name is invalid or reserved.
+  ODEK_E_NETWORK_NAME = 203,
+  // A network was not found.
+  ODEK_E_NETWORK_NOT_FOUND = 204,
+  // A network name matched by ID prefix (refused).
+  ODEK_E_NETWORK_ID_PREFIX = 205,
+  // Several networks carry the name.
+  ODEK_E_NETWORK_AMBIGUOUS = 206,
+  // A network's driver or scope is not local bridge.
+  ODEK_E_NETWORK_UNSUPPORTED = 207,
+  // More than 8 networks.
+  ODEK_E_NETWORK_TOO_MANY = 208,
+  // The Compose project is not running.
+  ODEK_E_COMPOSE_NOT_RUNNING = 209,
+  // The Compose project name is invalid.
+  ODEK_E_COMPOSE_NAME = 210,
+  // The image reference is invalid.
+  ODEK_E_IMAGE_REFERENCE = 211,
+  // `Dockerfile.odek` failed to build, or is not a readable regular file.
+  ODEK_E_IMAGE_BUILD = 212,
+  // The image does not carry the pinned digest.
+  ODEK_E_IMAGE_DIGEST = 213,
+  // A volume entry is refused.
+  ODEK_E_VOLUME = 214,
+  // The Docker endpoint (`DOCKER_HOST`, context) is invalid.
+  ODEK_E_ENDPOINT = 215,
+  // A sub-agent request would widen its parent's sandbox.
+  ODEK_E_NARROW = 216,
+  // Approval (class `config`): the plan needs an approval that was not given.
+  ODEK_E_APPROVAL_REQUIRED = 300,
+  // The approval does not match the plan.
+  ODEK_E_APPROVAL_MISMATCH = 301,
+  // The project's networks changed since approval (SPEC §7.4).
+  ODEK_E_APPROVAL_NETWORKS_CHANGED = 302,
+  // The approval store cannot be read or written.
+  ODEK_E_APPROVAL_STORE = 303,
+  // The operator denied the approval.
+  ODEK_E_APPROVAL_DENIED = 304,
+  // Docker refused (class `docker-rejected`): create/start/connect failed.
+  ODEK_E_DOCKER_REJECTED = 400,
+  // The container did not verify against the plan.
+  ODEK_E_DOCKER_VERIFY = 401,
+  // A command could not run or be waited for in the sandbox.
+  ODEK_E_EXEC = 402,
+  // The sandbox stopped (killed, out of memory) while a command ran in it;
+  // the command may have partly run.
+  ODEK_E_SANDBOX_STOPPED = 403,
+  // The image cannot be pulled (class `image-unavailable`).
+  ODEK_E_IMAGE_UNAVAILABLE = 500,
+  // The daemon is unreachable (class `daemon-unreachable`).
+  ODEK_E_DAEMON_UNREACHABLE = 600,
+  // The daemon did not answer in time.
+  ODEK_E_DAEMON_TIMEOUT = 601,
+  // The caller cancelled the call (class `cancelled`) through its
+  // `odek_cancel_t`: what the call had made is removed, a command it ran
+  // is killed.
+  ODEK_E_CANCELLED = 700,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum odek_code_t odek_code_t;
+#else
+typedef int32_t odek_code_t;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
 
-// A string argument is not valid UTF-8.
-#define ODEK_E_INVALID_UTF8 101
-
-// A JSON argument does not parse.
-#define ODEK_E_INVALID_JSON 102
-
-// A handle is unknown or was already destroyed / freed.
-#define ODEK_E_INVALID_HANDLE 103
-
-// A JSON argument parses but has the wrong shape or values.
-#define ODEK_E_INVALID_ARGUMENT 104
-
-// A panic was caught at the boundary (a bug in odek; the process lives on).
-#define ODEK_E_PANIC 105
-
-// Any other internal failure.
-#define ODEK_E_INTERNAL 106
-
-// Configuration (class `config`): generic.
-#define ODEK_E_CONFIG 200
-
-// A config file is malformed (file, line, column in the message).
-#define ODEK_E_CONFIG_MALFORMED 201
-
-// `sandbox_network` is not `none`/`bridge`.
-#define ODEK_E_NETWORK_MODE 202
-
-// A network name is invalid or reserved.
-#define ODEK_E_NETWORK_NAME 203
-
-// A network was not found.
-#define ODEK_E_NETWORK_NOT_FOUND 204
-
-// A network name matched by ID prefix (refused).
-#define ODEK_E_NETWORK_ID_PREFIX 205
-
-// Several networks carry the name.
-#define ODEK_E_NETWORK_AMBIGUOUS 206
-
-// A network's driver or scope is not local bridge.
-#define ODEK_E_NETWORK_UNSUPPORTED 207
-
-// More than 8 networks.
-#define ODEK_E_NETWORK_TOO_MANY 208
-
-// The Compose project is not running.
-#define ODEK_E_COMPOSE_NOT_RUNNING 209
-
-// The Compose project name is invalid.
-#define ODEK_E_COMPOSE_NAME 210
-
-// The image reference is invalid.
-#define ODEK_E_IMAGE_REFERENCE 211
-
-// `Dockerfile.odek` failed to build, or is not a readable regular file.
-#define ODEK_E_IMAGE_BUILD 212
-
-// The image does not carry the pinned digest.
-#define ODEK_E_IMAGE_DIGEST 213
-
-// A volume entry is refused.
-#define ODEK_E_VOLUME 214
-
-// The Docker endpoint (`DOCKER_HOST`, context) is invalid.
-#define ODEK_E_ENDPOINT 215
-
-// A sub-agent request would widen its parent's sandbox.
-#define ODEK_E_NARROW 216
-
-// Approval (class `config`): the plan needs an approval that was not given.
-#define ODEK_E_APPROVAL_REQUIRED 300
-
-// The approval does not match the plan.
-#define ODEK_E_APPROVAL_MISMATCH 301
-
-// The project's networks changed since approval (SPEC §7.4).
-#define ODEK_E_APPROVAL_NETWORKS_CHANGED 302
-
-// The approval store cannot be read or written.
-#define ODEK_E_APPROVAL_STORE 303
-
-// The operator denied the approval.
-#define ODEK_E_APPROVAL_DENIED 304
-
-// Docker refused (class `docker-rejected`): create/start/connect failed.
-#define ODEK_E_DOCKER_REJECTED 400
-
-// The container did not verify against the plan.
-#define ODEK_E_DOCKER_VERIFY 401
-
-// A command could not run or be waited for in the sandbox.
-#define ODEK_E_EXEC 402
-
-// The sandbox stopped (killed, out of memory) while a command ran in it;
-// the command may have partly run.
-#define ODEK_E_SANDBOX_STOPPED 403
-
-// The image cannot be pulled (class `image-unavailable`).
-#define ODEK_E_IMAGE_UNAVAILABLE 500
-
-// The daemon is unreachable (class `daemon-unreachable`).
-#define ODEK_E_DAEMON_UNREACHABLE 600
-
-// The daemon did not answer in time.
-#define ODEK_E_DAEMON_TIMEOUT 601
+// Opaque cancel handle (never dereferenced: an ID in disguise).
+typedef struct odek_cancel_t odek_cancel_t;
 
 // Opaque client handle (never dereferenced: an ID in disguise).
 typedef struct odek_client_t odek_client_t;
@@ -177,7 +182,9 @@ const char *odek_version(void);
 void odek_string_free(char *s);
 
 // Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
-// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`.
+// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`
+// (`"fake"`: the in-memory test engine, only in test builds — cargo feature
+// `testing`; a release build refuses it with `ODEK_E_INVALID_ARGUMENT`).
 // No connection is made until a call needs the daemon.
 //
 // Errors: NULL arguments, invalid JSON/UTF-8, an invalid `docker_host`
@@ -222,6 +229,16 @@ odek_error_t *odek_client_free(odek_client_t *client);
 odek_error_t *odek_resolve(const odek_client_t *client,
                            const char *request_json,
                            char **plan_json_out);
+
+// `odek_resolve`, stopped by `cancel` (NULL: not cancellable; see
+// `odek_cancel_new`): `ODEK_E_CANCELLED` once `odek_cancel` was called.
+//
+// # Safety
+// As `odek_resolve`; `cancel` is NULL or a live cancel handle.
+odek_error_t *odek_resolve_cancellable(const odek_client_t *client,
+                                       const char *request_json,
+                                       const odek_cancel_t *cancel,
+                                       char **plan_json_out);
 
 // The approval request of a plan (SPEC §7.2) as JSON
 // (`"schema": "odek.approval-request/1"`), or the JSON `null` when the plan
@@ -268,6 +285,19 @@ odek_error_t *odek_launch(const odek_client_t *client,
                           const char *approval_json,
                           odek_sandbox_t **sandbox_out);
 
+// `odek_launch`, stopped by `cancel` (NULL: not cancellable): once
+// `odek_cancel` is called the launch stops, removes the container it
+// created (a create request on its way is given up to 10 s to answer
+// first) and returns `ODEK_E_CANCELLED`; no handle is written.
+//
+// # Safety
+// As `odek_launch`; `cancel` is NULL or a live cancel handle.
+odek_error_t *odek_launch_cancellable(const odek_client_t *client,
+                                      const char *plan_json,
+                                      const char *approval_json,
+                                      const odek_cancel_t *cancel,
+                                      odek_sandbox_t **sandbox_out);
+
 // The launched sandbox as JSON (`"schema": "odek.sandbox-info/1"`): name,
 // container ID (null on the host), isolation (`{"kind": "container"}`,
 // `{"kind": "fallback", "class": …, "reason": …}` or `{"kind": "off"}`), the
@@ -289,6 +319,17 @@ odek_error_t *odek_describe(const odek_sandbox_t *sandbox,
                             char **prompt_out,
                             char **tool_out);
 
+// `odek_describe`, stopped by `cancel` (NULL: not cancellable):
+// `ODEK_E_CANCELLED` once `odek_cancel` was called.
+//
+// # Safety
+// As `odek_describe`; `cancel` is NULL or a live cancel handle.
+odek_error_t *odek_describe_cancellable(const odek_sandbox_t *sandbox,
+                                        const odek_cancel_t *cancel,
+                                        char **environment_json_out,
+                                        char **prompt_out,
+                                        char **tool_out);
+
 // Runs a command in the sandbox and waits for it (SPEC §10.1 exec).
 //
 // `request_json`: `{"argv": ["redis-cli", "-h", "redis", "ping"]}` or
@@ -309,6 +350,18 @@ odek_error_t *odek_describe(const odek_sandbox_t *sandbox,
 odek_error_t *odek_exec(const odek_sandbox_t *sandbox,
                         const char *request_json,
                         char **result_json_out);
+
+// `odek_exec`, stopped by `cancel` (NULL: not cancellable): once
+// `odek_cancel` is called the command and its descendants are killed as
+// after a timeout and the call returns `ODEK_E_CANCELLED` (its message
+// says whether the kill was confirmed); no result is written.
+//
+// # Safety
+// As `odek_exec`; `cancel` is NULL or a live cancel handle.
+odek_error_t *odek_exec_cancellable(const odek_sandbox_t *sandbox,
+                                    const char *request_json,
+                                    const odek_cancel_t *cancel,
+                                    char **result_json_out);
 
 // Derives a sub-agent's plan from its parent's resolved plan (SPEC §8),
 // never from Docker. `request_json` (`"odek.narrow-request/1"`):
@@ -341,6 +394,16 @@ odek_error_t *odek_config_view(const odek_client_t *client,
                                const char *plan_json,
                                char **view_json_out);
 
+// `odek_config_view`, stopped by `cancel` (NULL: not cancellable):
+// `ODEK_E_CANCELLED` once `odek_cancel` was called.
+//
+// # Safety
+// As `odek_config_view`; `cancel` is NULL or a live cancel handle.
+odek_error_t *odek_config_view_cancellable(const odek_client_t *client,
+                                           const char *plan_json,
+                                           const odek_cancel_t *cancel,
+                                           char **view_json_out);
+
 // Removes the sandbox's container (force) and frees the handle. NULL is a
 // no-op. A handle already destroyed (or never returned by odek) is
 // `ODEK_E_INVALID_HANDLE`. The handle is freed even when removal fails (the
@@ -350,18 +413,50 @@ odek_error_t *odek_config_view(const odek_client_t *client,
 // `sandbox` is NULL or a value from `odek_launch`.
 odek_error_t *odek_sandbox_destroy(odek_sandbox_t *sandbox);
 
-// Test hook: panics inside the boundary. Returns an `ODEK_E_PANIC` error
-// object and leaves the process running.
-odek_error_t *odek_debug_panic(void);
+// Creates a cancel handle: pass it to the `_cancellable` forms of the
+// blocking calls (`odek_resolve_cancellable`, `odek_launch_cancellable`,
+// `odek_describe_cancellable`, `odek_exec_cancellable`,
+// `odek_config_view_cancellable`), and call `odek_cancel` from any thread
+// to stop them. One handle may serve several calls, in flight together or
+// one after another; once cancelled it stays cancelled, and a call given it
+// then fails at once with `ODEK_E_CANCELLED`. Free it with
+// `odek_cancel_free` (a call in flight keeps working with it). Never NULL.
+odek_cancel_t *odek_cancel_new(void);
 
-// The stable numeric code of an error; 0 when `error` is NULL.
+// Cancels every call that was given `cancel`, now and later: each returns
+// `ODEK_E_CANCELLED` promptly, a launch after removing what it created, an
+// exec after killing its command. Does not block; idempotent. NULL is
+// `ODEK_E_NULL_POINTER`; a freed or unknown handle `ODEK_E_INVALID_HANDLE`.
+//
+// # Safety
+// `cancel` is NULL or a value from `odek_cancel_new`.
+odek_error_t *odek_cancel(const odek_cancel_t *cancel);
+
+// Frees a cancel handle (without cancelling). NULL is a no-op; a freed or
+// unknown handle is `ODEK_E_INVALID_HANDLE`.
+//
+// # Safety
+// `cancel` is NULL or a value from `odek_cancel_new`.
+odek_error_t *odek_cancel_free(odek_cancel_t *cancel);
+
+#if defined(ODEK_TESTING)
+// Test hook: panics inside the boundary. Returns an `ODEK_E_PANIC` error
+// object and leaves the process running. Only in test builds (cargo
+// feature `testing`, `ODEK_TESTING` in this header); release builds do not
+// export it.
+odek_error_t *odek_debug_panic(void);
+#endif
+
+// The stable numeric code of an error (an `odek_code_t` value); 0 when
+// `error` is NULL.
 //
 // # Safety
 // `error` is NULL or an error object returned by odek and not yet freed.
 int32_t odek_error_code(const odek_error_t *error);
 
 // The failure class: `"config"`, `"docker-rejected"`, `"image-unavailable"`,
-// `"daemon-unreachable"` (SPEC §6.3) or `"usage"` (ABI misuse). A static
+// `"daemon-unreachable"` (SPEC §6.3), `"usage"` (ABI misuse) or
+// `"cancelled"` (the caller cancelled the call). A static
 // string: do not free. `""` when `error` is NULL.
 //
 // # Safety

@@ -20,7 +20,7 @@ pub fn guard(f: impl FnOnce() -> Result<(), Failure>) -> *mut odek_error_t {
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
             Failure::new(
-                Code::Panic,
+                Code::ODEK_E_PANIC,
                 format!("internal error (panic caught at the C boundary): {msg}"),
             )
             .into_raw()
@@ -34,12 +34,19 @@ pub fn guard(f: impl FnOnce() -> Result<(), Failure>) -> *mut odek_error_t {
 /// `p` is NULL or points to a NUL-terminated string valid for the call.
 pub unsafe fn str_arg<'a>(p: *const c_char, name: &str) -> Result<&'a str, Failure> {
     if p.is_null() {
-        return Err(Failure::new(Code::NullPointer, format!("{name} is NULL")));
+        return Err(Failure::new(
+            Code::ODEK_E_NULL_POINTER,
+            format!("{name} is NULL"),
+        ));
     }
     // SAFETY: non-NULL and NUL-terminated per the contract above.
     let c = unsafe { CStr::from_ptr(p) };
-    c.to_str()
-        .map_err(|e| Failure::new(Code::InvalidUtf8, format!("{name} is not valid UTF-8: {e}")))
+    c.to_str().map_err(|e| {
+        Failure::new(
+            Code::ODEK_E_INVALID_UTF8,
+            format!("{name} is not valid UTF-8: {e}"),
+        )
+    })
 }
 
 /// Parses a required JSON string argument into `T` (one of the documents of
@@ -61,9 +68,9 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
         // Which kind of failure, told by serde_json's own parser (and its
         // message) on this error path only.
         return Err(match serde_json::from_str::<serde_json::Value>(s) {
-            Err(e) => Failure::new(Code::InvalidJson, format!("{name} is not valid JSON: {e}")),
+            Err(e) => Failure::new(Code::ODEK_E_INVALID_JSON, format!("{name} is not valid JSON: {e}")),
             Ok(_) => Failure::new(
-                Code::InvalidArgument,
+                Code::ODEK_E_INVALID_ARGUMENT,
                 format!("{name} is not accepted: {e}"),
             ),
         });
@@ -72,7 +79,7 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
         // serde fills a struct from an array by field position; the ABI's
         // documents are objects (or null where documented).
         return Err(Failure::new(
-            Code::InvalidArgument,
+            Code::ODEK_E_INVALID_ARGUMENT,
             format!("{name} must be a JSON object, not an array"),
         ));
     }
@@ -83,7 +90,7 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
         let at = format!(" at line {} column {}", e.line(), e.column());
         let msg = text.strip_suffix(&at).unwrap_or(&text);
         Failure::new(
-            Code::InvalidArgument,
+            Code::ODEK_E_INVALID_ARGUMENT,
             format!("{name} has the wrong shape: {msg}"),
         )
     })
@@ -93,7 +100,7 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
 pub fn out_arg<T>(p: *mut T, name: &str) -> Result<(), Failure> {
     if p.is_null() {
         Err(Failure::new(
-            Code::NullPointer,
+            Code::ODEK_E_NULL_POINTER,
             format!("{name} (out-param) is NULL"),
         ))
     } else {
@@ -121,7 +128,7 @@ pub unsafe fn write_json<T: serde::Serialize>(
     value: &T,
 ) -> Result<(), Failure> {
     let s = serde_json::to_string(value)
-        .map_err(|e| Failure::new(Code::Internal, format!("cannot encode JSON: {e}")))?;
+        .map_err(|e| Failure::new(Code::ODEK_E_INTERNAL, format!("cannot encode JSON: {e}")))?;
     // SAFETY: per the contract above.
     unsafe { *out = c_string(s) };
     Ok(())

@@ -3,7 +3,7 @@
 //! Codes never change meaning. They are grouped by area; the hundreds digit
 //! is the area and the failure class of SPEC §6.3 follows from it.
 
-use std::ffi::{c_char, CString};
+use std::ffi::{c_char, CStr, CString};
 
 use odek_core::approval::ApprovalError;
 use odek_core::config::ConfigError;
@@ -12,132 +12,117 @@ use odek_core::image::ImageError;
 use odek_core::network::NetworkError;
 use odek_core::{Error, FailureClass};
 
-/// Misuse of the ABI (class `usage`). A NULL pointer argument.
-pub const ODEK_E_NULL_POINTER: i32 = 100;
-/// A string argument is not valid UTF-8.
-pub const ODEK_E_INVALID_UTF8: i32 = 101;
-/// A JSON argument does not parse.
-pub const ODEK_E_INVALID_JSON: i32 = 102;
-/// A handle is unknown or was already destroyed / freed.
-pub const ODEK_E_INVALID_HANDLE: i32 = 103;
-/// A JSON argument parses but has the wrong shape or values.
-pub const ODEK_E_INVALID_ARGUMENT: i32 = 104;
-/// A panic was caught at the boundary (a bug in odek; the process lives on).
-pub const ODEK_E_PANIC: i32 = 105;
-/// Any other internal failure.
-pub const ODEK_E_INTERNAL: i32 = 106;
+/// The stable numeric codes of error objects (`odek_error_code`), one
+/// `int32_t` each. Grouped by area: the hundreds digit is the area and the
+/// failure class of SPEC §6.3 follows from it (1xx `usage`, 2xx and 3xx
+/// `config`, 4xx `docker-rejected`, 5xx `image-unavailable`, 6xx
+/// `daemon-unreachable`, 7xx `cancelled`). Values never change meaning; new
+/// codes are only added.
+#[repr(i32)]
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum odek_code_t {
+    /// Misuse of the ABI (class `usage`). A NULL pointer argument.
+    ODEK_E_NULL_POINTER = 100,
+    /// A string argument is not valid UTF-8.
+    ODEK_E_INVALID_UTF8 = 101,
+    /// A JSON argument does not parse.
+    ODEK_E_INVALID_JSON = 102,
+    /// A handle is unknown or was already destroyed / freed.
+    ODEK_E_INVALID_HANDLE = 103,
+    /// A JSON argument parses but has the wrong shape or values.
+    ODEK_E_INVALID_ARGUMENT = 104,
+    /// A panic was caught at the boundary (a bug in odek; the process lives on).
+    ODEK_E_PANIC = 105,
+    /// Any other internal failure.
+    ODEK_E_INTERNAL = 106,
+    /// Configuration (class `config`): generic.
+    ODEK_E_CONFIG = 200,
+    /// A config file is malformed (file, line, column in the message).
+    ODEK_E_CONFIG_MALFORMED = 201,
+    /// `sandbox_network` is not `none`/`bridge`.
+    ODEK_E_NETWORK_MODE = 202,
+    /// A network name is invalid or reserved.
+    ODEK_E_NETWORK_NAME = 203,
+    /// A network was not found.
+    ODEK_E_NETWORK_NOT_FOUND = 204,
+    /// A network name matched by ID prefix (refused).
+    ODEK_E_NETWORK_ID_PREFIX = 205,
+    /// Several networks carry the name.
+    ODEK_E_NETWORK_AMBIGUOUS = 206,
+    /// A network's driver or scope is not local bridge.
+    ODEK_E_NETWORK_UNSUPPORTED = 207,
+    /// More than 8 networks.
+    ODEK_E_NETWORK_TOO_MANY = 208,
+    /// The Compose project is not running.
+    ODEK_E_COMPOSE_NOT_RUNNING = 209,
+    /// The Compose project name is invalid.
+    ODEK_E_COMPOSE_NAME = 210,
+    /// The image reference is invalid.
+    ODEK_E_IMAGE_REFERENCE = 211,
+    /// `Dockerfile.odek` failed to build, or is not a readable regular file.
+    ODEK_E_IMAGE_BUILD = 212,
+    /// The image does not carry the pinned digest.
+    ODEK_E_IMAGE_DIGEST = 213,
+    /// A volume entry is refused.
+    ODEK_E_VOLUME = 214,
+    /// The Docker endpoint (`DOCKER_HOST`, context) is invalid.
+    ODEK_E_ENDPOINT = 215,
+    /// A sub-agent request would widen its parent's sandbox.
+    ODEK_E_NARROW = 216,
+    /// Approval (class `config`): the plan needs an approval that was not given.
+    ODEK_E_APPROVAL_REQUIRED = 300,
+    /// The approval does not match the plan.
+    ODEK_E_APPROVAL_MISMATCH = 301,
+    /// The project's networks changed since approval (SPEC §7.4).
+    ODEK_E_APPROVAL_NETWORKS_CHANGED = 302,
+    /// The approval store cannot be read or written.
+    ODEK_E_APPROVAL_STORE = 303,
+    /// The operator denied the approval.
+    ODEK_E_APPROVAL_DENIED = 304,
+    /// Docker refused (class `docker-rejected`): create/start/connect failed.
+    ODEK_E_DOCKER_REJECTED = 400,
+    /// The container did not verify against the plan.
+    ODEK_E_DOCKER_VERIFY = 401,
+    /// A command could not run or be waited for in the sandbox.
+    ODEK_E_EXEC = 402,
+    /// The sandbox stopped (killed, out of memory) while a command ran in it;
+    /// the command may have partly run.
+    ODEK_E_SANDBOX_STOPPED = 403,
+    /// The image cannot be pulled (class `image-unavailable`).
+    ODEK_E_IMAGE_UNAVAILABLE = 500,
+    /// The daemon is unreachable (class `daemon-unreachable`).
+    ODEK_E_DAEMON_UNREACHABLE = 600,
+    /// The daemon did not answer in time.
+    ODEK_E_DAEMON_TIMEOUT = 601,
 
-/// Configuration (class `config`): generic.
-pub const ODEK_E_CONFIG: i32 = 200;
-/// A config file is malformed (file, line, column in the message).
-pub const ODEK_E_CONFIG_MALFORMED: i32 = 201;
-/// `sandbox_network` is not `none`/`bridge`.
-pub const ODEK_E_NETWORK_MODE: i32 = 202;
-/// A network name is invalid or reserved.
-pub const ODEK_E_NETWORK_NAME: i32 = 203;
-/// A network was not found.
-pub const ODEK_E_NETWORK_NOT_FOUND: i32 = 204;
-/// A network name matched by ID prefix (refused).
-pub const ODEK_E_NETWORK_ID_PREFIX: i32 = 205;
-/// Several networks carry the name.
-pub const ODEK_E_NETWORK_AMBIGUOUS: i32 = 206;
-/// A network's driver or scope is not local bridge.
-pub const ODEK_E_NETWORK_UNSUPPORTED: i32 = 207;
-/// More than 8 networks.
-pub const ODEK_E_NETWORK_TOO_MANY: i32 = 208;
-/// The Compose project is not running.
-pub const ODEK_E_COMPOSE_NOT_RUNNING: i32 = 209;
-/// The Compose project name is invalid.
-pub const ODEK_E_COMPOSE_NAME: i32 = 210;
-/// The image reference is invalid.
-pub const ODEK_E_IMAGE_REFERENCE: i32 = 211;
-/// `Dockerfile.odek` failed to build, or is not a readable regular file.
-pub const ODEK_E_IMAGE_BUILD: i32 = 212;
-/// The image does not carry the pinned digest.
-pub const ODEK_E_IMAGE_DIGEST: i32 = 213;
-/// A volume entry is refused.
-pub const ODEK_E_VOLUME: i32 = 214;
-/// The Docker endpoint (`DOCKER_HOST`, context) is invalid.
-pub const ODEK_E_ENDPOINT: i32 = 215;
-/// A sub-agent request would widen its parent's sandbox.
-pub const ODEK_E_NARROW: i32 = 216;
-
-/// Approval (class `config`): the plan needs an approval that was not given.
-pub const ODEK_E_APPROVAL_REQUIRED: i32 = 300;
-/// The approval does not match the plan.
-pub const ODEK_E_APPROVAL_MISMATCH: i32 = 301;
-/// The project's networks changed since approval (SPEC §7.4).
-pub const ODEK_E_APPROVAL_NETWORKS_CHANGED: i32 = 302;
-/// The approval store cannot be read or written.
-pub const ODEK_E_APPROVAL_STORE: i32 = 303;
-/// The operator denied the approval.
-pub const ODEK_E_APPROVAL_DENIED: i32 = 304;
-
-/// Docker refused (class `docker-rejected`): create/start/connect failed.
-pub const ODEK_E_DOCKER_REJECTED: i32 = 400;
-/// The container did not verify against the plan.
-pub const ODEK_E_DOCKER_VERIFY: i32 = 401;
-/// A command could not run or be waited for in the sandbox.
-pub const ODEK_E_EXEC: i32 = 402;
-/// The sandbox stopped (killed, out of memory) while a command ran in it;
-/// the command may have partly run.
-pub const ODEK_E_SANDBOX_STOPPED: i32 = 403;
-
-/// The image cannot be pulled (class `image-unavailable`).
-pub const ODEK_E_IMAGE_UNAVAILABLE: i32 = 500;
-
-/// The daemon is unreachable (class `daemon-unreachable`).
-pub const ODEK_E_DAEMON_UNREACHABLE: i32 = 600;
-/// The daemon did not answer in time.
-pub const ODEK_E_DAEMON_TIMEOUT: i32 = 601;
-
-/// The codes, for [`Failure`]'s constructor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Code {
-    /// [`ODEK_E_NULL_POINTER`].
-    NullPointer,
-    /// [`ODEK_E_INVALID_UTF8`].
-    InvalidUtf8,
-    /// [`ODEK_E_INVALID_JSON`].
-    InvalidJson,
-    /// [`ODEK_E_INVALID_HANDLE`].
-    InvalidHandle,
-    /// [`ODEK_E_INVALID_ARGUMENT`].
-    InvalidArgument,
-    /// [`ODEK_E_PANIC`].
-    Panic,
-    /// [`ODEK_E_INTERNAL`].
-    Internal,
+    /// The caller cancelled the call (class `cancelled`) through its
+    /// `odek_cancel_t`: what the call had made is removed, a command it ran
+    /// is killed.
+    ODEK_E_CANCELLED = 700,
 }
 
-impl Code {
-    fn value(self) -> i32 {
-        match self {
-            Code::NullPointer => ODEK_E_NULL_POINTER,
-            Code::InvalidUtf8 => ODEK_E_INVALID_UTF8,
-            Code::InvalidJson => ODEK_E_INVALID_JSON,
-            Code::InvalidHandle => ODEK_E_INVALID_HANDLE,
-            Code::InvalidArgument => ODEK_E_INVALID_ARGUMENT,
-            Code::Panic => ODEK_E_PANIC,
-            Code::Internal => ODEK_E_INTERNAL,
+pub(crate) use odek_code_t as Code;
+
+impl odek_code_t {
+    /// The failure class of the code's area, as a static C string: SPEC
+    /// §6.3's classes, `usage` for ABI misuse, `cancelled` for a call the
+    /// caller cancelled.
+    pub fn class(self) -> &'static CStr {
+        match self as i32 / 100 {
+            2 | 3 => c"config",
+            4 => c"docker-rejected",
+            5 => c"image-unavailable",
+            6 => c"daemon-unreachable",
+            7 => c"cancelled",
+            _ => c"usage",
         }
     }
 }
 
-/// The failure class name for a code (SPEC §6.3, plus `usage` for ABI misuse).
-pub fn class_of(code: i32) -> &'static str {
-    match code / 100 {
-        1 => "usage",
-        2 | 3 => FailureClass::Config.as_str(),
-        4 => FailureClass::DockerRejected.as_str(),
-        5 => FailureClass::ImageUnavailable.as_str(),
-        6 => FailureClass::DaemonUnreachable.as_str(),
-        _ => "usage",
-    }
-}
-
 /// The stable code of a core error.
-pub fn code_of(e: &Error) -> i32 {
+pub fn code_of(e: &Error) -> odek_code_t {
+    use odek_code_t::*;
     match e {
         Error::Config(c) => match c {
             ConfigError::Malformed { .. } | ConfigError::Unreadable { .. } => {
@@ -197,10 +182,12 @@ pub fn code_of(e: &Error) -> i32 {
         },
         Error::SandboxStopped { .. } => ODEK_E_SANDBOX_STOPPED,
         Error::Usage(_) => ODEK_E_INVALID_ARGUMENT,
+        Error::Cancelled { .. } => ODEK_E_CANCELLED,
     }
 }
 
-fn engine_code(kind: EngineErrorKind) -> i32 {
+fn engine_code(kind: EngineErrorKind) -> odek_code_t {
+    use odek_code_t::*;
     match kind {
         EngineErrorKind::Unreachable => ODEK_E_DAEMON_UNREACHABLE,
         EngineErrorKind::Timeout => ODEK_E_DAEMON_TIMEOUT,
@@ -211,33 +198,14 @@ fn engine_code(kind: EngineErrorKind) -> i32 {
 /// An error object (`odek_error_t*`): code, class and message. Opaque to C.
 #[allow(non_camel_case_types)]
 pub struct odek_error_t {
-    code: i32,
-    class: &'static CStrStatic,
+    code: odek_code_t,
     message: CString,
-}
-
-/// A static NUL-terminated class name.
-pub(crate) struct CStrStatic(&'static [u8]);
-
-fn class_cstr(code: i32) -> &'static CStrStatic {
-    static USAGE: CStrStatic = CStrStatic(b"usage\0");
-    static CONFIG: CStrStatic = CStrStatic(b"config\0");
-    static REJECTED: CStrStatic = CStrStatic(b"docker-rejected\0");
-    static IMAGE: CStrStatic = CStrStatic(b"image-unavailable\0");
-    static DAEMON: CStrStatic = CStrStatic(b"daemon-unreachable\0");
-    match class_of(code) {
-        "config" => &CONFIG,
-        "docker-rejected" => &REJECTED,
-        "image-unavailable" => &IMAGE,
-        "daemon-unreachable" => &DAEMON,
-        _ => &USAGE,
-    }
 }
 
 /// A failure on its way out through the boundary.
 #[derive(Debug)]
 pub(crate) struct Failure {
-    code: i32,
+    code: odek_code_t,
     message: String,
 }
 
@@ -245,7 +213,7 @@ impl Failure {
     /// A failure with a code and message.
     pub fn new(code: Code, message: impl Into<String>) -> Failure {
         Failure {
-            code: code.value(),
+            code,
             message: message.into(),
         }
     }
@@ -255,7 +223,6 @@ impl Failure {
         let msg = self.message.replace('\0', "\u{fffd}");
         Box::into_raw(Box::new(odek_error_t {
             code: self.code,
-            class: class_cstr(self.code),
             message: CString::new(msg).expect("NUL bytes were replaced"),
         }))
     }
@@ -276,18 +243,20 @@ impl From<Error> for Failure {
     }
 }
 
-/// The stable numeric code of an error; 0 when `error` is NULL.
+/// The stable numeric code of an error (an `odek_code_t` value); 0 when
+/// `error` is NULL.
 ///
 /// # Safety
 /// `error` is NULL or an error object returned by odek and not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn odek_error_code(error: *const odek_error_t) -> i32 {
     // SAFETY: per the contract, NULL or a live error object.
-    unsafe { error.as_ref() }.map_or(0, |e| e.code)
+    unsafe { error.as_ref() }.map_or(0, |e| e.code as i32)
 }
 
 /// The failure class: `"config"`, `"docker-rejected"`, `"image-unavailable"`,
-/// `"daemon-unreachable"` (SPEC §6.3) or `"usage"` (ABI misuse). A static
+/// `"daemon-unreachable"` (SPEC §6.3), `"usage"` (ABI misuse) or
+/// `"cancelled"` (the caller cancelled the call). A static
 /// string: do not free. `""` when `error` is NULL.
 ///
 /// # Safety
@@ -296,7 +265,7 @@ pub unsafe extern "C" fn odek_error_code(error: *const odek_error_t) -> i32 {
 pub unsafe extern "C" fn odek_error_class(error: *const odek_error_t) -> *const c_char {
     // SAFETY: per the contract.
     match unsafe { error.as_ref() } {
-        Some(e) => e.class.0.as_ptr().cast(),
+        Some(e) => e.code.class().as_ptr(),
         None => c"".as_ptr(),
     }
 }
@@ -324,5 +293,35 @@ pub unsafe extern "C" fn odek_error_free(error: *mut odek_error_t) {
     if !error.is_null() {
         // SAFETY: allocated by `Failure::into_raw` (Box) and not yet freed.
         drop(unsafe { Box::from_raw(error) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The class of every area is the core's name for it (SPEC §6.3).
+    #[test]
+    fn class_names_match_the_core() {
+        use odek_code_t::*;
+        let cases = [
+            (ODEK_E_NULL_POINTER, "usage"),
+            (ODEK_E_INTERNAL, "usage"),
+            (ODEK_E_CONFIG, FailureClass::Config.as_str()),
+            (ODEK_E_APPROVAL_DENIED, FailureClass::Config.as_str()),
+            (ODEK_E_EXEC, FailureClass::DockerRejected.as_str()),
+            (
+                ODEK_E_IMAGE_UNAVAILABLE,
+                FailureClass::ImageUnavailable.as_str(),
+            ),
+            (
+                ODEK_E_DAEMON_TIMEOUT,
+                FailureClass::DaemonUnreachable.as_str(),
+            ),
+            (ODEK_E_CANCELLED, "cancelled"),
+        ];
+        for (code, class) in cases {
+            assert_eq!(code.class().to_str(), Ok(class), "{code:?}");
+        }
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use odek_core::{Odek, Sandbox};
+use odek_core::{CancellationToken, Odek, Sandbox};
 
 use crate::error::{Code, Failure};
 
@@ -19,6 +19,12 @@ pub struct odek_client_t {
 /// Opaque sandbox handle (never dereferenced: an ID in disguise).
 #[allow(non_camel_case_types)]
 pub struct odek_sandbox_t {
+    _private: (),
+}
+
+/// Opaque cancel handle (never dereferenced: an ID in disguise).
+#[allow(non_camel_case_types)]
+pub struct odek_cancel_t {
     _private: (),
 }
 
@@ -39,6 +45,7 @@ pub struct SandboxHandle {
 enum Entry {
     Client(Arc<Client>),
     Sandbox(Arc<SandboxHandle>),
+    Cancel(CancellationToken),
 }
 
 fn table() -> MutexGuard<'static, HashMap<usize, Entry>> {
@@ -57,13 +64,13 @@ fn next_id() -> usize {
 
 fn invalid(kind: &str) -> Failure {
     Failure::new(
-        Code::InvalidHandle,
+        Code::ODEK_E_INVALID_HANDLE,
         format!("the {kind} handle is unknown or was already destroyed"),
     )
 }
 
 fn null(kind: &str) -> Failure {
-    Failure::new(Code::NullPointer, format!("{kind} is NULL"))
+    Failure::new(Code::ODEK_E_NULL_POINTER, format!("{kind} is NULL"))
 }
 
 /// Registers a client; returns its handle.
@@ -123,5 +130,36 @@ pub fn remove_sandbox(h: *mut odek_sandbox_t) -> Result<Arc<SandboxHandle>, Fail
             _ => Err(invalid("sandbox")),
         },
         _ => Err(invalid("sandbox")),
+    }
+}
+
+/// Registers a cancel token; returns its handle.
+pub fn insert_cancel(c: CancellationToken) -> *mut odek_cancel_t {
+    let id = next_id();
+    table().insert(id, Entry::Cancel(c));
+    std::ptr::without_provenance_mut(id)
+}
+
+/// Looks a cancel token up; NULL is `None` (the call is not cancellable).
+/// The token is a clone: a call keeps it after the handle is freed.
+pub fn cancel(h: *const odek_cancel_t) -> Result<Option<CancellationToken>, Failure> {
+    if h.is_null() {
+        return Ok(None);
+    }
+    match table().get(&h.addr()) {
+        Some(Entry::Cancel(c)) => Ok(Some(c.clone())),
+        _ => Err(invalid("cancel")),
+    }
+}
+
+/// Unregisters a cancel token.
+pub fn remove_cancel(h: *mut odek_cancel_t) -> Result<CancellationToken, Failure> {
+    let mut t = table();
+    match t.get(&h.addr()) {
+        Some(Entry::Cancel(_)) => match t.remove(&h.addr()) {
+            Some(Entry::Cancel(c)) => Ok(c),
+            _ => Err(invalid("cancel")),
+        },
+        _ => Err(invalid("cancel")),
     }
 }

@@ -18,16 +18,19 @@ mod boundary;
 mod error;
 mod handles;
 
+pub use error::odek_code_t::*;
 pub use error::*;
-pub use handles::{odek_client_t, odek_sandbox_t};
+pub use handles::{odek_cancel_t, odek_client_t, odek_sandbox_t};
 
 use std::ffi::c_char;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use odek_core::api::{self, EngineChoice, ResolveRequestError};
 use odek_core::approval::{Approval, Decision};
-use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork, StreamKind};
-use odek_core::{describe, LaunchOptions, Odek, Plan, Silent};
+#[cfg(feature = "testing")]
+use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork};
+use odek_core::engine::StreamKind;
+use odek_core::{describe, CancellationToken, LaunchOptions, Odek, Plan, Silent};
 
 use boundary::{c_string, guard, json_arg, out_arg, str_arg, write_json};
 use error::{Code, Failure};
@@ -78,6 +81,7 @@ pub unsafe extern "C" fn odek_string_free(s: *mut c_char) {
     }
 }
 
+#[cfg(feature = "testing")]
 fn fake_engine() -> FakeEngine {
     let f = FakeEngine::new();
     f.add_image(FakeImage::new("odek-test/base:1"));
@@ -92,11 +96,13 @@ fn fake_engine() -> FakeEngine {
 
 /// A request that parses but cannot be carried out (`ODEK_E_INVALID_ARGUMENT`).
 fn invalid(e: api::RequestError) -> Failure {
-    Failure::new(Code::InvalidArgument, e.0)
+    Failure::new(Code::ODEK_E_INVALID_ARGUMENT, e.0)
 }
 
 /// Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
-/// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`.
+/// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`
+/// (`"fake"`: the in-memory test engine, only in test builds — cargo feature
+/// `testing`; a release build refuses it with `ODEK_E_INVALID_ARGUMENT`).
 /// No connection is made until a call needs the daemon.
 ///
 /// Errors: NULL arguments, invalid JSON/UTF-8, an invalid `docker_host`
@@ -114,7 +120,16 @@ pub unsafe extern "C" fn odek_client_new(
         // SAFETY: per the function contract.
         let opts: api::ClientOptions = unsafe { json_arg(options_json, "options_json")? };
         let odek = match (opts.engine().map_err(invalid)?, &opts.docker_host) {
+            #[cfg(feature = "testing")]
             (EngineChoice::Fake, _) => Odek::with_engine(Arc::new(fake_engine())),
+            #[cfg(not(feature = "testing"))]
+            (EngineChoice::Fake, _) => {
+                return Err(Failure::new(
+                    Code::ODEK_E_INVALID_ARGUMENT,
+                    "engine \"fake\" (the in-memory test engine) is only in test builds of libodek \
+                     (cargo feature `testing`); this is a release build: use \"docker\"",
+                ))
+            }
             (EngineChoice::Docker, Some(host)) => {
                 let address = odek_core::engine::parse_host(host, "docker_host")
                     .map_err(|e| Failure::from(odek_core::Error::Endpoint(e)))?;
@@ -181,16 +196,37 @@ pub unsafe extern "C" fn odek_resolve(
     request_json: *const c_char,
     plan_json_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
+    // SAFETY: forwarded contract; no cancel handle.
+    unsafe { odek_resolve_cancellable(client, request_json, std::ptr::null(), plan_json_out) }
+}
+
+/// `odek_resolve`, stopped by `cancel` (NULL: not cancellable; see
+/// `odek_cancel_new`): `ODEK_E_CANCELLED` once `odek_cancel` was called.
+///
+/// # Safety
+/// As `odek_resolve`; `cancel` is NULL or a live cancel handle.
+#[no_mangle]
+pub unsafe extern "C" fn odek_resolve_cancellable(
+    client: *const odek_client_t,
+    request_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    plan_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
     guard(|| {
         out_arg(plan_json_out, "plan_json_out")?;
         let c = handles::client(client)?;
+        let cancel = handles::cancel(cancel)?;
         // SAFETY: per the function contract.
         let req: api::ResolveRequest = unsafe { json_arg(request_json, "request_json")? };
         let inputs = req.config_inputs().map_err(|e| match e {
             ResolveRequestError::Request(e) => invalid(e),
             ResolveRequestError::Config(e) => Failure::from(odek_core::Error::Config(e)),
         })?;
-        let plan = runtime().block_on(c.odek.resolve(&inputs, &Silent))?;
+        let plan = runtime().block_on(cancellable(
+            &cancel,
+            "the resolve",
+            c.odek.resolve(&inputs, &Silent),
+        ))?;
         // SAFETY: checked non-NULL.
         unsafe { write_json(plan_json_out, &plan) }
     })
@@ -247,7 +283,7 @@ pub unsafe extern "C" fn odek_approve(
             "trust" => Decision::Trust,
             other => {
                 return Err(Failure::new(
-                    Code::InvalidArgument,
+                    Code::ODEK_E_INVALID_ARGUMENT,
                     format!("decision must be \"once\" or \"trust\" (got {other:?})"),
                 ))
             }
@@ -279,9 +315,37 @@ pub unsafe extern "C" fn odek_launch(
     approval_json: *const c_char,
     sandbox_out: *mut *mut odek_sandbox_t,
 ) -> *mut odek_error_t {
+    // SAFETY: forwarded contract; no cancel handle.
+    unsafe {
+        odek_launch_cancellable(
+            client,
+            plan_json,
+            approval_json,
+            std::ptr::null(),
+            sandbox_out,
+        )
+    }
+}
+
+/// `odek_launch`, stopped by `cancel` (NULL: not cancellable): once
+/// `odek_cancel` is called the launch stops, removes the container it
+/// created (a create request on its way is given up to 10 s to answer
+/// first) and returns `ODEK_E_CANCELLED`; no handle is written.
+///
+/// # Safety
+/// As `odek_launch`; `cancel` is NULL or a live cancel handle.
+#[no_mangle]
+pub unsafe extern "C" fn odek_launch_cancellable(
+    client: *const odek_client_t,
+    plan_json: *const c_char,
+    approval_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    sandbox_out: *mut *mut odek_sandbox_t,
+) -> *mut odek_error_t {
     guard(|| {
         out_arg(sandbox_out, "sandbox_out")?;
         let c = handles::client(client)?;
+        let cancel = handles::cancel(cancel)?;
         // SAFETY: per the function contract.
         let plan: Plan = unsafe { json_arg(plan_json, "plan_json")? };
         // SAFETY: per the function contract.
@@ -290,7 +354,12 @@ pub unsafe extern "C" fn odek_launch(
             approval,
             ..Default::default()
         };
-        let sandbox = runtime().block_on(c.odek.launch(&plan, &opts, &Silent))?;
+        let sandbox = runtime().block_on(async {
+            match &cancel {
+                Some(t) => c.odek.launch_cancellable(&plan, &opts, &Silent, t).await,
+                None => c.odek.launch(&plan, &opts, &Silent).await,
+            }
+        })?;
         let h = handles::insert_sandbox(SandboxHandle {
             odek: c.odek.clone(),
             sandbox,
@@ -336,14 +405,44 @@ pub unsafe extern "C" fn odek_describe(
     prompt_out: *mut *mut c_char,
     tool_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
+    // SAFETY: forwarded contract; no cancel handle.
+    unsafe {
+        odek_describe_cancellable(
+            sandbox,
+            std::ptr::null(),
+            environment_json_out,
+            prompt_out,
+            tool_out,
+        )
+    }
+}
+
+/// `odek_describe`, stopped by `cancel` (NULL: not cancellable):
+/// `ODEK_E_CANCELLED` once `odek_cancel` was called.
+///
+/// # Safety
+/// As `odek_describe`; `cancel` is NULL or a live cancel handle.
+#[no_mangle]
+pub unsafe extern "C" fn odek_describe_cancellable(
+    sandbox: *const odek_sandbox_t,
+    cancel: *const odek_cancel_t,
+    environment_json_out: *mut *mut c_char,
+    prompt_out: *mut *mut c_char,
+    tool_out: *mut *mut c_char,
+) -> *mut odek_error_t {
     guard(|| {
         out_arg(environment_json_out, "environment_json_out")?;
         out_arg(prompt_out, "prompt_out")?;
         out_arg(tool_out, "tool_out")?;
         let h = handles::sandbox(sandbox)?;
-        let env = runtime().block_on(h.odek.describe(&h.sandbox))?;
-        let json =
-            serde_json::to_string(&env).map_err(|e| Failure::new(Code::Internal, e.to_string()))?;
+        let cancel = handles::cancel(cancel)?;
+        let env = runtime().block_on(cancellable(
+            &cancel,
+            "the describe",
+            h.odek.describe(&h.sandbox),
+        ))?;
+        let json = serde_json::to_string(&env)
+            .map_err(|e| Failure::new(Code::ODEK_E_INTERNAL, e.to_string()))?;
         // SAFETY: all three checked non-NULL; written only on success.
         unsafe {
             *environment_json_out = c_string(json);
@@ -377,9 +476,28 @@ pub unsafe extern "C" fn odek_exec(
     request_json: *const c_char,
     result_json_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
+    // SAFETY: forwarded contract; no cancel handle.
+    unsafe { odek_exec_cancellable(sandbox, request_json, std::ptr::null(), result_json_out) }
+}
+
+/// `odek_exec`, stopped by `cancel` (NULL: not cancellable): once
+/// `odek_cancel` is called the command and its descendants are killed as
+/// after a timeout and the call returns `ODEK_E_CANCELLED` (its message
+/// says whether the kill was confirmed); no result is written.
+///
+/// # Safety
+/// As `odek_exec`; `cancel` is NULL or a live cancel handle.
+#[no_mangle]
+pub unsafe extern "C" fn odek_exec_cancellable(
+    sandbox: *const odek_sandbox_t,
+    request_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    result_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
     guard(|| {
         out_arg(result_json_out, "result_json_out")?;
         let h = handles::sandbox(sandbox)?;
+        let cancel = handles::cancel(cancel)?;
         // SAFETY: per the function contract.
         let req: api::ExecRequest = unsafe { json_arg(request_json, "request_json")? };
         let request = req.into_core().map_err(invalid)?;
@@ -400,7 +518,16 @@ pub unsafe extern "C" fn odek_exec(
                 }
             }
         };
-        let outcome = runtime().block_on(h.odek.exec(&h.sandbox, &request, &sink))?;
+        let outcome = runtime().block_on(async {
+            match &cancel {
+                Some(t) => {
+                    h.odek
+                        .exec_cancellable(&h.sandbox, &request, &sink, t)
+                        .await
+                }
+                None => h.odek.exec(&h.sandbox, &request, &sink).await,
+            }
+        })?;
         let (o, e, ot, et) = out.into_inner().unwrap_or_else(|p| p.into_inner());
         let result = api::ExecResult {
             schema: api::EXEC_RESULT_SCHEMA.into(),
@@ -466,12 +593,31 @@ pub unsafe extern "C" fn odek_config_view(
     plan_json: *const c_char,
     view_json_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
+    // SAFETY: forwarded contract; no cancel handle.
+    unsafe { odek_config_view_cancellable(client, plan_json, std::ptr::null(), view_json_out) }
+}
+
+/// `odek_config_view`, stopped by `cancel` (NULL: not cancellable):
+/// `ODEK_E_CANCELLED` once `odek_cancel` was called.
+///
+/// # Safety
+/// As `odek_config_view`; `cancel` is NULL or a live cancel handle.
+#[no_mangle]
+pub unsafe extern "C" fn odek_config_view_cancellable(
+    client: *const odek_client_t,
+    plan_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    view_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
     guard(|| {
         out_arg(view_json_out, "view_json_out")?;
         let c = handles::client(client)?;
+        let cancel = handles::cancel(cancel)?;
         // SAFETY: per the function contract.
         let plan: Plan = unsafe { json_arg(plan_json, "plan_json")? };
-        let view = runtime().block_on(c.odek.config_view(&plan));
+        let view = runtime().block_on(cancellable(&cancel, "the config view", async {
+            Ok(c.odek.config_view(&plan).await)
+        }))?;
         // SAFETY: checked non-NULL.
         unsafe { write_json(view_json_out, &view) }
     })
@@ -496,8 +642,71 @@ pub unsafe extern "C" fn odek_sandbox_destroy(sandbox: *mut odek_sandbox_t) -> *
     })
 }
 
+/// Runs `work`, stopped by `cancel` when there is one.
+async fn cancellable<T>(
+    cancel: &Option<CancellationToken>,
+    what: &str,
+    work: impl std::future::Future<Output = odek_core::Result<T>>,
+) -> odek_core::Result<T> {
+    match cancel {
+        Some(t) => odek_core::cancel::until(t, what, work).await,
+        None => work.await,
+    }
+}
+
+/// Creates a cancel handle: pass it to the `_cancellable` forms of the
+/// blocking calls (`odek_resolve_cancellable`, `odek_launch_cancellable`,
+/// `odek_describe_cancellable`, `odek_exec_cancellable`,
+/// `odek_config_view_cancellable`), and call `odek_cancel` from any thread
+/// to stop them. One handle may serve several calls, in flight together or
+/// one after another; once cancelled it stays cancelled, and a call given it
+/// then fails at once with `ODEK_E_CANCELLED`. Free it with
+/// `odek_cancel_free` (a call in flight keeps working with it). Never NULL.
+#[no_mangle]
+pub extern "C" fn odek_cancel_new() -> *mut odek_cancel_t {
+    handles::insert_cancel(CancellationToken::new())
+}
+
+/// Cancels every call that was given `cancel`, now and later: each returns
+/// `ODEK_E_CANCELLED` promptly, a launch after removing what it created, an
+/// exec after killing its command. Does not block; idempotent. NULL is
+/// `ODEK_E_NULL_POINTER`; a freed or unknown handle `ODEK_E_INVALID_HANDLE`.
+///
+/// # Safety
+/// `cancel` is NULL or a value from `odek_cancel_new`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_cancel(cancel: *const odek_cancel_t) -> *mut odek_error_t {
+    guard(|| {
+        if cancel.is_null() {
+            return Err(Failure::new(Code::ODEK_E_NULL_POINTER, "cancel is NULL"));
+        }
+        if let Some(t) = handles::cancel(cancel)? {
+            t.cancel();
+        }
+        Ok(())
+    })
+}
+
+/// Frees a cancel handle (without cancelling). NULL is a no-op; a freed or
+/// unknown handle is `ODEK_E_INVALID_HANDLE`.
+///
+/// # Safety
+/// `cancel` is NULL or a value from `odek_cancel_new`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_cancel_free(cancel: *mut odek_cancel_t) -> *mut odek_error_t {
+    guard(|| {
+        if cancel.is_null() {
+            return Ok(());
+        }
+        handles::remove_cancel(cancel).map(drop)
+    })
+}
+
 /// Test hook: panics inside the boundary. Returns an `ODEK_E_PANIC` error
-/// object and leaves the process running.
+/// object and leaves the process running. Only in test builds (cargo
+/// feature `testing`, `ODEK_TESTING` in this header); release builds do not
+/// export it.
+#[cfg(feature = "testing")]
 #[no_mangle]
 pub extern "C" fn odek_debug_panic() -> *mut odek_error_t {
     guard(|| panic!("odek_debug_panic was called"))

@@ -327,11 +327,11 @@ fn nested_settings(levels: usize) -> Value {
     json!({ "x": v })
 }
 
-const NULL: i32 = ODEK_E_NULL_POINTER;
-const UTF8: i32 = ODEK_E_INVALID_UTF8;
-const JSON: i32 = ODEK_E_INVALID_JSON;
-const HANDLE: i32 = ODEK_E_INVALID_HANDLE;
-const ARG: i32 = ODEK_E_INVALID_ARGUMENT;
+const NULL: i32 = ODEK_E_NULL_POINTER as i32;
+const UTF8: i32 = ODEK_E_INVALID_UTF8 as i32;
+const JSON: i32 = ODEK_E_INVALID_JSON as i32;
+const HANDLE: i32 = ODEK_E_INVALID_HANDLE as i32;
+const ARG: i32 = ODEK_E_INVALID_ARGUMENT as i32;
 
 fn rows(w: &World) -> Vec<Row> {
     use F::*;
@@ -428,14 +428,14 @@ fn rows(w: &World) -> Vec<Row> {
             "client: ftp docker_host",
             ClientNew,
             vec![arg(r#"{"docker_host":"ftp://x"}"#)],
-            ODEK_E_ENDPOINT,
+            ODEK_E_ENDPOINT as i32,
             "docker_host",
         ),
         row(
             "client: empty docker_host",
             ClientNew,
             vec![arg(r#"{"docker_host":""}"#)],
-            ODEK_E_ENDPOINT,
+            ODEK_E_ENDPOINT as i32,
             "docker_host",
         ),
         row(
@@ -606,28 +606,28 @@ fn rows(w: &World) -> Vec<Row> {
             vec![arg(
                 json!({"workdir": "/nonexistent/odek/bad-json", "env": env}).to_string(),
             )],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "nonexistent",
         ),
         row(
             "resolve: no HOME nor ODEK_HOME",
             Resolve,
             vec![arg(json!({"workdir": wd, "env": {}}).to_string())],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "ODEK_HOME",
         ),
         row(
             "resolve: pids 0",
             Resolve,
             vec![req(json!({"sandbox_pids_limit": 0}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "must be a positive integer",
         ),
         row(
             "resolve: pids -1",
             Resolve,
             vec![req(json!({"sandbox_pids_limit": -1}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "must be a positive integer",
         ),
         row(
@@ -636,147 +636,147 @@ fn rows(w: &World) -> Vec<Row> {
             vec![req(
                 json!({"sandbox_pids_limit": 99_999_999_999_999_999_999.0_f64}),
             )],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "fits in 64 bits",
         ),
         row(
             "resolve: pids as a string",
             Resolve,
             vec![req(json!({"sandbox_pids_limit": "4096"}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "not a string",
         ),
         row(
             "resolve: pids with a fraction",
             Resolve,
             vec![req(json!({"sandbox_pids_limit": 1.5}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "without a fraction",
         ),
         row(
             "resolve: sandbox is a string",
             Resolve,
             vec![req(json!({"sandbox": "true"}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "must be true or false",
         ),
         row(
             "resolve: null setting",
             Resolve,
             vec![req(json!({"sandbox_user": null}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "must not be null",
         ),
         row(
             "resolve: unknown setting",
             Resolve,
             vec![req(json!({"sandbox_netwrok": "none"}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "has unknown keys",
         ),
         row(
             "resolve: network host",
             Resolve,
             vec![req(json!({"sandbox_network": "host"}))],
-            ODEK_E_NETWORK_MODE,
+            ODEK_E_NETWORK_MODE as i32,
             "must be \"none\" or \"bridge\"",
         ),
         row(
             "resolve: network container:x",
             Resolve,
             vec![req(json!({"sandbox_network": "container:x"}))],
-            ODEK_E_NETWORK_MODE,
+            ODEK_E_NETWORK_MODE as i32,
             "sandbox_networks",
         ),
         row(
             "resolve: reserved network name",
             Resolve,
             vec![req(json!({"sandbox_networks": ["host"]}))],
-            ODEK_E_NETWORK_NAME,
+            ODEK_E_NETWORK_NAME as i32,
             "reserved",
         ),
         row(
             "resolve: network name with ESC",
             Resolve,
             vec![req(json!({"sandbox_networks": ["a\u{1b}[2J"]}))],
-            ODEK_E_NETWORK_NAME,
+            ODEK_E_NETWORK_NAME as i32,
             "U+001B",
         ),
         row(
             "resolve: unknown network",
             Resolve,
             vec![req(json!({"sandbox_networks": ["nope"]}))],
-            ODEK_E_NETWORK_NOT_FOUND,
+            ODEK_E_NETWORK_NOT_FOUND as i32,
             "not found",
         ),
         row(
             "resolve: bad compose name",
             Resolve,
             vec![req(json!({"sandbox_compose_project": "Shop"}))],
-            ODEK_E_COMPOSE_NAME,
+            ODEK_E_COMPOSE_NAME as i32,
             "did you mean \"shop\"?",
         ),
         row(
             "resolve: compose not running",
             Resolve,
             vec![req(json!({"sandbox_compose_project": "nope"}))],
-            ODEK_E_COMPOSE_NOT_RUNNING,
+            ODEK_E_COMPOSE_NOT_RUNNING as i32,
             "docker compose -p nope -f <compose file> up -d",
         ),
         row(
             "resolve: bad image",
             Resolve,
             vec![req(json!({"sandbox_image": "Alpine"}))],
-            ODEK_E_IMAGE_REFERENCE,
+            ODEK_E_IMAGE_REFERENCE as i32,
             "image reference",
         ),
         row(
             "resolve: volume outside",
             Resolve,
             vec![req(json!({"sandbox_volumes": ["../x:/x"]}))],
-            ODEK_E_VOLUME,
+            ODEK_E_VOLUME as i32,
             "'..'",
         ),
         row(
             "resolve: env value not a string",
             Resolve,
             vec![req(json!({"sandbox_env": {"A": 1}}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "must map each name to a string",
         ),
         row(
             "resolve: env key invalid",
             Resolve,
             vec![req(json!({"sandbox_env": {"A-B": "x"}}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "names must match",
         ),
         row(
             "resolve: env unset variable",
             Resolve,
             vec![req(json!({"sandbox_env": {"A": "${ODEK_BAD_JSON_UNSET}"}}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "is not set",
         ),
         row(
             "resolve: memory lots",
             Resolve,
             vec![req(json!({"sandbox_memory": "lots"}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "must be a size like",
         ),
         row(
             "resolve: cpus 0",
             Resolve,
             vec![req(json!({"sandbox_cpus": 0}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "at least 0.01",
         ),
         row(
             "resolve: user",
             Resolve,
             vec![req(json!({"sandbox_user": "a:b:c"}))],
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "must be uid[:gid]",
         ),
         row(
@@ -941,7 +941,7 @@ fn rows(w: &World) -> Vec<Row> {
             "approve: plan needs none",
             Approve,
             vec![plan(), arg("once")],
-            ODEK_E_APPROVAL_MISMATCH,
+            ODEK_E_APPROVAL_MISMATCH as i32,
             "needs no approval",
         ),
         // --- odek_launch(client, plan_json, approval_json) ---
@@ -1000,14 +1000,14 @@ fn rows(w: &World) -> Vec<Row> {
             "launch: approval required",
             Launch,
             vec![gated(), arg("null")],
-            ODEK_E_APPROVAL_REQUIRED,
+            ODEK_E_APPROVAL_REQUIRED as i32,
             "needs operator approval",
         ),
         row(
             "launch: approval for other settings",
             Launch,
             vec![gated(), arg(w.wrong_key_approval.as_str())],
-            ODEK_E_APPROVAL_MISMATCH,
+            ODEK_E_APPROVAL_MISMATCH as i32,
             "does not match the plan",
         ),
         row(
@@ -1198,7 +1198,7 @@ fn rows(w: &World) -> Vec<Row> {
             "exec: env key invalid",
             Exec,
             exec(r#"{"shell": "true", "env": {"A-B": "v"}}"#),
-            ODEK_E_CONFIG,
+            ODEK_E_CONFIG as i32,
             "names must match",
         ),
         row(
@@ -1298,14 +1298,14 @@ fn rows(w: &World) -> Vec<Row> {
             "narrow: pids 0",
             Narrow,
             narrow(r#"{"pids_limit": 0}"#),
-            ODEK_E_NARROW,
+            ODEK_E_NARROW as i32,
             "positive integer",
         ),
         row(
             "narrow: pids up",
             Narrow,
             narrow(r#"{"pids_limit": 999999}"#),
-            ODEK_E_NARROW,
+            ODEK_E_NARROW as i32,
             "may only go down",
         ),
         row(
@@ -1326,7 +1326,7 @@ fn rows(w: &World) -> Vec<Row> {
             "narrow: foreign network",
             Narrow,
             narrow(r#"{"networks": ["nope"]}"#),
-            ODEK_E_NARROW,
+            ODEK_E_NARROW as i32,
             "not one of the parent's",
         ),
         row(
@@ -1340,35 +1340,35 @@ fn rows(w: &World) -> Vec<Row> {
             "narrow: none to bridge",
             Narrow,
             narrow(r#"{"network_mode": "bridge"}"#),
-            ODEK_E_NARROW,
+            ODEK_E_NARROW as i32,
             "never from none to bridge",
         ),
         row(
             "narrow: memory lots",
             Narrow,
             narrow(r#"{"memory": "lots"}"#),
-            ODEK_E_NARROW,
+            ODEK_E_NARROW as i32,
             "must be a size like",
         ),
         row(
             "narrow: cpus 0",
             Narrow,
             narrow(r#"{"cpus": "0"}"#),
-            ODEK_E_NARROW,
+            ODEK_E_NARROW as i32,
             "at least 0.01",
         ),
         row(
             "narrow: another image",
             Narrow,
             narrow(r#"{"image": "alpine"}"#),
-            ODEK_E_NARROW,
+            ODEK_E_NARROW as i32,
             "image stays the parent's",
         ),
         row(
             "narrow: foreign compose project",
             Narrow,
             narrow(r#"{"compose_project": "nope"}"#),
-            ODEK_E_NARROW,
+            ODEK_E_NARROW as i32,
             "no network of Compose project",
         ),
         row(
@@ -1574,7 +1574,7 @@ fn duplicate_keys_in_abi_json_are_refused() {
     ];
     let mut accepted = Vec::new();
     let mut refused = |what: &str, err: Option<(i32, String, String)>| match err {
-        Some((code, _, msg)) if msg.contains("duplicate") && code != ODEK_E_PANIC => {}
+        Some((code, _, msg)) if msg.contains("duplicate") && code != ODEK_E_PANIC as i32 => {}
         other => accepted.push(format!("{what}: {other:?}")),
     };
     for doc in &docs {
@@ -1698,7 +1698,7 @@ fn key() -> impl Strategy<Value = String> {
 
 fn assert_no_panic(what: &str, err: Option<(i32, String, String)>, untouched: bool) {
     if let Some((code, class, message)) = err {
-        assert_ne!(code, ODEK_E_PANIC, "{what}: panic: {message}");
+        assert_ne!(code, ODEK_E_PANIC as i32, "{what}: panic: {message}");
         assert!((100..700).contains(&code), "{what}: unexpected code {code}");
         assert_eq!(class, class_of(code), "{what}");
         assert!(!message.is_empty(), "{what}: empty message");

@@ -147,7 +147,7 @@ fn launching_a_narrowed_plan_needs_the_parents_approval() {
 
     // The parent itself is refused without an approval …
     let err = launch(client, &plan, "null").expect_err("parent needs approval");
-    assert_eq!(err.0, ODEK_E_APPROVAL_REQUIRED, "{err:?}");
+    assert_eq!(err.0, ODEK_E_APPROVAL_REQUIRED as i32, "{err:?}");
 
     // … and so is its narrowed child: same request, nothing launched.
     let (cplan, creq) = (cstring(&plan), cstring(r#"{"pids_limit": 100}"#));
@@ -155,7 +155,7 @@ fn launching_a_narrowed_plan_needs_the_parents_approval() {
     let child = string_call(|out| unsafe { odek_narrow(cplan.as_ptr(), creq.as_ptr(), out) })
         .expect("narrow");
     let err = launch(client, &child, "null").expect_err("child needs approval");
-    assert_eq!(err.0, ODEK_E_APPROVAL_REQUIRED, "{err:?}");
+    assert_eq!(err.0, ODEK_E_APPROVAL_REQUIRED as i32, "{err:?}");
     assert!(err.1.contains("odek.json"), "{err:?}");
     let child_v: Value = serde_json::from_str(&child).expect("child JSON");
     assert_eq!(child_v["pids_limit"], 100);

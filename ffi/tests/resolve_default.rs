@@ -75,7 +75,7 @@ fn a_plain_c_caller_gets_a_required_sandbox() {
     assert_eq!(plan["mode"], "off", "{plan}");
 
     let e = resolve(json!({"allow_host_fallback": "yes"})).expect_err("a boolean");
-    assert_eq!(e.0, ODEK_E_INVALID_ARGUMENT, "{e:?}");
+    assert_eq!(e.0, ODEK_E_INVALID_ARGUMENT as i32, "{e:?}");
     assert!(
         e.1.contains(
             "request_json has the wrong shape: invalid type: string \"yes\", expected a boolean"
@@ -88,7 +88,7 @@ fn a_plain_c_caller_gets_a_required_sandbox() {
 fn unknown_settings_keys_are_refused_by_name() {
     let e = resolve(json!({"settings": {"sandbox_pids_limt": 5, "sandbox": true, "zzz": 1}}))
         .expect_err("unknown keys");
-    assert_eq!(e.0, ODEK_E_CONFIG, "{e:?}");
+    assert_eq!(e.0, ODEK_E_CONFIG as i32, "{e:?}");
     assert!(
         e.1.contains(
             "has unknown keys (refused, not ignored): unknown key \"sandbox_pids_limt\" (did you mean \"sandbox_pids_limit\"?); unknown key \"zzz\""
@@ -100,7 +100,7 @@ fn unknown_settings_keys_are_refused_by_name() {
     assert!(e.1.contains("must be true or false"), "{e:?}");
     // Not an object: a shape error, as before.
     let e = resolve(json!({"settings": 5})).expect_err("an object");
-    assert_eq!(e.0, ODEK_E_INVALID_ARGUMENT, "{e:?}");
+    assert_eq!(e.0, ODEK_E_INVALID_ARGUMENT as i32, "{e:?}");
     assert!(
         e.1.contains("invalid type: integer `5`, expected a map"),
         "{e:?}"

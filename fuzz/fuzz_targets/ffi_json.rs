@@ -130,7 +130,7 @@ fuzz_target!(|data: &[u8]| {
     };
     match take_error(e) {
         Some((code, class, msg)) => {
-            assert_ne!(code, ODEK_E_PANIC, "panic caught at the boundary: {msg}");
+            assert_ne!(code, ODEK_E_PANIC as i32, "panic caught at the boundary: {msg}");
             assert!(
                 (100..=106).contains(&code)
                     || (200..=216).contains(&code)

@@ -162,9 +162,12 @@ pub(crate) fn dist(prefix: &Path, with_wheel: bool) -> R {
     // their dependencies' features and odek-ffi becomes a different unit
     // from the one `pip wheel ./bindings/python` builds alone — each would
     // then rebuild (and overwrite) the other's libodek.so.
+    // No `--features testing`: the release library carries neither the fake
+    // engine nor odek_debug_panic (checked below).
     sh(cargo().args(["build", "--release", "-p", "odek-ffi"]))?;
     sh(cargo().args(["build", "--release", "-p", "odek-cli"]))?;
     let rel = target_dir().join("release");
+    no_test_exports(&rel.join("libodek.so"), &rel.join("libodek.a"))?;
     copy(&rel.join("odek"), &prefix.join("bin/odek"), 0o755)?;
     copy(
         &rel.join("libodek.so"),
@@ -213,6 +216,51 @@ pub(crate) fn dist(prefix: &Path, with_wheel: bool) -> R {
         "xtask dist: installed into {} in {:.0?}",
         prefix.display(),
         t0.elapsed()
+    );
+    Ok(())
+}
+
+/// Names a release build must not carry: the test hook and the fake engine
+/// (cargo feature `testing` of odek-ffi and odek-core).
+const TEST_NAMES: [&str; 2] = ["odek_debug_panic", "FakeEngine"];
+
+/// The release libraries carry no test code: `nm -D` of libodek.so lists no
+/// `odek_debug_panic`, and neither file holds the name of the test hook or
+/// of the fake engine anywhere (a byte search: the staticlib's objects are
+/// LLVM bitcode under LTO, which nm cannot list, but their symbol names are
+/// in it as text).
+pub(crate) fn no_test_exports(so: &Path, a: &Path) -> R {
+    let dynamic = output(Command::new("nm").args(["-D", "--defined-only"]).arg(so))?;
+    let dynamic = String::from_utf8_lossy(&dynamic);
+    if !dynamic.contains("odek_client_new") {
+        return Err(format!(
+            "nm -D {} lists no odek_client_new: not libodek?",
+            so.display()
+        ));
+    }
+    let mut found: Vec<String> = dynamic
+        .lines()
+        .filter(|l| l.contains("odek_debug_panic"))
+        .map(|l| format!("{}: exports {}", so.display(), l.trim()))
+        .collect();
+    for lib in [so, a] {
+        let bytes = io(lib, std::fs::read(lib))?;
+        for name in TEST_NAMES {
+            if bytes.windows(name.len()).any(|w| w == name.as_bytes()) {
+                found.push(format!("{} holds {name}", lib.display()));
+            }
+        }
+    }
+    if !found.is_empty() {
+        return Err(format!(
+            "the release libodek carries test code (built with --features testing?): {}",
+            found.join("; ")
+        ));
+    }
+    eprintln!(
+        "xtask dist: {} and {} carry neither odek_debug_panic nor the fake engine",
+        so.display(),
+        a.display()
     );
     Ok(())
 }
@@ -289,9 +337,13 @@ fn python_env(py: &Path, dir: &Path) -> Command {
 /// async). Deselected: the source-tree fallback (not an installed layout)
 /// and the example runs (they run the checkout's example with its package).
 /// (`-k` matches names and markers: `docker` is the real-Docker marker.)
+/// The fake-engine tests (marker `fake`) need a test build of libodek (cargo
+/// feature `testing`): the release wheel has no fake engine, and
+/// `test_library_exports_no_undeclared_odek_symbol` checks that it refuses it.
 const WHEEL_TESTS: &str =
     "(not docker or test_agent_flow or test_module_launch_with_default_client \
-     or test_async_real_docker) and not test_development_fallback and not agent_loop_example";
+     or test_async_real_docker) and not fake and not test_development_fallback \
+     and not agent_loop_example";
 
 fn python_wheel(wheel: &Path, tmp: &Path) -> R {
     let venv = tmp.join("venv");
@@ -347,10 +399,15 @@ fn python_source_install(tmp: &Path) -> R {
         "import asyncio, os, tempfile, odek\n\
          d = os.path.realpath(tempfile.mkdtemp())\n\
          async def main():\n\
-         \x20   async with odek.AsyncClient(engine='fake') as c:\n\
-         \x20       async with odek.launch_async(d, {'sandbox_image': 'odek-test/base:1'}, client=c) as sb:\n\
+         \x20   async with odek.AsyncClient() as c:\n\
+         \x20       async with odek.launch_async(d, {'sandbox_image': 'odek-test/base:1', 'sandbox_network': 'none'}, client=c) as sb:\n\
          \x20           assert (await sb.exec(['true'])).ok\n\
          asyncio.run(main())\n\
+         try:\n\
+         \x20   odek.Client(engine='fake')\n\
+         \x20   raise SystemExit('a release build accepted the fake engine')\n\
+         except odek.UsageError as e:\n\
+         \x20   assert 'test builds' in e.message, e\n\
          print('pip install ./bindings/python: odek', odek.version(), 'from', odek.library_path())",
     ]))
 }

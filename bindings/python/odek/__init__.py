@@ -31,7 +31,7 @@ emits :class:`HostFallbackWarning`.
 Failures raise :class:`OdekError` subclasses by failure class (SPEC §6.3):
 :class:`UsageError`, :class:`ConfigError` (and :class:`ApprovalError`),
 :class:`DockerRejectedError`, :class:`ImageUnavailableError`,
-:class:`DaemonUnreachableError`.
+:class:`DaemonUnreachableError`, and :class:`CancelledError` for a cancelled call.
 
 The library is the ``libodek.so`` bundled in this package (an installed
 wheel carries it); ``ODEK_LIB`` (a path to a ``libodek.so``) overrides it, and
@@ -41,6 +41,7 @@ a source checkout falls back to its ``target/`` directory; see :mod:`odek._ffi`.
 from __future__ import annotations
 
 from ._async import AsyncClient, AsyncSandbox, launch_async
+from ._cancel import CancelToken
 from ._client import Client, HostFallbackWarning, OdekWarning, Sandbox, launch, narrow
 from ._errors import (
     CODE_NAMES,
@@ -49,6 +50,7 @@ from ._errors import (
     ApprovalRequiredError,
     ConfigError,
     DaemonUnreachableError,
+    CancelledError,
     DockerRejectedError,
     ImageUnavailableError,
     InvalidHandleError,
@@ -108,6 +110,8 @@ __all__ = [
     "DockerRejectedError",
     "ImageUnavailableError",
     "DaemonUnreachableError",
+    "CancelledError",
+    "CancelToken",
     "LibraryError",
     "AbiVersionError",
 ]

@@ -12,12 +12,14 @@ results, errors and lifetimes are those of the sync API::
         result = await sandbox.exec(["redis-cli", "-h", "redis", "ping"], timeout=30)
     # leaving the block removed the container
 
-Cancellation: a blocking call cannot be interrupted. When the awaiting task
-is cancelled, ``CancelledError`` is raised at once and the call finishes in
-its thread; a sandbox that a cancelled :meth:`AsyncClient.launch` /
-:func:`launch_async` produces is removed there, so it never leaks. A
-cancelled :meth:`AsyncSandbox.exec` leaves the command running until it ends
-or the sandbox is closed (give ``timeout=`` to bound it).
+Cancellation: each call is given a :class:`~odek.CancelToken`. When the
+awaiting task is cancelled, ``asyncio.CancelledError`` is raised at once and
+the token stops the call in libodek, in its thread: a cancelled
+:meth:`AsyncSandbox.exec` kills its command (as its timeout would), a
+cancelled :meth:`AsyncClient.launch` removes what it created. A sandbox that
+a cancelled launch still produces (it finished just before, or
+:func:`launch_async`, whose resolve-approve-launch sequence runs to its end)
+is removed in its thread, so it never leaks.
 
 The default executor has ``min(32, cpu_count + 4)`` threads; calls beyond
 that wait for a free thread. Pass ``executor=`` to :class:`AsyncClient` (a
@@ -44,6 +46,7 @@ from typing import (
     Union,
 )
 
+from ._cancel import CancelToken
 from ._client import (
     ApprovalLike,
     Client,
@@ -71,17 +74,43 @@ async def _run(executor: Optional[concurrent.futures.Executor], fn: Callable[...
     return await loop.run_in_executor(executor, call)
 
 
+async def _run_cancellable(executor: Optional[concurrent.futures.Executor],
+                           fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Like :func:`_run` for a call that takes ``cancel=``: when the awaiting
+    task is cancelled, the call's :class:`~odek.CancelToken` stops it in
+    libodek (an exec's command is killed)."""
+    token = CancelToken()
+    try:
+        return await _run(executor, fn, *args, cancel=token, **kwargs)
+    except asyncio.CancelledError:
+        token.cancel()
+        raise
+    finally:
+        token.close()  # a call already in libodek keeps its own reference
+
+
 async def _run_owning(executor: Optional[concurrent.futures.Executor],
-                      fn: Callable[..., Sandbox], *args: Any, **kwargs: Any) -> Sandbox:
+                      fn: Callable[..., Sandbox], *args: Any, cancellable: bool = False,
+                      **kwargs: Any) -> Sandbox:
     """Like :func:`_run` for a call that returns a sandbox: when the awaiting
-    task is cancelled, the sandbox the call still produces is closed in its
-    thread instead of being lost."""
+    task is cancelled, a sandbox the call still produces is closed in its
+    thread instead of being lost. With ``cancellable`` the call is given
+    ``cancel=`` too, and the launch is stopped in libodek (which removes what
+    it created)."""
     loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
+    token = CancelToken() if cancellable else None
+    if token is not None:
+        kwargs["cancel"] = token
+        close = token.close
     fut = loop.run_in_executor(executor, functools.partial(ctx.run, fn, *args, **kwargs))
+    if token is not None:
+        fut.add_done_callback(lambda _: close())
     try:
         return await asyncio.shield(fut)
     except asyncio.CancelledError:
+        if token is not None:
+            token.cancel()
         def reap(f: "asyncio.Future[Sandbox]") -> None:
             if f.cancelled() or f.exception() is not None:
                 return
@@ -146,7 +175,7 @@ class AsyncSandbox:
 
     async def describe(self) -> Description:
         """As :meth:`odek.Sandbox.describe`, awaited."""
-        return await _run(self._executor, self._sync.describe)
+        return await _run_cancellable(self._executor, self._sync.describe)
 
     async def exec(
         self,
@@ -163,8 +192,8 @@ class AsyncSandbox:
         Raises:
             UsageError, DockerRejectedError, InvalidHandleError: as the sync call.
         """
-        return await _run(self._executor, self._sync.exec, argv, shell=shell, env=env,
-                          timeout=timeout, workdir=workdir)
+        return await _run_cancellable(self._executor, self._sync.exec, argv, shell=shell, env=env,
+                                      timeout=timeout, workdir=workdir)
 
     async def close(self) -> None:
         """Removes the container and frees the handle; idempotent."""
@@ -236,7 +265,7 @@ class AsyncClient:
         allow_host_fallback: bool = False,
     ) -> Plan:
         """As :meth:`odek.Client.resolve`, awaited."""
-        return await _run(self._executor, self._sync.resolve, workdir, settings,
+        return await _run_cancellable(self._executor, self._sync.resolve, workdir, settings,
                           read_user_config=read_user_config,
                           read_project_config=read_project_config, env=env,
                           allow_host_fallback=allow_host_fallback)
@@ -250,13 +279,14 @@ class AsyncClient:
         awaiting task was cancelled is removed, not leaked. Its warnings
         (:class:`~odek.OdekWarning`, :class:`~odek.HostFallbackWarning`) are
         emitted in the event loop's thread, pointing at the awaiting code."""
-        sandbox = await _run_owning(self._executor, self._sync._launch, plan, approval)
+        sandbox = await _run_owning(self._executor, self._sync._launch, plan, approval,
+                                    cancellable=True)
         _warn_launch(sandbox, stacklevel=2)
         return AsyncSandbox(sandbox, executor=self._executor)
 
     async def config_view(self, plan: PlanLike) -> ConfigView:
         """As :meth:`odek.Client.config_view`, awaited."""
-        return await _run(self._executor, self._sync.config_view, plan)
+        return await _run_cancellable(self._executor, self._sync.config_view, plan)
 
     async def close(self) -> None:
         """Frees the client; idempotent. Sandboxes it launched stay usable."""

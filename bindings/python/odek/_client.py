@@ -8,7 +8,8 @@ import os
 import warnings
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
-from . import _ffi
+from . import _cancel, _ffi
+from ._cancel import CancelToken
 from ._managed import Managed
 from ._results import Description, ExecResult, SandboxInfo
 from ._types import Approval, ApprovalRequest, Plan
@@ -122,6 +123,7 @@ class Client(Managed[Any]):
         read_project_config: bool = True,
         env: Optional[Mapping[str, str]] = None,
         allow_host_fallback: bool = False,
+        cancel: Optional[CancelToken] = None,
     ) -> Plan:
         """Resolves configuration, networks and image into a plan (SPEC §3–§5).
 
@@ -172,7 +174,9 @@ class Client(Managed[Any]):
         if e is not None:
             req["env"] = e
         h = self._handle()
-        return Plan(_ffi.call_str("odek_resolve", h, _dumps(req, "resolve request")))
+        return Plan(_ffi.call_str(
+            "odek_resolve_cancellable", h, _dumps(req, "resolve request"), _cancel.arg(cancel)
+        ))
 
     def approval_request(self, plan: PlanLike) -> Optional[ApprovalRequest]:
         """What the operator must approve before ``plan`` launches, or ``None``.
@@ -204,7 +208,8 @@ class Client(Managed[Any]):
         )
         return Approval.from_json(text)
 
-    def launch(self, plan: PlanLike, approval: ApprovalLike = None) -> "Sandbox":
+    def launch(self, plan: PlanLike, approval: ApprovalLike = None, *,
+               cancel: Optional[CancelToken] = None) -> "Sandbox":
         """Launches a sandbox from a plan (SPEC §6) — or refuses, leaving no container.
 
         Re-checks approved networks (§7.4), ensures the image, creates,
@@ -214,6 +219,9 @@ class Client(Managed[Any]):
             plan (Plan | str): from :meth:`resolve` or :func:`narrow`.
             approval (Approval | str | None): from :meth:`approve`; ``None``
                 when the plan needs none.
+            cancel (CancelToken | None): :meth:`CancelToken.cancel` stops the
+                launch, which removes what it created and raises
+                :class:`CancelledError`.
 
         Returns:
             Sandbox: use it in a ``with`` block so the container is always removed.
@@ -231,27 +239,32 @@ class Client(Managed[Any]):
             ImageUnavailableError: the image cannot be pulled (explicit mode, 5xx).
             DaemonUnreachableError: the daemon is gone (explicit mode, 6xx).
         """
-        sandbox = self._launch(plan, approval)
+        sandbox = self._launch(plan, approval, cancel=cancel)
         _warn_launch(sandbox, stacklevel=2)
         return sandbox
 
-    def _launch(self, plan: PlanLike, approval: ApprovalLike = None) -> "Sandbox":
+    def _launch(self, plan: PlanLike, approval: ApprovalLike = None, *,
+                cancel: Optional[CancelToken] = None) -> "Sandbox":
         """:meth:`launch` without emitting its warnings (the asyncio API
         emits them in the event loop's thread)."""
         h = self._handle()
         out = _ffi.SandboxPtr()
         _ffi.check(
-            _ffi.lib().odek_launch(h, _plan_json(plan), _approval_json(approval), ctypes.byref(out))
+            _ffi.lib().odek_launch_cancellable(
+                h, _plan_json(plan), _approval_json(approval), _cancel.arg(cancel), ctypes.byref(out)
+            )
         )
         return Sandbox._adopt(out)
 
-    def config_view(self, plan: PlanLike) -> ConfigView:
+    def config_view(self, plan: PlanLike, *, cancel: Optional[CancelToken] = None) -> ConfigView:
         """The settings ``plan`` actually applies, with sources (SPEC §10.4).
 
         Looks the image up locally when the daemon answers. Blocks.
         """
         h = self._handle()
-        return ConfigView.from_json(_ffi.call_str("odek_config_view", h, _plan_json(plan)))
+        return ConfigView.from_json(
+            _ffi.call_str("odek_config_view_cancellable", h, _plan_json(plan), _cancel.arg(cancel))
+        )
 
     def narrow(self, parent_plan: PlanLike, **request: Any) -> Plan:
         """A sub-agent's plan narrowed from ``parent_plan``; see :func:`odek.narrow`."""
@@ -369,7 +382,7 @@ class Sandbox(Managed[Any]):
         """``"container"``, ``"fallback"`` (host, unsandboxed) or ``"off"``."""
         return self._info.isolation
 
-    def describe(self) -> Description:
+    def describe(self, *, cancel: Optional[CancelToken] = None) -> Description:
         """Describes the sandbox for the agent (SPEC §9). Blocks.
 
         Returns:
@@ -379,7 +392,9 @@ class Sandbox(Managed[Any]):
         L = _ffi.lib()
         h = self._handle()
         env, prompt, tool = _ffi.OwnedStr(), _ffi.OwnedStr(), _ffi.OwnedStr()
-        _ffi.check(L.odek_describe(h, ctypes.byref(env), ctypes.byref(prompt), ctypes.byref(tool)))
+        _ffi.check(L.odek_describe_cancellable(
+            h, _cancel.arg(cancel), ctypes.byref(env), ctypes.byref(prompt), ctypes.byref(tool)
+        ))
         # All three were written (out-params are written only on success).
         e, p, t = _ffi.take_string(env), _ffi.take_string(prompt), _ffi.take_string(tool)
         return Description._from(e, p, t)
@@ -392,6 +407,7 @@ class Sandbox(Managed[Any]):
         env: Optional[Mapping[str, str]] = None,
         timeout: Optional[float] = None,
         workdir: Optional[str] = None,
+        cancel: Optional[CancelToken] = None,
     ) -> ExecResult:
         """Runs a command in the sandbox and waits for it. Blocks.
 
@@ -410,6 +426,8 @@ class Sandbox(Managed[Any]):
                 takes.
             workdir (str | None): working directory inside the sandbox
                 (default ``/workspace``).
+            cancel (CancelToken | None): :meth:`CancelToken.cancel` kills
+                the command as a timeout would and raises :class:`CancelledError`.
 
         Returns:
             ExecResult: exit code, stdout and stderr (at most 16 MiB each). A
@@ -442,7 +460,9 @@ class Sandbox(Managed[Any]):
         if workdir is not None:
             req["workdir"] = os.fspath(workdir)
         h = self._handle()
-        return ExecResult.from_json(_ffi.call_str("odek_exec", h, _dumps(req, "exec request")))
+        return ExecResult.from_json(
+            _ffi.call_str("odek_exec_cancellable", h, _dumps(req, "exec request"), _cancel.arg(cancel))
+        )
 
 
 def narrow(

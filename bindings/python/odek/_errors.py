@@ -12,10 +12,11 @@ codes  failure class               exception
 4xx    ``docker-rejected``         :class:`DockerRejectedError`
 5xx    ``image-unavailable``       :class:`ImageUnavailableError`
 6xx    ``daemon-unreachable``      :class:`DaemonUnreachableError`
+7xx    ``cancelled``               :class:`CancelledError`
 =====  ==========================  ===========================================
 
-:data:`CODES` is the code table of ``ffi/include/odek.h`` (``ODEK_E_*``); a
-test checks it against the header.
+:data:`CODES` is the code table of ``ffi/include/odek.h`` (the ``ODEK_E_*``
+values of ``enum odek_code_t``); a test checks it against the header.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ CODES: Dict[str, int] = {
     "IMAGE_UNAVAILABLE": 500,
     "DAEMON_UNREACHABLE": 600,
     "DAEMON_TIMEOUT": 601,
+    "CANCELLED": 700,
 }
 
 #: code -> ``ODEK_E_*`` name (without the prefix).
@@ -77,7 +79,8 @@ class OdekError(Exception):
     Attributes:
         code (int): the stable numeric code (``ODEK_E_*``, e.g. 202).
         failure_class (str): ``"usage"``, ``"config"``, ``"docker-rejected"``,
-            ``"image-unavailable"`` or ``"daemon-unreachable"`` (SPEC §6.3).
+            ``"image-unavailable"`` or ``"daemon-unreachable"`` (SPEC §6.3), or
+            ``"cancelled"``.
         message (str): one paragraph naming the cause and the fix.
         name (str): the code's symbolic name, e.g. ``"NETWORK_MODE"``
             (``"UNKNOWN"`` for a code this binding does not know).
@@ -142,6 +145,13 @@ class DaemonUnreachableError(OdekError):
     """The Docker daemon is unreachable or did not answer in time (6xx)."""
 
 
+class CancelledError(OdekError):
+    """The call was cancelled by its caller (700, class ``cancelled``): a
+    :class:`odek.CancelToken` was set, or the asyncio task awaiting it was
+    cancelled. What the call had made is removed; a command it ran is killed.
+    """
+
+
 _BY_CODE: Dict[int, Type[OdekError]] = {
     CODES["INVALID_HANDLE"]: InvalidHandleError,
     CODES["APPROVAL_REQUIRED"]: ApprovalRequiredError,
@@ -154,6 +164,7 @@ _BY_AREA: Dict[int, Type[OdekError]] = {
     4: DockerRejectedError,
     5: ImageUnavailableError,
     6: DaemonUnreachableError,
+    7: CancelledError,
 }
 
 

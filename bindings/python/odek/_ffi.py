@@ -58,6 +58,10 @@ class odek_error_t(ctypes.Structure):
     """Opaque error object (``odek_error_t``); never dereferenced."""
 
 
+class odek_cancel_t(ctypes.Structure):
+    """Opaque cancel handle (``odek_cancel_t``); never dereferenced."""
+
+
 #: ``char *`` — a string owned by the caller, freed with ``odek_string_free``.
 OwnedStr = POINTER(c_char)
 #: ``odek_error_t *``
@@ -66,6 +70,8 @@ ErrorPtr = POINTER(odek_error_t)
 ClientPtr = POINTER(odek_client_t)
 #: ``odek_sandbox_t *``
 SandboxPtr = POINTER(odek_sandbox_t)
+#: ``odek_cancel_t *``
+CancelPtr = POINTER(odek_cancel_t)
 
 #: name -> (restype, argtypes), in header order. ``None`` restype is ``void``.
 FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
@@ -75,18 +81,35 @@ FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
     "odek_client_new": (ErrorPtr, [c_char_p, POINTER(ClientPtr)]),
     "odek_client_free": (ErrorPtr, [ClientPtr]),
     "odek_resolve": (ErrorPtr, [ClientPtr, c_char_p, POINTER(OwnedStr)]),
+    "odek_resolve_cancellable": (ErrorPtr, [ClientPtr, c_char_p, CancelPtr, POINTER(OwnedStr)]),
     "odek_plan_approval_request": (ErrorPtr, [c_char_p, POINTER(OwnedStr)]),
     "odek_approve": (ErrorPtr, [ClientPtr, c_char_p, c_char_p, POINTER(OwnedStr)]),
     "odek_launch": (ErrorPtr, [ClientPtr, c_char_p, c_char_p, POINTER(SandboxPtr)]),
+    "odek_launch_cancellable": (
+        ErrorPtr,
+        [ClientPtr, c_char_p, c_char_p, CancelPtr, POINTER(SandboxPtr)],
+    ),
     "odek_sandbox_info": (ErrorPtr, [SandboxPtr, POINTER(OwnedStr)]),
     "odek_describe": (
         ErrorPtr,
         [SandboxPtr, POINTER(OwnedStr), POINTER(OwnedStr), POINTER(OwnedStr)],
     ),
+    "odek_describe_cancellable": (
+        ErrorPtr,
+        [SandboxPtr, CancelPtr, POINTER(OwnedStr), POINTER(OwnedStr), POINTER(OwnedStr)],
+    ),
     "odek_exec": (ErrorPtr, [SandboxPtr, c_char_p, POINTER(OwnedStr)]),
+    "odek_exec_cancellable": (ErrorPtr, [SandboxPtr, c_char_p, CancelPtr, POINTER(OwnedStr)]),
     "odek_narrow": (ErrorPtr, [c_char_p, c_char_p, POINTER(OwnedStr)]),
     "odek_config_view": (ErrorPtr, [ClientPtr, c_char_p, POINTER(OwnedStr)]),
+    "odek_config_view_cancellable": (
+        ErrorPtr,
+        [ClientPtr, c_char_p, CancelPtr, POINTER(OwnedStr)],
+    ),
     "odek_sandbox_destroy": (ErrorPtr, [SandboxPtr]),
+    "odek_cancel_new": (CancelPtr, []),
+    "odek_cancel": (ErrorPtr, [CancelPtr]),
+    "odek_cancel_free": (ErrorPtr, [CancelPtr]),
     "odek_debug_panic": (ErrorPtr, []),
     "odek_error_code": (c_int32, [ErrorPtr]),
     "odek_error_class": (c_char_p, [ErrorPtr]),
@@ -177,9 +200,17 @@ def find_library() -> Path:
     )
 
 
+#: Exports only test builds of libodek have (cargo feature ``testing``;
+#: ``ODEK_TESTING`` in the header): a release library lacks them.
+TESTING_ONLY = frozenset({"odek_debug_panic"})
+
+
 def declare(lib: ctypes.CDLL) -> None:
-    """Sets ``restype``/``argtypes`` of every function in :data:`FUNCTIONS`."""
+    """Sets ``restype``/``argtypes`` of every function in :data:`FUNCTIONS`
+    (those of :data:`TESTING_ONLY` only when the library exports them)."""
     for name, (restype, argtypes) in FUNCTIONS.items():
+        if name in TESTING_ONLY and not hasattr(lib, name):
+            continue
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = list(argtypes)

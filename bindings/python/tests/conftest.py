@@ -50,6 +50,16 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "docker: needs a real Docker daemon (fails, never skips, when it is missing)"
     )
+    config.addinivalue_line(
+        "markers", "fake: needs the in-memory engine of a test build of libodek (feature testing)"
+    )
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: ARG001
+    # A test on the fake_client fixture needs the fake engine.
+    for item in items:
+        if "fake_client" in getattr(item, "fixturenames", ()):
+            item.add_marker("fake")
 
 
 def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001

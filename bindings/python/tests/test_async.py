@@ -22,6 +22,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
+@pytest.mark.fake
 def test_launch_async_as_context_manager(workdir):
     async def main():
         async with odek.AsyncClient(engine="fake") as client:
@@ -42,6 +43,7 @@ def test_launch_async_as_context_manager(workdir):
     run(main())
 
 
+@pytest.mark.fake
 def test_awaited_launch_is_owned_by_the_caller(workdir):
     async def main():
         client = odek.AsyncClient(engine="fake")
@@ -57,6 +59,7 @@ def test_awaited_launch_is_owned_by_the_caller(workdir):
     run(main())
 
 
+@pytest.mark.fake
 def test_async_client_verbs_and_approval(workdir):
     import json
     import os
@@ -80,6 +83,7 @@ def test_async_client_verbs_and_approval(workdir):
     run(main())
 
 
+@pytest.mark.fake
 def test_errors_are_the_sync_exceptions(workdir):
     async def main():
         async with odek.AsyncClient(engine="fake") as client:
@@ -93,6 +97,7 @@ def test_errors_are_the_sync_exceptions(workdir):
     run(main())
 
 
+@pytest.mark.fake
 def test_exception_in_block_removes_the_sandbox(workdir):
     async def main():
         async with odek.AsyncClient(engine="fake") as client:
@@ -104,6 +109,7 @@ def test_exception_in_block_removes_the_sandbox(workdir):
     run(main())
 
 
+@pytest.mark.fake
 def test_cancelled_launch_does_not_leak_the_sandbox(workdir, monkeypatch):
     freed = []
     real_free = _client.Sandbox._free
@@ -206,3 +212,50 @@ def test_async_launch_emits_plan_warnings_in_the_loop_thread(workdir):
             assert {w.message.kind for w in caught} == {x.kind for x in sandbox.info.warnings}
 
     run(main())
+
+
+@pytest.mark.docker
+def test_async_cancelled_exec_kills_the_command(docker_engine, docker_workdir):
+    # Cancelling the task awaiting exec raises CancelledError at once and
+    # libodek kills the command in the sandbox (odek_exec_cancellable),
+    # instead of leaving it running until the sandbox is closed.
+    probe = ["sh", "-c", "grep -s -a -l '[s]leep.41' /proc/[0-9]*/cmdline || true"]
+
+    async def main():
+        settings = {"sandbox": True, "sandbox_image": IMAGE, "sandbox_network": "none"}
+        async with odek.launch_async(docker_workdir, settings) as sandbox:
+            task = asyncio.ensure_future(sandbox.exec(shell="sleep 41; echo done"))
+            await asyncio.sleep(1.0)
+            assert (await sandbox.exec(probe)).stdout.strip(), "the command runs"
+            t0 = time.monotonic()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert time.monotonic() - t0 < 2, "the cancel returned at once"
+            left = "?"
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                left = (await sandbox.exec(probe)).stdout.strip()
+                if not left:
+                    break
+                await asyncio.sleep(0.2)
+            assert not left, f"the cancelled command still runs 10 s later: {left}"
+            assert (await sandbox.exec(["echo", "still here"])).stdout == "still here\n"
+
+    run(main())
+
+
+@pytest.mark.fake
+def test_cancel_token_stops_calls_before_they_start(fake_client, workdir):
+    token = odek.CancelToken()
+    plan = fake_client.resolve(workdir, SHOP, cancel=token)
+    token.cancel()
+    assert token.cancelled
+    with pytest.raises(odek.CancelledError) as ei:
+        fake_client.launch(plan, cancel=token)
+    assert ei.value.code == odek.CODES["CANCELLED"] and ei.value.failure_class == "cancelled"
+    with pytest.raises(odek.CancelledError):
+        fake_client.resolve(workdir, SHOP, cancel=token)
+    token.close()
+    with pytest.raises(odek.CancelledError):  # closed after the cancel: still cancelled
+        fake_client.resolve(workdir, SHOP, cancel=token)

@@ -20,6 +20,9 @@ from conftest import IMAGE, write_project_config
 import odek
 from odek import _ffi
 
+# Every test here runs on the in-memory engine: test builds of libodek only.
+pytestmark = pytest.mark.fake
+
 SHOP = {"sandbox_image": IMAGE, "sandbox_compose_project": "shop"}
 
 

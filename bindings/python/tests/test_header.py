@@ -2,7 +2,7 @@
 
 SPEC §10.1, §10.2: the binding's view of the ABI is checked against the
 checked-in header — every prototype (name, arity, each argument and return
-type), every ``ODEK_E_*`` code, ``ODEK_ABI_VERSION`` and
+type), every ``ODEK_E_*`` code of ``enum odek_code_t``, ``ODEK_ABI_VERSION`` and
 ``ODEK_EXEC_OUTPUT_LIMIT``.
 """
 
@@ -76,6 +76,21 @@ def defines() -> dict:
     }
 
 
+def testing_prototypes() -> set:
+    """Names of the functions declared under ``#if defined(ODEK_TESTING)``."""
+    blocks = re.findall(r"^#if defined\(ODEK_TESTING\)\n(.*?)^#endif", header_text(), re.M | re.S)
+    return {m.group("name") for b in blocks for m in PROTO.finditer(strip_comments(b))}
+
+
+def enum_codes() -> dict:
+    """The ``ODEK_E_*`` members of ``enum odek_code_t``: name -> value."""
+    m = re.search(r"^enum odek_code_t\b.*?\{(.*?)^\};", header_text(), re.M | re.S)
+    assert m, "no enum odek_code_t in the header"
+    return {
+        k: int(v) for k, v in re.findall(r"^\s*(ODEK_E_\w+)\s*=\s*(\d+),?\s*$", m.group(1), re.M)
+    }
+
+
 # The ctypes type each C type must be declared as (the ownership rules of
 # odek/_ffi.py). Written here independently of the binding.
 EXPECTED_CTYPES = {
@@ -93,6 +108,8 @@ EXPECTED_CTYPES = {
     "odek_sandbox_t*": POINTER(_ffi.odek_sandbox_t),
     "const odek_sandbox_t*": POINTER(_ffi.odek_sandbox_t),
     "odek_sandbox_t**": POINTER(POINTER(_ffi.odek_sandbox_t)),
+    "odek_cancel_t*": POINTER(_ffi.odek_cancel_t),
+    "const odek_cancel_t*": POINTER(_ffi.odek_cancel_t),
 }
 
 
@@ -166,6 +183,7 @@ def test_opaque_types_are_the_header_typedefs():
     src = strip_comments(header_text())
     typedefs = set(re.findall(r"typedef\s+struct\s+(\w+)\s+(\w+)\s*;", src))
     assert typedefs == {
+        ("odek_cancel_t", "odek_cancel_t"),
         ("odek_client_t", "odek_client_t"),
         ("odek_error_t", "odek_error_t"),
         ("odek_sandbox_t", "odek_sandbox_t"),
@@ -174,10 +192,8 @@ def test_opaque_types_are_the_header_typedefs():
         assert getattr(_ffi, name).__name__ == name
 
 
-def test_code_table_equals_header_defines():
-    header_codes = {
-        k[len("ODEK_E_"):]: int(v) for k, v in defines().items() if k.startswith("ODEK_E_")
-    }
+def test_code_table_equals_header_enum():
+    header_codes = {k[len("ODEK_E_"):]: v for k, v in enum_codes().items()}
     assert len(header_codes) >= 30
     assert header_codes == _errors.CODES
     # and the module constants
@@ -191,9 +207,9 @@ def test_abi_version_and_output_limit_equal_header():
     m = re.fullmatch(r"\((\d+)\s*<<\s*(\d+)\)", d["ODEK_EXEC_OUTPUT_LIMIT"])
     assert m, d["ODEK_EXEC_OUTPUT_LIMIT"]
     assert int(m.group(1)) << int(m.group(2)) == odek.EXEC_OUTPUT_LIMIT == 16 * 1024 * 1024
-    assert set(d) == {"ODEK_ABI_VERSION", "ODEK_EXEC_OUTPUT_LIMIT"} | {
-        "ODEK_E_" + k for k in _errors.CODES
-    }, "a #define the binding does not know about"
+    assert set(d) == {"ODEK_ABI_VERSION", "ODEK_EXEC_OUTPUT_LIMIT"}, (
+        "a #define the binding does not know about"
+    )
 
 
 def test_loaded_library_reports_the_same_abi_and_exports_every_function():
@@ -201,7 +217,7 @@ def test_loaded_library_reports_the_same_abi_and_exports_every_function():
     assert odek.abi_version() == _ffi.ABI_VERSION
     assert re.fullmatch(r"\d+\.\d+\.\d+.*", odek.version())
     for name in prototypes():
-        assert hasattr(lib, name), name
+        assert hasattr(lib, name) or name in _ffi.TESTING_ONLY, name
 
 
 def test_library_exports_no_undeclared_odek_symbol():
@@ -213,10 +229,23 @@ def test_library_exports_no_undeclared_odek_symbol():
         capture_output=True, text=True, check=True,
     ).stdout
     exported = {line.split()[-1] for line in out.splitlines() if line.split()[-1].startswith("odek_")}
-    assert exported == set(prototypes()), (
+    # A test build (cargo feature `testing`) also exports the ODEK_TESTING
+    # functions; a release build exports none of them.
+    testing = testing_prototypes()
+    assert testing == _ffi.TESTING_ONLY
+    assert exported & testing in (set(), testing), f"some test exports only: {exported & testing}"
+    assert exported | testing == set(prototypes()), (
         f"exported but not in the header: {sorted(exported - set(prototypes()))}; "
-        f"in the header but not exported: {sorted(set(prototypes()) - exported)}"
+        f"in the header but not exported: {sorted(set(prototypes()) - exported - testing)}"
     )
+    # the fake engine comes and goes with the test exports
+    fake_ok = True
+    try:
+        odek.Client(engine="fake").close()
+    except odek.UsageError as e:
+        assert "test builds" in e.message, e
+        fake_ok = False
+    assert fake_ok == bool(exported & testing)
 
 
 # --- exceptions per code -------------------------------------------------------------
@@ -235,6 +264,7 @@ def test_every_code_maps_to_its_failure_class_exception(name, code):
         4: odek.DockerRejectedError,
         5: odek.ImageUnavailableError,
         6: odek.DaemonUnreachableError,
+        7: odek.CancelledError,
     }[area]
     assert isinstance(e, expected)
     if area == 3:

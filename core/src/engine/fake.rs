@@ -203,6 +203,9 @@ pub struct Quirks {
     /// The process list shows only the init process, never the idle
     /// command (an image ENTRYPOINT that ignores its arguments).
     pub idle_missing: bool,
+    /// Start takes this long before it answers (a slow daemon: a launch
+    /// cancelled while its container exists).
+    pub start_delay: Option<std::time::Duration>,
 }
 
 #[derive(Default)]
@@ -750,6 +753,10 @@ impl DockerApi for FakeEngine {
 
     async fn start_container(&self, id: &str) -> Result<(), EngineError> {
         self.enter(Op::StartContainer, id)?;
+        let delay = self.lock().quirks.start_delay;
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
         let mut s = self.lock();
         let c = s
             .containers

@@ -2,12 +2,13 @@
 //!
 //! [`DockerApi`] covers exactly the Engine calls odek makes. Two implementations
 //! exist: [`BollardEngine`] (the real Engine API over a Unix socket or TCP) and
-//! [`FakeEngine`] (in memory; records every call and can be scripted to fail
-//! any of them). Nothing outside `engine/bollard_engine.rs` knows about bollard
+//! `FakeEngine` (in memory; records every call and can be scripted to fail
+//! any of them; only with the `testing` feature, never in a release build). Nothing outside `engine/bollard_engine.rs` knows about bollard
 //! or HTTP: the types below are odek's own.
 
 mod bollard_engine;
 mod endpoint;
+#[cfg(any(test, feature = "testing"))]
 mod fake;
 
 pub use bollard_engine::Timeouts;
@@ -15,6 +16,7 @@ pub use bollard_engine::{create_body, BollardEngine};
 pub use endpoint::{
     parse_host, Address, Endpoint, EndpointEnv, EndpointError, EndpointSource, Probed,
 };
+#[cfg(any(test, feature = "testing"))]
 pub use fake::{random_id, Call, FakeEngine, FakeImage, FakeNetwork, Fault, Quirks};
 
 use std::collections::BTreeMap;

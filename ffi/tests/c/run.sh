@@ -61,11 +61,13 @@ esac
 cd "$REPO"
 mkdir -p "$OUT"
 
-log "cargo build -p odek-ffi ${cargo_flags[*]}"
-cargo build -p odek-ffi "${cargo_flags[@]}"
+# --features testing: the abuse and loop stages use the in-memory engine and
+# odek_debug_panic (declared under ODEK_TESTING in the header).
+log "cargo build -p odek-ffi --features testing ${cargo_flags[*]}"
+cargo build -p odek-ffi --features testing "${cargo_flags[@]}"
 
 log "compile smoke.c against ffi/include/odek.h, link $LIB"
-"$CC" -std=c11 -Wall -Wextra -Werror -pedantic -g -O0 \
+"$CC" -std=c11 -Wall -Wextra -Werror -pedantic -g -O0 -DODEK_TESTING \
   -I "$REPO/ffi/include" "$HERE/smoke.c" "$LIB" "${NATIVE_LIBS[@]}" -o "$BIN"
 
 # odek reads $ODEK_HOME (approval store, user config): keep the suite away from

@@ -77,6 +77,8 @@ static const char *class_for(int32_t code)
         return "image-unavailable";
     case 6:
         return "daemon-unreachable";
+    case 7:
+        return "cancelled";
     default:
         return NULL;
     }
@@ -800,6 +802,48 @@ static void abuse_narrow(struct ctx *c)
     }
 }
 
+/* Cancel handles: NULL, cancelled, freed and foreign handles, through every
+ * _cancellable entry point; out-params stay untouched on errors. */
+static void abuse_cancel(struct ctx *c)
+{
+    char *out = STR_SENTINEL, *o2 = STR_SENTINEL, *o3 = STR_SENTINEL;
+    odek_sandbox_t *s = SANDBOX_SENTINEL;
+    odek_cancel_t *k = odek_cancel_new();
+    printf("--- cancel\n");
+    result(k != NULL, "odek_cancel_new() is not NULL");
+    expect_err(odek_cancel(NULL), ODEK_E_NULL_POINTER, "odek_cancel(NULL)");
+    result(odek_cancel_free(NULL) == NULL, "odek_cancel_free(NULL) is a no-op");
+    if (expect_ok(odek_resolve_cancellable(c->client, c->req, k, &out), "odek_resolve_cancellable(not cancelled)")) {
+        odek_string_free(out);
+        out = STR_SENTINEL;
+    }
+    if (expect_ok(odek_resolve_cancellable(c->client, c->req, NULL, &out), "odek_resolve_cancellable(NULL cancel)")) {
+        odek_string_free(out);
+        out = STR_SENTINEL;
+    }
+    expect_ok(odek_cancel(k), "odek_cancel(live)");
+    expect_ok(odek_cancel(k), "odek_cancel(twice: idempotent)");
+    expect_err(odek_resolve_cancellable(c->client, c->req, k, &out), ODEK_E_CANCELLED,
+               "odek_resolve_cancellable(cancelled)");
+    expect_err(odek_launch_cancellable(c->client, c->plan, "null", k, &s), ODEK_E_CANCELLED,
+               "odek_launch_cancellable(cancelled)");
+    expect_err(odek_describe_cancellable(c->sandbox, k, &out, &o2, &o3), ODEK_E_CANCELLED,
+               "odek_describe_cancellable(cancelled)");
+    expect_err(odek_exec_cancellable(c->sandbox, "{\"argv\":[\"true\"]}", k, &out), ODEK_E_CANCELLED,
+               "odek_exec_cancellable(cancelled)");
+    expect_err(odek_config_view_cancellable(c->client, c->plan, k, &out), ODEK_E_CANCELLED,
+               "odek_config_view_cancellable(cancelled)");
+    result(out == STR_SENTINEL && o2 == STR_SENTINEL && o3 == STR_SENTINEL && s == SANDBOX_SENTINEL,
+           "cancelled calls write no out-param");
+    expect_ok(odek_cancel_free(k), "odek_cancel_free(live)");
+    expect_err(odek_cancel_free(k), ODEK_E_INVALID_HANDLE, "odek_cancel_free(twice)");
+    expect_err(odek_cancel(k), ODEK_E_INVALID_HANDLE, "odek_cancel(after free)");
+    expect_err(odek_exec_cancellable(c->sandbox, "{\"argv\":[\"true\"]}", k, &out), ODEK_E_INVALID_HANDLE,
+               "odek_exec_cancellable(freed cancel)");
+    expect_err(odek_cancel((odek_cancel_t *)c->client), ODEK_E_INVALID_HANDLE, "odek_cancel(a client handle)");
+    result(out == STR_SENTINEL, "out untouched after all cancel errors");
+}
+
 static void abuse_config_view(struct ctx *c)
 {
     char *out = STR_SENTINEL;
@@ -882,6 +926,7 @@ static int run_abuse(void)
     abuse_sandbox_params(&c);
     abuse_narrow(&c);
     abuse_config_view(&c);
+    abuse_cancel(&c);
     abuse_panic(&c);
 
     printf("--- teardown\n");
@@ -925,6 +970,20 @@ static void extra_cycle(odek_client_t *client, const char *plan, const char *req
     char *junk = STR_SENTINEL;
     odek_sandbox_t *sb2 = NULL;
     odek_sandbox_t *sb_junk = SANDBOX_SENTINEL;
+    odek_cancel_t *k = odek_cancel_new();
+
+    /* A cancel handle: an exec it lets run, then one it cancels. */
+    if (sb != NULL && expect_ok(odek_exec_cancellable(sb, "{\"argv\":[\"true\"]}", k, &res),
+                                "loop: odek_exec_cancellable")) {
+        odek_string_free(res);
+        res = NULL;
+    }
+    expect_ok(odek_cancel(k), "loop: odek_cancel");
+    if (sb != NULL) {
+        expect_err(odek_exec_cancellable(sb, "{\"argv\":[\"true\"]}", k, &junk), ODEK_E_CANCELLED,
+                   "loop: odek_exec_cancellable(cancelled)");
+    }
+    expect_ok(odek_cancel_free(k), "loop: odek_cancel_free");
 
     if (sb != NULL &&
         expect_ok(odek_exec(sb, "{\"shell\":\"echo $A\",\"env\":{\"A\":\"b\"},\"timeout_secs\":5,"

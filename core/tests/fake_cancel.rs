@@ -1,0 +1,101 @@
+//! Cancelling calls in flight (SPEC §10.1; `odek_core::cancel`): a launch
+//! cancelled after its container exists removes it; an exec cancelled
+//! mid-command kills the command; a token cancelled before the call makes it
+//! fail at once. Fake engine, no Docker.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use odek_core::engine::{Quirks, StreamKind};
+use odek_core::{CancellationToken, Command, Error, ExecRequest, LaunchOptions};
+
+fn cancel_after(t: &CancellationToken, d: Duration) {
+    let t = t.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(d).await;
+        t.cancel();
+    });
+}
+
+#[tokio::test]
+async fn a_launch_cancelled_after_create_removes_its_container() {
+    let s = Setup::new();
+    s.fake.set_quirks(Quirks {
+        start_delay: Some(Duration::from_secs(30)),
+        ..Quirks::default()
+    });
+    let plan = s.resolve().await.expect("resolve");
+    let token = CancellationToken::new();
+    cancel_after(&token, Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    let err = s
+        .odek
+        .launch_cancellable(&plan, &LaunchOptions::default(), &s.reporter, &token)
+        .await
+        .expect_err("cancelled");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "prompt: {:?}",
+        started.elapsed()
+    );
+    let Error::Cancelled { message } = &err else {
+        panic!("not Cancelled: {err:?}")
+    };
+    assert!(message.contains("was removed"), "{message}");
+    assert!(
+        s.fake.containers().is_empty(),
+        "no container left: {:?}",
+        s.fake.containers()
+    );
+}
+
+#[tokio::test]
+async fn a_token_cancelled_before_the_launch_creates_nothing() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    let token = CancellationToken::new();
+    token.cancel();
+    let err = s
+        .odek
+        .launch_cancellable(&plan, &LaunchOptions::default(), &s.reporter, &token)
+        .await
+        .expect_err("cancelled");
+    assert!(matches!(err, Error::Cancelled { .. }), "{err:?}");
+    assert!(s.fake.containers().is_empty());
+}
+
+#[tokio::test]
+async fn an_exec_cancelled_mid_command_is_killed() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    s.fake.set_quirks(Quirks {
+        exec_hangs: Some("sleep".into()),
+        ..Quirks::default()
+    });
+    let req = ExecRequest {
+        command: Command::Argv(vec!["sleep".into(), "300".into()]),
+        env: Vec::new(),
+        timeout: None,
+        workdir: None,
+    };
+    let token = CancellationToken::new();
+    cancel_after(&token, Duration::from_millis(50));
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let err = s
+        .odek
+        .exec_cancellable(&sb, &req, &sink, &token)
+        .await
+        .expect_err("cancelled");
+    let Error::Cancelled { message } = &err else {
+        panic!("not Cancelled: {err:?}")
+    };
+    assert!(message.contains("it was killed"), "{message}");
+    // the kill exec ran: it names the command's tag
+    let execs = s.fake.calls_of(odek_core::engine::Op::Exec);
+    assert!(
+        execs.len() >= 2,
+        "a kill exec follows the command: {execs:?}"
+    );
+}
