@@ -600,7 +600,7 @@ async fn sandbox(
                     if s.is_empty() {
                         "-".to_string()
                     } else {
-                        odek_core::approval::display_text(&s)
+                        odek_core::text::display_text(&s)
                     }
                 };
                 let rows: Vec<[String; 5]> = list
@@ -670,12 +670,12 @@ async fn sandbox(
                     ("", "removed")
                 };
                 for r in &removed {
-                    outln!("{line}{}", odek_core::approval::display_text(r));
+                    outln!("{line}{}", odek_core::text::display_text(r));
                 }
                 let scope = match &opts.workdir {
                     Some(w) => format!(
                         " of {} (--all for every workdir)",
-                        odek_core::approval::display_text(&w.display().to_string())
+                        odek_core::text::display_text(&w.display().to_string())
                     ),
                     None => String::new(),
                 };
@@ -708,7 +708,7 @@ fn gc_workdir(workdir: &Option<std::path::PathBuf>) -> anyhow::Result<std::path:
     dir.canonicalize().map_err(|e| {
         anyhow::anyhow!(
             "cannot resolve the workdir {}: {e}; pass an existing project directory with -C DIR, or --all for every workdir",
-            odek_core::approval::display_text(&dir.display().to_string())
+            odek_core::text::display_text(&dir.display().to_string())
         )
     })
 }

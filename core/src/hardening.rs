@@ -18,7 +18,7 @@ const OWN_IPC: [&str; 4] = ["", "private", "shareable", "none"];
 /// each (terminal-safe); empty when nothing does.
 pub fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
     let h = &info.hardening;
-    let q = crate::config::quote;
+    let q = crate::text::quote;
     let mut out = Vec::new();
     if h.privileged {
         out.push("the container is privileged".to_string());
@@ -68,7 +68,7 @@ pub fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
 /// planned sources and read-only flags; other mounts may only be the
 /// anonymous volumes of the image's `VOLUME` lines (64-hex names).
 fn mount_problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
-    let q = crate::config::quote;
+    let q = crate::text::quote;
     let mut want: Vec<(String, String, bool)> = vec![(
         plan.workdir.display().to_string(),
         "/workspace".to_string(),

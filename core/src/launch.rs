@@ -106,7 +106,7 @@ impl Sandbox {
                     .networks
                     .iter()
                     .map(|n| {
-                        crate::describe::sanitize_name(&n.name)
+                        crate::text::sanitize_name(&n.name)
                             .unwrap_or_else(|| format!("<unnamed {}>", &n.id[..12.min(n.id.len())]))
                     })
                     .collect();
@@ -114,7 +114,7 @@ impl Sandbox {
                     "odek: sandbox network={} pids={} image={} networks={}",
                     a.network_summary,
                     a.pids_limit,
-                    crate::approval::display_text(&self.plan.image.reference.to_string()),
+                    crate::text::display_text(&self.plan.image.reference.to_string()),
                     if names.is_empty() {
                         "-".to_string()
                     } else {
@@ -226,7 +226,7 @@ pub fn validate_sandbox_name(name: &str) -> Result<()> {
     } else {
         Err(Error::Usage(format!(
             "sandbox name {} is refused: a name must start with \"{SANDBOX_NAME_PREFIX}\" followed by letters, digits, '_', '.' or '-' (at most 64 bytes), because a sandbox is reachable by its name on the networks it joins and any other name could shadow a service such as \"postgres\"; try --name {SANDBOX_NAME_PREFIX}<name>",
-            crate::approval::display_text(name)
+            crate::text::display_text(name)
         )))
     }
 }
@@ -762,13 +762,9 @@ async fn idle_process(
 
 /// The refusal for a container that runs without its idle process: what it
 /// runs instead, at most 4 command lines, each quoted as config values are
-/// ([`crate::config::quote`]: escaped, cut to 80 characters).
+/// ([`crate::text::quote`]: escaped, cut to 80 characters).
 fn idle_missing_message(seen: &[String]) -> String {
-    let shown: Vec<String> = seen
-        .iter()
-        .take(4)
-        .map(|c| crate::config::quote(c))
-        .collect();
+    let shown: Vec<String> = seen.iter().take(4).map(|c| crate::text::quote(c)).collect();
     let more = seen.len().saturating_sub(shown.len());
     let more = if more > 0 {
         format!(" and {more} more")
@@ -808,7 +804,7 @@ fn not_running(plan: &Plan, info: &ContainerInfo) -> String {
     match &info.exit {
         Some((code, err)) if !err.is_empty() => format!(
             "the container is not running (exit code {code}: {}): Docker could not start it as planned",
-            crate::approval::display_text(err)
+            crate::text::display_text(err)
         ),
         Some((127, _)) => format!(
             "the container is not running (exit code 127): its idle process `{idle}` was not found; the image must provide `sleep` on PATH{path_note}"

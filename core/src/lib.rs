@@ -28,6 +28,7 @@ pub(crate) mod private;
 pub mod registry;
 pub mod resolve;
 pub mod secret;
+pub mod text;
 pub mod view;
 pub mod warning;
 pub mod workdir;

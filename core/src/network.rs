@@ -4,9 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{quote, ConfigError, NetworkMode, Source, Sourced};
-use crate::describe::sanitize_name;
+use crate::config::{ConfigError, NetworkMode, Source, Sourced};
 use crate::engine::{DockerApi, EngineError, NetworkFilter, NetworkInfo};
+use crate::text::quote;
+use crate::text::sanitize_name;
 use crate::warning::{Warning, WarningKind};
 
 /// Most networks a sandbox may attach (SPEC §4.1).
@@ -103,7 +104,7 @@ pub enum NetworkError {
         matched: String,
     },
     /// No network has that name.
-    #[error("network {name} not found ({}); create it, start the Compose project that defines it, or fix the name (see `docker network ls`)", crate::config::shown(.origin))]
+    #[error("network {name} not found ({}); create it, start the Compose project that defines it, or fix the name (see `docker network ls`)", crate::text::shown(.origin))]
     NotFound {
         /// The request, quoted.
         name: String,
@@ -131,7 +132,7 @@ pub enum NetworkError {
         scope: String,
     },
     /// No network carries the project label.
-    #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({}); start it with `docker compose -p {project} -f <compose file> up -d` (or `docker-compose …`)", crate::config::shown(.origin))]
+    #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({}); start it with `docker compose -p {project} -f <compose file> up -d` (or `docker-compose …`)", crate::text::shown(.origin))]
     ComposeNotRunning {
         /// The project.
         project: String,

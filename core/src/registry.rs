@@ -58,7 +58,7 @@ pub async fn reap(engine: &dyn DockerApi, name: &str, launch_id: &str, wait: Dur
 
 /// One odek container as `odek sandbox ls` shows it. Every string is as
 /// the engine gave it: untrusted, to be made terminal-safe before printing
-/// ([`crate::approval::display_text`]).
+/// ([`crate::text::display_text`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listing {
     /// Container name.
@@ -248,7 +248,7 @@ impl Odek {
     async fn find(&self, name: &str, odek_home: &Path, check: Check) -> Result<Sandbox> {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
-        let shown = crate::config::quote(name);
+        let shown = crate::text::quote(name);
         let info = engine
             .inspect_container(name)
             .await
@@ -256,7 +256,7 @@ impl Odek {
                 EngineErrorKind::NotFound => Error::Usage(format!("no sandbox named {shown}")),
                 _ => {
                     // The daemon's message may echo the name as typed.
-                    e.message = crate::approval::display_text(&e.message);
+                    e.message = crate::text::display_text(&e.message);
                     Error::engine(&ep, Step::Verify, e, false)
                 }
             })?
@@ -274,7 +274,7 @@ impl Odek {
             Error::Usage(format!(
                 "container {shown} {}: odek does not run commands in, describe, narrow or remove it; if it is yours after all, remove it with `docker rm -f {}`",
                 why.reason(odek_home),
-                crate::approval::display_text(&info.name)
+                crate::text::display_text(&info.name)
             ))
         })?;
         let plan: Plan = trusted

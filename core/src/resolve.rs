@@ -253,8 +253,8 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
             WarningKind::OdekHomeMasked,
             format!(
                 "$ODEK_HOME ({}) lies inside the working directory; the sandbox sees an empty read-only {} instead",
-                crate::config::shown_path(&s.odek_home),
-                crate::config::shown_path(&target)
+                crate::text::shown_path(&s.odek_home),
+                crate::text::shown_path(&target)
             ),
         ));
     }

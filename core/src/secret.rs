@@ -27,7 +27,7 @@ const KEY_BYTES: usize = 32;
 
 /// Why the key cannot be used. Class config: the fix is on the operator's side.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
-#[error("launch key {}: {reason}", crate::config::shown(.path))]
+#[error("launch key {}: {reason}", crate::text::shown(.path))]
 pub struct SecretError {
     /// The file (or directory).
     pub path: String,

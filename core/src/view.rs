@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{SandboxMode, Source};
-use crate::describe::sanitize_name;
 use crate::launch::TMP_OPTIONS;
 use crate::network::NetworkSummary;
 use crate::plan::{Isolation, Plan};
 use crate::resolve::Odek;
+use crate::text::sanitize_name;
 use crate::warning::Warning;
 
 /// Schema name of [`ConfigView`] JSON.

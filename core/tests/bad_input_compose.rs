@@ -338,7 +338,7 @@ async fn approval_card_of_a_hostile_project_is_terminal_safe() {
 }
 
 /// Error messages stay one bounded paragraph however long the user's value
-/// is: the value itself is cut at 80 characters by `config::quote`, but the
+/// is: the value itself is cut at 80 characters by `text::quote`, but the
 /// normalised-spelling hint and the "not running" message repeat the whole
 /// name.
 #[tokio::test]

@@ -11,10 +11,11 @@
 use std::collections::BTreeSet;
 
 use odek_core::describe::{
-    lists_as_service, peer_names, sanitize_name, EnvNetwork, Environment, Peer, Workspace,
-    ENVIRONMENT_SCHEMA, MAX_LISTED_NETWORKS, MAX_NAMES_PER_NETWORK,
+    lists_as_service, peer_names, EnvNetwork, Environment, Peer, Workspace, ENVIRONMENT_SCHEMA,
+    MAX_LISTED_NETWORKS, MAX_NAMES_PER_NETWORK,
 };
 use odek_core::engine::ContainerInfo;
+use odek_core::text::sanitize_name;
 use odek_core::{Odek, Plan};
 
 const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";

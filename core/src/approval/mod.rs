@@ -17,10 +17,10 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Settings, Source, Sourced};
-use crate::describe::sanitize_name;
 use crate::engine::DockerApi;
 use crate::network::{self, NetworkSummary, ResolvedNetwork};
 use crate::plan::Plan;
+use crate::text::{display_name, display_text};
 
 /// Schema name of [`ApprovalRequest`] JSON.
 pub const APPROVAL_REQUEST_SCHEMA: &str = "odek.approval-request/1";
@@ -36,7 +36,7 @@ pub const PREVIOUSLY_TRUSTED: &str = "this project was trusted before with other
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ApprovalError {
     /// Launch was called for a plan that needs approval without one.
-    #[error("{} asks for project sandbox settings ({}); this needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set ODEK_APPROVE_PROJECT_SANDBOX=1", crate::config::shown(.config), crate::config::shown(.knobs))]
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set ODEK_APPROVE_PROJECT_SANDBOX=1", crate::text::shown(.config), crate::text::shown(.knobs))]
     Required {
         /// The project config file.
         config: String,
@@ -44,7 +44,7 @@ pub enum ApprovalError {
         knobs: String,
     },
     /// No terminal to ask on, no env approval, no stored trust.
-    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set ODEK_APPROVE_PROJECT_SANDBOX=1 to approve it for this run", crate::config::shown(.config), crate::config::shown(.knobs))]
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set ODEK_APPROVE_PROJECT_SANDBOX=1 to approve it for this run", crate::text::shown(.config), crate::text::shown(.knobs))]
     NonInteractive {
         /// The project config file.
         config: String,
@@ -52,13 +52,13 @@ pub enum ApprovalError {
         knobs: String,
     },
     /// The operator said no.
-    #[error("the project sandbox settings of {} were not approved; nothing was launched", crate::config::shown(.config))]
+    #[error("the project sandbox settings of {} were not approved; nothing was launched", crate::text::shown(.config))]
     Denied {
         /// The project config file.
         config: String,
     },
     /// The approval given is for other settings than the plan's.
-    #[error("the approval (key {}) does not match the plan's settings (key {}); resolve and approve again", crate::config::shown(.given), crate::config::shown(.wanted))]
+    #[error("the approval (key {}) does not match the plan's settings (key {}); resolve and approve again", crate::text::shown(.given), crate::text::shown(.wanted))]
     KeyMismatch {
         /// Key of the approval.
         given: String,
@@ -75,36 +75,13 @@ pub enum ApprovalError {
     #[error("the plan needs no approval: its project config asks for nothing that widens the sandbox; launch it without one")]
     NotNeeded,
     /// The store cannot be read or written.
-    #[error("approval store {}: {reason}", crate::config::shown(.path))]
+    #[error("approval store {}: {reason}", crate::text::shown(.path))]
     Store {
         /// The file.
         path: String,
         /// Why.
         reason: String,
     },
-}
-
-/// A name safe for a terminal: verbatim when it passes SPEC §9.3, else
-/// quoted with every non-printable-ASCII character escaped.
-pub fn display_name(s: &str) -> String {
-    match sanitize_name(s) {
-        Some(n) => n,
-        None => {
-            let mut out = String::from("\"");
-            for c in s.chars().take(128) {
-                if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' {
-                    out.push(c);
-                } else {
-                    out.push_str(&format!("\\u{{{:x}}}", c as u32));
-                }
-            }
-            if s.chars().count() > 128 {
-                out.push('…');
-            }
-            out.push('"');
-            out
-        }
-    }
 }
 
 /// An env key as shown for approval.
@@ -308,16 +285,6 @@ impl ApprovalRequest {
             s.push_str("  note      this project was trusted before with other settings or networks: review what changed\n");
         }
         s
-    }
-}
-
-/// Free text (paths, image refs, volumes) safe for a terminal: printable
-/// ASCII verbatim, anything else quoted and escaped.
-pub fn display_text(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
-        s.to_string()
-    } else {
-        display_name(s)
     }
 }
 

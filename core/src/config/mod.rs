@@ -7,7 +7,8 @@ mod merge;
 mod parse;
 mod validate;
 
-pub use error::{quote, shown, shown_path, ConfigError};
+use crate::text::{quote, shown_path};
+pub use error::ConfigError;
 pub(crate) use merge::truthy;
 pub use merge::{
     env_var_of, load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT, PROCESS_ENV_VARS,
