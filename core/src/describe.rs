@@ -16,10 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{ContainerInfo, DockerApi};
 use crate::error::{Error, Result, Step};
-use crate::launch::Sandbox;
 use crate::network::NetworkSummary;
 use crate::plan::Isolation;
 use crate::resolve::Odek;
+use crate::sandbox::Sandbox;
 use crate::text::sanitize_name;
 
 /// Schema name of [`Environment`] JSON.

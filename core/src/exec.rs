@@ -20,8 +20,8 @@ use tokio::io::AsyncReadExt;
 
 use crate::engine::{ExecSpec, OutputSink, StreamKind};
 use crate::error::{Error, FailureClass, Result, Step};
-use crate::launch::Sandbox;
 use crate::resolve::Odek;
+use crate::sandbox::Sandbox;
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

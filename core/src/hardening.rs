@@ -4,7 +4,7 @@
 //! ([`crate::Odek::attach`]): a container made behind odek's back, or loosened
 //! with `docker update`, is refused naming what differs.
 //!
-//! [`problems`] covers what [`crate::launch::verify`]'s limit and network
+//! [`problems`] covers what [`crate::sandbox::verify`]'s limit and network
 //! checks do not: privileges, capabilities added, devices, shared host
 //! namespaces, confinement switched off, the user, and the mounts.
 

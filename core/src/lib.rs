@@ -27,6 +27,7 @@ pub mod plan;
 pub(crate) mod private;
 pub mod registry;
 pub mod resolve;
+pub mod sandbox;
 pub mod secret;
 pub mod text;
 pub mod view;
@@ -35,9 +36,10 @@ pub mod workdir;
 
 pub use error::{Error, FailureClass, Result, Step};
 pub use exec::{Command, ExecOutcome, ExecRequest};
-pub use launch::{LaunchOptions, Sandbox};
+pub use launch::LaunchOptions;
 pub use plan::{Isolation, Plan};
 pub use resolve::{Odek, Reporter, Silent};
+pub use sandbox::Sandbox;
 pub use warning::{Warning, WarningKind};
 
 /// The odek release (crate version).

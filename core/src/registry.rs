@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{DockerApi, EngineErrorKind};
 use crate::error::{Error, Result, Step};
 use crate::labels;
-use crate::launch::{verify, Sandbox, SANDBOX_SCHEMA};
 use crate::plan::{Isolation, Plan};
 use crate::resolve::Odek;
+use crate::sandbox::{verify, Sandbox, SANDBOX_SCHEMA};
 
 /// What [`Odek::reap_named`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,7 +230,7 @@ impl Odek {
     /// sandbox; not created by this user's odek (no valid MAC under the key
     /// of `odek_home`); its plan label unreadable; the key unusable; and,
     /// when it runs, [`Error::Rejected`] at verify naming each live setting
-    /// that differs from SPEC §6.1 or its plan ([`crate::launch::verify`]).
+    /// that differs from SPEC §6.1 or its plan ([`crate::sandbox::verify`]).
     /// A stopped sandbox is returned with `applied: None` (exec and describe
     /// then say it is stopped).
     pub async fn attach(&self, name: &str, odek_home: &Path) -> Result<Sandbox> {

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{SandboxMode, Source};
-use crate::launch::TMP_OPTIONS;
 use crate::network::NetworkSummary;
 use crate::plan::{Isolation, Plan};
 use crate::resolve::Odek;
+use crate::sandbox::TMP_OPTIONS;
 use crate::text::sanitize_name;
 use crate::warning::Warning;
 

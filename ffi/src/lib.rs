@@ -398,7 +398,7 @@ struct SandboxInfo<'a> {
     startup_line: String,
     warnings: &'a [odek_core::Warning],
     plan: &'a Plan,
-    applied: &'a Option<odek_core::launch::Applied>,
+    applied: &'a Option<odek_core::sandbox::Applied>,
 }
 
 /// The launched sandbox as JSON (`"schema": "odek.sandbox-info/1"`): name,
