@@ -15,7 +15,8 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{ContainerInfo, DockerApi};
-use crate::error::{Error, Result, Step};
+use crate::error::{Error, Result};
+use crate::failure::Step;
 use crate::network::NetworkSummary;
 use crate::plan::Isolation;
 use crate::resolve::Odek;

@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
 use crate::engine::{ExecSpec, OutputSink, StreamKind};
-use crate::error::{Error, FailureClass, Result, Step};
+use crate::error::{Error, Result};
+use crate::failure::{FailureClass, Step};
 use crate::resolve::Odek;
 use crate::sandbox::Sandbox;
 

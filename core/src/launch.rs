@@ -12,7 +12,8 @@ use rand::Rng;
 
 use crate::config::NetworkMode;
 use crate::engine::{BindMount, ContainerSpec, DockerApi, EngineErrorKind, TmpfsMount};
-use crate::error::{Error, FailureClass, Result, Step};
+use crate::error::{Error, Result};
+use crate::failure::{FailureClass, Step};
 use crate::image;
 use crate::labels::{self, Owner};
 use crate::plan::{Fallback, Isolation, Plan};

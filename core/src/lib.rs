@@ -16,6 +16,7 @@ pub mod describe;
 pub mod engine;
 pub mod error;
 pub mod exec;
+pub mod failure;
 pub mod hardening;
 pub mod image;
 pub mod labels;
@@ -34,8 +35,9 @@ pub mod view;
 pub mod warning;
 pub mod workdir;
 
-pub use error::{Error, FailureClass, Result, Step};
+pub use error::{Error, Result};
 pub use exec::{Command, ExecOutcome, ExecRequest};
+pub use failure::{FailureClass, Step};
 pub use launch::LaunchOptions;
 pub use plan::{Isolation, Plan};
 pub use resolve::{Odek, Reporter, Silent};

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{CpuLimit, EnvVar, NetworkMode, SandboxMode, Source, VolumeMount};
 use crate::engine::EngineInfo;
-use crate::error::FailureClass;
+use crate::failure::FailureClass;
 use crate::image::ImagePlan;
 use crate::network::{NetworkSummary, ResolvedNetwork};
 use crate::warning::Warning;

@@ -12,7 +12,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{DockerApi, EngineErrorKind};
-use crate::error::{Error, Result, Step};
+use crate::error::{Error, Result};
+use crate::failure::Step;
 use crate::labels;
 use crate::plan::{Isolation, Plan};
 use crate::resolve::Odek;
