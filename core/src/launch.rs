@@ -10,6 +10,10 @@ use std::time::Duration;
 
 use rand::Rng;
 
+mod recheck;
+
+use recheck::recheck;
+
 use crate::config::NetworkMode;
 use crate::engine::{BindMount, ContainerSpec, DockerApi, EngineErrorKind, TmpfsMount};
 use crate::error::{Error, Result};
@@ -320,7 +324,7 @@ impl Odek {
         let secret = crate::secret::Secret::load_or_create(&plan.odek_home)?;
         let engine = self.engine()?.clone();
         let endpoint = engine.endpoint().to_string();
-        crate::approval::recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
+        recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
         let progress = |line: &str| reporter.progress(line);
         let ensured = image::ensure(engine.as_ref(), &plan.image, &plan.odek_home, &progress).await;
         let image_id = match ensured {
@@ -347,7 +351,7 @@ impl Odek {
         // launch from pulling or building; a pull or build can take minutes,
         // so the networks are compared again now.
         if plan.approval.is_some() {
-            crate::approval::recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
+            recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
         }
         // Docker mounts by path: the working directory and volumes are
         // checked again now, after the prompt and a pull or build (SPEC
