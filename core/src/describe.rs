@@ -14,12 +14,12 @@ use futures_util::future::join_all;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::client::Odek;
 use crate::engine::{ContainerInfo, DockerApi};
 use crate::error::{Error, Result};
 use crate::failure::Step;
 use crate::network::NetworkSummary;
 use crate::plan::Isolation;
-use crate::resolve::Odek;
 use crate::sandbox::Sandbox;
 use crate::text::sanitize_name;
 

@@ -18,10 +18,10 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
+use crate::client::Odek;
 use crate::engine::{ExecSpec, OutputSink, StreamKind};
 use crate::error::{Error, Result};
 use crate::failure::{FailureClass, Step};
-use crate::resolve::Odek;
 use crate::sandbox::Sandbox;
 
 /// What to run.

@@ -14,6 +14,7 @@ mod recheck;
 
 use recheck::recheck;
 
+use crate::client::Odek;
 use crate::config::NetworkMode;
 use crate::engine::{BindMount, ContainerSpec, DockerApi, EngineErrorKind, TmpfsMount};
 use crate::error::{Error, Result};
@@ -22,7 +23,7 @@ use crate::image;
 use crate::labels::{self, Owner};
 use crate::plan::{Fallback, Isolation, Plan};
 use crate::registry::Reaped;
-use crate::resolve::{fallback_warning, Odek, Reporter};
+use crate::resolve::{fallback_warning, Reporter};
 use crate::sandbox::{
     not_running, verify, Applied, Sandbox, IDLE_CMD, SANDBOX_SCHEMA, TMP_OPTIONS,
 };

@@ -11,6 +11,7 @@
 //! Docker is reached only through [`engine::DockerApi`] (SPEC §2).
 
 pub mod approval;
+pub mod client;
 pub mod config;
 pub mod describe;
 pub mod engine;
@@ -35,12 +36,13 @@ pub mod view;
 pub mod warning;
 pub mod workdir;
 
+pub use client::Odek;
 pub use error::{Error, Result};
 pub use exec::{Command, ExecOutcome, ExecRequest};
 pub use failure::{FailureClass, Step};
 pub use launch::LaunchOptions;
 pub use plan::{Isolation, Plan};
-pub use resolve::{Odek, Reporter, Silent};
+pub use resolve::{Reporter, Silent};
 pub use sandbox::Sandbox;
 pub use warning::{Warning, WarningKind};
 

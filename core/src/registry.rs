@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::client::Odek;
 use crate::engine::{DockerApi, EngineErrorKind};
 use crate::error::{Error, Result};
 use crate::failure::Step;
 use crate::labels;
 use crate::plan::{Isolation, Plan};
-use crate::resolve::Odek;
 use crate::sandbox::{verify, Sandbox, SANDBOX_SCHEMA};
 
 /// What [`Odek::reap_named`] found.

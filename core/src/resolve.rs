@@ -2,11 +2,11 @@
 //! resolve networks and image into a [`Plan`]. Nothing is created.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use crate::approval;
+use crate::client::Odek;
 use crate::config::{self, ConfigError, ConfigInputs, SandboxMode, Settings, Source};
-use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError};
+use crate::engine::{DockerApi, EndpointError};
 use crate::error::{Error, Result};
 use crate::failure::{FailureClass, Step};
 use crate::image::{ImagePlan, ImageSource};
@@ -28,53 +28,7 @@ pub struct Silent;
 
 impl Reporter for Silent {}
 
-/// The odek client: one Docker engine (or the reason there is none) and the
-/// verbs resolve → launch → describe, exec, destroy.
-#[derive(Clone)]
-pub struct Odek {
-    engine: std::result::Result<Arc<dyn DockerApi>, EndpointError>,
-}
-
 impl Odek {
-    /// A client for the daemon chosen by SPEC §6.2 from the process
-    /// environment. Never fails: an unusable endpoint is reported by
-    /// [`Odek::resolve`], where the sandbox mode decides what it means.
-    pub fn from_env() -> Odek {
-        Odek {
-            engine: Endpoint::resolve(&EndpointEnv::from_process())
-                .map(|ep| Arc::new(BollardEngine::new(ep)) as Arc<dyn DockerApi>),
-        }
-    }
-
-    /// A client over a given engine (tests, fault injection).
-    pub fn with_engine(engine: Arc<dyn DockerApi>) -> Odek {
-        Odek { engine: Ok(engine) }
-    }
-
-    /// The engine, or the endpoint error as an [`Error`].
-    pub fn engine(&self) -> Result<&Arc<dyn DockerApi>> {
-        self.engine.as_ref().map_err(|e| Error::Endpoint(e.clone()))
-    }
-
-    /// The endpoint for messages (`unix:///…`, or what was tried).
-    pub fn endpoint_display(&self) -> String {
-        match &self.engine {
-            Ok(e) => e.endpoint().to_string(),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    /// Grants approval of the plan's project settings (SPEC §7.2): `Once`
-    /// for this launch, `Trust` persisted in the store first (a failed write
-    /// is an error and grants nothing).
-    pub fn approve(&self, plan: &Plan, decision: approval::Decision) -> Result<approval::Approval> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        Ok(approval::grant(plan, decision, now)?)
-    }
-
     /// Resolves configuration, networks and image into a plan (SPEC §3–§5).
     ///
     /// Errors: config (class config); the daemon unreachable when fallback is

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::client::Odek;
 use crate::config::{SandboxMode, Source};
 use crate::network::NetworkSummary;
 use crate::plan::{Isolation, Plan};
-use crate::resolve::Odek;
 use crate::sandbox::TMP_OPTIONS;
 use crate::text::sanitize_name;
 use crate::warning::Warning;

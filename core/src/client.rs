@@ -1,0 +1,60 @@
+//! The odek client: one Docker engine (or the reason there is none) and its
+//! construction. Each verb is an `impl` block beside its work: resolve
+//! (resolve.rs), launch and destroy (launch.rs), describe (describe.rs),
+//! exec (exec.rs), attach and list (registry.rs), view (view.rs); approve is
+//! here.
+
+use std::sync::Arc;
+
+use crate::approval;
+use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError};
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+
+/// The odek client: one Docker engine (or the reason there is none) and the
+/// verbs resolve → launch → describe, exec, destroy.
+#[derive(Clone)]
+pub struct Odek {
+    pub(crate) engine: std::result::Result<Arc<dyn DockerApi>, EndpointError>,
+}
+
+impl Odek {
+    /// A client for the daemon chosen by SPEC §6.2 from the process
+    /// environment. Never fails: an unusable endpoint is reported by
+    /// [`Odek::resolve`], where the sandbox mode decides what it means.
+    pub fn from_env() -> Odek {
+        Odek {
+            engine: Endpoint::resolve(&EndpointEnv::from_process())
+                .map(|ep| Arc::new(BollardEngine::new(ep)) as Arc<dyn DockerApi>),
+        }
+    }
+
+    /// A client over a given engine (tests, fault injection).
+    pub fn with_engine(engine: Arc<dyn DockerApi>) -> Odek {
+        Odek { engine: Ok(engine) }
+    }
+
+    /// The engine, or the endpoint error as an [`Error`].
+    pub fn engine(&self) -> Result<&Arc<dyn DockerApi>> {
+        self.engine.as_ref().map_err(|e| Error::Endpoint(e.clone()))
+    }
+
+    /// The endpoint for messages (`unix:///…`, or what was tried).
+    pub fn endpoint_display(&self) -> String {
+        match &self.engine {
+            Ok(e) => e.endpoint().to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Grants approval of the plan's project settings (SPEC §7.2): `Once`
+    /// for this launch, `Trust` persisted in the store first (a failed write
+    /// is an error and grants nothing).
+    pub fn approve(&self, plan: &Plan, decision: approval::Decision) -> Result<approval::Approval> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Ok(approval::grant(plan, decision, now)?)
+    }
+}
