@@ -4,12 +4,12 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use anyhow::Context;
 use odek_core::approval::{Approval, ApprovalError, Decision, Store};
-use odek_core::{Odek, Plan};
+use odek_core::{Client, Plan};
 
 /// The approval a plan needs, obtained without asking (stored trust or
 /// `ODEK_APPROVE_PROJECT_SANDBOX=1`) or at the prompt on a terminal.
 /// `Ok(None)` when the plan needs none.
-pub async fn obtain(odek: &Odek, plan: &Plan) -> Result<Option<Approval>, odek_core::Error> {
+pub async fn obtain(odek: &Client, plan: &Plan) -> Result<Option<Approval>, odek_core::Error> {
     let Some(req) = &plan.approval else {
         return Ok(None);
     };

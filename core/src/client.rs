@@ -14,24 +14,24 @@ use crate::plan::Plan;
 /// The odek client: one Docker engine (or the reason there is none) and the
 /// verbs resolve → launch → describe, exec, destroy.
 #[derive(Clone)]
-pub struct Odek {
+pub struct Client {
     pub(crate) engine: std::result::Result<Arc<dyn DockerApi>, EndpointError>,
 }
 
-impl Odek {
+impl Client {
     /// A client for the daemon chosen by SPEC §6.2 from the process
     /// environment. Never fails: an unusable endpoint is reported by
-    /// [`Odek::resolve`], where the sandbox mode decides what it means.
-    pub fn from_env() -> Odek {
-        Odek {
+    /// [`Client::resolve`], where the sandbox mode decides what it means.
+    pub fn from_env() -> Client {
+        Client {
             engine: Endpoint::resolve(&EndpointEnv::from_process())
                 .map(|ep| Arc::new(BollardEngine::new(ep)) as Arc<dyn DockerApi>),
         }
     }
 
     /// A client over a given engine (tests, fault injection).
-    pub fn with_engine(engine: Arc<dyn DockerApi>) -> Odek {
-        Odek { engine: Ok(engine) }
+    pub fn with_engine(engine: Arc<dyn DockerApi>) -> Client {
+        Client { engine: Ok(engine) }
     }
 
     /// The engine, or the endpoint error as an [`Error`].

@@ -14,7 +14,7 @@ use futures_util::future::join_all;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::client::Odek;
+use crate::client::Client;
 use crate::engine::{ContainerInfo, DockerApi};
 use crate::error::{Error, Result};
 use crate::failure::Step;
@@ -130,7 +130,7 @@ pub fn peer_names(peer: &ContainerInfo, network_id: &str) -> Vec<String> {
     names
 }
 
-impl Odek {
+impl Client {
     /// Describes a sandbox from the engine's view of it (SPEC §9.1): the
     /// container's networks, their Internal flags, the names of the
     /// other containers there (inspected concurrently), and the limits

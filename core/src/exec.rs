@@ -3,7 +3,7 @@
 //! In fallback/off mode the command runs on the host (the plan says so).
 //!
 //! A command that outlives its timeout (or whose caller cancels it through
-//! [`Odek::exec_until`]) is killed, not abandoned. The Engine API cannot
+//! [`Client::exec_until`]) is killed, not abandoned. The Engine API cannot
 //! signal an exec, so every command odek runs in a sandbox carries a random
 //! tag in its environment ([`EXEC_TAG_ENV`]); a second, short exec then
 //! SIGKILLs every process in the container whose environment holds the tag —
@@ -18,7 +18,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
-use crate::client::Odek;
+use crate::client::Client;
 use crate::engine::{ExecSpec, OutputSink, StreamKind};
 use crate::error::{Error, Result};
 use crate::failure::{FailureClass, Step};
@@ -101,7 +101,7 @@ pub struct ExecOutcome {
     pub exit_code: i64,
     /// True when the timeout elapsed first.
     pub timed_out: bool,
-    /// True when the caller cancelled the command ([`Odek::exec_until`]).
+    /// True when the caller cancelled the command ([`Client::exec_until`]).
     #[serde(default)]
     pub cancelled: bool,
     /// After a timeout or cancellation: true when odek killed the command
@@ -272,7 +272,7 @@ enum Cut {
 }
 
 impl ExecRequest {
-    /// Checks the request without running anything (what [`Odek::exec`]
+    /// Checks the request without running anything (what [`Client::exec`]
     /// checks first): a non-empty argv without NUL bytes, valid env keys
     /// (not the reserved [`EXEC_TAG_ENV`]), values without NUL bytes.
     ///
@@ -312,7 +312,7 @@ fn validate(req: &ExecRequest) -> Result<()> {
     Ok(())
 }
 
-impl Odek {
+impl Client {
     /// Runs a command in the sandbox, streaming output to `output`.
     ///
     /// Errors: an empty command or NUL bytes (config); the container gone or
@@ -330,12 +330,12 @@ impl Odek {
         self.exec_until(sandbox, req, output, never).await
     }
 
-    /// As [`Odek::exec`], but when `cancel` completes first the command is
+    /// As [`Client::exec`], but when `cancel` completes first the command is
     /// killed the way a timeout kills it and the outcome says `cancelled`
     /// (exit code 130; the CLI uses this for SIGINT/SIGTERM during
     /// `odek sandbox exec` and exits with the signal's own status).
     ///
-    /// Errors: as [`Odek::exec`].
+    /// Errors: as [`Client::exec`].
     pub async fn exec_until(
         &self,
         sandbox: &Sandbox,

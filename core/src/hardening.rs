@@ -1,7 +1,7 @@
 //! The isolation every sandbox must still have (SPEC §6.1), checked on the
 //! container as the engine reports it — right after launch, and again each
 //! time a sandbox is found by name to run a command in, describe, or narrow
-//! ([`crate::Odek::attach`]): a container made behind odek's back, or loosened
+//! ([`crate::Client::attach`]): a container made behind odek's back, or loosened
 //! with `docker update`, is refused naming what differs.
 //!
 //! [`problems`] covers what [`crate::sandbox::verify`]'s limit and network

@@ -14,7 +14,7 @@ mod recheck;
 
 use recheck::recheck;
 
-use crate::client::Odek;
+use crate::client::Client;
 use crate::config::NetworkMode;
 use crate::engine::{BindMount, ContainerSpec, DockerApi, EngineErrorKind, TmpfsMount};
 use crate::error::{Error, Result};
@@ -219,7 +219,7 @@ pub fn container_spec(
 /// The plan as JSON for the container label (read back to narrow a child,
 /// SPEC §8), with env values removed: labels travel further than the
 /// container's environment (monitoring exports them), and values may be
-/// secrets (CONVENTIONS 20). [`crate::Odek::attach`] restores them from
+/// secrets (CONVENTIONS 20). [`crate::Client::attach`] restores them from
 /// `Config.Env`.
 pub fn plan_label_json(plan: &Plan) -> String {
     let mut p = plan.clone();
@@ -282,7 +282,7 @@ fn with_removal(err: Error, removed: bool, name: &str, detached: bool) -> Error 
     }
 }
 
-impl Odek {
+impl Client {
     /// Launches a sandbox from a plan (SPEC §6.1). On the host for
     /// [`Isolation::Fallback`] / [`Isolation::Off`] plans; an image that
     /// cannot be pulled falls back loudly when the plan allows it.
@@ -677,7 +677,7 @@ fn idle_missing_message(seen: &[String]) -> String {
     )
 }
 
-impl Odek {
+impl Client {
     /// Force-removes a sandbox's container (SPEC §10.1 destroy). The host
     /// "sandbox" of fallback/off has nothing to remove. An absent container
     /// is not an error.

@@ -2,11 +2,11 @@
 //! developer runs with Docker Compose by service name, with every setup
 //! decision failing closed and visible.
 //!
-//! The verbs (SPEC §1): [`Odek::resolve`] merges and validates configuration
-//! and resolves networks and image into a [`Plan`]; [`Odek::launch`] creates,
+//! The verbs (SPEC §1): [`Client::resolve`] merges and validates configuration
+//! and resolves networks and image into a [`Plan`]; [`Client::launch`] creates,
 //! attaches and verifies a container (or refuses, leaving nothing behind);
-//! [`Odek::describe`] tells the agent what it runs in; [`Odek::exec`] runs
-//! commands; [`Odek::destroy`] removes the container.
+//! [`Client::describe`] tells the agent what it runs in; [`Client::exec`] runs
+//! commands; [`Client::destroy`] removes the container.
 //!
 //! Docker is reached only through [`engine::DockerApi`] (SPEC §2).
 
@@ -36,7 +36,7 @@ pub mod view;
 pub mod warning;
 pub mod workdir;
 
-pub use client::Odek;
+pub use client::Client;
 pub use error::{Error, Result};
 pub use exec::{Command, ExecOutcome, ExecRequest};
 pub use failure::{FailureClass, Step};

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::Odek;
+use crate::client::Client;
 use crate::engine::{DockerApi, EngineErrorKind};
 use crate::error::{Error, Result};
 use crate::failure::Step;
@@ -19,7 +19,7 @@ use crate::labels;
 use crate::plan::{Isolation, Plan};
 use crate::sandbox::{verify, Sandbox, SANDBOX_SCHEMA};
 
-/// What [`Odek::reap_named`] found.
+/// What [`Client::reap_named`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reaped {
     /// The container existed and was removed.
@@ -159,7 +159,7 @@ impl GcOptions {
     }
 }
 
-/// How a sandbox found by name is checked ([`Odek::attach`], [`Odek::owned`]).
+/// How a sandbox found by name is checked ([`Client::attach`], [`Client::owned`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Check {
     /// The MAC only: enough to remove it.
@@ -169,7 +169,7 @@ enum Check {
     Live,
 }
 
-impl Odek {
+impl Client {
     /// Every container labelled `dev.odek.sandbox=true` on the daemon, each
     /// marked verified or not under the launch key of `odek_home`.
     ///
@@ -203,7 +203,7 @@ impl Odek {
     /// the names removed — with `opts.dry_run` the names it would remove,
     /// removing nothing.
     ///
-    /// Errors: as [`Odek::list`]; a removal the engine refuses.
+    /// Errors: as [`Client::list`]; a removal the engine refuses.
     pub async fn gc(&self, opts: &GcOptions) -> Result<Vec<String>> {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
@@ -238,10 +238,10 @@ impl Odek {
         self.find(name, odek_home, Check::Live).await
     }
 
-    /// As [`Odek::attach`], without the live settings check: a sandbox of
+    /// As [`Client::attach`], without the live settings check: a sandbox of
     /// this user's as it is, to remove it (`odek sandbox down`).
     ///
-    /// Errors: as [`Odek::attach`] but the verify refusal.
+    /// Errors: as [`Client::attach`] but the verify refusal.
     pub async fn owned(&self, name: &str, odek_home: &Path) -> Result<Sandbox> {
         self.find(name, odek_home, Check::Mac).await
     }

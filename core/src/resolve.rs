@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::approval;
-use crate::client::Odek;
+use crate::client::Client;
 use crate::config::{self, ConfigError, ConfigInputs, SandboxMode, Settings, Source};
 use crate::engine::{DockerApi, EndpointError};
 use crate::error::{Error, Result};
@@ -28,7 +28,7 @@ pub struct Silent;
 
 impl Reporter for Silent {}
 
-impl Odek {
+impl Client {
     /// Resolves configuration, networks and image into a plan (SPEC §3–§5).
     ///
     /// Errors: config (class config); the daemon unreachable when fallback is

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::Odek;
+use crate::client::Client;
 use crate::config::{SandboxMode, Source};
 use crate::network::NetworkSummary;
 use crate::plan::{Isolation, Plan};
@@ -106,7 +106,7 @@ pub struct ConfigView {
     pub pending_approval: Vec<String>,
 }
 
-impl Odek {
+impl Client {
     /// The config view of a plan (SPEC §10.4). Looks the image up locally
     /// when the daemon answers (never pulls or builds).
     pub async fn config_view(&self, plan: &Plan) -> ConfigView {

@@ -2,7 +2,7 @@
 //! §4.1, §7.4, §9.3).
 //!
 //! Invalid project names are refused by the pure
-//! `config::validate_compose_project` and by `Odek::resolve` (from the flag
+//! `config::validate_compose_project` and by `Client::resolve` (from the flag
 //! and from `./odek.json`) as class `config`, with Compose's normalised
 //! spelling as the hint and the running projects' labels — sanitised — as
 //! further hints; never matched fuzzily. Valid names that no network carries

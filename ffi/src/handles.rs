@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use odek_core::{Odek, Sandbox};
+use odek_core::Sandbox;
 
 use crate::error::{Code, Failure};
 
@@ -25,13 +25,13 @@ pub struct odek_sandbox_t {
 /// What a client handle stands for.
 pub struct Client {
     /// The core client.
-    pub odek: Odek,
+    pub odek: odek_core::Client,
 }
 
 /// What a sandbox handle stands for.
 pub struct SandboxHandle {
     /// The client it was launched with.
-    pub odek: Odek,
+    pub odek: odek_core::Client,
     /// The sandbox.
     pub sandbox: Sandbox,
 }

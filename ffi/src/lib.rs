@@ -28,7 +28,7 @@ use odek_core::approval::{Approval, Decision};
 use odek_core::config::{ConfigInputs, Layer};
 use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork, StreamKind};
 use odek_core::narrow::NarrowRequest;
-use odek_core::{describe, ExecRequest, LaunchOptions, Odek, Plan, Silent};
+use odek_core::{describe, ExecRequest, LaunchOptions, Plan, Silent};
 use serde::{Deserialize, Serialize};
 
 use boundary::{c_string, guard, json_arg, out_arg, str_arg, write_json};
@@ -141,7 +141,7 @@ pub unsafe extern "C" fn odek_client_new(
         let opts: ClientOptions = unsafe { json_arg(options_json, "options_json")? };
         check_schema(opts.schema.as_deref(), "odek.client-options/")?;
         let odek = match (opts.engine.as_deref(), &opts.docker_host) {
-            (Some("fake"), _) => Odek::with_engine(Arc::new(fake_engine())),
+            (Some("fake"), _) => odek_core::Client::with_engine(Arc::new(fake_engine())),
             (None | Some("docker"), Some(host)) => {
                 let address = odek_core::engine::parse_host(host, "docker_host")
                     .map_err(|e| Failure::from(odek_core::Error::Endpoint(e)))?;
@@ -150,9 +150,9 @@ pub unsafe extern "C" fn odek_client_new(
                     source: odek_core::engine::EndpointSource::Explicit,
                     tried: Vec::new(),
                 };
-                Odek::with_engine(Arc::new(odek_core::engine::BollardEngine::new(ep)))
+                odek_core::Client::with_engine(Arc::new(odek_core::engine::BollardEngine::new(ep)))
             }
-            (None | Some("docker"), None) => Odek::from_env(),
+            (None | Some("docker"), None) => odek_core::Client::from_env(),
             (Some(other), _) => {
                 return Err(Failure::new(
                     Code::InvalidArgument,

@@ -15,7 +15,7 @@ use std::time::Duration;
 use odek_core::approval::{Approval, ApprovalError, ApprovalRequest, Decision};
 use odek_core::config::ConfigInputs;
 use odek_core::launch::{new_launch_id, new_sandbox_name, LaunchProgress, Stage};
-use odek_core::{Error, Isolation, LaunchOptions, Odek, Plan, Sandbox};
+use odek_core::{Client, Error, Isolation, LaunchOptions, Plan, Sandbox};
 
 use crate::caller::{Asked, Caller};
 use crate::StderrReporter;
@@ -57,7 +57,7 @@ impl Refusal {
 
 /// The server's sandboxes.
 pub(crate) struct Sandboxes {
-    odek: Odek,
+    odek: Client,
     inputs: ConfigInputs,
     table: Mutex<BTreeMap<String, Entry>>,
     /// The id of the conversation's sandbox; the async lock is held while
@@ -81,7 +81,7 @@ fn new_id() -> String {
 impl Sandboxes {
     /// Sandboxes launched with `odek` from `inputs` (whose sandbox mode the
     /// caller has forced on).
-    pub(crate) fn new(odek: Odek, inputs: ConfigInputs) -> Sandboxes {
+    pub(crate) fn new(odek: Client, inputs: ConfigInputs) -> Sandboxes {
         Sandboxes {
             odek,
             inputs,
@@ -104,7 +104,7 @@ impl Sandboxes {
     }
 
     /// The client.
-    pub(crate) fn odek(&self) -> &Odek {
+    pub(crate) fn odek(&self) -> &Client {
         &self.odek
     }
 
