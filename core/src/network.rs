@@ -6,8 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{ConfigError, NetworkMode, Source, Sourced};
 use crate::engine::{DockerApi, EngineError, NetworkFilter, NetworkInfo};
-use crate::text::quote;
-use crate::text::sanitize_name;
+use crate::text::{quote, sanitize_name};
 use crate::warning::{Warning, WarningKind};
 
 /// Most networks a sandbox may attach (SPEC §4.1).
