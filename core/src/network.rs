@@ -46,6 +46,21 @@ impl NetworkOrigin {
     }
 }
 
+/// One network a sandbox is attached to: name, full ID, `Internal` and
+/// Compose project, as the engine shows them (raw: a view renders them where
+/// it shows them, e.g. the config view with [`crate::text::sanitize_name`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachedNetwork {
+    /// Name.
+    pub name: String,
+    /// Full ID.
+    pub id: String,
+    /// `Internal`.
+    pub internal: bool,
+    /// Compose project label.
+    pub compose_project: Option<String>,
+}
+
 /// A resolved network: from here on handled by its full ID (SPEC §4.1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResolvedNetwork {

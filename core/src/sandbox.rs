@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::NetworkMode;
 use crate::engine::ContainerInfo;
-use crate::network::NetworkSummary;
+use crate::network::{AttachedNetwork, NetworkSummary};
 use crate::plan::{Isolation, Plan};
 use crate::warning::Warning;
 
@@ -27,7 +27,7 @@ pub struct Applied {
     /// Internet reachable.
     pub internet: bool,
     /// Attached networks (name, ID, internal) as the container shows them.
-    pub networks: Vec<AppliedNetwork>,
+    pub networks: Vec<AttachedNetwork>,
     /// `PidsLimit`.
     pub pids_limit: i64,
     /// `Init`.
@@ -36,19 +36,6 @@ pub struct Applied {
     pub tmp_options: String,
     /// Image ID.
     pub image_id: String,
-}
-
-/// One network the container is attached to.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AppliedNetwork {
-    /// Name.
-    pub name: String,
-    /// Full ID.
-    pub id: String,
-    /// `Internal`.
-    pub internal: bool,
-    /// Compose project label.
-    pub compose_project: Option<String>,
 }
 
 /// A launched sandbox — or the host, in fallback or off mode.
@@ -270,7 +257,7 @@ pub fn verify(
     let networks = plan
         .networks
         .iter()
-        .map(|n| AppliedNetwork {
+        .map(|n| AttachedNetwork {
             name: n.name.clone(),
             id: n.id.clone(),
             internal: n.internal,
