@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::Client;
 use crate::config::{SandboxMode, Source};
-use crate::network::NetworkSummary;
+use crate::network::{AttachedNetwork, NetworkSummary};
 use crate::plan::{Isolation, Plan};
 use crate::sandbox::TMP_OPTIONS;
 use crate::text::sanitize_name;
@@ -37,17 +37,46 @@ pub struct ImageView {
     pub when_missing: Option<String>,
 }
 
-/// One network as applied.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetworkView {
-    /// Name (sanitised; `None` when it fails SPEC §9.3).
-    pub name: Option<String>,
-    /// Full ID.
-    pub id: String,
-    /// `Internal`.
-    pub internal: bool,
-    /// Compose project label (sanitised).
-    pub compose_project: Option<String>,
+/// The config view's JSON of its networks: each name and Compose project
+/// only when it passes SPEC §9.3 (`null` otherwise), rendered from the raw
+/// [`AttachedNetwork`] when serialized. Read back, an omitted name is empty.
+mod shown_networks {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::network::AttachedNetwork;
+    use crate::text::sanitize_name;
+
+    #[derive(Serialize, Deserialize)]
+    struct Shown {
+        name: Option<String>,
+        id: String,
+        internal: bool,
+        compose_project: Option<String>,
+    }
+
+    pub fn serialize<S: Serializer>(v: &[AttachedNetwork], s: S) -> Result<S::Ok, S::Error> {
+        v.iter()
+            .map(|n| Shown {
+                name: sanitize_name(&n.name),
+                id: n.id.clone(),
+                internal: n.internal,
+                compose_project: n.compose_project.as_deref().and_then(sanitize_name),
+            })
+            .collect::<Vec<_>>()
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<AttachedNetwork>, D::Error> {
+        Ok(Vec::<Shown>::deserialize(d)?
+            .into_iter()
+            .map(|n| AttachedNetwork {
+                name: n.name.unwrap_or_default(),
+                id: n.id,
+                internal: n.internal,
+                compose_project: n.compose_project,
+            })
+            .collect())
+    }
 }
 
 /// The applied configuration.
@@ -73,8 +102,10 @@ pub struct ConfigView {
     pub network: NetworkSummary,
     /// Internet reachable.
     pub internet: bool,
-    /// Attached networks.
-    pub networks: Vec<NetworkView>,
+    /// Attached networks, raw; names and Compose projects that fail SPEC §9.3
+    /// are omitted where the view is shown (JSON and text).
+    #[serde(with = "shown_networks")]
+    pub networks: Vec<AttachedNetwork>,
     /// PIDs limit.
     pub pids_limit: i64,
     /// `--init` (always on).
@@ -165,11 +196,11 @@ impl Client {
             networks: plan
                 .networks
                 .iter()
-                .map(|n| NetworkView {
-                    name: sanitize_name(&n.name),
+                .map(|n| AttachedNetwork {
+                    name: n.name.clone(),
                     id: n.id.clone(),
                     internal: n.internal,
-                    compose_project: n.compose_project.as_deref().and_then(sanitize_name),
+                    compose_project: n.compose_project.clone(),
                 })
                 .collect(),
             pids_limit: plan.pids_limit,
@@ -262,10 +293,13 @@ impl ConfigView {
                 "  attached",
                 format!(
                     "{} {} internal={} compose={}",
-                    n.name.clone().unwrap_or_else(|| "(name omitted)".into()),
+                    sanitize_name(&n.name).unwrap_or_else(|| "(name omitted)".into()),
                     n.id,
                     n.internal,
-                    n.compose_project.clone().unwrap_or_else(|| "-".into())
+                    n.compose_project
+                        .as_deref()
+                        .and_then(sanitize_name)
+                        .unwrap_or_else(|| "-".into())
                 ),
                 match (
                     self.sources.get("sandbox_networks"),
