@@ -119,5 +119,13 @@ impl Error {
     }
 }
 
+/// A key that cannot be used refuses what needed it (class config), with the
+/// key's own message.
+impl From<crate::secret::SecretError> for crate::Error {
+    fn from(e: crate::secret::SecretError) -> Self {
+        crate::Error::Usage(e.to_string())
+    }
+}
+
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -35,14 +35,6 @@ pub struct SecretError {
     pub reason: String,
 }
 
-/// A key that cannot be used refuses what needed it (class config), with the
-/// key's own message.
-impl From<SecretError> for crate::Error {
-    fn from(e: SecretError) -> Self {
-        crate::Error::Usage(e.to_string())
-    }
-}
-
 fn fail(path: &Path, reason: impl std::fmt::Display) -> SecretError {
     SecretError {
         path: path.display().to_string(),
