@@ -485,7 +485,7 @@ async fn sandbox_up(
         // or prompt — from this process's store and environment, never from
         // what the parent's label recorded.
         let env = std::env::vars().collect();
-        odek_core::approval::refresh_standing(&mut plan, &env)?;
+        odek_core::approve::refresh_standing(&mut plan, &env)?;
         let mut opts = LaunchOptions {
             detached: true,
             name: Some(name.to_string()),

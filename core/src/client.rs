@@ -1,15 +1,13 @@
 //! The odek client: one Docker engine (or the reason there is none) and its
 //! construction. Each verb is an `impl` block beside its work: resolve
 //! (resolve.rs), launch and destroy (launch.rs), describe (describe.rs),
-//! exec (exec.rs), attach and list (registry.rs), view (view.rs); approve is
-//! here.
+//! exec (exec.rs), attach and list (registry.rs), view (view.rs), approve
+//! (approve.rs).
 
 use std::sync::Arc;
 
-use crate::approval;
 use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError};
 use crate::error::{Error, Result};
-use crate::plan::Plan;
 
 /// The odek client: one Docker engine (or the reason there is none) and the
 /// verbs resolve → launch → describe, exec, destroy.
@@ -45,16 +43,5 @@ impl Client {
             Ok(e) => e.endpoint().to_string(),
             Err(e) => e.to_string(),
         }
-    }
-
-    /// Grants approval of the plan's project settings (SPEC §7.2): `Once`
-    /// for this launch, `Trust` persisted in the store first (a failed write
-    /// is an error and grants nothing).
-    pub fn approve(&self, plan: &Plan, decision: approval::Decision) -> Result<approval::Approval> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        Ok(approval::grant(plan, decision, now)?)
     }
 }

@@ -11,6 +11,7 @@
 //! Docker is reached only through [`engine::DockerApi`] (SPEC §2).
 
 pub mod approval;
+pub mod approve;
 pub mod client;
 pub mod config;
 pub mod describe;
