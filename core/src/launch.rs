@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
+mod check;
 mod recheck;
 
 use recheck::recheck;
