@@ -1,5 +1,5 @@
 // Command odek-bench-go is the Go binding's exec round-trip worker for
-// odek-bench (issue 7).
+// odek-bench.
 //
 // It launches one sandbox through the binding (Compose project and image from
 // the flags), prints "ready <sandbox-name> <container-id>", then for every
@@ -9,7 +9,7 @@
 // libodek's in-memory engine (no Docker): what remains is the binding's and
 // the core's own cost per call.
 //
-// odek-bench builds it with -tags odek_pkgconfig against the release
+// odek-bench builds it (default build: pkg-config odek) against the release
 // libodek.so; it is not meant to be run by hand.
 package main
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exec round-trip worker for odek-bench (issue 7), Python binding.
+"""Exec round-trip worker for odek-bench, Python binding.
 
 Launches one sandbox through the ``odek`` package (Compose project + image
 given on the command line), prints ``ready <sandbox-name> <container-id>``,

@@ -1,4 +1,4 @@
-//! `odek-bench`: odek against the real Docker Engine (issue 7).
+//! `odek-bench`: odek against the real Docker Engine.
 //!
 //! One run measures, interleaving the variants of each phase (a rotation per
 //! iteration, so no variant always runs first or last):
@@ -40,7 +40,7 @@ use serde::Serialize;
 /// The label on everything the bench creates.
 pub(crate) const BENCH_LABEL: (&str, &str) = ("dev.odek.bench", "true");
 
-/// odek-bench: odek vs the raw Engine API vs the docker CLI (issue 7).
+/// odek-bench: odek vs the raw Engine API vs the docker CLI.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "odek-bench", max_term_width = 100)]
 pub(crate) struct Args {
@@ -94,7 +94,7 @@ pub(crate) struct Args {
     /// Repository root (default: the one this binary was built from).
     #[arg(long)]
     pub(crate) repo: Option<PathBuf>,
-    /// JSON results file (default: <repo>/target/bench/results.json).
+    /// JSON results file (default: REPO/target/bench/results.json).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
 }

@@ -138,8 +138,8 @@ impl Worker {
 }
 
 /// The Go worker, built with the release libodek through a generated
-/// pkg-config file (`-tags odek_pkgconfig`), so it links the same library the
-/// Python worker loads.
+/// pkg-config file (the binding's default build links by `pkg-config odek`),
+/// so it links the same library the Python worker loads.
 pub async fn build_go_worker(repo: &Path, out_dir: &Path, go: &str) -> Result<std::path::PathBuf> {
     let pc_dir = out_dir.join("pkgconfig");
     std::fs::create_dir_all(&pc_dir)?;
@@ -159,7 +159,7 @@ pub async fn build_go_worker(repo: &Path, out_dir: &Path, go: &str) -> Result<st
     let target = repo.join("target");
     let mut cmd = Command::new(go);
     cmd.current_dir(repo.join("bench/go"))
-        .args(["build", "-tags", "odek_pkgconfig", "-o"])
+        .args(["build", "-o"])
         .arg(&bin)
         .arg(".")
         .env("PKG_CONFIG_PATH", &pc_dir)

@@ -31,7 +31,7 @@ func headerDefines(t *testing.T) map[string]string {
 }
 
 // The Go code table equals the header's ODEK_E_* defines, as text and as
-// compiled by cgo, in both directions (CONVENTIONS 7).
+// compiled by cgo, in both directions (SPEC §10.1: stable numeric codes).
 func TestCodeTableMatchesHeader(t *testing.T) {
 	defs := headerDefines(t)
 	header := map[string]int{}

@@ -1,7 +1,7 @@
 package odek
 
 // The only file that calls C. Every function here copies what odek returns
-// into Go memory and frees the C side before returning (CONVENTIONS 15):
+// into Go memory and frees the C side before returning (SPEC §10.2):
 //
 //   - string arguments: C.CString, freed with C.free when the call returns;
 //   - strings returned through out-params: C.GoString, then odek_string_free;

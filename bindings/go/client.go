@@ -42,14 +42,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if err := checkABI(); err != nil {
 		return nil, err
 	}
-	m := map[string]interface{}{"schema": "odek.client-options/1"}
-	if opts.DockerHost != "" {
-		m["docker_host"] = opts.DockerHost
-	}
-	if opts.Engine != "" {
-		m["engine"] = opts.Engine
-	}
-	h, err := cClientNew(mustJSON(m))
+	h, err := cClientNew(mustJSON(wireClientOptions{
+		Schema: "odek.client-options/1", DockerHost: opts.DockerHost, Engine: opts.Engine,
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -119,9 +114,10 @@ type ResolveRequest struct {
 	// AllowHostFallback keeps SPEC §6.3's implicit mode: an unreachable
 	// daemon or an image that cannot be pulled falls back to running
 	// commands on the host (Sandbox.Isolation.Kind == IsolationFallback).
-	// By default (false) the binding requires a sandbox: unless Settings
-	// says "sandbox" itself, it is set to true, so those failures are errors
-	// instead of a host shell for the agent.
+	// By default (false) a sandbox is required: unless Settings says
+	// "sandbox" itself, libodek sets it to true (the resolve request's
+	// allow_host_fallback, decided there for every caller), so those
+	// failures are errors instead of a host shell for the agent.
 	AllowHostFallback bool
 }
 
@@ -134,30 +130,21 @@ type ResolveRequest struct {
 // CodeComposeNotRunning), ErrApproval (CodeApprovalStore),
 // ErrDaemonUnreachable when no fallback is allowed, ErrDockerRejected.
 func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (*Plan, error) {
-	m := map[string]interface{}{
-		"schema":  "odek.resolve-request/1",
-		"workdir": req.Workdir,
+	w := wireResolveRequest{
+		Schema:            "odek.resolve-request/1",
+		Workdir:           req.Workdir,
+		Settings:          req.Settings,
+		Env:               req.Env,
+		AllowHostFallback: req.AllowHostFallback,
 	}
-	settings := make(map[string]any, len(req.Settings)+1)
-	for k, v := range req.Settings {
-		settings[k] = v
-	}
-	if _, said := settings["sandbox"]; !said && !req.AllowHostFallback {
-		settings["sandbox"] = true
-	}
-	if len(settings) > 0 {
-		m["settings"] = settings
-	}
+	no := false
 	if req.IgnoreUserConfig {
-		m["read_user_config"] = false
+		w.ReadUserConfig = &no
 	}
 	if req.IgnoreProjectConfig {
-		m["read_project_config"] = false
+		w.ReadProjectConfig = &no
 	}
-	if req.Env != nil {
-		m["env"] = req.Env
-	}
-	doc, err := encodeJSON(m)
+	doc, err := encodeJSON(w)
 	if err != nil {
 		return nil, err
 	}

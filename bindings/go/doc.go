@@ -47,9 +47,9 @@
 //
 // # Linking
 //
-// By default the package links target/debug/libodek.so of the odek workspace
-// (build it with `cargo build -p odek-ffi`) with an rpath, so tests and
-// examples run without LD_LIBRARY_PATH. Build tags: odek_static links
-// target/debug/libodek.a instead; odek_pkgconfig uses `pkg-config odek`.
-// CGO_CFLAGS / CGO_LDFLAGS add flags to any of these.
+// By default the package links libodek.so with the flags from
+// `pkg-config odek` (point PKG_CONFIG_PATH at an installed prefix's
+// lib/pkgconfig, e.g. one made by `cargo xtask dist`); the header is part of
+// the module. The build tag odek_static links libodek.a instead, through
+// `pkg-config odek-static`. CGO_CFLAGS / CGO_LDFLAGS add flags to either.
 package odek

@@ -63,15 +63,7 @@ func finalizeSandbox(s *Sandbox) {
 }
 
 func parseSandboxInfo(doc string) (*Sandbox, error) {
-	var w struct {
-		Schema      string          `json:"schema"`
-		Name        string          `json:"name"`
-		ContainerID *string         `json:"container_id"`
-		Isolation   Isolation       `json:"isolation"`
-		StartupLine string          `json:"startup_line"`
-		Warnings    []Warning       `json:"warnings"`
-		Plan        json.RawMessage `json:"plan"`
-	}
+	var w wireSandboxInfo
 	if err := json.Unmarshal([]byte(doc), &w); err != nil {
 		return nil, fmt.Errorf("odek: unexpected sandbox info document: %w", err)
 	}
@@ -192,18 +184,15 @@ type ExecResult struct {
 // or both of Argv and Shell), ErrDockerRejected (CodeExec) when the command
 // cannot be run, ErrDaemonUnreachable.
 func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
-	m := map[string]interface{}{"schema": "odek.exec-request/1"}
+	m := wireExecRequest{Schema: "odek.exec-request/1", Env: req.Env}
 	if req.Argv != nil {
-		m["argv"] = req.Argv
+		m.Argv = &req.Argv
 	}
 	if req.Shell != "" {
-		m["shell"] = req.Shell
-	}
-	if len(req.Env) > 0 {
-		m["env"] = req.Env
+		m.Shell = &req.Shell
 	}
 	if req.Workdir != "" {
-		m["workdir"] = req.Workdir
+		m.Workdir = &req.Workdir
 	}
 	if req.Timeout < 0 {
 		return nil, usageError("Exec: negative timeout %v", req.Timeout)
@@ -221,7 +210,8 @@ func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	}
 	fromCtx := timeout != req.Timeout
 	if timeout > 0 {
-		m["timeout_secs"] = timeout.Seconds()
+		secs := timeout.Seconds()
+		m.TimeoutSecs = &secs
 	}
 	doc, err := encodeJSON(m)
 	if err != nil {
@@ -237,15 +227,7 @@ func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		if err != nil {
 			return nil, err
 		}
-		var w struct {
-			ExitCode        int    `json:"exit_code"`
-			TimedOut        bool   `json:"timed_out"`
-			Killed          bool   `json:"killed"`
-			Stdout          string `json:"stdout"`
-			Stderr          string `json:"stderr"`
-			StdoutTruncated bool   `json:"stdout_truncated"`
-			StderrTruncated bool   `json:"stderr_truncated"`
-		}
+		var w wireExecResult
 		if err := json.Unmarshal([]byte(out), &w); err != nil {
 			return nil, fmt.Errorf("odek: unexpected exec result document: %w", err)
 		}

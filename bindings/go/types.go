@@ -324,14 +324,17 @@ func (a *ApprovalRequest) JSON() []byte { return []byte(a.raw) }
 // standing tells whether the request is granted without a question.
 func (a *ApprovalRequest) standing() bool { return a.Trusted || a.ApprovedByEnv }
 
+// wireApprovalRequest is "odek.approval-request/1" as read.
+type wireApprovalRequest struct {
+	ApprovalRequest
+	Schema                  string  `json:"schema"`
+	Image                   *string `json:"image"`
+	Network                 *string `json:"network"`
+	RequestedComposeProject *string `json:"requested_compose_project"`
+}
+
 func parseApprovalRequest(doc string) (*ApprovalRequest, error) {
-	var w struct {
-		ApprovalRequest
-		Schema                  string  `json:"schema"`
-		Image                   *string `json:"image"`
-		Network                 *string `json:"network"`
-		RequestedComposeProject *string `json:"requested_compose_project"`
-	}
+	var w wireApprovalRequest
 	if err := json.Unmarshal([]byte(doc), &w); err != nil {
 		return nil, usageError("not an approval request: %v", err)
 	}
@@ -376,10 +379,7 @@ func (a *Approval) JSON() []byte { return []byte(a.raw) }
 
 // ParseApproval reads an approval document (e.g. one kept from Approval.JSON).
 func ParseApproval(doc []byte) (*Approval, error) {
-	var w struct {
-		Approval
-		Schema string `json:"schema"`
-	}
+	var w wireApproval
 	if err := json.Unmarshal(doc, &w); err != nil {
 		return nil, usageError("not an approval document: %v", err)
 	}
@@ -465,16 +465,19 @@ type Environment struct {
 // JSON is the environment document as libodek produced it.
 func (e *Environment) JSON() []byte { return []byte(e.raw) }
 
+// wireEnvironment is "odek.environment/1" as read.
+type wireEnvironment struct {
+	Environment
+	Schema         string  `json:"schema"`
+	FallbackReason *string `json:"fallback_reason"`
+	Network        *string `json:"network"`
+	PidsLimit      *int64  `json:"pids_limit"`
+	MemoryBytes    *int64  `json:"memory_bytes"`
+	CPUs           *string `json:"cpus"`
+}
+
 func parseEnvironment(doc string) (*Environment, error) {
-	var w struct {
-		Environment
-		Schema         string  `json:"schema"`
-		FallbackReason *string `json:"fallback_reason"`
-		Network        *string `json:"network"`
-		PidsLimit      *int64  `json:"pids_limit"`
-		MemoryBytes    *int64  `json:"memory_bytes"`
-		CPUs           *string `json:"cpus"`
-	}
+	var w wireEnvironment
 	if err := json.Unmarshal([]byte(doc), &w); err != nil {
 		return nil, fmt.Errorf("odek: unexpected environment document: %w", err)
 	}
@@ -527,33 +530,30 @@ type NarrowRequest struct {
 	Image string `json:"image,omitempty"`
 }
 
+// wireNarrowRequest is "odek.narrow-request/1" as sent: a nil Networks is
+// left out (inherit), an empty one sent (keep none).
+type wireNarrowRequest struct {
+	Schema         string    `json:"schema"`
+	Networks       *[]string `json:"networks,omitempty"`
+	ComposeProject string    `json:"compose_project,omitempty"`
+	NetworkMode    string    `json:"network_mode,omitempty"`
+	PidsLimit      int64     `json:"pids_limit,omitempty"`
+	Memory         string    `json:"memory,omitempty"`
+	CPUs           string    `json:"cpus,omitempty"`
+	Readonly       bool      `json:"readonly,omitempty"`
+	Image          string    `json:"image,omitempty"`
+}
+
 func (r NarrowRequest) encode() string {
-	m := map[string]interface{}{"schema": "odek.narrow-request/1"}
+	w := wireNarrowRequest{
+		Schema: "odek.narrow-request/1", ComposeProject: r.ComposeProject,
+		NetworkMode: r.NetworkMode, PidsLimit: r.PidsLimit, Memory: r.Memory,
+		CPUs: r.CPUs, Readonly: r.Readonly, Image: r.Image,
+	}
 	if r.Networks != nil {
-		m["networks"] = r.Networks
+		w.Networks = &r.Networks
 	}
-	if r.ComposeProject != "" {
-		m["compose_project"] = r.ComposeProject
-	}
-	if r.NetworkMode != "" {
-		m["network_mode"] = r.NetworkMode
-	}
-	if r.PidsLimit != 0 {
-		m["pids_limit"] = r.PidsLimit
-	}
-	if r.Memory != "" {
-		m["memory"] = r.Memory
-	}
-	if r.CPUs != "" {
-		m["cpus"] = r.CPUs
-	}
-	if r.Readonly {
-		m["readonly"] = true
-	}
-	if r.Image != "" {
-		m["image"] = r.Image
-	}
-	return mustJSON(m)
+	return mustJSON(w)
 }
 
 // ViewImage is the image in a config view.
@@ -625,42 +625,45 @@ type ConfigView struct {
 // JSON is the config view document as libodek produced it.
 func (v *ConfigView) JSON() []byte { return []byte(v.raw) }
 
+// wireConfigView is "odek.config-view/1" as read.
+type wireConfigView struct {
+	Schema         string  `json:"schema"`
+	Mode           string  `json:"mode"`
+	Isolation      string  `json:"isolation"`
+	FallbackReason *string `json:"fallback_reason"`
+	Endpoint       *string `json:"endpoint"`
+	APIVersion     *string `json:"api_version"`
+	Image          struct {
+		ViewImage
+		Digest *string `json:"digest"`
+		ID     *string `json:"id"`
+	} `json:"image"`
+	NetworkMode string `json:"network_mode"`
+	Network     string `json:"network"`
+	Internet    bool   `json:"internet"`
+	Networks    []struct {
+		Name           *string `json:"name"`
+		ID             string  `json:"id"`
+		Internal       bool    `json:"internal"`
+		ComposeProject *string `json:"compose_project"`
+	} `json:"networks"`
+	PidsLimit   int64             `json:"pids_limit"`
+	Init        bool              `json:"init"`
+	Tmpfs       string            `json:"tmpfs"`
+	MemoryBytes *int64            `json:"memory_bytes"`
+	CPUs        *string           `json:"cpus"`
+	User        *string           `json:"user"`
+	Readonly    bool              `json:"readonly"`
+	Workdir     string            `json:"workdir"`
+	EnvKeys     []string          `json:"env_keys"`
+	Volumes     []string          `json:"volumes"`
+	Masks       []string          `json:"masks"`
+	Sources     map[string]Source `json:"sources"`
+	Warnings    []Warning         `json:"warnings"`
+}
+
 func parseConfigView(doc string) (*ConfigView, error) {
-	var w struct {
-		Schema         string  `json:"schema"`
-		Mode           string  `json:"mode"`
-		Isolation      string  `json:"isolation"`
-		FallbackReason *string `json:"fallback_reason"`
-		Endpoint       *string `json:"endpoint"`
-		APIVersion     *string `json:"api_version"`
-		Image          struct {
-			ViewImage
-			Digest *string `json:"digest"`
-			ID     *string `json:"id"`
-		} `json:"image"`
-		NetworkMode string `json:"network_mode"`
-		Network     string `json:"network"`
-		Internet    bool   `json:"internet"`
-		Networks    []struct {
-			Name           *string `json:"name"`
-			ID             string  `json:"id"`
-			Internal       bool    `json:"internal"`
-			ComposeProject *string `json:"compose_project"`
-		} `json:"networks"`
-		PidsLimit   int64             `json:"pids_limit"`
-		Init        bool              `json:"init"`
-		Tmpfs       string            `json:"tmpfs"`
-		MemoryBytes *int64            `json:"memory_bytes"`
-		CPUs        *string           `json:"cpus"`
-		User        *string           `json:"user"`
-		Readonly    bool              `json:"readonly"`
-		Workdir     string            `json:"workdir"`
-		EnvKeys     []string          `json:"env_keys"`
-		Volumes     []string          `json:"volumes"`
-		Masks       []string          `json:"masks"`
-		Sources     map[string]Source `json:"sources"`
-		Warnings    []Warning         `json:"warnings"`
-	}
+	var w wireConfigView
 	if err := json.Unmarshal([]byte(doc), &w); err != nil {
 		return nil, fmt.Errorf("odek: unexpected config view document: %w", err)
 	}
@@ -685,6 +688,66 @@ func parseConfigView(doc string) (*ConfigView, error) {
 		})
 	}
 	return v, nil
+}
+
+// wireApproval is "odek.approval/1" as read.
+type wireApproval struct {
+	Approval
+	Schema string `json:"schema"`
+}
+
+// wireClientOptions is "odek.client-options/1" as sent.
+type wireClientOptions struct {
+	Schema     string `json:"schema"`
+	DockerHost string `json:"docker_host,omitempty"`
+	Engine     string `json:"engine,omitempty"`
+}
+
+// wireResolveRequest is "odek.resolve-request/1" as sent. A nil Env is
+// null (the process environment); AllowHostFallback is sent only when set,
+// so libodek decides the default (a sandbox is required).
+type wireResolveRequest struct {
+	Schema            string            `json:"schema"`
+	Workdir           string            `json:"workdir"`
+	Settings          map[string]any    `json:"settings,omitempty"`
+	ReadUserConfig    *bool             `json:"read_user_config,omitempty"`
+	ReadProjectConfig *bool             `json:"read_project_config,omitempty"`
+	Env               map[string]string `json:"env"`
+	AllowHostFallback bool              `json:"allow_host_fallback,omitempty"`
+}
+
+// wireExecRequest is "odek.exec-request/1" as sent.
+type wireExecRequest struct {
+	Schema      string            `json:"schema"`
+	Argv        *[]string         `json:"argv,omitempty"`
+	Shell       *string           `json:"shell,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	TimeoutSecs *float64          `json:"timeout_secs,omitempty"`
+	Workdir     *string           `json:"workdir,omitempty"`
+}
+
+// wireExecResult is "odek.exec-result/1" as read.
+type wireExecResult struct {
+	Schema          string `json:"schema"`
+	ExitCode        int    `json:"exit_code"`
+	TimedOut        bool   `json:"timed_out"`
+	Killed          bool   `json:"killed"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+}
+
+// wireSandboxInfo is "odek.sandbox-info/1" as read (the plan is parsed
+// on its own).
+type wireSandboxInfo struct {
+	Schema      string          `json:"schema"`
+	Name        string          `json:"name"`
+	ContainerID *string         `json:"container_id"`
+	Isolation   Isolation       `json:"isolation"`
+	StartupLine string          `json:"startup_line"`
+	Warnings    []Warning       `json:"warnings"`
+	Plan        json.RawMessage `json:"plan"`
 }
 
 func mustJSON(v interface{}) string {

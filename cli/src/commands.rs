@@ -394,14 +394,28 @@ async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitCode {
         }
     };
     let mut signalled = 0u8;
+    let captured = Captured::default();
     let result = async {
         let req = exec_request(&args.exec, &args.cmd)?;
         let sandbox = odek.attach(&args.name, &odek_home()?).await?;
         let cancel = async { signalled = signals.next().await };
-        let outcome = odek.exec_until(&sandbox, &req, &sink, cancel).await?;
+        let outcome = if args.json {
+            odek.exec_until(&sandbox, &req, &|k, b| captured.push(k, b), cancel)
+                .await?
+        } else {
+            odek.exec_until(&sandbox, &req, &sink, cancel).await?
+        };
         Ok::<_, anyhow::Error>((sandbox.name, outcome))
     }
     .await;
+    if args.json {
+        if let Ok((_, o)) = &result {
+            match json_for_terminal(&captured.result(o)) {
+                Ok(text) => outln!("{text}"),
+                Err(e) => print_anyhow(&e),
+            }
+        }
+    }
     match result {
         Ok((name, o)) if o.cancelled => {
             if o.killed {
@@ -427,6 +441,65 @@ async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitCode {
                 Some(oe) => exit_after_start(oe),
                 None => ExitCode::from(EXIT_REFUSED),
             }
+        }
+    }
+}
+
+/// Most bytes of stdout or stderr `odek sandbox exec --json` keeps (16 MiB
+/// each, as the bindings' exec result); the rest is dropped and
+/// `stdout_truncated`/`stderr_truncated` say so.
+const JSON_OUTPUT_LIMIT: usize = 16 << 20;
+
+/// The output of `odek sandbox exec --json`, kept until the command ends.
+#[derive(Default)]
+struct Captured(std::sync::Mutex<CapturedStreams>);
+
+#[derive(Default)]
+struct CapturedStreams {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+}
+
+/// The JSON `odek sandbox exec --json` prints: the bindings' exec result
+/// (`odek.exec-result/1`), output as UTF-8 (invalid bytes replaced).
+#[derive(serde::Serialize)]
+struct ExecJson {
+    schema: &'static str,
+    exit_code: i64,
+    timed_out: bool,
+    killed: bool,
+    stdout: String,
+    stderr: String,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+}
+
+impl Captured {
+    fn push(&self, kind: odek_core::engine::StreamKind, bytes: &[u8]) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let g = &mut *g;
+        let (buf, cut) = match kind {
+            odek_core::engine::StreamKind::Stdout => (&mut g.stdout, &mut g.stdout_truncated),
+            odek_core::engine::StreamKind::Stderr => (&mut g.stderr, &mut g.stderr_truncated),
+        };
+        let room = JSON_OUTPUT_LIMIT.saturating_sub(buf.len());
+        buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        *cut |= bytes.len() > room;
+    }
+
+    fn result(&self, o: &odek_core::exec::ExecOutcome) -> ExecJson {
+        let g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        ExecJson {
+            schema: "odek.exec-result/1",
+            exit_code: o.exit_code,
+            timed_out: o.timed_out,
+            killed: o.killed,
+            stdout: String::from_utf8_lossy(&g.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&g.stderr).into_owned(),
+            stdout_truncated: g.stdout_truncated,
+            stderr_truncated: g.stderr_truncated,
         }
     }
 }
@@ -572,17 +645,29 @@ async fn sandbox(
         SandboxCmd::Down(args) => {
             let home = odek_home()?;
             let mut failed = false;
+            let mut removed = Vec::new();
             for n in &args.names {
                 match odek.owned(n, &home).await {
                     Ok(s) => {
-                        odek.destroy(&s).await?;
-                        outln!("{}", s.name);
+                        if let Err(e) = odek.destroy(&s).await {
+                            if args.json {
+                                outln!("{}", json_for_terminal(&removed)?);
+                            }
+                            return Err(e.into());
+                        }
+                        if !args.json {
+                            outln!("{}", s.name);
+                        }
+                        removed.push(s.name);
                     }
                     Err(e) => {
                         print_error(&e);
                         failed = true;
                     }
                 }
+            }
+            if args.json {
+                outln!("{}", json_for_terminal(&removed)?);
             }
             if failed {
                 bail!("some sandboxes were not removed");

@@ -184,6 +184,20 @@ fn every_config_key_and_env_var_is_in_config_md_and_back() {
                 "CONFIG.md: `{key}` names {f}, which odek does not have"
             );
         }
+        // The flags column names exactly the key table's flags.
+        let table_flags: BTreeSet<String> = odek_core::config::key(key)
+            .and_then(|k| k.flag)
+            .map(|f| [Some(f.long), f.off.map(|(off, _)| off)])
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            flag_tokens(&row[2]),
+            table_flags,
+            "CONFIG.md: `{key}`'s flags differ from the key table's"
+        );
     }
     let documented = documented_env();
     let in_md = env_tokens(&md);

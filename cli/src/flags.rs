@@ -4,119 +4,120 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use clap::Args;
-use odek_core::config::{ConfigInputs, Layer};
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use odek_core::config::{ConfigInputs, Kind, Layer, KEYS};
 
-/// Sandbox settings given on the command line (highest precedence, SPEC §3.2).
-#[derive(Args, Debug, Clone, Default)]
+/// Sandbox settings given on the command line (highest precedence, SPEC
+/// §3.2): one flag per config key that has one in the key table
+/// ([`odek_core::config::KEYS`]), plus the off switch of a boolean key.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct SandboxFlags {
-    /// Require the sandbox: an unreachable daemon or unpullable image is fatal
-    /// instead of falling back to the host.
-    #[arg(long, conflicts_with = "no_sandbox", help_heading = "Sandbox")]
-    pub(crate) sandbox: bool,
-    /// Run on the host without a sandbox (networks cannot be attached then).
-    #[arg(long, help_heading = "Sandbox")]
+    /// `--no-sandbox` was given.
     pub(crate) no_sandbox: bool,
-    /// Image reference to run (default: Dockerfile.odek, else the pinned alpine).
-    #[arg(long, value_name = "REF", help_heading = "Sandbox")]
-    pub(crate) sandbox_image: Option<String>,
-    /// Network mode: `none` (default) or `bridge`. To attach Docker networks
-    /// use --sandbox-networks or --sandbox-compose.
-    #[arg(long, value_name = "none|bridge", help_heading = "Sandbox")]
-    pub(crate) sandbox_network: Option<String>,
-    /// Docker networks to attach, by exact name (comma-separated).
-    #[arg(long, value_name = "A,B", help_heading = "Sandbox")]
-    pub(crate) sandbox_networks: Option<String>,
-    /// Attach every network of this running Compose project.
-    #[arg(
-        long = "sandbox-compose",
-        value_name = "PROJECT",
-        help_heading = "Sandbox"
-    )]
-    pub(crate) sandbox_compose: Option<String>,
-    /// Maximum number of processes (default 4096).
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Sandbox"
-    )]
-    pub(crate) sandbox_pids_limit: Option<i64>,
-    /// Mount /workspace read-only.
-    #[arg(long, help_heading = "Sandbox")]
-    pub(crate) sandbox_readonly: bool,
-    /// Memory limit, e.g. 512m, 2g.
-    #[arg(long, value_name = "SIZE", help_heading = "Sandbox")]
-    pub(crate) sandbox_memory: Option<String>,
-    /// CPU limit, e.g. 0.5, 2.
-    #[arg(
-        long,
-        value_name = "CPUS",
-        allow_hyphen_values = true,
-        help_heading = "Sandbox"
-    )]
-    pub(crate) sandbox_cpus: Option<String>,
-    /// User in the container: uid[:gid] or a name.
-    #[arg(long, value_name = "USER", help_heading = "Sandbox")]
-    pub(crate) sandbox_user: Option<String>,
+    /// Each given flag by config key: the flag as written and its value
+    /// (`true`/`false` for a switch).
+    given: BTreeMap<&'static str, (&'static str, String)>,
+}
+
+/// A flag's clap id: the flag without its dashes.
+fn id(long: &'static str) -> &'static str {
+    long.trim_start_matches('-')
+}
+
+impl clap::Args for SandboxFlags {
+    fn augment_args(mut cmd: Command) -> Command {
+        for key in KEYS {
+            let Some(flag) = key.flag else { continue };
+            let arg = Arg::new(id(flag.long))
+                .long(id(flag.long))
+                .help(flag.help)
+                .help_heading("Sandbox");
+            cmd = cmd.arg(match key.kind {
+                Kind::Bool => {
+                    let arg = arg.action(ArgAction::SetTrue);
+                    match flag.off {
+                        Some((off, _)) => arg.conflicts_with(id(off)),
+                        None => arg,
+                    }
+                }
+                Kind::Integer => arg
+                    .value_name(flag.value_name)
+                    .value_parser(clap::value_parser!(i64))
+                    .allow_negative_numbers(true),
+                Kind::Cpus => arg.value_name(flag.value_name).allow_hyphen_values(true),
+                _ => arg.value_name(flag.value_name),
+            });
+            if let Some((off, help)) = flag.off {
+                cmd = cmd.arg(
+                    Arg::new(id(off))
+                        .long(id(off))
+                        .help(help)
+                        .help_heading("Sandbox")
+                        .action(ArgAction::SetTrue),
+                );
+            }
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl clap::FromArgMatches for SandboxFlags {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut flags = SandboxFlags::default();
+        flags.update_from_arg_matches(m)?;
+        Ok(flags)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        for key in KEYS {
+            let Some(flag) = key.flag else { continue };
+            let value = match key.kind {
+                Kind::Bool => match flag.off {
+                    _ if m.get_flag(id(flag.long)) => Some((flag.long, "true".to_string())),
+                    Some((off, _)) if m.get_flag(id(off)) => {
+                        self.no_sandbox = true;
+                        Some((off, "false".to_string()))
+                    }
+                    _ => None,
+                },
+                Kind::Integer => m
+                    .get_one::<i64>(id(flag.long))
+                    .map(|n| (flag.long, n.to_string())),
+                _ => m
+                    .get_one::<String>(id(flag.long))
+                    .map(|v| (flag.long, v.clone())),
+            };
+            if let Some(value) = value {
+                self.given.insert(key.name, value);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl SandboxFlags {
+    /// The value given for a config key's flag, as written.
+    fn value(&self, key: &str) -> Option<&str> {
+        self.given.get(key).map(|(_, v)| v.as_str())
+    }
+
     /// The flags as a config layer plus each key's flag name.
     pub fn layer(&self) -> anyhow::Result<(Layer, BTreeMap<String, String>)> {
         let mut names = BTreeMap::new();
         let mut l = Layer::default();
-        let mut set = |key: &str, flag: &str| {
-            names.insert(key.to_string(), flag.to_string());
-        };
-        if self.sandbox {
-            l.sandbox = Some(true);
-            set("sandbox", "--sandbox");
-        } else if self.no_sandbox {
-            l.sandbox = Some(false);
-            set("sandbox", "--no-sandbox");
-        }
-        if let Some(v) = &self.sandbox_image {
-            l.sandbox_image = Some(v.clone());
-            set("sandbox_image", "--sandbox-image");
-        }
-        if let Some(v) = &self.sandbox_network {
-            l.sandbox_network = Some(v.clone());
-            set("sandbox_network", "--sandbox-network");
-        }
-        if let Some(v) = &self.sandbox_networks {
-            let items: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
-            if items.iter().any(String::is_empty) {
+        for (key, (flag, v)) in &self.given {
+            let is_list = odek_core::config::key(key).is_some_and(|k| k.kind == Kind::List);
+            if is_list && v.split(',').any(|s| s.trim().is_empty()) {
                 anyhow::bail!(
-                    "flag --sandbox-networks has an empty item ({v:?}); write names separated by commas, e.g. --sandbox-networks a,b"
+                    "flag {flag} has an empty item ({v:?}); write names separated by commas, e.g. {flag} a,b"
                 );
             }
-            l.sandbox_networks = Some(items);
-            set("sandbox_networks", "--sandbox-networks");
-        }
-        if let Some(v) = &self.sandbox_compose {
-            l.sandbox_compose_project = Some(v.clone());
-            set("sandbox_compose_project", "--sandbox-compose");
-        }
-        if let Some(v) = self.sandbox_pids_limit {
-            l.sandbox_pids_limit = Some(v);
-            set("sandbox_pids_limit", "--sandbox-pids-limit");
-        }
-        if self.sandbox_readonly {
-            l.sandbox_readonly = Some(true);
-            set("sandbox_readonly", "--sandbox-readonly");
-        }
-        if let Some(v) = &self.sandbox_memory {
-            l.sandbox_memory = Some(v.clone());
-            set("sandbox_memory", "--sandbox-memory");
-        }
-        if let Some(v) = &self.sandbox_cpus {
-            l.sandbox_cpus = Some(v.clone());
-            set("sandbox_cpus", "--sandbox-cpus");
-        }
-        if let Some(v) = &self.sandbox_user {
-            l.sandbox_user = Some(v.clone());
-            set("sandbox_user", "--sandbox-user");
+            l.set_text(key, &format!("flag {flag}"), v)?;
+            names.insert(key.to_string(), flag.to_string());
         }
         Ok((l, names))
     }
@@ -142,12 +143,12 @@ impl SandboxFlags {
                 "--no-sandbox cannot be combined with --parent: a sub-agent runs in a sandbox"
             );
         }
-        if self.sandbox_user.is_some() {
+        if self.value("sandbox_user").is_some() {
             anyhow::bail!(
                 "--sandbox-user cannot be set for a sub-agent: it keeps the parent's user"
             );
         }
-        let network_mode = match self.sandbox_network.as_deref() {
+        let network_mode = match self.value("sandbox_network") {
             None => None,
             Some(v) => Some(odek_core::config::parse_network_mode(
                 "flag --sandbox-network",
@@ -155,19 +156,20 @@ impl SandboxFlags {
             )?),
         };
         let networks = self
-            .sandbox_networks
-            .as_ref()
+            .value("sandbox_networks")
             .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
         Ok(odek_core::narrow::NarrowRequest {
             schema: None,
             networks,
-            compose_project: self.sandbox_compose.clone(),
+            compose_project: self.value("sandbox_compose_project").map(String::from),
             network_mode,
-            pids_limit: self.sandbox_pids_limit,
-            memory: self.sandbox_memory.clone(),
-            cpus: self.sandbox_cpus.clone(),
-            readonly: self.sandbox_readonly.then_some(true),
-            image: self.sandbox_image.clone(),
+            pids_limit: self
+                .value("sandbox_pids_limit")
+                .and_then(|n| n.parse().ok()),
+            memory: self.value("sandbox_memory").map(String::from),
+            cpus: self.value("sandbox_cpus").map(String::from),
+            readonly: (self.value("sandbox_readonly") == Some("true")).then_some(true),
+            image: self.value("sandbox_image").map(String::from),
         })
     }
 }

@@ -198,6 +198,12 @@ pub(crate) struct ExecArgs {
     pub(crate) name: String,
     #[command(flatten)]
     pub(crate) exec: ExecFlags,
+    /// Capture the command's output and print one JSON result on stdout
+    /// (as the bindings' exec result: exit_code, timed_out, killed, stdout,
+    /// stderr, stdout_truncated, stderr_truncated); the exit status is the
+    /// same as without it.
+    #[arg(long)]
+    pub(crate) json: bool,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(crate) cmd: Vec<String>,
@@ -209,6 +215,9 @@ pub(crate) struct DownArgs {
     /// Sandbox names.
     #[arg(required = true)]
     pub(crate) names: Vec<String>,
+    /// Print the names removed as a JSON array.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `odek sandbox ls`.

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::advice::Surface;
 use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError};
 use crate::error::{Error, Result};
 
@@ -14,6 +15,7 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct Client {
     pub(crate) engine: std::result::Result<Arc<dyn DockerApi>, EndpointError>,
+    surface: Surface,
 }
 
 impl Client {
@@ -24,12 +26,35 @@ impl Client {
         Client {
             engine: Endpoint::resolve(&EndpointEnv::from_process())
                 .map(|ep| Arc::new(BollardEngine::new(ep)) as Arc<dyn DockerApi>),
+            surface: Surface::Cli,
         }
     }
 
     /// A client over a given engine (tests, fault injection).
     pub fn with_engine(engine: Arc<dyn DockerApi>) -> Client {
-        Client { engine: Ok(engine) }
+        Client {
+            engine: Ok(engine),
+            surface: Surface::Cli,
+        }
+    }
+
+    /// This client, its messages' advice worded for `surface` (default
+    /// [`Surface::Cli`]; libodek's clients are [`Surface::Library`]).
+    pub fn with_surface(mut self, surface: Surface) -> Client {
+        self.surface = surface;
+        self
+    }
+
+    /// Who reads this client's messages.
+    pub fn surface(&self) -> Surface {
+        self.surface
+    }
+
+    /// An error's message with its advice in this client's terms
+    /// ([`Surface::render`]): `--sandbox-image` for the CLI, the
+    /// `sandbox_image` setting for a binding.
+    pub fn message(&self, e: &Error) -> String {
+        self.surface.render(&e.to_string()).into_owned()
     }
 
     /// The engine, or the endpoint error as an [`Error`].

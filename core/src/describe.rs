@@ -33,14 +33,14 @@ pub const MAX_NAMES_PER_NETWORK: usize = 32;
 const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 
 /// Another container on an attached network and the names it answers to.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Peer {
     /// Names that passed §9.3, Compose service first.
     pub names: Vec<String>,
 }
 
 /// One attached network as the agent sees it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvNetwork {
     /// The name, when it passed §9.3.
     pub name: Option<String>,
@@ -51,7 +51,7 @@ pub struct EnvNetwork {
 }
 
 /// The `/workspace` mount.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Workspace {
     /// `/workspace`, or the host directory without a sandbox.
     pub path: String,
@@ -60,7 +60,7 @@ pub struct Workspace {
 }
 
 /// The structured environment (SPEC §9.1).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Environment {
     /// Always [`ENVIRONMENT_SCHEMA`].
     pub schema: String,

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The failure classes of SPEC §6.3.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureClass {
     /// Misconfiguration: fatal in every mode.

@@ -220,7 +220,7 @@ pub fn container_spec(
 /// The plan as JSON for the container label (read back to narrow a child,
 /// SPEC §8), with env values removed: labels travel further than the
 /// container's environment (monitoring exports them), and values may be
-/// secrets (CONVENTIONS 20). [`crate::Client::attach`] restores them from
+/// secrets. [`crate::Client::attach`] restores them from
 /// `Config.Env`.
 pub fn plan_label_json(plan: &Plan) -> String {
     let mut p = plan.clone();

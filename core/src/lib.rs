@@ -10,6 +10,8 @@
 //!
 //! Docker is reached only through [`engine::DockerApi`] (SPEC §2).
 
+pub mod advice;
+pub mod api;
 pub mod approval;
 pub mod approve;
 pub mod client;

@@ -9,42 +9,7 @@ use crate::config::{parse_cpus, parse_memory, NetworkMode};
 use crate::network::{self, NetworkSummary, ResolvedNetwork};
 use crate::plan::{Isolation, Plan};
 
-/// Schema name of [`NarrowRequest`] JSON.
-pub const NARROW_REQUEST_SCHEMA: &str = "odek.narrow-request/1";
-
-/// What a child asks for. Every field is optional: unset inherits the parent.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NarrowRequest {
-    /// Optional schema tag.
-    #[serde(default)]
-    pub schema: Option<String>,
-    /// A subset of the parent's networks, each by name or full ID.
-    #[serde(default)]
-    pub networks: Option<Vec<String>>,
-    /// Only the parent's networks that carried this Compose project when the
-    /// parent resolved.
-    #[serde(default)]
-    pub compose_project: Option<String>,
-    /// `none` (from `bridge`) — never `bridge` from `none`.
-    #[serde(default)]
-    pub network_mode: Option<NetworkMode>,
-    /// Lower or equal pids limit.
-    #[serde(default)]
-    pub pids_limit: Option<i64>,
-    /// Lower or equal memory limit, e.g. `256m`.
-    #[serde(default)]
-    pub memory: Option<String>,
-    /// Lower or equal CPU limit, e.g. `0.5`.
-    #[serde(default)]
-    pub cpus: Option<String>,
-    /// `true` only (read-only may only go on).
-    #[serde(default)]
-    pub readonly: Option<bool>,
-    /// Must equal the parent's image reference when given.
-    #[serde(default)]
-    pub image: Option<String>,
-}
+pub use crate::api::{NarrowRequest, NARROW_REQUEST_SCHEMA};
 
 /// Why a child cannot have what it asked for. Class config.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]

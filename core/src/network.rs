@@ -16,7 +16,7 @@ pub const MAX_NETWORKS: usize = 8;
 pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
 
 /// Why a network was attached.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum NetworkOrigin {
     /// Named in `sandbox_networks`.
@@ -46,10 +46,10 @@ impl NetworkOrigin {
     }
 }
 
-/// One network a sandbox is attached to: name, full ID, `Internal` and
-/// Compose project, as the engine shows them (raw: a view renders them where
-/// it shows them, e.g. the config view with [`crate::text::sanitize_name`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One network the container is attached to.
+// Its JSON Schema keeps the name it had in launch.rs (ffi/schema, SPEC §10.4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "AppliedNetwork")]
 pub struct AttachedNetwork {
     /// Name.
     pub name: String,
@@ -62,7 +62,7 @@ pub struct AttachedNetwork {
 }
 
 /// A resolved network: from here on handled by its full ID (SPEC §4.1).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResolvedNetwork {
     /// Name (for display only; may be any string a Compose file chose).
     pub name: String,
@@ -146,12 +146,19 @@ pub enum NetworkError {
         scope: String,
     },
     /// No network carries the project label.
-    #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({}); start it with `docker compose -p {project} -f <compose file> up -d` (or `docker-compose …`)", crate::text::shown(.origin))]
+    #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({}){}; start it with `docker compose -p {project} -f <compose file> up -d` (or `docker-compose …`)", crate::text::shown(.origin), not_running_hint(.closest, .running))]
     ComposeNotRunning {
         /// The project.
         project: String,
         /// Where it was requested.
         origin: String,
+        /// The running project whose name is nearest the request (a typo or
+        /// a case difference), sanitised; none when nothing is near.
+        closest: Option<String>,
+        /// The running projects as hints (sanitised): at most
+        /// [`MAX_PROJECT_HINTS`], closest first, then `and N more` when cut
+        /// (see [`project_hints`]).
+        running: Vec<String>,
     },
     /// More than [`MAX_NETWORKS`].
     #[error("{count} networks would be attached ({names}); at most {MAX_NETWORKS} are allowed: name fewer networks")]
@@ -314,9 +321,12 @@ pub async fn resolve(
         // Trust the daemon's filter, but never a network whose label differs.
         listed.retain(|n| n.labels.get(COMPOSE_PROJECT_LABEL) == Some(&project.value));
         if listed.is_empty() {
+            let running = running_projects(engine).await;
             return Err(NetworkError::ComposeNotRunning {
                 project: project.value.clone(),
                 origin: project.source.to_string(),
+                closest: closest_project(&project.value, &running),
+                running: project_hints(&project.value, running),
             });
         }
         listed.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
@@ -364,7 +374,64 @@ pub async fn running_projects(engine: &dyn DockerApi) -> Vec<String> {
     v
 }
 
-/// Adds the running projects to an invalid-project-name error.
+/// Most running Compose projects a hint names: the daemon may hold other
+/// users' unrelated projects, so a hint names the nearest few and counts the
+/// rest.
+pub const MAX_PROJECT_HINTS: usize = 5;
+
+/// Edit distance (Damerau–Levenshtein) between a requested project and a
+/// running one, case-insensitive.
+fn project_distance(wanted: &str, running: &str) -> usize {
+    strsim::damerau_levenshtein(&wanted.to_lowercase(), &running.to_lowercase())
+}
+
+/// The running projects (sorted, de-duplicated, as [`running_projects`]
+/// returns them) as hints for `wanted`: nearest first (ties by name), at most
+/// [`MAX_PROJECT_HINTS`] names, then one last entry `and N more` when more
+/// are running.
+pub fn project_hints(wanted: &str, mut running: Vec<String>) -> Vec<String> {
+    running.sort_by_cached_key(|p| (project_distance(wanted, p), p.clone()));
+    let more = running.len().saturating_sub(MAX_PROJECT_HINTS);
+    running.truncate(MAX_PROJECT_HINTS);
+    if more > 0 {
+        running.push(format!("and {more} more"));
+    }
+    running
+}
+
+/// The running project nearest `wanted`, when it is near enough to be a
+/// typo: at most one edit for names up to four characters, two beyond, or
+/// a difference of case only. Never `wanted` itself. Only a hint: a project
+/// is never matched fuzzily.
+pub fn closest_project(wanted: &str, running: &[String]) -> Option<String> {
+    let limit = if wanted.chars().count() <= 4 { 1 } else { 2 };
+    running
+        .iter()
+        .filter(|p| p.as_str() != wanted)
+        .map(|p| (project_distance(wanted, p), p))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, p)| p.clone())
+}
+
+/// The ", did you mean" and "running projects" part of
+/// [`NetworkError::ComposeNotRunning`]'s message.
+fn not_running_hint(closest: &Option<String>, running: &[String]) -> String {
+    let mut s = String::new();
+    if let Some(c) = closest {
+        s.push_str(&format!("; did you mean {c:?}?"));
+    }
+    if running.is_empty() {
+        s.push_str("; no Compose project is running");
+    } else {
+        s.push_str(&format!("; running projects: {}", running.join(", ")));
+    }
+    s
+}
+
+/// Adds the running projects to an invalid-project-name error: nearest the
+/// normalised spelling first, at most [`MAX_PROJECT_HINTS`] (see
+/// [`project_hints`]).
 pub async fn with_running_projects(engine: &dyn DockerApi, e: ConfigError) -> ConfigError {
     match e {
         ConfigError::InvalidComposeProject {
@@ -372,18 +439,23 @@ pub async fn with_running_projects(engine: &dyn DockerApi, e: ConfigError) -> Co
             value,
             normalized,
             ..
-        } => ConfigError::InvalidComposeProject {
-            origin,
-            value,
-            normalized,
-            running: running_projects(engine).await,
-        },
+        } => {
+            let near = normalized
+                .clone()
+                .unwrap_or_else(|| value.trim_matches('"').to_lowercase());
+            ConfigError::InvalidComposeProject {
+                origin,
+                value,
+                normalized,
+                running: project_hints(&near, running_projects(engine).await),
+            }
+        }
         other => other,
     }
 }
 
 /// How the container is networked (SPEC §4.2 names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkSummary {
     /// `NetworkMode=none`, nothing attached.

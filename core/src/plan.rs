@@ -1,5 +1,5 @@
 //! The plan: the value `resolve` produces and `launch` executes
-//! (CONVENTIONS 4). It can be printed (config view, §10.4), approved (§7) and
+//! (SPEC §1). It can be printed (config view, §10.4), approved (§7) and
 //! diffed; JSON with a `schema` field crosses the C ABI.
 
 use std::collections::BTreeMap;
@@ -18,7 +18,7 @@ use crate::warning::Warning;
 pub const PLAN_SCHEMA: &str = "odek.plan/1";
 
 /// Why commands will run on the host (SPEC §6.3 loud fallback).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Fallback {
     /// daemon-unreachable or image-unavailable.
     pub class: FailureClass,
@@ -27,7 +27,7 @@ pub struct Fallback {
 }
 
 /// What the sandbox will be, or why there is none.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Isolation {
     /// A container will be launched.
@@ -39,7 +39,7 @@ pub enum Isolation {
 }
 
 /// The resolved configuration: everything launch needs, with sources.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Plan {
     /// Always [`PLAN_SCHEMA`].
     pub schema: String,

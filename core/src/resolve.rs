@@ -167,7 +167,18 @@ pub fn fallback_warning(fb: &Fallback) -> Warning {
 
 /// The plan fields that come straight from the settings.
 fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
-    let mut sources = BTreeMap::new();
+    // Each key's winning source; keys with a default are shown even unset.
+    let mut sources: BTreeMap<String, Source> = crate::config::KEYS
+        .iter()
+        .filter_map(|k| match s.sources.get(k.name) {
+            Some(src) => Some((k.name.to_string(), src.clone())),
+            None => k
+                .always_shown
+                .then(|| (k.name.to_string(), Source::Default)),
+        })
+        .collect();
+    // The mode may come from a container-only setting (SPEC §6.3); the
+    // image from the image plan (a Dockerfile.odek or the default).
     sources.insert("sandbox".to_string(), s.mode.source.clone());
     sources.insert(
         "sandbox_image".into(),
@@ -176,27 +187,6 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
             _ => Source::Default,
         },
     );
-    sources.insert("sandbox_network".into(), s.network.source.clone());
-    if let Some(n) = &s.networks {
-        sources.insert("sandbox_networks".into(), n.source.clone());
-    }
-    if let Some(c) = &s.compose_project {
-        sources.insert("sandbox_compose_project".into(), c.source.clone());
-    }
-    sources.insert("sandbox_pids_limit".into(), s.pids_limit.source.clone());
-    sources.insert("sandbox_readonly".into(), s.readonly.source.clone());
-    let optional = [
-        ("sandbox_memory", s.memory.as_ref().map(|v| &v.source)),
-        ("sandbox_cpus", s.cpus.as_ref().map(|v| &v.source)),
-        ("sandbox_user", s.user.as_ref().map(|v| &v.source)),
-        ("sandbox_env", s.env.as_ref().map(|v| &v.source)),
-        ("sandbox_volumes", s.volumes.as_ref().map(|v| &v.source)),
-    ];
-    for (k, src) in optional {
-        if let Some(src) = src {
-            sources.insert(k.to_string(), src.clone());
-        }
-    }
     let mut masks = Vec::new();
     let mut warnings = s.warnings.clone();
     // Nothing is mounted with the sandbox off.

@@ -20,7 +20,7 @@ pub const TMP_OPTIONS: &str = "rw,noexec,nosuid";
 pub const IDLE_CMD: [&str; 2] = ["sleep", "2147483647"];
 
 /// How the container ended up, read back from the engine (SPEC §10.4).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Applied {
     /// SPEC §4.2 network summary.
     pub network_summary: NetworkSummary,

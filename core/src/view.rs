@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::Client;
 use crate::config::{SandboxMode, Source};
-use crate::network::{AttachedNetwork, NetworkSummary};
+use crate::network::NetworkSummary;
 use crate::plan::{Isolation, Plan};
 use crate::sandbox::TMP_OPTIONS;
 use crate::text::sanitize_name;
@@ -18,7 +18,7 @@ use crate::warning::Warning;
 pub const CONFIG_VIEW_SCHEMA: &str = "odek.config-view/1";
 
 /// The image as it would be used.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ImageView {
     /// The reference as configured.
     pub reference: String,
@@ -37,50 +37,21 @@ pub struct ImageView {
     pub when_missing: Option<String>,
 }
 
-/// The config view's JSON of its networks: each name and Compose project
-/// only when it passes SPEC §9.3 (`null` otherwise), rendered from the raw
-/// [`AttachedNetwork`] when serialized. Read back, an omitted name is empty.
-mod shown_networks {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use crate::network::AttachedNetwork;
-    use crate::text::sanitize_name;
-
-    #[derive(Serialize, Deserialize)]
-    struct Shown {
-        name: Option<String>,
-        id: String,
-        internal: bool,
-        compose_project: Option<String>,
-    }
-
-    pub fn serialize<S: Serializer>(v: &[AttachedNetwork], s: S) -> Result<S::Ok, S::Error> {
-        v.iter()
-            .map(|n| Shown {
-                name: sanitize_name(&n.name),
-                id: n.id.clone(),
-                internal: n.internal,
-                compose_project: n.compose_project.as_deref().and_then(sanitize_name),
-            })
-            .collect::<Vec<_>>()
-            .serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<AttachedNetwork>, D::Error> {
-        Ok(Vec::<Shown>::deserialize(d)?
-            .into_iter()
-            .map(|n| AttachedNetwork {
-                name: n.name.unwrap_or_default(),
-                id: n.id,
-                internal: n.internal,
-                compose_project: n.compose_project,
-            })
-            .collect())
-    }
+/// One network as applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NetworkView {
+    /// Name (sanitised; `None` when it fails SPEC §9.3).
+    pub name: Option<String>,
+    /// Full ID.
+    pub id: String,
+    /// `Internal`.
+    pub internal: bool,
+    /// Compose project label (sanitised).
+    pub compose_project: Option<String>,
 }
 
 /// The applied configuration.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfigView {
     /// Always [`CONFIG_VIEW_SCHEMA`].
     pub schema: String,
@@ -90,6 +61,14 @@ pub struct ConfigView {
     pub isolation: String,
     /// Why fallback, when it is.
     pub fallback_reason: Option<String>,
+    /// What a setup failure does (SPEC §6.3): true when an image that cannot
+    /// be pulled (or a daemon that cannot be reached) would run commands on
+    /// the host, with a warning — implicit mode, no `ODEK_REQUIRE_SANDBOX`, no
+    /// attached network; false when every setup failure is a refusal
+    /// (explicit mode, `ODEK_REQUIRE_SANDBOX`, networks attached, or the
+    /// sandbox off).
+    #[serde(default)]
+    pub fallback_allowed: bool,
     /// Daemon endpoint.
     pub endpoint: Option<String>,
     /// Engine API version in use.
@@ -102,10 +81,8 @@ pub struct ConfigView {
     pub network: NetworkSummary,
     /// Internet reachable.
     pub internet: bool,
-    /// Attached networks, raw; names and Compose projects that fail SPEC §9.3
-    /// are omitted where the view is shown (JSON and text).
-    #[serde(with = "shown_networks")]
-    pub networks: Vec<AttachedNetwork>,
+    /// Attached networks.
+    pub networks: Vec<NetworkView>,
     /// PIDs limit.
     pub pids_limit: i64,
     /// `--init` (always on).
@@ -187,6 +164,7 @@ impl Client {
             mode: plan.mode,
             isolation: isolation.into(),
             fallback_reason,
+            fallback_allowed: plan.isolation != Isolation::Off && plan.fallback_allowed(),
             endpoint: plan.endpoint.clone(),
             api_version: plan.engine.as_ref().map(|e| e.api_version.to_string()),
             image,
@@ -196,11 +174,11 @@ impl Client {
             networks: plan
                 .networks
                 .iter()
-                .map(|n| AttachedNetwork {
-                    name: n.name.clone(),
+                .map(|n| NetworkView {
+                    name: sanitize_name(&n.name),
                     id: n.id.clone(),
                     internal: n.internal,
-                    compose_project: n.compose_project.clone(),
+                    compose_project: n.compose_project.as_deref().and_then(sanitize_name),
                 })
                 .collect(),
             pids_limit: plan.pids_limit,
@@ -252,6 +230,24 @@ impl ConfigView {
         if let Some(r) = &self.fallback_reason {
             line("fallback", r.clone(), "daemon/image".into());
         }
+        if self.isolation == "container" {
+            let (what, why) = if self.fallback_allowed {
+                (
+                    "refused, except an image that cannot be pulled: commands then run on the host, with a warning",
+                    "implicit mode".to_string(),
+                )
+            } else {
+                (
+                    "refused: every setup failure is a refusal, nothing runs on the host",
+                    match (self.mode, self.networks.is_empty()) {
+                        (SandboxMode::Explicit, _) => format!("explicit mode; {}", src("sandbox")),
+                        (_, false) => "networks are attached".to_string(),
+                        (_, true) => "a sandbox is required: ODEK_REQUIRE_SANDBOX".to_string(),
+                    },
+                )
+            };
+            line("on failure", what.into(), why);
+        }
         if let Some(e) = &self.endpoint {
             line(
                 "endpoint",
@@ -293,13 +289,10 @@ impl ConfigView {
                 "  attached",
                 format!(
                     "{} {} internal={} compose={}",
-                    sanitize_name(&n.name).unwrap_or_else(|| "(name omitted)".into()),
+                    n.name.clone().unwrap_or_else(|| "(name omitted)".into()),
                     n.id,
                     n.internal,
-                    n.compose_project
-                        .as_deref()
-                        .and_then(sanitize_name)
-                        .unwrap_or_else(|| "-".into())
+                    n.compose_project.clone().unwrap_or_else(|| "-".into())
                 ),
                 match (
                     self.sources.get("sandbox_networks"),

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What a warning is about. Stable snake_case names in JSON.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WarningKind {
     /// An unknown key in a config file (SPEC §3.2).
@@ -35,7 +35,7 @@ pub enum WarningKind {
 }
 
 /// One warning.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Warning {
     /// What it is about.
     pub kind: WarningKind,

@@ -25,7 +25,7 @@ use crate::plan::Plan;
 use crate::text::quote;
 
 /// A file's identity: device and inode number (`st_dev`, `st_ino`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileId {
     /// `st_dev`.
     pub dev: u64,

@@ -1,4 +1,4 @@
-//! Bad Compose project names and hostile Compose labels (issue 6; SPEC §3.4,
+//! Bad Compose project names and hostile Compose labels (SPEC §3.4,
 //! §4.1, §7.4, §9.3).
 //!
 //! Invalid project names are refused by the pure
@@ -217,11 +217,14 @@ async fn check_resolve(r: &Row, from_project: bool) -> Result<(), String> {
                     return Err(format!("{what}: no hint {hint:?}: {msg}"));
                 }
             }
-            // The running projects, sanitised: only the labels that pass §9.3.
-            if running != &["Ok_Upper".to_string(), "shop".to_string()] {
+            // The running projects, sanitised: only the labels that pass §9.3
+            // (nearest the normalised spelling first, so compare as a set).
+            let mut sorted = running.clone();
+            sorted.sort();
+            if sorted != ["Ok_Upper".to_string(), "shop".to_string()] {
                 return Err(format!("{what}: running projects {running:?}"));
             }
-            if !msg.contains("running projects: Ok_Upper, shop") {
+            if !msg.contains(&format!("running projects: {}", running.join(", "))) {
                 return Err(format!("{what}: no running-projects hint: {msg}"));
             }
             Ok(())

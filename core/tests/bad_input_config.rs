@@ -1,4 +1,4 @@
-//! Bad configuration values (issue 6; SPEC §3.2, §3.4, §6.3).
+//! Bad configuration values (SPEC §3.2, §3.4, §6.3).
 //!
 //! Every row is one config document. It goes through `config::parse_bytes`
 //! (the pure parser: it must refuse the row, or accept it when the refusal

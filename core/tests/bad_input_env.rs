@@ -1,5 +1,5 @@
-//! Bad `sandbox_env` keys and values (issue 6; SPEC §3.1, §3.4, §7.2;
-//! CONVENTIONS 20: env values are user data and never appear in messages).
+//! Bad `sandbox_env` keys and values (SPEC §3.1, §3.4, §7.2; env values
+//! are user data and never appear in messages).
 //!
 //! Every row goes through the pure checks (`config::validate_env_key`,
 //! `config::interpolate`) and through `Client::resolve` three ways: from

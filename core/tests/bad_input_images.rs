@@ -1,4 +1,4 @@
-//! Bad image references (issue 6; SPEC §5, §6.3).
+//! Bad image references (SPEC §5, §6.3).
 //!
 //! Every row goes through the pure `image::ImageRef::parse` and through
 //! `Client::resolve` with `--sandbox-image`. A bad reference is class `config`

@@ -1,4 +1,4 @@
-//! Bad network names (issue 6; SPEC §3.4, §4.1, §9.3).
+//! Bad network names (SPEC §3.4, §4.1, §9.3).
 //!
 //! Every row is a `--sandbox-networks` list resolved against a fake engine
 //! whose networks all have IDs fixed here. Rows refused for their spelling

@@ -262,6 +262,71 @@ async fn compose_project_not_running_gives_the_up_hint() {
 }
 
 #[tokio::test]
+async fn compose_project_typo_suggests_the_closest_running_project() {
+    let s = Setup::new().compose("shopp");
+    let msg = refused(&s, "Compose project \"shopp\" is not running").await;
+    assert!(msg.contains("did you mean \"shop\"?"), "{msg}");
+    assert!(msg.contains("running projects: shop;"), "{msg}");
+    assert!(msg.contains("docker compose -p shopp"), "{msg}");
+    // Never matched fuzzily: `shop`'s networks are not attached.
+    assert!(s.fake.no_mutation());
+}
+
+#[tokio::test]
+async fn compose_project_far_from_every_running_one_suggests_none() {
+    let s = Setup::new().compose("ghost");
+    let msg = refused(&s, "is not running").await;
+    assert!(!msg.contains("did you mean"), "{msg}");
+    assert!(msg.contains("running projects: shop;"), "{msg}");
+}
+
+/// Adds eight running projects of other owners (one network each).
+fn add_unrelated_projects(s: &Setup) {
+    for (i, p) in [
+        "alpha", "billing", "crm", "docs", "etl", "forum", "gateway", "shoe",
+    ]
+    .iter()
+    .enumerate()
+    {
+        s.fake.add_network(
+            FakeNetwork::bridge(&format!("{p}_default"))
+                .compose(p)
+                .id(&hex_id(&format!("{:02x}", 0x40 + i))),
+        );
+    }
+}
+
+#[tokio::test]
+async fn compose_project_hint_names_at_most_five_projects_closest_first() {
+    let s = Setup::new().compose("shopp");
+    add_unrelated_projects(&s);
+    let msg = refused(&s, "is not running").await;
+    assert!(msg.contains("did you mean \"shop\"?"), "{msg}");
+    // shop (1 edit), shoe (2), then the nearest of the rest by distance and name.
+    let listed = msg
+        .split("running projects: ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .expect("a running-projects hint");
+    let names: Vec<&str> = listed.split(", ").collect();
+    assert_eq!(names.len(), 6, "five names and the count: {listed}");
+    assert_eq!(&names[..2], ["shop", "shoe"], "{listed}");
+    assert_eq!(names[5], "and 4 more", "{listed}");
+}
+
+#[tokio::test]
+async fn invalid_compose_project_name_hint_is_capped_too() {
+    let s = Setup::new().compose("Shop");
+    add_unrelated_projects(&s);
+    let err = s.resolve().await.expect_err("invalid project name");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("running projects: shop, shoe, ") && msg.ends_with(", and 4 more"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
 async fn invalid_compose_project_name_hints_normalised_and_running_projects() {
     let s = Setup::new().compose("Shop");
     let err = s.resolve().await.expect_err("invalid project name");

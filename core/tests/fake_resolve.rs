@@ -725,3 +725,54 @@ async fn any_socket_below_the_workdir_is_refused() {
     assert!(msg.contains(".tmux/sessions/default"), "{msg}");
     assert!(msg.contains("remove or move the socket"), "{msg}");
 }
+
+// ---------------------------------------------------------------------------
+// Config view: what a setup failure does (SPEC §6.3, §10.4)
+
+/// The config view of `s`'s plan, and its text's "on failure" line.
+async fn on_failure(s: &Setup) -> (odek_core::view::ConfigView, String) {
+    let plan = s.resolve().await.expect("resolve");
+    let view = s.odek.config_view(&plan).await;
+    let text = view.render_text();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("on failure"))
+        .unwrap_or_else(|| panic!("no on-failure line:\n{text}"))
+        .to_string();
+    (view, line)
+}
+
+#[tokio::test]
+async fn config_view_with_a_compose_project_says_every_failure_is_a_refusal() {
+    let s = Setup::new().compose(PROJECT);
+    let (view, line) = on_failure(&s).await;
+    assert_eq!(view.mode, SandboxMode::Implicit);
+    assert!(!view.fallback_allowed);
+    assert!(
+        line.contains("every setup failure is a refusal") && line.contains("networks are attached"),
+        "{line}"
+    );
+    assert!(!line.contains("host, with a warning"), "{line}");
+}
+
+#[tokio::test]
+async fn config_view_in_explicit_mode_or_with_require_sandbox_says_refusal() {
+    let (view, line) = on_failure(&Setup::new().explicit()).await;
+    assert!(!view.fallback_allowed);
+    assert!(line.contains("every setup failure is a refusal"), "{line}");
+    assert!(line.contains("explicit mode"), "{line}");
+    let s = Setup::new().env("ODEK_REQUIRE_SANDBOX", "1");
+    let (view, line) = on_failure(&s).await;
+    assert!(!view.fallback_allowed);
+    assert!(line.contains("ODEK_REQUIRE_SANDBOX"), "{line}");
+}
+
+#[tokio::test]
+async fn config_view_in_plain_implicit_mode_names_the_host_fallback() {
+    let (view, line) = on_failure(&Setup::new()).await;
+    assert!(view.fallback_allowed);
+    assert!(
+        line.contains("image that cannot be pulled") && line.contains("run on the host"),
+        "{line}"
+    );
+}

@@ -1,4 +1,4 @@
-//! Property tests of configuration parsing and validation (issue 6; SPEC
+//! Property tests of configuration parsing and validation (SPEC
 //! §3.1, §3.2, §3.4).
 //!
 //! - `config::parse_bytes` never panics on arbitrary bytes or JSON-like text;

@@ -1,4 +1,4 @@
-//! Property tests of image references (issue 6; SPEC §5, §6.1):
+//! Property tests of image references (SPEC §5, §6.1):
 //! `ImageRef::parse` round-trips — parse, then format `name[:tag][@digest]`,
 //! gives back the input; the create reference (by digest when pinned, never
 //! by tag) parses to the same repository and digest — and arbitrary input

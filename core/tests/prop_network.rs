@@ -1,4 +1,4 @@
-//! Property tests of the name rules (issue 6; SPEC §3.4, §9.3), each against
+//! Property tests of the name rules (SPEC §3.4, §9.3), each against
 //! an independent reference implementation written here from the SPEC text:
 //!
 //! - `config::validate_network_name` accepts exactly Docker's charset

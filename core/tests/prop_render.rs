@@ -1,4 +1,4 @@
-//! Property tests of the prompt-block renderer (issue 6; SPEC §9.1, §9.3).
+//! Property tests of the prompt-block renderer (SPEC §9.1, §9.3).
 //!
 //! `Environment` values are built from arbitrary (often hostile) strings
 //! passed through `text::sanitize_name`, exactly as `describe` builds

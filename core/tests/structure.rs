@@ -1,4 +1,4 @@
-//! Structural guard (issue 6; SPEC §6.3): process spawning is confined to
+//! Structural guard (SPEC §6.3): process spawning is confined to
 //! `core/src/exec.rs`, the module that runs a command on the host for the
 //! loud fallback. `core/clippy.toml` enforces it at lint time (disallowed
 //! `Command` types and constructors); this test checks the sources directly,
@@ -132,4 +132,28 @@ fn clippy_forbids_command_outside_exec_rs() {
             "clippy.toml lacks {path}"
         );
     }
+}
+
+/// Every piece of CLI advice [`odek_core::advice::ADVICE`] rewrites for a
+/// library caller is still given by some core message: a reworded message
+/// would otherwise reach the bindings in the CLI's terms again.
+#[test]
+fn every_advice_rule_matches_a_core_message() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    let text: String = files
+        .iter()
+        .filter(|p| !p.ends_with("advice.rs"))
+        .map(|p| production_code(&std::fs::read_to_string(p).expect("read")))
+        .collect();
+    let missing: Vec<&str> = odek_core::advice::ADVICE
+        .iter()
+        .map(|a| a.cli)
+        .filter(|cli| !text.contains(cli))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "advice no core message gives: {missing:?}"
+    );
 }

@@ -1,4 +1,4 @@
-//! The one boundary every export goes through (CONVENTIONS 8): panics become
+//! The one boundary every export goes through (SPEC §10.1): panics become
 //! error objects, NULL pointers, invalid UTF-8 and invalid JSON become error
 //! codes, and out-params are written only on success.
 
@@ -42,7 +42,10 @@ pub unsafe fn str_arg<'a>(p: *const c_char, name: &str) -> Result<&'a str, Failu
         .map_err(|e| Failure::new(Code::InvalidUtf8, format!("{name} is not valid UTF-8: {e}")))
 }
 
-/// Parses a required JSON string argument into `T`.
+/// Parses a required JSON string argument into `T` (one of the documents of
+/// `odek_core::api`). Errors: `ODEK_E_INVALID_JSON` when it does not parse
+/// as JSON, `ODEK_E_INVALID_ARGUMENT` when it breaks the strict rules of
+/// config files (duplicate keys, NUL, nesting) or has the wrong shape.
 ///
 /// # Safety
 /// As [`str_arg`].
@@ -52,17 +55,20 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
 ) -> Result<T, Failure> {
     // SAFETY: forwarded contract.
     let s = unsafe { str_arg(p, name)? };
-    // Syntax first (ODEK_E_INVALID_JSON), shape second (ODEK_E_INVALID_ARGUMENT):
-    // serde would otherwise report the first type error of a broken document.
-    let value: serde_json::Value = serde_json::from_str(s)
-        .map_err(|e| Failure::new(Code::InvalidJson, format!("{name} is not valid JSON: {e}")))?;
+    // The strict check reads the whole document, so a syntax error anywhere
+    // is reported as such (ODEK_E_INVALID_JSON) before any shape error.
     if let Err(e) = odek_core::config::check_strict_json(s) {
-        return Err(Failure::new(
-            Code::InvalidArgument,
-            format!("{name} is not accepted: {e}"),
-        ));
+        // Which kind of failure, told by serde_json's own parser (and its
+        // message) on this error path only.
+        return Err(match serde_json::from_str::<serde_json::Value>(s) {
+            Err(e) => Failure::new(Code::InvalidJson, format!("{name} is not valid JSON: {e}")),
+            Ok(_) => Failure::new(
+                Code::InvalidArgument,
+                format!("{name} is not accepted: {e}"),
+            ),
+        });
     }
-    if value.is_array() {
+    if s.trim_start().starts_with('[') {
         // serde fills a struct from an array by field position; the ABI's
         // documents are objects (or null where documented).
         return Err(Failure::new(
@@ -70,10 +76,15 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
             format!("{name} must be a JSON object, not an array"),
         ));
     }
-    T::deserialize(value).map_err(|e| {
+    serde_json::from_str(s).map_err(|e| {
+        // The message without serde_json's position suffix: the document is
+        // valid JSON, and its shape errors name the member.
+        let text = e.to_string();
+        let at = format!(" at line {} column {}", e.line(), e.column());
+        let msg = text.strip_suffix(&at).unwrap_or(&text);
         Failure::new(
             Code::InvalidArgument,
-            format!("{name} has the wrong shape: {e}"),
+            format!("{name} has the wrong shape: {msg}"),
         )
     })
 }

@@ -1,4 +1,4 @@
-//! Error objects and their stable numeric codes (SPEC §10.1, CONVENTIONS 6–7).
+//! Error objects and their stable numeric codes (SPEC §10.1).
 //!
 //! Codes never change meaning. They are grouped by area; the hundreds digit
 //! is the area and the failure class of SPEC §6.3 follows from it.
@@ -262,10 +262,16 @@ impl Failure {
 }
 
 impl From<Error> for Failure {
+    /// The message's advice is worded for a library caller (the `workdir`
+    /// argument, settings keys, closing the sandbox), as every libodek
+    /// client's surface is (`odek_client_new`); the calls that take no
+    /// client (narrow) reach the same callers.
     fn from(e: Error) -> Failure {
         Failure {
             code: code_of(&e),
-            message: e.to_string(),
+            message: odek_core::advice::Surface::Library
+                .render(&e.to_string())
+                .into_owned(),
         }
     }
 }

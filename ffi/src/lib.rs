@@ -24,12 +24,10 @@ pub use handles::{odek_client_t, odek_sandbox_t};
 use std::ffi::c_char;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use odek_core::api::{self, EngineChoice, ResolveRequestError};
 use odek_core::approval::{Approval, Decision};
-use odek_core::config::{ConfigInputs, Layer};
 use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork, StreamKind};
-use odek_core::narrow::NarrowRequest;
-use odek_core::{describe, ExecRequest, LaunchOptions, Plan, Silent};
-use serde::{Deserialize, Serialize};
+use odek_core::{describe, LaunchOptions, Plan, Silent};
 
 use boundary::{c_string, guard, json_arg, out_arg, str_arg, write_json};
 use error::{Code, Failure};
@@ -80,22 +78,6 @@ pub unsafe extern "C" fn odek_string_free(s: *mut c_char) {
     }
 }
 
-/// Client options (`"odek.client-options/1"`).
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ClientOptions {
-    #[serde(default)]
-    schema: Option<String>,
-    /// `unix:///path` or `tcp://host:port`; default: SPEC §6.2 rules.
-    #[serde(default)]
-    docker_host: Option<String>,
-    /// `"docker"` (default) or `"fake"`: an in-memory engine for tests with
-    /// image `odek-test/base:1` and a Compose project `shop`
-    /// (`shop_default`, internal `shop_backend`).
-    #[serde(default)]
-    engine: Option<String>,
-}
-
 fn fake_engine() -> FakeEngine {
     let f = FakeEngine::new();
     f.add_image(FakeImage::new("odek-test/base:1"));
@@ -108,17 +90,9 @@ fn fake_engine() -> FakeEngine {
     f
 }
 
-/// Checks a request's optional `"schema"` tag: absent, or `<family>` + a
-/// version (`"odek.exec-request/1"` for family `"odek.exec-request/"`).
-/// Errors: `ODEK_E_INVALID_ARGUMENT` naming the unknown schema.
-fn check_schema(schema: Option<&str>, family: &str) -> Result<(), Failure> {
-    match schema {
-        Some(s) if !s.starts_with(family) => Err(Failure::new(
-            Code::InvalidArgument,
-            format!("unknown schema {s:?} (expected {family}1)"),
-        )),
-        _ => Ok(()),
-    }
+/// A request that parses but cannot be carried out (`ODEK_E_INVALID_ARGUMENT`).
+fn invalid(e: api::RequestError) -> Failure {
+    Failure::new(Code::InvalidArgument, e.0)
 }
 
 /// Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
@@ -138,11 +112,10 @@ pub unsafe extern "C" fn odek_client_new(
     guard(|| {
         out_arg(out, "out")?;
         // SAFETY: per the function contract.
-        let opts: ClientOptions = unsafe { json_arg(options_json, "options_json")? };
-        check_schema(opts.schema.as_deref(), "odek.client-options/")?;
-        let odek = match (opts.engine.as_deref(), &opts.docker_host) {
-            (Some("fake"), _) => odek_core::Client::with_engine(Arc::new(fake_engine())),
-            (None | Some("docker"), Some(host)) => {
+        let opts: api::ClientOptions = unsafe { json_arg(options_json, "options_json")? };
+        let odek = match (opts.engine().map_err(invalid)?, &opts.docker_host) {
+            (EngineChoice::Fake, _) => odek_core::Client::with_engine(Arc::new(fake_engine())),
+            (EngineChoice::Docker, Some(host)) => {
                 let address = odek_core::engine::parse_host(host, "docker_host")
                     .map_err(|e| Failure::from(odek_core::Error::Endpoint(e)))?;
                 let ep = odek_core::engine::Endpoint {
@@ -152,14 +125,9 @@ pub unsafe extern "C" fn odek_client_new(
                 };
                 odek_core::Client::with_engine(Arc::new(odek_core::engine::BollardEngine::new(ep)))
             }
-            (None | Some("docker"), None) => odek_core::Client::from_env(),
-            (Some(other), _) => {
-                return Err(Failure::new(
-                    Code::InvalidArgument,
-                    format!("engine must be \"docker\" or \"fake\" (got {other:?})"),
-                ))
-            }
+            (EngineChoice::Docker, None) => odek_core::Client::from_env(),
         };
+        let odek = odek.with_surface(odek_core::advice::Surface::Library);
         let h = handles::insert_client(Client { odek });
         // SAFETY: checked non-NULL above.
         unsafe { *out = h };
@@ -182,43 +150,22 @@ pub unsafe extern "C" fn odek_client_free(client: *mut odek_client_t) -> *mut od
     })
 }
 
-/// A resolve request (`"odek.resolve-request/1"`).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResolveRequest {
-    #[serde(default)]
-    schema: Option<String>,
-    /// Project directory (absolute or relative to the process's cwd).
-    workdir: String,
-    /// Operator settings: config keys of SPEC §3.1 (as in `odek.json`),
-    /// highest precedence.
-    #[serde(default)]
-    settings: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Read `$ODEK_HOME/config.json` (default true).
-    #[serde(default = "yes")]
-    read_user_config: bool,
-    /// Read `./odek.json` (default true).
-    #[serde(default = "yes")]
-    read_project_config: bool,
-    /// Environment to use instead of the process's (for `ODEK_*`, `HOME`,
-    /// `${…}`): it replaces the whole environment, so include `HOME` or
-    /// `ODEK_HOME`.
-    #[serde(default)]
-    env: Option<std::collections::BTreeMap<String, String>>,
-}
-
-fn yes() -> bool {
-    true
-}
-
 /// Resolves configuration, networks and image into a plan (SPEC §3–§5).
 ///
 /// `request_json`: `{"workdir": "/abs/dir", "settings": {"sandbox_compose_project": "shop", …},
-/// "read_user_config": true, "read_project_config": true, "env": {…}|null}`.
+/// "read_user_config": true, "read_project_config": true, "env": {…}|null,
+/// "allow_host_fallback": false}` (schema: `ffi/schema/resolve-request.json`).
 /// `settings` holds config keys of SPEC §3.1 with the types of `odek.json`;
 /// an unknown key is an error (`ODEK_E_CONFIG`). `env`, when given,
 /// replaces the whole process environment for this resolve (include `HOME`
 /// or `ODEK_HOME`).
+///
+/// A sandbox is required by default: unless `settings` says `"sandbox"`,
+/// `"sandbox": true` is added, so an unreachable daemon or an image that
+/// cannot be pulled is an error (6xx, 5xx) instead of a host shell.
+/// `"allow_host_fallback": true` keeps SPEC §6.3's implicit mode (loud
+/// fallback to the host, `isolation.kind` `"fallback"`). The bindings
+/// send the member only when their caller sets it.
 /// On success `*plan_json_out` is the plan (`"schema": "odek.plan/1"`); its
 /// `"approval"` member is non-null when the operator must approve project
 /// settings before launch. Free it with `odek_string_free`.
@@ -238,46 +185,11 @@ pub unsafe extern "C" fn odek_resolve(
         out_arg(plan_json_out, "plan_json_out")?;
         let c = handles::client(client)?;
         // SAFETY: per the function contract.
-        let req: ResolveRequest = unsafe { json_arg(request_json, "request_json")? };
-        check_schema(req.schema.as_deref(), "odek.resolve-request/")?;
-        let mut inputs = ConfigInputs::from_process(&req.workdir);
-        if let Some(env) = req.env {
-            inputs.env = env;
-        }
-        inputs.read_user_config = req.read_user_config;
-        inputs.read_project_config = req.read_project_config;
-        if let Some(settings) = req.settings {
-            let bytes = serde_json::to_vec(&settings)
-                .map_err(|e| Failure::new(Code::Internal, e.to_string()))?;
-            let (layer, warnings): (Layer, _) =
-                odek_core::config::parse_bytes(&bytes, std::path::Path::new("<api settings>"))
-                    .map_err(|e| Failure::from(odek_core::Error::Config(e)))?;
-            // A typo in a program's settings must not silently drop a setting.
-            let unknown: Vec<String> = warnings
-                .iter()
-                .filter(|w| w.kind == odek_core::WarningKind::UnknownKey)
-                .map(|w| {
-                    // "<api settings>: unknown key "x" ignored …" → the key part.
-                    w.message
-                        .split_once(": ")
-                        .map_or(w.message.as_str(), |(_, m)| m)
-                        .replace(" ignored", "")
-                })
-                .collect();
-            if !unknown.is_empty() {
-                return Err(Failure::from(odek_core::Error::Config(
-                    odek_core::config::ConfigError::InvalidValue {
-                        origin: "api settings".into(),
-                        key: "settings".into(),
-                        reason: format!(
-                            "has unknown keys (refused, not ignored): {}",
-                            unknown.join("; ")
-                        ),
-                    },
-                )));
-            }
-            inputs.flags = layer;
-        }
+        let req: api::ResolveRequest = unsafe { json_arg(request_json, "request_json")? };
+        let inputs = req.config_inputs().map_err(|e| match e {
+            ResolveRequestError::Request(e) => invalid(e),
+            ResolveRequestError::Config(e) => Failure::from(odek_core::Error::Config(e)),
+        })?;
         let plan = runtime().block_on(c.odek.resolve(&inputs, &Silent))?;
         // SAFETY: checked non-NULL.
         unsafe { write_json(plan_json_out, &plan) }
@@ -389,18 +301,6 @@ pub unsafe extern "C" fn odek_launch(
     })
 }
 
-#[derive(Serialize)]
-struct SandboxInfo<'a> {
-    schema: &'static str,
-    name: &'a str,
-    container_id: Option<&'a str>,
-    isolation: &'a odek_core::Isolation,
-    startup_line: String,
-    warnings: &'a [odek_core::Warning],
-    plan: &'a Plan,
-    applied: &'a Option<odek_core::sandbox::Applied>,
-}
-
 /// The launched sandbox as JSON (`"schema": "odek.sandbox-info/1"`): name,
 /// container ID (null on the host), isolation (`{"kind": "container"}`,
 /// `{"kind": "fallback", "class": …, "reason": …}` or `{"kind": "off"}`), the
@@ -416,17 +316,7 @@ pub unsafe extern "C" fn odek_sandbox_info(
     guard(|| {
         out_arg(info_json_out, "info_json_out")?;
         let h = handles::sandbox(sandbox)?;
-        let s = &h.sandbox;
-        let info = SandboxInfo {
-            schema: "odek.sandbox-info/1",
-            name: &s.name,
-            container_id: s.container_id.as_deref(),
-            isolation: &s.isolation,
-            startup_line: s.startup_line(),
-            warnings: &s.warnings,
-            plan: &s.plan,
-            applied: &s.applied,
-        };
+        let info = api::SandboxInfo::of(&h.sandbox);
         // SAFETY: checked non-NULL.
         unsafe { write_json(info_json_out, &info) }
     })
@@ -464,36 +354,6 @@ pub unsafe extern "C" fn odek_describe(
     })
 }
 
-/// An exec request (`"odek.exec-request/1"`).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExecReq {
-    #[serde(default)]
-    schema: Option<String>,
-    #[serde(default)]
-    argv: Option<Vec<String>>,
-    #[serde(default)]
-    shell: Option<String>,
-    #[serde(default)]
-    env: std::collections::BTreeMap<String, String>,
-    #[serde(default)]
-    timeout_secs: Option<f64>,
-    #[serde(default)]
-    workdir: Option<String>,
-}
-
-#[derive(Serialize)]
-struct ExecResult {
-    schema: &'static str,
-    exit_code: i64,
-    timed_out: bool,
-    killed: bool,
-    stdout: String,
-    stderr: String,
-    stdout_truncated: bool,
-    stderr_truncated: bool,
-}
-
 /// Runs a command in the sandbox and waits for it (SPEC §10.1 exec).
 ///
 /// `request_json`: `{"argv": ["redis-cli", "-h", "redis", "ping"]}` or
@@ -521,33 +381,8 @@ pub unsafe extern "C" fn odek_exec(
         out_arg(result_json_out, "result_json_out")?;
         let h = handles::sandbox(sandbox)?;
         // SAFETY: per the function contract.
-        let req: ExecReq = unsafe { json_arg(request_json, "request_json")? };
-        check_schema(req.schema.as_deref(), "odek.exec-request/")?;
-        let command = match (req.argv, req.shell) {
-            (Some(a), None) => odek_core::Command::Argv(a),
-            (None, Some(s)) => odek_core::Command::Shell(s),
-            _ => {
-                return Err(Failure::new(
-                    Code::InvalidArgument,
-                    "request_json needs exactly one of \"argv\" (array of strings) or \"shell\" (string)",
-                ))
-            }
-        };
-        let timeout = match req.timeout_secs {
-            None => None,
-            Some(t) => Some(odek_core::exec::timeout_from_secs(t).ok_or_else(|| {
-                Failure::new(
-                    Code::InvalidArgument,
-                    format!("timeout_secs must be a positive number (got {t})"),
-                )
-            })?),
-        };
-        let request = ExecRequest {
-            command,
-            env: req.env.into_iter().collect(),
-            timeout,
-            workdir: req.workdir,
-        };
+        let req: api::ExecRequest = unsafe { json_arg(request_json, "request_json")? };
+        let request = req.into_core().map_err(invalid)?;
         let out = Mutex::new((Vec::new(), Vec::new(), false, false));
         let sink = |kind: StreamKind, bytes: &[u8]| {
             let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
@@ -567,8 +402,8 @@ pub unsafe extern "C" fn odek_exec(
         };
         let outcome = runtime().block_on(h.odek.exec(&h.sandbox, &request, &sink))?;
         let (o, e, ot, et) = out.into_inner().unwrap_or_else(|p| p.into_inner());
-        let result = ExecResult {
-            schema: "odek.exec-result/1",
+        let result = api::ExecResult {
+            schema: api::EXEC_RESULT_SCHEMA.into(),
             exit_code: outcome.exit_code,
             timed_out: outcome.timed_out,
             killed: outcome.killed,
@@ -610,8 +445,8 @@ pub unsafe extern "C" fn odek_narrow(
         // SAFETY: per the function contract.
         let parent: Plan = unsafe { json_arg(parent_plan_json, "parent_plan_json")? };
         // SAFETY: per the function contract.
-        let req: NarrowRequest = unsafe { json_arg(request_json, "request_json")? };
-        check_schema(req.schema.as_deref(), "odek.narrow-request/")?;
+        let req: api::NarrowRequest = unsafe { json_arg(request_json, "request_json")? };
+        req.check_schema().map_err(invalid)?;
         let child = odek_core::narrow::narrow(&parent, &req)
             .map_err(|e| Failure::from(odek_core::Error::Narrow(e)))?;
         // SAFETY: checked non-NULL.

@@ -1,4 +1,4 @@
-//! Bad arguments through the C ABI (issue 6; SPEC §10.1): NULL pointers,
+//! Bad arguments through the C ABI (SPEC §10.1): NULL pointers,
 //! invalid UTF-8, lone surrogates, huge numbers, trailing bytes, wrong
 //! top-level types, unknown fields, wrong field types and refused values —
 //! for `odek_client_new`, `odek_resolve`, `odek_plan_approval_request`,

@@ -1,4 +1,4 @@
-//! Load test of the C ABI against the real engine (issue 6; SPEC §10.1
+//! Load test of the C ABI against the real engine (SPEC §10.1
 //! "thread-safe: handles usable from any thread"), calling the exported
 //! `extern "C"` functions of the `odek` library directly.
 //!

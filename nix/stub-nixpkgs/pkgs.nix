@@ -339,6 +339,7 @@ let
     busybox = pkg "busybox";
     jq = pkg "jq";
     curl = pkg "curl";
+    shellcheck = pkg "shellcheck";
     cargo = pkg "cargo";
     rustc = pkg "rustc";
     clippy = pkg "clippy";

@@ -1,4 +1,4 @@
-"""End-to-end tests of `odek mcp` (issue 13) against the real Docker daemon.
+"""End-to-end tests of `odek mcp` against the real Docker daemon.
 
 The client is the official MCP Python SDK (`mcp` from PyPI) driving
 `target/debug/odek mcp` over stdio; a few protocol-abuse and signal cases

@@ -1,12 +1,14 @@
-//! odek's task runner (CONVENTIONS 16): `cargo xtask <recipe>`.
+//! odek's task runner: `cargo xtask <recipe>`.
 //!
 //! Recipes (one line each; `cargo xtask help` prints them):
 //! - `setup`    install what a fresh Debian machine lacks (apt), when root
 //! - `images`   build the offline test images (tests/images/build.sh)
 //! - `demo`     the main job: Compose project `shop` + `odek run` reaching redis and postgres
 //! - `header`   regenerate ffi/include/odek.h with cbindgen
-//! - `header-check` fail when the checked-in header differs from a fresh one
-//! - `lint`     cargo fmt --check and clippy -D warnings
+//! - `header-check` fail when the checked-in header or ABI schemas differ from fresh ones
+//! - `schema`   regenerate ffi/schema/*.json, the JSON Schemas of the C ABI's messages
+//! - `lint`     fmt --check, clippy -D warnings, shellcheck, no convention/issue citations, cargo doc -D warnings
+//! - `deps`     the module dependency graph of core/src and its cycles (`--tests`: with test modules)
 //! - `unit`     unit and fake-engine tests (no Docker needed)
 //! - `e2e`      real-Docker end-to-end suite (images, registry, Compose fixture)
 //! - `python`   the Python binding's pytest suite (bindings/python/run-tests.sh)
@@ -20,6 +22,8 @@
 //! - `bench`    the performance benchmark against the real engine (not part of `test`)
 //! - `clean`    remove test containers, networks, images and the registry
 
+mod checks;
+mod deps;
 mod dist;
 
 use std::path::{Path, PathBuf};
@@ -41,9 +45,20 @@ const RECIPES: &[(&str, &str)] = &[
     ("header", "regenerate ffi/include/odek.h with cbindgen"),
     (
         "header-check",
-        "fail when the checked-in header differs from a fresh one",
+        "fail when the checked-in header or ABI schemas differ from fresh ones",
     ),
-    ("lint", "cargo fmt --check and clippy -D warnings"),
+    (
+        "schema",
+        "regenerate ffi/schema/*.json, the JSON Schemas of the C ABI's messages",
+    ),
+    (
+        "lint",
+        "fmt --check, clippy -D warnings, shellcheck, no convention/issue citations, cargo doc -D warnings",
+    ),
+    (
+        "deps",
+        "the module dependency graph of core/src and its cycles [--tests]",
+    ),
     ("unit", "unit and fake-engine tests (no Docker needed)"),
     (
         "e2e",
@@ -100,6 +115,7 @@ const APT: &[(&str, &str)] = &[
     ("gcc", "gcc"),
     ("pkg-config", "pkg-config"),
     ("objdump", "binutils"),
+    ("shellcheck", "shellcheck"),
 ];
 
 type R = Result<(), String>;
@@ -270,7 +286,39 @@ fn header() -> R {
     Ok(())
 }
 
+/// The JSON Schemas of the C ABI's messages (`odek_core::api`), which the
+/// bindings' type tests read.
+const SCHEMA_DIR: &str = "ffi/schema";
+
+/// Runs core's `api_schema` example: `write` or `check` [`SCHEMA_DIR`].
+fn api_schema(mode: &str) -> R {
+    let dir = root().join(SCHEMA_DIR);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{SCHEMA_DIR}: {e}"))?;
+    sh(cargo()
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "odek-core",
+            "--example",
+            "api_schema",
+            "--",
+            mode,
+        ])
+        .arg(&dir))?;
+    eprintln!(
+        "xtask: {SCHEMA_DIR}/*.json {}",
+        if mode == "write" {
+            "written"
+        } else {
+            "up to date"
+        }
+    );
+    Ok(())
+}
+
 fn header_check() -> R {
+    api_schema("check")?;
     let fresh = generate_header()?;
     for path in [HEADER, GO_HEADER] {
         let current = std::fs::read_to_string(root().join(path)).unwrap_or_default();
@@ -292,6 +340,8 @@ fn header_check() -> R {
 
 fn lint() -> R {
     sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    checks::citations()?;
+    checks::shellcheck()?;
     sh(cargo().args([
         "clippy",
         "--workspace",
@@ -299,7 +349,8 @@ fn lint() -> R {
         "--",
         "-D",
         "warnings",
-    ]))
+    ]))?;
+    checks::doc()
 }
 
 /// The C ABI load test needs the real engine: it runs with the e2e tier.
@@ -397,7 +448,9 @@ fn main() -> ExitCode {
         "demo" => demo(),
         "header" => header(),
         "header-check" => header_check(),
+        "schema" => api_schema("write"),
         "lint" => lint(),
+        "deps" => deps::deps_cmd(&std::env::args().skip(2).collect::<Vec<_>>()),
         "unit" => unit(),
         "e2e" => e2e(),
         "python" => script("bindings/python/run-tests.sh"),

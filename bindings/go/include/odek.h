@@ -197,11 +197,19 @@ odek_error_t *odek_client_free(odek_client_t *client);
 // Resolves configuration, networks and image into a plan (SPEC §3–§5).
 //
 // `request_json`: `{"workdir": "/abs/dir", "settings": {"sandbox_compose_project": "shop", …},
-// "read_user_config": true, "read_project_config": true, "env": {…}|null}`.
+// "read_user_config": true, "read_project_config": true, "env": {…}|null,
+// "allow_host_fallback": false}` (schema: `ffi/schema/resolve-request.json`).
 // `settings` holds config keys of SPEC §3.1 with the types of `odek.json`;
 // an unknown key is an error (`ODEK_E_CONFIG`). `env`, when given,
 // replaces the whole process environment for this resolve (include `HOME`
 // or `ODEK_HOME`).
+//
+// A sandbox is required by default: unless `settings` says `"sandbox"`,
+// `"sandbox": true` is added, so an unreachable daemon or an image that
+// cannot be pulled is an error (6xx, 5xx) instead of a host shell.
+// `"allow_host_fallback": true` keeps SPEC §6.3's implicit mode (loud
+// fallback to the host, `isolation.kind` `"fallback"`). The bindings
+// send the member only when their caller sets it.
 // On success `*plan_json_out` is the plan (`"schema": "odek.plan/1"`); its
 // `"approval"` member is non-null when the operator must approve project
 // settings before launch. Free it with `odek_string_free`.

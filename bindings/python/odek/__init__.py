@@ -41,7 +41,7 @@ a source checkout falls back to its ``target/`` directory; see :mod:`odek._ffi`.
 from __future__ import annotations
 
 from ._async import AsyncClient, AsyncSandbox, launch_async
-from ._client import Client, HostFallbackWarning, Sandbox, launch, narrow
+from ._client import Client, HostFallbackWarning, OdekWarning, Sandbox, launch, narrow
 from ._errors import (
     CODE_NAMES,
     CODES,
@@ -72,6 +72,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "HostFallbackWarning",
+    "OdekWarning",
     "ABI_VERSION",
     "EXEC_OUTPUT_LIMIT",
     "CODES",

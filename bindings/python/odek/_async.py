@@ -1,7 +1,7 @@
 """The asyncio API: :class:`AsyncClient`, :class:`AsyncSandbox` and
 :func:`launch_async`, beside the blocking one.
 
-libodek's calls block (the C ABI has no futures, CONVENTIONS 11), so each
+libodek's calls block (the C ABI has no futures), so each
 coroutine here runs the blocking call in a thread pool — the event loop's
 default executor unless the client was given another — and awaits it; the
 event loop keeps running meanwhile (ctypes releases the GIL). The objects
@@ -44,7 +44,15 @@ from typing import (
     Union,
 )
 
-from ._client import ApprovalLike, Client, PathLike, PlanLike, Sandbox, launch
+from ._client import (
+    ApprovalLike,
+    Client,
+    PathLike,
+    PlanLike,
+    Sandbox,
+    _resolve_and_launch,
+    _warn_launch,
+)
 from ._results import Description, ExecResult, SandboxInfo
 from ._types import Approval, Plan
 from ._view import ConfigView
@@ -239,8 +247,11 @@ class AsyncClient:
 
     async def launch(self, plan: PlanLike, approval: ApprovalLike = None) -> AsyncSandbox:
         """As :meth:`odek.Client.launch`, awaited; a sandbox launched after the
-        awaiting task was cancelled is removed, not leaked."""
-        sandbox = await _run_owning(self._executor, self._sync.launch, plan, approval)
+        awaiting task was cancelled is removed, not leaked. Its warnings
+        (:class:`~odek.OdekWarning`, :class:`~odek.HostFallbackWarning`) are
+        emitted in the event loop's thread, pointing at the awaiting code."""
+        sandbox = await _run_owning(self._executor, self._sync._launch, plan, approval)
+        _warn_launch(sandbox, stacklevel=2)
         return AsyncSandbox(sandbox, executor=self._executor)
 
     async def config_view(self, plan: PlanLike) -> ConfigView:
@@ -268,11 +279,17 @@ class _Launching:
         self._start = start
         self._sandbox: Optional[AsyncSandbox] = None
 
+    # The launch runs as its own task; its warnings are emitted here, in the
+    # loop's thread, pointing at the awaiting code.
+
     def __await__(self) -> Generator[Any, None, AsyncSandbox]:
-        return self._start().__await__()
+        sandbox = yield from self._start().__await__()
+        _warn_launch(sandbox.sync, stacklevel=2)
+        return sandbox
 
     async def __aenter__(self) -> AsyncSandbox:
         self._sandbox = await self._start()
+        _warn_launch(self._sandbox.sync, stacklevel=2)
         return self._sandbox
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
@@ -323,9 +340,10 @@ def launch_async(
 
     async def start() -> AsyncSandbox:
         sandbox = await _run_owning(
-            executor, launch, path, settings, approve=approve, client=sync_client,
-            read_user_config=read_user_config, read_project_config=read_project_config,
-            env=env, allow_host_fallback=allow_host_fallback,
+            executor, _resolve_and_launch, path, settings, approve=approve,
+            client=sync_client, read_user_config=read_user_config,
+            read_project_config=read_project_config, env=env,
+            allow_host_fallback=allow_host_fallback,
         )
         return AsyncSandbox(sandbox, executor=executor)
 

@@ -138,12 +138,14 @@ class Client(Managed[Any]):
             env (dict[str, str] | None): the whole environment to read
                 ``ODEK_*``, ``ODEK_HOME``/``HOME`` and ``${…}`` from, replacing
                 the process's (extend it with ``{**os.environ, "K": "v"}``).
-            allow_host_fallback (bool): the binding's default (``False``)
-                requires a sandbox: unless ``settings`` says ``"sandbox"``
-                itself, it is set to ``True``, so an unreachable daemon or an
-                image that cannot be pulled raises instead of handing the
-                agent a host shell. ``True`` keeps SPEC §6.3's implicit mode
-                (loud fallback to the host; :class:`HostFallbackWarning`).
+            allow_host_fallback (bool): the default (``False``) requires a
+                sandbox: unless ``settings`` says ``"sandbox"`` itself, the
+                library sets it to ``True`` (the resolve request's
+                ``allow_host_fallback``, decided in libodek), so an
+                unreachable daemon or an image that cannot be pulled raises
+                instead of handing the agent a host shell. ``True`` keeps
+                SPEC §6.3's implicit mode (loud fallback to the host;
+                :class:`HostFallbackWarning`).
 
         Returns:
             Plan: check :attr:`Plan.approval_request` before launching.
@@ -162,11 +164,10 @@ class Client(Managed[Any]):
         }
         if settings is not None and not isinstance(settings, Mapping):
             raise TypeError("settings must be a mapping of config keys to values")
-        chosen: Dict[str, Any] = dict(settings or {})
-        if not allow_host_fallback and "sandbox" not in chosen:
-            chosen["sandbox"] = True
-        if chosen:
-            req["settings"] = chosen
+        if settings:
+            req["settings"] = dict(settings)
+        if allow_host_fallback:
+            req["allow_host_fallback"] = True
         e = _str_map(env, "env")
         if e is not None:
             req["env"] = e
@@ -217,6 +218,12 @@ class Client(Managed[Any]):
         Returns:
             Sandbox: use it in a ``with`` block so the container is always removed.
 
+        Warns:
+            OdekWarning: once for each warning of the plan and the launch
+                (``sandbox.info.warnings``), e.g. an attached network that is
+                not internal, so the sandbox can reach the internet (SPEC §4.3).
+            HostFallbackWarning: commands will run on the host (SPEC §6.3).
+
         Raises:
             ApprovalRequiredError: the plan needs an approval (300); other
                 ApprovalError: mismatch (301), networks changed (302).
@@ -224,21 +231,19 @@ class Client(Managed[Any]):
             ImageUnavailableError: the image cannot be pulled (explicit mode, 5xx).
             DaemonUnreachableError: the daemon is gone (explicit mode, 6xx).
         """
+        sandbox = self._launch(plan, approval)
+        _warn_launch(sandbox, stacklevel=2)
+        return sandbox
+
+    def _launch(self, plan: PlanLike, approval: ApprovalLike = None) -> "Sandbox":
+        """:meth:`launch` without emitting its warnings (the asyncio API
+        emits them in the event loop's thread)."""
         h = self._handle()
         out = _ffi.SandboxPtr()
         _ffi.check(
             _ffi.lib().odek_launch(h, _plan_json(plan), _approval_json(approval), ctypes.byref(out))
         )
-        sandbox = Sandbox._adopt(out)
-        if sandbox.isolation == "fallback":
-            warnings.warn(
-                "odek: NO SANDBOX — commands will run ON THE HOST without isolation "
-                "(the daemon was unreachable or the image could not be pulled); "
-                "resolve without allow_host_fallback=True to make this an error",
-                HostFallbackWarning,
-                stacklevel=2,
-            )
-        return sandbox
+        return Sandbox._adopt(out)
 
     def config_view(self, plan: PlanLike) -> ConfigView:
         """The settings ``plan`` actually applies, with sources (SPEC §10.4).
@@ -255,6 +260,51 @@ class Client(Managed[Any]):
 
 class HostFallbackWarning(RuntimeWarning):
     """A launch fell back to running commands on the host (SPEC §6.3)."""
+
+
+class OdekWarning(UserWarning):
+    """A warning odek reported for a launched sandbox's plan or launch (SPEC
+    §4.3, §6.3), emitted by :meth:`Client.launch`, :func:`odek.launch` and
+    their asyncio forms through :func:`warnings.warn` — the same warnings as
+    ``sandbox.info.warnings`` (and, for the plan's, :attr:`Plan.warnings`).
+
+    Filter them as any warning, e.g.
+    ``warnings.simplefilter("error", odek.OdekWarning)`` to refuse a sandbox
+    that can reach the internet, or ``"ignore"`` to silence them.
+
+    Attributes:
+        kind (str): machine-readable kind, e.g.
+            ``"attached_network_not_internal"`` (:attr:`PlanWarning.kind`).
+    """
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _warn_launch(sandbox: "Sandbox", stacklevel: int) -> None:
+    """Emits a launched sandbox's warnings: one :class:`OdekWarning` for each
+    of ``sandbox.info.warnings`` (the fallback one excepted), then
+    :class:`HostFallbackWarning` when commands run on the host.
+    ``stacklevel`` as :func:`warnings.warn`'s, counted from the caller of
+    this function (1: that caller's line; 2: its caller's). A warning turned into an exception by a filter removes the
+    sandbox before it propagates (nobody would hold it)."""
+    try:
+        for w in sandbox.info.warnings:
+            if w.kind == "fallback":
+                continue
+            warnings.warn(OdekWarning(f"odek: {w.message}", w.kind), stacklevel=stacklevel + 1)
+        if sandbox.isolation == "fallback":
+            warnings.warn(
+                "odek: NO SANDBOX — commands will run ON THE HOST without isolation "
+                "(the daemon was unreachable or the image could not be pulled); "
+                "resolve without allow_host_fallback=True to make this an error",
+                HostFallbackWarning,
+                stacklevel=stacklevel + 1,
+            )
+    except BaseException:
+        sandbox.close()
+        raise
 
 
 class Sandbox(Managed[Any]):
@@ -485,9 +535,33 @@ def launch(
     Returns:
         Sandbox: a live sandbox; use ``with`` so the container is always removed.
 
+    Warns:
+        OdekWarning, HostFallbackWarning: as :meth:`Client.launch`.
+
     Raises:
         OdekError: any failure of resolve, approve or launch (see :meth:`Client.launch`).
     """
+    sandbox = _resolve_and_launch(
+        workdir, settings, approve=approve, client=client,
+        read_user_config=read_user_config, read_project_config=read_project_config,
+        env=env, allow_host_fallback=allow_host_fallback,
+    )
+    _warn_launch(sandbox, stacklevel=2)
+    return sandbox
+
+
+def _resolve_and_launch(
+    workdir: PathLike,
+    settings: Optional[Mapping[str, Any]] = None,
+    *,
+    approve: Optional[str] = None,
+    client: Optional[Client] = None,
+    read_user_config: bool = True,
+    read_project_config: bool = True,
+    env: Optional[Mapping[str, str]] = None,
+    allow_host_fallback: bool = False,
+) -> Sandbox:
+    """:func:`launch` without emitting its warnings."""
     if approve not in (None, "once", "trust"):
         raise ValueError(f'approve must be None, "once" or "trust" (got {approve!r})')
     own = client is None
@@ -509,7 +583,7 @@ def launch(
             # approval: odek_launch accepts it without an approval object.
             if approve is not None and not request.standing:
                 approval = c.approve(plan, approve)
-        return c.launch(plan, approval)
+        return c._launch(plan, approval)
     finally:
         if own:
             c.close()

@@ -1,4 +1,4 @@
-"""A base class for objects that own a C handle (CONVENTIONS 14).
+"""A base class for objects that own a C handle (SPEC §10.2).
 
 A managed object frees its handle exactly once: on :meth:`Managed.close`, at
 the end of a ``with`` block (even when the block raises), or — as a backstop —

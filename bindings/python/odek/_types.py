@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json as _json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple, TypedDict, cast
 
 from . import _ffi
 
@@ -28,6 +28,299 @@ __all__ = [
     "ApprovalRequest",
     "Approval",
 ]
+
+
+# --- wire documents -------------------------------------------------------------
+#
+# The JSON documents of the C ABI as this binding writes and reads them, one
+# TypedDict each. Their members are checked against the JSON Schemas derived
+# from libodek's own types (ffi/schema/*.json, ``cargo xtask schema``) by
+# tests/test_schema_types.py: same member names, and a member is required
+# here exactly when the schema requires it. Results carry every member
+# (``null`` where allowed); requests mark what may be left out.
+
+
+class ClientOptionsDoc(TypedDict, total=False):
+    """``odek.client-options/1`` (``odek_client_new``)."""
+
+    schema: str
+    docker_host: str
+    engine: str  # "docker" | "fake"
+
+
+class _ResolveRequestRequired(TypedDict):
+    workdir: str
+
+
+class ResolveRequestDoc(_ResolveRequestRequired, total=False):
+    """``odek.resolve-request/1`` (``odek_resolve``). ``allow_host_fallback``
+    is sent only when the caller sets it: libodek decides the default (a
+    sandbox is required)."""
+
+    schema: str
+    settings: Dict[str, Any]
+    read_user_config: bool
+    read_project_config: bool
+    env: Dict[str, str]
+    allow_host_fallback: bool
+
+
+class ExecRequestDoc(TypedDict, total=False):
+    """``odek.exec-request/1`` (``odek_exec``): exactly one of argv/shell."""
+
+    schema: str
+    argv: List[str]
+    shell: str
+    env: Dict[str, str]
+    timeout_secs: float
+    workdir: str
+
+
+class NarrowRequestDoc(TypedDict, total=False):
+    """``odek.narrow-request/1`` (``odek_narrow``)."""
+
+    schema: str
+    networks: List[str]
+    compose_project: str
+    network_mode: str
+    pids_limit: int
+    memory: str
+    cpus: str
+    readonly: bool
+    image: str
+
+
+class WarningDoc(TypedDict):
+    """A warning in a plan, sandbox info or config view."""
+
+    kind: str
+    message: str
+
+
+class PlanDoc(TypedDict):
+    """``odek.plan/1``. Members this binding passes through unread are
+    typed ``Any``."""
+
+    schema: str
+    mode: str
+    isolation: Dict[str, Any]  # {"kind": …, "class"?, "reason"?}
+    workdir: str
+    workdir_id: Optional[Dict[str, Any]]
+    odek_home: str
+    endpoint: Optional[str]
+    engine: Optional[Dict[str, Any]]
+    image: Dict[str, Any]  # {"reference": {"original", "digest", …}, "source": {"kind"}}
+    network_mode: str
+    networks: List[Dict[str, Any]]
+    bridge_network_id: Optional[str]
+    network_summary: str
+    internet: bool
+    pids_limit: int
+    readonly: bool
+    memory_bytes: Optional[int]
+    cpus: Optional[Dict[str, Any]]  # {"text": "0.5", …}
+    user: Optional[str]
+    env: List[Any]
+    volumes: List[Any]
+    masks: List[str]
+    require_sandbox: bool
+    sources: Dict[str, Dict[str, Any]]
+    warnings: List[WarningDoc]
+    approval: Optional[Dict[str, Any]]
+
+
+class EnvKeyDoc(TypedDict):
+    """One ``sandbox_env`` key on an approval request."""
+
+    key: str
+    interpolates_host: bool
+    reads: List[str]
+
+
+class NetworkCardDoc(TypedDict):
+    """One resolved network on an approval request."""
+
+    name: str
+    id: str
+    internal: bool
+    compose_project: str  # "-" when none
+
+
+class ApprovalRequestDoc(TypedDict):
+    """``odek.approval-request/1``."""
+
+    schema: str
+    key: str
+    project_dir: str
+    config: str
+    knobs: List[str]
+    image: Optional[str]
+    network: Optional[str]
+    env: List[EnvKeyDoc]
+    volumes: List[str]
+    requested_networks: List[str]
+    requested_compose_project: Optional[str]
+    networks: List[NetworkCardDoc]
+    network_summary: str
+    internet: bool
+    trusted: bool
+    previously_trusted: bool
+    env_binding: Optional[str]
+    dockerfile_sha256: Optional[str]
+    approved_by_env: bool
+    card: str
+
+
+class ApprovalDoc(TypedDict):
+    """``odek.approval/1`` (from ``odek_approve``, passed to ``odek_launch``)."""
+
+    schema: str
+    key: str
+    network_ids: List[str]
+    via: str
+
+
+class SandboxInfoDoc(TypedDict):
+    """``odek.sandbox-info/1``."""
+
+    schema: str
+    name: str
+    container_id: Optional[str]
+    isolation: Dict[str, Any]
+    startup_line: str
+    warnings: List[WarningDoc]
+    plan: PlanDoc
+    applied: Optional[Dict[str, Any]]
+
+
+class WorkspaceDoc(TypedDict):
+    """The ``/workspace`` mount in an environment."""
+
+    path: str
+    readonly: bool
+
+
+class PeerDoc(TypedDict):
+    """Another container on an attached network."""
+
+    names: List[str]
+
+
+class EnvNetworkDoc(TypedDict):
+    """An attached network in an environment."""
+
+    name: Optional[str]
+    internal: bool
+    peers: List[PeerDoc]
+
+
+class EnvironmentDoc(TypedDict):
+    """``odek.environment/1`` (``odek_describe``)."""
+
+    schema: str
+    isolation: str
+    fallback_reason: Optional[str]
+    sandbox: str
+    workspace: WorkspaceDoc
+    network: Optional[str]
+    internet: bool
+    networks: List[EnvNetworkDoc]
+    omitted_networks: int
+    omitted_names: int
+    pids_limit: Optional[int]
+    memory_bytes: Optional[int]
+    cpus: Optional[str]
+
+
+class ExecResultDoc(TypedDict):
+    """``odek.exec-result/1``."""
+
+    schema: str
+    exit_code: int
+    timed_out: bool
+    killed: bool
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+
+
+class _ImageViewRequired(TypedDict):
+    reference: str
+    digest: Optional[str]
+    id: Optional[str]
+    repo_digests: List[str]
+    origin: str
+
+
+class ImageViewDoc(_ImageViewRequired, total=False):
+    """The image in a config view (``when_missing`` only when it is missing)."""
+
+    when_missing: str
+
+
+class NetworkViewDoc(TypedDict):
+    """A network in a config view."""
+
+    name: Optional[str]
+    id: str
+    internal: bool
+    compose_project: Optional[str]
+
+
+class ConfigViewDoc(TypedDict):
+    """``odek.config-view/1``."""
+
+    schema: str
+    mode: str
+    isolation: str
+    fallback_reason: Optional[str]
+    endpoint: Optional[str]
+    api_version: Optional[str]
+    image: ImageViewDoc
+    network_mode: str
+    network: str
+    internet: bool
+    networks: List[NetworkViewDoc]
+    pids_limit: int
+    init: bool
+    tmpfs: str
+    memory_bytes: Optional[int]
+    cpus: Optional[str]
+    user: Optional[str]
+    readonly: bool
+    workdir: str
+    env_keys: List[str]
+    volumes: List[str]
+    masks: List[str]
+    sources: Dict[str, Dict[str, Any]]
+    warnings: List[WarningDoc]
+    pending_approval: List[str]
+
+
+#: Each wire document and where its schema is: (file in ffi/schema, name in
+#: its ``$defs`` or ``None`` for the document itself).
+WIRE_DOCUMENTS: Dict[type, Tuple[str, Optional[str]]] = {
+    ClientOptionsDoc: ("client-options.json", None),
+    ResolveRequestDoc: ("resolve-request.json", None),
+    ExecRequestDoc: ("exec-request.json", None),
+    NarrowRequestDoc: ("narrow-request.json", None),
+    PlanDoc: ("plan.json", None),
+    WarningDoc: ("plan.json", "Warning"),
+    ApprovalRequestDoc: ("approval-request.json", None),
+    EnvKeyDoc: ("approval-request.json", "EnvKeyView"),
+    NetworkCardDoc: ("approval-request.json", "NetworkCard"),
+    ApprovalDoc: ("approval.json", None),
+    SandboxInfoDoc: ("sandbox-info.json", None),
+    EnvironmentDoc: ("environment.json", None),
+    WorkspaceDoc: ("environment.json", "Workspace"),
+    EnvNetworkDoc: ("environment.json", "EnvNetwork"),
+    PeerDoc: ("environment.json", "Peer"),
+    ExecResultDoc: ("exec-result.json", None),
+    ConfigViewDoc: ("config-view.json", None),
+    ImageViewDoc: ("config-view.json", "ImageView"),
+    NetworkViewDoc: ("config-view.json", "NetworkView"),
+}
 
 
 def _parse(text: str, schema: str, what: str) -> Dict[str, Any]:
@@ -162,7 +455,7 @@ class ApprovalRequest:
     @classmethod
     def from_json(cls, text: str) -> "ApprovalRequest":
         """Parses an ``"odek.approval-request/1"`` document."""
-        d = _parse(text, "odek.approval-request", "approval request")
+        d = cast(ApprovalRequestDoc, _parse(text, "odek.approval-request", "approval request"))
         return cls(
             json=text,
             key=str(d.get("key", "")),
@@ -257,7 +550,7 @@ class Approval:
     @classmethod
     def from_json(cls, text: str) -> "Approval":
         """Parses an ``"odek.approval/1"`` document."""
-        d = _parse(text, "odek.approval", "approval")
+        d = cast(ApprovalDoc, _parse(text, "odek.approval", "approval"))
         return cls(
             json=text,
             key=str(d.get("key", "")),

@@ -184,3 +184,25 @@ def test_async_real_docker_loop_keeps_running(docker_engine, docker_workdir, com
         assert not container_exists(cid)
 
     run(main())
+
+
+def test_async_launch_emits_plan_warnings_in_the_loop_thread(workdir):
+    async def main():
+        async with odek.AsyncClient(engine="fake") as client:
+            with pytest.warns(odek.OdekWarning, match="not internal") as caught:
+                async with odek.launch_async(workdir, SHOP, client=client):
+                    pass
+            assert "attached_network_not_internal" in [w.message.kind for w in caught]
+            assert {w.filename for w in caught} == {__file__}
+            with pytest.warns(odek.OdekWarning, match="not internal") as caught:
+                sandbox = await odek.launch_async(workdir, SHOP, client=client)
+            await sandbox.close()
+            assert {w.filename for w in caught} == {__file__}
+            plan = await client.resolve(workdir, SHOP)
+            with pytest.warns(odek.OdekWarning, match="shop_default") as caught:
+                sandbox = await client.launch(plan)
+            await sandbox.close()
+            assert {w.filename for w in caught} == {__file__}
+            assert {w.message.kind for w in caught} == {x.kind for x in sandbox.info.warnings}
+
+    run(main())

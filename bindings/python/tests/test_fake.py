@@ -100,6 +100,72 @@ def test_module_launch_and_explicit_client(workdir, fake_client):
     assert not fake_client.closed  # a caller's client is not closed by launch
 
 
+def test_launch_emits_plan_warnings(fake_client, workdir):
+    # shop_default is not internal: the plan warns, and so does the launch.
+    with pytest.warns(odek.OdekWarning, match="not internal") as caught:
+        sandbox = odek.launch(workdir, SHOP, client=fake_client)
+    with sandbox:
+        assert issubclass(odek.OdekWarning, UserWarning)
+        # One for each of the sandbox's warnings (the fake engine also
+        # reports mounts it cannot read back), in order, at the caller.
+        assert [w.message.kind for w in caught] == [x.kind for x in sandbox.info.warnings]
+        [w] = [w for w in caught if w.message.kind == "attached_network_not_internal"]
+        assert "can reach the internet" in str(w.message)
+        assert all(w.filename == __file__ for w in caught), "points at the caller"
+
+    plan = fake_client.resolve(workdir, SHOP)
+    with pytest.warns(odek.OdekWarning, match="shop_default") as caught:
+        sandbox = fake_client.launch(plan)
+    sandbox.close()
+    assert "attached_network_not_internal" in [w.message.kind for w in caught]
+    assert {w.filename for w in caught} == {__file__}
+
+
+def test_launch_without_warnings_emits_none(fake_client, workdir):
+    settings = {"sandbox_image": IMAGE, "sandbox_networks": ["shop_backend"]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with odek.launch(workdir, settings, client=fake_client) as sandbox:
+            assert sandbox.info.plan.warnings == ()
+    kinds = [w.message.kind for w in caught if issubclass(w.category, odek.OdekWarning)]
+    assert "attached_network_not_internal" not in kinds
+    assert kinds == [x.kind for x in sandbox.info.warnings]
+
+
+def test_launch_warning_as_error_removes_the_sandbox(fake_client, workdir, monkeypatch):
+    launched = []
+    adopt = odek.Sandbox._adopt.__func__
+
+    def recording(cls, ptr):
+        sandbox = adopt(cls, ptr)
+        launched.append(sandbox)
+        return sandbox
+
+    monkeypatch.setattr(odek.Sandbox, "_adopt", classmethod(recording))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", odek.OdekWarning)
+        with pytest.raises(odek.OdekWarning) as raised:
+            odek.launch(workdir, SHOP, client=fake_client)
+    assert raised.value.kind == "attached_network_not_internal"
+    # Nobody holds the sandbox: it was removed before the warning propagated.
+    assert len(launched) == 1 and launched[0].closed
+
+
+def test_error_advice_names_settings_not_cli_flags(fake_client, workdir):
+    # The core words these fixes as CLI flags (--sandbox-image, -C); through
+    # the binding they name the setting and the workdir argument.
+    with pytest.raises(odek.ImageUnavailableError) as raised:
+        odek.launch(workdir, {"sandbox_image": "nosuch/img:1"}, client=fake_client)
+    msg = str(raised.value)
+    assert "the `sandbox_image` setting" in msg, msg
+    assert "--sandbox-image" not in msg, msg
+    with pytest.raises(odek.ConfigError) as raised:
+        fake_client.resolve("/", {"sandbox_image": IMAGE})
+    msg = str(raised.value)
+    assert "resolve with `workdir` set to a project directory" in msg, msg
+    assert "-C" not in msg and "run odek" not in msg, msg
+
+
 def test_config_view(fake_client, workdir):
     plan = fake_client.resolve(workdir, dict(SHOP, sandbox_pids_limit=64, sandbox_memory="256m",
                                              sandbox_cpus="0.5", sandbox_readonly=True))

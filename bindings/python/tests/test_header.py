@@ -1,6 +1,6 @@
 """The ctypes declarations and the code table against ffi/include/odek.h (no Docker).
 
-CONVENTIONS 7 and 14: the binding's view of the ABI is checked against the
+SPEC §10.1, §10.2: the binding's view of the ABI is checked against the
 checked-in header — every prototype (name, arity, each argument and return
 type), every ``ODEK_E_*`` code, ``ODEK_ABI_VERSION`` and
 ``ODEK_EXEC_OUTPUT_LIMIT``.

@@ -14,7 +14,7 @@ pub use store::{Meta, Store, META_FILE, STORE_FILE};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Settings, Sourced};
+use crate::config::{Settings, Source, Sourced};
 use crate::network::{NetworkSummary, ResolvedNetwork};
 use crate::plan::Plan;
 use crate::text::{display_name, display_text};
@@ -82,7 +82,7 @@ pub enum ApprovalError {
 }
 
 /// An env key as shown for approval.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvKeyView {
     /// The key.
     pub key: String,
@@ -94,7 +94,7 @@ pub struct EnvKeyView {
 }
 
 /// One resolved network on the card (SPEC §7.2).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetworkCard {
     /// Name, terminal-safe ([`display_name`]).
     pub name: String,
@@ -109,7 +109,7 @@ pub struct NetworkCard {
 /// What the operator is asked to approve (SPEC §7.2): every project-requested
 /// knob, and each resolved network's name, full ID, Internal flag and
 /// Compose project.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalRequest {
     /// Always [`APPROVAL_REQUEST_SCHEMA`].
     pub schema: String,
@@ -173,7 +173,7 @@ pub enum Decision {
 }
 
 /// A granted approval: the key and the network IDs it was granted for.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Approval {
     /// Always [`APPROVAL_SCHEMA`].
     pub schema: String,
@@ -288,29 +288,11 @@ impl ApprovalRequest {
 /// The knobs a project config needs approval for (SPEC §7.1), by config key,
 /// when the applied value comes from the project. Operator sources never do.
 pub fn project_knobs(s: &Settings) -> Vec<&'static str> {
-    fn from_project<T>(v: &Option<Sourced<T>>) -> bool {
-        v.as_ref().is_some_and(|v| v.source.is_project())
-    }
-    let mut knobs = Vec::new();
-    if from_project(&s.image) {
-        knobs.push("sandbox_image");
-    }
-    if s.network.source.is_project() {
-        knobs.push("sandbox_network");
-    }
-    if from_project(&s.env) {
-        knobs.push("sandbox_env");
-    }
-    if from_project(&s.volumes) {
-        knobs.push("sandbox_volumes");
-    }
-    if from_project(&s.networks) {
-        knobs.push("sandbox_networks");
-    }
-    if from_project(&s.compose_project) {
-        knobs.push("sandbox_compose_project");
-    }
-    knobs
+    crate::config::approval_keys()
+        .into_iter()
+        .filter(|k| s.sources.get(k.name).is_some_and(Source::is_project))
+        .map(|k| k.name)
+        .collect()
 }
 
 /// The project's raw string for a key, as written in `odek.json`.

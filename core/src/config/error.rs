@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::text::{shown, shown_path};
 
 /// A configuration error. Messages name the cause and the fix; they never
-/// carry env values (CONVENTIONS 20).
+/// carry env values (they are user data and may be secrets).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ConfigError {
@@ -80,7 +80,9 @@ pub enum ConfigError {
         value: String,
         /// The normalised spelling, when one exists.
         normalized: Option<String>,
-        /// Running projects' labels (sanitised), as hints.
+        /// Running projects' labels (sanitised), as hints: at most
+        /// `network::MAX_PROJECT_HINTS`, nearest the normalised spelling
+        /// first, then `and N more` when cut (the resolver fills it).
         running: Vec<String>,
     },
     /// A volume entry violates SPEC §3.4.

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    interpolate, parse_cpus, parse_file, parse_memory, parse_network_mode, resolve_volume,
-    validate_compose_project, validate_env_key, validate_network_name, validate_pids_limit,
-    validate_user, ConfigError, CpuLimit, EnvVar, Layer, NetworkMode, SandboxMode, Source, Sourced,
-    VolumeMount,
+    env_var_of, interpolate, parse_cpus, parse_file, parse_memory, parse_network_mode,
+    resolve_volume, validate_compose_project, validate_env_key, validate_network_name,
+    validate_pids_limit, validate_user, ConfigError, CpuLimit, EnvVar, Layer, NetworkMode,
+    SandboxMode, Source, Sourced, VolumeMount,
 };
 use crate::warning::{Warning, WarningKind};
 
@@ -99,6 +99,10 @@ pub struct Settings {
     /// sorted), before interpolation: binds a trust to the templates, so a
     /// changed value asks again (SPEC §7.3 keys cover env names only).
     pub env_template_sha256: Option<String>,
+    /// The source of each key some source sets, by key: the
+    /// highest-precedence one (after the project-can-only-tighten rules).
+    #[serde(default)]
+    pub sources: BTreeMap<String, Source>,
     /// `ODEK_REQUIRE_SANDBOX=1`: both fallback classes are fatal.
     pub require_sandbox: bool,
     /// `ODEK_APPROVE_PROJECT_SANDBOX=1`: approve project settings without asking.
@@ -138,25 +142,6 @@ pub const PROCESS_ENV_VARS: &[&str] = &[
     "ODEK_DOCKER_TIMEOUT",
 ];
 
-/// The env var behind a config key (SPEC §3.1): `Some("ODEK_SANDBOX_IMAGE")`
-/// for `"sandbox_image"`; `None` for keys only files can set
-/// (`sandbox_env`, `sandbox_volumes`) and for unknown keys.
-pub fn env_var_of(key: &str) -> Option<&'static str> {
-    Some(match key {
-        "sandbox" => "ODEK_SANDBOX",
-        "sandbox_image" => "ODEK_SANDBOX_IMAGE",
-        "sandbox_network" => "ODEK_SANDBOX_NETWORK",
-        "sandbox_networks" => "ODEK_SANDBOX_NETWORKS",
-        "sandbox_compose_project" => "ODEK_SANDBOX_COMPOSE_PROJECT",
-        "sandbox_pids_limit" => "ODEK_SANDBOX_PIDS_LIMIT",
-        "sandbox_readonly" => "ODEK_SANDBOX_READONLY",
-        "sandbox_memory" => "ODEK_SANDBOX_MEMORY",
-        "sandbox_cpus" => "ODEK_SANDBOX_CPUS",
-        "sandbox_user" => "ODEK_SANDBOX_USER",
-        _ => return None,
-    })
-}
-
 /// One source's layer with its [`Source`] per key.
 struct Ranked {
     layer: Layer,
@@ -179,21 +164,11 @@ fn pick<T: Clone>(
 /// The source of the highest-precedence setting that only a container can
 /// honour, if any.
 fn container_only_setting(ranked: &[Ranked]) -> Option<Source> {
-    type IsSet = fn(&Layer) -> bool;
-    let keys: [(&str, IsSet); 8] = [
-        ("sandbox_readonly", |l| l.sandbox_readonly == Some(true)),
-        ("sandbox_memory", |l| l.sandbox_memory.is_some()),
-        ("sandbox_cpus", |l| l.sandbox_cpus.is_some()),
-        ("sandbox_user", |l| l.sandbox_user.is_some()),
-        ("sandbox_pids_limit", |l| l.sandbox_pids_limit.is_some()),
-        ("sandbox_env", |l| l.sandbox_env.is_some()),
-        ("sandbox_volumes", |l| l.sandbox_volumes.is_some()),
-        ("sandbox_network", |l| l.sandbox_network.is_some()),
-    ];
+    let keys = super::container_only_keys();
     ranked.iter().rev().find_map(|r| {
         keys.iter()
-            .find(|(_, set)| set(&r.layer))
-            .map(|(k, _)| (r.source)(k))
+            .find(|k| r.layer.asks_for(k.name))
+            .map(|k| (r.source)(k.name))
     })
 }
 
@@ -425,7 +400,15 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         }
     }
 
+    let sources = super::KEYS
+        .iter()
+        .filter_map(|k| {
+            let r = ranked.iter().rev().find(|r| r.layer.sets(k.name))?;
+            Some((k.name.to_string(), (r.source)(k.name)))
+        })
+        .collect();
     let settings = Settings {
+        sources,
         workdir,
         workdir_id,
         odek_home,

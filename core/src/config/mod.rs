@@ -3,34 +3,35 @@
 //! tighten rules, and the validation of §3.4 — all before any container exists.
 
 mod error;
+mod hostpath;
+mod keys;
 mod merge;
 mod parse;
 mod validate;
 
 use crate::text::{quote, shown_path};
 pub use error::ConfigError;
+pub use hostpath::{resolve_volume, validate_workdir};
+pub use keys::{
+    approval_keys, container_only_keys, env_var_of, key, Flag, Key, Kind, Layer, KEYS, KNOWN_KEYS,
+};
 pub(crate) use merge::truthy;
-pub use merge::{
-    env_var_of, load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT, PROCESS_ENV_VARS,
-};
-pub use parse::{
-    check_strict_json, layer_from_env, parse_bytes, parse_file, KNOWN_KEYS, MAX_CONFIG_BYTES,
-};
+pub use merge::{load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT, PROCESS_ENV_VARS};
+pub(crate) use parse::suggest as suggest_key;
+pub use parse::{check_strict_json, layer_from_env, parse_bytes, parse_file, MAX_CONFIG_BYTES};
 pub use validate::{
     host_refs, interpolate, normalize_compose_project, parse_cpus, parse_memory,
-    parse_network_mode, resolve_volume, validate_compose_project, validate_env_key,
-    validate_env_key_as, validate_network_name, validate_pids_limit, validate_user,
-    validate_workdir,
+    parse_network_mode, validate_compose_project, validate_env_key, validate_env_key_as,
+    validate_network_name, validate_pids_limit, validate_user,
 };
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 /// Where a value came from (SPEC §3.2), lowest precedence first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Source {
     /// Built-in default.
@@ -96,38 +97,8 @@ impl<T> Sourced<T> {
     }
 }
 
-/// The settings one source gives, type-checked but not yet validated
-/// (SPEC §3.1). `None` = the source does not set the key.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Layer {
-    /// `sandbox`.
-    pub sandbox: Option<bool>,
-    /// `sandbox_image`: an image reference.
-    pub sandbox_image: Option<String>,
-    /// `sandbox_network`: raw text, checked by [`parse_network_mode`].
-    pub sandbox_network: Option<String>,
-    /// `sandbox_networks`: network names.
-    pub sandbox_networks: Option<Vec<String>>,
-    /// `sandbox_compose_project`.
-    pub sandbox_compose_project: Option<String>,
-    /// `sandbox_pids_limit` (any integer here; must be ≥ 1 to pass validation).
-    pub sandbox_pids_limit: Option<i64>,
-    /// `sandbox_readonly`.
-    pub sandbox_readonly: Option<bool>,
-    /// `sandbox_memory`, e.g. `512m` (a JSON integer is taken as bytes).
-    pub sandbox_memory: Option<String>,
-    /// `sandbox_cpus`, e.g. `0.5`.
-    pub sandbox_cpus: Option<String>,
-    /// `sandbox_user`: `uid[:gid]` or a name.
-    pub sandbox_user: Option<String>,
-    /// `sandbox_env`: KEY → value (values may use `${HOST_VAR}`).
-    pub sandbox_env: Option<BTreeMap<String, String>>,
-    /// `sandbox_volumes`: `host:container[:ro|rw]`.
-    pub sandbox_volumes: Option<Vec<String>>,
-}
-
 /// Sandbox mode (SPEC §3.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxMode {
     /// `sandbox=true` from some source: unreachable daemon / unpullable image are fatal.
@@ -139,7 +110,7 @@ pub enum SandboxMode {
 }
 
 /// `sandbox_network` (SPEC §3.4): exactly `none` or `bridge`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkMode {
     /// No network besides attached ones.
@@ -158,7 +129,7 @@ impl fmt::Display for NetworkMode {
 }
 
 /// A CPU limit as written and in `NanoCpus`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuLimit {
     /// As written, e.g. `0.5`.
     pub text: String,
@@ -167,7 +138,7 @@ pub struct CpuLimit {
 }
 
 /// One environment variable for the container.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvVar {
     /// The key (`[A-Za-z_][A-Za-z0-9_]*`).
     pub key: String,
@@ -192,7 +163,7 @@ impl fmt::Debug for EnvVar {
 }
 
 /// A validated bind mount from `sandbox_volumes` (SPEC §3.4).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VolumeMount {
     /// The entry as written (used in the approval key, §7.3).
     pub spec: String,

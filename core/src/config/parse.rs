@@ -14,7 +14,9 @@ use std::io::Read;
 use std::path::Path;
 
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
 
+use super::keys::{Kind, KEYS, KNOWN_KEYS};
 use super::{quote, ConfigError, Layer};
 use crate::warning::{Warning, WarningKind};
 
@@ -30,23 +32,6 @@ const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
 
 /// The UTF-8 byte-order mark.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
-
-/// The keys of SPEC §3.1 that a config file may set, in the order of
-/// CONFIG.md's table.
-pub const KNOWN_KEYS: &[&str] = &[
-    "sandbox",
-    "sandbox_image",
-    "sandbox_network",
-    "sandbox_networks",
-    "sandbox_compose_project",
-    "sandbox_pids_limit",
-    "sandbox_readonly",
-    "sandbox_memory",
-    "sandbox_cpus",
-    "sandbox_user",
-    "sandbox_env",
-    "sandbox_volumes",
-];
 
 /// Reads and parses a config file. `Ok(None)` when it does not exist.
 /// Errors: unreadable (permissions, a directory, not a regular file, a
@@ -137,14 +122,14 @@ pub fn parse_bytes(bytes: &[u8], path: &Path) -> Result<(Layer, Vec<Warning>), C
     }
 
     let mut de = serde_json::Deserializer::from_str(text);
-    let value = JsonSeed { depth: 1 }
+    let doc = TopSeed
         .deserialize(&mut de)
         .map_err(|e| from_serde(path, &e))?;
     de.end().map_err(|e| from_serde(path, &e))?;
 
-    let entries = match value {
-        Json::Obj(entries) => entries,
-        other => {
+    let entries = match doc {
+        Top::Object(entries) => entries,
+        Top::Other(other) => {
             let at = bytes
                 .iter()
                 .position(|b| !b.is_ascii_whitespace())
@@ -156,7 +141,7 @@ pub fn parse_bytes(bytes: &[u8], path: &Path) -> Result<(Layer, Vec<Warning>), C
                 column,
                 &format!(
                     "the top level must be a JSON object {{…}} (got {})",
-                    other.type_name()
+                    type_name(&other)
                 ),
             ));
         }
@@ -171,7 +156,7 @@ pub fn parse_bytes(bytes: &[u8], path: &Path) -> Result<(Layer, Vec<Warning>), C
 /// messages with the position.
 pub fn check_strict_json(text: &str) -> Result<(), String> {
     let mut de = serde_json::Deserializer::from_str(text);
-    JsonSeed { depth: 1 }
+    TopSeed
         .deserialize(&mut de)
         .and_then(|_| de.end())
         .map_err(|e| e.to_string())
@@ -205,67 +190,12 @@ pub(crate) fn env_bool(value: Option<&str>) -> Result<Option<bool>, String> {
 /// (optional `-`, no `+`, fits i64). Other variables are ignored. Errors are
 /// [`ConfigError::InvalidValue`] with origin `env <VAR>`.
 pub fn layer_from_env(env: &BTreeMap<String, String>) -> Result<Layer, ConfigError> {
-    let get = |var: &str| env.get(var).map(String::as_str).filter(|v| !v.is_empty());
-    let invalid = |var: &str, key: &str, reason: String| ConfigError::InvalidValue {
-        origin: format!("env {var}"),
-        key: key.to_string(),
-        reason,
-    };
-    let boolean = |var: &str, key: &str| -> Result<Option<bool>, ConfigError> {
-        env_bool(env.get(var).map(String::as_str)).map_err(|reason| invalid(var, key, reason))
-    };
-    let string = |var: &str| get(var).map(str::to_string);
-
-    let mut layer = Layer {
-        sandbox: boolean("ODEK_SANDBOX", "sandbox")?,
-        sandbox_image: string("ODEK_SANDBOX_IMAGE"),
-        sandbox_network: string("ODEK_SANDBOX_NETWORK"),
-        sandbox_compose_project: string("ODEK_SANDBOX_COMPOSE_PROJECT"),
-        sandbox_readonly: boolean("ODEK_SANDBOX_READONLY", "sandbox_readonly")?,
-        sandbox_memory: string("ODEK_SANDBOX_MEMORY"),
-        sandbox_cpus: string("ODEK_SANDBOX_CPUS"),
-        sandbox_user: string("ODEK_SANDBOX_USER"),
-        ..Layer::default()
-    };
-
-    if let Some(list) = get("ODEK_SANDBOX_NETWORKS") {
-        let mut names = Vec::new();
-        for (i, item) in list.split(',').enumerate() {
-            let item = item.trim();
-            if item.is_empty() {
-                return Err(invalid(
-                    "ODEK_SANDBOX_NETWORKS",
-                    "sandbox_networks",
-                    format!(
-                        "must be a comma-separated list of network names (item {} is empty)",
-                        i + 1
-                    ),
-                ));
-            }
-            names.push(item.to_string());
+    let mut layer = Layer::default();
+    for key in KEYS {
+        let Some(var) = key.env else { continue };
+        if let Some(text) = env.get(var).filter(|v| !v.is_empty()) {
+            layer.set_text(key.name, &format!("env {var}"), text)?;
         }
-        layer.sandbox_networks = Some(names);
-    }
-
-    if let Some(v) = get("ODEK_SANDBOX_PIDS_LIMIT") {
-        let var = "ODEK_SANDBOX_PIDS_LIMIT";
-        let key = "sandbox_pids_limit";
-        let digits = v.strip_prefix('-').unwrap_or(v);
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(invalid(
-                var,
-                key,
-                format!("must be a decimal integer like 4096 (got {})", quote(v)),
-            ));
-        }
-        let n = v.parse::<i64>().map_err(|_| {
-            invalid(
-                var,
-                key,
-                format!("must be an integer that fits in 64 bits (got {})", quote(v)),
-            )
-        })?;
-        layer.sandbox_pids_limit = Some(n);
     }
     Ok(layer)
 }
@@ -320,65 +250,108 @@ fn from_serde(path: &Path, e: &serde_json::Error) -> ConfigError {
 }
 
 // ---------------------------------------------------------------------------
-// Strict JSON tree
+// Strict JSON: serde_json's `Value`, read by a visitor that refuses what
+// `Value`'s own reader accepts (a duplicate key keeps the last value there)
 
-/// A JSON value as read, keys in document order.
-#[derive(Debug, PartialEq)]
-enum Json {
-    Null,
-    Bool(bool),
-    /// An integer that fits i64.
-    Int(i64),
-    /// A non-negative integer above `i64::MAX`.
-    UInt(u64),
-    /// A number with a fraction or exponent, or an integer beyond u64.
-    Float(f64),
-    Str(String),
-    Arr(Vec<Json>),
-    Obj(Vec<(String, Json)>),
-}
-
-impl Json {
-    fn type_name(&self) -> &'static str {
-        match self {
-            Json::Null => "null",
-            Json::Bool(_) => "a boolean",
-            Json::Int(_) | Json::UInt(_) => "an integer",
-            Json::Float(_) => "a number with a fraction or exponent",
-            Json::Str(_) => "a string",
-            Json::Arr(_) => "an array",
-            Json::Obj(_) => "an object",
-        }
+/// What a description of a value's JSON type reads like in messages.
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a number with a fraction or exponent",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
-/// Deserializes one [`Json`] value at nesting level `depth` (containers
-/// count; the top level is 1).
-struct JsonSeed {
+/// A whole document: the top-level object's entries in document order (for
+/// the unknown-key warnings and the first error), or another value.
+enum Top {
+    Object(Vec<(String, Value)>),
+    Other(Value),
+}
+
+/// Deserializes a [`Top`] (the top level is nesting level 1).
+struct TopSeed;
+
+impl<'de> DeserializeSeed<'de> for TopSeed {
+    type Value = Top;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Top, D::Error> {
+        deserializer.deserialize_any(TopVisitor)
+    }
+}
+
+struct TopVisitor;
+
+impl<'de> Visitor<'de> for TopVisitor {
+    type Value = Top;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Top, E> {
+        StrictVisitor { depth: 1 }.visit_bool(v).map(Top::Other)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Top, E> {
+        StrictVisitor { depth: 1 }.visit_i64(v).map(Top::Other)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Top, E> {
+        StrictVisitor { depth: 1 }.visit_u64(v).map(Top::Other)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Top, E> {
+        StrictVisitor { depth: 1 }.visit_f64(v).map(Top::Other)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Top, E> {
+        StrictVisitor { depth: 1 }.visit_str(v).map(Top::Other)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Top, E> {
+        Ok(Top::Other(Value::Null))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Top, A::Error> {
+        StrictVisitor { depth: 1 }.visit_seq(seq).map(Top::Other)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Top, A::Error> {
+        entries(map, 1).map(Top::Object)
+    }
+}
+
+/// Deserializes one [`Value`] at nesting level `depth` (containers count;
+/// the top level is 1).
+struct StrictSeed {
     depth: usize,
 }
 
-impl<'de> DeserializeSeed<'de> for JsonSeed {
-    type Value = Json;
+impl<'de> DeserializeSeed<'de> for StrictSeed {
+    type Value = Value;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Json, D::Error> {
-        deserializer.deserialize_any(JsonVisitor { depth: self.depth })
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(StrictVisitor { depth: self.depth })
     }
 }
 
-struct JsonVisitor {
+struct StrictVisitor {
     depth: usize,
 }
 
-impl JsonVisitor {
-    fn enter<E: serde::de::Error>(&self) -> Result<(), E> {
-        if self.depth > MAX_DEPTH {
-            return Err(E::custom(format!(
-                "nesting is deeper than {MAX_DEPTH} levels"
-            )));
-        }
-        Ok(())
+/// Refuses a container at a level deeper than [`MAX_DEPTH`].
+fn enter<E: serde::de::Error>(depth: usize) -> Result<(), E> {
+    if depth > MAX_DEPTH {
+        return Err(E::custom(format!(
+            "nesting is deeper than {MAX_DEPTH} levels"
+        )));
     }
+    Ok(())
 }
 
 fn no_nul<E: serde::de::Error>(s: &str) -> Result<(), E> {
@@ -390,73 +363,81 @@ fn no_nul<E: serde::de::Error>(s: &str) -> Result<(), E> {
     Ok(())
 }
 
-impl<'de> Visitor<'de> for JsonVisitor {
-    type Value = Json;
+/// An object's entries in document order, refusing a duplicate key.
+fn entries<'de, A: MapAccess<'de>>(
+    mut map: A,
+    depth: usize,
+) -> Result<Vec<(String, Value)>, A::Error> {
+    enter(depth)?;
+    let mut seen = BTreeSet::new();
+    let mut entries = Vec::new();
+    while let Some(key) = map.next_key::<String>()? {
+        no_nul(&key)?;
+        if !seen.insert(key.clone()) {
+            return Err(A::Error::custom(format!("duplicate key {}", quote(&key))));
+        }
+        let value = map.next_value_seed(StrictSeed { depth: depth + 1 })?;
+        entries.push((key, value));
+    }
+    Ok(entries)
+}
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
     }
 
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Json, E> {
-        Ok(Json::Bool(v))
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
     }
 
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Json, E> {
-        Ok(Json::Int(v))
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
     }
 
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Json, E> {
-        Ok(i64::try_from(v).map_or(Json::UInt(v), Json::Int))
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
     }
 
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Json, E> {
-        Ok(Json::Float(v))
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        // serde_json's reader refuses what is not finite before this.
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
 
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Json, E> {
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
         no_nul(v)?;
-        Ok(Json::Str(v.to_string()))
+        Ok(Value::String(v.to_string()))
     }
 
-    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Json, E> {
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
         no_nul(&v)?;
-        Ok(Json::Str(v))
+        Ok(Value::String(v))
     }
 
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Json, E> {
-        Ok(Json::Null)
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
 
-    fn visit_none<E: serde::de::Error>(self) -> Result<Json, E> {
-        Ok(Json::Null)
+    fn visit_none<E: serde::de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
-        self.enter()?;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        enter(self.depth)?;
         let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(JsonSeed {
+        while let Some(item) = seq.next_element_seed(StrictSeed {
             depth: self.depth + 1,
         })? {
             items.push(item);
         }
-        Ok(Json::Arr(items))
+        Ok(Value::Array(items))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-        self.enter()?;
-        let mut seen = BTreeSet::new();
-        let mut entries = Vec::new();
-        while let Some(key) = map.next_key::<String>()? {
-            no_nul(&key)?;
-            if !seen.insert(key.clone()) {
-                return Err(A::Error::custom(format!("duplicate key {}", quote(&key))));
-            }
-            let value = map.next_value_seed(JsonSeed {
-                depth: self.depth + 1,
-            })?;
-            entries.push((key, value));
-        }
-        Ok(Json::Obj(entries))
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        let entries = entries(map, self.depth)?;
+        Ok(Value::Object(entries.into_iter().collect::<Map<_, _>>()))
     }
 }
 
@@ -464,7 +445,7 @@ impl<'de> Visitor<'de> for JsonVisitor {
 // Type check into a Layer
 
 fn build_layer(
-    entries: Vec<(String, Json)>,
+    entries: Vec<(String, Value)>,
     path: &Path,
 ) -> Result<(Layer, Vec<Warning>), ConfigError> {
     let origin = path.display().to_string();
@@ -475,27 +456,13 @@ fn build_layer(
             origin: &origin,
             key: &key,
         };
-        if value == Json::Null && KNOWN_KEYS.contains(&key.as_str()) {
+        if value.is_null() && KNOWN_KEYS.contains(&key.as_str()) {
             return Err(
                 ctx.invalid("must not be null (remove the key to leave it unset)".to_string())
             );
         }
-        match key.as_str() {
-            "sandbox" => layer.sandbox = Some(ctx.boolean(value)?),
-            "sandbox_readonly" => layer.sandbox_readonly = Some(ctx.boolean(value)?),
-            "sandbox_image" => layer.sandbox_image = Some(ctx.string(value)?),
-            "sandbox_network" => layer.sandbox_network = Some(ctx.string(value)?),
-            "sandbox_compose_project" => {
-                layer.sandbox_compose_project = Some(ctx.string(value)?);
-            }
-            "sandbox_user" => layer.sandbox_user = Some(ctx.string(value)?),
-            "sandbox_networks" => layer.sandbox_networks = Some(ctx.strings(value)?),
-            "sandbox_volumes" => layer.sandbox_volumes = Some(ctx.strings(value)?),
-            "sandbox_pids_limit" => layer.sandbox_pids_limit = Some(ctx.integer(value)?),
-            "sandbox_memory" => layer.sandbox_memory = Some(ctx.memory(value)?),
-            "sandbox_cpus" => layer.sandbox_cpus = Some(ctx.cpus(value)?),
-            "sandbox_env" => layer.sandbox_env = Some(ctx.env(value)?),
-            _ => warnings.push(unknown_key(&origin, &key)),
+        if !layer.set_json(&key, &ctx, value)? {
+            warnings.push(unknown_key(&origin, &key));
         }
     }
     Ok((layer, warnings))
@@ -512,43 +479,25 @@ fn unknown_key(origin: &str, key: &str) -> Warning {
 }
 
 /// The known key closest to `key` (case-insensitive equal, or at most two
-/// edits away), for the unknown-key warning.
-fn suggest(key: &str) -> Option<&'static str> {
+/// edits away), for the unknown-key warning and the ABI's refusal.
+pub(crate) fn suggest(key: &str) -> Option<&'static str> {
     if key.len() > 64 {
         return None;
     }
     let lower = key.to_ascii_lowercase();
     KNOWN_KEYS
         .iter()
-        .map(|k| (edit_distance(&lower, k), *k))
+        .map(|k| (strsim::levenshtein(&lower, k), *k))
         .filter(|(d, _)| *d <= 2)
         .min()
         .map(|(_, k)| k)
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                prev
-            } else {
-                1 + prev.min(cur).min(row[j])
-            };
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
-/// Where a value is being type-checked: file and key.
-struct Ctx<'a> {
-    origin: &'a str,
-    key: &'a str,
+/// Where a value is being type-checked: its origin (a file, `env VAR`,
+/// `flag --x`) and key.
+pub(super) struct Ctx<'a> {
+    pub(super) origin: &'a str,
+    pub(super) key: &'a str,
 }
 
 impl Ctx<'_> {
@@ -559,123 +508,261 @@ impl Ctx<'_> {
             reason,
         }
     }
+}
 
-    fn boolean(&self, value: Json) -> Result<bool, ConfigError> {
+/// How one [`Kind`] of value is read: from config-file JSON and from the
+/// text of an env var or flag (non-empty). Errors are
+/// [`ConfigError::InvalidValue`] naming the key and the expected type.
+pub(super) trait ValueKind {
+    /// What the kind yields (the [`Layer`] field's type).
+    type Out;
+    /// The kind.
+    const KIND: Kind;
+    /// Type-checks a config file's value.
+    fn json(ctx: &Ctx<'_>, value: Value) -> Result<Self::Out, ConfigError>;
+    /// Reads the text of an env var or flag.
+    fn text(ctx: &Ctx<'_>, text: &str) -> Result<Self::Out, ConfigError>;
+    /// Whether a set value asks for a container (SPEC §6.3): a boolean
+    /// only when `true`.
+    fn asks(_value: &Self::Out) -> bool {
+        true
+    }
+}
+
+/// The marker types of each [`Kind`].
+pub(super) mod kind {
+    /// [`super::Kind::Bool`].
+    pub(in crate::config) struct Bool;
+    /// [`super::Kind::Text`].
+    pub(in crate::config) struct Text;
+    /// [`super::Kind::List`].
+    pub(in crate::config) struct List;
+    /// [`super::Kind::Integer`].
+    pub(in crate::config) struct Integer;
+    /// [`super::Kind::Memory`].
+    pub(in crate::config) struct Memory;
+    /// [`super::Kind::Cpus`].
+    pub(in crate::config) struct Cpus;
+    /// [`super::Kind::Map`].
+    pub(in crate::config) struct Map;
+}
+
+impl ValueKind for kind::Bool {
+    type Out = bool;
+    const KIND: Kind = Kind::Bool;
+
+    fn json(ctx: &Ctx<'_>, value: Value) -> Result<bool, ConfigError> {
         match value {
-            Json::Bool(b) => Ok(b),
-            other => {
-                Err(self.invalid(format!("must be true or false (got {})", other.type_name())))
-            }
+            Value::Bool(b) => Ok(b),
+            other => Err(ctx.invalid(format!("must be true or false (got {})", type_name(&other)))),
         }
     }
 
-    fn string(&self, value: Json) -> Result<String, ConfigError> {
+    fn text(ctx: &Ctx<'_>, text: &str) -> Result<bool, ConfigError> {
+        env_bool(Some(text))
+            .map_err(|reason| ctx.invalid(reason))
+            .map(|b| b.unwrap_or(false))
+    }
+
+    fn asks(value: &bool) -> bool {
+        *value
+    }
+}
+
+impl ValueKind for kind::Text {
+    type Out = String;
+    const KIND: Kind = Kind::Text;
+
+    fn json(ctx: &Ctx<'_>, value: Value) -> Result<String, ConfigError> {
         match value {
-            Json::Str(s) => Ok(s),
-            other => Err(self.invalid(format!("must be a string (got {})", other.type_name()))),
+            Value::String(s) => Ok(s),
+            other => Err(ctx.invalid(format!("must be a string (got {})", type_name(&other)))),
         }
     }
 
-    fn strings(&self, value: Json) -> Result<Vec<String>, ConfigError> {
-        let Json::Arr(items) = value else {
-            return Err(self.invalid(format!(
+    fn text(_ctx: &Ctx<'_>, text: &str) -> Result<String, ConfigError> {
+        Ok(text.to_string())
+    }
+}
+
+impl ValueKind for kind::List {
+    type Out = Vec<String>;
+    const KIND: Kind = Kind::List;
+
+    fn json(ctx: &Ctx<'_>, value: Value) -> Result<Vec<String>, ConfigError> {
+        let Value::Array(items) = value else {
+            return Err(ctx.invalid(format!(
                 "must be an array of strings (got {})",
-                value.type_name()
+                type_name(&value)
             )));
         };
         items
             .into_iter()
             .enumerate()
             .map(|(i, item)| match item {
-                Json::Str(s) => Ok(s),
-                other => Err(self.invalid(format!(
+                Value::String(s) => Ok(s),
+                other => Err(ctx.invalid(format!(
                     "must be an array of strings (item {} is {})",
                     i + 1,
-                    other.type_name()
+                    type_name(&other)
                 ))),
             })
             .collect()
     }
 
-    fn integer(&self, value: Json) -> Result<i64, ConfigError> {
+    /// A comma list, items trimmed; an empty item is an error.
+    fn text(ctx: &Ctx<'_>, text: &str) -> Result<Vec<String>, ConfigError> {
+        let mut names = Vec::new();
+        for (i, item) in text.split(',').enumerate() {
+            let item = item.trim();
+            if item.is_empty() {
+                return Err(ctx.invalid(format!(
+                    "must be a comma-separated list of network names (item {} is empty)",
+                    i + 1
+                )));
+            }
+            names.push(item.to_string());
+        }
+        Ok(names)
+    }
+}
+
+impl ValueKind for kind::Integer {
+    type Out = i64;
+    const KIND: Kind = Kind::Integer;
+
+    fn json(ctx: &Ctx<'_>, value: Value) -> Result<i64, ConfigError> {
         match value {
-            Json::Int(n) => Ok(n),
-            Json::UInt(n) => {
-                Err(self.invalid(format!("must be an integer that fits in 64 bits (got {n})")))
+            Value::Number(n) => {
+                if let Some(n) = n.as_i64() {
+                    Ok(n)
+                } else if let Some(n) = n.as_u64() {
+                    Err(ctx.invalid(format!("must be an integer that fits in 64 bits (got {n})")))
+                } else {
+                    let f = n.as_f64().unwrap_or(f64::NAN);
+                    if f.is_finite() && f.fract() == 0.0 && f.abs() >= TWO_POW_63 {
+                        Err(ctx.invalid(format!(
+                            "must be an integer that fits in 64 bits (got {f:e})"
+                        )))
+                    } else {
+                        Err(ctx.invalid(format!(
+                            "must be a JSON integer like 4096, without a fraction or exponent (got {f:?})"
+                        )))
+                    }
+                }
             }
-            Json::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() >= TWO_POW_63 => {
-                Err(self.invalid(format!(
-                    "must be an integer that fits in 64 bits (got {f:e})"
-                )))
-            }
-            Json::Float(f) => Err(self.invalid(format!(
-                "must be a JSON integer like 4096, without a fraction or exponent (got {f:?})"
-            ))),
-            Json::Str(s) => Err(self.invalid(format!(
+            Value::String(s) => Err(ctx.invalid(format!(
                 "must be a JSON integer like 4096, not a string (got {})",
                 quote(&s)
             ))),
-            other => Err(self.invalid(format!(
+            other => Err(ctx.invalid(format!(
                 "must be a JSON integer like 4096 (got {})",
-                other.type_name()
+                type_name(&other)
             ))),
         }
     }
 
-    fn memory(&self, value: Json) -> Result<String, ConfigError> {
+    /// A decimal integer: optional `-`, no `+`, fits i64.
+    fn text(ctx: &Ctx<'_>, text: &str) -> Result<i64, ConfigError> {
+        let digits = text.strip_prefix('-').unwrap_or(text);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(ctx.invalid(format!(
+                "must be a decimal integer like 4096 (got {})",
+                quote(text)
+            )));
+        }
+        text.parse::<i64>().map_err(|_| {
+            ctx.invalid(format!(
+                "must be an integer that fits in 64 bits (got {})",
+                quote(text)
+            ))
+        })
+    }
+}
+
+impl ValueKind for kind::Memory {
+    type Out = String;
+    const KIND: Kind = Kind::Memory;
+
+    fn json(ctx: &Ctx<'_>, value: Value) -> Result<String, ConfigError> {
+        let wrong = |got: String| {
+            ctx.invalid(format!(
+                "must be a string like \"512m\" or a non-negative integer number of bytes (got {got})"
+            ))
+        };
         match value {
-            Json::Str(s) => Ok(s),
-            Json::Int(n) if n >= 0 => Ok(n.to_string()),
-            Json::UInt(n) => Ok(n.to_string()),
-            Json::Int(n) => Err(self.invalid(format!(
-                "must be a string like \"512m\" or a non-negative integer number of bytes (got {n})"
-            ))),
-            other => Err(self.invalid(format!(
-                "must be a string like \"512m\" or a non-negative integer number of bytes (got {})",
-                other.type_name()
-            ))),
+            Value::String(s) => Ok(s),
+            Value::Number(n) if n.is_u64() => Ok(n.to_string()),
+            Value::Number(n) if n.is_i64() => Err(wrong(n.to_string())),
+            other => Err(wrong(type_name(&other).to_string())),
         }
     }
 
-    fn cpus(&self, value: Json) -> Result<String, ConfigError> {
+    fn text(_ctx: &Ctx<'_>, text: &str) -> Result<String, ConfigError> {
+        Ok(text.to_string())
+    }
+}
+
+impl ValueKind for kind::Cpus {
+    type Out = String;
+    const KIND: Kind = Kind::Cpus;
+
+    fn json(ctx: &Ctx<'_>, value: Value) -> Result<String, ConfigError> {
         match value {
-            Json::Str(s) => Ok(s),
-            Json::Int(n) => Ok(n.to_string()),
-            Json::UInt(n) => Ok(n.to_string()),
+            Value::String(s) => Ok(s),
             // `Display` for f64 is plain decimal (no exponent), shortest
             // round-trip: 0.5 → "0.5", 2.0 → "2".
-            Json::Float(f) => Ok(f.to_string()),
-            other => Err(self.invalid(format!(
+            Value::Number(n) => Ok(match n.as_f64() {
+                Some(f) if n.is_f64() => f.to_string(),
+                _ => n.to_string(),
+            }),
+            other => Err(ctx.invalid(format!(
                 "must be a number like 0.5 or a string like \"0.5\" (got {})",
-                other.type_name()
+                type_name(&other)
             ))),
         }
     }
 
-    fn env(&self, value: Json) -> Result<BTreeMap<String, String>, ConfigError> {
-        let Json::Obj(entries) = value else {
-            return Err(self.invalid(format!(
+    fn text(_ctx: &Ctx<'_>, text: &str) -> Result<String, ConfigError> {
+        Ok(text.to_string())
+    }
+}
+
+impl ValueKind for kind::Map {
+    type Out = BTreeMap<String, String>;
+    const KIND: Kind = Kind::Map;
+
+    fn json(ctx: &Ctx<'_>, value: Value) -> Result<BTreeMap<String, String>, ConfigError> {
+        let Value::Object(entries) = value else {
+            return Err(ctx.invalid(format!(
                 "must be an object of NAME: \"value\" strings (got {})",
-                value.type_name()
+                type_name(&value)
             )));
         };
         let mut env = BTreeMap::new();
         for (name, value) in entries {
             match value {
-                Json::Str(s) => {
+                Value::String(s) => {
                     env.insert(name, s);
                 }
-                // Only the type is named, never the value (CONVENTIONS 20).
+                // Only the type is named, never the value (env values are user data).
                 other => {
-                    return Err(self.invalid(format!(
+                    return Err(ctx.invalid(format!(
                         "must map each name to a string (the value of {} is {})",
                         quote(&name),
-                        other.type_name()
+                        type_name(&other)
                     )))
                 }
             }
         }
         Ok(env)
+    }
+
+    /// No env var or flag sets a map.
+    fn text(ctx: &Ctx<'_>, _text: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+        Err(ctx.invalid(
+            "can only be set in a config file (an object of NAME: \"value\" strings)".to_string(),
+        ))
     }
 }
 
@@ -1378,9 +1465,9 @@ mod tests {
 
     #[test]
     fn edit_distance_basics() {
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("sandbox_user", "sandbox_user"), 0);
+        assert_eq!(strsim::levenshtein("", "abc"), 3);
+        assert_eq!(strsim::levenshtein("kitten", "sitting"), 3);
+        assert_eq!(strsim::levenshtein("sandbox_user", "sandbox_user"), 0);
         assert_eq!(suggest("sandbox_volume"), Some("sandbox_volumes"));
         assert_eq!(suggest("totally_else"), None);
     }

@@ -1,5 +1,5 @@
 //! An in-memory Docker engine for tests: records every call and can be
-//! scripted to fail any call (CONVENTIONS 2). It mimics the Engine's lookup
+//! scripted to fail any call (SPEC §2). It mimics the Engine's lookup
 //! rules where odek depends on them (network inspect by full ID, then exact
 //! name, then unique ID prefix; the `name` list filter is a substring match).
 

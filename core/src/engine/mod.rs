@@ -1,4 +1,4 @@
-//! The Docker API port (SPEC §2, CONVENTIONS 2).
+//! The Docker API port (SPEC §2).
 //!
 //! [`DockerApi`] covers exactly the Engine calls odek makes. Two implementations
 //! exist: [`BollardEngine`] (the real Engine API over a Unix socket or TCP) and
@@ -31,7 +31,9 @@ pub const MIN_API_VERSION: ApiVersion = ApiVersion {
 };
 
 /// A Docker Engine API version such as `1.41`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ApiVersion {
     /// Major part (always 1 so far).
     pub major: u32,
@@ -57,7 +59,7 @@ impl fmt::Display for ApiVersion {
 }
 
 /// What the engine said about itself when the API version was negotiated.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EngineInfo {
     /// The API version every request is sent with (min of client and server).
     pub api_version: ApiVersion,

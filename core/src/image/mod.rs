@@ -52,7 +52,7 @@ pub fn pinned_default() -> ImageRef {
 }
 
 /// Where the image comes from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ImageSource {
     /// `sandbox_image` from some source.
@@ -72,7 +72,7 @@ pub enum ImageSource {
 }
 
 /// The image decision of a plan.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ImagePlan {
     /// The reference (for a Dockerfile: `odek-sandbox:<24 hex>`).
     pub reference: ImageRef,

@@ -18,7 +18,7 @@ pub struct ImageRefError {
 }
 
 /// A parsed image reference.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ImageRef {
     /// As written.
     pub original: String,

@@ -133,6 +133,7 @@ run_real() {
   left=$(docker ps -aq --filter label=dev.odek.sandbox=true --filter "label=dev.odek.workdir=$workdir")
   if [[ -n $left ]]; then
     echo "FAIL containers left behind for $workdir: $left" >&2
+    # shellcheck disable=SC2086 # split on purpose: one argument per container id
     docker rm -f $left >/dev/null 2>&1 || true
     rc=1
   else

@@ -34,7 +34,7 @@ pub fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-/// The `odek` binary next to this test executable (target/<profile>/odek).
+/// The `odek` binary next to this test executable (`target/<profile>/odek`).
 pub fn odek_bin() -> PathBuf {
     if let Ok(p) = std::env::var("ODEK_BIN") {
         return PathBuf::from(p);

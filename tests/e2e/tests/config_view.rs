@@ -73,6 +73,27 @@ fn compose_project_view_shows_networks_ids_limits_and_sources() {
 }
 
 #[test]
+fn compose_project_view_says_plainly_that_a_failure_is_a_refusal() {
+    let p = Project::new();
+    let flags = ["--sandbox-compose", PROJECT, "--sandbox-image", BASE_IMAGE];
+    let v = view(&p, &[], &flags);
+    assert_eq!(v["mode"], "implicit", "{v}");
+    assert_eq!(v["fallback_allowed"], false, "{v}");
+    let mut args = vec!["config", "view"];
+    args.extend_from_slice(&flags);
+    let text = stdout(&p.odek_ok(&args));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("on failure"))
+        .unwrap_or_else(|| panic!("no on-failure line:\n{text}"));
+    assert!(
+        line.contains("every setup failure is a refusal") && line.contains("networks are attached"),
+        "{text}"
+    );
+    assert!(p.leftovers().is_empty());
+}
+
+#[test]
 fn project_pids_limit_applies_and_env_overrides_it() {
     let p = Project::new();
     std::fs::write(p.path().join("odek.json"), r#"{"sandbox_pids_limit": 100}"#)

@@ -1,4 +1,4 @@
-//! Approval store faults at the CLI level (SPEC §7.3; issue 6): a project
+//! Approval store faults at the CLI level (SPEC §7.3): a project
 //! `odek.json` asks for `sandbox_compose_project: odeke2e`, so every launch
 //! needs the operator's approval, given at a real pseudo-terminal. The store
 //! (`$ODEK_HOME/project_sandbox_approvals.json`) is then broken in each way

@@ -1,4 +1,4 @@
-//! The daemon lost in the middle of a launch (SPEC §6.1, §6.3; issue 6):
+//! The daemon lost in the middle of a launch (SPEC §6.1, §6.3):
 //! odek talks to Docker through a fault-injecting proxy
 //! (`odek_e2e::fault_proxy`) that drops or stalls the connection at one
 //! request of the launch sequence. Every case runs

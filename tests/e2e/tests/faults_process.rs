@@ -1,4 +1,4 @@
-//! Process faults (issue 6): signals to `odek run` during setup and during
+//! Process faults: signals to `odek run` during setup and during
 //! the command, SIGKILL (orphan reaped by `odek sandbox gc`), and the
 //! sandbox container killed under a running command (`docker kill`).
 //!

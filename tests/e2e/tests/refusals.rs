@@ -120,6 +120,30 @@ fn compose_project_not_running_is_refused() {
 }
 
 #[test]
+fn compose_project_typo_is_refused_suggesting_the_running_project() {
+    // One letter more than the fixture's project: refused, never matched
+    // fuzzily, and the running fixture is suggested.
+    let typo = format!("{PROJECT}x");
+    let err = refused(&["--sandbox-compose", &typo], &[], "not running");
+    assert!(
+        err.contains(&format!("did you mean \"{PROJECT}\"?")),
+        "no suggestion:\n{err}"
+    );
+    // At most five running projects are named, then a count.
+    let listed = err
+        .split("running projects: ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .unwrap_or_else(|| panic!("no running-projects hint:\n{err}"));
+    let names: Vec<&str> = listed
+        .split(", ")
+        .filter(|n| !(n.starts_with("and ") && n.ends_with(" more")))
+        .collect();
+    assert!(names.len() <= 5, "{listed}");
+    assert_eq!(names.first(), Some(&PROJECT), "closest first: {listed}");
+}
+
+#[test]
 fn invalid_compose_project_name_is_refused() {
     let err = refused(&["--sandbox-compose", "Shop!"], &[], "Shop!");
     assert!(err.contains("not valid"), "{err}");

@@ -365,3 +365,76 @@ fn describe_keeps_real_short_names_and_drops_short_ids_and_bad_names() {
     assert_eq!(v["internet"], false, "{json}");
     p.odek_ok(&["sandbox", "down", &name]);
 }
+
+#[test]
+fn exec_and_down_print_json() {
+    let p = Project::new();
+    let up = p.odek_ok(&[
+        "sandbox",
+        "up",
+        "--sandbox-network",
+        "none",
+        "--sandbox-image",
+        BASE_IMAGE,
+    ]);
+    let name = stdout(&up).trim().to_string();
+    let _guard = ContainerGuard(name.clone());
+
+    // The command's output is captured into the result; its status passes through.
+    let out = p.run_odek(&[
+        "sandbox",
+        "exec",
+        &name,
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 3",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", odek_e2e::stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", stdout(&out)));
+    assert_eq!(v["schema"], "odek.exec-result/1", "{v}");
+    assert_eq!(v["exit_code"], 3, "{v}");
+    assert_eq!(v["stdout"], "out\n", "{v}");
+    assert_eq!(v["stderr"], "err\n", "{v}");
+    assert_eq!(v["timed_out"], false, "{v}");
+    assert_eq!(v["killed"], false, "{v}");
+    assert_eq!(v["stdout_truncated"], false, "{v}");
+    assert!(
+        !odek_e2e::stderr(&out).contains("err"),
+        "the command's stderr is in the JSON, not on odek's stderr: {}",
+        odek_e2e::stderr(&out)
+    );
+
+    // A timeout: killed, exit 124, output so far kept.
+    let out = p.run_odek(&[
+        "sandbox",
+        "exec",
+        &name,
+        "--json",
+        "--timeout",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "echo started; sleep 60",
+    ]);
+    assert_eq!(out.status.code(), Some(124), "{}", odek_e2e::stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", stdout(&out)));
+    assert_eq!(v["exit_code"], 124, "{v}");
+    assert_eq!(v["timed_out"], true, "{v}");
+    assert_eq!(v["killed"], true, "{v}");
+    assert_eq!(v["stdout"], "started\n", "{v}");
+
+    // down --json: the names removed, also when another name is refused.
+    let unknown = odek_e2e::unique("odek-nosuch");
+    let out = p.run_odek(&["sandbox", "down", "--json", &name, &unknown]);
+    assert_eq!(out.status.code(), Some(1), "{}", odek_e2e::stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", stdout(&out)));
+    assert_eq!(v, serde_json::json!([name]), "{v}");
+    assert!(odek_e2e::stderr(&out).contains("no sandbox named"));
+    assert!(p.leftovers().is_empty());
+}

@@ -1,0 +1,581 @@
+//! The C ABI's messages (SPEC §10.1): every JSON document a caller of
+//! libodek sends or receives, as one typed definition each.
+//!
+//! The ABI parses each request straight into its type here and serialises
+//! each result from its type here; the bindings (Python, Go) mirror these
+//! shapes, and the JSON Schemas derived from them ([`schema_files`], checked
+//! in under `ffi/schema/`) are what the bindings' type tests compare
+//! against.
+//!
+//! Requests (caller → odek; each takes an optional `"schema"` tag of its
+//! family, see [`check_schema_tag`]):
+//!
+//! | document | type | ABI call |
+//! | --- | --- | --- |
+//! | `odek.client-options/1` | [`ClientOptions`] | `odek_client_new` |
+//! | `odek.resolve-request/1` | [`ResolveRequest`] | `odek_resolve` |
+//! | `odek.approval/1` | [`Approval`] (or `null`) | `odek_launch` |
+//! | `odek.exec-request/1` | [`ExecRequest`] | `odek_exec` |
+//! | `odek.narrow-request/1` | [`NarrowRequest`] | `odek_narrow` |
+//! | `odek.plan/1` | [`Plan`] (as odek produced it) | approve, launch, narrow, config view |
+//!
+//! Results (odek → caller; each carries its `"schema"` tag):
+//!
+//! | document | type | ABI call |
+//! | --- | --- | --- |
+//! | `odek.plan/1` | [`Plan`] | `odek_resolve`, `odek_narrow` |
+//! | `odek.approval-request/1` | [`ApprovalRequest`] (or `null`) | `odek_plan_approval_request` |
+//! | `odek.approval/1` | [`Approval`] | `odek_approve` |
+//! | `odek.sandbox-info/1` | [`SandboxInfo`] | `odek_sandbox_info` |
+//! | `odek.environment/1` | [`Environment`] | `odek_describe` |
+//! | `odek.exec-result/1` | [`ExecResult`] | `odek_exec` |
+//! | `odek.config-view/1` | [`ConfigView`] | `odek_config_view` |
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+pub use crate::approval::{Approval, ApprovalRequest};
+pub use crate::describe::Environment;
+pub use crate::plan::Plan;
+pub use crate::view::ConfigView;
+
+use crate::config::{ConfigError, ConfigInputs, Layer};
+use crate::warning::{Warning, WarningKind};
+
+/// Schema tag of [`ClientOptions`].
+pub const CLIENT_OPTIONS_SCHEMA: &str = "odek.client-options/1";
+/// Schema tag of [`ResolveRequest`].
+pub const RESOLVE_REQUEST_SCHEMA: &str = "odek.resolve-request/1";
+/// Schema tag of [`ExecRequest`].
+pub const EXEC_REQUEST_SCHEMA: &str = "odek.exec-request/1";
+/// Schema tag of [`NarrowRequest`].
+pub const NARROW_REQUEST_SCHEMA: &str = "odek.narrow-request/1";
+/// Schema tag of [`SandboxInfo`].
+pub const SANDBOX_INFO_SCHEMA: &str = "odek.sandbox-info/1";
+/// Schema tag of [`ExecResult`].
+pub const EXEC_RESULT_SCHEMA: &str = "odek.exec-result/1";
+
+/// A request that parses but cannot be carried out as given: the C ABI's
+/// `ODEK_E_INVALID_ARGUMENT`. The message names the member and what is
+/// accepted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RequestError(pub String);
+
+/// Checks a request's optional `"schema"` tag: absent, or `<family>` + a
+/// version (`"odek.exec-request/1"` for family `"odek.exec-request/"`).
+/// Errors name the unknown tag and the expected one.
+pub fn check_schema_tag(schema: Option<&str>, family: &str) -> Result<(), RequestError> {
+    match schema {
+        Some(s) if !s.starts_with(family) => Err(RequestError(format!(
+            "unknown schema {s:?} (expected {family}1)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The engine a client talks to ([`ClientOptions::engine`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// The Docker daemon (SPEC §6.2).
+    Docker,
+    /// The in-memory fake engine, for tests.
+    Fake,
+}
+
+/// Client options (`"odek.client-options/1"`, `odek_client_new`): `"{}"`
+/// for the defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "odek.client-options/1")]
+pub struct ClientOptions {
+    /// Optional schema tag, `"odek.client-options/1"`.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// `unix:///path` or `tcp://host:port`; absent: the rules of SPEC §6.2
+    /// (`DOCKER_HOST`, the current context, the default socket).
+    #[serde(default)]
+    pub docker_host: Option<String>,
+    /// `"docker"` (default) or `"fake"`: an in-memory engine for tests with
+    /// image `odek-test/base:1` and a Compose project `shop`
+    /// (`shop_default`, internal `shop_backend`).
+    #[serde(default)]
+    pub engine: Option<String>,
+}
+
+impl ClientOptions {
+    /// Checks the schema tag and the engine name. Errors: an unknown tag, an
+    /// engine other than `docker`/`fake`.
+    pub fn engine(&self) -> Result<EngineChoice, RequestError> {
+        check_schema_tag(self.schema.as_deref(), "odek.client-options/")?;
+        match self.engine.as_deref() {
+            None | Some("docker") => Ok(EngineChoice::Docker),
+            Some("fake") => Ok(EngineChoice::Fake),
+            Some(other) => Err(RequestError(format!(
+                "engine must be \"docker\" or \"fake\" (got {other:?})"
+            ))),
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A resolve request (`"odek.resolve-request/1"`, `odek_resolve`; SPEC
+/// §3–§5).
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "odek.resolve-request/1")]
+pub struct ResolveRequest {
+    /// Optional schema tag, `"odek.resolve-request/1"`.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// Project directory (absolute, or relative to the process's working
+    /// directory); mounted at `/workspace`.
+    pub workdir: String,
+    /// Operator settings with the highest precedence: config keys of SPEC
+    /// §3.1 with the types of `odek.json`, e.g.
+    /// `{"sandbox_compose_project": "shop", "sandbox_pids_limit": 256}`.
+    /// An unknown key is refused (`ODEK_E_CONFIG`), not ignored.
+    #[serde(default)]
+    pub settings: Option<Settings>,
+    /// Read `$ODEK_HOME/config.json` (default true).
+    #[serde(default = "yes")]
+    pub read_user_config: bool,
+    /// Read `<workdir>/odek.json` (default true).
+    #[serde(default = "yes")]
+    pub read_project_config: bool,
+    /// Environment to use instead of the process's (for `ODEK_*`, `HOME`,
+    /// `${…}`): it replaces the whole environment, so include `HOME` or
+    /// `ODEK_HOME`.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Keep SPEC §6.3's implicit mode: with `settings` not saying
+    /// `"sandbox"`, an unreachable daemon or an image that cannot be pulled
+    /// falls back to running commands on the host. Default false: a sandbox
+    /// is required — `"sandbox": true` is added to `settings` unless they
+    /// say `"sandbox"` themselves — so those failures are errors instead of
+    /// a host shell for the agent. The one place this default is decided
+    /// for every caller of the ABI (C, Python, Go).
+    #[serde(default)]
+    pub allow_host_fallback: bool,
+}
+
+impl ResolveRequest {
+    /// The config inputs this request stands for: the process's (or the
+    /// given) environment, the config files asked for, and `settings` as
+    /// the operator layer, with `sandbox: true` added unless
+    /// `allow_host_fallback` or the settings say `"sandbox"`.
+    ///
+    /// Errors: an unknown schema tag ([`RequestError`]); a setting of the
+    /// wrong type or an unknown key ([`ConfigError`], see
+    /// [`Settings::parse`]).
+    pub fn config_inputs(self) -> Result<ConfigInputs, ResolveRequestError> {
+        check_schema_tag(self.schema.as_deref(), "odek.resolve-request/")?;
+        let mut inputs = ConfigInputs::from_process(&self.workdir);
+        if let Some(env) = self.env {
+            inputs.env = env;
+        }
+        inputs.read_user_config = self.read_user_config;
+        inputs.read_project_config = self.read_project_config;
+        if let Some(settings) = &self.settings {
+            let parsed = settings.parse()?;
+            parsed.refuse_unknown_keys()?;
+            inputs.flags = parsed.layer;
+        }
+        if !self.allow_host_fallback && inputs.flags.sandbox.is_none() {
+            inputs.flags.sandbox = Some(true);
+        }
+        Ok(inputs)
+    }
+}
+
+/// Why a [`ResolveRequest`] cannot be resolved before any lookup.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveRequestError {
+    /// The request itself (`ODEK_E_INVALID_ARGUMENT`).
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// A setting (`ODEK_E_CONFIG` and its kin).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// The `settings` object of a [`ResolveRequest`]: config keys (SPEC §3.1)
+/// to their JSON values, kept as the caller wrote them until
+/// [`Settings::parse`] type-checks them with the rules of `odek.json`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Settings(
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")] pub BTreeMap<String, Box<RawValue>>,
+);
+
+/// [`Settings`] type-checked into a config layer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParsedSettings {
+    /// The operator layer.
+    pub layer: Layer,
+    /// Keys that are not config keys of SPEC §3.1, sorted. A config file
+    /// ignores them with a warning; the ABI refuses them
+    /// ([`ParsedSettings::refuse_unknown_keys`]).
+    pub unknown_keys: Vec<String>,
+    /// The parser's warnings (one per unknown key).
+    pub warnings: Vec<Warning>,
+}
+
+/// The origin named in errors about a request's settings.
+const SETTINGS_ORIGIN: &str = "<api settings>";
+
+impl Settings {
+    /// Type-checks the settings with the rules of `odek.json` (SPEC §3.2).
+    /// Errors: [`ConfigError`] naming the key (`<api settings>` as origin).
+    pub fn parse(&self) -> Result<ParsedSettings, ConfigError> {
+        // The config parser takes one object: the members as the caller
+        // wrote them, in key order.
+        let mut text = String::from("{");
+        for (i, (key, value)) in self.0.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(&serde_json::to_string(key).unwrap_or_default());
+            text.push(':');
+            text.push_str(value.get());
+        }
+        text.push('}');
+        let (layer, warnings) =
+            crate::config::parse_bytes(text.as_bytes(), Path::new(SETTINGS_ORIGIN))?;
+        let unknown_keys = self
+            .0
+            .keys()
+            .filter(|k| !crate::config::KNOWN_KEYS.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        Ok(ParsedSettings {
+            layer,
+            unknown_keys,
+            warnings: warnings
+                .into_iter()
+                .filter(|w| w.kind != WarningKind::UnknownKey)
+                .collect(),
+        })
+    }
+}
+
+impl ParsedSettings {
+    /// Refuses unknown keys: a typo in a program's settings must not
+    /// silently drop a setting. Error: [`ConfigError::InvalidValue`] on key
+    /// `settings`, listing each key (quoted) with the closest known key.
+    pub fn refuse_unknown_keys(&self) -> Result<(), ConfigError> {
+        if self.unknown_keys.is_empty() {
+            return Ok(());
+        }
+        let listed: Vec<String> = self
+            .unknown_keys
+            .iter()
+            .map(|k| {
+                let hint = crate::config::suggest_key(k)
+                    .map(|s| format!(" (did you mean {s:?}?)"))
+                    .unwrap_or_default();
+                format!("unknown key {}{hint}", crate::text::quote(k))
+            })
+            .collect();
+        Err(ConfigError::InvalidValue {
+            origin: "api settings".into(),
+            key: "settings".into(),
+            reason: format!(
+                "has unknown keys (refused, not ignored): {}",
+                listed.join("; ")
+            ),
+        })
+    }
+}
+
+/// An exec request (`"odek.exec-request/1"`, `odek_exec`; SPEC §10.1):
+/// exactly one of `argv` and `shell`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "odek.exec-request/1")]
+pub struct ExecRequest {
+    /// Optional schema tag, `"odek.exec-request/1"`.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// The command and its arguments, e.g. `["redis-cli", "-h", "redis", "ping"]`.
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
+    /// A shell command line, run by `/bin/sh -c`.
+    #[serde(default)]
+    pub shell: Option<String>,
+    /// Extra environment for this command (values are never logged).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Seconds (finite, > 0, < 10^9) after which the command and its
+    /// descendants are killed (SIGKILL) and the result says `timed_out`
+    /// with exit code 124.
+    #[serde(default)]
+    pub timeout_secs: Option<f64>,
+    /// Working directory (default `/workspace`, or the host workdir).
+    #[serde(default)]
+    pub workdir: Option<String>,
+}
+
+impl ExecRequest {
+    /// The core's request. Errors: an unknown schema tag, both or neither
+    /// of `argv`/`shell`, a timeout that is not a positive number.
+    pub fn into_core(self) -> Result<crate::exec::ExecRequest, RequestError> {
+        check_schema_tag(self.schema.as_deref(), "odek.exec-request/")?;
+        let command = match (self.argv, self.shell) {
+            (Some(a), None) => crate::exec::Command::Argv(a),
+            (None, Some(s)) => crate::exec::Command::Shell(s),
+            _ => {
+                return Err(RequestError(
+                    "request_json needs exactly one of \"argv\" (array of strings) or \"shell\" (string)"
+                        .into(),
+                ))
+            }
+        };
+        let timeout = match self.timeout_secs {
+            None => None,
+            Some(t) => Some(crate::exec::timeout_from_secs(t).ok_or_else(|| {
+                RequestError(format!("timeout_secs must be a positive number (got {t})"))
+            })?),
+        };
+        Ok(crate::exec::ExecRequest {
+            command,
+            env: self.env.into_iter().collect(),
+            timeout,
+            workdir: self.workdir,
+        })
+    }
+}
+
+/// What a sub-agent asks for (`"odek.narrow-request/1"`, `odek_narrow`;
+/// SPEC §8). Every field is optional: unset inherits the parent; anything
+/// that would widen is refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "odek.narrow-request/1")]
+pub struct NarrowRequest {
+    /// Optional schema tag, `"odek.narrow-request/1"`.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// A subset of the parent's networks, each by name or full ID.
+    #[serde(default)]
+    pub networks: Option<Vec<String>>,
+    /// Only the parent's networks that carried this Compose project when the
+    /// parent resolved.
+    #[serde(default)]
+    pub compose_project: Option<String>,
+    /// `none` (from `bridge`) — never `bridge` from `none`.
+    #[serde(default)]
+    pub network_mode: Option<crate::config::NetworkMode>,
+    /// Lower or equal pids limit (processes).
+    #[serde(default)]
+    pub pids_limit: Option<i64>,
+    /// Lower or equal memory limit, e.g. `256m`.
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// Lower or equal CPU limit, e.g. `0.5`.
+    #[serde(default)]
+    pub cpus: Option<String>,
+    /// `true` only (read-only may only go on).
+    #[serde(default)]
+    pub readonly: Option<bool>,
+    /// Must equal the parent's image reference when given.
+    #[serde(default)]
+    pub image: Option<String>,
+}
+
+impl NarrowRequest {
+    /// Checks the schema tag. Error: an unknown tag.
+    pub fn check_schema(&self) -> Result<(), RequestError> {
+        check_schema_tag(self.schema.as_deref(), "odek.narrow-request/")
+    }
+}
+
+/// A launched sandbox as the ABI shows it (`"odek.sandbox-info/1"`,
+/// `odek_sandbox_info`).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(title = "odek.sandbox-info/1")]
+pub struct SandboxInfo<'a> {
+    /// Always [`SANDBOX_INFO_SCHEMA`].
+    pub schema: &'static str,
+    /// The sandbox name (`odek-<12 hex>`).
+    pub name: &'a str,
+    /// The container ID; null on the host (fallback, off).
+    pub container_id: Option<&'a str>,
+    /// `{"kind": "container"}`, `{"kind": "fallback", "class": …, "reason":
+    /// …}` or `{"kind": "off"}`.
+    pub isolation: &'a crate::plan::Isolation,
+    /// The startup line of SPEC §6.4.
+    pub startup_line: String,
+    /// Warnings of the plan and the launch.
+    pub warnings: &'a [Warning],
+    /// The plan it was launched from.
+    pub plan: &'a Plan,
+    /// The settings the container was created with (null on the host).
+    pub applied: &'a Option<crate::sandbox::Applied>,
+}
+
+impl<'a> SandboxInfo<'a> {
+    /// The info of a launched sandbox.
+    pub fn of(s: &'a crate::sandbox::Sandbox) -> SandboxInfo<'a> {
+        SandboxInfo {
+            schema: SANDBOX_INFO_SCHEMA,
+            name: &s.name,
+            container_id: s.container_id.as_deref(),
+            isolation: &s.isolation,
+            startup_line: s.startup_line(),
+            warnings: &s.warnings,
+            plan: &s.plan,
+            applied: &s.applied,
+        }
+    }
+}
+
+/// What a command run with `odek_exec` did (`"odek.exec-result/1"`; SPEC
+/// §10.1). A non-zero exit is a result, not an error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "odek.exec-result/1")]
+pub struct ExecResult {
+    /// Always [`EXEC_RESULT_SCHEMA`].
+    pub schema: String,
+    /// The exit code; 124 after a timeout.
+    pub exit_code: i64,
+    /// The timeout struck.
+    pub timed_out: bool,
+    /// After a timeout: odek saw none of the command's tagged processes left
+    /// (false: the kill failed or could not be confirmed, and a line on
+    /// stderr says why).
+    pub killed: bool,
+    /// Standard output as UTF-8 (invalid bytes replaced), at most the ABI's
+    /// output limit (16 MiB).
+    pub stdout: String,
+    /// Standard error, as `stdout`.
+    pub stderr: String,
+    /// `stdout` was cut at the limit.
+    pub stdout_truncated: bool,
+    /// `stderr` was cut at the limit.
+    pub stderr_truncated: bool,
+}
+
+/// The JSON Schema of every ABI message, as checked in under `ffi/schema/`:
+/// `(file name, pretty-printed JSON with a final newline)`. Requests are
+/// described as odek accepts them (a member with a default is optional),
+/// results as odek writes them (every member is present; `null` where the
+/// type allows it).
+pub fn schema_files() -> Vec<(&'static str, String)> {
+    use schemars::generate::SchemaSettings;
+    fn request<T: JsonSchema>() -> schemars::Schema {
+        SchemaSettings::draft2020_12()
+            .for_deserialize()
+            .into_generator()
+            .into_root_schema_for::<T>()
+    }
+    fn result<T: JsonSchema>() -> schemars::Schema {
+        SchemaSettings::draft2020_12()
+            .for_serialize()
+            .into_generator()
+            .into_root_schema_for::<T>()
+    }
+    let all = [
+        ("client-options.json", request::<ClientOptions>()),
+        ("resolve-request.json", request::<ResolveRequest>()),
+        ("exec-request.json", request::<ExecRequest>()),
+        ("narrow-request.json", request::<NarrowRequest>()),
+        ("plan.json", result::<Plan>()),
+        ("approval-request.json", result::<ApprovalRequest>()),
+        ("approval.json", result::<Approval>()),
+        ("sandbox-info.json", result::<SandboxInfo<'static>>()),
+        ("environment.json", result::<Environment>()),
+        ("exec-result.json", result::<ExecResult>()),
+        ("config-view.json", result::<ConfigView>()),
+    ];
+    all.into_iter()
+        .map(|(name, schema)| {
+            let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+            text.push('\n');
+            (name, text)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_data_not_text() {
+        let s: Settings = serde_json::from_str(
+            r#"{"sandbox_netwrok": "none", "sandbox": true, "zz ignored": 1}"#,
+        )
+        .expect("an object");
+        let p = s.parse().expect("types are fine");
+        assert_eq!(p.layer.sandbox, Some(true));
+        assert_eq!(p.unknown_keys, vec!["sandbox_netwrok", "zz ignored"]);
+        let e = p.refuse_unknown_keys().expect_err("refused").to_string();
+        assert!(
+            e.contains(
+                "has unknown keys (refused, not ignored): unknown key \"sandbox_netwrok\" (did you mean \"sandbox_network\"?); unknown key \"zz ignored\""
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_sandbox_is_required_unless_the_request_allows_the_fallback() {
+        let req = |j: &str| -> ResolveRequest { serde_json::from_str(j).expect("a request") };
+        let flags = |r: ResolveRequest| r.config_inputs().expect("inputs").flags.sandbox;
+        assert_eq!(flags(req(r#"{"workdir": "/w"}"#)), Some(true));
+        assert_eq!(
+            flags(req(r#"{"workdir": "/w", "allow_host_fallback": true}"#)),
+            None
+        );
+        assert_eq!(
+            flags(req(r#"{"workdir": "/w", "settings": {"sandbox": false}}"#)),
+            Some(false)
+        );
+        assert_eq!(
+            flags(req(
+                r#"{"workdir": "/w", "allow_host_fallback": true, "settings": {"sandbox": true}}"#
+            )),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn exec_requests_need_one_command() {
+        let e = ExecRequest::default().into_core().expect_err("no command");
+        assert!(e.0.contains("exactly one of"), "{e}");
+        let e = ExecRequest {
+            shell: Some("true".into()),
+            timeout_secs: Some(-1.0),
+            ..Default::default()
+        }
+        .into_core()
+        .expect_err("negative timeout");
+        assert_eq!(e.0, "timeout_secs must be a positive number (got -1)");
+    }
+
+    #[test]
+    fn every_message_has_a_schema_with_its_members() {
+        let files = schema_files();
+        assert_eq!(files.len(), 11);
+        let get = |name: &str| -> serde_json::Value {
+            let (_, text) = files.iter().find(|(n, _)| *n == name).expect(name);
+            serde_json::from_str(text).expect("JSON")
+        };
+        let resolve = get("resolve-request.json");
+        assert_eq!(resolve["required"], serde_json::json!(["workdir"]));
+        assert!(resolve["properties"]["allow_host_fallback"].is_object());
+        let exec = get("exec-result.json");
+        let required = exec["required"].as_array().expect("required");
+        assert_eq!(required.len(), 8, "{exec}");
+        let plan = get("plan.json");
+        assert!(plan["properties"]["approval"].is_object(), "{plan}");
+    }
+}
