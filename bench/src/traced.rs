@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use odek_core::engine::{
     BollardEngine, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
-    EngineError, EngineInfo, ExecExit, ExecSpec, ImageInfo, NetworkFilter, NetworkInfo, OutputSink,
-    ProgressSink,
+    EngineError, EngineInfo, ExecExit, ExecSpec, ExitWait, ImageInfo, NetworkFilter, NetworkInfo,
+    OutputSink, ProgressSink, StdinHold,
 };
 
 /// One recorded call.
@@ -192,5 +192,13 @@ impl DockerApi for Traced {
         output: OutputSink<'_>,
     ) -> Result<ExecExit, EngineError> {
         traced!(self, "exec", self.inner.exec(container_id, spec, output))
+    }
+
+    async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError> {
+        traced!(self, "attach_stdin", self.inner.attach_stdin(id))
+    }
+
+    async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {
+        traced!(self, "wait_removed", self.inner.wait_removed(id))
     }
 }

@@ -26,7 +26,7 @@ use crate::plan::{Fallback, Isolation, Plan};
 use crate::registry::Reaped;
 use crate::resolve::{fallback_warning, Reporter};
 use crate::sandbox::{
-    not_running, verify, Applied, Sandbox, IDLE_CMD, SANDBOX_SCHEMA, TMP_OPTIONS,
+    not_running, verify, Applied, OwnerLink, Sandbox, IDLE_CMD, SANDBOX_SCHEMA, TMP_OPTIONS,
 };
 use crate::warning::{Warning, WarningKind};
 
@@ -214,6 +214,12 @@ pub fn container_spec(
         binds,
         memory_bytes: plan.memory_bytes,
         nano_cpus: plan.cpus.as_ref().map(|c| c.nano),
+        // SPEC §6.1 owner lifetime: every sandbox's idle process reads an
+        // open stdin; an owned one's closes with its owner's attachment,
+        // and the engine then removes it.
+        open_stdin: true,
+        stdin_once: !opts.detached,
+        auto_remove: !opts.detached,
     }
 }
 
@@ -423,17 +429,37 @@ impl Client {
         if let Some(p) = &opts.progress {
             p.set(Stage::Created);
         }
-        match self
-            .finish(
-                engine.as_ref(),
-                plan,
-                &created.id,
-                &created.warnings,
-                &image_id,
-            )
-            .await
-        {
-            Ok((applied, more)) => {
+        // SPEC §6.1 owner lifetime: before start, an owned sandbox's wait
+        // for its removal (its exit code is gone with it) and its owner's
+        // attachment to its stdin, so it never runs unowned.
+        let mut wait = None;
+        let owned = async {
+            if opts.detached {
+                return Ok(None);
+            }
+            // A wait the daemon refused only costs the exit code of a
+            // container that stops at once; the inspect may still have it.
+            wait = engine.wait_removed(&created.id).await.ok();
+            let hold = engine.attach_stdin(&created.id).await;
+            hold.map(Some)
+                .map_err(|e| Error::engine(&endpoint, Step::Start, e, false))
+        };
+        let finished = match owned.await {
+            Ok(hold) => self
+                .finish(
+                    engine.as_ref(),
+                    plan,
+                    &created.id,
+                    &created.warnings,
+                    &image_id,
+                    &mut wait,
+                )
+                .await
+                .map(|done| (done, hold)),
+            Err(e) => Err(e),
+        };
+        match finished {
+            Ok(((applied, more), hold)) => {
                 for w in more {
                     reporter.warning(&w);
                     warnings.push(w);
@@ -446,10 +472,17 @@ impl Client {
                     plan: plan.clone(),
                     applied: Some(applied),
                     warnings,
+                    owner: OwnerLink(hold.map(Arc::new)),
                 })
             }
             Err(err) => {
                 let removed = engine.remove_container(&created.id).await.is_ok();
+                // An auto-removed container may still be on its way out
+                // ("removal already in progress"): its wait says when it
+                // is gone, so the refusal is said once it is.
+                if removed {
+                    removed_exit(wait.take()).await;
+                }
                 Err(with_removal(err, removed, &name, opts.detached))
             }
         }
@@ -463,6 +496,7 @@ impl Client {
         id: &str,
         create_warnings: &[String],
         image_id: &str,
+        wait: &mut Option<crate::engine::ExitWait>,
     ) -> Result<(Applied, Vec<Warning>)> {
         let endpoint = engine.endpoint().to_string();
         let mut warnings = Vec::new();
@@ -481,11 +515,23 @@ impl Client {
             // started (docker-init could not start the idle process; runc
             // says "cannot start a stopped process"). Its exit says why.
             if e.kind == EngineErrorKind::Rejected {
-                if let Ok(Some(info)) = engine.inspect_container(id).await {
-                    // Docker's reason, when it gave one, is the message already.
-                    if !info.running && info.exit.as_ref().is_some_and(|(_, e)| e.is_empty()) {
-                        e.message = format!("{}; {}", e.message, not_running(plan, &info));
+                match engine.inspect_container(id).await {
+                    Ok(Some(info)) => {
+                        // Docker's reason, when it gave one, is the message already.
+                        if !info.running && info.exit.as_ref().is_some_and(|(_, e)| e.is_empty()) {
+                            e.message =
+                                format!("{}; {}", e.message, not_running(plan, info.exit.as_ref()));
+                        }
                     }
+                    // An auto-removed container is gone: its wait has the code.
+                    Ok(None) => {
+                        if let Some(code) = removed_exit(wait.take()).await {
+                            let exit = (code, String::new());
+                            e.message =
+                                format!("{}; {}", e.message, not_running(plan, Some(&exit)));
+                        }
+                    }
+                    Err(_) => {}
                 }
             }
             return Err(Error::engine(&endpoint, Step::Start, e, false));
@@ -501,8 +547,8 @@ impl Client {
             Ok::<(), Error>(())
         };
         // The idle process is looked for while the networks are connected:
-        // the container's start can succeed while `sleep` cannot (a pids
-        // limit of 1, no `sleep` on PATH), and an inspect alone may come
+        // the container's start can succeed while the idle process cannot
+        // (a pids limit of 1, no `cat` on PATH), and an inspect alone may come
         // before docker-init has found out.
         // The first failure ends both (the container is removed anyway).
         let idle = async {
@@ -514,12 +560,20 @@ impl Client {
         let info = engine
             .inspect_container(id)
             .await
-            .map_err(|e| Error::engine(&endpoint, Step::Verify, e, false))?
-            .ok_or_else(|| Error::Rejected {
+            .map_err(|e| Error::engine(&endpoint, Step::Verify, e, false))?;
+        let Some(info) = info else {
+            // An owned sandbox is auto-removed once it stops (SPEC §6.1
+            // owner lifetime): the wait begun before start has its exit.
+            let message = match removed_exit(wait.take()).await {
+                Some(code) => not_running(plan, Some(&(code, String::new()))),
+                None => "the container vanished right after start".into(),
+            };
+            return Err(Error::Rejected {
                 step: Step::Verify,
-                message: "the container vanished right after start".into(),
+                message,
                 removed: false,
-            })?;
+            });
+        };
         let applied = verify(plan, &info, image_id).map_err(|message| Error::Rejected {
             step: Step::Verify,
             message,
@@ -602,6 +656,17 @@ fn verify_mounts(
         })?;
     }
     Ok(warning)
+}
+
+/// How long a launch waits, once an owned container is gone, for the exit
+/// code its removal wait reports.
+const REMOVED_EXIT_BUDGET: Duration = Duration::from_secs(5);
+
+/// The exit code of an auto-removed container, from the wait begun before
+/// its start; `None` without a wait, when the daemon refused it, or when no
+/// answer came within [`REMOVED_EXIT_BUDGET`].
+async fn removed_exit(wait: Option<crate::engine::ExitWait>) -> Option<i64> {
+    wait?.code(REMOVED_EXIT_BUDGET).await?.ok()
 }
 
 /// How long a launch waits for the idle process to show in the container's

@@ -316,6 +316,8 @@ impl Client {
             warnings: plan.warnings.clone(),
             plan,
             applied,
+            // Found by name: its owner, if any, is another process.
+            owner: crate::sandbox::OwnerLink::default(),
         })
     }
 

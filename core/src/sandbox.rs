@@ -2,6 +2,8 @@
 //! fallback or off mode — with the settings the engine shows applied, and
 //! [`verify`], the check that those settings are the plan's.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::config::NetworkMode;
@@ -16,8 +18,12 @@ pub const SANDBOX_SCHEMA: &str = "odek.sandbox/1";
 /// Options of `/tmp` (SPEC §6.1).
 pub const TMP_OPTIONS: &str = "rw,noexec,nosuid";
 
-/// The idle process the container runs; commands run through exec.
-pub const IDLE_CMD: [&str; 2] = ["sleep", "2147483647"];
+/// The idle process the container runs; commands run through exec. It
+/// reads the container's stdin and ends at its EOF: an owned sandbox's
+/// stdin closes when its owner's attachment goes, the idle process exits,
+/// docker-init with it, and the engine removes the container (SPEC §6.1
+/// owner lifetime). A detached sandbox's stdin stays open.
+pub const IDLE_CMD: [&str; 1] = ["cat"];
 
 /// How the container ended up, read back from the engine (SPEC §10.4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -55,7 +61,51 @@ pub struct Sandbox {
     pub applied: Option<Applied>,
     /// Every warning of resolve and launch.
     pub warnings: Vec<Warning>,
+    /// The launching process's attachment to the container's stdin, for an
+    /// owned (not detached) sandbox: the engine removes the container once
+    /// the last clone of this value is dropped, or this process dies
+    /// (SPEC §6.1 owner lifetime). Not serialized.
+    #[serde(skip)]
+    pub owner: OwnerLink,
 }
+
+/// What keeps an owned sandbox alive: its owner's attachment to the
+/// container's stdin, shared by the clones of a [`Sandbox`]. Empty for a
+/// detached sandbox, one found by name, or the host. It is no part of the
+/// sandbox's value: every two links compare equal.
+#[derive(Clone, Default)]
+pub struct OwnerLink(pub(crate) Option<Arc<crate::engine::StdinHold>>);
+
+impl OwnerLink {
+    /// True while this value holds an attachment.
+    pub fn is_held(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Lets go of this value's share of the attachment: once no clone holds
+    /// it, the connection closes and the engine removes the container.
+    pub fn release(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl std::fmt::Debug for OwnerLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_held() {
+            "OwnerLink(held)"
+        } else {
+            "OwnerLink(none)"
+        })
+    }
+}
+
+impl PartialEq for OwnerLink {
+    fn eq(&self, _: &OwnerLink) -> bool {
+        true
+    }
+}
+
+impl Eq for OwnerLink {}
 
 impl Sandbox {
     /// A "sandbox" that is the host (fallback or off).
@@ -68,6 +118,7 @@ impl Sandbox {
             plan: plan.clone(),
             applied: None,
             warnings,
+            owner: OwnerLink::default(),
         }
     }
 
@@ -106,12 +157,13 @@ impl Sandbox {
 
 /// Why a container that is not running cannot be a sandbox: its exit code
 /// and Docker's error, and the one cause that fits — Docker's own reason
-/// when it gave one; `sleep` missing (127) or not executable (126), naming
+/// when it gave one; the idle program missing (127) or not executable (126), naming
 /// the sandbox_env PATH when one is set; a pids limit below 2 (docker-init
 /// and the idle process), with where it came from; else an ENTRYPOINT that
 /// exited.
-pub(crate) fn not_running(plan: &Plan, info: &ContainerInfo) -> String {
+pub(crate) fn not_running(plan: &Plan, exit: Option<&(i64, String)>) -> String {
     let idle = IDLE_CMD.join(" ");
+    let program = IDLE_CMD[0];
     let source = |key: &str| {
         plan.sources
             .get(key)
@@ -126,16 +178,16 @@ pub(crate) fn not_running(plan: &Plan, info: &ContainerInfo) -> String {
     } else {
         String::new()
     };
-    match &info.exit {
+    match exit {
         Some((code, err)) if !err.is_empty() => format!(
             "the container is not running (exit code {code}: {}): Docker could not start it as planned",
             crate::text::display_text(err)
         ),
         Some((127, _)) => format!(
-            "the container is not running (exit code 127): its idle process `{idle}` was not found; the image must provide `sleep` on PATH{path_note}"
+            "the container is not running (exit code 127): its idle process `{idle}` was not found; the image must provide `{program}` on PATH{path_note}"
         ),
         Some((126, _)) => format!(
-            "the container is not running (exit code 126): its idle process `{idle}` could not be executed; the image's `sleep` must be executable by the sandbox user{path_note}"
+            "the container is not running (exit code 126): its idle process `{idle}` could not be executed; the image's `{program}` must be executable by the sandbox user{path_note}"
         ),
         Some((code, _)) if plan.pids_limit < 2 => format!(
             "the container is not running (exit code {code}): the pids limit {}{} leaves no room for its idle process `{idle}` beside docker-init; allow 2 processes at least, and more for the commands",
@@ -160,7 +212,7 @@ pub fn verify(
     if !info.running {
         // Nothing else is worth checking (a stopped container shows no
         // network endpoints, for one).
-        return Err(not_running(plan, info));
+        return Err(not_running(plan, info.exit.as_ref()));
     }
     let mut problems = Vec::new();
     let mut want: Vec<String> = plan.networks.iter().map(|n| n.id.clone()).collect();

@@ -152,7 +152,8 @@ async fn env_approval_is_a_standing_approval() {
     assert!(req.approved_by_env);
     let standing = req.standing().expect("standing");
     assert_eq!(standing.via, "env");
-    s.odek
+    let _sandbox = s
+        .odek
         .launch(&plan, &with(standing), &s.reporter)
         .await
         .expect("launch");
@@ -176,7 +177,8 @@ async fn trust_is_bound_to_the_network_ids() {
     assert!(req.trusted, "the same settings are trusted");
     let standing = req.standing().expect("standing");
     assert_eq!(standing.via, "stored");
-    s.odek
+    let _sandbox = s
+        .odek
         .launch(&again, &with(standing), &s.reporter)
         .await
         .expect("launch");

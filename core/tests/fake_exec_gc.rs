@@ -628,6 +628,9 @@ async fn stale(s: &Setup, name: &str, owner: BTreeMap<String, String>) -> String
         binds: Vec::new(),
         memory_bytes: None,
         nano_cpus: None,
+        open_stdin: false,
+        stdin_once: false,
+        auto_remove: false,
     };
     s.fake.create_container(&spec).await.expect("create").id
 }

@@ -109,7 +109,7 @@ async fn two_launches_get_distinct_names() {
 async fn create_request_mounts_the_workspace_and_runs_an_idle_process() {
     let (s, spy) = spied();
     let s = s.memory("512m").cpus("0.5");
-    s.up().await.expect("launch");
+    let _sandbox = s.up().await.expect("launch");
     let specs = spy.specs();
     assert_eq!(specs.len(), 1);
     let spec = &specs[0];
@@ -245,7 +245,7 @@ async fn from_launch_on_every_network_is_addressed_by_full_id() {
     let s = Setup::new().networks(&[SHOP_DEFAULT]).compose(PROJECT);
     let plan = s.resolve().await.expect("resolve");
     let after_resolve = s.fake.calls().len();
-    s.launch(&plan).await.expect("launch");
+    let _sandbox = s.launch(&plan).await.expect("launch");
     let launch_calls = &s.fake.calls()[after_resolve..];
     for c in launch_calls {
         for raw in [SHOP_DEFAULT, SHOP_BACKEND, PROJECT] {
@@ -1225,7 +1225,7 @@ async fn odek_home_reached_through_a_symlink_is_still_masked() {
     let link = s.root().join("link-to-work");
     std::os::unix::fs::symlink(&s.workdir, &link).expect("symlink");
     let s = s.env("ODEK_HOME", &link.join("h").display().to_string());
-    s.up().await.expect("launch");
+    let _sandbox = s.up().await.expect("launch");
     let c = s.only_container();
     assert!(
         c.tmpfs.contains_key("/workspace/h"),
@@ -1240,7 +1240,7 @@ async fn odek_home_with_dot_dot_is_masked_at_its_real_place() {
     std::fs::create_dir_all(s.workdir.join("h")).expect("mkdir");
     let odd = s.workdir.join("..").join("work").join("h");
     let s = s.env("ODEK_HOME", &odd.display().to_string());
-    s.up().await.expect("launch");
+    let _sandbox = s.up().await.expect("launch");
     let c = s.only_container();
     assert!(c.tmpfs.contains_key("/workspace/h"), "{:?}", c.tmpfs);
 }
@@ -1251,7 +1251,7 @@ async fn odek_home_not_yet_created_behind_a_symlink_is_still_masked() {
     let link = s.root().join("link-to-work");
     std::os::unix::fs::symlink(&s.workdir, &link).expect("symlink");
     let s = s.env("ODEK_HOME", &link.join("fresh-home").display().to_string());
-    s.up().await.expect("launch");
+    let _sandbox = s.up().await.expect("launch");
     let c = s.only_container();
     assert!(
         c.tmpfs.contains_key("/workspace/fresh-home"),
@@ -1265,7 +1265,7 @@ async fn odek_home_not_yet_created_with_dot_dot_is_masked_at_its_real_place() {
     let s = Setup::new();
     let odd = s.workdir.join("..").join("work").join("h");
     let s = s.env("ODEK_HOME", &odd.display().to_string());
-    s.up().await.expect("launch");
+    let _sandbox = s.up().await.expect("launch");
     let c = s.only_container();
     assert!(c.tmpfs.contains_key("/workspace/h"), "{:?}", c.tmpfs);
 }
@@ -1276,7 +1276,7 @@ async fn odek_home_not_yet_created_inside_the_workdir_is_masked() {
     let s = Setup::new();
     let home = s.workdir.join("h").display().to_string();
     let s = s.env("ODEK_HOME", &home);
-    s.up().await.expect("launch");
+    let _sandbox = s.up().await.expect("launch");
     assert!(s.only_container().tmpfs.contains_key("/workspace/h"));
 }
 

@@ -322,7 +322,7 @@ async fn lenient_mode_downgrades_an_invalid_network_to_none() {
         .warnings
         .iter()
         .any(|w| w.kind == WarningKind::NetworkModeDowngraded));
-    s.launch(&plan).await.expect("launch");
+    let _sandbox = s.launch(&plan).await.expect("launch");
     assert_eq!(s.only_container().network_mode, "none");
 }
 
@@ -466,7 +466,7 @@ async fn project_pids_limit_lower_than_default_applies() {
         plan.sources.get("sandbox_pids_limit"),
         Some(Source::Project { .. })
     ));
-    s.launch(&plan).await.expect("launch");
+    let _sandbox = s.launch(&plan).await.expect("launch");
     assert_eq!(s.only_container().pids_limit, Some(100));
 }
 
@@ -617,7 +617,7 @@ async fn project_sandbox_false_is_ignored_with_a_warning() {
         .warnings
         .iter()
         .any(|w| w.kind == WarningKind::ProjectCannotLoosen && w.message.contains("\"sandbox\"")));
-    s.launch(&plan).await.expect("still sandboxed");
+    let _sandbox = s.launch(&plan).await.expect("still sandboxed");
     assert_eq!(s.fake.containers().len(), 1);
 }
 

@@ -17,8 +17,9 @@ use bollard::models::{
     NetworkConnectRequest, NetworkingConfig,
 };
 use bollard::query_parameters::{
-    BuildImageOptions, CreateContainerOptions, CreateImageOptions, InspectContainerOptions,
-    InspectNetworkOptions, ListContainersOptions, ListNetworksOptions, RemoveContainerOptions,
+    AttachContainerOptions, BuildImageOptions, CreateContainerOptions, CreateImageOptions,
+    InspectContainerOptions, InspectNetworkOptions, ListContainersOptions, ListNetworksOptions,
+    RemoveContainerOptions,
 };
 use bollard::{ClientVersion, Docker};
 use futures_util::StreamExt;
@@ -27,9 +28,9 @@ use tokio::sync::OnceCell;
 use super::endpoint::Address;
 use super::{
     ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
-    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, Hardening,
-    ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink, StreamKind,
-    MIN_API_VERSION,
+    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, ExitWait,
+    Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink,
+    StdinHold, StreamKind, MIN_API_VERSION,
 };
 
 /// The newest API version this build sends (bollard's model version).
@@ -850,6 +851,174 @@ impl DockerApi for BollardEngine {
         };
         Ok(ExecExit { code })
     }
+
+    async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError> {
+        let d = self.client().await?;
+        let opts = AttachContainerOptions {
+            stdin: true,
+            stream: true,
+            stdout: false,
+            stderr: false,
+            logs: false,
+            detach_keys: None,
+        };
+        let attached = timed(
+            Op::AttachContainer,
+            self.timeouts.call,
+            d.attach_container(id, Some(opts)),
+        )
+        .await?;
+        // Both halves of the hijacked connection: it closes when the last
+        // one is dropped.
+        Ok(StdinHold::new(Box::new((attached.input, attached.output))))
+    }
+
+    async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {
+        let v = self.negotiate().await?.1.api_version;
+        wait_removed(&self.endpoint.address, v, id, self.timeouts.call).await
+    }
+}
+
+/// A byte stream to the daemon (Unix socket or TCP).
+trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Conn for T {}
+
+/// `POST /containers/{id}/wait?condition=removed` on a fresh connection.
+/// The daemon registers the wait before it sends the response head, so
+/// once the head (200) is read, a start that follows cannot outrun it; the
+/// body (`{"StatusCode":…}`) is read on a task until the container is gone.
+/// bollard's wait sends its request only when first polled, and says
+/// nothing when its head arrives, hence this one request by hand.
+async fn wait_removed(
+    address: &Address,
+    v: ApiVersion,
+    id: &str,
+    budget: Duration,
+) -> Result<ExitWait, EngineError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let err = |kind, message: String| EngineError::new(Op::WaitContainer, kind, message);
+    let unreachable = |e: std::io::Error| err(EngineErrorKind::Unreachable, e.to_string());
+    // A container ID or an odek-checked name: nothing to escape.
+    if id.is_empty()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    {
+        return Err(err(
+            EngineErrorKind::Protocol,
+            format!("not a container ID or name: {id:?}"),
+        ));
+    }
+    let request = format!(
+        "POST /v{v}/containers/{id}/wait?condition=removed HTTP/1.1\r\nHost: docker\r\nUser-Agent: odek\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let exchange = async {
+        let mut conn: Box<dyn Conn> = match address {
+            Address::Unix { path } => Box::new(
+                tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(unreachable)?,
+            ),
+            Address::Tcp { authority } => Box::new(
+                tokio::net::TcpStream::connect(authority.as_str())
+                    .await
+                    .map_err(unreachable)?,
+            ),
+        };
+        conn.write_all(request.as_bytes())
+            .await
+            .map_err(unreachable)?;
+        let mut head = Vec::with_capacity(1024);
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            if head.len() > 16 * 1024 {
+                return Err(err(
+                    EngineErrorKind::Protocol,
+                    "the wait answer's head is too long".into(),
+                ));
+            }
+            let n = conn.read(&mut buf).await.map_err(unreachable)?;
+            if n == 0 {
+                return Err(err(
+                    EngineErrorKind::Unreachable,
+                    "the daemon closed the connection".into(),
+                ));
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        Ok::<_, EngineError>((conn, head))
+    };
+    let (conn, head) = match tokio::time::timeout(budget, exchange).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(err(
+                EngineErrorKind::Timeout,
+                format!("no answer within {:.1} s", budget.as_secs_f64()),
+            ))
+        }
+    };
+    let status: u16 = String::from_utf8_lossy(&head)
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let read_rest = |mut conn: Box<dyn Conn>, mut body: Vec<u8>| async move {
+        let mut buf = [0u8; 1024];
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return body,
+                Ok(n) => body.extend_from_slice(&buf[..n]),
+            }
+            if body.len() > 64 * 1024 {
+                return body;
+            }
+        }
+    };
+    let split = head
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(head.len(), |p| p + 4);
+    let early = head[split..].to_vec();
+    if status != 200 {
+        let body = tokio::time::timeout(budget, read_rest(conn, early))
+            .await
+            .unwrap_or_default();
+        let message = wait_json(&body)
+            .and_then(|j| j.get("message").and_then(|m| m.as_str()).map(String::from))
+            .unwrap_or_else(|| format!("the daemon answered {status}"));
+        return Err(EngineError {
+            op: Op::WaitContainer,
+            kind: if status == 404 {
+                EngineErrorKind::NotFound
+            } else {
+                EngineErrorKind::Rejected
+            },
+            status: Some(status),
+            message,
+        });
+    }
+    Ok(ExitWait::spawn(async move {
+        let body = read_rest(conn, early).await;
+        wait_json(&body)
+            .and_then(|j| j.get("StatusCode").and_then(serde_json::Value::as_i64))
+            .ok_or_else(|| {
+                err(
+                    EngineErrorKind::Protocol,
+                    format!(
+                        "the wait ended without a status code ({} bytes)",
+                        body.len()
+                    ),
+                )
+            })
+    }))
+}
+
+/// The JSON object in a (possibly chunked) answer body: from its first `{`
+/// to its last `}`.
+fn wait_json(body: &[u8]) -> Option<serde_json::Value> {
+    let start = body.iter().position(|&b| b == b'{')?;
+    let end = body.iter().rposition(|&b| b == b'}')?;
+    serde_json::from_slice(body.get(start..=end)?).ok()
 }
 
 /// The isolation settings of an inspected container (SPEC §6.1).
@@ -919,6 +1088,7 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         mounts: Some(mounts),
         memory: spec.memory_bytes,
         nano_cpus: spec.nano_cpus,
+        auto_remove: Some(spec.auto_remove),
         ..Default::default()
     };
     // The first network is the endpoint created with the container; no
@@ -942,6 +1112,9 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         labels: Some(spec.labels.clone().into_iter().collect()),
         host_config: Some(host),
         networking_config: networking,
+        open_stdin: Some(spec.open_stdin),
+        stdin_once: Some(spec.stdin_once),
+        attach_stdin: Some(spec.stdin_once),
         ..Default::default()
     }
 }

@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
-    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, Hardening,
-    ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink, StreamKind,
+    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, ExitWait,
+    Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink,
+    StdinHold, StreamKind,
 };
 
 /// One recorded call: the operation and its main argument.
@@ -142,6 +143,15 @@ struct FakeContainer {
     info: ContainerInfo,
     /// The command it was created with (what a process listing shows).
     cmd: Vec<String>,
+    /// `HostConfig.AutoRemove`: removed once its main process exits.
+    auto_remove: bool,
+    /// `StdinOnce`: its stdin closes when the first attached client goes,
+    /// and the idle process then exits (code 0).
+    stdin_once: bool,
+    /// Attachments to its stdin held now.
+    holds: usize,
+    /// Its stdin was closed (a `stdin_once` client went): it cannot run on.
+    stdin_closed: bool,
 }
 
 impl FakeContainer {
@@ -208,6 +218,53 @@ struct State {
     faults: Vec<Fault>,
     quirks: Quirks,
     built: Vec<(String, Vec<u8>)>,
+    /// Exit codes of removed containers, by ID (what a removal wait answers).
+    removed_exits: BTreeMap<String, i64>,
+    /// IDs of containers whose stdin attachment was dropped, in order.
+    released: Vec<String>,
+    /// IDs of containers the engine removed by itself (auto-remove).
+    auto_removed: Vec<String>,
+}
+
+impl State {
+    /// Container `id`'s main process exited with `code`: it stops, and an
+    /// auto-remove container is removed, its code kept for waits.
+    fn ended(&mut self, id: &str, code: i64) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        c.exit(code);
+        if c.auto_remove {
+            self.containers.remove(id);
+            self.removed_exits.insert(id.to_string(), code);
+            self.auto_removed.push(id.to_string());
+        }
+    }
+}
+
+/// A fake attachment: dropping it closes the container's stdin when it was
+/// created with `stdin_once`.
+struct FakeHold {
+    state: Arc<Mutex<State>>,
+    id: String,
+}
+
+impl Drop for FakeHold {
+    fn drop(&mut self) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.released.push(self.id.clone());
+        let Some(c) = s.containers.get_mut(&self.id) else {
+            return;
+        };
+        c.holds = c.holds.saturating_sub(1);
+        if c.stdin_once {
+            c.stdin_closed = true;
+            if c.info.running {
+                let id = self.id.clone();
+                s.ended(&id, 0);
+            }
+        }
+    }
 }
 
 /// The fake engine. Cheap to clone; clones share state.
@@ -359,9 +416,23 @@ impl FakeEngine {
     /// Container `id`'s main process exited with `code` (as when it could
     /// not start its child): it stays, not running, with that exit code.
     pub fn exit_container(&self, id: &str, code: i64) {
-        if let Some(c) = self.lock().containers.get_mut(id) {
-            c.exit(code);
-        }
+        self.lock().ended(id, code);
+    }
+
+    /// Attachments to container `id`'s stdin held now (0 when it is gone).
+    pub fn stdin_holds(&self, id: &str) -> usize {
+        self.lock().containers.get(id).map_or(0, |c| c.holds)
+    }
+
+    /// IDs of containers whose stdin attachment was dropped, in order.
+    pub fn released(&self) -> Vec<String> {
+        self.lock().released.clone()
+    }
+
+    /// True when container `id` was removed without a remove call: by
+    /// the engine itself, after its main process exited (auto-remove).
+    pub fn auto_removed(&self, id: &str) -> bool {
+        self.lock().auto_removed.iter().any(|a| a == id)
     }
 
     /// The local image found under `reference` (tag or ID), if any.
@@ -662,6 +733,10 @@ impl DockerApi for FakeEngine {
             FakeContainer {
                 info,
                 cmd: spec.cmd.clone(),
+                auto_remove: spec.auto_remove,
+                stdin_once: spec.stdin_once,
+                holds: 0,
+                stdin_closed: false,
             },
         );
         if let Some(e) = late {
@@ -681,6 +756,11 @@ impl DockerApi for FakeEngine {
             .get_mut(id)
             .ok_or_else(|| not_found(Op::StartContainer, "container"))?;
         c.info.running = true;
+        if c.stdin_closed {
+            // The idle process reads a closed stdin: it ends at once.
+            let id = id.to_string();
+            s.ended(&id, 0);
+        }
         Ok(())
     }
 
@@ -731,7 +811,12 @@ impl DockerApi for FakeEngine {
             .find(|c| c.info.id == id || c.info.name == id)
             .ok_or_else(|| not_found(Op::ListProcesses, "container"))?;
         if let (true, Some(code)) = (c.info.running, q.idle_exits) {
-            c.exit(code);
+            let cid = c.info.id.clone();
+            s.ended(&cid, code);
+            return Err(match s.containers.contains_key(&cid) {
+                true => not_running(Op::ListProcesses, id),
+                false => not_found(Op::ListProcesses, "container"),
+            });
         }
         if !c.info.running {
             return Err(EngineError {
@@ -757,7 +842,16 @@ impl DockerApi for FakeEngine {
             .find(|c| c.info.id == id || c.info.name == id)
             .map(|c| c.info.id.clone());
         Ok(match key {
-            Some(k) => s.containers.remove(&k).is_some(),
+            Some(k) => {
+                // A removal wait answers for a forced removal too (a
+                // running container is killed: 137).
+                let code = s.containers.get(&k).map_or(0, |c| match &c.info.exit {
+                    Some((code, _)) if !c.info.running => *code,
+                    _ => 137,
+                });
+                s.removed_exits.insert(k.clone(), code);
+                s.containers.remove(&k).is_some()
+            }
             None => false,
         })
     }
@@ -835,5 +929,52 @@ impl DockerApi for FakeEngine {
         Ok(ExecExit {
             code: Some(q.exec_exit),
         })
+    }
+
+    async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError> {
+        self.enter(Op::AttachContainer, id)?;
+        let mut s = self.lock();
+        let c = s
+            .containers
+            .get_mut(id)
+            .ok_or_else(|| not_found(Op::AttachContainer, "container"))?;
+        c.holds += 1;
+        Ok(StdinHold::new(Box::new(FakeHold {
+            state: self.state.clone(),
+            id: id.to_string(),
+        })))
+    }
+
+    async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {
+        self.enter(Op::WaitContainer, id)?;
+        if !self.lock().containers.contains_key(id) {
+            return Err(not_found(Op::WaitContainer, "container"));
+        }
+        let state = self.state.clone();
+        let id = id.to_string();
+        Ok(ExitWait::spawn(async move {
+            loop {
+                let code = state
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .removed_exits
+                    .get(&id)
+                    .copied();
+                if let Some(code) = code {
+                    return Ok(code);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }))
+    }
+}
+
+/// Docker's answer about a container that is not running.
+fn not_running(op: Op, id: &str) -> EngineError {
+    EngineError {
+        op,
+        kind: EngineErrorKind::Rejected,
+        status: Some(409),
+        message: format!("Container {id} is not running"),
     }
 }

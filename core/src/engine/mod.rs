@@ -169,6 +169,81 @@ pub struct ContainerSpec {
     pub memory_bytes: Option<i64>,
     /// CPU limit in billionths of a CPU (`NanoCpus`).
     pub nano_cpus: Option<i64>,
+    /// `OpenStdin`: the container's stdin stays open (the idle process
+    /// reads it and ends at its EOF, SPEC §6.1 owner lifetime).
+    pub open_stdin: bool,
+    /// `StdinOnce` (and `AttachStdin`): the daemon closes the container's
+    /// stdin when the first client attached to it goes, so an owned sandbox
+    /// ends with the connection its owner holds ([`DockerApi::attach_stdin`]).
+    pub stdin_once: bool,
+    /// `HostConfig.AutoRemove`: the daemon removes the container once it
+    /// stops.
+    pub auto_remove: bool,
+}
+
+/// A client's attachment to a container's stdin, held open
+/// ([`DockerApi::attach_stdin`]). Nothing is ever written to it; dropping
+/// it closes the connection, and with `StdinOnce` the daemon then closes
+/// the container's stdin (SPEC §6.1 owner lifetime). The operating system
+/// closes it as well when the process holding it dies, by any signal.
+pub struct StdinHold {
+    /// The connection (both halves), never read or written: only its
+    /// lifetime matters. The mutex makes the hold `Sync`.
+    _conn: std::sync::Mutex<Box<dyn Send>>,
+}
+
+impl StdinHold {
+    /// Holds `conn` (whatever keeps the connection open) until dropped.
+    pub fn new(conn: Box<dyn Send>) -> StdinHold {
+        StdinHold {
+            _conn: std::sync::Mutex::new(conn),
+        }
+    }
+}
+
+impl fmt::Debug for StdinHold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StdinHold")
+    }
+}
+
+/// A wait for a container's removal, started before the container starts
+/// ([`DockerApi::wait_removed`]): it runs on its own task, so a container
+/// that ends and is auto-removed before anyone inspects it still tells its
+/// exit code. Dropping it stops the wait (and closes its connection).
+#[derive(Debug)]
+pub struct ExitWait {
+    task: tokio::task::JoinHandle<Result<i64, EngineError>>,
+}
+
+impl ExitWait {
+    /// Runs `wait` (it resolves to the container's exit code once it is
+    /// removed) on a task of the current tokio runtime.
+    pub fn spawn(
+        wait: impl std::future::Future<Output = Result<i64, EngineError>> + Send + 'static,
+    ) -> ExitWait {
+        ExitWait {
+            task: tokio::spawn(wait),
+        }
+    }
+
+    /// The container's exit code once it has been removed, waiting up to
+    /// `budget`. `None` when the budget ran out or the wait task ended
+    /// without an answer; `Some(Err)` when the daemon refused the wait (a
+    /// container already gone before the wait began is
+    /// [`EngineErrorKind::NotFound`]).
+    pub async fn code(mut self, budget: std::time::Duration) -> Option<Result<i64, EngineError>> {
+        match tokio::time::timeout(budget, &mut self.task).await {
+            Ok(Ok(answer)) => Some(answer),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for ExitWait {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// The answer to create.
@@ -353,6 +428,10 @@ pub enum Op {
     ListContainers,
     /// `POST /containers/{id}/exec` + start + inspect.
     Exec,
+    /// `POST /containers/{id}/attach?stream=1&stdin=1`.
+    AttachContainer,
+    /// `POST /containers/{id}/wait?condition=removed`.
+    WaitContainer,
 }
 
 impl Op {
@@ -388,6 +467,8 @@ impl fmt::Display for Op {
             Op::RemoveContainer => "remove container",
             Op::ListContainers => "list containers",
             Op::Exec => "exec",
+            Op::AttachContainer => "attach to container",
+            Op::WaitContainer => "wait for container",
         };
         f.write_str(s)
     }
@@ -536,4 +617,16 @@ pub trait DockerApi: Send + Sync {
         spec: &ExecSpec,
         output: OutputSink<'_>,
     ) -> Result<ExecExit, EngineError>;
+
+    /// Attaches to container `id`'s stdin (stream, no output) and returns
+    /// the connection, held until the [`StdinHold`] is dropped. Made before
+    /// start, so that an owned sandbox never runs without its owner's
+    /// connection (SPEC §6.1 owner lifetime).
+    async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError>;
+
+    /// Begins waiting, on its own connection and task, for container `id`
+    /// to be removed (`condition=removed`); the [`ExitWait`] answers its
+    /// exit code. Returns once the wait has been sent. Used before start
+    /// for an auto-removed container, whose exit code is gone with it.
+    async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError>;
 }

@@ -33,7 +33,7 @@ while :; do
     [ "$k" = u ] && [ "$age" -gt "$recent" ] && k=old
     # the sandbox's idle process (docker-init's child)
     if [ "$k" = u ] && [ "$pp" = 1 ]; then
-      case "$(cat "$p/cmdline" 2>/dev/null)" in sleep*) k=idle ;; esac
+      case "$(cat "$p/cmdline" 2>/dev/null)" in cat) k=idle ;; esac
     fi
     rows="$rows $pid:$pp:$k"
   done

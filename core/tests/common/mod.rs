@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use odek_core::config::{ConfigInputs, Layer};
 use odek_core::engine::{
     ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint, EngineError,
-    EngineInfo, ExecExit, ExecSpec, FakeEngine, FakeImage, FakeNetwork, ImageInfo, NetworkFilter,
-    NetworkInfo, Op, OutputSink, ProgressSink,
+    EngineInfo, ExecExit, ExecSpec, ExitWait, FakeEngine, FakeImage, FakeNetwork, ImageInfo,
+    NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink, StdinHold,
 };
 use odek_core::{Client, Error, FailureClass, Plan, Reporter, Sandbox, Warning, WarningKind};
 
@@ -592,6 +592,18 @@ impl DockerApi for Spy {
         self.after(Op::Exec);
         r
     }
+
+    async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError> {
+        let r = self.fake.attach_stdin(id).await;
+        self.after(Op::AttachContainer);
+        r
+    }
+
+    async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {
+        let r = self.fake.wait_removed(id).await;
+        self.after(Op::WaitContainer);
+        r
+    }
 }
 
 /// A setup whose client goes through a [`Spy`] over the standard fixture,
@@ -638,6 +650,9 @@ pub async fn add_peer(
         binds: Vec::new(),
         memory_bytes: None,
         nano_cpus: None,
+        open_stdin: false,
+        stdin_once: false,
+        auto_remove: false,
     };
     let created = fake.create_container(&spec).await.expect("create peer");
     fake.start_container(&created.id).await.expect("start peer");

@@ -107,9 +107,40 @@ fn recovers(rule: Rule, extra: &[&str]) -> Duration {
     took
 }
 
-/// The daemon vanishes for good at the fault: odek cannot remove the
-/// container; the orphan is labelled, its owner is gone once odek exited,
-/// and `odek sandbox gc` on the real socket removes it.
+/// The daemon (through the proxy) vanishes for good after the owner's
+/// stdin attachment was made (SPEC §6.1 owner lifetime): odek cannot remove
+/// the container, but once odek has exited its connection is gone, and the
+/// engine removes the container by itself — no orphan is left for gc.
+fn vanishes_owned(rule: Rule, extra: &[&str]) -> Duration {
+    let _gc = gc_lock();
+    let p = Project::new();
+    let proxy = FaultProxy::start(vec![rule]);
+    let (out, took) = run_through(&p, &proxy, extra);
+    assert_daemon_unreachable(&p, &out, &proxy);
+    assert!(
+        proxy.count("POST", "/containers/*/attach") == 1,
+        "the fault came before the attachment:\n{}",
+        proxy.transcript()
+    );
+    drop(proxy);
+    let ctx = format!("stderr:\n{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("odek sandbox gc"),
+        "the message does not say how an orphan would be reaped:\n{ctx}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || p.leftovers().is_empty()),
+        "10 s after odek exited, its sandbox {:?} is still there (no gc was run)\n{ctx}",
+        p.leftovers()
+    );
+    eprintln!("fault handled in {took:?} (the engine removed the sandbox)");
+    took
+}
+
+/// The daemon vanishes for good at the fault, before the owner's stdin
+/// attachment: odek cannot remove the container; the orphan is labelled,
+/// its owner is gone once odek exited, and `odek sandbox gc` on the real
+/// socket removes it.
 fn vanishes(rule: Rule, extra: &[&str]) -> Duration {
     let _gc = gc_lock();
     let p = Project::new();
@@ -365,22 +396,22 @@ fn daemon_vanishes_after_create() {
 
 #[test]
 fn daemon_vanishes_after_start() {
-    vanishes(rule(START, 1, Action::DropAfterForward, Then::Refuse), &[]);
+    vanishes_owned(rule(START, 1, Action::DropAfterForward, Then::Refuse), &[]);
 }
 
 #[test]
 fn daemon_vanishes_during_second_connect() {
-    vanishes(rule(CONNECT, 2, Action::Drop, Then::Refuse), TWO_CONNECTS);
+    vanishes_owned(rule(CONNECT, 2, Action::Drop, Then::Refuse), TWO_CONNECTS);
 }
 
 #[test]
 fn daemon_vanishes_during_the_process_listing() {
-    vanishes(rule(TOP, 1, Action::Drop, Then::Refuse), &[]);
+    vanishes_owned(rule(TOP, 1, Action::Drop, Then::Refuse), &[]);
 }
 
 #[test]
 fn daemon_vanishes_during_verify() {
-    vanishes(rule(VERIFY, 1, Action::Drop, Then::Refuse), &[]);
+    vanishes_owned(rule(VERIFY, 1, Action::Drop, Then::Refuse), &[]);
 }
 
 // ---------------------------------------------------------------------------
@@ -390,7 +421,7 @@ fn daemon_vanishes_during_verify() {
 
 #[test]
 fn daemon_stops_answering_after_start() {
-    let took = vanishes(rule(START, 1, Action::StallAfterForward, Then::Stall), &[]);
+    let took = vanishes_owned(rule(START, 1, Action::StallAfterForward, Then::Stall), &[]);
     // The start times out, then the removal does: two budgets, not more.
     assert!(took >= Duration::from_secs(6), "took only {took:?}");
     assert!(took < Duration::from_secs(30), "took {took:?}");

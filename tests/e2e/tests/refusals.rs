@@ -309,13 +309,13 @@ fn more_than_eight_networks_are_refused() {
 #[test]
 fn a_sandbox_whose_idle_process_cannot_start_is_refused_with_the_reason() {
     // With a pids limit of 1, docker-init is the only process the container
-    // may have: the idle `sleep` cannot start, the container stops at once.
+    // may have: the idle `cat` cannot start, the container stops at once.
     let err = refused(
         &["--sandbox-pids-limit", "1"],
         &[],
         "the container is not running",
     );
-    assert!(err.contains("idle process `sleep"), "{err}");
+    assert!(err.contains("idle process `cat`"), "{err}");
     assert!(err.contains("exit code"), "{err}");
     assert!(
         err.contains("the pids limit 1 from flag --sandbox-pids-limit"),
@@ -326,7 +326,7 @@ fn a_sandbox_whose_idle_process_cannot_start_is_refused_with_the_reason() {
 
 #[test]
 fn a_sandbox_whose_path_has_no_sleep_is_refused_with_the_reason() {
-    // The operator's own sandbox_env hides `sleep`: docker-init cannot
+    // The operator's own sandbox_env hides `cat`: docker-init cannot
     // start the idle process (exit 127), whether or not the inspect right
     // after start still finds the container running.
     let p = Project::new();

@@ -43,6 +43,22 @@ fn start_sleeper_with_home(
     (child, id)
 }
 
+/// The engine removes a sandbox whose owner died (SPEC §6.1 owner
+/// lifetime) unless a process in it holds the idle `cat`'s stdin open
+/// (docs/SECURITY.md, known gaps): starts one in container `id`, so that a
+/// SIGKILL of its owner leaves an orphan for gc.
+fn keep_alive_from_inside(id: &str) {
+    docker(&[
+        "exec",
+        "-d",
+        id,
+        "sh",
+        "-c",
+        r#"for p in /proc/[0-9]*; do [ "$(cat $p/cmdline 2>/dev/null)" = cat ] && exec 9>$p/fd/0 && exec sleep 300; done"#,
+    ]);
+    std::thread::sleep(Duration::from_millis(500));
+}
+
 fn signal(child: &Child, sig: &str) {
     let st = Command::new("kill")
         .args([&format!("-{sig}"), &child.id().to_string()])
@@ -124,11 +140,12 @@ fn sigkill_leaves_a_sandbox_that_gc_removes_but_gc_keeps_detached_ones() {
     let before = p.leftovers();
     assert_eq!(before.len(), 1, "the detached sandbox is not listed");
     let (mut child, orphan) = start_sleeper(&p, &before);
+    keep_alive_from_inside(&orphan);
     signal(&child, "KILL");
     let st = wait_exit(&mut child, Duration::from_secs(10));
     assert_eq!(st.code(), None, "odek was not killed");
     // SIGKILL cannot be handled: the container stays (nothing removed it).
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(2000));
     assert!(
         docker_ok(&["container", "inspect", &orphan]),
         "the container vanished without gc (expected it to stay after SIGKILL)"
@@ -185,6 +202,8 @@ fn gc_reaps_the_current_workdir_by_default_every_workdir_with_all_and_nothing_on
     let home = a.home.path();
     let (mut run_a, orphan_a) = start_sleeper_with_home(&a, home, &[]);
     let (mut run_b, orphan_b) = start_sleeper_with_home(&b, home, &[]);
+    keep_alive_from_inside(&orphan_a);
+    keep_alive_from_inside(&orphan_b);
     for run in [&mut run_a, &mut run_b] {
         signal(run, "KILL");
         let st = wait_exit(run, Duration::from_secs(10));
