@@ -34,7 +34,7 @@ use bollard::Docker;
 use clap::Parser;
 use odek_core::config::{ConfigInputs, Layer};
 use odek_core::engine::{ApiVersion, Endpoint, EndpointEnv};
-use odek_core::Odek;
+use odek_core::Client;
 use serde::Serialize;
 
 /// The label on everything the bench creates.
@@ -109,7 +109,7 @@ pub(crate) struct Ctx {
     pub(crate) workdir: PathBuf,
     pub(crate) endpoint: Endpoint,
     /// The warm odek client (negotiated once, reused).
-    pub(crate) odek: Odek,
+    pub(crate) odek: Client,
     /// The raw floor client (configured once with the negotiated version).
     pub(crate) raw: Docker,
     pub(crate) api: ApiVersion,
@@ -225,7 +225,7 @@ async fn setup(args: Args) -> Result<Ctx> {
     let workdir = workdir.canonicalize()?;
     let endpoint = Endpoint::resolve(&EndpointEnv::from_process())
         .map_err(|e| anyhow::anyhow!("no Docker endpoint: {e}"))?;
-    let odek = Odek::from_env();
+    let odek = Client::from_env();
     let info = odek
         .engine()
         .map_err(|e| anyhow::anyhow!("{e}"))?

@@ -16,7 +16,7 @@ use odek_core::engine::{
     StreamKind,
 };
 use odek_core::launch::container_spec;
-use odek_core::{ExecRequest, Isolation, LaunchOptions, Odek, Plan, Sandbox, Silent};
+use odek_core::{Client, ExecRequest, Isolation, LaunchOptions, Plan, Sandbox, Silent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
@@ -67,7 +67,11 @@ fn bench_opts(name: &str) -> LaunchOptions {
     }
 }
 
-async fn odek_launch(odek: &Odek, inputs: &ConfigInputs, opts: &LaunchOptions) -> Result<Sandbox> {
+async fn odek_launch(
+    odek: &Client,
+    inputs: &ConfigInputs,
+    opts: &LaunchOptions,
+) -> Result<Sandbox> {
     let plan = odek.resolve(inputs, &Silent).await?;
     Ok(odek.launch(&plan, opts, &Silent).await?)
 }
@@ -152,7 +156,7 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
             let t = Instant::now();
             let id = match v {
                 0 => container_of(&odek_launch(&ctx.odek, &inputs, &opts).await?)?,
-                1 => container_of(&odek_launch(&Odek::from_env(), &inputs, &opts).await?)?,
+                1 => container_of(&odek_launch(&Client::from_env(), &inputs, &opts).await?)?,
                 2 | 4 => {
                     let pre = v == 4;
                     let (id, st) = raw::launch(&ctx.raw, &spec, &more, pre).await?;
@@ -372,14 +376,14 @@ async fn launch_profile(
     let mut warm = Samples::default();
     let mut cold = Samples::default();
     let tr = Arc::new(Traced::new(ctx.endpoint.clone()));
-    let todek = Odek::with_engine(tr.clone());
+    let todek = Client::with_engine(tr.clone());
     todek.resolve(inputs, &Silent).await?;
     tr.take();
     for j in 0..2 * k {
         let is_cold = j % 2 == 1;
         let (o, t) = if is_cold {
             let t = Arc::new(Traced::new(ctx.endpoint.clone()));
-            (Odek::with_engine(t.clone()), t)
+            (Client::with_engine(t.clone()), t)
         } else {
             (todek.clone(), tr.clone())
         };
@@ -671,7 +675,7 @@ async fn exec_fake(
             .compose("shop")
             .internal(),
     );
-    let fodek = Odek::with_engine(Arc::new(fake));
+    let fodek = Client::with_engine(Arc::new(fake));
     let mut inputs = ctx.inputs(None, true);
     inputs.flags.sandbox_compose_project = Some("shop".into());
     let plan = fodek.resolve(&inputs, &Silent).await?;
@@ -882,7 +886,7 @@ async fn describe(ctx: &Ctx, res: &mut Results) -> Result<()> {
 
     // Profile: the calls describe makes, and their union.
     let tr = Arc::new(Traced::new(ctx.endpoint.clone()));
-    let todek = Odek::with_engine(tr.clone());
+    let todek = Client::with_engine(tr.clone());
     todek.describe(&sb).await?;
     tr.take();
     let mut prof = Samples::default();
@@ -1026,7 +1030,7 @@ async fn resolution(ctx: &Ctx, res: &mut Results) -> Result<()> {
                         ctx.odek.resolve(&inputs, &Silent).await?;
                     }
                     1 => {
-                        Odek::from_env().resolve(&inputs, &Silent).await?;
+                        Client::from_env().resolve(&inputs, &Silent).await?;
                     }
                     2 => {
                         raw::list_networks_label(&ctx.raw, &label).await?;
@@ -1068,7 +1072,7 @@ async fn resolution(ctx: &Ctx, res: &mut Results) -> Result<()> {
             }
         }
         let tr = Arc::new(Traced::new(ctx.endpoint.clone()));
-        let todek = Odek::with_engine(tr.clone());
+        let todek = Client::with_engine(tr.clone());
         todek.resolve(&inputs, &Silent).await?;
         tr.take();
         for _ in 0..5 {

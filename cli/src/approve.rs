@@ -4,12 +4,12 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use anyhow::Context;
 use odek_core::approval::{Approval, ApprovalError, Decision, Store};
-use odek_core::{Odek, Plan};
+use odek_core::{Client, Plan};
 
 /// The approval a plan needs, obtained without asking (stored trust or
 /// `ODEK_APPROVE_PROJECT_SANDBOX=1`) or at the prompt on a terminal.
 /// `Ok(None)` when the plan needs none.
-pub async fn obtain(odek: &Odek, plan: &Plan) -> Result<Option<Approval>, odek_core::Error> {
+pub async fn obtain(odek: &Client, plan: &Plan) -> Result<Option<Approval>, odek_core::Error> {
     let Some(req) = &plan.approval else {
         return Ok(None);
     };
@@ -17,7 +17,7 @@ pub async fn obtain(odek: &Odek, plan: &Plan) -> Result<Option<Approval>, odek_c
         if a.via == "env" {
             errln!(
                 "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
-                odek_core::config::shown(&req.config)
+                odek_core::text::shown(&req.config)
             );
         }
         return Ok(Some(a));
@@ -75,7 +75,7 @@ pub async fn obtain(odek: &Odek, plan: &Plan) -> Result<Option<Approval>, odek_c
         errln!(
             "odek: trusted; key {} stored in {}",
             a.key,
-            odek_core::config::shown_path(&Store::new(&plan.odek_home).path())
+            odek_core::text::shown_path(&Store::new(&plan.odek_home).path())
         );
     }
     Ok(Some(a))
@@ -112,14 +112,14 @@ pub fn list(json: bool) -> anyhow::Result<()> {
     if keys.is_empty() {
         errln!(
             "odek: no trusted project settings in {}",
-            odek_core::config::shown_path(&s.path())
+            odek_core::text::shown_path(&s.path())
         );
     }
     for (k, _) in keys.iter().filter(|(k, v)| **v && !k.contains(':')) {
         match meta.get(k) {
             Some(m) => outln!(
                 "{k}  {}  ({})",
-                odek_core::approval::display_text(&m.project_dir),
+                odek_core::text::display_text(&m.project_dir),
                 m.knobs
             ),
             None => outln!("{k}  (no details recorded)"),
@@ -142,7 +142,7 @@ pub fn revoke(key: Option<&str>, project: Option<&std::path::Path>) -> anyhow::R
                     return Err(e).with_context(|| {
                         format!(
                             "project directory {} (give it as an absolute path)",
-                            odek_core::config::shown_path(dir)
+                            odek_core::text::shown_path(dir)
                         )
                     })
                 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use odek_core::launch::{new_sandbox_name, LaunchProgress, Stage};
 use odek_core::registry::Reaped;
-use odek_core::{Command, ExecRequest, LaunchOptions, Odek, Sandbox};
+use odek_core::{Client, Command, ExecRequest, LaunchOptions, Sandbox};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -23,7 +23,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
             errln!("odek: {note}");
         }
     }
-    let odek = Odek::from_env();
+    let odek = Client::from_env();
     let result = match &cli.command {
         Cmd::Run(args) => return run(&cli, &odek, &reporter, args).await,
         Cmd::Sandbox(SandboxCmd::Exec(args)) => return sandbox_exec(&odek, args).await,
@@ -113,7 +113,7 @@ fn exec_request(flags: &ExecFlags, cmd: &[String]) -> anyhow::Result<ExecRequest
     })
 }
 
-fn verbose_plan(cli: &Cli, odek: &Odek, plan: &odek_core::Plan) {
+fn verbose_plan(cli: &Cli, odek: &Client, plan: &odek_core::Plan) {
     if !cli.verbose {
         return;
     }
@@ -136,7 +136,7 @@ fn verbose_plan(cli: &Cli, odek: &Odek, plan: &odek_core::Plan) {
 }
 
 /// `odek run`: resolve → launch → exec → destroy; CMD's status, or 125.
-async fn run(cli: &Cli, odek: &Odek, reporter: &Stderr, args: &crate::RunArgs) -> ExitCode {
+async fn run(cli: &Cli, odek: &Client, reporter: &Stderr, args: &crate::RunArgs) -> ExitCode {
     let name = new_sandbox_name();
     let mut signals = match Signals::install() {
         Ok(s) => s,
@@ -174,7 +174,7 @@ const EXIT_PANIC: u8 = 101;
 /// [`Interrupted`] with the exit status the signal calls for (130, 143,
 /// 129, 131), or [`EXIT_PANIC`].
 async fn interruptible<T>(
-    odek: &Odek,
+    odek: &Client,
     name: &str,
     detached: bool,
     progress: &LaunchProgress,
@@ -282,7 +282,7 @@ impl std::error::Error for Interrupted {}
 
 async fn run_flow(
     cli: &Cli,
-    odek: &Odek,
+    odek: &Client,
     reporter: &Stderr,
     args: &crate::RunArgs,
     name: &str,
@@ -385,7 +385,7 @@ fn exit_after_start(e: &odek_core::Error) -> ExitCode {
     }
 }
 
-async fn sandbox_exec(odek: &Odek, args: &crate::ExecArgs) -> ExitCode {
+async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitCode {
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => {
@@ -540,7 +540,7 @@ impl Signals {
 /// approved and launched like `odek run`'s, never falling back to the host.
 async fn sandbox_up(
     cli: &Cli,
-    odek: &Odek,
+    odek: &Client,
     reporter: &Stderr,
     args: &crate::UpArgs,
     name: &str,
@@ -558,7 +558,7 @@ async fn sandbox_up(
         // or prompt — from this process's store and environment, never from
         // what the parent's label recorded.
         let env = std::env::vars().collect();
-        odek_core::approval::refresh_standing(&mut plan, &env)?;
+        odek_core::approve::refresh_standing(&mut plan, &env)?;
         let mut opts = LaunchOptions {
             detached: true,
             name: Some(name.to_string()),
@@ -601,7 +601,7 @@ async fn sandbox_up(
 
 async fn sandbox(
     cli: &Cli,
-    odek: &Odek,
+    odek: &Client,
     reporter: &Stderr,
     cmd: &SandboxCmd,
 ) -> anyhow::Result<()> {
@@ -685,7 +685,7 @@ async fn sandbox(
                     if s.is_empty() {
                         "-".to_string()
                     } else {
-                        odek_core::approval::display_text(&s)
+                        odek_core::text::display_text(&s)
                     }
                 };
                 let rows: Vec<[String; 5]> = list
@@ -755,12 +755,12 @@ async fn sandbox(
                     ("", "removed")
                 };
                 for r in &removed {
-                    outln!("{line}{}", odek_core::approval::display_text(r));
+                    outln!("{line}{}", odek_core::text::display_text(r));
                 }
                 let scope = match &opts.workdir {
                     Some(w) => format!(
                         " of {} (--all for every workdir)",
-                        odek_core::approval::display_text(&w.display().to_string())
+                        odek_core::text::display_text(&w.display().to_string())
                     ),
                     None => String::new(),
                 };
@@ -793,14 +793,14 @@ fn gc_workdir(workdir: &Option<std::path::PathBuf>) -> anyhow::Result<std::path:
     dir.canonicalize().map_err(|e| {
         anyhow::anyhow!(
             "cannot resolve the workdir {}: {e}; pass an existing project directory with -C DIR, or --all for every workdir",
-            odek_core::approval::display_text(&dir.display().to_string())
+            odek_core::text::display_text(&dir.display().to_string())
         )
     })
 }
 
 async fn config_view(
     cli: &Cli,
-    odek: &Odek,
+    odek: &Client,
     reporter: &Stderr,
     args: &crate::ViewArgs,
 ) -> anyhow::Result<()> {
@@ -817,7 +817,7 @@ async fn config_view(
 
 /// `odek mcp`: serves until the client disconnects (exit 0) or a signal
 /// (128 + its number), after removing every sandbox it launched.
-async fn mcp(cli: &Cli, odek: Odek, args: &crate::McpArgs) -> ExitCode {
+async fn mcp(cli: &Cli, odek: Client, args: &crate::McpArgs) -> ExitCode {
     let inputs = args.sandbox.inputs(&cli.workdir).and_then(|mut i| {
         odek_mcp::force_sandbox(&mut i).map_err(anyhow::Error::msg)?;
         Ok(i)
@@ -855,7 +855,7 @@ mod tests {
     async fn a_panic_after_create_removes_the_sandbox() {
         let fake = FakeEngine::new();
         fake.add_image(FakeImage::new("odek-test/base:1"));
-        let odek = Odek::with_engine(Arc::new(fake.clone()));
+        let odek = Client::with_engine(Arc::new(fake.clone()));
         let dir = tempfile::tempdir().expect("tempdir");
         let workdir = dir.path().join("work");
         std::fs::create_dir(&workdir).expect("mkdir");

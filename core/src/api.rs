@@ -281,7 +281,7 @@ impl ParsedSettings {
                 let hint = crate::config::suggest_key(k)
                     .map(|s| format!(" (did you mean {s:?}?)"))
                     .unwrap_or_default();
-                format!("unknown key {}{hint}", crate::config::quote(k))
+                format!("unknown key {}{hint}", crate::text::quote(k))
             })
             .collect();
         Err(ConfigError::InvalidValue {
@@ -418,12 +418,12 @@ pub struct SandboxInfo<'a> {
     /// The plan it was launched from.
     pub plan: &'a Plan,
     /// The settings the container was created with (null on the host).
-    pub applied: &'a Option<crate::launch::Applied>,
+    pub applied: &'a Option<crate::sandbox::Applied>,
 }
 
 impl<'a> SandboxInfo<'a> {
     /// The info of a launched sandbox.
-    pub fn of(s: &'a crate::launch::Sandbox) -> SandboxInfo<'a> {
+    pub fn of(s: &'a crate::sandbox::Sandbox) -> SandboxInfo<'a> {
         SandboxInfo {
             schema: SANDBOX_INFO_SCHEMA,
             name: &s.name,

@@ -7,7 +7,7 @@
 //! nothing behind: a launch removes the container it created (SPEC §6.1:
 //! any failure after create removes the container), waiting for a create
 //! request already on its way to answer first; an exec kills the command the
-//! way its timeout does ([`Odek::exec_until`]). A token cancelled before the
+//! way its timeout does ([`Client::exec_until`]). A token cancelled before the
 //! call starts makes the call fail at once.
 
 use std::sync::Arc;
@@ -15,13 +15,15 @@ use std::time::Duration;
 
 pub use tokio_util::sync::CancellationToken;
 
+use crate::client::Client;
 use crate::engine::OutputSink;
 use crate::error::{Error, Result};
 use crate::exec::{ExecOutcome, ExecRequest};
-use crate::launch::{new_sandbox_name, LaunchOptions, LaunchProgress, Sandbox, Stage};
+use crate::launch::{new_sandbox_name, LaunchOptions, LaunchProgress, Stage};
 use crate::plan::Plan;
 use crate::registry::Reaped;
-use crate::resolve::{Odek, Reporter};
+use crate::resolve::Reporter;
+use crate::sandbox::Sandbox;
 
 /// How long a cancelled launch waits for the answer to a create request
 /// already on its way, so that it knows whether a container exists.
@@ -50,13 +52,13 @@ pub async fn until<T>(
     }
 }
 
-impl Odek {
-    /// [`Odek::launch`], stopped when `cancel` fires: the launch is dropped
+impl Client {
+    /// [`Client::launch`], stopped when `cancel` fires: the launch is dropped
     /// and the container it created (found by name and launch ID, never one
     /// it did not create) is removed before this returns. A create request
     /// on its way is first given up to 10 s to answer.
     ///
-    /// Errors: as [`Odek::launch`], or [`Error::Cancelled`] saying whether a
+    /// Errors: as [`Client::launch`], or [`Error::Cancelled`] saying whether a
     /// container was removed (or could not be, and how to remove it).
     pub async fn launch_cancellable(
         &self,
@@ -121,10 +123,10 @@ impl Odek {
         Err(Error::Cancelled { message })
     }
 
-    /// [`Odek::exec`], stopped when `cancel` fires: the command is killed the
-    /// way a timeout kills it ([`Odek::exec_until`]).
+    /// [`Client::exec`], stopped when `cancel` fires: the command is killed the
+    /// way a timeout kills it ([`Client::exec_until`]).
     ///
-    /// Errors: as [`Odek::exec`], or [`Error::Cancelled`] saying whether
+    /// Errors: as [`Client::exec`], or [`Error::Cancelled`] saying whether
     /// the kill was confirmed.
     pub async fn exec_cancellable(
         &self,

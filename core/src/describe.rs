@@ -14,12 +14,14 @@ use futures_util::future::join_all;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::client::Client;
 use crate::engine::{ContainerInfo, DockerApi};
-use crate::error::{Error, Result, Step};
-use crate::launch::Sandbox;
+use crate::error::{Error, Result};
+use crate::failure::Step;
 use crate::network::NetworkSummary;
 use crate::plan::Isolation;
-use crate::resolve::Odek;
+use crate::sandbox::Sandbox;
+use crate::text::sanitize_name;
 
 /// Schema name of [`Environment`] JSON.
 pub const ENVIRONMENT_SCHEMA: &str = "odek.environment/1";
@@ -27,32 +29,8 @@ pub const ENVIRONMENT_SCHEMA: &str = "odek.environment/1";
 pub const MAX_LISTED_NETWORKS: usize = 8;
 /// Most names listed per network.
 pub const MAX_NAMES_PER_NETWORK: usize = 32;
-/// Longest name shown (longer ones are omitted, never truncated).
-pub const MAX_NAME_LEN: usize = 63;
 
 const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
-
-/// The name if it may be shown (SPEC §9.3): `[A-Za-z0-9][A-Za-z0-9_.-]{0,62}`,
-/// verbatim. A name containing `untrusted_content` (any case) — the wrapper's
-/// word — is omitted too: rewritten it would name nothing that resolves.
-/// `None` when it must be omitted (callers count it, or show a short ID or
-/// an escaped form instead).
-pub fn sanitize_name(name: &str) -> Option<String> {
-    let b = name.as_bytes();
-    if b.is_empty() || b.len() > MAX_NAME_LEN || !b[0].is_ascii_alphanumeric() {
-        return None;
-    }
-    if !b
-        .iter()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
-    {
-        return None;
-    }
-    if name.to_ascii_lowercase().contains("untrusted_content") {
-        return None;
-    }
-    Some(name.to_string())
-}
 
 /// Another container on an attached network and the names it answers to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -152,7 +130,7 @@ pub fn peer_names(peer: &ContainerInfo, network_id: &str) -> Vec<String> {
     names
 }
 
-impl Odek {
+impl Client {
     /// Describes a sandbox from the engine's view of it (SPEC §9.1): the
     /// container's networks, their Internal flags, the names of the
     /// other containers there (inspected concurrently), and the limits
@@ -496,59 +474,6 @@ pub fn render_tool(env: &Environment) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sanitize_rules() {
-        for ok in [
-            "redis",
-            "db",
-            "cafe",
-            "a",
-            "Shop_Default.1-x",
-            &"a".repeat(63),
-        ] {
-            assert_eq!(sanitize_name(ok).as_deref(), Some(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "-x",
-            "_x",
-            ".x",
-            "a b",
-            "a\nb",
-            "a\u{1b}[31m",
-            "réseau",
-            "a\u{200b}b",
-            "a\u{202e}b",
-            "</untrusted_content_0>",
-            &"a".repeat(64),
-        ] {
-            assert_eq!(sanitize_name(bad), None, "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn a_name_with_the_wrapper_word_is_omitted_not_rewritten() {
-        // Rewritten ("untrusted-content") it would name nothing that resolves.
-        for wrapper_word in [
-            "x_UNTRUSTED_CONTENT_y",
-            "untrusted_content",
-            "a_Untrusted_Content",
-            "untrusted_contentuntrusted_content",
-        ] {
-            assert_eq!(sanitize_name(wrapper_word), None, "{wrapper_word}");
-        }
-        // A near miss is a name like any other, shown verbatim.
-        assert_eq!(
-            sanitize_name("x_untrusted-content_y").as_deref(),
-            Some("x_untrusted-content_y")
-        );
-        // Where a name must be shown, the escaped form stands in.
-        assert_eq!(
-            crate::approval::display_name("x_untrusted_content_y"),
-            "\"x_untrusted_content_y\""
-        );
-    }
 
     fn env_with(names: &[&str]) -> Environment {
         Environment {

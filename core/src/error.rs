@@ -1,93 +1,13 @@
-//! The top-level error and the failure classes of SPEC §6.3.
+//! The top-level error; each maps to a failure class of SPEC §6.3.
 
 use serde::{Deserialize, Serialize};
 
 use crate::approval::ApprovalError;
 use crate::config::ConfigError;
 use crate::engine::{EndpointError, EngineError};
+use crate::failure::{FailureClass, Step};
 use crate::image::ImageError;
 use crate::network::NetworkError;
-
-/// The failure classes of SPEC §6.3.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum FailureClass {
-    /// Misconfiguration: fatal in every mode.
-    Config,
-    /// The daemon answered but refused create/start/connect/verify: fatal.
-    DockerRejected,
-    /// The image cannot be pulled: loud fallback in implicit mode, else fatal.
-    ImageUnavailable,
-    /// No socket, connection refused, ping fails: loud fallback in implicit
-    /// mode, else fatal.
-    DaemonUnreachable,
-}
-
-impl FailureClass {
-    /// The kebab-case name used in JSON and messages.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureClass::Config => "config",
-            FailureClass::DockerRejected => "docker-rejected",
-            FailureClass::ImageUnavailable => "image-unavailable",
-            FailureClass::DaemonUnreachable => "daemon-unreachable",
-        }
-    }
-
-    /// True for the two classes that allow the loud fallback (SPEC §6.3).
-    pub fn allows_fallback(self) -> bool {
-        matches!(
-            self,
-            FailureClass::ImageUnavailable | FailureClass::DaemonUnreachable
-        )
-    }
-}
-
-impl std::fmt::Display for FailureClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A launch step, for messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Step {
-    /// Pinging the daemon.
-    Ping,
-    /// Re-checking approved network IDs (SPEC §7.4).
-    Recheck,
-    /// Inspecting / pulling / building the image.
-    Image,
-    /// Creating the container.
-    Create,
-    /// Starting it.
-    Start,
-    /// Connecting the remaining networks.
-    Connect,
-    /// Reading the container back and checking it.
-    Verify,
-    /// Running a command.
-    Exec,
-    /// Removing the container.
-    Remove,
-}
-
-impl std::fmt::Display for Step {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Step::Ping => "ping",
-            Step::Recheck => "network re-check",
-            Step::Image => "image",
-            Step::Create => "create",
-            Step::Start => "start",
-            Step::Connect => "connect",
-            Step::Verify => "verify",
-            Step::Exec => "exec",
-            Step::Remove => "remove",
-        })
-    }
-}
 
 /// Every error odek reports. Each maps to one [`FailureClass`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -207,6 +127,14 @@ impl Error {
                 removed,
             }
         }
+    }
+}
+
+/// A key that cannot be used refuses what needed it (class config), with the
+/// key's own message.
+impl From<crate::secret::SecretError> for crate::Error {
+    fn from(e: crate::secret::SecretError) -> Self {
+        crate::Error::Usage(e.to_string())
     }
 }
 

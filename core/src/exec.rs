@@ -3,7 +3,7 @@
 //! In fallback/off mode the command runs on the host (the plan says so).
 //!
 //! A command that outlives its timeout (or whose caller cancels it through
-//! [`Odek::exec_until`]) is killed, not abandoned. The Engine API cannot
+//! [`Client::exec_until`]) is killed, not abandoned. The Engine API cannot
 //! signal an exec, so every command odek runs in a sandbox carries a random
 //! tag in its environment ([`EXEC_TAG_ENV`]); a second, short exec then
 //! SIGKILLs every process in the container whose environment holds the tag —
@@ -18,10 +18,11 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
+use crate::client::Client;
 use crate::engine::{ExecSpec, OutputSink, StreamKind};
-use crate::error::{Error, FailureClass, Result, Step};
-use crate::launch::Sandbox;
-use crate::resolve::Odek;
+use crate::error::{Error, Result};
+use crate::failure::{FailureClass, Step};
+use crate::sandbox::Sandbox;
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,7 +101,7 @@ pub struct ExecOutcome {
     pub exit_code: i64,
     /// True when the timeout elapsed first.
     pub timed_out: bool,
-    /// True when the caller cancelled the command ([`Odek::exec_until`]).
+    /// True when the caller cancelled the command ([`Client::exec_until`]).
     #[serde(default)]
     pub cancelled: bool,
     /// After a timeout or cancellation: true when odek killed the command
@@ -148,7 +149,7 @@ const KILL_BUDGET: Duration = Duration::from_secs(5);
 /// child that rewrote its environment (a process title, `env -i`) or whose
 /// environment cannot be read is still found while its parent is. PID 1
 /// (docker-init) and the sandbox's idle process (`cat`,
-/// [`crate::launch::IDLE_CMD`]: untagged, docker-init's child, command line
+/// [`crate::sandbox::IDLE_CMD`]: untagged, docker-init's child, command line
 /// exactly `cat`) are never taken: killing it would end the sandbox.
 /// "Strangers" are processes without any `ODEK_EXEC_ID` that started
 /// within the last `$4` seconds (from `/proc/uptime` and the process's
@@ -203,7 +204,7 @@ enum Cut {
 }
 
 impl ExecRequest {
-    /// Checks the request without running anything (what [`Odek::exec`]
+    /// Checks the request without running anything (what [`Client::exec`]
     /// checks first): a non-empty argv without NUL bytes, valid env keys
     /// (not the reserved [`EXEC_TAG_ENV`]), values without NUL bytes.
     ///
@@ -243,7 +244,7 @@ fn validate(req: &ExecRequest) -> Result<()> {
     Ok(())
 }
 
-impl Odek {
+impl Client {
     /// Runs a command in the sandbox, streaming output to `output`.
     ///
     /// Errors: an empty command or NUL bytes (config); the container gone or
@@ -261,12 +262,12 @@ impl Odek {
         self.exec_until(sandbox, req, output, never).await
     }
 
-    /// As [`Odek::exec`], but when `cancel` completes first the command is
+    /// As [`Client::exec`], but when `cancel` completes first the command is
     /// killed the way a timeout kills it and the outcome says `cancelled`
     /// (exit code 130; the CLI uses this for SIGINT/SIGTERM during
     /// `odek sandbox exec` and exits with the signal's own status).
     ///
-    /// Errors: as [`Odek::exec`].
+    /// Errors: as [`Client::exec`].
     pub async fn exec_until(
         &self,
         sandbox: &Sandbox,
@@ -694,7 +695,7 @@ impl Drop for GroupKill {
 #[cfg(test)]
 mod tests {
     use super::KILL_SCRIPT;
-    use crate::launch::IDLE_CMD;
+    use crate::sandbox::IDLE_CMD;
 
     #[test]
     fn the_kill_script_spares_the_idle_process_by_its_command_line() {

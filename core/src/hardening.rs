@@ -1,10 +1,10 @@
 //! The isolation every sandbox must still have (SPEC §6.1), checked on the
 //! container as the engine reports it — right after launch, and again each
 //! time a sandbox is found by name to run a command in, describe, or narrow
-//! ([`crate::Odek::attach`]): a container made behind odek's back, or loosened
+//! ([`crate::Client::attach`]): a container made behind odek's back, or loosened
 //! with `docker update`, is refused naming what differs.
 //!
-//! [`problems`] covers what [`crate::launch::verify`]'s limit and network
+//! [`problems`] covers what [`crate::sandbox::verify`]'s limit and network
 //! checks do not: privileges, capabilities added, devices, shared host
 //! namespaces, confinement switched off, the user, and the mounts.
 
@@ -18,7 +18,7 @@ const OWN_IPC: [&str; 4] = ["", "private", "shareable", "none"];
 /// each (terminal-safe); empty when nothing does.
 pub fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
     let h = &info.hardening;
-    let q = crate::config::quote;
+    let q = crate::text::quote;
     let mut out = Vec::new();
     if h.privileged {
         out.push("the container is privileged".to_string());
@@ -68,7 +68,7 @@ pub fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
 /// planned sources and read-only flags; other mounts may only be the
 /// anonymous volumes of the image's `VOLUME` lines (64-hex names).
 fn mount_problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
-    let q = crate::config::quote;
+    let q = crate::text::quote;
     let mut want: Vec<(String, String, bool)> = vec![(
         plan.workdir.display().to_string(),
         "/workspace".to_string(),

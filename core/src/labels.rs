@@ -101,7 +101,7 @@ impl Unverified {
         };
         format!(
             "was not created by this user's odek (no valid {MAC} for {}{why})",
-            crate::config::shown_path(&crate::secret::key_path(odek_home))
+            crate::text::shown_path(&crate::secret::key_path(odek_home))
         )
     }
 }

@@ -2,23 +2,26 @@
 //! developer runs with Docker Compose by service name, with every setup
 //! decision failing closed and visible.
 //!
-//! The verbs (SPEC §1): [`Odek::resolve`] merges and validates configuration
-//! and resolves networks and image into a [`Plan`]; [`Odek::launch`] creates,
+//! The verbs (SPEC §1): [`Client::resolve`] merges and validates configuration
+//! and resolves networks and image into a [`Plan`]; [`Client::launch`] creates,
 //! attaches and verifies a container (or refuses, leaving nothing behind);
-//! [`Odek::describe`] tells the agent what it runs in; [`Odek::exec`] runs
-//! commands; [`Odek::destroy`] removes the container.
+//! [`Client::describe`] tells the agent what it runs in; [`Client::exec`] runs
+//! commands; [`Client::destroy`] removes the container.
 //!
 //! Docker is reached only through [`engine::DockerApi`] (SPEC §2).
 
 pub mod advice;
 pub mod api;
 pub mod approval;
+pub mod approve;
 pub mod cancel;
+pub mod client;
 pub mod config;
 pub mod describe;
 pub mod engine;
 pub mod error;
 pub mod exec;
+pub mod failure;
 pub mod hardening;
 pub mod image;
 pub mod labels;
@@ -30,17 +33,22 @@ pub mod plan;
 pub(crate) mod private;
 pub mod registry;
 pub mod resolve;
+pub mod sandbox;
 pub mod secret;
+pub mod text;
 pub mod view;
 pub mod warning;
 pub mod workdir;
 
 pub use cancel::CancellationToken;
-pub use error::{Error, FailureClass, Result, Step};
+pub use client::Client;
+pub use error::{Error, Result};
 pub use exec::{Command, ExecOutcome, ExecRequest};
-pub use launch::{LaunchOptions, Sandbox};
+pub use failure::{FailureClass, Step};
+pub use launch::LaunchOptions;
 pub use plan::{Isolation, Plan};
-pub use resolve::{Odek, Reporter, Silent};
+pub use resolve::{Reporter, Silent};
+pub use sandbox::Sandbox;
 pub use warning::{Warning, WarningKind};
 
 /// The odek release (crate version).

@@ -25,7 +25,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::config::quote;
+use crate::text::quote;
 
 /// Where the working directory is mounted in the container.
 const WORKSPACE: &str = "/workspace";
@@ -149,7 +149,7 @@ pub struct Wanted {
 /// Compares the container's mounts with the host's view of each wanted host
 /// path. Returns one problem per mount that differs (device or path) or is
 /// missing; empty when all match. Paths in problems are quoted
-/// ([`crate::config::quote`]).
+/// ([`crate::text::quote`]).
 pub fn compare(host: &[MountEntry], container: &[MountEntry], wanted: &[Wanted]) -> Vec<String> {
     let shown = |p: &Path| quote(&p.display().to_string());
     let mut problems = Vec::new();
@@ -188,7 +188,7 @@ pub fn compare(host: &[MountEntry], container: &[MountEntry], wanted: &[Wanted])
 /// masks, container paths): something mounted below the working directory
 /// on the host after it was last checked — Docker binds it recursively — or
 /// a mount the plan never asked for. One problem per mount, paths quoted
-/// ([`crate::config::quote`]); empty when there is none.
+/// ([`crate::text::quote`]); empty when there is none.
 pub fn unplanned_below(
     container: &[MountEntry],
     workspace: &Path,

@@ -49,7 +49,7 @@ pub fn narrow(parent: &Plan, req: &NarrowRequest) -> Result<Plan, NarrowError> {
             return refuse(format!(
                 "the image stays the parent's ({}), not {}",
                 parent.image.reference,
-                crate::config::quote(image)
+                crate::text::quote(image)
             ));
         }
     }
@@ -71,11 +71,11 @@ pub fn narrow(parent: &Plan, req: &NarrowRequest) -> Result<Plan, NarrowError> {
                 None => {
                     return refuse(format!(
                         "network {} is not one of the parent's ({})",
-                        crate::config::quote(want),
+                        crate::text::quote(want),
                         parent
                             .networks
                             .iter()
-                            .map(|n| crate::approval::display_name(&n.name))
+                            .map(|n| crate::text::display_name(&n.name))
                             .collect::<Vec<_>>()
                             .join(", ")
                     ))
@@ -91,7 +91,7 @@ pub fn narrow(parent: &Plan, req: &NarrowRequest) -> Result<Plan, NarrowError> {
             if of_project.is_empty() {
                 return refuse(format!(
                     "the parent has no network of Compose project {}",
-                    crate::config::quote(p)
+                    crate::text::quote(p)
                 ));
             }
             for n in of_project {

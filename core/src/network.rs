@@ -4,9 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{quote, ConfigError, NetworkMode, Source, Sourced};
-use crate::describe::sanitize_name;
+use crate::config::{ConfigError, NetworkMode, Source, Sourced};
 use crate::engine::{DockerApi, EngineError, NetworkFilter, NetworkInfo};
+use crate::text::{quote, sanitize_name};
 use crate::warning::{Warning, WarningKind};
 
 /// Most networks a sandbox may attach (SPEC §4.1).
@@ -44,6 +44,21 @@ impl NetworkOrigin {
             }
         }
     }
+}
+
+/// One network the container is attached to.
+// Its JSON Schema keeps the name it had in launch.rs (ffi/schema, SPEC §10.4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "AppliedNetwork")]
+pub struct AttachedNetwork {
+    /// Name.
+    pub name: String,
+    /// Full ID.
+    pub id: String,
+    /// `Internal`.
+    pub internal: bool,
+    /// Compose project label.
+    pub compose_project: Option<String>,
 }
 
 /// A resolved network: from here on handled by its full ID (SPEC §4.1).
@@ -103,7 +118,7 @@ pub enum NetworkError {
         matched: String,
     },
     /// No network has that name.
-    #[error("network {name} not found ({}); create it, start the Compose project that defines it, or fix the name (see `docker network ls`)", crate::config::shown(.origin))]
+    #[error("network {name} not found ({}); create it, start the Compose project that defines it, or fix the name (see `docker network ls`)", crate::text::shown(.origin))]
     NotFound {
         /// The request, quoted.
         name: String,
@@ -131,7 +146,7 @@ pub enum NetworkError {
         scope: String,
     },
     /// No network carries the project label.
-    #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({}){}; start it with `docker compose -p {project} -f <compose file> up -d` (or `docker-compose …`)", crate::config::shown(.origin), not_running_hint(.closest, .running))]
+    #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({}){}; start it with `docker compose -p {project} -f <compose file> up -d` (or `docker-compose …`)", crate::text::shown(.origin), not_running_hint(.closest, .running))]
     ComposeNotRunning {
         /// The project.
         project: String,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{CpuLimit, EnvVar, NetworkMode, SandboxMode, Source, VolumeMount};
 use crate::engine::EngineInfo;
-use crate::error::FailureClass;
+use crate::failure::FailureClass;
 use crate::image::ImagePlan;
 use crate::network::{NetworkSummary, ResolvedNetwork};
 use crate::warning::Warning;
@@ -101,101 +101,6 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Re-checks a plan before launch: plans cross the C ABI as JSON, so one
-    /// may have been edited or built by hand. Every value must still pass the
-    /// rules it passed at resolve (SPEC §3.4, §4.1, §5); for a container, the
-    /// working directory and volumes are checked against the file system
-    /// again ([`crate::workdir::check_at_use`]: a symlink planted since
-    /// resolve, or another directory at the working directory's path, is
-    /// refused). Errors name the field.
-    pub fn check(&self) -> Result<(), crate::Error> {
-        use crate::config::{parse_cpus, validate_env_key, validate_pids_limit, validate_user};
-        let bad = |what: String| crate::Error::Usage(format!("the plan is not valid: {what}"));
-        if self.schema != PLAN_SCHEMA {
-            return Err(bad(format!(
-                "schema {:?}, expected {PLAN_SCHEMA:?}",
-                self.schema
-            )));
-        }
-        validate_pids_limit("plan", self.pids_limit).map_err(crate::Error::Config)?;
-        if let Some(m) = self.memory_bytes {
-            if m < 6 << 20 {
-                return Err(bad(format!("memory_bytes {m} is below 6 MiB")));
-            }
-        }
-        if let Some(c) = &self.cpus {
-            let again = parse_cpus("plan", &c.text).map_err(crate::Error::Config)?;
-            if again.nano != c.nano {
-                return Err(bad(format!(
-                    "cpus {:?} and nano {} disagree",
-                    c.text, c.nano
-                )));
-            }
-        }
-        if let Some(u) = &self.user {
-            validate_user("plan", u).map_err(crate::Error::Config)?;
-        }
-        let full_id = |id: &str| {
-            id.len() == 64
-                && id
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        };
-        if self.networks.len() > crate::network::MAX_NETWORKS {
-            return Err(bad(format!(
-                "{} networks, at most {}",
-                self.networks.len(),
-                crate::network::MAX_NETWORKS
-            )));
-        }
-        for n in &self.networks {
-            if !full_id(&n.id) {
-                return Err(bad(format!(
-                    "network ID {:?} is not a full 64-hex ID",
-                    n.id
-                )));
-            }
-        }
-        if self.isolation == Isolation::Container
-            && self.network_mode == crate::config::NetworkMode::Bridge
-        {
-            match &self.bridge_network_id {
-                Some(b) if full_id(b) => {}
-                _ => {
-                    return Err(bad(
-                        "bridge mode without the default bridge's full ID".into()
-                    ))
-                }
-            }
-        }
-        let again = crate::image::ImageRef::parse(&self.image.reference.original)
-            .map_err(|e| bad(e.to_string()))?;
-        if again != self.image.reference {
-            return Err(bad(
-                "the image reference does not match its parsed parts".into()
-            ));
-        }
-        for e in &self.env {
-            validate_env_key("plan env", &e.key).map_err(crate::Error::Config)?;
-            if e.value.contains('\0') {
-                return Err(bad(format!("env {} contains a NUL byte", e.key)));
-            }
-        }
-        // The working directory and volumes as the file system holds them
-        // now: the full working-directory rules, no symlink, still the
-        // directory resolve recorded (a --parent child's plan comes from a
-        // label, an ABI plan from JSON).
-        if self.isolation == Isolation::Container {
-            crate::workdir::check_at_use(self)?;
-        }
-        for m in &self.masks {
-            if !m.starts_with("/workspace/") || m.contains("/../") || m.ends_with("/..") {
-                return Err(bad(format!("mask {m:?} is not under /workspace")));
-            }
-        }
-        Ok(())
-    }
-
     /// True when a fallback to the host is allowed should the image be
     /// unavailable (SPEC §6.3): implicit mode, no `ODEK_REQUIRE_SANDBOX`, no
     /// attached network.

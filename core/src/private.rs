@@ -46,7 +46,7 @@ pub fn check_private_meta(path: &Path, meta: &std::fs::Metadata) -> Result<(), S
 }
 
 fn shown(path: &Path) -> String {
-    crate::approval::display_text(&path.display().to_string())
+    crate::text::display_text(&path.display().to_string())
 }
 
 #[cfg(test)]

@@ -11,14 +11,15 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::client::Client;
 use crate::engine::{DockerApi, EngineErrorKind};
-use crate::error::{Error, Result, Step};
+use crate::error::{Error, Result};
+use crate::failure::Step;
 use crate::labels;
-use crate::launch::{verify, Sandbox, SANDBOX_SCHEMA};
 use crate::plan::{Isolation, Plan};
-use crate::resolve::Odek;
+use crate::sandbox::{verify, Sandbox, SANDBOX_SCHEMA};
 
-/// What [`Odek::reap_named`] found.
+/// What [`Client::reap_named`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reaped {
     /// The container existed and was removed.
@@ -58,7 +59,7 @@ pub async fn reap(engine: &dyn DockerApi, name: &str, launch_id: &str, wait: Dur
 
 /// One odek container as `odek sandbox ls` shows it. Every string is as
 /// the engine gave it: untrusted, to be made terminal-safe before printing
-/// ([`crate::approval::display_text`]).
+/// ([`crate::text::display_text`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listing {
     /// Container name.
@@ -158,7 +159,7 @@ impl GcOptions {
     }
 }
 
-/// How a sandbox found by name is checked ([`Odek::attach`], [`Odek::owned`]).
+/// How a sandbox found by name is checked ([`Client::attach`], [`Client::owned`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Check {
     /// The MAC only: enough to remove it.
@@ -168,7 +169,7 @@ enum Check {
     Live,
 }
 
-impl Odek {
+impl Client {
     /// Every container labelled `dev.odek.sandbox=true` on the daemon, each
     /// marked verified or not under the launch key of `odek_home`.
     ///
@@ -202,7 +203,7 @@ impl Odek {
     /// the names removed — with `opts.dry_run` the names it would remove,
     /// removing nothing.
     ///
-    /// Errors: as [`Odek::list`]; a removal the engine refuses.
+    /// Errors: as [`Client::list`]; a removal the engine refuses.
     pub async fn gc(&self, opts: &GcOptions) -> Result<Vec<String>> {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
@@ -230,17 +231,17 @@ impl Odek {
     /// sandbox; not created by this user's odek (no valid MAC under the key
     /// of `odek_home`); its plan label unreadable; the key unusable; and,
     /// when it runs, [`Error::Rejected`] at verify naming each live setting
-    /// that differs from SPEC §6.1 or its plan ([`crate::launch::verify`]).
+    /// that differs from SPEC §6.1 or its plan ([`crate::sandbox::verify`]).
     /// A stopped sandbox is returned with `applied: None` (exec and describe
     /// then say it is stopped).
     pub async fn attach(&self, name: &str, odek_home: &Path) -> Result<Sandbox> {
         self.find(name, odek_home, Check::Live).await
     }
 
-    /// As [`Odek::attach`], without the live settings check: a sandbox of
+    /// As [`Client::attach`], without the live settings check: a sandbox of
     /// this user's as it is, to remove it (`odek sandbox down`).
     ///
-    /// Errors: as [`Odek::attach`] but the verify refusal.
+    /// Errors: as [`Client::attach`] but the verify refusal.
     pub async fn owned(&self, name: &str, odek_home: &Path) -> Result<Sandbox> {
         self.find(name, odek_home, Check::Mac).await
     }
@@ -248,7 +249,7 @@ impl Odek {
     async fn find(&self, name: &str, odek_home: &Path, check: Check) -> Result<Sandbox> {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
-        let shown = crate::config::quote(name);
+        let shown = crate::text::quote(name);
         let info = engine
             .inspect_container(name)
             .await
@@ -256,7 +257,7 @@ impl Odek {
                 EngineErrorKind::NotFound => Error::Usage(format!("no sandbox named {shown}")),
                 _ => {
                     // The daemon's message may echo the name as typed.
-                    e.message = crate::approval::display_text(&e.message);
+                    e.message = crate::text::display_text(&e.message);
                     Error::engine(&ep, Step::Verify, e, false)
                 }
             })?
@@ -274,7 +275,7 @@ impl Odek {
             Error::Usage(format!(
                 "container {shown} {}: odek does not run commands in, describe, narrow or remove it; if it is yours after all, remove it with `docker rm -f {}`",
                 why.reason(odek_home),
-                crate::approval::display_text(&info.name)
+                crate::text::display_text(&info.name)
             ))
         })?;
         let plan: Plan = trusted
@@ -316,7 +317,7 @@ impl Odek {
             plan,
             applied,
             // Found by name: its owner, if any, is another process.
-            owner: crate::launch::OwnerLink::default(),
+            owner: crate::sandbox::OwnerLink::default(),
         })
     }
 

@@ -2,13 +2,13 @@
 //! resolve networks and image into a [`Plan`]. Nothing is created.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use crate::advice::Surface;
 use crate::approval;
+use crate::client::Client;
 use crate::config::{self, ConfigError, ConfigInputs, SandboxMode, Settings, Source};
-use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError};
-use crate::error::{Error, FailureClass, Result, Step};
+use crate::engine::{DockerApi, EndpointError};
+use crate::error::{Error, Result};
+use crate::failure::{FailureClass, Step};
 use crate::image::{ImagePlan, ImageSource};
 use crate::network::{self, NetworkSummary};
 use crate::plan::{Fallback, Isolation, Plan, PLAN_SCHEMA};
@@ -28,77 +28,7 @@ pub struct Silent;
 
 impl Reporter for Silent {}
 
-/// The odek client: one Docker engine (or the reason there is none) and the
-/// verbs resolve → launch → describe, exec, destroy.
-#[derive(Clone)]
-pub struct Odek {
-    engine: std::result::Result<Arc<dyn DockerApi>, EndpointError>,
-    surface: Surface,
-}
-
-impl Odek {
-    /// A client for the daemon chosen by SPEC §6.2 from the process
-    /// environment. Never fails: an unusable endpoint is reported by
-    /// [`Odek::resolve`], where the sandbox mode decides what it means.
-    pub fn from_env() -> Odek {
-        Odek {
-            engine: Endpoint::resolve(&EndpointEnv::from_process())
-                .map(|ep| Arc::new(BollardEngine::new(ep)) as Arc<dyn DockerApi>),
-            surface: Surface::Cli,
-        }
-    }
-
-    /// A client over a given engine (tests, fault injection).
-    pub fn with_engine(engine: Arc<dyn DockerApi>) -> Odek {
-        Odek {
-            engine: Ok(engine),
-            surface: Surface::Cli,
-        }
-    }
-
-    /// This client, its messages' advice worded for `surface` (default
-    /// [`Surface::Cli`]; libodek's clients are [`Surface::Library`]).
-    pub fn with_surface(mut self, surface: Surface) -> Odek {
-        self.surface = surface;
-        self
-    }
-
-    /// Who reads this client's messages.
-    pub fn surface(&self) -> Surface {
-        self.surface
-    }
-
-    /// An error's message with its advice in this client's terms
-    /// ([`Surface::render`]): `--sandbox-image` for the CLI, the
-    /// `sandbox_image` setting for a binding.
-    pub fn message(&self, e: &Error) -> String {
-        self.surface.render(&e.to_string()).into_owned()
-    }
-
-    /// The engine, or the endpoint error as an [`Error`].
-    pub fn engine(&self) -> Result<&Arc<dyn DockerApi>> {
-        self.engine.as_ref().map_err(|e| Error::Endpoint(e.clone()))
-    }
-
-    /// The endpoint for messages (`unix:///…`, or what was tried).
-    pub fn endpoint_display(&self) -> String {
-        match &self.engine {
-            Ok(e) => e.endpoint().to_string(),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    /// Grants approval of the plan's project settings (SPEC §7.2): `Once`
-    /// for this launch, `Trust` persisted in the store first (a failed write
-    /// is an error and grants nothing).
-    pub fn approve(&self, plan: &Plan, decision: approval::Decision) -> Result<approval::Approval> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        Ok(approval::grant(plan, decision, now)?)
-    }
-
+impl Client {
     /// Resolves configuration, networks and image into a plan (SPEC §3–§5).
     ///
     /// Errors: config (class config); the daemon unreachable when fallback is
@@ -268,8 +198,8 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
             WarningKind::OdekHomeMasked,
             format!(
                 "$ODEK_HOME ({}) lies inside the working directory; the sandbox sees an empty read-only {} instead",
-                crate::config::shown_path(&s.odek_home),
-                crate::config::shown_path(&target)
+                crate::text::shown_path(&s.odek_home),
+                crate::text::shown_path(&target)
             ),
         ));
     }

@@ -27,20 +27,12 @@ const KEY_BYTES: usize = 32;
 
 /// Why the key cannot be used. Class config: the fix is on the operator's side.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
-#[error("launch key {}: {reason}", crate::config::shown(.path))]
+#[error("launch key {}: {reason}", crate::text::shown(.path))]
 pub struct SecretError {
     /// The file (or directory).
     pub path: String,
     /// What is wrong, with the fix.
     pub reason: String,
-}
-
-/// A key that cannot be used refuses what needed it (class config), with the
-/// key's own message.
-impl From<SecretError> for crate::Error {
-    fn from(e: SecretError) -> Self {
-        crate::Error::Usage(e.to_string())
-    }
 }
 
 fn fail(path: &Path, reason: impl std::fmt::Display) -> SecretError {

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::client::Client;
 use crate::config::{SandboxMode, Source};
-use crate::describe::sanitize_name;
-use crate::launch::TMP_OPTIONS;
 use crate::network::NetworkSummary;
 use crate::plan::{Isolation, Plan};
-use crate::resolve::Odek;
+use crate::sandbox::TMP_OPTIONS;
+use crate::text::sanitize_name;
 use crate::warning::Warning;
 
 /// Schema name of [`ConfigView`] JSON.
@@ -114,7 +114,7 @@ pub struct ConfigView {
     pub pending_approval: Vec<String>,
 }
 
-impl Odek {
+impl Client {
     /// The config view of a plan (SPEC §10.4). Looks the image up locally
     /// when the daemon answers (never pulls or builds).
     pub async fn config_view(&self, plan: &Plan) -> ConfigView {

@@ -20,8 +20,9 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{quote, resolve_volume, validate_workdir, ConfigError};
+use crate::config::{resolve_volume, validate_workdir, ConfigError};
 use crate::plan::Plan;
+use crate::text::quote;
 
 /// A file's identity: device and inode number (`st_dev`, `st_ino`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

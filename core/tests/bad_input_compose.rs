@@ -2,7 +2,7 @@
 //! §4.1, §7.4, §9.3).
 //!
 //! Invalid project names are refused by the pure
-//! `config::validate_compose_project` and by `Odek::resolve` (from the flag
+//! `config::validate_compose_project` and by `Client::resolve` (from the flag
 //! and from `./odek.json`) as class `config`, with Compose's normalised
 //! spelling as the hint and the running projects' labels — sanitised — as
 //! further hints; never matched fuzzily. Valid names that no network carries
@@ -341,7 +341,7 @@ async fn approval_card_of_a_hostile_project_is_terminal_safe() {
 }
 
 /// Error messages stay one bounded paragraph however long the user's value
-/// is: the value itself is cut at 80 characters by `config::quote`, but the
+/// is: the value itself is cut at 80 characters by `text::quote`, but the
 /// normalised-spelling hint and the "not running" message repeat the whole
 /// name.
 #[tokio::test]

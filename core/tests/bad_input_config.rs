@@ -2,7 +2,7 @@
 //!
 //! Every row is one config document. It goes through `config::parse_bytes`
 //! (the pure parser: it must refuse the row, or accept it when the refusal
-//! belongs to validation), and then through `Odek::resolve` twice — once as
+//! belongs to validation), and then through `Client::resolve` twice — once as
 //! the user config `$ODEK_HOME/config.json` and once as the project config
 //! `./odek.json` — against the fake engine. A refusal must be class `config`,
 //! of the expected `ConfigError` variant, with a message that names the file

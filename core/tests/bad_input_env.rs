@@ -2,7 +2,7 @@
 //! are user data and never appear in messages).
 //!
 //! Every row goes through the pure checks (`config::validate_env_key`,
-//! `config::interpolate`) and through `Odek::resolve` three ways: from
+//! `config::interpolate`) and through `Client::resolve` three ways: from
 //! `$ODEK_HOME/config.json`, from `./odek.json`, and as an operator value
 //! given through the API (the flags layer). Each is refused as class
 //! `config` naming `sandbox_env` and the cause, before any Docker call —

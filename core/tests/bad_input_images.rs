@@ -1,7 +1,7 @@
 //! Bad image references (SPEC §5, §6.3).
 //!
 //! Every row goes through the pure `image::ImageRef::parse` and through
-//! `Odek::resolve` with `--sandbox-image`. A bad reference is class `config`
+//! `Client::resolve` with `--sandbox-image`. A bad reference is class `config`
 //! (fatal in every mode), refused before Docker is asked anything, with a
 //! message naming the cause and showing the value only escaped. A few valid
 //! references are kept as rows for contrast (`name:tag@digest`, a registry

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use odek_core::approval::{Decision, Store};
 use odek_core::config::{ConfigInputs, Layer};
 use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork, Op};
-use odek_core::{Error, FailureClass, LaunchOptions, Odek, Silent};
+use odek_core::{Client, Error, FailureClass, LaunchOptions, Silent};
 
 struct World {
     fake: FakeEngine,
-    odek: Odek,
+    odek: Client,
     dir: tempfile::TempDir,
     home: tempfile::TempDir,
 }
@@ -30,7 +30,7 @@ fn world(project_json: &str) -> World {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("odek.json"), project_json).expect("write odek.json");
     World {
-        odek: Odek::with_engine(Arc::new(fake.clone())),
+        odek: Client::with_engine(Arc::new(fake.clone())),
         fake,
         dir,
         home: tempfile::tempdir().expect("tempdir"),
@@ -163,7 +163,7 @@ async fn a_network_joining_the_project_while_the_image_is_checked_refuses_the_la
     // catches it.
     let mut w = world(COMPOSE);
     let spy = common::Spy::new(w.fake.clone());
-    w.odek = Odek::with_engine(spy.clone());
+    w.odek = Client::with_engine(spy.clone());
     let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
     let approval = w.odek.approve(&plan, Decision::Once).expect("approve");
     spy.after_call(Op::InspectImage, |fake| {

@@ -7,7 +7,8 @@
 mod common;
 
 use common::*;
-use odek_core::approval::{refresh_standing, ApprovalError, Decision, Store};
+use odek_core::approval::{ApprovalError, Decision, Store};
+use odek_core::approve::refresh_standing;
 use odek_core::engine::{FakeNetwork, Op};
 use odek_core::narrow::{narrow, NarrowRequest};
 use odek_core::{Error, FailureClass, LaunchOptions, Plan};

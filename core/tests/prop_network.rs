@@ -5,12 +5,12 @@
 //!   `[A-Za-z0-9][A-Za-z0-9_.-]*`, 1..=128 bytes, minus the reserved names
 //!   `host`, `none`, `bridge`, `default` (any letter case) and anything with
 //!   `:` or `/`; its refusals are printable and bounded;
-//! - `describe::sanitize_name` shows exactly `[A-Za-z0-9][A-Za-z0-9_.-]{0,62}`
+//! - `text::sanitize_name` shows exactly `[A-Za-z0-9][A-Za-z0-9_.-]{0,62}`
 //!   without `untrusted_content` (any case), verbatim;
 //! - `config::validate_compose_project` accepts exactly `[a-z0-9][a-z0-9_-]*`.
 
 use odek_core::config::{validate_compose_project, validate_network_name, ConfigError};
-use odek_core::describe::sanitize_name;
+use odek_core::text::sanitize_name;
 use proptest::prelude::*;
 
 fn config() -> ProptestConfig {

@@ -1,7 +1,7 @@
 //! Property tests of the prompt-block renderer (SPEC §9.1, §9.3).
 //!
 //! `Environment` values are built from arbitrary (often hostile) strings
-//! passed through `describe::sanitize_name`, exactly as `describe` builds
+//! passed through `text::sanitize_name`, exactly as `describe` builds
 //! them from Docker's answers, and rendered with `render_prompt` and
 //! `render_tool`. Invariants:
 //!
@@ -16,10 +16,10 @@
 use std::collections::HashSet;
 
 use odek_core::describe::{
-    render_prompt, render_tool, sanitize_name, EnvNetwork, Environment, Peer, Workspace,
-    ENVIRONMENT_SCHEMA,
+    render_prompt, render_tool, EnvNetwork, Environment, Peer, Workspace, ENVIRONMENT_SCHEMA,
 };
 use odek_core::network::NetworkSummary;
+use odek_core::text::sanitize_name;
 use proptest::prelude::*;
 
 /// Raw names as a Compose file or Docker could report them.

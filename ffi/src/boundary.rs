@@ -68,7 +68,10 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
         // Which kind of failure, told by serde_json's own parser (and its
         // message) on this error path only.
         return Err(match serde_json::from_str::<serde_json::Value>(s) {
-            Err(e) => Failure::new(Code::ODEK_E_INVALID_JSON, format!("{name} is not valid JSON: {e}")),
+            Err(e) => Failure::new(
+                Code::ODEK_E_INVALID_JSON,
+                format!("{name} is not valid JSON: {e}"),
+            ),
             Ok(_) => Failure::new(
                 Code::ODEK_E_INVALID_ARGUMENT,
                 format!("{name} is not accepted: {e}"),

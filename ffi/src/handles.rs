@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use odek_core::{CancellationToken, Odek, Sandbox};
+use odek_core::{CancellationToken, Sandbox};
 
 use crate::error::{Code, Failure};
 
@@ -31,13 +31,13 @@ pub struct odek_cancel_t {
 /// What a client handle stands for.
 pub struct Client {
     /// The core client.
-    pub odek: Odek,
+    pub odek: odek_core::Client,
 }
 
 /// What a sandbox handle stands for.
 pub struct SandboxHandle {
     /// The client it was launched with.
-    pub odek: Odek,
+    pub odek: odek_core::Client,
     /// The sandbox.
     pub sandbox: Sandbox,
 }

@@ -27,10 +27,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use odek_core::api::{self, EngineChoice, ResolveRequestError};
 use odek_core::approval::{Approval, Decision};
+use odek_core::engine::StreamKind;
 #[cfg(feature = "testing")]
 use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork};
-use odek_core::engine::StreamKind;
-use odek_core::{describe, CancellationToken, LaunchOptions, Odek, Plan, Silent};
+use odek_core::{describe, CancellationToken, LaunchOptions, Plan, Silent};
 
 use boundary::{c_string, guard, json_arg, out_arg, str_arg, write_json};
 use error::{Code, Failure};
@@ -121,15 +121,13 @@ pub unsafe extern "C" fn odek_client_new(
         let opts: api::ClientOptions = unsafe { json_arg(options_json, "options_json")? };
         let odek = match (opts.engine().map_err(invalid)?, &opts.docker_host) {
             #[cfg(feature = "testing")]
-            (EngineChoice::Fake, _) => Odek::with_engine(Arc::new(fake_engine())),
+            (EngineChoice::Fake, _) => odek_core::Client::with_engine(Arc::new(fake_engine())),
             #[cfg(not(feature = "testing"))]
-            (EngineChoice::Fake, _) => {
-                return Err(Failure::new(
-                    Code::ODEK_E_INVALID_ARGUMENT,
-                    "engine \"fake\" (the in-memory test engine) is only in test builds of libodek \
+            (EngineChoice::Fake, _) => return Err(Failure::new(
+                Code::ODEK_E_INVALID_ARGUMENT,
+                "engine \"fake\" (the in-memory test engine) is only in test builds of libodek \
                      (cargo feature `testing`); this is a release build: use \"docker\"",
-                ))
-            }
+            )),
             (EngineChoice::Docker, Some(host)) => {
                 let address = odek_core::engine::parse_host(host, "docker_host")
                     .map_err(|e| Failure::from(odek_core::Error::Endpoint(e)))?;
@@ -138,9 +136,9 @@ pub unsafe extern "C" fn odek_client_new(
                     source: odek_core::engine::EndpointSource::Explicit,
                     tried: Vec::new(),
                 };
-                Odek::with_engine(Arc::new(odek_core::engine::BollardEngine::new(ep)))
+                odek_core::Client::with_engine(Arc::new(odek_core::engine::BollardEngine::new(ep)))
             }
-            (EngineChoice::Docker, None) => Odek::from_env(),
+            (EngineChoice::Docker, None) => odek_core::Client::from_env(),
         };
         let odek = odek.with_surface(odek_core::advice::Surface::Library);
         let h = handles::insert_client(Client { odek });

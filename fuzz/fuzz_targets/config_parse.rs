@@ -4,7 +4,7 @@
 //! serde_json also accepts; every value it yields can be run through the
 //! validators without panicking; error messages name the file, are
 //! printable and bounded, and never show a `sandbox_env` value the way odek
-//! shows user text (`config::quote`), unless the same text is also a key or
+//! shows user text (`text::quote`), unless the same text is also a key or
 //! another value of the document.
 #![no_main]
 

@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use odek_core::config::{
     normalize_compose_project, validate_compose_project, validate_network_name,
 };
-use odek_core::describe::sanitize_name;
+use odek_core::text::sanitize_name;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {

@@ -12,8 +12,9 @@ mod common;
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
+use odek_core::text::sanitize_name;
 use odek_core::describe::{
-    render_prompt, render_tool, sanitize_name, EnvNetwork, Environment, Peer, Workspace,
+    render_prompt, render_tool, EnvNetwork, Environment, Peer, Workspace,
     ENVIRONMENT_SCHEMA,
 };
 use odek_core::network::NetworkSummary;

@@ -192,7 +192,7 @@ fn answer(content: Option<&serde_json::Value>) -> Asked {
         Some(TRUST) => Asked::Trust,
         Some(other) => Asked::Refused(format!(
             "the user answered {}",
-            odek_core::config::quote(other)
+            odek_core::text::quote(other)
         )),
         None => Asked::Refused(format!("the answer carried no `{DECISION}`")),
     }

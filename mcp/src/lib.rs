@@ -41,7 +41,7 @@ mod server;
 pub mod tools;
 
 use odek_core::config::ConfigInputs;
-use odek_core::{Odek, Reporter, Warning};
+use odek_core::{Client, Reporter, Warning};
 use rmcp::ServiceExt;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -100,7 +100,7 @@ pub fn force_sandbox(inputs: &mut ConfigInputs) -> Result<(), String> {
 ///
 /// `inputs` must have passed [`force_sandbox`]. Errors: the signal handlers
 /// cannot be installed.
-pub async fn serve_stdio(odek: Odek, inputs: ConfigInputs) -> std::io::Result<Stopped> {
+pub async fn serve_stdio(odek: Client, inputs: ConfigInputs) -> std::io::Result<Stopped> {
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;

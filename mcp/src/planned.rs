@@ -11,11 +11,12 @@
 use std::collections::BTreeSet;
 
 use odek_core::describe::{
-    lists_as_service, peer_names, sanitize_name, EnvNetwork, Environment, Peer, Workspace,
-    ENVIRONMENT_SCHEMA, MAX_LISTED_NETWORKS, MAX_NAMES_PER_NETWORK,
+    lists_as_service, peer_names, EnvNetwork, Environment, Peer, Workspace, ENVIRONMENT_SCHEMA,
+    MAX_LISTED_NETWORKS, MAX_NAMES_PER_NETWORK,
 };
 use odek_core::engine::ContainerInfo;
-use odek_core::{Odek, Plan};
+use odek_core::text::sanitize_name;
+use odek_core::{Client, Plan};
 
 const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 
@@ -25,7 +26,7 @@ pub(crate) const NOT_YET: &str = "started on the first exec";
 /// The environment the plan will give a sandbox, with the peers the
 /// planned networks have now. A network or peer that cannot be inspected
 /// is left out (the block is a forecast; `describe` is authoritative).
-pub(crate) async fn environment(odek: &Odek, plan: &Plan) -> Environment {
+pub(crate) async fn environment(odek: &Client, plan: &Plan) -> Environment {
     let listed = &plan.networks[..plan.networks.len().min(MAX_LISTED_NETWORKS)];
     let mut networks = Vec::new();
     let mut omitted_names = 0;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use odek_core::approval::{Approval, ApprovalError, ApprovalRequest, Decision};
 use odek_core::config::ConfigInputs;
 use odek_core::launch::{new_launch_id, new_sandbox_name, LaunchProgress, Stage};
-use odek_core::{Error, Isolation, LaunchOptions, Odek, Plan, Sandbox};
+use odek_core::{Client, Error, Isolation, LaunchOptions, Plan, Sandbox};
 
 use crate::caller::{Asked, Caller};
 use crate::StderrReporter;
@@ -57,7 +57,7 @@ impl Refusal {
 
 /// The server's sandboxes.
 pub(crate) struct Sandboxes {
-    odek: Odek,
+    odek: Client,
     inputs: ConfigInputs,
     table: Mutex<BTreeMap<String, Entry>>,
     /// The id of the conversation's sandbox; the async lock is held while
@@ -81,7 +81,7 @@ fn new_id() -> String {
 impl Sandboxes {
     /// Sandboxes launched with `odek` from `inputs` (whose sandbox mode the
     /// caller has forced on).
-    pub(crate) fn new(odek: Odek, inputs: ConfigInputs) -> Sandboxes {
+    pub(crate) fn new(odek: Client, inputs: ConfigInputs) -> Sandboxes {
         Sandboxes {
             odek,
             inputs,
@@ -104,7 +104,7 @@ impl Sandboxes {
     }
 
     /// The client.
-    pub(crate) fn odek(&self) -> &Odek {
+    pub(crate) fn odek(&self) -> &Client {
         &self.odek
     }
 
@@ -202,7 +202,7 @@ impl Sandboxes {
                     }
                     return Err(Refusal(format!(
                         "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and ODEK_APPROVE_PROJECT_SANDBOX=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, review them and restart the server, or trust them with `odek run` in a terminal (answer t).\n\n{}",
-                        odek_core::approval::display_text(&req.config),
+                        odek_core::text::display_text(&req.config),
                         req.knobs.join(", "),
                         req.render_card()
                     )));
@@ -211,7 +211,7 @@ impl Sandboxes {
                     if a.via == "env" {
                         errln!(
                             "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
-                            odek_core::approval::display_text(&req.config)
+                            odek_core::text::display_text(&req.config)
                         );
                     }
                     Some(a)
@@ -269,7 +269,7 @@ impl Sandboxes {
         let a = self.odek.approve(plan, decision).map_err(Refusal::from)?;
         errln!(
             "odek: project settings of {} approved by the user through the MCP client ({})",
-            odek_core::approval::display_text(&req.config),
+            odek_core::text::display_text(&req.config),
             a.via
         );
         Ok(Some(a))
@@ -416,6 +416,6 @@ impl Sandboxes {
 fn unknown(id: &str) -> Refusal {
     Refusal(format!(
         "no sandbox with id {} was launched by this odek MCP server; ids are those sandbox_up, sandbox_narrow or sandbox_list returned in this session (a container name, or another server's id, is not accepted); call sandbox_list to see them, or omit sandbox_id to use this conversation's sandbox",
-        odek_core::config::quote(id)
+        odek_core::text::quote(id)
     ))
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use odek_core::describe::{render_prompt, render_tool};
 use odek_core::exec::timeout_from_secs;
 use odek_core::narrow::NarrowRequest;
-use odek_core::{Command, ExecRequest, Odek};
+use odek_core::{Client, Command, ExecRequest};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -66,7 +66,7 @@ impl OdekMcp {
     /// the caller; see [`crate::serve_stdio`]). Resolves the plan once to
     /// tell the agent what the sandbox will have; a resolution that fails
     /// is described in the instructions and reported again by every tool.
-    pub async fn new(odek: Odek, inputs: odek_core::config::ConfigInputs) -> OdekMcp {
+    pub async fn new(odek: Client, inputs: odek_core::config::ConfigInputs) -> OdekMcp {
         let sandboxes = Arc::new(Sandboxes::new(odek, inputs));
         let (block, tool_text) = match sandboxes.resolve().await {
             Ok(plan) => {

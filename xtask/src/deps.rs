@@ -4,7 +4,7 @@
 //! (`core/src/NAME.rs` or `core/src/NAME/`, every file below it included),
 //! and module A uses module B when a file of A names `crate::B` (in a `use`,
 //! a `use crate::{B::…, …}` group, or a path in code), or a name lib.rs
-//! re-exports from B (`crate::Odek` when lib.rs has `pub use resolve::Odek`).
+//! re-exports from B (`crate::Client` when lib.rs has `pub use client::Client`).
 //! Comments are skipped, and so are `#[cfg(test)]` modules unless `--tests`
 //! is given. Prints each module's uses, then the cycles: the strongly
 //! connected components of more than one module.

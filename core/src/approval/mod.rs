@@ -12,15 +12,12 @@ mod store;
 pub use key::{approval_key, key_bytes, KeyInput};
 pub use store::{Meta, Store, META_FILE, STORE_FILE};
 
-use std::collections::BTreeSet;
-
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Settings, Source, Sourced};
-use crate::describe::sanitize_name;
-use crate::engine::DockerApi;
-use crate::network::{self, NetworkSummary, ResolvedNetwork};
+use crate::network::{NetworkSummary, ResolvedNetwork};
 use crate::plan::Plan;
+use crate::text::{display_name, display_text};
 
 /// Schema name of [`ApprovalRequest`] JSON.
 pub const APPROVAL_REQUEST_SCHEMA: &str = "odek.approval-request/1";
@@ -36,7 +33,7 @@ pub const PREVIOUSLY_TRUSTED: &str = "this project was trusted before with other
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ApprovalError {
     /// Launch was called for a plan that needs approval without one.
-    #[error("{} asks for project sandbox settings ({}); this needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set ODEK_APPROVE_PROJECT_SANDBOX=1", crate::config::shown(.config), crate::config::shown(.knobs))]
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set ODEK_APPROVE_PROJECT_SANDBOX=1", crate::text::shown(.config), crate::text::shown(.knobs))]
     Required {
         /// The project config file.
         config: String,
@@ -44,7 +41,7 @@ pub enum ApprovalError {
         knobs: String,
     },
     /// No terminal to ask on, no env approval, no stored trust.
-    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set ODEK_APPROVE_PROJECT_SANDBOX=1 to approve it for this run", crate::config::shown(.config), crate::config::shown(.knobs))]
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set ODEK_APPROVE_PROJECT_SANDBOX=1 to approve it for this run", crate::text::shown(.config), crate::text::shown(.knobs))]
     NonInteractive {
         /// The project config file.
         config: String,
@@ -52,13 +49,13 @@ pub enum ApprovalError {
         knobs: String,
     },
     /// The operator said no.
-    #[error("the project sandbox settings of {} were not approved; nothing was launched", crate::config::shown(.config))]
+    #[error("the project sandbox settings of {} were not approved; nothing was launched", crate::text::shown(.config))]
     Denied {
         /// The project config file.
         config: String,
     },
     /// The approval given is for other settings than the plan's.
-    #[error("the approval (key {}) does not match the plan's settings (key {}); resolve and approve again", crate::config::shown(.given), crate::config::shown(.wanted))]
+    #[error("the approval (key {}) does not match the plan's settings (key {}); resolve and approve again", crate::text::shown(.given), crate::text::shown(.wanted))]
     KeyMismatch {
         /// Key of the approval.
         given: String,
@@ -75,36 +72,13 @@ pub enum ApprovalError {
     #[error("the plan needs no approval: its project config asks for nothing that widens the sandbox; launch it without one")]
     NotNeeded,
     /// The store cannot be read or written.
-    #[error("approval store {}: {reason}", crate::config::shown(.path))]
+    #[error("approval store {}: {reason}", crate::text::shown(.path))]
     Store {
         /// The file.
         path: String,
         /// Why.
         reason: String,
     },
-}
-
-/// A name safe for a terminal: verbatim when it passes SPEC §9.3, else
-/// quoted with every non-printable-ASCII character escaped.
-pub fn display_name(s: &str) -> String {
-    match sanitize_name(s) {
-        Some(n) => n,
-        None => {
-            let mut out = String::from("\"");
-            for c in s.chars().take(128) {
-                if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' {
-                    out.push(c);
-                } else {
-                    out.push_str(&format!("\\u{{{:x}}}", c as u32));
-                }
-            }
-            if s.chars().count() > 128 {
-                out.push('…');
-            }
-            out.push('"');
-            out
-        }
-    }
 }
 
 /// An env key as shown for approval.
@@ -311,16 +285,6 @@ impl ApprovalRequest {
     }
 }
 
-/// Free text (paths, image refs, volumes) safe for a terminal: printable
-/// ASCII verbatim, anything else quoted and escaped.
-pub fn display_text(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
-        s.to_string()
-    } else {
-        display_name(s)
-    }
-}
-
 /// The knobs a project config needs approval for (SPEC §7.1), by config key,
 /// when the applied value comes from the project. Operator sources never do.
 pub fn project_knobs(s: &Settings) -> Vec<&'static str> {
@@ -464,153 +428,6 @@ pub fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approval, Appr
             Ok(req.approval("trust"))
         }
     }
-}
-
-/// Re-derives the standing approval of a plan this process did not resolve
-/// (a running parent's recorded plan, SPEC §8) from this process's
-/// environment `env`: whether the key is trusted in the store now and
-/// whether `ODEK_APPROVE_PROJECT_SANDBOX` is set now — never what the
-/// process that recorded the plan saw. A plan without a request is left as
-/// is.
-///
-/// # Errors
-/// Class config: `ODEK_HOME`/`HOME` unusable or `ODEK_HOME` not the store
-/// the plan was resolved with (the parent's approvals live there), an
-/// invalid `ODEK_APPROVE_PROJECT_SANDBOX`, an unreadable store.
-pub fn refresh_standing(
-    plan: &mut Plan,
-    env: &std::collections::BTreeMap<String, String>,
-) -> Result<(), crate::Error> {
-    let Some(req) = plan.approval.as_mut() else {
-        return Ok(());
-    };
-    let home = crate::config::odek_home(env)?;
-    if home != plan.odek_home {
-        return Err(crate::config::ConfigError::InvalidValue {
-            origin: "env ODEK_HOME".into(),
-            key: "ODEK_HOME".into(),
-            reason: format!(
-                "is {}, but the plan was resolved with {}, whose approval store holds its approvals; run with ODEK_HOME={}",
-                display_text(&home.display().to_string()),
-                display_text(&plan.odek_home.display().to_string()),
-                display_text(&plan.odek_home.display().to_string()),
-            ),
-        }
-        .into());
-    }
-    let store = Store::new(&home);
-    req.trusted = store.trusts(&req.key, req.env_binding.as_deref())?;
-    req.previously_trusted = !req.trusted
-        && store
-            .meta()
-            .values()
-            .any(|m| m.project_dir == req.project_dir);
-    req.approved_by_env = crate::config::truthy(env, "ODEK_APPROVE_PROJECT_SANDBOX")?;
-    req.card = req.render_card();
-    Ok(())
-}
-
-/// Checks an approval against the plan and re-resolves the project-requested
-/// networks (SPEC §7.4). Any difference in the set of IDs refuses the launch.
-pub async fn recheck(
-    engine: &dyn DockerApi,
-    plan: &Plan,
-    approval: Option<&Approval>,
-) -> Result<(), crate::Error> {
-    let Some(req) = &plan.approval else {
-        return Ok(());
-    };
-    // Without an explicit approval, a standing one counts: a trust that is
-    // still in the store now (not merely when the plan was made), or
-    // ODEK_APPROVE_PROJECT_SANDBOX=1.
-    let standing = match approval {
-        Some(_) => None,
-        None if req.trusted
-            && !Store::new(&plan.odek_home).trusts(&req.key, req.env_binding.as_deref())? =>
-        {
-            None
-        }
-        None => req.standing(),
-    };
-    let Some(approval) = approval.or(standing.as_ref()) else {
-        return Err(ApprovalError::Required {
-            config: req.config.clone(),
-            knobs: req.knobs.join(", "),
-        }
-        .into());
-    };
-    if approval.key != req.key {
-        return Err(ApprovalError::KeyMismatch {
-            given: approval.key.clone(),
-            wanted: req.key.clone(),
-        }
-        .into());
-    }
-    if req.requested_networks.is_empty() && req.requested_compose_project.is_none() {
-        return Ok(());
-    }
-    let source = Source::Project {
-        path: req.config.clone().into(),
-    };
-    let names = (!req.requested_networks.is_empty())
-        .then(|| Sourced::new(req.requested_networks.clone(), source.clone()));
-    let compose = req
-        .requested_compose_project
-        .clone()
-        .map(|p| Sourced::new(p, source.clone()));
-    let now = match network::resolve(engine, names.as_ref(), compose.as_ref()).await {
-        Ok(n) => n,
-        Err(network::NetworkError::Engine(e)) => {
-            return Err(crate::Error::engine(
-                &engine.endpoint().to_string(),
-                crate::Step::Recheck,
-                e,
-                false,
-            ))
-        }
-        Err(e) => {
-            return Err(ApprovalError::NetworksChanged {
-                difference: e.to_string(),
-            }
-            .into())
-        }
-    };
-    let approved: BTreeSet<&str> = approval.network_ids.iter().map(String::as_str).collect();
-    let current: BTreeSet<&str> = now.iter().map(|n| n.id.as_str()).collect();
-    if approved == current {
-        return Ok(());
-    }
-    let name_of = |id: &str| {
-        now.iter()
-            .find(|n| n.id == id)
-            .map(|n| display_name(&n.name))
-            .or_else(|| {
-                req.networks
-                    .iter()
-                    .find(|n| n.id == id)
-                    .map(|n| n.name.clone())
-            })
-            .unwrap_or_else(|| "?".into())
-    };
-    let mut parts = Vec::new();
-    for id in current.difference(&approved) {
-        parts.push(format!(
-            "added {} ({})",
-            name_of(id),
-            &id[..12.min(id.len())]
-        ));
-    }
-    for id in approved.difference(&current) {
-        parts.push(format!(
-            "gone {} ({})",
-            name_of(id),
-            &id[..12.min(id.len())]
-        ));
-    }
-    Err(ApprovalError::NetworksChanged {
-        difference: parts.join(", "),
-    }
-    .into())
 }
 
 #[cfg(test)]

@@ -230,7 +230,7 @@ fn in_dir(path: &Path, dir: &Path, reason: String) -> ApprovalError {
         path,
         format!(
             "its directory {} {reason}",
-            super::display_text(&dir.display().to_string())
+            crate::text::display_text(&dir.display().to_string())
         ),
     )
 }

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::text::{shown, shown_path};
+
 /// A configuration error. Messages name the cause and the fix; they never
 /// carry env values (they are user data and may be secrets).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -124,41 +126,10 @@ fn hint_suffix(normalized: &Option<String>, running: &[String]) -> String {
     s
 }
 
-/// Quotes a user-supplied value for an error message: Rust debug escaping
-/// (control and escape characters shown as `\u{…}`), cut at 80 characters.
-pub fn quote(value: &str) -> String {
-    let mut cut: String = value.chars().take(80).collect();
-    if cut.len() < value.len() {
-        cut.push('…');
-    }
-    format!("{cut:?}")
-}
-
-/// A path or an origin (a config file's path, an env var, a flag) as a
-/// message shows it: verbatim when Rust's debug escaping leaves it alone
-/// (printable text without `"` or `\`), else quoted with every control,
-/// escape and invisible character escaped (as [`quote`], but never cut), so no escape
-/// sequence from a directory name reaches the terminal. The data keeps the
-/// raw value; this is for `Display` only.
-pub fn shown(value: &str) -> String {
-    let quoted = format!("{value:?}");
-    // Debug escaping lengthens whatever it escapes: same length plus the
-    // quotes means nothing needed escaping.
-    if !value.is_empty() && quoted.len() == value.len() + 2 {
-        value.to_string()
-    } else {
-        quoted
-    }
-}
-
-/// [`shown`] for a path (non-UTF-8 bytes as U+FFFD).
-pub fn shown_path(path: &std::path::Path) -> String {
-    shown(&path.to_string_lossy())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::quote;
     use std::path::Path;
 
     const HOSTILE: &str = "/tmp/attack/e\u{1b}]0;pwn\u{7}\u{1b}[2Jx";

@@ -9,15 +9,16 @@ mod merge;
 mod parse;
 mod validate;
 
-pub use error::{quote, shown, shown_path, ConfigError};
+use crate::text::{quote, shown_path};
+pub use error::ConfigError;
 pub use hostpath::{resolve_volume, validate_workdir};
 pub use keys::{
     approval_keys, container_only_keys, env_var_of, key, Flag, Key, Kind, Layer, KEYS, KNOWN_KEYS,
 };
 pub(crate) use merge::truthy;
 pub use merge::{load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT, PROCESS_ENV_VARS};
-pub use parse::{check_strict_json, layer_from_env, parse_bytes, parse_file, MAX_CONFIG_BYTES};
 pub(crate) use parse::suggest as suggest_key;
+pub use parse::{check_strict_json, layer_from_env, parse_bytes, parse_file, MAX_CONFIG_BYTES};
 pub use validate::{
     host_refs, interpolate, normalize_compose_project, parse_cpus, parse_memory,
     parse_network_mode, validate_compose_project, validate_env_key, validate_env_key_as,

@@ -60,7 +60,7 @@ impl Timeouts {
             Ok(v) if v.is_finite() && v > 0.0 && v < 1e6 => Ok(Duration::from_secs_f64(v)),
             _ => Err(format!(
                 "must be a positive number of seconds below 1000000 (got {})",
-                crate::config::quote(value)
+                crate::text::quote(value)
             )),
         }
     }

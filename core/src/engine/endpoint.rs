@@ -63,7 +63,7 @@ impl fmt::Display for Probed {
         write!(
             f,
             "{}: {}",
-            crate::approval::display_text(&self.path.display().to_string()),
+            crate::text::display_text(&self.path.display().to_string()),
             self.reason
         )
     }

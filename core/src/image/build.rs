@@ -104,7 +104,7 @@ fn clean(p: &str) -> String {
 /// Opens the directory `dir` (absolute) from `/`, one component at a time
 /// with `O_NOFOLLOW | O_DIRECTORY`: no component may be a symlink.
 fn open_dir(dir: &Path) -> Result<OwnedFd, String> {
-    let shown = || crate::config::quote(&dir.display().to_string());
+    let shown = || crate::text::quote(&dir.display().to_string());
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mut fd = rustix::fs::openat(rustix::fs::CWD, "/", flags, Mode::empty())
         .map_err(|e| format!("cannot open /: {e}"))?;
@@ -132,7 +132,7 @@ fn read_file_at(
     dir_fd: impl AsFd,
     name: &OsStr,
 ) -> Result<Option<(Vec<u8>, rustix::fs::Stat)>, String> {
-    let shown = || crate::config::quote(&name.to_string_lossy());
+    let shown = || crate::text::quote(&name.to_string_lossy());
     let fd = match rustix::fs::openat(
         dir_fd,
         name,
@@ -226,7 +226,7 @@ pub fn build_context(
     let changed = |rel: &Path, now: &str| {
         format!(
             "{} changed while the build context was read ({now}); nothing was built",
-            crate::config::quote(&rel.display().to_string())
+            crate::text::quote(&rel.display().to_string())
         )
     };
     let mut stack = vec![(root, PathBuf::new())];

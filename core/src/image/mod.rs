@@ -162,7 +162,7 @@ pub enum ImageError {
         found: String,
     },
     /// `Dockerfile.odek` could not be built (config).
-    #[error("building {} failed: {message}; fix the Dockerfile (try `docker build -f Dockerfile.odek .`)", crate::config::shown_path(.path))]
+    #[error("building {} failed: {message}; fix the Dockerfile (try `docker build -f Dockerfile.odek .`)", crate::text::shown_path(.path))]
     BuildFailed {
         /// The Dockerfile.
         path: PathBuf,
@@ -172,7 +172,7 @@ pub enum ImageError {
     /// `Dockerfile.odek` is not the file that was resolved and approved: its
     /// content hashes differently now, or it is gone, a symlink or not a
     /// regular file (config); nothing was built.
-    #[error("{} changed since it was resolved and approved: {reason}; nothing was built; run odek again to review it", crate::config::shown_path(.path))]
+    #[error("{} changed since it was resolved and approved: {reason}; nothing was built; run odek again to review it", crate::text::shown_path(.path))]
     DockerfileChanged {
         /// The Dockerfile.
         path: PathBuf,
@@ -181,7 +181,7 @@ pub enum ImageError {
     },
     /// `Dockerfile.odek` is a symlink, not a regular file, or unreadable
     /// (config); nothing was built.
-    #[error("{} {reason}; Dockerfile.odek must be a readable regular file in the project directory (or choose an image with --sandbox-image)", crate::config::shown_path(.path))]
+    #[error("{} {reason}; Dockerfile.odek must be a readable regular file in the project directory (or choose an image with --sandbox-image)", crate::text::shown_path(.path))]
     DockerfileUnusable {
         /// The Dockerfile.
         path: PathBuf,
@@ -273,7 +273,7 @@ pub async fn ensure(
                 })?;
                 progress(&format!(
                     "building {} as {create_ref}",
-                    crate::config::shown_path(path)
+                    crate::text::shown_path(path)
                 ));
                 let tar = build_context(
                     dir,

@@ -38,7 +38,7 @@ impl ImageRef {
     /// Parses and checks a reference.
     pub fn parse(value: &str) -> Result<ImageRef, ImageRefError> {
         let err = |reason: &str| ImageRefError {
-            value: crate::config::quote(value),
+            value: crate::text::quote(value),
             reason: reason.to_string(),
         };
         if value.is_empty() {

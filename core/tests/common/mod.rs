@@ -21,7 +21,7 @@ use odek_core::engine::{
     EngineInfo, ExecExit, ExecSpec, ExitWait, FakeEngine, FakeImage, FakeNetwork, ImageInfo,
     NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink, StdinHold,
 };
-use odek_core::{Error, FailureClass, Odek, Plan, Reporter, Sandbox, Warning, WarningKind};
+use odek_core::{Client, Error, FailureClass, Plan, Reporter, Sandbox, Warning, WarningKind};
 
 /// The test image every test passes with `--sandbox-image`.
 pub const IMAGE: &str = "odek-test/base:1";
@@ -154,7 +154,7 @@ pub struct Setup {
     /// The fake engine (clones share state with the one the client uses).
     pub fake: FakeEngine,
     /// The client.
-    pub odek: Odek,
+    pub odek: Client,
     /// Warnings and progress reported.
     pub reporter: Collect,
 }
@@ -206,7 +206,7 @@ impl Setup {
             odek_home,
             inputs,
             fake,
-            odek: Odek::with_engine(engine),
+            odek: Client::with_engine(engine),
             reporter: Collect::default(),
         }
     }

@@ -1,0 +1,72 @@
+//! The odek client: one Docker engine (or the reason there is none) and its
+//! construction. Each verb is an `impl` block beside its work: resolve
+//! (resolve.rs), launch and destroy (launch.rs), describe (describe.rs),
+//! exec (exec.rs), attach and list (registry.rs), view (view.rs), approve
+//! (approve.rs).
+
+use std::sync::Arc;
+
+use crate::advice::Surface;
+use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError};
+use crate::error::{Error, Result};
+
+/// The odek client: one Docker engine (or the reason there is none) and the
+/// verbs resolve → launch → describe, exec, destroy.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) engine: std::result::Result<Arc<dyn DockerApi>, EndpointError>,
+    surface: Surface,
+}
+
+impl Client {
+    /// A client for the daemon chosen by SPEC §6.2 from the process
+    /// environment. Never fails: an unusable endpoint is reported by
+    /// [`Client::resolve`], where the sandbox mode decides what it means.
+    pub fn from_env() -> Client {
+        Client {
+            engine: Endpoint::resolve(&EndpointEnv::from_process())
+                .map(|ep| Arc::new(BollardEngine::new(ep)) as Arc<dyn DockerApi>),
+            surface: Surface::Cli,
+        }
+    }
+
+    /// A client over a given engine (tests, fault injection).
+    pub fn with_engine(engine: Arc<dyn DockerApi>) -> Client {
+        Client {
+            engine: Ok(engine),
+            surface: Surface::Cli,
+        }
+    }
+
+    /// This client, its messages' advice worded for `surface` (default
+    /// [`Surface::Cli`]; libodek's clients are [`Surface::Library`]).
+    pub fn with_surface(mut self, surface: Surface) -> Client {
+        self.surface = surface;
+        self
+    }
+
+    /// Who reads this client's messages.
+    pub fn surface(&self) -> Surface {
+        self.surface
+    }
+
+    /// An error's message with its advice in this client's terms
+    /// ([`Surface::render`]): `--sandbox-image` for the CLI, the
+    /// `sandbox_image` setting for a binding.
+    pub fn message(&self, e: &Error) -> String {
+        self.surface.render(&e.to_string()).into_owned()
+    }
+
+    /// The engine, or the endpoint error as an [`Error`].
+    pub fn engine(&self) -> Result<&Arc<dyn DockerApi>> {
+        self.engine.as_ref().map_err(|e| Error::Endpoint(e.clone()))
+    }
+
+    /// The endpoint for messages (`unix:///…`, or what was tried).
+    pub fn endpoint_display(&self) -> String {
+        match &self.engine {
+            Ok(e) => e.endpoint().to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+}
