@@ -28,16 +28,29 @@ fn start_sleeper_with_home(
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn odek run");
+    let mut child = child;
     let mut id = String::new();
+    // A container seen in the list may be gone by the inspect (a refused
+    // launch is removed): keep looking, and on failure show odek's stderr.
     let ok = wait_until(Duration::from_secs(30), || {
         if let Some(c) = p.leftovers().iter().find(|c| !existing.contains(c)) {
             id = c.clone();
-            docker(&["inspect", "-f", "{{.State.Running}}", c]) == "true"
+            let out = odek_e2e::run(Command::new("docker").args([
+                "inspect",
+                "-f",
+                "{{.State.Running}}",
+                c,
+            ]));
+            out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "true"
         } else {
             false
         }
     });
-    assert!(ok, "no running sandbox container appeared within 30 s");
+    if !ok {
+        let _ = child.kill();
+        let err = stderr_of(&mut child);
+        panic!("no running sandbox container appeared within 30 s; odek's stderr:\n{err}");
+    }
     // Let odek reach the exec of the command.
     std::thread::sleep(Duration::from_millis(700));
     (child, id)
