@@ -126,11 +126,7 @@ impl ExecOutcome {
 /// Exit code reported after a timeout (as `timeout(1)`).
 pub const TIMEOUT_EXIT: i64 = 124;
 
-/// Environment variable set on every command odek runs in a sandbox: a
-/// random 128-bit tag in hex, `ODEK_EXEC_ID=<32 hex>`, unique per exec. It
-/// lets odek find the command's processes to kill them after a timeout or a
-/// cancellation (the Engine API has no call to signal an exec).
-pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
+pub use crate::config::EXEC_TAG_ENV;
 
 /// Environment variable set (with a random value) on odek's own kill exec
 /// only, so the kill can check that `cat` shows environments truthfully.

@@ -22,7 +22,7 @@ pub use parse::{check_strict_json, layer_from_env, parse_bytes, parse_file, MAX_
 pub use validate::{
     host_refs, interpolate, normalize_compose_project, parse_cpus, parse_memory,
     parse_network_mode, validate_compose_project, validate_env_key, validate_env_key_as,
-    validate_network_name, validate_pids_limit, validate_user,
+    validate_network_name, validate_pids_limit, validate_user, EXEC_TAG_ENV,
 };
 
 use std::fmt;

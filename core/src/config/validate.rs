@@ -321,8 +321,14 @@ pub fn validate_user(origin: &str, value: &str) -> Result<(), ConfigError> {
     ))
 }
 
+/// Environment variable set on every command odek runs in a sandbox: a
+/// random 128-bit tag in hex, `ODEK_EXEC_ID=<32 hex>`, unique per exec. It
+/// lets odek find the command's processes to kill them after a timeout or a
+/// cancellation (the Engine API has no call to signal an exec).
+pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
+
 /// An env key: `[A-Za-z_][A-Za-z0-9_]*`, ≤ 256 bytes, not the reserved
-/// [`crate::exec::EXEC_TAG_ENV`] → else [`ConfigError::InvalidValue`] for
+/// [`EXEC_TAG_ENV`] → else [`ConfigError::InvalidValue`] for
 /// key `sandbox_env`.
 pub fn validate_env_key(origin: &str, key: &str) -> Result<(), ConfigError> {
     validate_env_key_as(origin, "sandbox_env", key)
@@ -331,7 +337,7 @@ pub fn validate_env_key(origin: &str, key: &str) -> Result<(), ConfigError> {
 /// [`validate_env_key`] with the error naming `what` instead of
 /// `sandbox_env` (e.g. `env` for a command's own environment).
 pub fn validate_env_key_as(origin: &str, what: &str, key: &str) -> Result<(), ConfigError> {
-    if key == crate::exec::EXEC_TAG_ENV {
+    if key == EXEC_TAG_ENV {
         return Err(invalid(
             origin,
             what,
