@@ -24,6 +24,7 @@ pub mod exec;
 pub mod failure;
 pub mod hardening;
 pub mod image;
+pub(crate) mod image_ref;
 pub mod labels;
 pub mod launch;
 pub mod mounts;

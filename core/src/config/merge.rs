@@ -672,7 +672,7 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
         }
     }
     if let Some(image) = &l.sandbox_image {
-        crate::image::ImageRef::parse(image).map_err(|e| ConfigError::InvalidValue {
+        crate::image_ref::ImageRef::parse(image).map_err(|e| ConfigError::InvalidValue {
             origin: o("sandbox_image"),
             key: "sandbox_image".into(),
             reason: e.to_string(),

@@ -3,10 +3,9 @@
 //! default read from the embedded `default.Dockerfile`.
 
 mod build;
-mod reference;
 
+pub use crate::image_ref::{ImageRef, ImageRefError};
 pub use build::{build_context, read_dockerfile, DockerIgnore};
-pub use reference::{ImageRef, ImageRefError};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
