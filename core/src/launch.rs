@@ -321,7 +321,7 @@ impl Client {
             Some(_) => plan,
             None => {
                 identified = Plan {
-                    workdir_id: Some(crate::workdir::identify(&plan.workdir)?),
+                    workdir_id: Some(crate::config::identify(&plan.workdir)?),
                     ..plan.clone()
                 };
                 &identified
@@ -649,7 +649,7 @@ fn verify_mounts(
         }),
     };
     if let Some(want) = plan.workdir_id {
-        crate::workdir::still(&plan.workdir, want).map_err(|e| {
+        crate::config::still(&plan.workdir, want).map_err(|e| {
             refuse(format!(
                 "the working directory changed while the sandbox was created: {e}"
             ))

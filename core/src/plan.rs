@@ -54,7 +54,7 @@ pub struct Plan {
     /// ([`crate::workdir::check_at_use`]). `None` in plans of earlier
     /// releases (JSON without the field) and with the sandbox off.
     #[serde(default)]
-    pub workdir_id: Option<crate::workdir::FileId>,
+    pub workdir_id: Option<crate::config::FileId>,
     /// `$ODEK_HOME`.
     pub odek_home: PathBuf,
     /// The daemon endpoint (display form), when one was chosen.

@@ -66,7 +66,7 @@ pub struct Settings {
     pub workdir: PathBuf,
     /// Its identity when it was validated (`None` with the sandbox off:
     /// nothing is mounted then).
-    pub workdir_id: Option<crate::workdir::FileId>,
+    pub workdir_id: Option<super::FileId>,
     /// `$ODEK_HOME` (user config and approvals).
     pub odek_home: PathBuf,
     /// Sandbox mode (SPEC §3.3).
@@ -313,9 +313,9 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         // The workdir is mounted at /workspace: it must be a project directory.
         // Its identity is recorded around the validation, which reads it by
         // path, so launch can tell it is still the directory checked here.
-        let id = crate::workdir::identify(&workdir)?;
+        let id = super::identify(&workdir)?;
         super::validate_workdir(&workdir, env.get("HOME").map(Path::new))?;
-        crate::workdir::still(&workdir, id)?;
+        super::still(&workdir, id)?;
         workdir_id = Some(id);
     }
 

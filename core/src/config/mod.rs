@@ -4,6 +4,7 @@
 
 mod error;
 mod hostpath;
+mod identity;
 mod keys;
 mod merge;
 mod parse;
@@ -12,6 +13,7 @@ mod validate;
 use crate::text::{quote, shown_path};
 pub use error::ConfigError;
 pub use hostpath::{resolve_volume, validate_workdir};
+pub use identity::{identify, still, walk_no_symlink, FileId};
 pub use keys::{
     approval_keys, container_only_keys, env_var_of, key, Flag, Key, Kind, Layer, KEYS, KNOWN_KEYS,
 };
