@@ -8,7 +8,7 @@
 //! another sandbox, the repository's own scripts) can swap the path for a
 //! symlink to a directory odek refuses, or for another directory, in
 //! between. So the same checks run again when the plan is used
-//! ([`check_at_use`]: at the start of a launch — also for plans that crossed
+//! (`check_at_use`: at the start of a launch — also for plans that crossed
 //! the C ABI or were read back from a parent's label — and right before
 //! create), each path walked from `/` without following a symlink, and the
 //! working directory must still be the directory resolve recorded. What the
@@ -43,7 +43,7 @@ fn changed(workdir: &Path, what: &str) -> ConfigError {
 /// [`ConfigError::Workdir`] ("changed since it was resolved and approved: …"
 /// or the rule it breaks now) or [`ConfigError::InvalidVolume`]; class
 /// config, raised before anything is created.
-pub fn check_at_use(plan: &Plan) -> Result<(), ConfigError> {
+pub(crate) fn check_at_use(plan: &Plan) -> Result<(), ConfigError> {
     check_paths(plan)?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     validate_workdir(&plan.workdir, home.as_deref())?;
@@ -64,7 +64,7 @@ pub fn check_at_use(plan: &Plan) -> Result<(), ConfigError> {
 ///
 /// # Errors
 /// As [`check_at_use`].
-pub fn check_paths(plan: &Plan) -> Result<(), ConfigError> {
+pub(crate) fn check_paths(plan: &Plan) -> Result<(), ConfigError> {
     let workdir = &plan.workdir;
     let meta = walk_no_symlink(workdir).map_err(|r| changed(workdir, &r))?;
     if !meta.is_dir() {

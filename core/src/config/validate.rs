@@ -26,7 +26,7 @@ const MAX_ENV_KEY_BYTES: usize = 256;
 
 /// Largest pids limit: the kernel's `PID_MAX_LIMIT` (2^22); Docker passes
 /// larger values on and runc then fails at start.
-pub const MAX_PIDS_LIMIT: i64 = 4_194_304;
+pub(crate) const MAX_PIDS_LIMIT: i64 = 4_194_304;
 
 /// Smallest CPU limit in nano-CPUs (0.01 CPU: a 1 ms CFS quota per 100 ms).
 const MIN_NANO_CPUS: u128 = 10_000_000;
@@ -131,7 +131,7 @@ pub fn validate_compose_project(origin: &str, value: &str) -> Result<(), ConfigE
 
 /// Longest Compose project name accepted (its networks are named
 /// `<project>_<network>`, and Docker names stop at 128 bytes or so).
-pub const MAX_COMPOSE_PROJECT: usize = 100;
+pub(crate) const MAX_COMPOSE_PROJECT: usize = 100;
 
 /// Compose's normalisation: lowercase, then drop every character outside
 /// `[a-z0-9_-]`, then drop leading `_`/`-`. `None` when nothing is left or
