@@ -75,14 +75,16 @@ mod opt_secs {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
-    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
         match d {
             Some(d) => s.serialize_some(&d.as_secs_f64()),
             None => s.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
         let v: Option<f64> = Option::deserialize(d)?;
         match v {
             None => Ok(None),
@@ -124,7 +126,7 @@ impl ExecOutcome {
 }
 
 /// Exit code reported after a timeout (as `timeout(1)`).
-pub const TIMEOUT_EXIT: i64 = 124;
+pub(crate) const TIMEOUT_EXIT: i64 = 124;
 
 pub use crate::config::EXEC_TAG_ENV;
 

@@ -22,7 +22,7 @@ pub struct FileId {
 
 impl FileId {
     /// The identity in `meta`.
-    pub fn of(meta: &std::fs::Metadata) -> FileId {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> FileId {
         FileId {
             dev: meta.dev(),
             ino: meta.ino(),

@@ -153,7 +153,7 @@ macro_rules! config_keys {
             }
 
             /// True when this layer sets `key`.
-            pub fn sets(&self, key: &str) -> bool {
+            pub(crate) fn sets(&self, key: &str) -> bool {
                 match key {
                     $( stringify!($field) => self.$field.is_some(), )*
                     _ => false,

@@ -114,7 +114,7 @@ pub struct Settings {
 impl Settings {
     /// True when any network is to be attached (by any source): fallback to
     /// the host is then impossible (SPEC §6.3).
-    pub fn attaches_networks(&self) -> bool {
+    pub(crate) fn attaches_networks(&self) -> bool {
         self.networks.as_ref().is_some_and(|n| !n.value.is_empty())
             || self.compose_project.is_some()
     }
@@ -451,7 +451,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
 
 /// The real location of `p` even when it does not exist yet: the longest
 /// existing ancestor canonicalised, the rest appended with `.`/`..` resolved.
-pub fn real_path(p: &Path) -> PathBuf {
+pub(crate) fn real_path(p: &Path) -> PathBuf {
     let mut existing = p.to_path_buf();
     let mut rest = Vec::new();
     while existing.canonicalize().is_err() {

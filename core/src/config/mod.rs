@@ -65,7 +65,7 @@ pub enum Source {
 
 impl Source {
     /// True for `./odek.json`.
-    pub fn is_project(&self) -> bool {
+    pub(crate) fn is_project(&self) -> bool {
         matches!(self, Source::Project { .. })
     }
 }
@@ -94,7 +94,7 @@ pub struct Sourced<T> {
 
 impl<T> Sourced<T> {
     /// Pairs a value with its source.
-    pub fn new(value: T, source: Source) -> Sourced<T> {
+    pub(crate) fn new(value: T, source: Source) -> Sourced<T> {
         Sourced { value, source }
     }
 }

@@ -35,7 +35,7 @@ pub struct DockerIgnore {
 
 impl DockerIgnore {
     /// Parses `.dockerignore` text. Errors name the bad pattern.
-    pub fn parse(text: &str) -> Result<DockerIgnore, String> {
+    pub(crate) fn parse(text: &str) -> Result<DockerIgnore, String> {
         let mut rules = Vec::new();
         for line in text.lines() {
             let line = line.trim();
@@ -63,7 +63,7 @@ impl DockerIgnore {
 
     /// True when `rel` (relative, `/`-separated) or one of its parent
     /// directories is excluded.
-    pub fn excluded(&self, rel: &str) -> bool {
+    pub(crate) fn excluded(&self, rel: &str) -> bool {
         let mut excluded = false;
         for (glob, negate) in &self.rules {
             let mut hit = glob.is_match(rel);
