@@ -9,8 +9,9 @@
 mod key;
 mod store;
 
-pub use key::{approval_key, key_bytes, KeyInput};
-pub use store::{Meta, Store, META_FILE, STORE_FILE};
+pub(crate) use key::approval_key;
+pub use key::{key_bytes, KeyInput};
+pub use store::{Meta, Store, META_FILE};
 
 use serde::{Deserialize, Serialize};
 

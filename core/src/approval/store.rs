@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::ApprovalError;
 
 /// The store's file name under `$ODEK_HOME`.
-pub const STORE_FILE: &str = "project_sandbox_approvals.json";
+pub(crate) const STORE_FILE: &str = "project_sandbox_approvals.json";
 /// The sidecar with details per key.
 pub const META_FILE: &str = "project_sandbox_approvals.meta.json";
 const LOCK_FILE: &str = "project_sandbox_approvals.lock";

@@ -34,7 +34,7 @@ impl FileId {
 /// absolute, without `.` or `..`, no component may be a symbolic link, and
 /// it must exist. Returns the metadata of the last component. `Err` is the
 /// reason, naming the first offending component (quoted).
-pub fn walk_no_symlink(path: &Path) -> Result<std::fs::Metadata, String> {
+pub(crate) fn walk_no_symlink(path: &Path) -> Result<std::fs::Metadata, String> {
     if !path.is_absolute() {
         return Err("it is not an absolute path".into());
     }
@@ -71,7 +71,7 @@ pub fn walk_no_symlink(path: &Path) -> Result<std::fs::Metadata, String> {
 /// # Errors
 /// [`ConfigError::Workdir`]: a component is a symlink, missing, or the path
 /// is not a directory.
-pub fn identify(workdir: &Path) -> Result<FileId, ConfigError> {
+pub(crate) fn identify(workdir: &Path) -> Result<FileId, ConfigError> {
     let fail = |reason: String| ConfigError::Workdir {
         path: workdir.to_path_buf(),
         reason: format!("{reason}; pass the project directory itself with -C DIR"),

@@ -21,7 +21,7 @@ use super::{
 use crate::warning::{Warning, WarningKind};
 
 /// Default `sandbox_pids_limit` (SPEC §3.1).
-pub const DEFAULT_PIDS_LIMIT: i64 = 4096;
+pub(crate) const DEFAULT_PIDS_LIMIT: i64 = 4096;
 
 /// What [`load`] reads. The environment is a snapshot so the result does not
 /// depend on when it is called and tests need no process-wide state.

@@ -336,7 +336,7 @@ pub fn validate_env_key(origin: &str, key: &str) -> Result<(), ConfigError> {
 
 /// [`validate_env_key`] with the error naming `what` instead of
 /// `sandbox_env` (e.g. `env` for a command's own environment).
-pub fn validate_env_key_as(origin: &str, what: &str, key: &str) -> Result<(), ConfigError> {
+pub(crate) fn validate_env_key_as(origin: &str, what: &str, key: &str) -> Result<(), ConfigError> {
     if key == EXEC_TAG_ENV {
         return Err(invalid(
             origin,
@@ -428,7 +428,7 @@ pub fn interpolate(
 
 /// The host variables a `sandbox_env` value reads: each `${NAME}`, skipping
 /// `$$` escapes. Names only, in order, without repeats.
-pub fn host_refs(value: &str) -> Vec<String> {
+pub(crate) fn host_refs(value: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut rest = value;
     while let Some(at) = rest.find('$') {

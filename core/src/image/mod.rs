@@ -5,7 +5,8 @@
 mod build;
 
 pub use crate::image_ref::{ImageRef, ImageRefError};
-pub use build::{build_context, read_dockerfile, DockerIgnore};
+pub(crate) use build::build_context;
+pub(crate) use build::read_dockerfile;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
