@@ -39,7 +39,7 @@ pub mod secret;
 pub mod text;
 pub mod view;
 pub(crate) mod warning;
-pub(crate) mod workdir;
+pub mod workdir;
 
 pub use cancel::CancellationToken;
 pub use client::Client;

@@ -51,7 +51,7 @@ pub struct Plan {
     pub workdir: PathBuf,
     /// The working directory's identity (device, inode) when it was
     /// resolved: launch refuses a path that holds another directory now
-    /// (`crate::workdir::check_at_use`). `None` in plans of earlier
+    /// ([`crate::workdir::check_at_use`]). `None` in plans of earlier
     /// releases (JSON without the field) and with the sandbox off.
     #[serde(default)]
     pub workdir_id: Option<crate::config::FileId>,

@@ -8,12 +8,12 @@
 //! another sandbox, the repository's own scripts) can swap the path for a
 //! symlink to a directory odek refuses, or for another directory, in
 //! between. So the same checks run again when the plan is used
-//! (`check_at_use`: at the start of a launch — also for plans that crossed
+//! ([`check_at_use`]: at the start of a launch — also for plans that crossed
 //! the C ABI or were read back from a parent's label — and right before
 //! create), each path walked from `/` without following a symlink, and the
 //! working directory must still be the directory resolve recorded. What the
 //! runtime finally mounted is read back from the kernel after start
-//! ([`crate::mounts`]).
+//! (`crate::mounts`).
 
 use std::path::{Path, PathBuf};
 
@@ -34,8 +34,8 @@ fn changed(workdir: &Path, what: &str) -> ConfigError {
 }
 
 /// Checks a plan's working directory and volumes against the file system
-/// now (SPEC §3.4), at the start of a launch: [`check_paths`], then every
-/// working-directory rule again ([`validate_workdir`], with `$HOME` of this
+/// now (SPEC §3.4), at the start of a launch: `check_paths`, then every
+/// working-directory rule again (`validate_workdir`, with `$HOME` of this
 /// process; it reads the directory by path, so its identity is compared once
 /// more afterwards).
 ///
@@ -43,7 +43,7 @@ fn changed(workdir: &Path, what: &str) -> ConfigError {
 /// [`ConfigError::Workdir`] ("changed since it was resolved and approved: …"
 /// or the rule it breaks now) or [`ConfigError::InvalidVolume`]; class
 /// config, raised before anything is created.
-pub(crate) fn check_at_use(plan: &Plan) -> Result<(), ConfigError> {
+pub fn check_at_use(plan: &Plan) -> Result<(), ConfigError> {
     check_paths(plan)?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     validate_workdir(&plan.workdir, home.as_deref())?;
