@@ -113,7 +113,7 @@ impl Error {
 
     /// Maps an engine failure at `step` to [`Error::Unreachable`] or
     /// [`Error::Rejected`].
-    pub fn engine(endpoint: &str, step: Step, e: EngineError, removed: bool) -> Error {
+    pub(crate) fn engine(endpoint: &str, step: Step, e: EngineError, removed: bool) -> Error {
         if e.is_unreachable() {
             Error::Unreachable {
                 endpoint: endpoint.to_string(),

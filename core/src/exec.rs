@@ -75,14 +75,16 @@ mod opt_secs {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
-    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
         match d {
             Some(d) => s.serialize_some(&d.as_secs_f64()),
             None => s.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
         let v: Option<f64> = Option::deserialize(d)?;
         match v {
             None => Ok(None),
@@ -124,13 +126,9 @@ impl ExecOutcome {
 }
 
 /// Exit code reported after a timeout (as `timeout(1)`).
-pub const TIMEOUT_EXIT: i64 = 124;
+pub(crate) const TIMEOUT_EXIT: i64 = 124;
 
-/// Environment variable set on every command odek runs in a sandbox: a
-/// random 128-bit tag in hex, `ODEK_EXEC_ID=<32 hex>`, unique per exec. It
-/// lets odek find the command's processes to kill them after a timeout or a
-/// cancellation (the Engine API has no call to signal an exec).
-pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
+pub use crate::config::EXEC_TAG_ENV;
 
 /// Environment variable set (with a random value) on odek's own kill exec
 /// only, so the kill can check that `cat` shows environments truthfully.

@@ -4,7 +4,7 @@
 //! ([`crate::Client::attach`]): a container made behind odek's back, or loosened
 //! with `docker update`, is refused naming what differs.
 //!
-//! [`problems`] covers what [`crate::sandbox::verify`]'s limit and network
+//! `problems` covers what `crate::sandbox::verify`'s limit and network
 //! checks do not: privileges, capabilities added, devices, shared host
 //! namespaces, confinement switched off, the user, and the mounts.
 
@@ -16,7 +16,7 @@ const OWN_IPC: [&str; 4] = ["", "private", "shareable", "none"];
 
 /// What differs from SPEC §6.1 and `plan` in `info`'s isolation, one phrase
 /// each (terminal-safe); empty when nothing does.
-pub fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
+pub(crate) fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
     let h = &info.hardening;
     let q = crate::text::quote;
     let mut out = Vec::new();

@@ -5,7 +5,7 @@
 //! trusts them only under a MAC made with this user's launch key
 //! ([`crate::secret`]): [`sign`] at create, [`verified`] whenever a label
 //! decides something (gc, exec, describe, `--parent`). Whether an owner is
-//! gone is decided by [`owner_gone`], which answers "gone" only when it can
+//! gone is decided by `owner_gone`, which answers "gone" only when it can
 //! prove it.
 
 use std::collections::BTreeMap;
@@ -19,11 +19,11 @@ pub const SANDBOX: &str = "dev.odek.sandbox";
 pub const OWNER_PID: &str = "dev.odek.owner-pid";
 /// Start time of the owner process (clock ticks since boot, from
 /// `/proc/<pid>/stat`), to tell a reused PID from the owner.
-pub const OWNER_START: &str = "dev.odek.owner-start";
+pub(crate) const OWNER_START: &str = "dev.odek.owner-start";
 /// Host name of the owner.
 pub const OWNER_HOST: &str = "dev.odek.owner-host";
 /// Boot ID of the owner's host (`/proc/sys/kernel/random/boot_id`).
-pub const OWNER_BOOT: &str = "dev.odek.owner-boot";
+pub(crate) const OWNER_BOOT: &str = "dev.odek.owner-boot";
 /// Creation time, Unix seconds.
 pub const CREATED: &str = "dev.odek.created";
 /// The working directory mounted at `/workspace`.
@@ -58,7 +58,7 @@ pub const MAC: &str = "dev.odek.mac";
 /// Domain of [`MAC`].
 pub const MAC_DOMAIN: &str = "odek.sandbox/1";
 /// Prefix of odek's labels.
-pub const PREFIX: &str = "dev.odek.";
+pub(crate) const PREFIX: &str = "dev.odek.";
 
 /// Marks `labels` of the container `name` as made by this user's odek:
 /// adds [`SIGNED`] (every `dev.odek.*` key present) and [`MAC`].
@@ -93,7 +93,7 @@ impl Unverified {
     /// The end of a sentence that starts with the container's name, e.g.
     /// "was not created by this user's odek (no valid dev.odek.mac for
     /// /home/u/.odek/launch.key)".
-    pub fn reason(self, odek_home: &Path) -> String {
+    pub(crate) fn reason(self, odek_home: &Path) -> String {
         let why = match self {
             Unverified::NoKey => ", which does not exist",
             Unverified::NoMac => "; it carries none",
@@ -191,7 +191,7 @@ impl Owner {
 /// a process exists); `None` when this process cannot tell (another host or
 /// PID namespace, labels missing, a kernel that does not say) — which gc
 /// treats as alive.
-pub fn owner_gone(labels: &BTreeMap<String, String>) -> Option<bool> {
+pub(crate) fn owner_gone(labels: &BTreeMap<String, String>) -> Option<bool> {
     owner_gone_seen_from(labels, &Here)
 }
 
@@ -290,7 +290,7 @@ impl View for Here {
 
 /// Start time (field 22 of `/proc/<pid>/stat`), `None` when no such process
 /// is visible.
-pub fn process_start(pid: u32) -> Option<u64> {
+pub(crate) fn process_start(pid: u32) -> Option<u64> {
     stat_start(&format!("/proc/{pid}/stat"))
 }
 

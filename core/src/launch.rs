@@ -68,7 +68,7 @@ pub enum Stage {
 
 impl LaunchProgress {
     /// Records a stage.
-    pub fn set(&self, s: Stage) {
+    pub(crate) fn set(&self, s: Stage) {
         self.stage.store(s as u8, Ordering::SeqCst);
     }
 
@@ -131,7 +131,7 @@ pub fn validate_sandbox_name(name: &str) -> Result<()> {
 }
 
 /// Prefix of every sandbox's container name.
-pub const SANDBOX_NAME_PREFIX: &str = "odek-";
+pub(crate) const SANDBOX_NAME_PREFIX: &str = "odek-";
 
 /// A fresh sandbox name, `odek-<12 hex>`.
 pub fn new_sandbox_name() -> String {
@@ -228,7 +228,7 @@ pub fn container_spec(
 /// container's environment (monitoring exports them), and values may be
 /// secrets. [`crate::Client::attach`] restores them from
 /// `Config.Env`.
-pub fn plan_label_json(plan: &Plan) -> String {
+pub(crate) fn plan_label_json(plan: &Plan) -> String {
     let mut p = plan.clone();
     for e in &mut p.env {
         e.value.clear();
@@ -321,7 +321,7 @@ impl Client {
             Some(_) => plan,
             None => {
                 identified = Plan {
-                    workdir_id: Some(crate::workdir::identify(&plan.workdir)?),
+                    workdir_id: Some(crate::config::identify(&plan.workdir)?),
                     ..plan.clone()
                 };
                 &identified
@@ -649,7 +649,7 @@ fn verify_mounts(
         }),
     };
     if let Some(want) = plan.workdir_id {
-        crate::workdir::still(&plan.workdir, want).map_err(|e| {
+        crate::config::still(&plan.workdir, want).map_err(|e| {
             refuse(format!(
                 "the working directory changed while the sandbox was created: {e}"
             ))

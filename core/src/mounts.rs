@@ -14,12 +14,12 @@
 //! The check needs the container's process in odek's view of `/proc`: a
 //! remote daemon, a daemon in a VM (Docker Desktop) or in another PID
 //! namespace, or `/proc` mounted `hidepid`, make it impossible
-//! ([`MountCheck::Unverifiable`], never a refusal). A process is taken for
+//! (`MountCheck::Unverifiable`, never a refusal). A process is taken for
 //! the container's only when its `/proc/<pid>/cgroup` names the container's
 //! full ID, so a PID from another namespace is never compared.
 //!
 //! The parsing and comparing functions are pure (tested on synthetic text);
-//! [`check_container`] does the reading.
+//! `check_container` does the reading.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
@@ -32,7 +32,7 @@ const WORKSPACE: &str = "/workspace";
 
 /// One line of a `mountinfo` file (only the fields odek compares).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MountEntry {
+pub(crate) struct MountEntry {
     /// Mount ID (field 1).
     pub id: u64,
     /// Parent mount ID (field 2).
@@ -48,7 +48,7 @@ pub struct MountEntry {
 /// Parses `mountinfo` text; malformed lines are skipped. Octal escapes
 /// (`\040` for a space, `\012` for a newline, `\134` for a backslash) are
 /// undone, byte for byte (paths need not be UTF-8).
-pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
+pub(crate) fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
     text.lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.split(' ').collect();
@@ -72,7 +72,7 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
 }
 
 /// Undoes mountinfo's octal escapes (`\` followed by three octal digits).
-pub fn unescape(s: &str) -> PathBuf {
+pub(crate) fn unescape(s: &str) -> PathBuf {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -100,7 +100,7 @@ pub fn unescape(s: &str) -> PathBuf {
 /// The mount that shows at `point`: of the entries mounted exactly there,
 /// the one nothing else is mounted on (the top of a stack of mounts), else
 /// the last listed.
-pub fn mounted_at<'a>(mounts: &'a [MountEntry], point: &Path) -> Option<&'a MountEntry> {
+pub(crate) fn mounted_at<'a>(mounts: &'a [MountEntry], point: &Path) -> Option<&'a MountEntry> {
     let here: Vec<&MountEntry> = mounts.iter().filter(|m| m.mount_point == point).collect();
     here.iter()
         .rev()
@@ -113,7 +113,7 @@ pub fn mounted_at<'a>(mounts: &'a [MountEntry], point: &Path) -> Option<&'a Moun
 /// host's view): the device and the path from its file system's root, as a
 /// container's mountinfo would show it if `path` were bind-mounted. `None`
 /// when no mount covers it (no `/` entry).
-pub fn source_of(mounts: &[MountEntry], path: &Path) -> Option<(String, PathBuf)> {
+pub(crate) fn source_of(mounts: &[MountEntry], path: &Path) -> Option<(String, PathBuf)> {
     let longest = mounts
         .iter()
         .filter(|m| path.starts_with(&m.mount_point))
@@ -139,7 +139,7 @@ pub fn source_of(mounts: &[MountEntry], path: &Path) -> Option<(String, PathBuf)
 
 /// A bind mount to check: the planned host path and where it is mounted.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     /// The plan's host path (absolute, canonical).
     pub host: PathBuf,
     /// The container path, e.g. `/workspace`.
@@ -150,7 +150,11 @@ pub struct Wanted {
 /// path. Returns one problem per mount that differs (device or path) or is
 /// missing; empty when all match. Paths in problems are quoted
 /// ([`crate::text::quote`]).
-pub fn compare(host: &[MountEntry], container: &[MountEntry], wanted: &[Wanted]) -> Vec<String> {
+pub(crate) fn compare(
+    host: &[MountEntry],
+    container: &[MountEntry],
+    wanted: &[Wanted],
+) -> Vec<String> {
     let shown = |p: &Path| quote(&p.display().to_string());
     let mut problems = Vec::new();
     for w in wanted {
@@ -189,7 +193,7 @@ pub fn compare(host: &[MountEntry], container: &[MountEntry], wanted: &[Wanted])
 /// on the host after it was last checked — Docker binds it recursively — or
 /// a mount the plan never asked for. One problem per mount, paths quoted
 /// ([`crate::text::quote`]); empty when there is none.
-pub fn unplanned_below(
+pub(crate) fn unplanned_below(
     container: &[MountEntry],
     workspace: &Path,
     planned: &[PathBuf],
@@ -213,7 +217,7 @@ pub fn unplanned_below(
 /// True when `/proc/<pid>/cgroup` text places the process in a cgroup
 /// named with the container's full ID (`/docker/<id>`,
 /// `…/docker-<id>.scope`, …): the process belongs to that container.
-pub fn cgroup_names(cgroup: &str, container_id: &str) -> bool {
+pub(crate) fn cgroup_names(cgroup: &str, container_id: &str) -> bool {
     container_id.len() == 64
         && cgroup
             .lines()
@@ -223,7 +227,7 @@ pub fn cgroup_names(cgroup: &str, container_id: &str) -> bool {
 
 /// The outcome of [`check_container`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MountCheck {
+pub(crate) enum MountCheck {
     /// Every wanted mount shows the planned directory.
     Verified,
     /// The kernel's record could not be read; why.
@@ -237,7 +241,7 @@ pub enum MountCheck {
 /// `/workspace` at no wanted target and no mask in `masks` (container paths,
 /// [`unplanned_below`]). `pid` is `State.Pid` from inspect (`None` or ≤ 0
 /// when the engine gave none).
-pub fn check_container(
+pub(crate) fn check_container(
     container_id: &str,
     pid: Option<i64>,
     wanted: &[Wanted],

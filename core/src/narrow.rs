@@ -3,13 +3,52 @@
 //! up a network the parent did not have, not even one its Compose project
 //! gained after the parent resolved.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{parse_cpus, parse_memory, NetworkMode};
 use crate::network::{self, NetworkSummary, ResolvedNetwork};
 use crate::plan::{Isolation, Plan};
 
-pub use crate::api::{NarrowRequest, NARROW_REQUEST_SCHEMA};
+/// Schema tag of [`NarrowRequest`].
+pub const NARROW_REQUEST_SCHEMA: &str = "odek.narrow-request/1";
+
+/// What a sub-agent asks for (`"odek.narrow-request/1"`, `odek_narrow`;
+/// SPEC §8). Every field is optional: unset inherits the parent; anything
+/// that would widen is refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "odek.narrow-request/1")]
+pub struct NarrowRequest {
+    /// Optional schema tag, `"odek.narrow-request/1"`.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// A subset of the parent's networks, each by name or full ID.
+    #[serde(default)]
+    pub networks: Option<Vec<String>>,
+    /// Only the parent's networks that carried this Compose project when the
+    /// parent resolved.
+    #[serde(default)]
+    pub compose_project: Option<String>,
+    /// `none` (from `bridge`) — never `bridge` from `none`.
+    #[serde(default)]
+    pub network_mode: Option<crate::config::NetworkMode>,
+    /// Lower or equal pids limit (processes).
+    #[serde(default)]
+    pub pids_limit: Option<i64>,
+    /// Lower or equal memory limit, e.g. `256m`.
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// Lower or equal CPU limit, e.g. `0.5`.
+    #[serde(default)]
+    pub cpus: Option<String>,
+    /// `true` only (read-only may only go on).
+    #[serde(default)]
+    pub readonly: Option<bool>,
+    /// Must equal the parent's image reference when given.
+    #[serde(default)]
+    pub image: Option<String>,
+}
 
 /// Why a child cannot have what it asked for. Class config.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use crate::warning::{Warning, WarningKind};
 pub const MAX_NETWORKS: usize = 8;
 
 /// The Compose project label.
-pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+pub(crate) const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
 
 /// Why a network was attached.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -37,7 +37,7 @@ pub enum NetworkOrigin {
 
 impl NetworkOrigin {
     /// True when the project config asked for this network.
-    pub fn is_project(&self) -> bool {
+    pub(crate) fn is_project(&self) -> bool {
         match self {
             NetworkOrigin::Named { source, .. } | NetworkOrigin::Compose { source, .. } => {
                 source.is_project()
@@ -91,13 +91,13 @@ impl ResolvedNetwork {
     }
 
     /// The first 12 characters of the ID.
-    pub fn short_id(&self) -> &str {
+    pub(crate) fn short_id(&self) -> &str {
         short(&self.id)
     }
 
     /// The name for a message: [`sanitize_name`]'s result, or the short ID
     /// when the name is not safe to show (SPEC §9.3).
-    pub fn display_name(&self) -> String {
+    pub(crate) fn display_name(&self) -> String {
         sanitize_name(&self.name).unwrap_or_else(|| self.short_id().to_string())
     }
 }
@@ -157,7 +157,7 @@ pub enum NetworkError {
         closest: Option<String>,
         /// The running projects as hints (sanitised): at most
         /// [`MAX_PROJECT_HINTS`], closest first, then `and N more` when cut
-        /// (see [`project_hints`]).
+        /// (see `project_hints`).
         running: Vec<String>,
     },
     /// More than [`MAX_NETWORKS`].
@@ -282,7 +282,7 @@ fn check_driver(n: &NetworkInfo) -> Result<(), NetworkError> {
 /// Resolves `sandbox_networks` and `sandbox_compose_project` to networks by
 /// full ID: union, de-duplicated by ID, in request order then by name; at
 /// most [`MAX_NETWORKS`] (SPEC §4.1).
-pub async fn resolve(
+pub(crate) async fn resolve(
     engine: &dyn DockerApi,
     names: Option<&Sourced<Vec<String>>>,
     compose: Option<&Sourced<String>>,
@@ -357,7 +357,7 @@ pub async fn resolve(
 
 /// The running Compose projects (label values, sanitised) as hints for a
 /// misspelt project name. Best effort: empty when the engine fails.
-pub async fn running_projects(engine: &dyn DockerApi) -> Vec<String> {
+pub(crate) async fn running_projects(engine: &dyn DockerApi) -> Vec<String> {
     let Ok(list) = engine
         .list_networks(&NetworkFilter::Label(COMPOSE_PROJECT_LABEL.into()))
         .await
@@ -389,7 +389,7 @@ fn project_distance(wanted: &str, running: &str) -> usize {
 /// returns them) as hints for `wanted`: nearest first (ties by name), at most
 /// [`MAX_PROJECT_HINTS`] names, then one last entry `and N more` when more
 /// are running.
-pub fn project_hints(wanted: &str, mut running: Vec<String>) -> Vec<String> {
+pub(crate) fn project_hints(wanted: &str, mut running: Vec<String>) -> Vec<String> {
     running.sort_by_cached_key(|p| (project_distance(wanted, p), p.clone()));
     let more = running.len().saturating_sub(MAX_PROJECT_HINTS);
     running.truncate(MAX_PROJECT_HINTS);
@@ -403,7 +403,7 @@ pub fn project_hints(wanted: &str, mut running: Vec<String>) -> Vec<String> {
 /// typo: at most one edit for names up to four characters, two beyond, or
 /// a difference of case only. Never `wanted` itself. Only a hint: a project
 /// is never matched fuzzily.
-pub fn closest_project(wanted: &str, running: &[String]) -> Option<String> {
+pub(crate) fn closest_project(wanted: &str, running: &[String]) -> Option<String> {
     let limit = if wanted.chars().count() <= 4 { 1 } else { 2 };
     running
         .iter()
@@ -432,7 +432,7 @@ fn not_running_hint(closest: &Option<String>, running: &[String]) -> String {
 /// Adds the running projects to an invalid-project-name error: nearest the
 /// normalised spelling first, at most [`MAX_PROJECT_HINTS`] (see
 /// [`project_hints`]).
-pub async fn with_running_projects(engine: &dyn DockerApi, e: ConfigError) -> ConfigError {
+pub(crate) async fn with_running_projects(engine: &dyn DockerApi, e: ConfigError) -> ConfigError {
     match e {
         ConfigError::InvalidComposeProject {
             origin,
@@ -470,7 +470,7 @@ pub enum NetworkSummary {
 
 impl NetworkSummary {
     /// From the mode and the attached networks.
-    pub fn of(mode: NetworkMode, attached: usize) -> NetworkSummary {
+    pub(crate) fn of(mode: NetworkMode, attached: usize) -> NetworkSummary {
         match (mode, attached) {
             (NetworkMode::None, 0) => NetworkSummary::None,
             (NetworkMode::Bridge, 0) => NetworkSummary::Bridge,
@@ -480,7 +480,7 @@ impl NetworkSummary {
     }
 
     /// The startup-line word (SPEC §6.4).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             NetworkSummary::None => "none",
             NetworkSummary::Bridge => "bridge",
@@ -490,7 +490,7 @@ impl NetworkSummary {
     }
 
     /// The §4.2 table's name.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             NetworkSummary::None => "no network",
             NetworkSummary::Bridge => "the default bridge network",
@@ -507,12 +507,12 @@ impl std::fmt::Display for NetworkSummary {
 }
 
 /// Whether the internet is reachable (SPEC §4.2).
-pub fn internet_reachable(mode: NetworkMode, attached: &[ResolvedNetwork]) -> bool {
+pub(crate) fn internet_reachable(mode: NetworkMode, attached: &[ResolvedNetwork]) -> bool {
     mode == NetworkMode::Bridge || attached.iter().any(|n| !n.internal)
 }
 
 /// The warnings of SPEC §4.3 for a network decision.
-pub fn warnings(mode: NetworkMode, attached: &[ResolvedNetwork]) -> Vec<Warning> {
+pub(crate) fn warnings(mode: NetworkMode, attached: &[ResolvedNetwork]) -> Vec<Warning> {
     let mut w = Vec::new();
     for n in attached.iter().filter(|n| !n.internal) {
         w.push(Warning::new(

@@ -54,7 +54,7 @@ pub struct Plan {
     /// ([`crate::workdir::check_at_use`]). `None` in plans of earlier
     /// releases (JSON without the field) and with the sandbox off.
     #[serde(default)]
-    pub workdir_id: Option<crate::workdir::FileId>,
+    pub workdir_id: Option<crate::config::FileId>,
     /// `$ODEK_HOME`.
     pub odek_home: PathBuf,
     /// The daemon endpoint (display form), when one was chosen.
@@ -104,7 +104,7 @@ impl Plan {
     /// True when a fallback to the host is allowed should the image be
     /// unavailable (SPEC §6.3): implicit mode, no `ODEK_REQUIRE_SANDBOX`, no
     /// attached network.
-    pub fn fallback_allowed(&self) -> bool {
+    pub(crate) fn fallback_allowed(&self) -> bool {
         self.mode == SandboxMode::Implicit && !self.require_sandbox && self.networks.is_empty()
     }
 }

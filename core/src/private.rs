@@ -14,7 +14,7 @@ use std::path::Path;
 /// caller's message (`<what> <path> belongs to uid 1001, not to you (uid 0)
 /// or root: …; … chown 0 <path>`): the path belongs to another non-root
 /// user, group or others can write it, or its metadata cannot be read.
-pub fn check_private(path: &Path) -> Result<(), String> {
+pub(crate) fn check_private(path: &Path) -> Result<(), String> {
     match std::fs::metadata(path) {
         Ok(meta) => check_private_meta(path, &meta),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -26,7 +26,7 @@ pub fn check_private(path: &Path) -> Result<(), String> {
 
 /// As [`check_private`] for metadata already read (e.g. from an open file,
 /// so that what is checked is what is read).
-pub fn check_private_meta(path: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
+pub(crate) fn check_private_meta(path: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
     let me = rustix::process::geteuid().as_raw();
     let owner = meta.uid();
     if owner != me && owner != 0 {

@@ -39,7 +39,12 @@ pub enum Reaped {
 /// `wait` while no container has the name (a create still in flight).
 /// Removal is by the ID found, so a container that takes the name later is
 /// never touched.
-pub async fn reap(engine: &dyn DockerApi, name: &str, launch_id: &str, wait: Duration) -> Reaped {
+pub(crate) async fn reap(
+    engine: &dyn DockerApi,
+    name: &str,
+    launch_id: &str,
+    wait: Duration,
+) -> Reaped {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         match engine.inspect_container(name).await {
@@ -141,7 +146,7 @@ pub struct GcOptions {
 impl GcOptions {
     /// True when gc with these options removes `l`: [`Listing::gc_able`] and, with a
     /// `workdir`, labelled with it.
-    pub fn selects(&self, l: &Listing) -> bool {
+    pub(crate) fn selects(&self, l: &Listing) -> bool {
         l.gc_able(self.detached)
             && self
                 .workdir
@@ -196,7 +201,7 @@ impl Client {
     }
 
     /// Removes this user's sandboxes ([`Listing::verified`] under
-    /// `opts.odek_home`) whose owner is proven gone ([`labels::owner_gone`]);
+    /// `opts.odek_home`) whose owner is proven gone (`labels::owner_gone`);
     /// with `opts.detached` also this user's detached ones; with
     /// `opts.workdir` only those labelled with that workdir. A container it
     /// cannot prove to be an orphan of this user's is never touched. Returns
@@ -231,7 +236,7 @@ impl Client {
     /// sandbox; not created by this user's odek (no valid MAC under the key
     /// of `odek_home`); its plan label unreadable; the key unusable; and,
     /// when it runs, [`Error::Rejected`] at verify naming each live setting
-    /// that differs from SPEC §6.1 or its plan ([`crate::sandbox::verify`]).
+    /// that differs from SPEC §6.1 or its plan (`crate::sandbox::verify`).
     /// A stopped sandbox is returned with `applied: None` (exec and describe
     /// then say it is stopped).
     pub async fn attach(&self, name: &str, odek_home: &Path) -> Result<Sandbox> {

@@ -153,7 +153,7 @@ fn fallback_or(mut plan: Plan, err: Error, allowed: bool, reporter: &dyn Reporte
 }
 
 /// The multi-line warning of SPEC §6.3's loud fallback.
-pub fn fallback_warning(fb: &Fallback) -> Warning {
+pub(crate) fn fallback_warning(fb: &Fallback) -> Warning {
     Warning::new(
         WarningKind::Fallback,
         format!(

@@ -1,6 +1,6 @@
 //! The sandbox (SPEC §6, §10.4): a launched container — or the host, in
 //! fallback or off mode — with the settings the engine shows applied, and
-//! [`verify`], the check that those settings are the plan's.
+//! `verify`, the check that those settings are the plan's.
 
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use crate::warning::Warning;
 pub const SANDBOX_SCHEMA: &str = "odek.sandbox/1";
 
 /// Options of `/tmp` (SPEC §6.1).
-pub const TMP_OPTIONS: &str = "rw,noexec,nosuid";
+pub(crate) const TMP_OPTIONS: &str = "rw,noexec,nosuid";
 
 /// The idle process the container runs; commands run through exec. It
 /// reads the container's stdin and ends at its EOF: an owned sandbox's
@@ -204,7 +204,7 @@ pub(crate) fn not_running(plan: &Plan, exit: Option<&(i64, String)>) -> String {
 /// Checks the container against the plan (SPEC §6.1): exactly the planned
 /// networks, pids limit, init, `/tmp` options, image ID, limits, masks.
 /// Returns what was applied, or what differs.
-pub fn verify(
+pub(crate) fn verify(
     plan: &Plan,
     info: &ContainerInfo,
     image_id: &str,

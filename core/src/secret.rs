@@ -20,7 +20,7 @@ use rand::Rng;
 use sha2::Sha256;
 
 /// File name of the key inside `$ODEK_HOME`.
-pub const KEY_FILE: &str = "launch.key";
+pub(crate) const KEY_FILE: &str = "launch.key";
 
 /// Bytes of the key.
 const KEY_BYTES: usize = 32;

@@ -3,7 +3,7 @@
 //! crate.
 
 /// Longest name shown (longer ones are omitted, never truncated).
-pub const MAX_NAME_LEN: usize = 63;
+pub(crate) const MAX_NAME_LEN: usize = 63;
 
 /// The name if it may be shown (SPEC §9.3): `[A-Za-z0-9][A-Za-z0-9_.-]{0,62}`,
 /// verbatim. A name containing `untrusted_content` (any case) — the wrapper's

@@ -45,7 +45,7 @@ pub struct Warning {
 
 impl Warning {
     /// Builds a warning.
-    pub fn new(kind: WarningKind, message: impl Into<String>) -> Warning {
+    pub(crate) fn new(kind: WarningKind, message: impl Into<String>) -> Warning {
         Warning {
             kind,
             message: message.into(),

@@ -2,7 +2,7 @@
 //! §6.1).
 //!
 //! Resolve validates the working directory and each volume, and records the
-//! working directory's identity (device and inode, [`FileId`]); Docker then
+//! working directory's identity (device and inode, [`crate::config::FileId`]); Docker then
 //! mounts them by path, after the approval prompt and a pull or build that
 //! can take minutes. Anyone who can write the parent directory (an agent in
 //! another sandbox, the repository's own scripts) can swap the path for a
@@ -13,105 +13,15 @@
 //! create), each path walked from `/` without following a symlink, and the
 //! working directory must still be the directory resolve recorded. What the
 //! runtime finally mounted is read back from the kernel after start
-//! ([`crate::mounts`]).
+//! (`crate::mounts`).
 
-use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use crate::config::{resolve_volume, validate_workdir, ConfigError};
+use crate::config::{
+    resolve_volume, still, validate_workdir, walk_no_symlink, ConfigError, FileId,
+};
 use crate::plan::Plan;
 use crate::text::quote;
-
-/// A file's identity: device and inode number (`st_dev`, `st_ino`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct FileId {
-    /// `st_dev`.
-    pub dev: u64,
-    /// `st_ino`.
-    pub ino: u64,
-}
-
-impl FileId {
-    /// The identity in `meta`.
-    pub fn of(meta: &std::fs::Metadata) -> FileId {
-        FileId {
-            dev: meta.dev(),
-            ino: meta.ino(),
-        }
-    }
-}
-
-/// Walks `path` from `/` with `lstat`, one component at a time: it must be
-/// absolute, without `.` or `..`, no component may be a symbolic link, and
-/// it must exist. Returns the metadata of the last component. `Err` is the
-/// reason, naming the first offending component (quoted).
-pub fn walk_no_symlink(path: &Path) -> Result<std::fs::Metadata, String> {
-    if !path.is_absolute() {
-        return Err("it is not an absolute path".into());
-    }
-    let mut current = PathBuf::from("/");
-    let mut last =
-        std::fs::symlink_metadata(&current).map_err(|e| format!("cannot inspect /: {e}"))?;
-    for c in path.components() {
-        match c {
-            Component::RootDir => continue,
-            Component::Normal(n) => current.push(n),
-            _ => return Err("it has a '.' or '..' component".into()),
-        }
-        let shown = quote(&current.display().to_string());
-        last = match std::fs::symlink_metadata(&current) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let to = std::fs::read_link(&current)
-                    .map(|t| format!(" (to {})", quote(&t.display().to_string())))
-                    .unwrap_or_default();
-                return Err(format!("{shown} is a symbolic link{to}"));
-            }
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(format!("{shown} does not exist"))
-            }
-            Err(e) => return Err(format!("cannot inspect {shown}: {e}")),
-        };
-    }
-    Ok(last)
-}
-
-/// The identity of the working directory `workdir` (absolute, canonical),
-/// walked without following symlinks ([`walk_no_symlink`]).
-///
-/// # Errors
-/// [`ConfigError::Workdir`]: a component is a symlink, missing, or the path
-/// is not a directory.
-pub fn identify(workdir: &Path) -> Result<FileId, ConfigError> {
-    let fail = |reason: String| ConfigError::Workdir {
-        path: workdir.to_path_buf(),
-        reason: format!("{reason}; pass the project directory itself with -C DIR"),
-    };
-    let meta = walk_no_symlink(workdir).map_err(fail)?;
-    if !meta.is_dir() {
-        return Err(fail("is not a directory".into()));
-    }
-    Ok(FileId::of(&meta))
-}
-
-/// Checks that `workdir` still is the directory `want` (after a validation
-/// that read it by path).
-///
-/// # Errors
-/// [`ConfigError::Workdir`] saying that it changed while being checked.
-pub fn still(workdir: &Path, want: FileId) -> Result<(), ConfigError> {
-    match identify(workdir) {
-        Ok(id) if id == want => Ok(()),
-        Ok(_) => Err(ConfigError::Workdir {
-            path: workdir.to_path_buf(),
-            reason: "was replaced by another directory while it was being checked; run odek again"
-                .into(),
-        }),
-        Err(e) => Err(e),
-    }
-}
 
 /// The refusal of a working directory that is not what was resolved.
 fn changed(workdir: &Path, what: &str) -> ConfigError {
@@ -124,8 +34,8 @@ fn changed(workdir: &Path, what: &str) -> ConfigError {
 }
 
 /// Checks a plan's working directory and volumes against the file system
-/// now (SPEC §3.4), at the start of a launch: [`check_paths`], then every
-/// working-directory rule again ([`validate_workdir`], with `$HOME` of this
+/// now (SPEC §3.4), at the start of a launch: `check_paths`, then every
+/// working-directory rule again (`validate_workdir`, with `$HOME` of this
 /// process; it reads the directory by path, so its identity is compared once
 /// more afterwards).
 ///
@@ -154,7 +64,7 @@ pub fn check_at_use(plan: &Plan) -> Result<(), ConfigError> {
 ///
 /// # Errors
 /// As [`check_at_use`].
-pub fn check_paths(plan: &Plan) -> Result<(), ConfigError> {
+pub(crate) fn check_paths(plan: &Plan) -> Result<(), ConfigError> {
     let workdir = &plan.workdir;
     let meta = walk_no_symlink(workdir).map_err(|r| changed(workdir, &r))?;
     if !meta.is_dir() {
@@ -188,41 +98,4 @@ pub fn check_paths(plan: &Plan) -> Result<(), ConfigError> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_walk_refuses_symlinks_dots_and_missing_parts() {
-        let d = tempfile::tempdir().expect("tempdir");
-        let root = d.path().canonicalize().expect("canonical");
-        let real = root.join("real");
-        std::fs::create_dir(&real).expect("mkdir");
-        std::os::unix::fs::symlink(&real, root.join("link")).expect("symlink");
-        assert!(walk_no_symlink(&real).expect("plain").is_dir());
-        let e = walk_no_symlink(&root.join("link/x")).expect_err("symlink");
-        assert!(e.contains("is a symbolic link (to "), "{e}");
-        assert!(walk_no_symlink(&root.join("real/../real")).is_err());
-        assert!(walk_no_symlink(Path::new("relative")).is_err());
-        let e = walk_no_symlink(&root.join("gone")).expect_err("missing");
-        assert!(e.contains("does not exist"), "{e}");
-    }
-
-    #[test]
-    fn identity_follows_the_directory_not_the_path() {
-        let d = tempfile::tempdir().expect("tempdir");
-        let root = d.path().canonicalize().expect("canonical");
-        let app = root.join("app");
-        std::fs::create_dir(&app).expect("mkdir");
-        let id = identify(&app).expect("id");
-        still(&app, id).expect("unchanged");
-        std::fs::rename(&app, root.join("app.real")).expect("mv");
-        std::fs::create_dir(&app).expect("mkdir");
-        assert!(still(&app, id).is_err(), "another directory at the path");
-        std::fs::remove_dir(&app).expect("rmdir");
-        std::os::unix::fs::symlink(root.join("app.real"), &app).expect("symlink");
-        assert!(identify(&app).is_err(), "a symlink to the same directory");
-    }
 }

@@ -15,11 +15,12 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use odek_core::config::{
-    interpolate, parse_bytes, parse_cpus, parse_memory, parse_network_mode, quote,
+    interpolate, parse_bytes, parse_cpus, parse_memory, parse_network_mode,
     validate_compose_project, validate_env_key, validate_network_name, validate_pids_limit,
     validate_user,
 };
 use odek_core::image::ImageRef;
+use odek_core::text::quote;
 use serde_json::Value;
 
 const PATH: &str = "/fuzz/odek.json";

@@ -62,7 +62,7 @@ pub fn key_bytes(input: &KeyInput<'_>) -> Vec<u8> {
 }
 
 /// The approval key: lowercase hex SHA-256 of [`key_bytes`].
-pub fn approval_key(input: &KeyInput<'_>) -> String {
+pub(crate) fn approval_key(input: &KeyInput<'_>) -> String {
     hex::encode(Sha256::digest(key_bytes(input)))
 }
 

@@ -9,8 +9,9 @@
 mod key;
 mod store;
 
-pub use key::{approval_key, key_bytes, KeyInput};
-pub use store::{Meta, Store, META_FILE, STORE_FILE};
+pub(crate) use key::approval_key;
+pub use key::{key_bytes, KeyInput};
+pub use store::{Meta, Store, META_FILE};
 
 use serde::{Deserialize, Serialize};
 
@@ -287,7 +288,7 @@ impl ApprovalRequest {
 
 /// The knobs a project config needs approval for (SPEC §7.1), by config key,
 /// when the applied value comes from the project. Operator sources never do.
-pub fn project_knobs(s: &Settings) -> Vec<&'static str> {
+pub(crate) fn project_knobs(s: &Settings) -> Vec<&'static str> {
     crate::config::approval_keys()
         .into_iter()
         .filter(|k| s.sources.get(k.name).is_some_and(Source::is_project))
@@ -305,7 +306,10 @@ fn project_value<T: Clone>(v: &Option<Sourced<T>>) -> Option<T> {
 /// Builds the approval request for a resolved plan, or `None` when the
 /// project asks for nothing that needs approval. Reads the store to see
 /// whether the key is already trusted (a corrupt store is an error).
-pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalRequest>, ApprovalError> {
+pub(crate) fn request(
+    settings: &Settings,
+    plan: &Plan,
+) -> Result<Option<ApprovalRequest>, ApprovalError> {
     let mut knobs = project_knobs(settings);
     // The file that asks: odek.json, or Dockerfile.odek when that is all.
     let config = if knobs.is_empty() {
@@ -409,7 +413,7 @@ pub fn request(settings: &Settings, plan: &Plan) -> Result<Option<ApprovalReques
 
 /// Grants an approval for the plan's request; `Trust` persists the key first
 /// (a failed write means no approval).
-pub fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approval, ApprovalError> {
+pub(crate) fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approval, ApprovalError> {
     let Some(req) = &plan.approval else {
         return Err(ApprovalError::NotNeeded);
     };

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::ApprovalError;
 
 /// The store's file name under `$ODEK_HOME`.
-pub const STORE_FILE: &str = "project_sandbox_approvals.json";
+pub(crate) const STORE_FILE: &str = "project_sandbox_approvals.json";
 /// The sidecar with details per key.
 pub const META_FILE: &str = "project_sandbox_approvals.meta.json";
 const LOCK_FILE: &str = "project_sandbox_approvals.lock";
@@ -78,7 +78,7 @@ impl Store {
     /// True when `key` is trusted and, when `binding` is given (project env
     /// values that read host variables), the trust was granted for exactly
     /// those templates: an entry `<key>:env:<binding>` sits beside the key.
-    pub fn trusts(&self, key: &str, binding: Option<&str>) -> Result<bool, ApprovalError> {
+    pub(crate) fn trusts(&self, key: &str, binding: Option<&str>) -> Result<bool, ApprovalError> {
         let all = self.read()?;
         let has = |k: &str| all.get(k) == Some(&true);
         Ok(has(key) && binding.is_none_or(|b| has(&binding_entry(key, b))))
@@ -107,7 +107,12 @@ impl Store {
 
     /// Adds `key` (trust) and, when given, its env-template binding,
     /// atomically and under the lock.
-    pub fn trust(&self, key: &str, binding: Option<&str>, meta: Meta) -> Result<(), ApprovalError> {
+    pub(crate) fn trust(
+        &self,
+        key: &str,
+        binding: Option<&str>,
+        meta: Meta,
+    ) -> Result<(), ApprovalError> {
         self.update(|store, metas| {
             store.insert(key.to_string(), true);
             if let Some(b) = binding {
@@ -144,7 +149,7 @@ impl Store {
     /// As [`Store::update`] with the byte writer given (tests inject a full
     /// disk here).
     #[doc(hidden)]
-    pub fn update_with(
+    pub(crate) fn update_with(
         &self,
         change: impl FnOnce(&mut BTreeMap<String, bool>, &mut BTreeMap<String, Meta>),
         write: &dyn Fn(&mut File, &[u8]) -> io::Result<()>,
@@ -180,7 +185,7 @@ impl Store {
 
 /// The store entry binding a trust to env templates. Same `{ "...": true }`
 /// format, so earlier releases read the file unchanged (they ignore it).
-pub fn binding_entry(key: &str, binding: &str) -> String {
+pub(crate) fn binding_entry(key: &str, binding: &str) -> String {
     format!("{key}:env:{binding}")
 }
 

@@ -219,7 +219,7 @@ fn container_path(path: &str) -> Result<String, String> {
 /// # Errors
 /// [`ConfigError::Workdir`] naming the rule (and the socket or mount point,
 /// quoted) and the fix.
-pub fn validate_workdir(workdir: &Path, home: Option<&Path>) -> Result<(), ConfigError> {
+pub(crate) fn validate_workdir(workdir: &Path, home: Option<&Path>) -> Result<(), ConfigError> {
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     let mut homes = login_homes(&passwd);
     homes.extend(home.and_then(|h| h.canonicalize().ok()));

@@ -153,7 +153,7 @@ macro_rules! config_keys {
             }
 
             /// True when this layer sets `key`.
-            pub fn sets(&self, key: &str) -> bool {
+            pub(crate) fn sets(&self, key: &str) -> bool {
                 match key {
                     $( stringify!($field) => self.$field.is_some(), )*
                     _ => false,
@@ -315,7 +315,7 @@ pub fn env_var_of(key_name: &str) -> Option<&'static str> {
 
 /// The keys whose project value needs approval (SPEC §7.1), in the order
 /// the approval request lists them.
-pub fn approval_keys() -> Vec<&'static Key> {
+pub(crate) fn approval_keys() -> Vec<&'static Key> {
     let mut keys: Vec<&Key> = KEYS.iter().filter(|k| k.approval.is_some()).collect();
     keys.sort_by_key(|k| k.approval);
     keys
@@ -323,7 +323,7 @@ pub fn approval_keys() -> Vec<&'static Key> {
 
 /// The keys only a container can honour (SPEC §6.3), in the order a
 /// message prefers to name them.
-pub fn container_only_keys() -> Vec<&'static Key> {
+pub(crate) fn container_only_keys() -> Vec<&'static Key> {
     let mut keys: Vec<&Key> = KEYS.iter().filter(|k| k.container_only.is_some()).collect();
     keys.sort_by_key(|k| k.container_only);
     keys

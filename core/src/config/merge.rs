@@ -21,7 +21,7 @@ use super::{
 use crate::warning::{Warning, WarningKind};
 
 /// Default `sandbox_pids_limit` (SPEC §3.1).
-pub const DEFAULT_PIDS_LIMIT: i64 = 4096;
+pub(crate) const DEFAULT_PIDS_LIMIT: i64 = 4096;
 
 /// What [`load`] reads. The environment is a snapshot so the result does not
 /// depend on when it is called and tests need no process-wide state.
@@ -66,7 +66,7 @@ pub struct Settings {
     pub workdir: PathBuf,
     /// Its identity when it was validated (`None` with the sandbox off:
     /// nothing is mounted then).
-    pub workdir_id: Option<crate::workdir::FileId>,
+    pub workdir_id: Option<super::FileId>,
     /// `$ODEK_HOME` (user config and approvals).
     pub odek_home: PathBuf,
     /// Sandbox mode (SPEC §3.3).
@@ -114,7 +114,7 @@ pub struct Settings {
 impl Settings {
     /// True when any network is to be attached (by any source): fallback to
     /// the host is then impossible (SPEC §6.3).
-    pub fn attaches_networks(&self) -> bool {
+    pub(crate) fn attaches_networks(&self) -> bool {
         self.networks.as_ref().is_some_and(|n| !n.value.is_empty())
             || self.compose_project.is_some()
     }
@@ -313,9 +313,9 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         // The workdir is mounted at /workspace: it must be a project directory.
         // Its identity is recorded around the validation, which reads it by
         // path, so launch can tell it is still the directory checked here.
-        let id = crate::workdir::identify(&workdir)?;
+        let id = super::identify(&workdir)?;
         super::validate_workdir(&workdir, env.get("HOME").map(Path::new))?;
-        crate::workdir::still(&workdir, id)?;
+        super::still(&workdir, id)?;
         workdir_id = Some(id);
     }
 
@@ -451,7 +451,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
 
 /// The real location of `p` even when it does not exist yet: the longest
 /// existing ancestor canonicalised, the rest appended with `.`/`..` resolved.
-pub fn real_path(p: &Path) -> PathBuf {
+pub(crate) fn real_path(p: &Path) -> PathBuf {
     let mut existing = p.to_path_buf();
     let mut rest = Vec::new();
     while existing.canonicalize().is_err() {
@@ -672,7 +672,7 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
         }
     }
     if let Some(image) = &l.sandbox_image {
-        crate::image::ImageRef::parse(image).map_err(|e| ConfigError::InvalidValue {
+        crate::image_ref::ImageRef::parse(image).map_err(|e| ConfigError::InvalidValue {
             origin: o("sandbox_image"),
             key: "sandbox_image".into(),
             reason: e.to_string(),

@@ -4,6 +4,7 @@
 
 mod error;
 mod hostpath;
+mod identity;
 mod keys;
 mod merge;
 mod parse;
@@ -11,18 +12,26 @@ mod validate;
 
 use crate::text::{quote, shown_path};
 pub use error::ConfigError;
-pub use hostpath::{resolve_volume, validate_workdir};
-pub use keys::{
-    approval_keys, container_only_keys, env_var_of, key, Flag, Key, Kind, Layer, KEYS, KNOWN_KEYS,
-};
+pub use hostpath::resolve_volume;
+pub(crate) use hostpath::validate_workdir;
+pub(crate) use identity::identify;
+pub(crate) use identity::walk_no_symlink;
+pub use identity::{still, FileId};
+pub(crate) use keys::approval_keys;
+pub(crate) use keys::container_only_keys;
+pub use keys::{env_var_of, key, Flag, Key, Kind, Layer, KEYS, KNOWN_KEYS};
 pub(crate) use merge::truthy;
-pub use merge::{load, odek_home, ConfigInputs, Settings, DEFAULT_PIDS_LIMIT, PROCESS_ENV_VARS};
+pub use merge::{load, odek_home, ConfigInputs, Settings, PROCESS_ENV_VARS};
+pub(crate) use parse::layer_from_env;
+pub(crate) use parse::parse_file;
 pub(crate) use parse::suggest as suggest_key;
-pub use parse::{check_strict_json, layer_from_env, parse_bytes, parse_file, MAX_CONFIG_BYTES};
+pub use parse::{check_strict_json, parse_bytes, MAX_CONFIG_BYTES};
+pub(crate) use validate::host_refs;
+pub(crate) use validate::validate_env_key_as;
 pub use validate::{
-    host_refs, interpolate, normalize_compose_project, parse_cpus, parse_memory,
-    parse_network_mode, validate_compose_project, validate_env_key, validate_env_key_as,
-    validate_network_name, validate_pids_limit, validate_user,
+    interpolate, normalize_compose_project, parse_cpus, parse_memory, parse_network_mode,
+    validate_compose_project, validate_env_key, validate_network_name, validate_pids_limit,
+    validate_user, EXEC_TAG_ENV,
 };
 
 use std::fmt;
@@ -63,7 +72,7 @@ pub enum Source {
 
 impl Source {
     /// True for `./odek.json`.
-    pub fn is_project(&self) -> bool {
+    pub(crate) fn is_project(&self) -> bool {
         matches!(self, Source::Project { .. })
     }
 }
@@ -92,7 +101,7 @@ pub struct Sourced<T> {
 
 impl<T> Sourced<T> {
     /// Pairs a value with its source.
-    pub fn new(value: T, source: Source) -> Sourced<T> {
+    pub(crate) fn new(value: T, source: Source) -> Sourced<T> {
         Sourced { value, source }
     }
 }

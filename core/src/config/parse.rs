@@ -38,7 +38,7 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// symlink to nothing) → [`ConfigError::Unreadable`]; larger than
 /// [`MAX_CONFIG_BYTES`] → [`ConfigError::Malformed`] (line and column 0);
 /// or anything [`parse_bytes`] refuses.
-pub fn parse_file(path: &Path) -> Result<Option<(Layer, Vec<Warning>)>, ConfigError> {
+pub(crate) fn parse_file(path: &Path) -> Result<Option<(Layer, Vec<Warning>)>, ConfigError> {
     let unreadable = |reason: String| ConfigError::Unreadable {
         path: path.to_path_buf(),
         reason,
@@ -189,7 +189,7 @@ pub(crate) fn env_bool(value: Option<&str>) -> Result<Option<bool>, String> {
 /// empty item is an error); `ODEK_SANDBOX_PIDS_LIMIT` a decimal integer
 /// (optional `-`, no `+`, fits i64). Other variables are ignored. Errors are
 /// [`ConfigError::InvalidValue`] with origin `env <VAR>`.
-pub fn layer_from_env(env: &BTreeMap<String, String>) -> Result<Layer, ConfigError> {
+pub(crate) fn layer_from_env(env: &BTreeMap<String, String>) -> Result<Layer, ConfigError> {
     let mut layer = Layer::default();
     for key in KEYS {
         let Some(var) = key.env else { continue };

@@ -26,7 +26,7 @@ const MAX_ENV_KEY_BYTES: usize = 256;
 
 /// Largest pids limit: the kernel's `PID_MAX_LIMIT` (2^22); Docker passes
 /// larger values on and runc then fails at start.
-pub const MAX_PIDS_LIMIT: i64 = 4_194_304;
+pub(crate) const MAX_PIDS_LIMIT: i64 = 4_194_304;
 
 /// Smallest CPU limit in nano-CPUs (0.01 CPU: a 1 ms CFS quota per 100 ms).
 const MIN_NANO_CPUS: u128 = 10_000_000;
@@ -131,7 +131,7 @@ pub fn validate_compose_project(origin: &str, value: &str) -> Result<(), ConfigE
 
 /// Longest Compose project name accepted (its networks are named
 /// `<project>_<network>`, and Docker names stop at 128 bytes or so).
-pub const MAX_COMPOSE_PROJECT: usize = 100;
+pub(crate) const MAX_COMPOSE_PROJECT: usize = 100;
 
 /// Compose's normalisation: lowercase, then drop every character outside
 /// `[a-z0-9_-]`, then drop leading `_`/`-`. `None` when nothing is left or
@@ -321,8 +321,14 @@ pub fn validate_user(origin: &str, value: &str) -> Result<(), ConfigError> {
     ))
 }
 
+/// Environment variable set on every command odek runs in a sandbox: a
+/// random 128-bit tag in hex, `ODEK_EXEC_ID=<32 hex>`, unique per exec. It
+/// lets odek find the command's processes to kill them after a timeout or a
+/// cancellation (the Engine API has no call to signal an exec).
+pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
+
 /// An env key: `[A-Za-z_][A-Za-z0-9_]*`, ≤ 256 bytes, not the reserved
-/// [`crate::exec::EXEC_TAG_ENV`] → else [`ConfigError::InvalidValue`] for
+/// [`EXEC_TAG_ENV`] → else [`ConfigError::InvalidValue`] for
 /// key `sandbox_env`.
 pub fn validate_env_key(origin: &str, key: &str) -> Result<(), ConfigError> {
     validate_env_key_as(origin, "sandbox_env", key)
@@ -330,8 +336,8 @@ pub fn validate_env_key(origin: &str, key: &str) -> Result<(), ConfigError> {
 
 /// [`validate_env_key`] with the error naming `what` instead of
 /// `sandbox_env` (e.g. `env` for a command's own environment).
-pub fn validate_env_key_as(origin: &str, what: &str, key: &str) -> Result<(), ConfigError> {
-    if key == crate::exec::EXEC_TAG_ENV {
+pub(crate) fn validate_env_key_as(origin: &str, what: &str, key: &str) -> Result<(), ConfigError> {
+    if key == EXEC_TAG_ENV {
         return Err(invalid(
             origin,
             what,
@@ -422,7 +428,7 @@ pub fn interpolate(
 
 /// The host variables a `sandbox_env` value reads: each `${NAME}`, skipping
 /// `$$` escapes. Names only, in order, without repeats.
-pub fn host_refs(value: &str) -> Vec<String> {
+pub(crate) fn host_refs(value: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut rest = value;
     while let Some(at) = rest.find('$') {

@@ -69,7 +69,7 @@ impl Timeouts {
     /// `ODEK_DOCKER_TIMEOUT` seconds for ping and calls when set.
     /// A value that is not valid ([`Timeouts::parse_base`]) is ignored here;
     /// config loading refuses it before any Engine call.
-    pub fn from_env() -> Timeouts {
+    pub(crate) fn from_env() -> Timeouts {
         let base = std::env::var("ODEK_DOCKER_TIMEOUT")
             .ok()
             .and_then(|v| Self::parse_base(&v).ok());
@@ -101,7 +101,7 @@ impl BollardEngine {
     }
 
     /// As [`BollardEngine::new`] with explicit time budgets.
-    pub fn with_timeouts(endpoint: Endpoint, timeouts: Timeouts) -> BollardEngine {
+    pub(crate) fn with_timeouts(endpoint: Endpoint, timeouts: Timeouts) -> BollardEngine {
         let address = endpoint.address.clone();
         // bollard's own timeout is whole seconds; ours (tokio) is the real one.
         let secs = timeouts.call.as_secs().max(1) + 1;

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 /// Oldest Docker Engine API version odek talks to (Docker 19.03). SPEC §6.2:
 /// an older engine is refused naming both versions.
-pub const MIN_API_VERSION: ApiVersion = ApiVersion {
+pub(crate) const MIN_API_VERSION: ApiVersion = ApiVersion {
     major: 1,
     minor: 40,
 };
@@ -45,7 +45,7 @@ pub struct ApiVersion {
 
 impl ApiVersion {
     /// Parses `"1.41"`; `None` for anything else.
-    pub fn parse(s: &str) -> Option<ApiVersion> {
+    pub(crate) fn parse(s: &str) -> Option<ApiVersion> {
         let (a, b) = s.trim().split_once('.')?;
         Some(ApiVersion {
             major: a.parse().ok()?,
@@ -196,7 +196,7 @@ pub struct StdinHold {
 
 impl StdinHold {
     /// Holds `conn` (whatever keeps the connection open) until dropped.
-    pub fn new(conn: Box<dyn Send>) -> StdinHold {
+    pub(crate) fn new(conn: Box<dyn Send>) -> StdinHold {
         StdinHold {
             _conn: std::sync::Mutex::new(conn),
         }
@@ -221,7 +221,7 @@ pub struct ExitWait {
 impl ExitWait {
     /// Runs `wait` (it resolves to the container's exit code once it is
     /// removed) on a task of the current tokio runtime.
-    pub fn spawn(
+    pub(crate) fn spawn(
         wait: impl std::future::Future<Output = Result<i64, EngineError>> + Send + 'static,
     ) -> ExitWait {
         ExitWait {
@@ -234,7 +234,10 @@ impl ExitWait {
     /// without an answer; `Some(Err)` when the daemon refused the wait (a
     /// container already gone before the wait began is
     /// [`EngineErrorKind::NotFound`]).
-    pub async fn code(mut self, budget: std::time::Duration) -> Option<Result<i64, EngineError>> {
+    pub(crate) async fn code(
+        mut self,
+        budget: std::time::Duration,
+    ) -> Option<Result<i64, EngineError>> {
         match tokio::time::timeout(budget, &mut self.task).await {
             Ok(Ok(answer)) => Some(answer),
             _ => None,
@@ -512,7 +515,7 @@ pub struct EngineError {
 
 impl EngineError {
     /// Builds an error.
-    pub fn new(op: Op, kind: EngineErrorKind, message: impl Into<String>) -> EngineError {
+    pub(crate) fn new(op: Op, kind: EngineErrorKind, message: impl Into<String>) -> EngineError {
         EngineError {
             op,
             kind,
@@ -522,7 +525,7 @@ impl EngineError {
     }
 
     /// True when the daemon did not answer (unreachable or timed out).
-    pub fn is_unreachable(&self) -> bool {
+    pub(crate) fn is_unreachable(&self) -> bool {
         matches!(
             self.kind,
             EngineErrorKind::Unreachable | EngineErrorKind::Timeout

@@ -29,13 +29,13 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 /// Parsed `.dockerignore` patterns.
-pub struct DockerIgnore {
+pub(crate) struct DockerIgnore {
     rules: Vec<(GlobMatcher, bool)>,
 }
 
 impl DockerIgnore {
     /// Parses `.dockerignore` text. Errors name the bad pattern.
-    pub fn parse(text: &str) -> Result<DockerIgnore, String> {
+    pub(crate) fn parse(text: &str) -> Result<DockerIgnore, String> {
         let mut rules = Vec::new();
         for line in text.lines() {
             let line = line.trim();
@@ -63,7 +63,7 @@ impl DockerIgnore {
 
     /// True when `rel` (relative, `/`-separated) or one of its parent
     /// directories is excluded.
-    pub fn excluded(&self, rel: &str) -> bool {
+    pub(crate) fn excluded(&self, rel: &str) -> bool {
         let mut excluded = false;
         for (glob, negate) in &self.rules {
             let mut hit = glob.is_match(rel);
@@ -158,7 +158,7 @@ fn read_file_at(
 /// Reads the Dockerfile `name` in the directory `dir` once, without
 /// following a symlink anywhere on the way (see the module doc). Errors
 /// are reasons: missing, a symlink, not a regular file, unreadable.
-pub fn read_dockerfile(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn read_dockerfile(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
     let fd = open_dir(dir)?;
     read_file_at(&fd, OsStr::new(name))?
         .map(|(bytes, _)| bytes)
@@ -189,7 +189,7 @@ fn header(kind: tar::EntryType, st: Option<&rustix::fs::Stat>, size: u64) -> tar
 /// directory holds now. Walked through file descriptors (module doc):
 /// symlinks are stored as links, never followed. Errors are messages; an
 /// entry that changed kind during the walk is one.
-pub fn build_context(
+pub(crate) fn build_context(
     dir: &Path,
     dockerfile: &str,
     dockerfile_bytes: &[u8],

@@ -3,10 +3,10 @@
 //! default read from the embedded `default.Dockerfile`.
 
 mod build;
-mod reference;
 
-pub use build::{build_context, read_dockerfile, DockerIgnore};
-pub use reference::{ImageRef, ImageRefError};
+pub use crate::image_ref::{ImageRef, ImageRefError};
+pub(crate) use build::build_context;
+pub(crate) use build::read_dockerfile;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,11 +23,11 @@ use crate::engine::{DockerApi, EngineError, ImageInfo, ProgressSink};
 pub const DEFAULT_DOCKERFILE: &str = include_str!("default.Dockerfile");
 
 /// The file name looked for in the working directory.
-pub const DOCKERFILE_ODEK: &str = "Dockerfile.odek";
+pub(crate) const DOCKERFILE_ODEK: &str = "Dockerfile.odek";
 
 /// Reads the image reference from a Dockerfile whose only instruction is
 /// `FROM <ref>` (comments and blank lines allowed). Errors name the problem.
-pub fn from_of_dockerfile(text: &str) -> Result<ImageRef, String> {
+pub(crate) fn from_of_dockerfile(text: &str) -> Result<ImageRef, String> {
     let mut instructions = text
         .lines()
         .map(str::trim)
@@ -84,7 +84,7 @@ impl ImagePlan {
     /// Chooses the image for `settings` (SPEC §5 order). With the sandbox
     /// off, `Dockerfile.odek` is not looked at (nothing is built). Errors: a
     /// `Dockerfile.odek` that is not a readable regular file.
-    pub fn choose(settings: &Settings) -> Result<ImagePlan, ImageError> {
+    pub(crate) fn choose(settings: &Settings) -> Result<ImagePlan, ImageError> {
         if let Some(img) = &settings.image {
             let reference = ImageRef::parse(&img.value).map_err(ImageError::InvalidReference)?;
             return Ok(ImagePlan {
@@ -194,7 +194,7 @@ pub enum ImageError {
 }
 
 /// Label put on images odek builds.
-pub const IMAGE_LABEL: &str = "dev.odek.image";
+pub(crate) const IMAGE_LABEL: &str = "dev.odek.image";
 
 /// Label marking an image this user's odek built from `Dockerfile.odek`:
 /// HMAC-SHA256 (lowercase hex) under the launch key of `$ODEK_HOME`
@@ -229,7 +229,7 @@ fn built_by_this_user(odek_home: &Path, sha256: &str, info: &ImageInfo) -> bool 
 /// its SHA-256 is the plan's (the approved one) — [`ImageError::DockerfileChanged`]
 /// — and sends exactly those bytes ([`build_context`]); `odek_home` is never
 /// sent.
-pub async fn ensure(
+pub(crate) async fn ensure(
     engine: &dyn DockerApi,
     plan: &ImagePlan,
     odek_home: &Path,

@@ -10,7 +10,7 @@ impl Plan {
     /// again ([`crate::workdir::check_at_use`]: a symlink planted since
     /// resolve, or another directory at the working directory's path, is
     /// refused). Errors name the field.
-    pub fn check(&self) -> Result<(), crate::Error> {
+    pub(crate) fn check(&self) -> Result<(), crate::Error> {
         use crate::config::{parse_cpus, validate_env_key, validate_pids_limit, validate_user};
         let bad = |what: String| crate::Error::Usage(format!("the plan is not valid: {what}"));
         if self.schema != PLAN_SCHEMA {

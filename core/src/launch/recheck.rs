@@ -12,7 +12,7 @@ use crate::text::display_name;
 
 /// Checks an approval against the plan and re-resolves the project-requested
 /// networks (SPEC §7.4). Any difference in the set of IDs refuses the launch.
-pub async fn recheck(
+pub(crate) async fn recheck(
     engine: &dyn DockerApi,
     plan: &Plan,
     approval: Option<&Approval>,
