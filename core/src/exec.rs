@@ -148,7 +148,9 @@ const KILL_BUDGET: Duration = Duration::from_secs(5);
 /// environment cannot be read is still found while its parent is. PID 1
 /// (docker-init) and the sandbox's idle process (`cat`,
 /// [`crate::sandbox::IDLE_CMD`]: untagged, docker-init's child, command line
-/// exactly `cat`) are never taken: killing it would end the sandbox.
+/// exactly `cat`, and the child of docker-init that started first — a copy
+/// of a shell the command names `cat` and orphans is a stranger) are never
+/// taken: killing it would end the sandbox.
 /// "Strangers" are processes without any `ODEK_EXEC_ID` that started
 /// within the last `$4` seconds (from `/proc/uptime` and the process's
 /// start time at 100 ticks a second) and whose parent is outside the
@@ -698,7 +700,7 @@ mod tests {
     #[test]
     fn the_kill_script_spares_the_idle_process_by_its_command_line() {
         // `$(cat /proc/<pid>/cmdline)` drops the NUL separators.
-        let pattern = format!("in {}) k=idle ;;", IDLE_CMD.concat());
+        let pattern = format!("in {}) k=c$start ;;", IDLE_CMD.concat());
         assert!(
             KILL_SCRIPT.contains(&pattern),
             "the kill script does not recognize the idle process {IDLE_CMD:?}"

@@ -8,14 +8,19 @@ read -r up _ < /proc/uptime 2>/dev/null || up=0
 up=${up%.*}
 n=0
 while :; do
-  rows='' ours=" "
+  rows='' ours=" " first=''
   for p in /proc/[0-9]*; do
     pid=${p#/proc/}
     case "$pid" in 1|"$$") continue ;; esac
     read -r st < "$p/stat" 2>/dev/null || continue
     # shellcheck disable=SC2086 # split on purpose: the fields of /proc/<pid>/stat after "(comm) "
     set -- ${st##*") "}
-    pp=$2 age=$((up - ${20:-0} / 100))
+    pp=$2 start=${20:-0} age=$((up - ${20:-0} / 100))
+    # docker-init's child that started first is the sandbox's idle process
+    # (decided after the scan): nothing the command starts can be older
+    if [ "$pp" = 1 ] && { [ -z "$first" ] || [ "$start" -lt "$first" ]; }; then
+      first=$start
+    fi
     if e=$(cat "$p/environ" 2>/dev/null); then
       case "$e" in
         *"$tag"*)
@@ -31,9 +36,10 @@ while :; do
     fi
     # an untagged process that started before the command cannot be it
     [ "$k" = u ] && [ "$age" -gt "$recent" ] && k=old
-    # the sandbox's idle process (docker-init's child)
+    # a candidate for the sandbox's idle process: docker-init's child named
+    # cat; only the one that started first is spared (c<start>, below)
     if [ "$k" = u ] && [ "$pp" = 1 ]; then
-      case "$(cat "$p/cmdline" 2>/dev/null)" in cat) k=idle ;; esac
+      case "$(cat "$p/cmdline" 2>/dev/null)" in cat) k=c$start ;; esac
     fi
     rows="$rows $pid:$pp:$k"
   done
@@ -63,6 +69,7 @@ while :; do
         case "$k:$pp" in
           x:*) unread=$((unread+1)) ;;
           u:0|u:1) strangers=$((strangers+1)) ;;
+          c*:1) [ "${k#c}" = "$first" ] || strangers=$((strangers+1)) ;;
         esac ;;
     esac
   done

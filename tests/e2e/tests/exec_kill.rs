@@ -360,3 +360,27 @@ fn an_untagged_orphan_or_a_forged_tag_makes_the_kill_unconfirmed() {
         assert!(err.contains("cannot be confirmed"), "{script}: {err}");
     }
 }
+
+#[test]
+fn an_orphan_named_like_the_idle_process_makes_the_kill_unconfirmed() {
+    // A shell copied under the idle process's name `cat`, orphaned (docker-
+    // init's child) and untagged, in a fresh sandbox so that no earlier
+    // stranger decides the outcome: only docker-init's first child is the
+    // idle process, so this one is a stranger (a review found it spared and
+    // "was killed" claimed while its child ran on).
+    let d = Detached::up();
+    let script = "mkdir -p /workspace/.x && cp /bin/sh /workspace/.x/cat && \
+         echo 'PATH=/usr/bin:/bin; sleep 7; touch /workspace/late' > /workspace/.x/s && \
+         (cd /workspace/.x && env -i PATH=/workspace/.x cat < s >/dev/null 2>&1 &); sleep 100";
+    let out = d.exec_timed("1", script);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(124), "{err}");
+    assert!(!err.contains("was killed"), "claims a kill: {err}");
+    assert!(err.contains("cannot be confirmed"), "{err}");
+    // positive control: the copied shell runs as `cat` beside the idle one
+    assert!(
+        d.processes("sleep 7").len() == 1,
+        "the orphan's child is not running: {:?}",
+        d.processes("")
+    );
+}
