@@ -592,10 +592,13 @@ type ConfigView struct {
 	Mode           string
 	Isolation      string
 	FallbackReason string
-	Endpoint       string
-	APIVersion     string
-	Image          ViewImage
-	NetworkMode    string
+	// FallbackAllowed is false when every setup failure is a refusal
+	// (explicit mode, ODEK_REQUIRE_SANDBOX, or networks attached).
+	FallbackAllowed bool
+	Endpoint        string
+	APIVersion      string
+	Image           ViewImage
+	NetworkMode     string
 	// Network is the SPEC §4.2 summary.
 	Network  string
 	Internet bool
@@ -627,13 +630,14 @@ func (v *ConfigView) JSON() []byte { return []byte(v.raw) }
 
 // wireConfigView is "odek.config-view/1" as read.
 type wireConfigView struct {
-	Schema         string  `json:"schema"`
-	Mode           string  `json:"mode"`
-	Isolation      string  `json:"isolation"`
-	FallbackReason *string `json:"fallback_reason"`
-	Endpoint       *string `json:"endpoint"`
-	APIVersion     *string `json:"api_version"`
-	Image          struct {
+	Schema          string  `json:"schema"`
+	Mode            string  `json:"mode"`
+	Isolation       string  `json:"isolation"`
+	FallbackReason  *string `json:"fallback_reason"`
+	FallbackAllowed bool    `json:"fallback_allowed"`
+	Endpoint        *string `json:"endpoint"`
+	APIVersion      *string `json:"api_version"`
+	Image           struct {
 		ViewImage
 		Digest *string `json:"digest"`
 		ID     *string `json:"id"`
@@ -669,7 +673,8 @@ func parseConfigView(doc string) (*ConfigView, error) {
 	}
 	v := &ConfigView{
 		Mode: w.Mode, Isolation: w.Isolation, FallbackReason: deref(w.FallbackReason),
-		Endpoint: deref(w.Endpoint), APIVersion: deref(w.APIVersion),
+		FallbackAllowed: w.FallbackAllowed,
+		Endpoint:        deref(w.Endpoint), APIVersion: deref(w.APIVersion),
 		Image:       w.Image.ViewImage,
 		NetworkMode: w.NetworkMode, Network: w.Network, Internet: w.Internet,
 		PidsLimit: w.PidsLimit, Init: w.Init, Tmpfs: w.Tmpfs,

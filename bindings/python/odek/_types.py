@@ -275,6 +275,7 @@ class ConfigViewDoc(TypedDict):
     mode: str
     isolation: str
     fallback_reason: Optional[str]
+    fallback_allowed: bool
     endpoint: Optional[str]
     api_version: Optional[str]
     image: ImageViewDoc

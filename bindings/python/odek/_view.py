@@ -40,6 +40,13 @@ class ConfigView:
         return str(self.data.get("mode", ""))
 
     @property
+    def fallback_allowed(self) -> bool:
+        """Whether a setup failure would fall back to the host; ``False``
+        means every failure is a refusal (explicit mode,
+        ``ODEK_REQUIRE_SANDBOX``, or networks attached)."""
+        return bool(self.data.get("fallback_allowed", False))
+
+    @property
     def isolation(self) -> str:
         """``"container"``, ``"fallback"`` or ``"off"``."""
         return str(self.data.get("isolation", ""))
