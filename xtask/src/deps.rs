@@ -1,4 +1,5 @@
-//! `cargo xtask deps [--tests]`: the module dependency graph of core/src.
+//! `cargo xtask deps [--tests] [--src DIR]`: the module dependency graph of
+//! core/src (or of DIR, another tree's core/src).
 //!
 //! A text scan, no compiler: a module is a top-level module of odek-core
 //! (`core/src/NAME.rs` or `core/src/NAME/`, every file below it included),
@@ -10,7 +11,7 @@
 //! connected components of more than one module.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::{root, R};
 
@@ -18,18 +19,23 @@ use crate::{root, R};
 pub(crate) type Graph = BTreeMap<String, BTreeSet<String>>;
 
 pub(crate) fn deps_cmd(args: &[String]) -> R {
+    const USAGE: &str = "usage: cargo xtask deps [--tests] [--src DIR]";
     let mut tests = false;
-    for a in args {
+    let mut src = root().join("core/src");
+    let mut args = args.iter();
+    while let Some(a) = args.next() {
         match a.as_str() {
             "--tests" => tests = true,
-            other => {
-                return Err(format!(
-                    "unknown argument {other:?}; usage: cargo xtask deps [--tests]"
-                ))
-            }
+            // Another tree's core/src, e.g. an older commit checked out with
+            // `git worktree add /tmp/before REV`.
+            "--src" => match args.next() {
+                Some(dir) => src = PathBuf::from(dir),
+                None => return Err(format!("--src needs a directory; {USAGE}")),
+            },
+            other => return Err(format!("unknown argument {other:?}; {USAGE}")),
         }
     }
-    let graph = scan(&root().join("core/src"), tests)?;
+    let graph = scan(&src, tests)?;
     // The report is this recipe's output: stdout, so it can be saved.
     print!("{}", render(&graph, tests));
     Ok(())

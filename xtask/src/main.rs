@@ -8,7 +8,7 @@
 //! - `header-check` fail when the checked-in header or ABI schemas differ from fresh ones
 //! - `schema`   regenerate ffi/schema/*.json, the JSON Schemas of the C ABI's messages
 //! - `lint`     fmt --check, clippy -D warnings, shellcheck, no convention/issue citations, cargo doc -D warnings
-//! - `deps`     the module dependency graph of core/src and its cycles (`--tests`: with test modules)
+//! - `deps`     the module dependency graph of core/src and its cycles (`--tests`: with test modules; `--src DIR`: another tree)
 //! - `unit`     unit and fake-engine tests (no Docker needed)
 //! - `e2e`      real-Docker end-to-end suite (images, registry, Compose fixture)
 //! - `python`   the Python binding's pytest suite (bindings/python/run-tests.sh)
@@ -57,7 +57,7 @@ const RECIPES: &[(&str, &str)] = &[
     ),
     (
         "deps",
-        "the module dependency graph of core/src and its cycles [--tests]",
+        "the module dependency graph of core/src and its cycles [--tests] [--src DIR]",
     ),
     ("unit", "unit and fake-engine tests (no Docker needed)"),
     (
