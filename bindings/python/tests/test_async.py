@@ -192,6 +192,7 @@ def test_async_real_docker_loop_keeps_running(docker_engine, docker_workdir, com
     run(main())
 
 
+@pytest.mark.fake
 def test_async_launch_emits_plan_warnings_in_the_loop_thread(workdir):
     async def main():
         async with odek.AsyncClient(engine="fake") as client:

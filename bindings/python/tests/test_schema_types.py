@@ -72,6 +72,7 @@ def test_the_check_fails_on_a_member_on_one_side_only() -> None:
     assert set(node["properties"]) - members(Fewer)
 
 
+@pytest.mark.fake
 def test_the_resolve_request_leaves_the_sandbox_default_to_libodek(monkeypatch, tmp_path) -> None:
     """The binding sends allow_host_fallback only when its caller sets it, and
     libodek's default keeps the binding's behaviour: a sandbox is required."""
