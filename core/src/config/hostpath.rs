@@ -610,23 +610,9 @@ fn find_docker_socket(dir: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::validate::tests::assert_display_safe;
 
     const ORIGIN: &str = "/home/dev/app/odek.json";
-
-    fn assert_display_safe(err: &ConfigError) {
-        let shown = err.to_string();
-        assert!(
-            shown.len() < 2000,
-            "message too long: {} bytes",
-            shown.len()
-        );
-        for c in shown.chars() {
-            assert!(
-                !c.is_control() && !is_hidden_or_control(c),
-                "raw {c:?} in {shown:?}"
-            );
-        }
-    }
 
     // --- sandbox_network -------------------------------------------------
 

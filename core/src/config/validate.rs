@@ -539,7 +539,7 @@ fn is_env_name(name: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     const ORIGIN: &str = "/home/dev/app/odek.json";
@@ -584,7 +584,9 @@ mod tests {
         ]
     }
 
-    fn assert_display_safe(err: &ConfigError) {
+    /// A refusal's message is short and carries no raw control or hidden
+    /// character (also used by hostpath.rs's tests).
+    pub(in crate::config) fn assert_display_safe(err: &ConfigError) {
         let shown = err.to_string();
         assert!(
             shown.len() < 2000,
