@@ -24,24 +24,8 @@ use serde_json::{json, Value};
 // ---------------------------------------------------------------------------
 // Plumbing
 
-/// Takes an error object: (code, class, message), freed.
-fn take_error(e: *mut odek_error_t) -> Option<(i32, String, String)> {
-    if e.is_null() {
-        return None;
-    }
-    // SAFETY: a live error object returned by odek; freed once below.
-    unsafe {
-        let code = odek_error_code(e);
-        let class = CStr::from_ptr(odek_error_class(e))
-            .to_string_lossy()
-            .into_owned();
-        let message = CStr::from_ptr(odek_error_message(e))
-            .to_string_lossy()
-            .into_owned();
-        odek_error_free(e);
-        Some((code, class, message))
-    }
-}
+mod common;
+use common::take_error_with_class as take_error;
 
 /// Takes a string returned by odek, freed.
 fn take_string(s: *mut c_char) -> String {
