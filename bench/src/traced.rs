@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use odek_core::engine::{
     BollardEngine, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
-    EngineError, EngineInfo, ExecExit, ExecSpec, ExitWait, ImageInfo, NetworkFilter, NetworkInfo,
-    OutputSink, ProgressSink, StdinHold,
+    EngineError, EngineInfo, EngineSecurity, ExecExit, ExecSpec, ExitWait, ImageInfo,
+    NetworkFilter, NetworkInfo, OutputSink, PathStat, ProgressSink, StdinHold,
 };
 
 /// One recorded call.
@@ -200,5 +200,19 @@ impl DockerApi for Traced {
 
     async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {
         traced!(self, "wait_removed", self.inner.wait_removed(id))
+    }
+    async fn security(&self) -> Result<EngineSecurity, EngineError> {
+        traced!(self, "info", self.inner.security())
+    }
+    async fn stat_path(&self, id: &str, path: &str) -> Result<Option<PathStat>, EngineError> {
+        traced!(self, "stat_path", self.inner.stat_path(id, path))
+    }
+    async fn read_file(
+        &self,
+        id: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        traced!(self, "read_file", self.inner.read_file(id, path, max))
     }
 }

@@ -88,6 +88,14 @@ pub struct Environment {
     pub memory_bytes: Option<i64>,
     /// CPU limit as written.
     pub cpus: Option<String>,
+    /// The user commands run as (`Config.User`: `uid:gid`, a name);
+    /// `None`: the image's own (SPEC §6.1 "user").
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The account odek gave that user (name, uid, gid, the empty tmpfs
+    /// `HOME`), for a non-root numeric user.
+    #[serde(default)]
+    pub account: Option<crate::account::Account>,
 }
 
 /// True when `peer` is listed among the services of a network: every
@@ -158,6 +166,8 @@ impl Client {
             pids_limit: Some(plan.pids_limit),
             memory_bytes: plan.memory_bytes,
             cpus: plan.cpus.as_ref().map(|c| c.text.clone()),
+            user: plan.user.clone(),
+            account: plan.account.clone(),
         };
         let Some(id) = &sandbox.container_id else {
             let (iso, reason) = match &sandbox.isolation {
@@ -174,6 +184,8 @@ impl Client {
                 pids_limit: None,
                 memory_bytes: None,
                 cpus: None,
+                user: None,
+                account: None,
                 ..base
             });
         };
@@ -200,6 +212,7 @@ impl Client {
             pids_limit: me.pids_limit.filter(|n| *n > 0),
             memory_bytes: Some(me.memory_bytes).filter(|m| *m > 0),
             cpus: live_cpus(plan, me.nano_cpus),
+            user: Some(me.user.clone()).filter(|u| !u.is_empty()),
             ..base
         };
         describe_container(engine.as_ref(), &me, base).await
@@ -426,6 +439,7 @@ pub fn render_prompt(env: &Environment) -> String {
         net.describe(),
         internet_line(env)
     ));
+    s.push_str(&user_line(env));
     s.push_str(
         "- `localhost` is this container itself: not the host, and not the services below.\n",
     );
@@ -450,6 +464,28 @@ pub fn render_prompt(env: &Environment) -> String {
         s.push_str(&wrapped_list(env, &nonce(), false));
     }
     s
+}
+
+/// Whose user commands run as, one line of the block (SPEC §6.1 "user").
+fn user_line(env: &Environment) -> String {
+    let root = |u: &str| {
+        let uid = u.split(':').next().unwrap_or_default();
+        uid == "root" || (!uid.is_empty() && uid.bytes().all(|b| b == b'0'))
+    };
+    match (&env.account, &env.user) {
+        (Some(a), _) => format!(
+            "- Commands run as user `{}` (uid {}, gid {}), not root. `HOME` is {}: empty, private to this sandbox and gone when it ends (keep your work in /workspace).\n",
+            a.name, a.uid, a.gid, a.home
+        ),
+        (None, Some(u)) if root(u) => {
+            "- Commands run as root inside the container, without any capability.\n".to_string()
+        }
+        (None, Some(u)) => format!(
+            "- Commands run as user `{}`.\n",
+            crate::text::display_text(u)
+        ),
+        (None, None) => "- Commands run as the image's default user.\n".to_string(),
+    }
 }
 
 /// The short variant for the shell tool's description (SPEC §9.2).
@@ -502,6 +538,8 @@ mod tests {
             pids_limit: Some(4096),
             memory_bytes: None,
             cpus: None,
+            user: None,
+            account: None,
         }
     }
 

@@ -81,6 +81,12 @@ fn mount_problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
             !(v.read_only || plan.readonly),
         )
     }));
+    // The sandbox account's files (SPEC §6.1 "user"), read-only.
+    want.extend(
+        crate::launch::account_binds(&plan.odek_home, &info.image_id, plan.account.as_ref())
+            .into_iter()
+            .map(|b| (b.source, b.target, !b.read_only)),
+    );
     let mut out = Vec::new();
     let mut seen = vec![false; want.len()];
     for m in &info.hardening.mounts {

@@ -57,6 +57,10 @@ pub const SIGNED: &str = "dev.odek.signed";
 pub const MAC: &str = "dev.odek.mac";
 /// Domain of [`MAC`].
 pub const MAC_DOMAIN: &str = "odek.sandbox/1";
+/// On a container odek creates only to read an image's files, never
+/// started (`account`: the sandbox account's `/etc/passwd`, SPEC §6.1
+/// "user"); owned like an ephemeral sandbox so gc reaps one left behind.
+pub const PROBE: &str = "dev.odek.probe";
 /// Prefix of odek's labels.
 pub(crate) const PREFIX: &str = "dev.odek.";
 

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use rand::Rng;
 
+mod account;
 mod check;
+
+pub(crate) use account::binds as account_binds;
 mod recheck;
 
 use recheck::recheck;
@@ -188,6 +191,21 @@ pub fn container_spec(
         target: m.clone(),
         options: "ro,noexec,nosuid,nodev,size=4k".into(),
     }));
+    // SPEC §6.1 "user": the account's empty, private HOME.
+    if let Some(a) = &plan.account {
+        tmpfs.push(TmpfsMount {
+            target: a.home.clone(),
+            options: a.home_tmpfs_options(),
+        });
+    }
+    let mut env: Vec<String> = plan
+        .account
+        .iter()
+        .flat_map(|a| a.env())
+        .filter(|(k, _)| !plan.env.iter().any(|e| e.key == *k))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    env.extend(plan.env.iter().map(|e| format!("{}={}", e.key, e.value)));
     let network_mode = match (plan.network_mode, plan.networks.first()) {
         (NetworkMode::Bridge, _) => "bridge".to_string(),
         (NetworkMode::None, Some(first)) => first.id.clone(),
@@ -197,11 +215,7 @@ pub fn container_spec(
         name: name.to_string(),
         image: image.to_string(),
         cmd: IDLE_CMD.iter().map(|s| s.to_string()).collect(),
-        env: plan
-            .env
-            .iter()
-            .map(|e| format!("{}={}", e.key, e.value))
-            .collect(),
+        env,
         working_dir: "/workspace".into(),
         user: plan.user.clone(),
         labels,
@@ -355,6 +369,23 @@ impl Client {
                 return Err(err);
             }
         };
+        // SPEC §6.1 "user": the account files of a non-root numeric user,
+        // read from the image once (a probe container) and mounted
+        // read-only.
+        let account_binds = match &plan.account {
+            Some(a) => {
+                account::prepare(
+                    engine.as_ref(),
+                    &plan.odek_home,
+                    &image_id,
+                    &plan.image.reference.create_ref(),
+                    a,
+                    &secret,
+                )
+                .await?
+            }
+            None => Vec::new(),
+        };
         // SPEC §7.4 "right before create": the check above keeps a refused
         // launch from pulling or building; a pull or build can take minutes,
         // so the networks are compared again now.
@@ -378,6 +409,7 @@ impl Client {
             opts,
             &launch_id,
         );
+        spec.binds.extend(account_binds);
         labels::sign(&secret, &name, &mut spec.labels);
         if let Some(p) = &opts.progress {
             p.set(Stage::Creating);

@@ -10,6 +10,7 @@
 //!
 //! Docker is reached only through [`engine::DockerApi`] (SPEC §2).
 
+pub mod account;
 pub mod advice;
 pub mod api;
 pub mod approval;

@@ -255,6 +255,8 @@ mod tests {
                 nano: 2_000_000_000,
             }),
             user: None,
+            user_choice: None,
+            account: None,
             env: Vec::new(),
             volumes: Vec::new(),
             masks: Vec::new(),

@@ -81,8 +81,18 @@ pub struct Plan {
     pub memory_bytes: Option<i64>,
     /// CPU limit.
     pub cpus: Option<CpuLimit>,
-    /// `uid[:gid]` or name.
+    /// `uid[:gid]` or name: the operator's `sandbox_user`, else the
+    /// default of SPEC §6.1 "user" (the operator's uid:gid on a local
+    /// engine); `None`: the image's user.
     pub user: Option<String>,
+    /// Why the sandbox runs as [`Plan::user`]. `None` in plans of earlier
+    /// releases.
+    #[serde(default)]
+    pub user_choice: Option<crate::account::UserChoice>,
+    /// The account odek gives a non-root numeric user (a passwd line, an
+    /// empty tmpfs `HOME`, `HOME`/`USER`/`LOGNAME`), SPEC §6.1 "user".
+    #[serde(default)]
+    pub account: Option<crate::account::Account>,
     /// Container environment. Values are user data: do not log them.
     pub env: Vec<EnvVar>,
     /// Bind mounts besides `/workspace`.
@@ -101,10 +111,30 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The sandbox user as views show it: `1000:1000`, `root`, a name, or
+    /// `image` (the image's own user); terminal-safe.
+    pub fn user_shown(&self) -> String {
+        match &self.user {
+            Some(u) => crate::text::display_text(u),
+            None => "image".into(),
+        }
+    }
+
     /// True when a fallback to the host is allowed should the image be
     /// unavailable (SPEC §6.3): implicit mode, no `ODEK_REQUIRE_SANDBOX`, no
-    /// attached network.
+    /// attached network, and nothing from the project (its `odek.json` or
+    /// `Dockerfile.odek`): only the operator may allow a host run. The last
+    /// is checked here again although resolve makes such a plan explicit,
+    /// so that a plan from elsewhere (a parent's label, the C ABI) cannot
+    /// buy one either.
     pub(crate) fn fallback_allowed(&self) -> bool {
-        self.mode == SandboxMode::Implicit && !self.require_sandbox && self.networks.is_empty()
+        self.mode == SandboxMode::Implicit
+            && !self.require_sandbox
+            && self.networks.is_empty()
+            && !self.sources.values().any(crate::config::Source::is_project)
+            && !matches!(
+                self.image.source,
+                crate::image::ImageSource::Dockerfile { .. }
+            )
     }
 }

@@ -7,6 +7,16 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
+/// The operator's effective uid and gid: the process that calls odek (the
+/// CLI, a binding's host process, `odek mcp`), whose user a sandbox runs as
+/// by default (SPEC §6.1 "user").
+pub(crate) fn operator_ids() -> (u32, u32) {
+    (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    )
+}
+
 /// Checks `path` (following symlinks; an absent path passes, as callers
 /// treat it as empty) against the rules above.
 ///

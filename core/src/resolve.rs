@@ -37,7 +37,7 @@ impl Client {
     /// allowed the plan's isolation is [`Isolation::Fallback`] and a loud
     /// warning is reported.
     pub async fn resolve(&self, inputs: &ConfigInputs, reporter: &dyn Reporter) -> Result<Plan> {
-        let settings = match config::load(inputs) {
+        let mut settings = match config::load(inputs) {
             Ok(s) => s,
             Err(e @ ConfigError::InvalidComposeProject { .. }) => {
                 return Err(match &self.engine {
@@ -49,6 +49,16 @@ impl Client {
             Err(e) => return Err(e.into()),
         };
         let image = ImagePlan::choose(&settings)?;
+        // A repository's Dockerfile.odek is a project setting like its
+        // odek.json: only the operator may allow a host fallback (SPEC §6.3).
+        if let (ImageSource::Dockerfile { path, .. }, SandboxMode::Implicit) =
+            (&image.source, settings.mode.value)
+        {
+            settings.mode = config::Sourced::new(
+                SandboxMode::Explicit,
+                Source::Project { path: path.clone() },
+            );
+        }
         let mut plan = base_plan(&settings, image);
         for w in &plan.warnings {
             reporter.warning(w);
@@ -90,12 +100,45 @@ impl Client {
                 return Err(err);
             }
         }
-        let networks = network::resolve(
-            engine.as_ref(),
-            settings.networks.as_ref(),
-            settings.compose_project.as_ref(),
-        )
-        .await?;
+        // Whose user the sandbox runs as (SPEC §6.1 "user"): the engine's
+        // isolation is asked while the networks are looked up.
+        let defaulted = settings.user.is_none();
+        let (networks, security) = tokio::join!(
+            network::resolve(
+                engine.as_ref(),
+                settings.networks.as_ref(),
+                settings.compose_project.as_ref(),
+            ),
+            async {
+                match defaulted {
+                    true => Some(engine.security().await),
+                    false => None,
+                }
+            }
+        );
+        let networks = networks?;
+        if let Some(security) = security {
+            let security = security
+                .map_err(|e| Error::engine(&engine.endpoint().to_string(), Step::Ping, e, false))?;
+            let (euid, egid) = crate::private::operator_ids();
+            let (user, account, choice) = crate::account::default_user(
+                engine.endpoint().is_local(),
+                security.rootless,
+                euid,
+                egid,
+            );
+            if security.userns && user.is_some() {
+                let w = Warning::new(
+                    WarningKind::Other,
+                    "the engine remaps user namespaces (userns-remap): the sandbox's uids are other uids on the host, so it may not be able to write /workspace; set sandbox_user to the uid the remapping gives your user".to_string(),
+                );
+                reporter.warning(&w);
+                plan.warnings.push(w);
+            }
+            plan.user = user;
+            plan.account = account;
+            plan.user_choice = Some(choice);
+        }
         let mode = settings.network.value;
         if mode == config::NetworkMode::Bridge {
             plan.bridge_network_id = Some(default_bridge_id(engine.as_ref()).await?);
@@ -106,10 +149,53 @@ impl Client {
             reporter.warning(&w);
             plan.warnings.push(w);
         }
+        if let Some(w) = root_owned_warning(&settings, &plan) {
+            reporter.warning(&w);
+            plan.warnings.push(w);
+        }
         plan.networks = networks;
         plan.approval = approval::request(&settings, &plan)?;
         Ok(plan)
     }
+}
+
+/// A warning when the sandbox runs as a non-root user and the working
+/// directory holds entries only root can change (an earlier sandbox that ran
+/// as root may have left them): commands will fail on them with
+/// "Permission denied", so the fix is named before they run.
+fn root_owned_warning(settings: &Settings, plan: &Plan) -> Option<Warning> {
+    let uid = plan
+        .user
+        .as_deref()?
+        .split(':')
+        .next()?
+        .parse::<u32>()
+        .ok()?;
+    let found = &settings.root_owned;
+    if uid == 0 || found.count == 0 {
+        return None;
+    }
+    let gid = plan
+        .user
+        .as_deref()
+        .and_then(|u| u.split_once(':'))
+        .map_or(String::new(), |(_, g)| format!(":{g}"));
+    let example = found
+        .example
+        .as_deref()
+        .map(crate::text::shown_path)
+        .unwrap_or_default();
+    Some(Warning::new(
+        WarningKind::Other,
+        format!(
+            "{} {} in the working directory belong{} to root and only root can change {} (e.g. {example}; an earlier sandbox that ran as root may have left them): the sandbox runs as uid {uid} and will get \"Permission denied\" there; fix: sudo chown -R {uid}{gid} {}",
+            found.count,
+            if found.count == 1 { "entry" } else { "entries" },
+            if found.count == 1 { "s" } else { "" },
+            if found.count == 1 { "it" } else { "them" },
+            crate::text::shown_path(&settings.workdir),
+        ),
+    ))
 }
 
 /// The default bridge network's full ID.
@@ -223,6 +309,14 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
         memory_bytes: s.memory.as_ref().map(|m| m.value),
         cpus: s.cpus.as_ref().map(|c| c.value.clone()),
         user: s.user.as_ref().map(|u| u.value.clone()),
+        user_choice: s
+            .user
+            .as_ref()
+            .map(|_| crate::account::UserChoice::Operator),
+        account: s
+            .user
+            .as_ref()
+            .and_then(|u| crate::account::Account::for_user(&u.value)),
         env: s.env.as_ref().map(|e| e.value.clone()).unwrap_or_default(),
         volumes: s
             .volumes

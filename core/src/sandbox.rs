@@ -135,7 +135,7 @@ impl Sandbox {
                     })
                     .collect();
                 format!(
-                    "odek: sandbox network={} pids={} image={} networks={}",
+                    "odek: sandbox network={} pids={} image={} networks={} user={}",
                     a.network_summary,
                     a.pids_limit,
                     crate::text::display_text(&self.plan.image.reference.to_string()),
@@ -143,7 +143,8 @@ impl Sandbox {
                         "-".to_string()
                     } else {
                         names.join(",")
-                    }
+                    },
+                    self.plan.user_shown()
                 )
             }
             (Isolation::Fallback(f), _) => format!(
@@ -269,6 +270,18 @@ pub(crate) fn verify(
     for m in &plan.masks {
         if !info.tmpfs.contains_key(m) {
             problems.push(format!("mask {m} is missing"));
+        }
+    }
+    if let Some(a) = &plan.account {
+        match info.tmpfs.get(&a.home) {
+            Some(o)
+                if o.split(',').any(|x| x == "nosuid") && o.split(',').any(|x| x == "nodev") => {}
+            Some(o) => problems.push(format!(
+                "{} options are {}, need nosuid,nodev",
+                a.home,
+                crate::text::quote(o)
+            )),
+            None => problems.push(format!("the tmpfs HOME {} is missing", a.home)),
         }
     }
     if info.image_id != image_id {

@@ -93,8 +93,16 @@ pub struct ConfigView {
     pub memory_bytes: Option<i64>,
     /// CPUs.
     pub cpus: Option<String>,
-    /// User.
+    /// The user commands run as (`uid:gid`, a name, `root`); `None`: the
+    /// image's own (SPEC §6.1 "user").
     pub user: Option<String>,
+    /// Why that user when the operator named none.
+    #[serde(default)]
+    pub user_choice: Option<crate::account::UserChoice>,
+    /// The account odek gives a non-root numeric user (name, uid, gid,
+    /// the tmpfs `HOME`).
+    #[serde(default)]
+    pub account: Option<crate::account::Account>,
     /// `/workspace` read-only.
     pub readonly: bool,
     /// Working directory.
@@ -187,6 +195,8 @@ impl Client {
             memory_bytes: plan.memory_bytes,
             cpus: plan.cpus.as_ref().map(|c| c.text.clone()),
             user: plan.user.clone(),
+            user_choice: plan.user_choice,
+            account: plan.account.clone(),
             readonly: plan.readonly,
             workdir: plan.workdir.display().to_string(),
             env_keys: plan.env.iter().map(|e| e.key.clone()).collect(),
@@ -325,8 +335,22 @@ impl ConfigView {
         );
         line(
             "user",
-            self.user.clone().unwrap_or_else(|| "image default".into()),
-            src("sandbox_user"),
+            match (&self.user, &self.account) {
+                (Some(u), Some(a)) => format!(
+                    "{} ({}, HOME {}: an empty tmpfs)",
+                    crate::text::display_text(u),
+                    a.name,
+                    a.home
+                ),
+                (Some(u), None) => crate::text::display_text(u),
+                (None, _) => "the image's user".into(),
+            },
+            match self.user_choice {
+                Some(c) if c != crate::account::UserChoice::Operator => {
+                    format!("default: {}", c.describe())
+                }
+                _ => src("sandbox_user"),
+            },
         );
         line(
             "readonly",

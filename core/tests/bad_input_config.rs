@@ -447,35 +447,35 @@ fn rows() -> Vec<Row> {
             doc: br#"{"sandbox_user": "dev"}"#.to_vec(),
             parse: Want::Ok,
             user: Want::Ok,
-            project: Want::Warned("may only give a numeric uid:gid, both non-zero"),
+            project: Want::Warned("cannot choose the sandbox user"),
         },
         Row {
             what: "sandbox_user = a bare uid".into(),
             doc: br#"{"sandbox_user": "4242"}"#.to_vec(),
             parse: Want::Ok,
             user: Want::Ok,
-            project: Want::Warned("may only give a numeric uid:gid, both non-zero"),
+            project: Want::Warned("cannot choose the sandbox user"),
         },
         Row {
             what: "sandbox_user = name:gid".into(),
             doc: br#"{"sandbox_user": "dev:1000"}"#.to_vec(),
             parse: Want::Ok,
             user: Want::Ok,
-            project: Want::Warned("may only give a numeric uid:gid, both non-zero"),
+            project: Want::Warned("cannot choose the sandbox user"),
         },
         Row {
             what: "sandbox_user = uid:group-name".into(),
             doc: br#"{"sandbox_user": "1000:staff"}"#.to_vec(),
             parse: Want::Ok,
             user: Want::Ok,
-            project: Want::Warned("may only give a numeric uid:gid, both non-zero"),
+            project: Want::Warned("cannot choose the sandbox user"),
         },
         Row {
             what: "sandbox_user = root".into(),
             doc: br#"{"sandbox_user": "0:0"}"#.to_vec(),
             parse: Want::Ok,
             user: Want::Ok,
-            project: Want::Warned("cannot ask for root"),
+            project: Want::Warned("cannot choose the sandbox user"),
         },
         Row::value(
             "sandbox_network",
@@ -962,10 +962,16 @@ async fn a_config_file_larger_than_the_limit_is_refused_without_reading_it_all()
 }
 
 #[tokio::test]
-async fn a_project_sandbox_user_applies_only_as_numeric_uid_gid() {
-    // A name, or a uid without a gid, is mapped by the image's passwd and
-    // group files: `dev` whose primary group is 0, or `4242` with no passwd
-    // entry, runs with gid 0. From the project it is ignored with a warning.
+async fn a_project_sandbox_user_is_ignored_and_the_operators_own_user_applies() {
+    // Whose user the sandbox runs as is the operator's choice (SPEC §6.1
+    // "user"): a project's `sandbox_user`, even a numeric non-root
+    // `uid:gid`, is ignored with a warning, and the default — the
+    // operator's own uid:gid on a local engine — applies.
+    let me = format!(
+        "{}:{}",
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw()
+    );
     for user in [
         "dev",
         "dev:dev",
@@ -974,22 +980,32 @@ async fn a_project_sandbox_user_applies_only_as_numeric_uid_gid() {
         "dev:1000",
         "1000:staff",
         "1000:0",
+        "1000:1000",
+        "0:0",
+        "root",
     ] {
         let s = Setup::new().project_config(&format!(r#"{{"sandbox_user": "{user}"}}"#));
         let plan = s.resolve().await.expect("resolve");
-        assert_eq!(plan.user, None, "{user} from the project applied");
+        assert_eq!(
+            plan.user.as_deref(),
+            Some(me.as_str()),
+            "{user} from the project applied"
+        );
+        assert_eq!(
+            plan.user_choice,
+            Some(odek_core::account::UserChoice::OperatorIds)
+        );
         assert!(
             plan.warnings
                 .iter()
-                .any(|w| w.message.contains("sandbox_user") && w.message.contains(user)),
+                .any(|w| w.message.contains("sandbox_user")
+                    && w.message.contains(user)
+                    && w.message.contains("cannot choose the sandbox user")),
             "{user}: {:?}",
             plan.warnings
         );
         assert!(s.fake.no_mutation());
     }
-    let s = Setup::new().project_config(r#"{"sandbox_user": "1000:1000"}"#);
-    let plan = s.resolve().await.expect("resolve");
-    assert_eq!(plan.user.as_deref(), Some("1000:1000"));
     // Operator sources stay free: a name from the user config, env or a flag.
     let s = Setup::new().user_config(r#"{"sandbox_user": "dev"}"#);
     assert_eq!(
@@ -1004,8 +1020,10 @@ async fn a_project_sandbox_user_applies_only_as_numeric_uid_gid() {
     let s = Setup::new().flag("sandbox_user", "--sandbox-user", |l| {
         l.sandbox_user = Some("4242".into())
     });
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.user.as_deref(), Some("4242"));
     assert_eq!(
-        s.resolve().await.expect("resolve").user.as_deref(),
-        Some("4242")
+        plan.user_choice,
+        Some(odek_core::account::UserChoice::Operator)
     );
 }

@@ -80,7 +80,8 @@ async fn launch_applies_the_hardening_defaults() {
     assert!(!applied.internet);
     assert_eq!(
         sb.startup_line(),
-        "odek: sandbox network=none pids=4096 image=odek-test/base:1 networks=-"
+        "odek: sandbox network=none pids=4096 image=odek-test/base:1 networks=-".to_string()
+            + &default_user_field()
     );
 }
 
@@ -178,7 +179,8 @@ async fn attached_networks_only_first_is_network_mode_and_rest_connected() {
     assert_eq!(attached, vec![SHOP_BACKEND_ID, SHOP_DEFAULT_ID]);
     assert_eq!(
         sb.startup_line(),
-        "odek: sandbox network=attached pids=4096 image=odek-test/base:1 networks=shop_backend,shop_default"
+        "odek: sandbox network=attached pids=4096 image=odek-test/base:1 networks=shop_backend,shop_default".to_string()
+            + &default_user_field()
     );
     assert!(
         sb.applied.as_ref().expect("applied").internet,
@@ -1307,7 +1309,7 @@ async fn user_config_env_volumes_and_user_reach_the_create_request() {
                 "sandbox_user": "1000:1000"}"#,
     );
     s.up().await.expect("launch");
-    let spec = &spy.specs()[0];
+    let spec = &spy.sandbox_specs()[0];
     assert!(spec.env.contains(&"A=1".to_string()), "{:?}", spec.env);
     assert!(
         spec.env.contains(&"B=from-host".to_string()),

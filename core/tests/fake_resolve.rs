@@ -553,7 +553,7 @@ async fn a_project_may_lower_or_set_memory_and_cpu_limits() {
 }
 
 #[tokio::test]
-async fn a_project_cannot_override_the_users_user_or_ask_for_root() {
+async fn a_project_cannot_choose_the_sandbox_user() {
     let s = Setup::new()
         .user_config(r#"{"sandbox_user": "1000:1000"}"#)
         .project_config(r#"{"sandbox_user": "2000"}"#);
@@ -564,17 +564,29 @@ async fn a_project_cannot_override_the_users_user_or_ask_for_root() {
         w.len() == 1 && w[0].contains("sandbox_user") && w[0].contains("1000:1000"),
         "{w:?}"
     );
-    for root in ["0", "0:0", "root", "root:root", "00", "1000:0", "dev:root"] {
-        let s = Setup::new().project_config(&format!(r#"{{"sandbox_user": "{root}"}}"#));
+    // Root, or any other user, from the project: ignored; the operator's
+    // own uid:gid applies (SPEC §6.1 "user").
+    let me = default_user_field();
+    let me = me.trim_start_matches(" user=");
+    for user in [
+        "0",
+        "0:0",
+        "root",
+        "root:root",
+        "00",
+        "1000:0",
+        "dev:root",
+        "1000:1000",
+    ] {
+        let s = Setup::new().project_config(&format!(r#"{{"sandbox_user": "{user}"}}"#));
         let plan = s.resolve().await.expect("resolve");
-        assert_eq!(plan.user, None, "{root}");
+        assert_eq!(plan.user.as_deref(), Some(me), "{user}");
         let w = loosen_warnings(&plan);
-        assert!(w.len() == 1 && w[0].contains("root"), "{root}: {w:?}");
+        assert!(
+            w.len() == 1 && w[0].contains("cannot choose the sandbox user"),
+            "{user}: {w:?}"
+        );
     }
-    // Another non-root user, with no operator choice, applies.
-    let s = Setup::new().project_config(r#"{"sandbox_user": "1000:1000"}"#);
-    let plan = s.resolve().await.expect("resolve");
-    assert_eq!(plan.user.as_deref(), Some("1000:1000"));
     // Flags still decide over everything.
     let s = Setup::new()
         .user_config(r#"{"sandbox_user": "1000"}"#)

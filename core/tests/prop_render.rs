@@ -141,6 +141,8 @@ fn environments() -> impl Strategy<Value = (Environment, Environment, Vec<String
                     pids_limit: Some(4096),
                     memory_bytes: memory,
                     cpus: Some("0.5".into()),
+                    user: None,
+                    account: None,
                 };
                 let placeholder = Environment {
                     networks: placeholders,
@@ -311,6 +313,8 @@ fn nonces_are_unique_over_ten_thousand_renders() {
         pids_limit: Some(4096),
         memory_bytes: None,
         cpus: None,
+        user: None,
+        account: None,
     };
     let mut seen = HashSet::new();
     for _ in 0..10_000 {

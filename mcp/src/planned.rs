@@ -63,6 +63,8 @@ pub(crate) async fn environment(odek: &Client, plan: &Plan) -> Environment {
         pids_limit: Some(plan.pids_limit),
         memory_bytes: plan.memory_bytes,
         cpus: plan.cpus.as_ref().map(|c| c.text.clone()),
+        user: plan.user.clone(),
+        account: plan.account.clone(),
     }
 }
 

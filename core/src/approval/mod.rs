@@ -157,6 +157,12 @@ pub struct ApprovalRequest {
     pub dockerfile_sha256: Option<String>,
     /// `ODEK_APPROVE_PROJECT_SANDBOX=1` is set.
     pub approved_by_env: bool,
+    /// What happens when the sandbox cannot be made (the image cannot be
+    /// pulled or built, the daemon is unreachable): `false` — refused,
+    /// nothing runs (always, since a project setting makes the sandbox
+    /// required, SPEC §6.3); `true` would be a loud fallback to the host.
+    #[serde(default)]
+    pub host_fallback: bool,
     /// The plain-text card the CLI prompts with ([`ApprovalRequest::render_card`]),
     /// carried so that bindings show the same text.
     #[serde(default)]
@@ -208,6 +214,15 @@ impl ApprovalRequest {
         }
     }
 
+    /// What a failure to make the sandbox leads to, as the card says it.
+    fn failure_outcome(&self) -> &'static str {
+        if self.host_fallback {
+            "commands run ON THE HOST without isolation, with a loud warning"
+        } else {
+            "refused, nothing runs"
+        }
+    }
+
     /// The card shown at the prompt: plain text, every name terminal-safe.
     pub fn render_card(&self) -> String {
         let mut s = format!(
@@ -224,7 +239,14 @@ impl ApprovalRequest {
                 ),
             );
         } else if let Some(i) = &self.image {
-            row("image", display_text(i));
+            row(
+                "image",
+                format!(
+                    "{} (if it cannot be pulled: {})",
+                    display_text(i),
+                    self.failure_outcome()
+                ),
+            );
         }
         if let Some(n) = &self.network {
             row("network", display_text(n));
@@ -278,6 +300,10 @@ impl ApprovalRequest {
                 ));
             }
         }
+        s.push_str(&format!(
+            "  on failure {} (the image cannot be pulled or built, the daemon is unreachable, any check fails)\n",
+            self.failure_outcome()
+        ));
         s.push_str(&format!("  key       {}\n", self.key));
         if self.previously_trusted {
             s.push_str("  note      this project was trusted before with other settings or networks: review what changed\n");
@@ -405,6 +431,7 @@ pub(crate) fn request(
         env_binding,
         dockerfile_sha256: dockerfile,
         approved_by_env: settings.approve_project,
+        host_fallback: plan.fallback_allowed(),
         card: String::new(),
     };
     req.card = req.render_card();

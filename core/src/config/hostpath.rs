@@ -10,6 +10,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 use super::validate::{char_name, is_hidden_or_control};
 use super::{quote, ConfigError, VolumeMount};
 
@@ -219,7 +221,10 @@ fn container_path(path: &str) -> Result<String, String> {
 /// # Errors
 /// [`ConfigError::Workdir`] naming the rule (and the socket or mount point,
 /// quoted) and the fix.
-pub(crate) fn validate_workdir(workdir: &Path, home: Option<&Path>) -> Result<(), ConfigError> {
+pub(crate) fn validate_workdir(
+    workdir: &Path,
+    home: Option<&Path>,
+) -> Result<RootOwned, ConfigError> {
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     let mut homes = login_homes(&passwd);
     homes.extend(home.and_then(|h| h.canonicalize().ok()));
@@ -324,8 +329,37 @@ fn check_workdir_paths(
     Ok(())
 }
 
-/// The socket and mount rules of [`validate_workdir`].
-fn check_workdir_sockets(workdir: &Path) -> Result<(), ConfigError> {
+/// What in the working directory belongs to root and is writable by
+/// nobody else (the working directory itself, and entries within the
+/// socket scan's depth and count): files an earlier sandbox that ran as
+/// root may have left, which a sandbox running as the operator's user
+/// cannot change (SPEC §6.1 "user").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootOwned {
+    /// How many such entries were seen.
+    pub count: usize,
+    /// The first one seen.
+    pub example: Option<PathBuf>,
+}
+
+impl RootOwned {
+    fn note(&mut self, path: &Path, meta: &std::fs::Metadata) {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        if meta.uid() == 0
+            && meta.permissions().mode() & 0o002 == 0
+            && !meta.file_type().is_symlink()
+        {
+            self.count += 1;
+            if self.example.is_none() {
+                self.example = Some(path.to_path_buf());
+            }
+        }
+    }
+}
+
+/// The socket and mount rules of [`validate_workdir`]; returns what it saw
+/// that belongs to root ([`RootOwned`]).
+fn check_workdir_sockets(workdir: &Path) -> Result<RootOwned, ConfigError> {
     let fail = |reason: String| ConfigError::Workdir {
         path: workdir.to_path_buf(),
         reason,
@@ -350,7 +384,11 @@ fn check_workdir_sockets(workdir: &Path) -> Result<(), ConfigError> {
             "has a file system mounted at {shown}; Docker mounts the working directory with everything mounted below it, so the sandbox would reach it under /workspace (a bind mount of /var/run would hand it the Docker socket); unmount it (umount {shown}) or run odek from (or pass -C) a directory without mounts below it"
         )));
     }
-    match find_socket(workdir, true) {
+    let mut root_owned = RootOwned::default();
+    if let Ok(meta) = std::fs::symlink_metadata(workdir) {
+        root_owned.note(workdir, &meta);
+    }
+    match find_socket(workdir, true, Some(&mut root_owned)) {
         Some(Socket::Docker(socket)) => Err(fail(format!(
             "holds the Docker socket ({}) that the sandbox would reach under /workspace; remove or move it, or run odek from (or pass -C) a project directory without it",
             quote(&socket.display().to_string())
@@ -359,7 +397,7 @@ fn check_workdir_sockets(workdir: &Path) -> Result<(), ConfigError> {
             "holds a Unix socket ({}) that the sandbox would reach under /workspace, and a root sandbox could use it against the host (a root-owned tmux socket runs commands there); remove or move the socket, or run odek from (or pass -C) a directory without one (git's fsmonitor daemon, ssh ControlMaster and gpg-agent create sockets)",
             quote(&socket.display().to_string())
         ))),
-        None => Ok(()),
+        None => Ok(root_owned),
     }
 }
 
@@ -560,7 +598,7 @@ enum Socket {
 /// skipping unreadable directories) for an entry named `docker.sock`, a
 /// hard link to the Docker socket, or (when `any`) any Unix socket; the
 /// first found.
-fn find_socket(dir: &Path, any: bool) -> Option<Socket> {
+fn find_socket(dir: &Path, any: bool, mut root_owned: Option<&mut RootOwned>) -> Option<Socket> {
     let ids = docker_socket_ids();
     let mut seen = 0usize;
     let mut queue = std::collections::VecDeque::from([(dir.to_path_buf(), 1usize)]);
@@ -582,6 +620,9 @@ fn find_socket(dir: &Path, any: bool) -> Option<Socket> {
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
+            if let Some(r) = root_owned.as_deref_mut() {
+                r.note(&path, &meta);
+            }
             if meta.is_dir() {
                 if depth < SOCKET_SCAN_DEPTH {
                     queue.push_back((path, depth + 1));
@@ -601,7 +642,7 @@ fn find_socket(dir: &Path, any: bool) -> Option<Socket> {
 
 /// [`find_socket`] for the Docker socket only (by name or inode).
 fn find_docker_socket(dir: &Path) -> Option<PathBuf> {
-    match find_socket(dir, false) {
+    match find_socket(dir, false, None) {
         Some(Socket::Docker(p)) => Some(p),
         _ => None,
     }

@@ -109,6 +109,11 @@ pub struct Settings {
     pub approve_project: bool,
     /// Warnings raised while merging.
     pub warnings: Vec<Warning>,
+    /// What in the working directory belongs to root and only root can
+    /// change (seen by the working-directory scan; empty with the sandbox
+    /// off).
+    #[serde(default)]
+    pub root_owned: super::RootOwned,
 }
 
 impl Settings {
@@ -169,6 +174,18 @@ fn container_only_setting(ranked: &[Ranked]) -> Option<Source> {
         keys.iter()
             .find(|k| r.layer.asks_for(k.name))
             .map(|k| (r.source)(k.name))
+    })
+}
+
+/// The project config's source when it sets any key (after the
+/// project-can-only-tighten rules dropped what it may not set).
+fn project_setting(ranked: &[Ranked]) -> Option<Source> {
+    ranked.iter().find_map(|r| {
+        super::KEYS
+            .iter()
+            .find(|k| r.layer.sets(k.name))
+            .map(|k| (r.source)(k.name))
+            .filter(Source::is_project)
     })
 }
 
@@ -280,6 +297,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
     }
 
     let mut workdir_id = None;
+    let mut root_owned = super::RootOwned::default();
     let mode = match pick(&ranked, "sandbox", |l| l.sandbox) {
         Some(Sourced {
             value: true,
@@ -291,9 +309,12 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         }) => Sourced::new(SandboxMode::Off, source),
         // A setting that only a container can honour (read-only workspace,
         // limits, user, env, volumes, network mode) says "I want a sandbox":
-        // silently dropping it on the host would be a surprise. Only
-        // `sandbox_image` keeps the implicit fallback (SPEC §6.3).
-        None => match container_only_setting(&ranked) {
+        // silently dropping it on the host would be a surprise. And only the
+        // operator may allow a host fallback: any setting the project gives
+        // (even `sandbox_image` alone, an image that may never pull) makes
+        // every failure a refusal. Only an operator's `sandbox_image` keeps
+        // the implicit fallback (SPEC §6.3).
+        None => match container_only_setting(&ranked).or_else(|| project_setting(&ranked)) {
             Some(source) => Sourced::new(SandboxMode::Explicit, source),
             None => Sourced::new(SandboxMode::Implicit, Source::Default),
         },
@@ -314,7 +335,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         // Its identity is recorded around the validation, which reads it by
         // path, so launch can tell it is still the directory checked here.
         let id = super::identify(&workdir)?;
-        super::validate_workdir(&workdir, env.get("HOME").map(Path::new))?;
+        root_owned = super::validate_workdir(&workdir, env.get("HOME").map(Path::new))?;
         super::still(&workdir, id)?;
         workdir_id = Some(id);
     }
@@ -431,6 +452,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         require_sandbox: truthy(env, "ODEK_REQUIRE_SANDBOX")?,
         approve_project: truthy(env, "ODEK_APPROVE_PROJECT_SANDBOX")?,
         warnings,
+        root_owned,
     };
 
     if settings.mode.value == SandboxMode::Off && settings.attaches_networks() {
@@ -577,57 +599,27 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
             project.sandbox_cpus = None;
         }
     }
-    // The user the commands run as: the operator's choice stands, and a
-    // project cannot ask for root. It may pick another user when the
-    // operator chose none, but only as numeric uid:gid, both non-zero: a
-    // name or a bare uid is mapped by the image's passwd/group files (to
-    // uid 0 or group 0 as the image pleases), which resolve cannot see.
+    // The user the commands run as is the operator's to choose (SPEC §6.1
+    // "user"): by default the operator's own uid:gid, so that what the
+    // agent writes is the operator's; a project's user would hand the
+    // workspace to another uid (or to root), so it is ignored.
     // A malformed user is left for validation to refuse.
     if let Some(p) = project
         .sandbox_user
-        .as_ref()
-        .filter(|p| validate_user("", p).is_ok())
+        .take_if(|p| validate_user("", p).is_ok())
     {
-        let why = if let Some(u) = &user.sandbox_user {
-            Some(format!("the user config sets {}", super::quote(u)))
-        } else if is_root_user(p) {
-            Some("a project config cannot ask for root (as user or group)".to_string())
-        } else if !is_numeric_non_root(p) {
-            Some("a project config may only give a numeric uid:gid, both non-zero (e.g. \"1000:1000\"): the image maps a name or a bare uid, possibly to root or group 0; set another user with --sandbox-user, ODEK_SANDBOX_USER or the user config".to_string())
-        } else {
-            None
+        let why = match &user.sandbox_user {
+            Some(u) => format!("the user config sets {}", super::quote(u)),
+            None => "the sandbox runs as your own user unless you set another with --sandbox-user, ODEK_SANDBOX_USER or the user config".to_string(),
         };
-        if let Some(why) = why {
-            warnings.push(Warning::new(
-                WarningKind::ProjectCannotLoosen,
-                format!(
-                    "{at}: \"sandbox_user\": {} is ignored; {why}",
-                    super::quote(p)
-                ),
-            ));
-            project.sandbox_user = None;
-        }
+        warnings.push(Warning::new(
+            WarningKind::ProjectCannotLoosen,
+            format!(
+                "{at}: \"sandbox_user\": {} is ignored; a project config cannot choose the sandbox user: {why}",
+                super::quote(&p)
+            ),
+        ));
     }
-}
-
-/// True when the user or the group is root: `root`, `0`, `0:0`,
-/// `root:wheel`, `1000:0`, `dev:root`.
-fn is_root_user(user: &str) -> bool {
-    let is_root =
-        |part: &str| part == "root" || (!part.is_empty() && part.bytes().all(|b| b == b'0'));
-    user.split(':').any(is_root)
-}
-
-/// True for `uid:gid`, both decimal and non-zero (`1000:1000`): the only
-/// form whose uid and gid the image cannot change (an explicit group also
-/// means no supplementary groups from the image's group file).
-fn is_numeric_non_root(user: &str) -> bool {
-    let id = |part: &str| {
-        !part.is_empty()
-            && part.bytes().all(|b| b.is_ascii_digit())
-            && part.bytes().any(|b| b != b'0')
-    };
-    user.split_once(':').is_some_and(|(u, g)| id(u) && id(g))
 }
 
 /// Validates every value a layer sets (SPEC §3.4).

@@ -14,6 +14,7 @@ use crate::text::{quote, shown_path};
 pub use error::ConfigError;
 pub use hostpath::resolve_volume;
 pub(crate) use hostpath::validate_workdir;
+pub use hostpath::RootOwned;
 pub(crate) use identity::identify;
 pub(crate) use identity::walk_no_symlink;
 pub use identity::{still, FileId};

@@ -17,9 +17,9 @@ use bollard::models::{
     NetworkConnectRequest, NetworkingConfig,
 };
 use bollard::query_parameters::{
-    AttachContainerOptions, BuildImageOptions, CreateContainerOptions, CreateImageOptions,
-    InspectContainerOptions, InspectNetworkOptions, ListContainersOptions, ListNetworksOptions,
-    RemoveContainerOptions,
+    AttachContainerOptions, BuildImageOptions, ContainerArchiveInfoOptions, CreateContainerOptions,
+    CreateImageOptions, DownloadFromContainerOptions, InspectContainerOptions,
+    InspectNetworkOptions, ListContainersOptions, ListNetworksOptions, RemoveContainerOptions,
 };
 use bollard::{ClientVersion, Docker};
 use futures_util::StreamExt;
@@ -28,9 +28,9 @@ use tokio::sync::OnceCell;
 use super::endpoint::Address;
 use super::{
     ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
-    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, ExitWait,
-    Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink,
-    StdinHold, StreamKind, MIN_API_VERSION,
+    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, EngineSecurity, ExecExit, ExecSpec,
+    ExitWait, Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink,
+    PathStat, ProgressSink, StdinHold, StreamKind, MIN_API_VERSION,
 };
 
 /// The newest API version this build sends (bollard's model version).
@@ -877,7 +877,112 @@ impl DockerApi for BollardEngine {
         let v = self.negotiate().await?.1.api_version;
         wait_removed(&self.endpoint.address, v, id, self.timeouts.call).await
     }
+
+    async fn security(&self) -> Result<EngineSecurity, EngineError> {
+        let d = self.client().await?;
+        let info = timed(Op::Info, self.timeouts.call, d.info()).await?;
+        let opts = info.security_options.unwrap_or_default();
+        // Each option is `name=<name>[,key=value…]`.
+        let has = |name: &str| {
+            opts.iter()
+                .any(|o| o.split(',').any(|kv| kv.trim() == format!("name={name}")))
+        };
+        Ok(EngineSecurity {
+            rootless: has("rootless"),
+            userns: has("userns"),
+        })
+    }
+
+    async fn stat_path(&self, id: &str, path: &str) -> Result<Option<PathStat>, EngineError> {
+        let d = self.client().await?;
+        let opts = ContainerArchiveInfoOptions { path: path.into() };
+        match timed(
+            Op::StatPath,
+            self.timeouts.call,
+            d.get_container_archive_info(id, Some(opts)),
+        )
+        .await
+        {
+            Ok(st) => Ok(Some(PathStat {
+                is_dir: st.file_mode & GO_MODE_DIR != 0,
+                is_symlink: st.file_mode & GO_MODE_SYMLINK != 0,
+                link_target: st.link_target,
+            })),
+            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn read_file(
+        &self,
+        id: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        let d = self.client().await?;
+        let opts = DownloadFromContainerOptions { path: path.into() };
+        let too_big = || {
+            EngineError::new(
+                Op::ReadFile,
+                EngineErrorKind::Rejected,
+                format!("{path} is larger than {max} bytes"),
+            )
+        };
+        // The archive of one file: its content plus headers and padding.
+        let limit = max + 64 * 1024;
+        let collect = async {
+            let mut stream = d.download_from_container(id, Some(opts));
+            let mut tar = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                tar.extend_from_slice(&chunk?);
+                if tar.len() > limit {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(tar))
+        };
+        let tar = match timed(Op::ReadFile, self.timeouts.call, collect).await {
+            Ok(Some(tar)) => tar,
+            Ok(None) => return Err(too_big()),
+            Err(e) if e.kind == EngineErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let protocol = |e: std::io::Error| {
+            EngineError::new(
+                Op::ReadFile,
+                EngineErrorKind::Protocol,
+                format!("the archive of {path} is unreadable: {e}"),
+            )
+        };
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let mut entries = archive.entries().map_err(protocol)?;
+        let Some(entry) = entries.next() else {
+            return Ok(None);
+        };
+        let mut entry = entry.map_err(protocol)?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            return Ok(None);
+        }
+        if entry.size() > max as u64 {
+            return Err(too_big());
+        }
+        let mut content = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(&mut entry, max as u64 + 1),
+            &mut content,
+        )
+        .map_err(protocol)?;
+        if content.len() > max {
+            return Err(too_big());
+        }
+        Ok(Some(content))
+    }
 }
+
+/// Go's `os.ModeDir` bit, as the archive stat header reports a mode.
+const GO_MODE_DIR: u32 = 1 << 31;
+/// Go's `os.ModeSymlink` bit.
+const GO_MODE_SYMLINK: u32 = 1 << 27;
 
 /// A byte stream to the daemon (Unix socket or TCP).
 trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}

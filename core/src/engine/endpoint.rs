@@ -373,6 +373,29 @@ fn context_endpoint(env: &EndpointEnv) -> Result<Option<Endpoint>, EndpointError
     }))
 }
 
+impl Endpoint {
+    /// True when the engine runs on this machine: a Unix socket, or TCP to
+    /// a loopback address (`localhost`, `127.0.0.0/8`, `::1`). Only then do
+    /// the operator's uid and paths mean the same to the engine as to odek
+    /// (SPEC §6.1 "user").
+    pub fn is_local(&self) -> bool {
+        match &self.address {
+            Address::Unix { .. } => true,
+            Address::Tcp { authority } => {
+                let host = match authority.rsplit_once(':') {
+                    Some((h, _)) => h,
+                    None => authority.as_str(),
+                };
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                host.eq_ignore_ascii_case("localhost")
+                    || host
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

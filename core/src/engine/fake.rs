@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
-    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, ExecExit, ExecSpec, ExitWait,
-    Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink,
-    StdinHold, StreamKind,
+    EndpointInfo, EngineError, EngineErrorKind, EngineInfo, EngineSecurity, ExecExit, ExecSpec,
+    ExitWait, Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink,
+    PathStat, ProgressSink, StdinHold, StreamKind,
 };
 
 /// One recorded call: the operation and its main argument.
@@ -107,6 +107,33 @@ impl FakeNetwork {
     }
 }
 
+/// A path in a fake image's (and its containers') filesystem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FakePath {
+    /// A regular file with this content.
+    File(Vec<u8>),
+    /// A directory.
+    Dir,
+    /// A symbolic link to this target.
+    Symlink(String),
+}
+
+/// The filesystem every fake image starts with: `/etc` holding a root-only
+/// `passwd` and `group`.
+fn default_files() -> BTreeMap<String, FakePath> {
+    BTreeMap::from([
+        ("/etc".to_string(), FakePath::Dir),
+        (
+            "/etc/passwd".to_string(),
+            FakePath::File(b"root:x:0:0:root:/root:/bin/sh\n".to_vec()),
+        ),
+        (
+            "/etc/group".to_string(),
+            FakePath::File(b"root:x:0:\n".to_vec()),
+        ),
+    ])
+}
+
 /// An image the fake engine has locally (or can pull).
 #[derive(Clone, Debug)]
 pub struct FakeImage {
@@ -114,6 +141,8 @@ pub struct FakeImage {
     pub reference: String,
     /// Its inspect data.
     pub info: ImageInfo,
+    /// Its filesystem, by absolute path (what the archive calls see).
+    pub files: BTreeMap<String, FakePath>,
 }
 
 impl FakeImage {
@@ -127,7 +156,17 @@ impl FakeImage {
                 repo_digests: Vec::new(),
                 labels: BTreeMap::new(),
             },
+            files: default_files(),
         }
+    }
+
+    /// Sets (or, with `None`, removes) a path of the image's filesystem.
+    pub fn file(mut self, path: &str, what: Option<FakePath>) -> FakeImage {
+        match what {
+            Some(w) => self.files.insert(path.into(), w),
+            None => self.files.remove(path),
+        };
+        self
     }
 
     /// Adds a label (`Config.Labels`).
@@ -152,6 +191,8 @@ struct FakeContainer {
     holds: usize,
     /// Its stdin was closed (a `stdin_once` client went): it cannot run on.
     stdin_closed: bool,
+    /// Its filesystem (the image's, plus what was written into it).
+    files: BTreeMap<String, FakePath>,
 }
 
 impl FakeContainer {
@@ -227,6 +268,8 @@ struct State {
     released: Vec<String>,
     /// IDs of containers the engine removed by itself (auto-remove).
     auto_removed: Vec<String>,
+    /// What `GET /info` says of the engine's isolation.
+    security: EngineSecurity,
 }
 
 impl State {
@@ -354,6 +397,17 @@ impl FakeEngine {
     /// Makes `i` pullable under its reference.
     pub fn add_registry_image(&self, i: FakeImage) {
         self.lock().registry.push(i);
+    }
+
+    /// Sets what the engine says of its isolation (rootless, userns).
+    pub fn set_security(&self, sec: EngineSecurity) {
+        self.lock().security = sec;
+    }
+
+    /// A path of container `id`'s filesystem now (e.g. the `/etc/passwd`
+    /// odek wrote before start).
+    pub fn container_file(&self, id: &str, path: &str) -> Option<FakePath> {
+        self.lock().containers.get(id)?.files.get(path).cloned()
     }
 
     /// Sets the engine's API version.
@@ -655,6 +709,12 @@ impl DockerApi for FakeEngine {
                 ),
             });
         }
+        let image_files = s
+            .images
+            .iter()
+            .find(|i| i.reference == spec.image || i.info.id == spec.image)
+            .map(|i| i.files.clone())
+            .unwrap_or_else(default_files);
         let image = Self::find_image(&s.images, &spec.image)
             .ok_or_else(|| not_found(Op::CreateContainer, &format!("image: {}", spec.image)))?;
         let mut endpoints = Vec::new();
@@ -740,6 +800,7 @@ impl DockerApi for FakeEngine {
                 stdin_once: spec.stdin_once,
                 holds: 0,
                 stdin_closed: false,
+                files: image_files,
             },
         );
         if let Some(e) = late {
@@ -950,6 +1011,51 @@ impl DockerApi for FakeEngine {
             state: self.state.clone(),
             id: id.to_string(),
         })))
+    }
+
+    async fn security(&self) -> Result<EngineSecurity, EngineError> {
+        self.enter(Op::Info, "")?;
+        Ok(self.lock().security.clone())
+    }
+
+    async fn stat_path(&self, id: &str, path: &str) -> Result<Option<PathStat>, EngineError> {
+        self.enter(Op::StatPath, path)?;
+        let s = self.lock();
+        let c = s
+            .containers
+            .get(id)
+            .ok_or_else(|| not_found(Op::StatPath, "container"))?;
+        Ok(c.files.get(path).map(|p| PathStat {
+            is_dir: *p == FakePath::Dir,
+            is_symlink: matches!(p, FakePath::Symlink(_)),
+            link_target: match p {
+                FakePath::Symlink(t) => t.clone(),
+                _ => String::new(),
+            },
+        }))
+    }
+
+    async fn read_file(
+        &self,
+        id: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        self.enter(Op::ReadFile, path)?;
+        let s = self.lock();
+        let c = s
+            .containers
+            .get(id)
+            .ok_or_else(|| not_found(Op::ReadFile, "container"))?;
+        match c.files.get(path) {
+            Some(FakePath::File(b)) if b.len() > max => Err(EngineError::new(
+                Op::ReadFile,
+                EngineErrorKind::Rejected,
+                format!("{path} is larger than {max} bytes"),
+            )),
+            Some(FakePath::File(b)) => Ok(Some(b.clone())),
+            _ => Ok(None),
+        }
     }
 
     async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {

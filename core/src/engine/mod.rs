@@ -17,7 +17,7 @@ pub use endpoint::{
     parse_host, Address, Endpoint, EndpointEnv, EndpointError, EndpointSource, Probed,
 };
 #[cfg(any(test, feature = "testing"))]
-pub use fake::{random_id, Call, FakeEngine, FakeImage, FakeNetwork, Fault, Quirks};
+pub use fake::{random_id, Call, FakeEngine, FakeImage, FakeNetwork, FakePath, Fault, Quirks};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -437,6 +437,12 @@ pub enum Op {
     AttachContainer,
     /// `POST /containers/{id}/wait?condition=removed`.
     WaitContainer,
+    /// `GET /info`.
+    Info,
+    /// `HEAD /containers/{id}/archive?path=…`.
+    StatPath,
+    /// `GET /containers/{id}/archive?path=…`.
+    ReadFile,
 }
 
 impl Op {
@@ -474,6 +480,9 @@ impl fmt::Display for Op {
             Op::Exec => "exec",
             Op::AttachContainer => "attach to container",
             Op::WaitContainer => "wait for container",
+            Op::Info => "engine info",
+            Op::StatPath => "stat a path in the container",
+            Op::ReadFile => "read a file of the container",
         };
         f.write_str(s)
     }
@@ -539,6 +548,34 @@ pub struct ExecExit {
     /// Exit code of the command (`None` when the engine could not tell, e.g.
     /// the container died mid-exec).
     pub code: Option<i64>,
+}
+
+/// What the engine says of how it isolates containers (`GET /info`'s
+/// `SecurityOptions`), where it decides whose user a sandbox runs as
+/// (SPEC §6.1 "user").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EngineSecurity {
+    /// The daemon runs rootless (`name=rootless`): uid 0 in a container is
+    /// the daemon's user on the host, and other uids map to its subordinate
+    /// ids.
+    #[serde(default)]
+    pub rootless: bool,
+    /// The daemon remaps user namespaces (`name=userns`): container uids
+    /// are other uids on the host.
+    #[serde(default)]
+    pub userns: bool,
+}
+
+/// A path in a container's filesystem as `HEAD /containers/{id}/archive`
+/// reports it: the path itself, a final symlink not followed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathStat {
+    /// A directory.
+    pub is_dir: bool,
+    /// A symbolic link.
+    pub is_symlink: bool,
+    /// Where a symlink points (untrusted text from the image).
+    pub link_target: String,
 }
 
 /// The Engine calls odek makes — nothing more (SPEC §2).
@@ -628,6 +665,27 @@ pub trait DockerApi: Send + Sync {
     /// start, so that an owned sandbox never runs without its owner's
     /// connection (SPEC §6.1 owner lifetime).
     async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError>;
+
+    /// How the engine isolates containers (`GET /info`): rootless, user
+    /// namespaces (SPEC §6.1 "user").
+    async fn security(&self) -> Result<EngineSecurity, EngineError>;
+
+    /// What `path` is in container `id`'s filesystem (`HEAD
+    /// /containers/{id}/archive`; intermediate symlinks resolve inside the
+    /// container, a final one is reported, not followed). `Ok(None)` when
+    /// there is no such path.
+    async fn stat_path(&self, id: &str, path: &str) -> Result<Option<PathStat>, EngineError>;
+
+    /// The content of the regular file `path` in container `id` (`GET
+    /// /containers/{id}/archive`), at most `max` bytes. `Ok(None)` when
+    /// there is no such path or it is not a regular file (a final symlink
+    /// is not followed). A larger file is [`EngineErrorKind::Rejected`].
+    async fn read_file(
+        &self,
+        id: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>, EngineError>;
 
     /// Begins waiting, on its own connection and task, for container `id`
     /// to be removed (`condition=removed`); the [`ExitWait`] answers its

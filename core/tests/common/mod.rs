@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use odek_core::config::{ConfigInputs, Layer};
 use odek_core::engine::{
     ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint, EngineError,
-    EngineInfo, ExecExit, ExecSpec, ExitWait, FakeEngine, FakeImage, FakeNetwork, ImageInfo,
-    NetworkFilter, NetworkInfo, Op, OutputSink, ProgressSink, StdinHold,
+    EngineInfo, EngineSecurity, ExecExit, ExecSpec, ExitWait, FakeEngine, FakeImage, FakeNetwork,
+    ImageInfo, NetworkFilter, NetworkInfo, Op, OutputSink, PathStat, ProgressSink, StdinHold,
 };
 use odek_core::{Client, Error, FailureClass, Plan, Reporter, Sandbox, Warning, WarningKind};
 
@@ -421,6 +421,15 @@ impl Spy {
         self.specs.lock().expect("lock").clone()
     }
 
+    /// The create requests of sandboxes (not of the account probes odek
+    /// makes to read an image's `/etc/passwd`).
+    pub fn sandbox_specs(&self) -> Vec<ContainerSpec> {
+        self.specs()
+            .into_iter()
+            .filter(|s| !s.labels.contains_key(odek_core::labels::PROBE))
+            .collect()
+    }
+
     /// Every exec request so far.
     pub fn execs(&self) -> Vec<ExecSpec> {
         self.execs.lock().expect("lock").clone()
@@ -604,6 +613,29 @@ impl DockerApi for Spy {
         self.after(Op::WaitContainer);
         r
     }
+
+    async fn security(&self) -> Result<EngineSecurity, EngineError> {
+        let r = self.fake.security().await;
+        self.after(Op::Info);
+        r
+    }
+
+    async fn stat_path(&self, id: &str, path: &str) -> Result<Option<PathStat>, EngineError> {
+        let r = self.fake.stat_path(id, path).await;
+        self.after(Op::StatPath);
+        r
+    }
+
+    async fn read_file(
+        &self,
+        id: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        let r = self.fake.read_file(id, path, max).await;
+        self.after(Op::ReadFile);
+        r
+    }
 }
 
 /// A setup whose client goes through a [`Spy`] over the standard fixture,
@@ -681,4 +713,14 @@ pub fn raw_unsafe_char(msg: &str) -> Option<char> {
                     | '\u{FEFF}'
             )
     })
+}
+
+/// ` user=<euid>:<egid>`: the end of the startup line of a sandbox whose
+/// user is the default, this test process's own (SPEC §6.1 "user").
+pub fn default_user_field() -> String {
+    format!(
+        " user={}:{}",
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw()
+    )
 }

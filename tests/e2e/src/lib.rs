@@ -6,6 +6,9 @@
 //! container's routing table, never by probing outside.
 
 pub mod fault_proxy;
+pub mod operator;
+
+pub use operator::{operators, Operator};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -153,11 +156,27 @@ pub struct Project {
     pub dir: tempfile::TempDir,
     /// `$ODEK_HOME` (outside the project directory).
     pub home: tempfile::TempDir,
+    /// Who runs odek here; `None`: the suite's own identity.
+    pub operator: Option<Operator>,
 }
 
 impl Project {
-    /// A fresh project directory (`/tmp/odek-e2e-*`).
+    /// A fresh project directory (`/tmp/odek-e2e-*`), odek run by the
+    /// suite's own identity.
     pub fn new() -> Project {
+        Project::create(None)
+    }
+
+    /// A fresh project directory and `$ODEK_HOME` owned by `op`, who runs
+    /// every odek command of this project ([`Operator::command`]).
+    pub fn as_operator(op: Operator) -> Project {
+        let p = Project::create(Some(op));
+        op.own(p.dir.path());
+        op.own(p.home.path());
+        p
+    }
+
+    fn create(operator: Option<Operator>) -> Project {
         fixture();
         let home = tempfile::Builder::new()
             .prefix("odek-e2e-home-")
@@ -176,6 +195,7 @@ impl Project {
                 .tempdir()
                 .expect("tempdir"),
             home,
+            operator,
         }
     }
 
@@ -197,7 +217,10 @@ impl Project {
                 c.env_remove(&k);
             }
         }
-        c
+        match self.operator {
+            Some(op) => op.command(c),
+            None => c,
+        }
     }
 
     /// IDs of odek containers whose `/workspace` is this project.
