@@ -80,7 +80,7 @@ async fn launch_applies_the_hardening_defaults() {
     assert!(!applied.internet);
     assert_eq!(
         sb.startup_line(),
-        "odek: sandbox network=none pids=4096 image=odek-test/base:1 networks=-"
+        "odek: sandbox network=none pids=4096 image=odek-test/base:1 networks=- endpoint=unix:///fake/docker.sock"
     );
 }
 
@@ -178,7 +178,7 @@ async fn attached_networks_only_first_is_network_mode_and_rest_connected() {
     assert_eq!(attached, vec![SHOP_BACKEND_ID, SHOP_DEFAULT_ID]);
     assert_eq!(
         sb.startup_line(),
-        "odek: sandbox network=attached pids=4096 image=odek-test/base:1 networks=shop_backend,shop_default"
+        "odek: sandbox network=attached pids=4096 image=odek-test/base:1 networks=shop_backend,shop_default endpoint=unix:///fake/docker.sock"
     );
     assert!(
         sb.applied.as_ref().expect("applied").internet,

@@ -47,6 +47,16 @@ pub enum Address {
     },
 }
 
+impl fmt::Display for Address {
+    /// `unix:///path` or `tcp://host:port`, as `DOCKER_HOST` would say it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Unix { path } => write!(f, "unix://{}", path.display()),
+            Address::Tcp { authority } => write!(f, "tcp://{authority}"),
+        }
+    }
+}
+
 /// A socket path the probe passed over, and why (SPEC §6.2).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Probed {
@@ -83,10 +93,7 @@ pub struct Endpoint {
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.address {
-            Address::Unix { path } => write!(f, "unix://{}", path.display())?,
-            Address::Tcp { authority } => write!(f, "tcp://{authority}")?,
-        }
+        write!(f, "{}", self.address)?;
         match &self.source {
             EndpointSource::DockerHost => write!(f, " (from DOCKER_HOST)")?,
             EndpointSource::Context { name } => write!(f, " (from Docker context {name:?})")?,
