@@ -596,9 +596,12 @@ type ConfigView struct {
 	// (explicit mode, ODEK_REQUIRE_SANDBOX, or networks attached).
 	FallbackAllowed bool
 	Endpoint        string
-	APIVersion      string
-	Image           ViewImage
-	NetworkMode     string
+	// EndpointOwner is who owns the endpoint's Unix socket, "uid 0 (root)"
+	// ("" for TCP); another user's socket also has a warning (SPEC §6.2).
+	EndpointOwner string
+	APIVersion    string
+	Image         ViewImage
+	NetworkMode   string
 	// Network is the SPEC §4.2 summary.
 	Network  string
 	Internet bool
@@ -636,6 +639,7 @@ type wireConfigView struct {
 	FallbackReason  *string `json:"fallback_reason"`
 	FallbackAllowed bool    `json:"fallback_allowed"`
 	Endpoint        *string `json:"endpoint"`
+	EndpointOwner   *string `json:"endpoint_owner"`
 	APIVersion      *string `json:"api_version"`
 	Image           struct {
 		ViewImage
@@ -674,7 +678,8 @@ func parseConfigView(doc string) (*ConfigView, error) {
 	v := &ConfigView{
 		Mode: w.Mode, Isolation: w.Isolation, FallbackReason: deref(w.FallbackReason),
 		FallbackAllowed: w.FallbackAllowed,
-		Endpoint:        deref(w.Endpoint), APIVersion: deref(w.APIVersion),
+		Endpoint:        deref(w.Endpoint), EndpointOwner: deref(w.EndpointOwner),
+		APIVersion:  deref(w.APIVersion),
 		Image:       w.Image.ViewImage,
 		NetworkMode: w.NetworkMode, Network: w.Network, Internet: w.Internet,
 		PidsLimit: w.PidsLimit, Init: w.Init, Tmpfs: w.Tmpfs,

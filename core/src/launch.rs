@@ -606,11 +606,14 @@ impl Client {
                 removed: false,
             });
         };
-        let applied = verify(plan, &info, image_id).map_err(|message| Error::Rejected {
-            step: Step::Verify,
-            message,
-            removed: false,
-        })?;
+        let applied =
+            verify(plan, &info, image_id, &engine.endpoint().address).map_err(|message| {
+                Error::Rejected {
+                    step: Step::Verify,
+                    message,
+                    removed: false,
+                }
+            })?;
         let problem = match idle {
             Idle::Running => None,
             Idle::Stopped => Some("the container stopped right after start".to_string()),

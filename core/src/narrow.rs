@@ -237,6 +237,7 @@ mod tests {
             workdir_id: None,
             odek_home: "/h".into(),
             endpoint: None,
+            endpoint_owner: None,
             engine: None,
             image: ImagePlan {
                 reference: pinned_default(),

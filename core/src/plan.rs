@@ -59,6 +59,11 @@ pub struct Plan {
     pub odek_home: PathBuf,
     /// The daemon endpoint (display form), when one was chosen.
     pub endpoint: Option<String>,
+    /// Who owns the endpoint's Unix socket, read at resolve (SPEC §6.2);
+    /// `None` for TCP, when no endpoint was chosen, or in plans of earlier
+    /// releases.
+    #[serde(default)]
+    pub endpoint_owner: Option<crate::engine::SocketOwner>,
     /// The engine, when it answered.
     pub engine: Option<EngineInfo>,
     /// The image decision.

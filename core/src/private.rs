@@ -37,9 +37,9 @@ pub(crate) fn check_private(path: &Path) -> Result<(), String> {
 /// As [`check_private`] for metadata already read (e.g. from an open file,
 /// so that what is checked is what is read).
 pub(crate) fn check_private_meta(path: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
-    let me = rustix::process::geteuid().as_raw();
+    let me = euid();
     let owner = meta.uid();
-    if owner != me && owner != 0 {
+    if !is_trusted_owner(owner) {
         return Err(format!(
             "belongs to uid {owner}, not to you (uid {me}) or root: another user could have written it, so it is not trusted; set ODEK_HOME to a directory of your own, or, if it is yours, check its contents and `chown {me} {p}`",
             p = shown(path)
@@ -53,6 +53,28 @@ pub(crate) fn check_private_meta(path: &Path, meta: &std::fs::Metadata) -> Resul
         ));
     }
     Ok(())
+}
+
+/// The effective uid of this process.
+pub(crate) fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// The ownership rule itself: `uid` is this process's effective uid or root.
+pub(crate) fn is_trusted_owner(uid: u32) -> bool {
+    uid == euid() || uid == 0
+}
+
+/// The login name of `uid` in `/etc/passwd`, if it has one there (users
+/// known only to NSS, e.g. LDAP, have none here: callers show the uid).
+pub(crate) fn user_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut f = line.split(':');
+        let name = f.next()?;
+        let id: u32 = f.nth(1)?.parse().ok()?;
+        (id == uid && !name.is_empty()).then(|| crate::text::display_text(name))
+    })
 }
 
 fn shown(path: &Path) -> String {
@@ -96,6 +118,14 @@ mod tests {
         chmod(d.path(), 0o777);
         let e = check_private(d.path()).expect_err("world-writable dir");
         assert!(e.starts_with("has mode 0777"), "{e}");
+    }
+
+    #[test]
+    fn user_names_come_from_etc_passwd() {
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+        assert_eq!(user_name(4_000_000_000), None);
+        assert!(is_trusted_owner(0) && is_trusted_owner(euid()));
+        assert!(!is_trusted_owner(4_000_000_000));
     }
 
     #[test]

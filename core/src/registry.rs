@@ -301,7 +301,7 @@ impl Client {
             }
         }
         let applied = match (check, info.running) {
-            (Check::Live, true) => Some(verify(&plan, &info, &info.image_id).map_err(|problems| {
+            (Check::Live, true) => Some(verify(&plan, &info, &info.image_id, &engine.endpoint().address).map_err(|problems| {
                 Error::Rejected {
                     step: Step::Verify,
                     message: format!(
@@ -311,7 +311,7 @@ impl Client {
                     removed: false,
                 }
             })?),
-            _ => verify(&plan, &info, &info.image_id).ok(),
+            _ => verify(&plan, &info, &info.image_id, &engine.endpoint().address).ok(),
         };
         Ok(Sandbox {
             schema: SANDBOX_SCHEMA.into(),

@@ -79,6 +79,12 @@ impl Client {
             Err(e) => return Err(Error::Endpoint(e.clone())),
         };
         plan.endpoint = Some(engine.endpoint().to_string());
+        let (owner, not_yours) = engine.endpoint().ownership();
+        plan.endpoint_owner = owner;
+        if let Some(w) = not_yours {
+            reporter.warning(&w);
+            plan.warnings.push(w);
+        }
         match engine.version().await {
             Ok(info) if info.api_version < crate::engine::MIN_API_VERSION => {
                 return Err(Error::Rejected {
@@ -297,6 +303,7 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
         workdir_id: s.workdir_id,
         odek_home: s.odek_home.clone(),
         endpoint: None,
+        endpoint_owner: None,
         engine: None,
         image,
         network_mode: s.network.value,

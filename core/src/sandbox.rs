@@ -42,6 +42,11 @@ pub struct Applied {
     pub tmp_options: String,
     /// Image ID.
     pub image_id: String,
+    /// The daemon that created the container, as `DOCKER_HOST` would name
+    /// it (`unix:///var/run/docker.sock`, `tcp://host:port`; SPEC §6.2,
+    /// §6.4). Empty in sandboxes of earlier releases.
+    #[serde(default)]
+    pub endpoint: String,
 }
 
 /// A launched sandbox — or the host, in fallback or off mode.
@@ -135,7 +140,7 @@ impl Sandbox {
                     })
                     .collect();
                 format!(
-                    "odek: sandbox network={} pids={} image={} networks={} user={}",
+                    "odek: sandbox network={} pids={} image={} networks={} user={} endpoint={}",
                     a.network_summary,
                     a.pids_limit,
                     crate::text::display_text(&self.plan.image.reference.to_string()),
@@ -144,7 +149,12 @@ impl Sandbox {
                     } else {
                         names.join(",")
                     },
-                    self.plan.user_shown()
+                    self.plan.user_shown(),
+                    if a.endpoint.is_empty() {
+                        "-".to_string()
+                    } else {
+                        crate::text::display_text(&a.endpoint)
+                    }
                 )
             }
             (Isolation::Fallback(f), _) => format!(
@@ -204,11 +214,13 @@ pub(crate) fn not_running(plan: &Plan, exit: Option<&(i64, String)>) -> String {
 
 /// Checks the container against the plan (SPEC §6.1): exactly the planned
 /// networks, pids limit, init, `/tmp` options, image ID, limits, masks.
-/// Returns what was applied, or what differs.
+/// Returns what was applied (through `endpoint`, the daemon's address), or
+/// what differs.
 pub(crate) fn verify(
     plan: &Plan,
     info: &ContainerInfo,
     image_id: &str,
+    endpoint: &crate::engine::Address,
 ) -> std::result::Result<Applied, String> {
     if !info.running {
         // Nothing else is worth checking (a stopped container shows no
@@ -337,5 +349,6 @@ pub(crate) fn verify(
         init: true,
         tmp_options: tmp,
         image_id: info.image_id.clone(),
+        endpoint: endpoint.to_string(),
     })
 }

@@ -71,6 +71,11 @@ pub struct ConfigView {
     pub fallback_allowed: bool,
     /// Daemon endpoint.
     pub endpoint: Option<String>,
+    /// Who owns the endpoint's Unix socket (`uid 0 (root)`, `uid 1000
+    /// (alice)`); `None` for TCP or when it cannot be read. A socket of
+    /// another user than you or root also has a warning (SPEC §6.2).
+    #[serde(default)]
+    pub endpoint_owner: Option<String>,
     /// Engine API version in use.
     pub api_version: Option<String>,
     /// Image.
@@ -174,6 +179,7 @@ impl Client {
             fallback_reason,
             fallback_allowed: plan.isolation != Isolation::Off && plan.fallback_allowed(),
             endpoint: plan.endpoint.clone(),
+            endpoint_owner: plan.endpoint_owner.as_ref().map(|o| o.to_string()),
             api_version: plan.engine.as_ref().map(|e| e.api_version.to_string()),
             image,
             network_mode: plan.network_mode.to_string(),
@@ -267,6 +273,9 @@ impl ConfigView {
                     self.api_version.clone().unwrap_or_else(|| "?".into())
                 ),
             );
+            if let Some(o) = &self.endpoint_owner {
+                line("  owner", o.clone(), "of the socket".into());
+            }
         }
         let mut img = self.image.reference.clone();
         if let Some(id) = &self.image.id {

@@ -30,6 +30,11 @@ pub enum WarningKind {
     /// daemon's processes are not visible here); the paths were checked
     /// right before create only (SPEC §6.1).
     MountsUnverified,
+    /// The Docker socket the operator named (`DOCKER_HOST`, a Docker
+    /// context, the embedding program) belongs to another user than the
+    /// effective uid or root, or lies where another user can replace it:
+    /// that user's daemon receives the sandbox and its environment (SPEC §6.2).
+    DockerSocketNotYours,
     /// Anything else worth telling.
     Other,
 }

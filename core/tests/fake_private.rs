@@ -2,7 +2,9 @@
 //! the user config (SPEC §7.3): the current user or root, and neither group
 //! nor others may write them. A trust or setting in a file another user owns
 //! is refused before any Docker call, and a plan resolved while trusted does
-//! not launch once the store is given away.
+//! not launch once the store is given away. The Docker socket follows the
+//! same rule (SPEC §6.2): one the operator names is used, with a warning
+//! naming its owner when it is another user's.
 //!
 //! Giving a file to another uid needs root (as the test suites run); as
 //! another user the ownership cases return early and only the mode cases run.
@@ -153,4 +155,76 @@ async fn a_sidecar_another_user_owns_is_refused_and_never_written_through() {
         .expect("ls")
         .next()
         .is_none());
+}
+
+// ---------------------------------------------------------------------------
+// Whose Docker socket (SPEC §6.2): one the operator names is used, and the
+// plan, the config view and the startup line say whose it is.
+
+#[tokio::test]
+async fn a_named_docker_socket_another_user_owns_is_warned_of_in_the_plan_and_the_view() {
+    if !is_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir.path().join("docker.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+    give_away(&sock);
+    let uri = format!("unix://{}", sock.display());
+    let endpoint = odek_core::engine::Endpoint::named(&uri, "docker_host").expect("valid");
+    let s = Setup::with_fake(shop_fake().with_endpoint(endpoint)).image(IMAGE);
+    let plan = s.resolve().await.expect("resolve: a named socket is used");
+    let warned = s.reporter.of(odek_core::WarningKind::DockerSocketNotYours);
+    assert_eq!(warned.len(), 1, "{:?}", s.reporter.warnings());
+    assert!(
+        warned[0]
+            .message
+            .starts_with(&format!("the Docker socket {uri} belongs to uid {NOBODY}"))
+            && warned[0]
+                .message
+                .ends_with("not you: that user's daemon receives this sandbox and its environment"),
+        "{}",
+        warned[0].message
+    );
+    assert_eq!(plan.warnings.iter().filter(|w| **w == warned[0]).count(), 1);
+    assert_eq!(plan.endpoint_owner.as_ref().map(|o| o.uid), Some(NOBODY));
+    let view = s.odek.config_view(&plan).await;
+    let owner = view
+        .endpoint_owner
+        .clone()
+        .expect("the view names the owner");
+    assert!(owner.starts_with(&format!("uid {NOBODY}")), "{owner}");
+    assert!(
+        view.render_text()
+            .lines()
+            .any(|l| l.starts_with("  owner") && l.contains(&owner)),
+        "{}",
+        view.render_text()
+    );
+    let sb = s.launch(&plan).await.expect("launch");
+    assert!(
+        sb.startup_line().ends_with(&format!(" endpoint={uri}")),
+        "{}",
+        sb.startup_line()
+    );
+    // Control: the same socket given back to root is not warned of.
+    rustix::fs::chown(&sock, Some(rustix::fs::Uid::ROOT), None).expect("chown");
+    let again = Setup::with_fake(
+        shop_fake()
+            .with_endpoint(odek_core::engine::Endpoint::named(&uri, "docker_host").expect("valid")),
+    )
+    .image(IMAGE);
+    let plan = again.resolve().await.expect("resolve");
+    assert!(
+        again
+            .reporter
+            .of(odek_core::WarningKind::DockerSocketNotYours)
+            .is_empty(),
+        "{:?}",
+        again.reporter.warnings()
+    );
+    assert_eq!(
+        plan.endpoint_owner.map(|o| o.to_string()).as_deref(),
+        Some("uid 0 (root)")
+    );
 }

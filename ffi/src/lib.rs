@@ -129,13 +129,8 @@ pub unsafe extern "C" fn odek_client_new(
                      (cargo feature `testing`); this is a release build: use \"docker\"",
             )),
             (EngineChoice::Docker, Some(host)) => {
-                let address = odek_core::engine::parse_host(host, "docker_host")
+                let ep = odek_core::engine::Endpoint::named(host, "docker_host")
                     .map_err(|e| Failure::from(odek_core::Error::Endpoint(e)))?;
-                let ep = odek_core::engine::Endpoint {
-                    address,
-                    source: odek_core::engine::EndpointSource::Explicit,
-                    tried: Vec::new(),
-                };
                 odek_core::Client::with_engine(Arc::new(odek_core::engine::BollardEngine::new(ep)))
             }
             (EngineChoice::Docker, None) => odek_core::Client::from_env(),

@@ -109,7 +109,7 @@ pub struct SandboxInfo {
     pub default: bool,
     /// The sandbox it was narrowed from (`sandbox_narrow`).
     pub parent_id: Option<String>,
-    /// What was applied: `odek: sandbox network=… pids=… image=… networks=…`.
+    /// What was applied: `odek: sandbox network=… pids=… image=… networks=… endpoint=…`.
     pub startup_line: String,
 }
 

@@ -108,6 +108,7 @@ class PlanDoc(TypedDict):
     workdir_id: Optional[Dict[str, Any]]
     odek_home: str
     endpoint: Optional[str]
+    endpoint_owner: Optional[Dict[str, Any]]  # {"uid": 1000, "name": "alice"|None}
     engine: Optional[Dict[str, Any]]
     image: Dict[str, Any]  # {"reference": {"original", "digest", …}, "source": {"kind"}}
     network_mode: str
@@ -277,6 +278,7 @@ class ConfigViewDoc(TypedDict):
     fallback_reason: Optional[str]
     fallback_allowed: bool
     endpoint: Optional[str]
+    endpoint_owner: Optional[str]
     api_version: Optional[str]
     image: ImageViewDoc
     network_mode: str

@@ -4,15 +4,22 @@
 //! is a config error, never silently another endpoint); else the current Docker
 //! context when one other than `default` is selected; else the first socket
 //! of `/var/run/docker.sock`, `$XDG_RUNTIME_DIR/docker.sock`,
-//! `~/.docker/run/docker.sock` that accepts a connection. Each path passed
-//! over is kept with the reason (absent, not a socket, permission denied,
-//! nothing listening), for verbose output and the "daemon unreachable" error.
+//! `~/.docker/run/docker.sock` that accepts a connection and passes the
+//! ownership rule of [`super::socket_owner`] (the socket, and every directory
+//! its path goes through, belong to the effective uid or root). Each path
+//! passed over is kept with the reason (absent, not a socket, another user's,
+//! permission denied, nothing listening), for verbose output and the "daemon
+//! unreachable" error. A socket the operator names is used whoever owns it;
+//! [`Endpoint::ownership`] says whose it is.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use super::socket_owner::{self, SocketOwner};
+use crate::warning::{Warning, WarningKind};
 
 /// Where the endpoint came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +54,16 @@ pub enum Address {
     },
 }
 
+impl fmt::Display for Address {
+    /// `unix:///path` or `tcp://host:port`, as `DOCKER_HOST` would say it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Unix { path } => write!(f, "unix://{}", path.display()),
+            Address::Tcp { authority } => write!(f, "tcp://{authority}"),
+        }
+    }
+}
+
 /// A socket path the probe passed over, and why (SPEC §6.2).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Probed {
@@ -54,7 +71,9 @@ pub struct Probed {
     pub path: PathBuf,
     /// Why it was not used: `absent`, `not a socket`, `permission denied
     /// (are you in the docker group?)`, `nothing listens (stale socket)`,
-    /// or the system's error text.
+    /// `belongs to uid 1000 (alice), not to you (uid 0) or root, …` (or its
+    /// directory does, or others can write that), or the system's error
+    /// text.
     pub reason: String,
 }
 
@@ -83,16 +102,7 @@ pub struct Endpoint {
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.address {
-            Address::Unix { path } => write!(f, "unix://{}", path.display())?,
-            Address::Tcp { authority } => write!(f, "tcp://{authority}")?,
-        }
-        match &self.source {
-            EndpointSource::DockerHost => write!(f, " (from DOCKER_HOST)")?,
-            EndpointSource::Context { name } => write!(f, " (from Docker context {name:?})")?,
-            EndpointSource::Probe => write!(f, " (first reachable default socket)")?,
-            EndpointSource::Explicit => {}
-        }
+        write!(f, "{}{}", self.address, self.origin())?;
         if !self.tried.is_empty() {
             write!(f, " after passing over {}", display_probed(&self.tried))?;
         }
@@ -221,6 +231,58 @@ impl Endpoint {
             tried: Vec::new(),
         }
     }
+
+    /// An endpoint the embedding program names (`unix:///…` or
+    /// `tcp://host:port`; `origin` names the setting in errors, e.g.
+    /// `docker_host`). Used whoever owns the socket, as `DOCKER_HOST` is:
+    /// [`Endpoint::ownership`] says whose it is.
+    ///
+    /// Errors: [`EndpointError::Invalid`] as [`parse_host`].
+    pub fn named(value: &str, origin: &str) -> Result<Endpoint, EndpointError> {
+        Ok(Endpoint {
+            address: parse_host(value, origin)?,
+            source: EndpointSource::Explicit,
+            tried: Vec::new(),
+        })
+    }
+
+    /// Where the endpoint came from, as a phrase after its address: ` (from
+    /// DOCKER_HOST)`, ` (from Docker context "x")`, ` (first reachable
+    /// default socket)`, or nothing for one the embedding program gave.
+    fn origin(&self) -> String {
+        match &self.source {
+            EndpointSource::DockerHost => " (from DOCKER_HOST)".into(),
+            EndpointSource::Context { name } => format!(" (from Docker context {name:?})"),
+            EndpointSource::Probe => " (first reachable default socket)".into(),
+            EndpointSource::Explicit => String::new(),
+        }
+    }
+
+    /// Whose socket this is, read now (SPEC §6.2): the owner of the socket
+    /// a Unix endpoint reaches (`None` for TCP, or when it cannot be read),
+    /// and a [`WarningKind::DockerSocketNotYours`] warning when the socket,
+    /// or a directory its path goes through, belongs to another user than
+    /// the effective uid or root, or group or others can write such a
+    /// directory — e.g. `the Docker socket unix:///run/user/1000/docker.sock
+    /// (from DOCKER_HOST) belongs to uid 1000 (alice), not you: that user's
+    /// daemon receives this sandbox and its environment`. A probed socket
+    /// passed the same rule when it was chosen, so it warns only if it was
+    /// changed since.
+    pub fn ownership(&self) -> (Option<SocketOwner>, Option<Warning>) {
+        let Address::Unix { path } = &self.address else {
+            return (None, None);
+        };
+        match socket_owner::check_socket(path) {
+            Ok(owner) => (Some(owner), None),
+            Err(why) => {
+                let what = format!("the Docker socket {}{}", self.address, self.origin());
+                let warning = why
+                    .named_warning(&crate::text::display_text(&what))
+                    .map(|m| Warning::new(WarningKind::DockerSocketNotYours, m));
+                (socket_owner::owner_of(path), warning)
+            }
+        }
+    }
 }
 
 /// The first of `candidates` that accepts a connection (SPEC §6.2), with
@@ -246,9 +308,11 @@ fn probe_in_order(candidates: &[PathBuf]) -> Result<Endpoint, EndpointError> {
     Err(EndpointError::NoSocket { tried })
 }
 
-/// Connects to the socket at `path` and hangs up: `Ok` when something
-/// accepts, else why not. A local connect answers at once, so it blocks
-/// no longer than a `stat`.
+/// Checks the socket at `path` against the ownership rule
+/// ([`socket_owner::check_socket`]), then connects to it and hangs up: `Ok`
+/// when it is ours or root's and something accepts, else why not. Nothing
+/// connects to a socket of another user. A local connect answers at once,
+/// so it blocks no longer than a `stat`.
 fn probe(path: &Path) -> Result<(), String> {
     use std::io::ErrorKind;
     use std::os::unix::fs::FileTypeExt;
@@ -260,6 +324,12 @@ fn probe(path: &Path) -> Result<(), String> {
         Err(e) if e.kind() == ErrorKind::PermissionDenied => return Err(denied()),
         Err(e) => return Err(format!("cannot be inspected ({e})")),
     }
+    socket_owner::check_socket(path).map_err(|why| {
+        why.passed_over(&crate::text::display_text(&format!(
+            "unix://{}",
+            path.display()
+        )))
+    })?;
     match std::os::unix::net::UnixStream::connect(path) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == ErrorKind::PermissionDenied => Err(denied()),
@@ -585,6 +655,180 @@ mod tests {
             ep.tried[0].reason,
             "permission denied (are you in the docker group?)"
         );
+    }
+
+    const NOBODY: u32 = 65534;
+
+    fn chown(p: &Path, uid: u32) {
+        rustix::fs::chown(p, Some(rustix::fs::Uid::from_raw(uid)), None).expect("chown");
+    }
+
+    fn chmod(p: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    /// `uid 65534 (nobody)`, as `/etc/passwd` names it here.
+    fn nobody() -> String {
+        super::SocketOwner::of(NOBODY).to_string()
+    }
+
+    /// Only root can give a socket or directory away; the suite runs as root.
+    fn is_root() -> bool {
+        rustix::process::geteuid().is_root()
+    }
+
+    #[test]
+    fn a_socket_another_user_owns_is_passed_over_naming_the_owner() {
+        if !is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let theirs = dir.path().join("theirs.sock");
+        let _their_daemon = std::os::unix::net::UnixListener::bind(&theirs).expect("bind");
+        chown(&theirs, NOBODY);
+        let ours = dir.path().join("ours.sock");
+        let _our_daemon = std::os::unix::net::UnixListener::bind(&ours).expect("bind");
+        let ep = probe_in_order(&[theirs.clone(), ours.clone()]).expect("ours is reachable");
+        assert_eq!(ep.address, Address::Unix { path: ours });
+        assert_eq!(ep.tried.len(), 1, "{ep}");
+        let why = &ep.tried[0].reason;
+        assert!(
+            why.starts_with(&format!(
+                "belongs to {}, not to you (uid 0) or root",
+                nobody()
+            )) && why.contains(&format!(
+                "set DOCKER_HOST=unix://{} to use it knowingly",
+                theirs.display()
+            )),
+            "{why}"
+        );
+        // Alone, it is no socket at all: daemon unreachable, owner named.
+        let err = probe_in_order(std::slice::from_ref(&theirs)).expect_err("not used");
+        let msg = err.to_string();
+        assert!(
+            matches!(err, EndpointError::NoSocket { .. })
+                && msg.contains(&format!("{}: belongs to {}", theirs.display(), nobody())),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_socket_in_a_directory_others_can_write_or_own_is_passed_over() {
+        if !is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).expect("mkdir");
+        let sock = run.join("docker.sock");
+        let _daemon = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+        // Control: root's socket in root's 0755 directory is used.
+        chmod(&run, 0o755);
+        let ep = probe_in_order(std::slice::from_ref(&sock)).expect("root's socket");
+        assert!(ep.tried.is_empty(), "{ep}");
+        // Group- or world-writable, sticky or not: anyone could bind their
+        // own socket there while the daemon restarts.
+        for mode in [0o777, 0o775, 0o1777] {
+            chmod(&run, mode);
+            let err = probe_in_order(std::slice::from_ref(&sock)).expect_err("writable dir");
+            let msg = err.to_string();
+            assert!(
+                msg.contains(&format!(
+                    "{}: lies in {} (mode {mode:04o}), where group or others could replace the socket",
+                    sock.display(),
+                    run.display()
+                )),
+                "{mode:o}: {msg}"
+            );
+        }
+        // A directory of another user: they could swap the socket.
+        chmod(&run, 0o755);
+        chown(&run, NOBODY);
+        let err = probe_in_order(std::slice::from_ref(&sock)).expect_err("their dir");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!(
+                "{}: lies in {}, which belongs to {}, not to you (uid 0) or root",
+                sock.display(),
+                run.display(),
+                nobody()
+            )),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_root_owned_0660_socket_is_accepted() {
+        if !is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        chmod(dir.path(), 0o755);
+        let sock = dir.path().join("docker.sock");
+        let _daemon = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+        // root:<another group> 0660, as dockerd leaves root:docker.
+        rustix::fs::chown(
+            &sock,
+            Some(rustix::fs::Uid::ROOT),
+            Some(rustix::fs::Gid::from_raw(NOBODY)),
+        )
+        .expect("chgrp");
+        chmod(&sock, 0o660);
+        let ep = probe_in_order(std::slice::from_ref(&sock)).expect("root's socket");
+        assert_eq!(ep.address, Address::Unix { path: sock });
+        assert!(ep.tried.is_empty(), "{ep}");
+        let (owner, warning) = ep.ownership();
+        assert_eq!(
+            owner.map(|o| o.to_string()).as_deref(),
+            Some("uid 0 (root)")
+        );
+        assert_eq!(warning, None);
+    }
+
+    #[test]
+    fn an_explicit_docker_host_to_another_users_socket_is_used_with_a_warning() {
+        if !is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let theirs = dir.path().join("theirs.sock");
+        let _their_daemon = std::os::unix::net::UnixListener::bind(&theirs).expect("bind");
+        chown(&theirs, NOBODY);
+        let host = format!("unix://{}", theirs.display());
+        let ep = Endpoint::resolve(&env_with_host(&host)).expect("DOCKER_HOST is used");
+        assert_eq!(
+            ep.address,
+            Address::Unix {
+                path: theirs.clone()
+            }
+        );
+        let (owner, warning) = ep.ownership();
+        assert_eq!(owner.map(|o| o.uid), Some(NOBODY));
+        let w = warning.expect("a warning naming the owner");
+        assert_eq!(w.kind, WarningKind::DockerSocketNotYours);
+        assert_eq!(
+            w.message,
+            format!(
+                "the Docker socket {host} (from DOCKER_HOST) belongs to {}, not you: that user's daemon receives this sandbox and its environment",
+                nobody()
+            )
+        );
+        // The same from the embedding program (the C ABI's docker_host).
+        let named = Endpoint::named(&host, "docker_host").expect("valid");
+        let w = named.ownership().1.expect("warned");
+        assert!(
+            w.message
+                .starts_with(&format!("the Docker socket {host} belongs to")),
+            "{}",
+            w.message
+        );
+        // Control: the socket given to root, no warning.
+        chown(&theirs, 0);
+        assert_eq!(ep.ownership().1, None);
+        // TCP has no owner to tell.
+        let tcp = Endpoint::resolve(&env_with_host("tcp://127.0.0.1:2375")).expect("valid");
+        assert_eq!(tcp.ownership(), (None, None));
     }
 
     #[test]

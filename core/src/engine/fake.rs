@@ -360,6 +360,14 @@ impl FakeEngine {
         }
     }
 
+    /// This engine, reporting `endpoint` as its own (its calls stay in
+    /// memory): for the rules that read the endpoint, e.g. whose socket it
+    /// is (SPEC §6.2).
+    pub fn with_endpoint(mut self, endpoint: Endpoint) -> FakeEngine {
+        self.endpoint = endpoint;
+        self
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A test that panicked while holding the lock poisons it; the state
         // is still the best record we have.

@@ -10,6 +10,7 @@ mod bollard_engine;
 mod endpoint;
 #[cfg(any(test, feature = "testing"))]
 mod fake;
+mod socket_owner;
 
 pub use bollard_engine::Timeouts;
 pub use bollard_engine::{create_body, BollardEngine};
@@ -18,6 +19,7 @@ pub use endpoint::{
 };
 #[cfg(any(test, feature = "testing"))]
 pub use fake::{random_id, Call, FakeEngine, FakeImage, FakeNetwork, FakePath, Fault, Quirks};
+pub use socket_owner::SocketOwner;
 
 use std::collections::BTreeMap;
 use std::fmt;

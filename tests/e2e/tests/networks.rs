@@ -338,7 +338,7 @@ fn union_of_compose_and_names_is_deduplicated_in_request_order() {
     );
     let line = startup_line(&out).expect("startup line");
     assert!(
-        line.ends_with(&format!("networks={default},{PROJECT}_backend")),
+        line.contains(&format!(" networks={default},{PROJECT}_backend ")),
         "not de-duplicated in request order: {line}"
     );
 }
