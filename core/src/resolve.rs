@@ -220,7 +220,7 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
         internet: s.network.value == config::NetworkMode::Bridge,
         pids_limit: s.pids_limit.value,
         readonly: s.readonly.value,
-        memory_bytes: s.memory.as_ref().map(|m| m.value),
+        memory_bytes: Some(s.memory.value),
         cpus: s.cpus.as_ref().map(|c| c.value.clone()),
         user: s.user.as_ref().map(|u| u.value.clone()),
         env: s.env.as_ref().map(|e| e.value.clone()).unwrap_or_default(),
