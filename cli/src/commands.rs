@@ -818,18 +818,21 @@ async fn config_view(
 /// `odek mcp`: serves until the client disconnects (exit 0) or a signal
 /// (128 + its number), after removing every sandbox it launched.
 async fn mcp(cli: &Cli, odek: Client, args: &crate::McpArgs) -> ExitCode {
-    let inputs = args.sandbox.inputs(&cli.workdir).and_then(|mut i| {
+    let setup = args.sandbox.inputs(&cli.workdir).and_then(|mut i| {
         odek_mcp::force_sandbox(&mut i).map_err(anyhow::Error::msg)?;
-        Ok(i)
+        let env = std::env::vars().collect();
+        let limits = odek_mcp::Limits::from_flag_and_env(args.max_sandboxes, &env)
+            .map_err(anyhow::Error::msg)?;
+        Ok((i, limits))
     });
-    let inputs = match inputs {
-        Ok(i) => i,
+    let (inputs, limits) = match setup {
+        Ok(s) => s,
         Err(e) => {
             print_anyhow(&e);
             return ExitCode::from(2);
         }
     };
-    let code = match odek_mcp::serve_stdio(odek, inputs).await {
+    let code = match odek_mcp::serve_stdio(odek, inputs, limits).await {
         Ok(odek_mcp::Stopped::Disconnected) => 0,
         Ok(odek_mcp::Stopped::Signal(code)) => i32::from(code),
         Err(e) => {
