@@ -647,11 +647,12 @@ def test_bad_requests_get_error_responses(project):
 class Raw:
     """`odek mcp` driven by hand-written JSON-RPC lines."""
 
-    def __init__(self, p: Project, *extra: str, compose: bool = False):
+    def __init__(self, p: Project, *extra: str, compose: bool = False, args: list[str] | None = None,
+                 env: dict[str, str] | None = None):
         self.proc = subprocess.Popen(
-            [str(ODEK), *p.args(*extra, compose=compose)],
+            [str(ODEK), *(args or p.args(*extra, compose=compose))],
             cwd=p.dir,
-            env=p.env(),
+            env=env or p.env(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=sys.stderr,
@@ -769,6 +770,36 @@ def test_signal_removes_sandboxes(project, sig, code):
     raw.proc.send_signal(sig)
     assert raw.proc.wait(timeout=30) == code
     assert containers_for(project.dir) == []
+
+
+@pytest.mark.parametrize("trigger", ["sleep 3", "Successfully tagged"], ids=["building", "built"])
+def test_sigterm_during_a_launch_leaves_nothing(project, trigger):
+    """SIGTERM while a sandbox_up builds its Dockerfile.odek, or as the build
+    ends and the container is being created: the server cancels the launch
+    in flight, waits for it to remove what it made, and exits 143."""
+    df = project.dir / "Dockerfile.odek"
+    df.write_bytes(f"FROM {IMAGE}\n# odek mcp sigterm test {os.urandom(8).hex()}\nRUN sleep 3\n".encode())
+    tag = "odek-sandbox:" + hashlib.sha256(df.read_bytes()).hexdigest()[:24]
+    raw = Raw(project, args=["mcp"], env=project.env(ODEK_APPROVE_PROJECT_SANDBOX="1"))
+    try:
+        raw.initialize()
+        raw.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                  "params": {"name": "sandbox_up", "arguments": {}, "_meta": {"progressToken": "t"}}})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            m = raw.recv()
+            assert m.get("id") != 9, f"the launch ended before the trigger: {m}"
+            if m.get("method") == "notifications/progress" and trigger in (m["params"].get("message") or ""):
+                break
+        raw.proc.send_signal(signal.SIGTERM)
+        assert raw.proc.wait(timeout=60) == 143
+        assert containers_for(project.dir) == []
+        time.sleep(3)
+        assert containers_for(project.dir) == [], "a container appeared after the server stopped"
+    finally:
+        if raw.proc.poll() is None:
+            raw.proc.kill()
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
 
 
 def test_sigkill_leaves_no_sandbox_without_gc(project):
