@@ -549,6 +549,10 @@ async fn sandbox_up(
     if let Some(parent_name) = &args.parent {
         let parent = odek.attach(parent_name, &odek_home()?).await?;
         let req = args.sandbox.narrow_request()?;
+        let env = std::env::vars().collect();
+        for w in crate::flags::SandboxFlags::env_not_narrowing(&env) {
+            odek_core::Reporter::warning(reporter, &w);
+        }
         let mut plan = odek_core::narrow::narrow(&parent.plan, &req)?;
         for w in &plan.warnings {
             odek_core::Reporter::warning(reporter, w);
@@ -557,7 +561,6 @@ async fn sandbox_up(
         // approval is obtained as `odek run`'s is — stored trust, env switch
         // or prompt — from this process's store and environment, never from
         // what the parent's label recorded.
-        let env = std::env::vars().collect();
         odek_core::approve::refresh_standing(&mut plan, &env)?;
         let mut opts = LaunchOptions {
             detached: true,
