@@ -516,7 +516,10 @@ type NarrowRequest struct {
 	Networks []string `json:"networks,omitempty"`
 	// ComposeProject keeps only the parent's networks of this project.
 	ComposeProject string `json:"compose_project,omitempty"`
-	// NetworkMode may go from "bridge" to "none", never back.
+	// NetworkMode may go from "bridge" to "none", never back. "none"
+	// without Networks or ComposeProject leaves the child no network at
+	// all (the parent's attached networks are dropped too); with them,
+	// exactly those.
 	NetworkMode string `json:"network_mode,omitempty"`
 	// PidsLimit may only go down (0: inherit).
 	PidsLimit int64 `json:"pids_limit,omitempty"`

@@ -549,6 +549,10 @@ async fn sandbox_up(
     if let Some(parent_name) = &args.parent {
         let parent = odek.attach(parent_name, &odek_home()?).await?;
         let req = args.sandbox.narrow_request()?;
+        let env = std::env::vars().collect();
+        for w in crate::flags::SandboxFlags::env_not_narrowing(&env) {
+            odek_core::Reporter::warning(reporter, &w);
+        }
         let mut plan = odek_core::narrow::narrow(&parent.plan, &req)?;
         for w in &plan.warnings {
             odek_core::Reporter::warning(reporter, w);
@@ -557,7 +561,6 @@ async fn sandbox_up(
         // approval is obtained as `odek run`'s is — stored trust, env switch
         // or prompt — from this process's store and environment, never from
         // what the parent's label recorded.
-        let env = std::env::vars().collect();
         odek_core::approve::refresh_standing(&mut plan, &env)?;
         let mut opts = LaunchOptions {
             detached: true,
@@ -818,18 +821,21 @@ async fn config_view(
 /// `odek mcp`: serves until the client disconnects (exit 0) or a signal
 /// (128 + its number), after removing every sandbox it launched.
 async fn mcp(cli: &Cli, odek: Client, args: &crate::McpArgs) -> ExitCode {
-    let inputs = args.sandbox.inputs(&cli.workdir).and_then(|mut i| {
+    let setup = args.sandbox.inputs(&cli.workdir).and_then(|mut i| {
         odek_mcp::force_sandbox(&mut i).map_err(anyhow::Error::msg)?;
-        Ok(i)
+        let env = std::env::vars().collect();
+        let limits = odek_mcp::Limits::from_flag_and_env(args.max_sandboxes, &env)
+            .map_err(anyhow::Error::msg)?;
+        Ok((i, limits))
     });
-    let inputs = match inputs {
-        Ok(i) => i,
+    let (inputs, limits) = match setup {
+        Ok(s) => s,
         Err(e) => {
             print_anyhow(&e);
             return ExitCode::from(2);
         }
     };
-    let code = match odek_mcp::serve_stdio(odek, inputs).await {
+    let code = match odek_mcp::serve_stdio(odek, inputs, limits).await {
         Ok(odek_mcp::Stopped::Disconnected) => 0,
         Ok(odek_mcp::Stopped::Signal(code)) => i32::from(code),
         Err(e) => {

@@ -84,12 +84,14 @@ fn env_tokens(text: &str) -> BTreeSet<String> {
     out
 }
 
-/// The env vars odek reads that users may set.
+/// The env vars odek reads that users may set (the config keys', the
+/// process-level switches and `odek mcp`'s own).
 fn documented_env() -> BTreeSet<String> {
     odek_core::config::KNOWN_KEYS
         .iter()
         .filter_map(|k| odek_core::config::env_var_of(k))
         .chain(odek_core::config::PROCESS_ENV_VARS.iter().copied())
+        .chain([odek_mcp::MAX_SANDBOXES_ENV])
         .map(String::from)
         .collect()
 }
@@ -251,6 +253,7 @@ fn odek_reads_no_env_var_the_docs_do_not_name() {
     let mut literals = BTreeSet::new();
     env_literals(&repo().join("core/src"), &mut literals);
     env_literals(&repo().join("cli/src"), &mut literals);
+    env_literals(&repo().join("mcp/src"), &mut literals);
     assert!(
         literals.contains("ODEK_HOME"),
         "the scan found nothing: {literals:?}"

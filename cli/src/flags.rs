@@ -135,6 +135,31 @@ impl SandboxFlags {
         Ok(inputs)
     }
 
+    /// Warnings for the `ODEK_*` variables of sandbox settings set in `env`
+    /// (non-empty): `--parent` narrows the parent's recorded plan with the
+    /// flags only, so none of them reaches the child, and saying nothing
+    /// would make, e.g., `ODEK_SANDBOX_NETWORK=none` a silent no-op (SPEC
+    /// §8). `ODEK_SANDBOX` is left out: a child is always a sandbox.
+    pub(crate) fn env_not_narrowing(env: &BTreeMap<String, String>) -> Vec<odek_core::Warning> {
+        KEYS.iter()
+            .filter(|k| k.name != "sandbox")
+            .filter_map(|k| {
+                let var = k.env?;
+                env.get(var).filter(|v| !v.is_empty())?;
+                let instead = match k.flag {
+                    Some(f) if k.name != "sandbox_user" => format!("pass {} to narrow it", f.long),
+                    _ => "the child keeps the parent's value".to_string(),
+                };
+                Some(odek_core::Warning {
+                    kind: odek_core::WarningKind::Other,
+                    message: format!(
+                        "{var} is set but not applied to the sub-agent: --parent narrows the parent's recorded settings with flags only; {instead}"
+                    ),
+                })
+            })
+            .collect()
+    }
+
     /// The flags as a narrowing request for a sub-agent (SPEC §8). Flags that
     /// cannot narrow (`--no-sandbox`, `--sandbox-user`) are refused.
     pub(crate) fn narrow_request(&self) -> anyhow::Result<odek_core::narrow::NarrowRequest> {
@@ -171,5 +196,42 @@ impl SandboxFlags {
             readonly: (self.value("sandbox_readonly") == Some("true")).then_some(true),
             image: self.value("sandbox_image").map(String::from),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_settings_are_named_when_a_child_ignores_them() {
+        let env: BTreeMap<String, String> = [
+            ("ODEK_SANDBOX_NETWORK", "none"),
+            ("ODEK_SANDBOX_MEMORY", "256m"),
+            ("ODEK_SANDBOX_USER", "1000:1000"),
+            ("ODEK_SANDBOX", "1"),
+            ("ODEK_SANDBOX_CPUS", ""),
+            ("ODEK_HOME", "/h"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let w: Vec<String> = SandboxFlags::env_not_narrowing(&env)
+            .into_iter()
+            .map(|w| w.message)
+            .collect();
+        assert_eq!(w.len(), 3, "{w:#?}");
+        assert!(w.iter().any(
+            |m| m.starts_with("ODEK_SANDBOX_NETWORK ") && m.contains("pass --sandbox-network")
+        ));
+        assert!(w
+            .iter()
+            .any(|m| m.starts_with("ODEK_SANDBOX_MEMORY ") && m.contains("pass --sandbox-memory")));
+        assert!(
+            w.iter()
+                .any(|m| m.starts_with("ODEK_SANDBOX_USER ")
+                    && m.contains("keeps the parent's value"))
+        );
+        assert!(SandboxFlags::env_not_narrowing(&BTreeMap::new()).is_empty());
     }
 }

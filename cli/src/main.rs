@@ -104,6 +104,12 @@ pub(crate) enum Cmd {
 pub(crate) struct McpArgs {
     #[command(flatten)]
     pub(crate) sandbox: SandboxFlags,
+    /// Most sandboxes the server keeps at once (default 16, or
+    /// ODEK_MCP_MAX_SANDBOXES), the conversation's and narrowed ones and
+    /// launches in flight included; a launch past it is a tool error (the
+    /// agent frees one with sandbox_down).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_sandboxes: Option<u32>,
 }
 
 /// `odek approvals …`.

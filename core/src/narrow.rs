@@ -30,7 +30,11 @@ pub struct NarrowRequest {
     /// parent resolved.
     #[serde(default)]
     pub compose_project: Option<String>,
-    /// `none` (from `bridge`) — never `bridge` from `none`.
+    /// `none`: no default bridge. Without `networks` or `compose_project`
+    /// it also drops every attached network — the child has no network at
+    /// all (SPEC §4.2 `none`); with them, exactly those networks are
+    /// attached ("attached networks only"). `bridge` only when the parent
+    /// has it — never `bridge` from `none`.
     #[serde(default)]
     pub network_mode: Option<crate::config::NetworkMode>,
     /// Lower or equal pids limit (processes).
@@ -66,6 +70,12 @@ fn refuse<T>(reason: impl Into<String>) -> Result<T, NarrowError> {
 
 /// Derives the child's plan from the parent's resolved plan (SPEC §8).
 ///
+/// Every knob of the request either takes effect or is refused; none is
+/// silently dropped. A value equal to the parent's is accepted and changes
+/// nothing; anything wider is a [`NarrowError`]. In particular
+/// `network_mode: none` without `networks`/`compose_project` leaves the
+/// child with no network at all, not with the parent's attached networks.
+///
 /// The child carries the parent's `approval` request as it is (SPEC §7): a
 /// child of a plan that needs approval launches only with an approval of
 /// that request (the parent's fits: same key, same network IDs) or a
@@ -93,7 +103,8 @@ pub fn narrow(parent: &Plan, req: &NarrowRequest) -> Result<Plan, NarrowError> {
         }
     }
 
-    if req.networks.is_some() || req.compose_project.is_some() {
+    let names_networks = req.networks.is_some() || req.compose_project.is_some();
+    if names_networks {
         let mut chosen: Vec<ResolvedNetwork> = Vec::new();
         let mut add = |n: &ResolvedNetwork| {
             if !chosen.iter().any(|c| c.id == n.id) {
@@ -149,6 +160,12 @@ pub fn narrow(parent: &Plan, req: &NarrowRequest) -> Result<Plan, NarrowError> {
         child.network_mode = mode;
         if mode == NetworkMode::None {
             child.bridge_network_id = None;
+            // Offline means offline: `none` alone keeps no attached network
+            // either (a Compose-attached parent would otherwise hand its
+            // networks down under the name "none").
+            if !names_networks {
+                child.networks = Vec::new();
+            }
         }
     }
 
@@ -400,5 +417,172 @@ mod tests {
         let mut fb = parent();
         fb.isolation = Isolation::Off;
         assert!(narrow(&fb, &NarrowRequest::default()).is_err());
+    }
+
+    /// No knob is a silent no-op: each takes effect, equals the parent's,
+    /// or is refused naming what would widen.
+    #[test]
+    fn each_knob_takes_effect_equals_the_parent_or_is_refused() {
+        let p = parent();
+        let ok =
+            |p: &Plan, r: NarrowRequest| narrow(p, &r).unwrap_or_else(|e| panic!("{r:?}: {e}"));
+        let no = |p: &Plan, r: NarrowRequest, needle: &str| {
+            let e = narrow(p, &r).expect_err(&format!("{r:?} accepted"));
+            assert!(e.to_string().contains(needle), "{r:?}: {e}");
+        };
+        let names = |c: &Plan| {
+            c.networks
+                .iter()
+                .map(|n| n.name.clone())
+                .collect::<Vec<_>>()
+        };
+        let none = || NarrowRequest {
+            network_mode: Some(NetworkMode::None),
+            ..Default::default()
+        };
+
+        // `none` alone: no bridge and no attached network — offline.
+        for parent_mode in [NetworkMode::Bridge, NetworkMode::None] {
+            let mut q = parent();
+            q.network_mode = parent_mode;
+            let c = ok(&q, none());
+            assert_eq!(c.network_mode, NetworkMode::None);
+            assert!(c.networks.is_empty(), "{parent_mode:?}: {:?}", names(&c));
+            assert_eq!(c.bridge_network_id, None);
+            assert_eq!(c.network_summary, NetworkSummary::None);
+            assert!(!c.internet);
+        }
+        // `none` with networks: exactly those, attached only.
+        let c = ok(
+            &p,
+            NarrowRequest {
+                networks: Some(vec!["shop_default".into()]),
+                ..none()
+            },
+        );
+        assert_eq!(names(&c), ["shop_default"]);
+        assert_eq!(
+            (c.network_summary, c.bridge_network_id.as_deref()),
+            (NetworkSummary::Attached, None)
+        );
+        assert!(c.internet, "shop_default is not internal");
+        let c = ok(
+            &p,
+            NarrowRequest {
+                compose_project: Some("shop".into()),
+                ..none()
+            },
+        );
+        assert_eq!(names(&c), ["shop_backend", "shop_default"]);
+        assert_eq!(c.network_summary, NetworkSummary::Attached);
+        let c = ok(
+            &p,
+            NarrowRequest {
+                networks: Some(vec![]),
+                ..none()
+            },
+        );
+        assert_eq!(
+            (c.networks.len(), c.network_summary),
+            (0, NetworkSummary::None)
+        );
+        // An empty list alone drops the attached networks, keeps the bridge.
+        let c = ok(
+            &p,
+            NarrowRequest {
+                networks: Some(vec![]),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            (c.networks.len(), c.network_summary),
+            (0, NetworkSummary::Bridge)
+        );
+        // `bridge` equal to the parent's: nothing changes; from none: refused.
+        let c = ok(
+            &p,
+            NarrowRequest {
+                network_mode: Some(NetworkMode::Bridge),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            (c.networks, c.network_summary),
+            (p.networks.clone(), p.network_summary)
+        );
+        let mut offline = parent();
+        offline.network_mode = NetworkMode::None;
+        no(
+            &offline,
+            NarrowRequest {
+                network_mode: Some(NetworkMode::Bridge),
+                networks: Some(vec!["metrics".into()]),
+                ..Default::default()
+            },
+            "never from none to bridge",
+        );
+        for project in ["other", ""] {
+            no(
+                &p,
+                NarrowRequest {
+                    compose_project: Some(project.into()),
+                    ..Default::default()
+                },
+                "no network of Compose project",
+            );
+        }
+
+        // Limits: equal is the parent's value, lower applies, higher refused.
+        let pids = |n| NarrowRequest {
+            pids_limit: Some(n),
+            ..Default::default()
+        };
+        assert_eq!(ok(&p, pids(1000)).pids_limit, 1000);
+        assert_eq!(ok(&p, pids(999)).pids_limit, 999);
+        no(&p, pids(1001), "may only go down");
+        no(&p, pids(0), "positive integer");
+        let mem = |m: &str| NarrowRequest {
+            memory: Some(m.into()),
+            ..Default::default()
+        };
+        assert_eq!(ok(&p, mem("1g")).memory_bytes, Some(1 << 30));
+        assert_eq!(ok(&p, mem("512m")).memory_bytes, Some(512 << 20));
+        no(&p, mem("1025m"), "may only go down");
+        no(&p, mem("lots"), "sandbox_memory");
+        let cpus = |c: &str| NarrowRequest {
+            cpus: Some(c.into()),
+            ..Default::default()
+        };
+        assert_eq!(ok(&p, cpus("2")).cpus.map(|c| c.nano), Some(2_000_000_000));
+        assert_eq!(ok(&p, cpus("1")).cpus.map(|c| c.nano), Some(1_000_000_000));
+        no(&p, cpus("2.001"), "may only go down");
+        // A parent without a limit (a plan of an earlier release): any
+        // limit tightens and applies.
+        let mut unlimited = parent();
+        unlimited.memory_bytes = None;
+        unlimited.cpus = None;
+        assert_eq!(ok(&unlimited, mem("8g")).memory_bytes, Some(8 << 30));
+        assert!(ok(&unlimited, cpus("64")).cpus.is_some());
+
+        // Read-only: on applies, off equal to the parent's is nothing, off
+        // from a read-only parent is refused.
+        let ro = |b| NarrowRequest {
+            readonly: Some(b),
+            ..Default::default()
+        };
+        assert!(ok(&p, ro(true)).readonly);
+        assert!(!ok(&p, ro(false)).readonly);
+        let mut rop = parent();
+        rop.readonly = true;
+        assert!(ok(&rop, ro(true)).readonly);
+        no(&rop, ro(false), "read-only may only go on");
+
+        // The image: the parent's is accepted, any other refused.
+        let img = |i: &str| NarrowRequest {
+            image: Some(i.into()),
+            ..Default::default()
+        };
+        assert_eq!(ok(&p, img(&p.image.reference.original)).image, p.image);
+        no(&p, img("odek-test/base:1"), "the image stays the parent's");
     }
 }

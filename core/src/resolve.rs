@@ -313,7 +313,7 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
         internet: s.network.value == config::NetworkMode::Bridge,
         pids_limit: s.pids_limit.value,
         readonly: s.readonly.value,
-        memory_bytes: s.memory.as_ref().map(|m| m.value),
+        memory_bytes: Some(s.memory.value),
         cpus: s.cpus.as_ref().map(|c| c.value.clone()),
         user: s.user.as_ref().map(|u| u.value.clone()),
         user_choice: s

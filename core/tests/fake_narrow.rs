@@ -184,3 +184,49 @@ async fn a_recorded_plan_gets_its_standing_from_this_environment() {
     refresh_standing(&mut same, &std::collections::BTreeMap::new()).expect("nothing to do");
     assert_eq!(same, plain);
 }
+
+/// A sub-agent asked to be offline is offline: `network_mode: none` on a
+/// Compose-attached parent gives a child with no network at all — created
+/// with `NetworkMode=none`, no network connected, described as `none` with
+/// no internet — not one that keeps the parent's networks. The parent's
+/// attached networks are the positive control.
+#[tokio::test]
+async fn none_on_a_compose_attached_parent_leaves_the_child_offline() {
+    for parent_mode in ["none", "bridge"] {
+        let s = Setup::new().compose(PROJECT).network_mode(parent_mode);
+        let parent = s.resolve().await.expect("resolve");
+        let p = s.launch(&parent).await.expect("parent");
+        let pc = s.only_container();
+        assert!(
+            pc.endpoints.len() >= 2,
+            "{parent_mode}: the parent is attached"
+        );
+        s.odek.destroy(&p).await.expect("destroy parent");
+
+        let req = NarrowRequest {
+            network_mode: Some(odek_core::config::NetworkMode::None),
+            ..NarrowRequest::default()
+        };
+        let child = narrow(&parent, &req).expect("narrow");
+        let connects = s.fake.calls_of(Op::ConnectNetwork).len();
+        let sb = s.launch(&child).await.expect("child");
+        let c = s.only_container();
+        assert_eq!(c.network_mode, "none", "{parent_mode}");
+        assert!(
+            c.endpoints.iter().all(|e| e.network_id == NONE_ID),
+            "{parent_mode}: {:?}",
+            c.endpoints
+        );
+        assert_eq!(s.fake.calls_of(Op::ConnectNetwork).len(), connects);
+        let env = s.odek.describe(&sb).await.expect("describe");
+        assert_eq!(env.network, Some(odek_core::network::NetworkSummary::None));
+        assert!(!env.internet && env.networks.is_empty(), "{env:?}");
+        assert!(
+            sb.startup_line().contains("network=none ")
+                && sb.startup_line().contains(" networks=- "),
+            "{}",
+            sb.startup_line()
+        );
+        s.odek.destroy(&sb).await.expect("destroy");
+    }
+}

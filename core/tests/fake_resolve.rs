@@ -538,10 +538,12 @@ async fn a_project_may_lower_or_set_memory_and_cpu_limits() {
     assert_eq!(plan.memory_bytes, Some(512 << 20));
     assert_eq!(plan.cpus.as_ref().map(|c| c.nano), Some(500_000_000));
     assert!(loosen_warnings(&plan).is_empty());
-    // No user limit: any project limit tightens.
-    let s = Setup::new().project_config(r#"{"sandbox_memory": "64g", "sandbox_cpus": "8"}"#);
+    // No user limit: any project CPU limit tightens; memory has a default
+    // (4g), and only a lower project value applies.
+    let s = Setup::new().project_config(r#"{"sandbox_memory": "2g", "sandbox_cpus": "8"}"#);
     let plan = s.resolve().await.expect("resolve");
-    assert_eq!(plan.memory_bytes, Some(64 << 30));
+    assert_eq!(plan.memory_bytes, Some(2 << 30));
+    assert_eq!(plan.cpus.as_ref().map(|c| c.nano), Some(8_000_000_000));
     assert!(loosen_warnings(&plan).is_empty());
     // A malformed project value is still refused, not silently dropped.
     let s = Setup::new()
@@ -550,6 +552,97 @@ async fn a_project_may_lower_or_set_memory_and_cpu_limits() {
     let err = s.resolve().await.expect_err("malformed");
     assert_eq!(err.class(), FailureClass::Config, "{err}");
     assert!(s.fake.calls().is_empty());
+}
+
+/// Every sandbox gets a memory limit by default (4 GiB), shown with source
+/// `default`; the default does not make the mode explicit (a host fallback
+/// stays possible and simply has no limit), a project can only lower it,
+/// and the operator may set any value.
+#[tokio::test]
+async fn every_sandbox_has_a_default_memory_limit_a_project_can_only_lower() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(
+        plan.memory_bytes,
+        Some(odek_core::config::DEFAULT_MEMORY_BYTES)
+    );
+    assert_eq!(plan.memory_bytes, Some(4 << 30));
+    assert_eq!(plan.sources.get("sandbox_memory"), Some(&Source::Default));
+    assert_eq!(
+        plan.mode,
+        SandboxMode::Implicit,
+        "a default is not a request"
+    );
+    let view = s.odek.config_view(&plan).await;
+    assert!(
+        view.render_text().lines().any(|l| l.starts_with("memory")
+            && l.contains("4294967296 bytes")
+            && l.ends_with("(default)")),
+        "{}",
+        view.render_text()
+    );
+    let _sandbox = s.launch(&plan).await.expect("launch");
+    assert_eq!(s.only_container().memory_bytes, 4 << 30);
+
+    // Daemon unreachable in implicit mode: still the loud fallback.
+    let s = Setup::new();
+    s.fake.set_reachable(false);
+    let plan = s.resolve().await.expect("fallback");
+    assert!(
+        matches!(plan.isolation, Isolation::Fallback(_)),
+        "{:?}",
+        plan.isolation
+    );
+    assert!(
+        !plan
+            .warnings
+            .iter()
+            .any(|w| w.message.contains("sandbox_memory")),
+        "{:?}",
+        plan.warnings
+    );
+
+    // A project may only lower the default.
+    let s = Setup::new().project_config(r#"{"sandbox_memory": "8g"}"#);
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(
+        plan.memory_bytes,
+        Some(4 << 30),
+        "8g would loosen the default"
+    );
+    assert_eq!(plan.sources.get("sandbox_memory"), Some(&Source::Default));
+    let w = loosen_warnings(&plan);
+    assert!(
+        w.len() == 1 && w[0].contains("8g") && w[0].contains("\"4g\""),
+        "{w:?}"
+    );
+    let s = Setup::new().project_config(r#"{"sandbox_memory": "4g"}"#);
+    assert_eq!(
+        loosen_warnings(&s.resolve().await.expect("resolve")).len(),
+        1
+    );
+
+    // Operator sources may raise it: the user config, env and flags.
+    let s = Setup::new()
+        .user_config(r#"{"sandbox_memory": "16g"}"#)
+        .project_config(r#"{"sandbox_memory": "8g"}"#);
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(
+        plan.memory_bytes,
+        Some(8 << 30),
+        "lower than the user's 16g"
+    );
+    assert!(loosen_warnings(&plan).is_empty());
+    let s = Setup::new().env("ODEK_SANDBOX_MEMORY", "32g");
+    assert_eq!(
+        s.resolve().await.expect("resolve").memory_bytes,
+        Some(32 << 30)
+    );
+    let s = Setup::new().memory("1t");
+    assert_eq!(
+        s.resolve().await.expect("resolve").memory_bytes,
+        Some(1 << 40)
+    );
 }
 
 #[tokio::test]

@@ -395,7 +395,7 @@ proptest! {
         if let Ok(s) = got {
             // Whatever is applied passes validation.
             prop_assert!(s.pids_limit.value >= 1);
-            prop_assert!(s.memory.as_ref().is_none_or(|m| m.value >= 6 << 20));
+            prop_assert!(s.memory.value >= 6 << 20);
             prop_assert!(s.cpus.as_ref().is_none_or(|c| c.value.nano > 0 && c.value.nano <= 1024 * 1_000_000_000));
             for n in s.networks.iter().flat_map(|n| n.value.iter()) {
                 prop_assert!(validate_network_name("o", n).is_ok(), "{:?}", n);

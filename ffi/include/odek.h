@@ -368,7 +368,9 @@ odek_error_t *odek_exec_cancellable(const odek_sandbox_t *sandbox,
 // `{"networks": [name-or-id…], "compose_project": "p", "network_mode": "none",
 // "pids_limit": n, "memory": "256m", "cpus": "0.5", "readonly": true,
 // "image": "<the parent's>"}`, every member optional. Anything that would
-// widen is `ODEK_E_NARROW`.
+// widen is `ODEK_E_NARROW`. `"network_mode": "none"` without `networks` or
+// `compose_project` leaves the child no network at all (the parent's
+// attached networks are dropped too); with them, exactly those.
 //
 // The child plan keeps the parent's `"approval"` request unchanged (SPEC
 // §7): when the parent needed approval, `odek_launch` of the child needs

@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use odek_core::cancel::CancellationToken;
 use odek_core::{Reporter, Warning};
 use rmcp::model::{
     ElicitRequestParams, ElicitationAction, ElicitationSchema, EnumSchema,
@@ -33,6 +34,9 @@ const TICK: Duration = Duration::from_secs(1);
 pub(crate) struct Caller {
     peer: Option<Peer<RoleServer>>,
     progress: Option<ProgressToken>,
+    /// Cancelled when the client sends `notifications/cancelled` for this
+    /// call (or the session ends).
+    cancel: CancellationToken,
 }
 
 /// The answer to the approval question.
@@ -55,7 +59,14 @@ impl Caller {
         Caller {
             peer: Some(ctx.peer.clone()),
             progress: ctx.meta.get_progress_token(),
+            cancel: ctx.ct.clone(),
         }
+    }
+
+    /// The call's cancellation: fired by the client's
+    /// `notifications/cancelled` for it, or when the session ends.
+    pub(crate) fn cancel(&self) -> &CancellationToken {
+        &self.cancel
     }
 
     /// Asks the user, through the client's form elicitation, whether to

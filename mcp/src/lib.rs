@@ -18,6 +18,10 @@
 //!   refusal carries the card.
 //! - Progress: a launch whose tool call carries a progress token reports
 //!   its start, every pull/build line and a tick each second.
+//! - Limits: at most `--max-sandboxes` (default 16) sandboxes at once,
+//!   launches in flight included; the one past it is a tool error naming
+//!   the setting. A client's `notifications/cancelled` for a call that
+//!   launches a sandbox undoes the launch (the core's cancellable launch).
 //! - Lifecycle: every sandbox the server launched is removed when the
 //!   client disconnects (stdin EOF) and on SIGINT/SIGTERM/SIGHUP. After
 //!   SIGKILL its sandboxes carry this process as their owner, so
@@ -35,6 +39,7 @@ macro_rules! errln {
 
 mod caller;
 mod capture;
+mod limits;
 mod planned;
 mod sandboxes;
 mod server;
@@ -45,6 +50,7 @@ use odek_core::{Client, Reporter, Warning};
 use rmcp::ServiceExt;
 use tokio::signal::unix::{signal, SignalKind};
 
+pub use limits::{Limits, DEFAULT_MAX_SANDBOXES, MAX_SANDBOXES_ENV, MAX_SANDBOXES_FLAG};
 pub use sandboxes::MCP_ID_LABEL;
 pub use server::OdekMcp;
 
@@ -98,13 +104,18 @@ pub fn force_sandbox(inputs: &mut ConfigInputs) -> Result<(), String> {
 /// arrives, then removes every sandbox this server launched. What could not
 /// be removed is said on stderr.
 ///
-/// `inputs` must have passed [`force_sandbox`]. Errors: the signal handlers
-/// cannot be installed.
-pub async fn serve_stdio(odek: Client, inputs: ConfigInputs) -> std::io::Result<Stopped> {
+/// `inputs` must have passed [`force_sandbox`]; `limits` bound how many
+/// sandboxes the server keeps at once. Errors: the signal handlers cannot
+/// be installed.
+pub async fn serve_stdio(
+    odek: Client,
+    inputs: ConfigInputs,
+    limits: Limits,
+) -> std::io::Result<Stopped> {
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
-    let server = OdekMcp::new(odek, inputs).await;
+    let server = OdekMcp::new(odek, inputs, limits).await;
     let keeper = server.clone();
     errln!(
         "odek: MCP server {} on stdio; the sandboxes it launches are removed when the client disconnects",

@@ -1,6 +1,12 @@
 //! The sandboxes one server process launched: opaque ids → [`Sandbox`],
-//! the conversation's default, launches in flight, and removal of them all
-//! when the server stops.
+//! the conversation's default, launches in flight, the cap on their number
+//! ([`crate::limits`]), and removal of them all when the server stops.
+//!
+//! Every launch is the core's cancellable one
+//! ([`Client::launch_cancellable`]): the client's `notifications/cancelled`
+//! for the tool call, or the server stopping, ends it and removes what it
+//! created, so a cancelled launch leaves no container, no table entry and
+//! no slot taken.
 //!
 //! An id is `sbx-` and 16 random hex digits, drawn by this process; it is
 //! never a container name, so a caller cannot reach a sandbox this process
@@ -13,25 +19,31 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use odek_core::approval::{Approval, ApprovalError, ApprovalRequest, Decision};
+use odek_core::cancel::CancellationToken;
 use odek_core::config::ConfigInputs;
-use odek_core::launch::{new_launch_id, new_sandbox_name, LaunchProgress, Stage};
-use odek_core::{Client, Error, Isolation, LaunchOptions, Plan, Sandbox};
+use odek_core::launch::{new_launch_id, new_sandbox_name};
+use odek_core::{Client, Error, Isolation, LaunchOptions, Plan, Reporter, Sandbox};
 
 use crate::caller::{Asked, Caller};
+use crate::limits::{Limits, Slot, Slots};
 use crate::StderrReporter;
 
 /// Label carrying the MCP sandbox id on the container (for people reading
 /// `docker ps`; odek never trusts it).
 pub const MCP_ID_LABEL: &str = "dev.odek.mcp-id";
 
-/// How long shutdown waits for the answer to a create call in flight.
-const CREATE_SETTLE: Duration = Duration::from_secs(10);
+/// How long shutdown waits for cancelled launches to remove what they
+/// created: the core's launch waits up to 10 s for a create call already
+/// on its way, then removes the container.
+const INFLIGHT_SETTLE: Duration = Duration::from_secs(30);
 
 /// One launched sandbox and where it came from.
 #[derive(Clone, Debug)]
 pub(crate) struct Entry {
     pub(crate) sandbox: Arc<Sandbox>,
     pub(crate) parent: Option<String>,
+    /// Its place under the cap, given back when the entry leaves the table.
+    _slot: Arc<Slot>,
 }
 
 /// A refusal shown to the client as a tool error: the text names the cause
@@ -49,6 +61,11 @@ impl From<Error> for Refusal {
 }
 
 impl Refusal {
+    /// The server's sandbox cap is reached ([`Slots::take`]).
+    pub(crate) fn cap(why: String) -> Refusal {
+        Refusal(why)
+    }
+
     /// An error of a command in a running sandbox (it may have partly run).
     pub(crate) fn during_exec(e: Error) -> Refusal {
         Refusal(format!("{e}\n(odek: failure class {})", e.class()))
@@ -63,8 +80,12 @@ pub(crate) struct Sandboxes {
     /// The id of the conversation's sandbox; the async lock is held while
     /// it launches, so two first calls launch one sandbox.
     default: tokio::sync::Mutex<Option<String>>,
-    /// Container name → progress of launches in flight.
-    launching: Mutex<BTreeMap<String, Arc<LaunchProgress>>>,
+    /// The cap on the number of sandboxes.
+    slots: Slots,
+    /// Launches in flight (each removes what it created when cancelled).
+    inflight: tokio::sync::watch::Sender<usize>,
+    /// Fired at shutdown: cancels every launch in flight.
+    closing: CancellationToken,
     closed: AtomicBool,
     /// The approval key (and env-template binding) of the plan resolved when
     /// the server started, if it needed approval: the only settings that
@@ -80,17 +101,25 @@ fn new_id() -> String {
 
 impl Sandboxes {
     /// Sandboxes launched with `odek` from `inputs` (whose sandbox mode the
-    /// caller has forced on).
-    pub(crate) fn new(odek: Client, inputs: ConfigInputs) -> Sandboxes {
+    /// caller has forced on), at most `limits.max_sandboxes` at once.
+    pub(crate) fn new(odek: Client, inputs: ConfigInputs, limits: Limits) -> Sandboxes {
         Sandboxes {
             odek,
             inputs,
             table: Mutex::new(BTreeMap::new()),
             default: tokio::sync::Mutex::new(None),
-            launching: Mutex::new(BTreeMap::new()),
+            slots: Slots::new(limits),
+            inflight: tokio::sync::watch::Sender::new(0),
+            closing: CancellationToken::new(),
             closed: AtomicBool::new(false),
             pinned: Mutex::new(None),
         }
+    }
+
+    /// A place under the cap for one more sandbox, taken before anything
+    /// is resolved, asked or created. Errors: the cap is reached.
+    pub(crate) fn reserve(&self) -> Result<Slot, Refusal> {
+        self.slots.take().map_err(Refusal::cap)
     }
 
     /// True when `key` (with `binding`) is the approval the server started
@@ -155,28 +184,33 @@ impl Sandboxes {
                 return Ok((id.clone(), e.sandbox.clone()));
             }
         }
+        let place = self.reserve()?;
         let plan = self.resolve().await?;
-        let (id, sandbox) = self.launch(&plan, None, caller).await?;
+        let (id, sandbox) = self.launch(&plan, None, caller, place).await?;
         *slot = Some(id.clone());
         Ok((id, sandbox))
     }
 
     /// Resolves, approves and launches a new sandbox.
     pub(crate) async fn up(&self, caller: &Caller) -> Result<(String, Arc<Sandbox>), Refusal> {
+        let place = self.reserve()?;
         let plan = self.resolve().await?;
-        self.launch(&plan, None, caller).await
+        self.launch(&plan, None, caller, place).await
     }
 
     /// Launches `plan` (approved by a standing approval when it needs one,
     /// else by the user answering the caller's client through MCP
     /// elicitation) and records it under a new id. `parent` is `(id,
-    /// container name)` of the sandbox a narrowed plan came from. While the
-    /// launch runs, the caller gets progress notifications if it asked.
+    /// container name)` of the sandbox a narrowed plan came from; `place`
+    /// its slot under the cap ([`Sandboxes::reserve`]). While the launch
+    /// runs, the caller gets progress notifications if it asked; the
+    /// caller's cancellation stops it and removes what it created.
     pub(crate) async fn launch(
         &self,
         plan: &Plan,
         parent: Option<(&str, &str)>,
         caller: &Caller,
+        place: Slot,
     ) -> Result<(String, Arc<Sandbox>), Refusal> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Refusal(
@@ -198,7 +232,9 @@ impl Sandboxes {
                 {
                     // The human may approve what changed; the card shows it.
                     if let Some(a) = self.ask(plan, req, caller).await? {
-                        return self.launch_approved(plan, parent, Some(a), caller).await;
+                        return self
+                            .launch_approved(plan, parent, Some(a), caller, place)
+                            .await;
                     }
                     return Err(Refusal(format!(
                         "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and ODEK_APPROVE_PROJECT_SANDBOX=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, review them and restart the server, or trust them with `odek run` in a terminal (answer t).\n\n{}",
@@ -218,7 +254,9 @@ impl Sandboxes {
                 }
                 None => {
                     if let Some(a) = self.ask(plan, req, caller).await? {
-                        return self.launch_approved(plan, parent, Some(a), caller).await;
+                        return self
+                            .launch_approved(plan, parent, Some(a), caller, place)
+                            .await;
                     }
                     let e = Error::from(ApprovalError::NonInteractive {
                         config: req.config.clone(),
@@ -238,7 +276,8 @@ impl Sandboxes {
                 }
             },
         };
-        self.launch_approved(plan, parent, approval, caller).await
+        self.launch_approved(plan, parent, approval, caller, place)
+            .await
     }
 
     /// Asks the user through the caller's client (MCP elicitation) whether
@@ -251,7 +290,16 @@ impl Sandboxes {
         req: &ApprovalRequest,
         caller: &Caller,
     ) -> Result<Option<Approval>, Refusal> {
-        let decision = match caller.ask_approval(&req.render_card()).await {
+        let card = req.render_card();
+        let asked = tokio::select! {
+            a = caller.ask_approval(&card) => a,
+            () = caller.cancel().cancelled() => {
+                return Err(Refusal(
+                    "the client cancelled the call while the user was asked for approval; nothing was launched".into(),
+                ))
+            }
+        };
+        let decision = match asked {
             Asked::Unasked => return Ok(None),
             Asked::Once => Decision::Once,
             Asked::Trust => Decision::Trust,
@@ -275,64 +323,78 @@ impl Sandboxes {
         Ok(Some(a))
     }
 
-    /// Launches an approved `plan` (see [`Sandboxes::launch`]).
+    /// Launches an approved `plan` (see [`Sandboxes::launch`]) with the
+    /// core's cancellable launch, stopped by the caller's cancellation or
+    /// the server's shutdown.
     async fn launch_approved(
         &self,
         plan: &Plan,
         parent: Option<(&str, &str)>,
         approval: Option<Approval>,
         caller: &Caller,
+        place: Slot,
     ) -> Result<(String, Arc<Sandbox>), Refusal> {
+        let _inflight = Inflight::new(&self.inflight);
         let id = new_id();
-        let name = new_sandbox_name();
-        let progress = Arc::new(LaunchProgress::default());
         let mut labels = BTreeMap::from([(MCP_ID_LABEL.to_string(), id.clone())]);
         if let Some((_, pname)) = parent {
             labels.insert(odek_core::labels::PARENT.to_string(), pname.to_string());
         }
         let opts = LaunchOptions {
             detached: false,
-            name: Some(name.clone()),
+            name: Some(new_sandbox_name()),
             labels,
             approval,
-            progress: Some(progress.clone()),
+            progress: None,
         };
-        self.launching
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(name.clone(), progress);
+        // Cancelled by the shutdown, and linked below to the caller's.
+        let cancel = self.closing.child_token();
         let launched = caller
-            .with_progress(|reporter| async move {
-                match reporter {
-                    Some(r) => self.odek.launch(plan, &opts, &r).await,
-                    None => self.odek.launch(plan, &opts, &StderrReporter).await,
+            .with_progress(|reporter| {
+                let cancel = &cancel;
+                let opts = &opts;
+                async move {
+                    let reporter: &dyn Reporter = match &reporter {
+                        Some(r) => r,
+                        None => &StderrReporter,
+                    };
+                    let work = self.odek.launch_cancellable(plan, opts, reporter, cancel);
+                    tokio::pin!(work);
+                    tokio::select! {
+                        out = &mut work => out,
+                        () = caller.cancel().cancelled() => {
+                            cancel.cancel();
+                            work.await
+                        }
+                    }
                 }
             })
             .await;
-        self.launching
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&name);
         let sandbox = Arc::new(launched?);
         if sandbox.container_id.is_none() {
             return Err(Refusal(
                 "the sandbox image could not be used and odek mcp never falls back to the host; make the image available (docker pull/build) or pass --sandbox-image with a local image".into(),
             ));
         }
-        if self.closed.load(Ordering::SeqCst) {
-            let _ = self.odek.destroy(&sandbox).await;
-            return Err(Refusal(
-                "the odek MCP server is shutting down; the sandbox was removed".into(),
-            ));
-        }
-        errln!("{} (MCP id {id})", sandbox.startup_line());
         self.table().insert(
             id.clone(),
             Entry {
                 sandbox: sandbox.clone(),
                 parent: parent.map(|(p, _)| p.to_string()),
+                _slot: Arc::new(place),
             },
         );
+        // After the insert: a shutdown that took the table before it has
+        // set `closed` first, so one of the two removes this sandbox.
+        if self.closed.load(Ordering::SeqCst) {
+            if self.table().remove(&id).is_some() {
+                let _ = self.odek.destroy(&sandbox).await;
+            }
+            return Err(Refusal(
+                "the odek MCP server is shutting down; the sandbox was removed".into(),
+            ));
+        }
+        errln!("{} (MCP id {id})", sandbox.startup_line());
         Ok((id, sandbox))
     }
 
@@ -356,37 +418,16 @@ impl Sandboxes {
             .collect()
     }
 
-    /// Removes every sandbox this server launched, including launches in
-    /// flight (by name and launch ID), and refuses new ones. Returns what
-    /// could not be removed, as lines for stderr.
+    /// Removes every sandbox this server launched and refuses new ones:
+    /// launches in flight are cancelled (each removes what it created, as
+    /// the core's cancellable launch does) and waited for, up to 30 s.
+    /// Returns what could not be removed, as lines for stderr.
     pub(crate) async fn shutdown(&self) -> Vec<String> {
         self.closed.store(true, Ordering::SeqCst);
+        self.closing.cancel();
         // Concurrently: a client that closes stdin may SIGKILL the server a
         // couple of seconds later.
         let mut tasks = tokio::task::JoinSet::new();
-        let inflight: Vec<(String, Arc<LaunchProgress>)> = self
-            .launching
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .map(|(n, p)| (n.clone(), p.clone()))
-            .collect();
-        for (name, p) in inflight {
-            let wait = match p.get() {
-                Stage::Preparing => continue,
-                Stage::Creating => CREATE_SETTLE,
-                Stage::Created => Duration::ZERO,
-            };
-            let odek = self.odek.clone();
-            tasks.spawn(async move {
-                match odek.reap_named(&name, p.launch_id(), wait).await {
-                    odek_core::registry::Reaped::Failed(why) => Some(format!(
-                        "could not remove sandbox {name} ({why}); `odek sandbox gc` removes it once the daemon answers"
-                    )),
-                    _ => None,
-                }
-            });
-        }
         let all: Vec<Entry> = std::mem::take(&mut *self.table()).into_values().collect();
         for e in all {
             let odek = self.odek.clone();
@@ -399,6 +440,15 @@ impl Sandboxes {
                 })
             });
         }
+        let mut inflight = self.inflight.subscribe();
+        tasks.spawn(async move {
+            match tokio::time::timeout(INFLIGHT_SETTLE, inflight.wait_for(|n| *n == 0)).await {
+                Ok(_) => None,
+                Err(_) => Some(
+                    "a sandbox launch was still being cancelled when the server stopped; `odek sandbox gc` removes what it left".to_string(),
+                ),
+            }
+        });
         let mut problems = Vec::new();
         while let Some(r) = tasks.join_next().await {
             match r {
@@ -410,6 +460,22 @@ impl Sandboxes {
             }
         }
         problems
+    }
+}
+
+/// One launch in flight, counted while it lives.
+struct Inflight<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl<'a> Inflight<'a> {
+    fn new(count: &'a tokio::sync::watch::Sender<usize>) -> Inflight<'a> {
+        count.send_modify(|n| *n += 1);
+        Inflight(count)
+    }
+}
+
+impl Drop for Inflight<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 

@@ -15,6 +15,7 @@ use rmcp::{tool, tool_handler, tool_router, Json, RoleServer, ServerHandler};
 
 use crate::caller::Caller;
 use crate::capture::Capture;
+use crate::limits::Limits;
 use crate::planned;
 use crate::sandboxes::{Refusal, Sandboxes};
 use crate::tools::{
@@ -63,11 +64,16 @@ fn info(id: &str, e: &crate::sandboxes::Entry, default: bool) -> SandboxInfo {
 #[tool_router]
 impl OdekMcp {
     /// A server launching sandboxes from `inputs` (sandbox mode forced on by
-    /// the caller; see [`crate::serve_stdio`]). Resolves the plan once to
-    /// tell the agent what the sandbox will have; a resolution that fails
-    /// is described in the instructions and reported again by every tool.
-    pub async fn new(odek: Client, inputs: odek_core::config::ConfigInputs) -> OdekMcp {
-        let sandboxes = Arc::new(Sandboxes::new(odek, inputs));
+    /// the caller; see [`crate::serve_stdio`]), at most
+    /// `limits.max_sandboxes` at once. Resolves the plan once to tell the
+    /// agent what the sandbox will have; a resolution that fails is
+    /// described in the instructions and reported again by every tool.
+    pub async fn new(
+        odek: Client,
+        inputs: odek_core::config::ConfigInputs,
+        limits: Limits,
+    ) -> OdekMcp {
+        let sandboxes = Arc::new(Sandboxes::new(odek, inputs, limits));
         let (block, tool_text) = match sandboxes.resolve().await {
             Ok(plan) => {
                 sandboxes.pin(&plan);
@@ -259,7 +265,7 @@ impl OdekMcp {
 
     #[tool(
         name = "sandbox_narrow",
-        description = "Launches a sub-agent's sandbox narrowed from a parent's resolved settings (SPEC §8): only a subset of the parent's networks (`networks` by name, or `compose_project`), `network_mode` none from bridge, lower `pids_limit`/`memory`/`cpus`, `readonly` on. Anything wider is refused. Returns the new sandbox's id."
+        description = "Launches a sub-agent's sandbox narrowed from a parent's resolved settings (SPEC §8): only a subset of the parent's networks (`networks` by name, or `compose_project`); `network_mode` none drops the default bridge and, unless `networks`/`compose_project` name some, every attached network too (no network at all); lower `pids_limit`/`memory`/`cpus`; `readonly` on. Anything wider is refused. Returns the new sandbox's id."
     )]
     async fn sandbox_narrow(
         &self,
@@ -267,34 +273,18 @@ impl OdekMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<SandboxInfo>, String> {
         let caller = Caller::of(&ctx);
-        let network_mode = match args.network_mode.as_deref() {
-            None => None,
-            Some(v) => Some(
-                odek_core::config::parse_network_mode("network_mode", v)
-                    .map_err(|e| refusal(odek_core::Error::from(e).into()))?,
-            ),
-        };
-        let req = NarrowRequest {
-            schema: None,
-            networks: args.networks,
-            compose_project: args.compose_project,
-            network_mode,
-            pids_limit: args.pids_limit,
-            memory: args.memory,
-            cpus: args.cpus,
-            readonly: args.readonly,
-            image: None,
-        };
+        let req = narrow_request(&args)?;
         let (parent_id, parent) = self
             .sandboxes
             .get(args.sandbox_id.as_deref(), &caller)
             .await
             .map_err(refusal)?;
+        let place = self.sandboxes.reserve().map_err(refusal)?;
         let plan = odek_core::narrow::narrow(&parent.plan, &req)
             .map_err(|e| refusal(odek_core::Error::from(e).into()))?;
         let (id, sandbox) = self
             .sandboxes
-            .launch(&plan, Some((&parent_id, &parent.name)), &caller)
+            .launch(&plan, Some((&parent_id, &parent.name)), &caller, place)
             .await
             .map_err(refusal)?;
         Ok(Json(SandboxInfo {
@@ -305,6 +295,31 @@ impl OdekMcp {
             startup_line: sandbox.startup_line(),
         }))
     }
+}
+
+/// The core's narrowing request from the tool's arguments: every member
+/// passed through unchanged (the network mode parsed by the core's rule),
+/// so the core's [`odek_core::narrow::narrow`] decides each knob exactly as
+/// it does for the CLI and the C ABI.
+fn narrow_request(args: &NarrowArgs) -> Result<NarrowRequest, String> {
+    let network_mode = match args.network_mode.as_deref() {
+        None => None,
+        Some(v) => Some(
+            odek_core::config::parse_network_mode("network_mode", v)
+                .map_err(|e| refusal(odek_core::Error::from(e).into()))?,
+        ),
+    };
+    Ok(NarrowRequest {
+        schema: None,
+        networks: args.networks.clone(),
+        compose_project: args.compose_project.clone(),
+        network_mode,
+        pids_limit: args.pids_limit,
+        memory: args.memory.clone(),
+        cpus: args.cpus.clone(),
+        readonly: args.readonly,
+        image: args.image.clone(),
+    })
 }
 
 /// The core's request from the tool's arguments, checked before any
@@ -397,6 +412,62 @@ mod tests {
         assert!(exec_request(&neg)
             .expect_err("refused")
             .contains("timeout_secs"));
+    }
+
+    /// The tool's arguments are the core's request plus `sandbox_id`: a
+    /// member added to one and not the other would be dropped or refused
+    /// on one surface only.
+    #[test]
+    fn narrow_args_mirror_the_cores_request() {
+        let props = |s: schemars::Schema| -> Vec<String> {
+            let mut v: Vec<String> = s
+                .get("properties")
+                .and_then(|p| p.as_object())
+                .expect("properties")
+                .keys()
+                .cloned()
+                .collect();
+            v.sort();
+            v
+        };
+        let mut core = props(schemars::schema_for!(NarrowRequest));
+        core.retain(|k| k != "schema");
+        core.push("sandbox_id".into());
+        core.sort();
+        assert_eq!(props(schemars::schema_for!(NarrowArgs)), core);
+        // Every member reaches the request unchanged.
+        let args: NarrowArgs = serde_json::from_value(serde_json::json!({
+            "sandbox_id": "sbx-1",
+            "networks": ["a", "b"],
+            "compose_project": "shop",
+            "network_mode": "none",
+            "pids_limit": 7,
+            "memory": "256m",
+            "cpus": "0.5",
+            "readonly": false,
+            "image": "odek-test/base:1",
+        }))
+        .expect("args");
+        let req = narrow_request(&args).expect("request");
+        let want: NarrowRequest = serde_json::from_value(serde_json::json!({
+            "networks": ["a", "b"],
+            "compose_project": "shop",
+            "network_mode": "none",
+            "pids_limit": 7,
+            "memory": "256m",
+            "cpus": "0.5",
+            "readonly": false,
+            "image": "odek-test/base:1",
+        }))
+        .expect("core request");
+        assert_eq!(req, want);
+        let bad = NarrowArgs {
+            network_mode: Some("host".into()),
+            ..Default::default()
+        };
+        assert!(narrow_request(&bad)
+            .expect_err("host")
+            .contains("sandbox_networks"));
     }
 
     #[test]

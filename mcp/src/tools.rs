@@ -152,7 +152,9 @@ pub struct NarrowArgs {
     /// Only the parent's networks of this Compose project.
     #[serde(default)]
     pub compose_project: Option<String>,
-    /// `none` (from `bridge`); never `bridge` from `none`.
+    /// `none`: no default bridge, and without `networks` or
+    /// `compose_project` no attached network either (no network at all);
+    /// with them, exactly those. Never `bridge` from `none`.
     #[serde(default)]
     pub network_mode: Option<String>,
     /// A lower or equal process limit.
@@ -167,4 +169,8 @@ pub struct NarrowArgs {
     /// `true` mounts `/workspace` read-only (it may only go on).
     #[serde(default)]
     pub readonly: Option<bool>,
+    /// The parent's image reference (the image cannot change); any other
+    /// is refused.
+    #[serde(default)]
+    pub image: Option<String>,
 }

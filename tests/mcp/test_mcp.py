@@ -247,6 +247,139 @@ def test_narrow_to_one_network(project):
     assert wait_gone(project.dir) == []
 
 
+def test_narrow_none_on_a_compose_parent_is_offline(project):
+    """sandbox_narrow {"network_mode": "none"} on the Compose-attached
+    default sandbox gives a child with no network at all: it cannot resolve
+    redis or postgres (the parent can: the positive control), it has only
+    the loopback interface and no route, and describe says so."""
+
+    async def go():
+        async with session(project) as (s, _):
+            probe = "getent hosts redis; echo redis=$?; getent hosts postgres; echo postgres=$?; ls /sys/class/net; echo routes; tail -n +2 /proc/net/route"
+            parent = await ok(s, "exec", command=probe)
+            print("\n--- parent ---\n" + parent["stdout"])
+            assert "redis=0" in parent["stdout"] and "postgres=0" in parent["stdout"], parent
+            child = await ok(s, "sandbox_narrow", network_mode="none")
+            assert child["parent_id"] == parent["sandbox_id"]
+            assert "network=none " in child["startup_line"] and child["startup_line"].endswith("networks=-"), child
+            r = await ok(s, "exec", command=probe, sandbox_id=child["sandbox_id"])
+            print("--- child ---\n" + r["stdout"])
+            out = r["stdout"]
+            assert "redis=2" in out and "postgres=2" in out, out
+            interfaces, routes = out.split("routes\n")
+            assert interfaces.splitlines()[-1:] == ["lo"] and "eth" not in interfaces, out
+            assert routes.strip() == "", f"the child has routes:\n{routes}"
+            d = await ok(s, "describe", sandbox_id=child["sandbox_id"])
+            env = d["environment"]
+            assert (env["network"], env["internet"], env["networks"]) == ("none", False, []), env
+            assert not WRAPPER.search(d["prompt"]) or "redis" not in WRAPPER.search(d["prompt"]).group(2)
+            inspect = json.loads(docker("inspect", "-f", "{{json .NetworkSettings.Networks}}", child["container"]))
+            assert list(inspect) == ["none"], inspect
+            assert docker("inspect", "-f", "{{.HostConfig.NetworkMode}}", child["container"]) == "none"
+            # Widening back is refused and launches nothing.
+            before = set(containers_for(project.dir))
+            err = await refused(s, "sandbox_narrow", sandbox_id=child["sandbox_id"], network_mode="bridge")
+            assert "never from none to bridge" in err
+            err = await refused(s, "sandbox_narrow", sandbox_id=child["sandbox_id"], networks=[f"{PROJECT}_default"])
+            assert "not one of the parent's" in err
+            assert set(containers_for(project.dir)) == before
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_sandbox_cap_holds_under_concurrent_calls(project):
+    """With --max-sandboxes 3, 8 concurrent sandbox_up make exactly 3
+    containers; the rest are refused naming the setting, before anything is
+    created. The conversation's sandbox counts too, and sandbox_down frees a
+    place."""
+    marker = project.dir / "ran-somewhere"
+
+    async def go():
+        async with session(project, "--max-sandboxes", "3", compose=False) as (s, _):
+            results = await asyncio.gather(*(call(s, "sandbox_up") for _ in range(8)))
+            good = [r.structured_content for r in results if not r.is_error]
+            bad = [text_of(r) for r in results if r.is_error]
+            assert len(good) == 3 and len(bad) == 5, (good, bad)
+            print("\n--- refusal (cap) ---\n" + bad[0])
+            for err in bad:
+                assert "--max-sandboxes 3" in err and "ODEK_MCP_MAX_SANDBOXES" in err and "sandbox_down" in err, err
+            assert len(containers_for(project.dir)) == 3
+            assert len((await ok(s, "sandbox_list"))["sandboxes"]) == 3
+            # The default sandbox would be a fourth: refused, nothing runs.
+            err = await refused(s, "exec", command=f"touch /workspace/{marker.name}")
+            assert "--max-sandboxes 3" in err
+            assert not marker.exists(), "a command ran"
+            await ok(s, "sandbox_down", sandbox_id=good[0]["sandbox_id"])
+            r = await ok(s, "exec", command="echo fits")
+            assert r["stdout"] == "fits\n"
+            assert len(containers_for(project.dir)) == 3
+            assert "--max-sandboxes 3" in await refused(s, "sandbox_narrow", networks=[])
+            assert len(containers_for(project.dir)) == 3
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+@pytest.mark.parametrize("when", ["building", "built"])
+def test_a_cancelled_sandbox_up_leaves_nothing(project, when):
+    """A client that cancels a sandbox_up while its Dockerfile.odek builds
+    ("building") or as the build ends and the container is being created
+    ("built") gets nothing: no container, nothing listed, and the place under
+    the cap (--max-sandboxes 1) is free for the next sandbox_up."""
+    df = project.dir / "Dockerfile.odek"
+    df.write_bytes(f"FROM {IMAGE}\n# odek mcp cancel test {os.urandom(8).hex()}\nRUN sleep 3\n".encode())
+    tag = "odek-sandbox:" + hashlib.sha256(df.read_bytes()).hexdigest()[:24]
+    trigger = {"building": "sleep 3", "built": "Successfully tagged"}[when]
+
+    async def go():
+        env = project.env(ODEK_APPROVE_PROJECT_SANDBOX="1")
+        async with session(project, env=env, args=["mcp", "--max-sandboxes", "1"]) as (s, _):
+            seen = asyncio.Event()
+
+            async def on_progress(progress, total, message):
+                if message and trigger in message:
+                    seen.set()
+
+            task = asyncio.create_task(s.call_tool("sandbox_up", {}, progress_callback=on_progress))
+            await asyncio.wait_for(seen.wait(), 120)
+            task.cancel()  # the SDK sends notifications/cancelled for it
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # Whatever the launch had made is gone, and stays gone.
+            assert wait_gone(project.dir, limit=20.0) == []
+            await asyncio.sleep(3)
+            assert containers_for(project.dir) == []
+            assert (await ok(s, "sandbox_list"))["sandboxes"] == []
+            # The place under the cap came back: the next one launches.
+            up = await ok(s, "sandbox_up")
+            assert [x["sandbox_id"] for x in (await ok(s, "sandbox_list"))["sandboxes"]] == [up["sandbox_id"]]
+            assert len(containers_for(project.dir)) == 1
+
+    try:
+        run(go())
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+    assert wait_gone(project.dir) == []
+
+
+def test_every_sandbox_has_the_default_memory_limit(project):
+    async def go():
+        async with session(project, compose=False) as (s, _):
+            up = await ok(s, "sandbox_up")
+            assert docker("inspect", "-f", "{{.HostConfig.Memory}}", up["container"]) == str(4 << 30)
+            d = await ok(s, "describe", sandbox_id=up["sandbox_id"])
+            assert d["environment"]["memory_bytes"] == 4 << 30
+            child = await ok(s, "sandbox_narrow", sandbox_id=up["sandbox_id"], memory="256m")
+            assert docker("inspect", "-f", "{{.HostConfig.Memory}}", child["container"]) == str(256 << 20)
+            err = await refused(s, "sandbox_narrow", sandbox_id=up["sandbox_id"], memory="8g")
+            assert "may only go down" in err
+            assert len(containers_for(project.dir)) == 2
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
 REFUSALS = {
     "missing network": (["--sandbox-networks", "nosuchnet"], False, {}, "nosuchnet"),
     "compose project not running": (["--sandbox-compose", "odekmcpnotrunning"], False, {}, "not running"),
@@ -514,11 +647,12 @@ def test_bad_requests_get_error_responses(project):
 class Raw:
     """`odek mcp` driven by hand-written JSON-RPC lines."""
 
-    def __init__(self, p: Project, *extra: str, compose: bool = False):
+    def __init__(self, p: Project, *extra: str, compose: bool = False, args: list[str] | None = None,
+                 env: dict[str, str] | None = None):
         self.proc = subprocess.Popen(
-            [str(ODEK), *p.args(*extra, compose=compose)],
+            [str(ODEK), *(args or p.args(*extra, compose=compose))],
             cwd=p.dir,
-            env=p.env(),
+            env=env or p.env(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=sys.stderr,
@@ -636,6 +770,36 @@ def test_signal_removes_sandboxes(project, sig, code):
     raw.proc.send_signal(sig)
     assert raw.proc.wait(timeout=30) == code
     assert containers_for(project.dir) == []
+
+
+@pytest.mark.parametrize("trigger", ["sleep 3", "Successfully tagged"], ids=["building", "built"])
+def test_sigterm_during_a_launch_leaves_nothing(project, trigger):
+    """SIGTERM while a sandbox_up builds its Dockerfile.odek, or as the build
+    ends and the container is being created: the server cancels the launch
+    in flight, waits for it to remove what it made, and exits 143."""
+    df = project.dir / "Dockerfile.odek"
+    df.write_bytes(f"FROM {IMAGE}\n# odek mcp sigterm test {os.urandom(8).hex()}\nRUN sleep 3\n".encode())
+    tag = "odek-sandbox:" + hashlib.sha256(df.read_bytes()).hexdigest()[:24]
+    raw = Raw(project, args=["mcp"], env=project.env(ODEK_APPROVE_PROJECT_SANDBOX="1"))
+    try:
+        raw.initialize()
+        raw.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                  "params": {"name": "sandbox_up", "arguments": {}, "_meta": {"progressToken": "t"}}})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            m = raw.recv()
+            assert m.get("id") != 9, f"the launch ended before the trigger: {m}"
+            if m.get("method") == "notifications/progress" and trigger in (m["params"].get("message") or ""):
+                break
+        raw.proc.send_signal(signal.SIGTERM)
+        assert raw.proc.wait(timeout=60) == 143
+        assert containers_for(project.dir) == []
+        time.sleep(3)
+        assert containers_for(project.dir) == [], "a container appeared after the server stopped"
+    finally:
+        if raw.proc.poll() is None:
+            raw.proc.kill()
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
 
 
 def test_sigkill_leaves_no_sandbox_without_gc(project):

@@ -494,7 +494,10 @@ def narrow(
             name or full ID.
         compose_project (str | None): only the parent's networks that carried
             this Compose project when the parent resolved.
-        network_mode (str | None): ``"none"`` (from ``"bridge"``), never the reverse.
+        network_mode (str | None): ``"none"`` (from ``"bridge"``), never the
+            reverse. ``"none"`` without ``networks`` or ``compose_project``
+            leaves the child no network at all (the parent's attached
+            networks are dropped too); with them, exactly those.
         pids_limit (int | None): processes, at most the parent's.
         memory (str | None): e.g. ``"256m"``, at most the parent's.
         cpus (str | None): e.g. ``"0.5"``, at most the parent's.

@@ -257,11 +257,11 @@ config_keys! {
     /// `sandbox_memory`, e.g. `512m` (a JSON integer is taken as bytes).
     sandbox_memory: String = Memory {
         env: Some("ODEK_SANDBOX_MEMORY"),
-        flag: flag("--sandbox-memory", "SIZE", "Memory limit, e.g. 512m, 2g"),
+        flag: flag("--sandbox-memory", "SIZE", "Memory limit, e.g. 512m, 2g (default 4g)"),
         approval: None,
         container_only: Some(2),
         tighten: true,
-        always_shown: false,
+        always_shown: true,
     },
     /// `sandbox_cpus`, e.g. `0.5`.
     sandbox_cpus: String = Cpus {
@@ -362,6 +362,22 @@ mod tests {
             let want: Vec<Option<u8>> = (1..=ranks.len() as u8).map(Some).collect();
             assert_eq!(ranks, want);
         }
+    }
+
+    #[test]
+    fn the_memory_default_is_one_value() {
+        let help = key("sandbox_memory")
+            .and_then(|k| k.flag)
+            .expect("flag")
+            .help;
+        assert!(
+            help.contains(&format!("default {}", super::super::DEFAULT_MEMORY)),
+            "{help}"
+        );
+        assert_eq!(
+            super::super::parse_memory("", super::super::DEFAULT_MEMORY),
+            Ok(super::super::DEFAULT_MEMORY_BYTES)
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! the highest source that sets it wins as a whole (objects and lists are not
 //! merged across sources). The project can only tighten: `sandbox: false` and
 //! `sandbox_readonly: false` from the project are ignored with a warning, and
-//! its `sandbox_pids_limit` applies only when lower than defaults + user.
+//! its `sandbox_pids_limit` and `sandbox_memory` apply only when lower than
+//! defaults + user.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,14 @@ use crate::warning::{Warning, WarningKind};
 
 /// Default `sandbox_pids_limit` (SPEC §3.1).
 pub(crate) const DEFAULT_PIDS_LIMIT: i64 = 4096;
+
+/// Default `sandbox_memory` as written in docs and messages: every sandbox
+/// gets a memory limit, so one agent cannot take the host's memory. The
+/// operator may set any other size; a project may only lower it.
+pub const DEFAULT_MEMORY: &str = "4g";
+
+/// [`DEFAULT_MEMORY`] in bytes (4 GiB).
+pub const DEFAULT_MEMORY_BYTES: i64 = 4 << 30;
 
 /// What [`load`] reads. The environment is a snapshot so the result does not
 /// depend on when it is called and tests need no process-wide state.
@@ -85,8 +94,8 @@ pub struct Settings {
     pub pids_limit: Sourced<i64>,
     /// `sandbox_readonly`.
     pub readonly: Sourced<bool>,
-    /// `sandbox_memory` in bytes.
-    pub memory: Option<Sourced<i64>>,
+    /// `sandbox_memory` in bytes ([`DEFAULT_MEMORY`] when no source sets it).
+    pub memory: Sourced<i64>,
     /// `sandbox_cpus`.
     pub cpus: Option<Sourced<CpuLimit>>,
     /// `sandbox_user`.
@@ -364,11 +373,15 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         .unwrap_or_else(|| Sourced::new(DEFAULT_PIDS_LIMIT, Source::Default));
     let readonly = pick(&ranked, "sandbox_readonly", |l| l.sandbox_readonly)
         .unwrap_or_else(|| Sourced::new(false, Source::Default));
+    // The default is not a setting anyone asked for: it does not make the
+    // mode explicit (container_only_setting reads the sources only) and is
+    // simply not applied on the host.
     let memory = pick(&ranked, "sandbox_memory", |l| l.sandbox_memory.clone())
         .map(|s| {
             parse_memory(&origin(&s.source), &s.value).map(|b| Sourced::new(b, s.source.clone()))
         })
-        .transpose()?;
+        .transpose()?
+        .unwrap_or_else(|| Sourced::new(DEFAULT_MEMORY_BYTES, Source::Default));
     let cpus = pick(&ranked, "sandbox_cpus", |l| l.sandbox_cpus.clone())
         .map(|s| {
             parse_cpus(&origin(&s.source), &s.value).map(|c| Sourced::new(c, s.source.clone()))
@@ -570,7 +583,9 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
             ));
         }
     }
-    // Memory and CPUs: a project limit applies when there is none yet (any
+    // Memory: a project limit applies only when lower than the user
+    // config's, or than the default when the user config sets none. CPUs
+    // have no default: a project limit applies when there is none yet (any
     // limit tightens) or when it is lower than the user config's. A value
     // that does not parse is left for validation to refuse.
     let ignore = |key: &str, value: &str, base: &str, warnings: &mut Vec<Warning>| {
@@ -579,13 +594,14 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
             format!("{at}: \"{key}\": {} is ignored; a project config can only lower the limit (now {})", super::quote(value), super::quote(base)),
         ));
     };
-    if let (Some(p), Some(u)) = (&project.sandbox_memory, &user.sandbox_memory) {
-        let lower = match (parse_memory("", p), parse_memory("", u)) {
-            (Ok(p), Ok(u)) => Some(p < u),
+    if let Some(p) = &project.sandbox_memory {
+        let base = user.sandbox_memory.as_deref().unwrap_or(DEFAULT_MEMORY);
+        let lower = match (parse_memory("", p), parse_memory("", base)) {
+            (Ok(p), Ok(b)) => Some(p < b),
             _ => None,
         };
         if lower == Some(false) {
-            ignore("sandbox_memory", p, u, warnings);
+            ignore("sandbox_memory", p, base, warnings);
             project.sandbox_memory = None;
         }
     }

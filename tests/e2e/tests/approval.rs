@@ -486,6 +486,69 @@ fn sub_agents_only_narrow() {
     assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
 }
 
+/// `odek sandbox up --parent P --sandbox-network none` on a Compose-attached
+/// parent: the child has no network at all (no interface but `lo`, no
+/// route); the parent, attached to both networks, is the positive control.
+/// `ODEK_SANDBOX_NETWORK=none` instead of the flag is named in a warning,
+/// not silently ignored.
+#[test]
+fn a_sub_agent_asked_for_none_has_no_network() {
+    // The networks first: dropped last, after the project's containers.
+    let (proj, a, b) = fresh_project();
+    let p = Project::new();
+    let parent = up(
+        &p,
+        &["--sandbox-compose", &proj, "--sandbox-image", BASE_IMAGE],
+    );
+    assert!(parent.status.success(), "{}", stderr(&parent));
+    let parent_name = stdout(&parent).trim().to_string();
+    let mut want = vec![a.id.clone(), b.id.clone()];
+    want.sort();
+    assert_eq!(attached_ids(&parent_name), want, "the parent is attached");
+    let probe = "ls /sys/class/net | tr '\\n' ' '; echo; tail -n +2 /proc/net/route | wc -l";
+    let looks = |name: &str| {
+        stdout(&run(
+            &mut p.odek(&["sandbox", "exec", name, "--", "sh", "-c", probe])
+        ))
+    };
+    let seen = looks(&parent_name);
+    assert!(seen.contains("eth0") && !seen.ends_with(" 0\n"), "{seen}");
+
+    let child = up(&p, &["--parent", &parent_name, "--sandbox-network", "none"]);
+    assert!(child.status.success(), "{}", stderr(&child));
+    let child_name = stdout(&child).trim().to_string();
+    assert_eq!(
+        docker(&["inspect", "-f", "{{.HostConfig.NetworkMode}}", &child_name]),
+        "none"
+    );
+    assert!(
+        !attached_ids(&child_name)
+            .iter()
+            .any(|id| *id == a.id || *id == b.id),
+        "the child kept a network of its parent"
+    );
+    assert_eq!(looks(&child_name), "lo \n0\n", "the child has a network");
+    assert!(
+        stderr(&child).contains("network=none ") && stderr(&child).contains("networks=-"),
+        "{}",
+        stderr(&child)
+    );
+
+    let mut c = p.odek(&["sandbox", "up", "--parent", &parent_name]);
+    let env_child = run(c.env("ODEK_SANDBOX_NETWORK", "none"));
+    assert!(env_child.status.success(), "{}", stderr(&env_child));
+    assert!(
+        stderr(&env_child).contains("ODEK_SANDBOX_NETWORK is set but not applied to the sub-agent")
+            && stderr(&env_child).contains("--sandbox-network"),
+        "{}",
+        stderr(&env_child)
+    );
+    down(&p, stdout(&env_child).trim());
+    down(&p, &child_name);
+    down(&p, &parent_name);
+    assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
+}
+
 #[test]
 fn a_sub_agent_of_a_parent_that_needed_approval_needs_it_too() {
     // The project asks for a Compose project, an image and an env template

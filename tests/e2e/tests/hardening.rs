@@ -21,6 +21,35 @@ fn default_pids_limit_is_4096() {
     assert!(p.leftovers().is_empty());
 }
 
+/// The container's memory limit in bytes (cgroup v1, else v2).
+const MEMORY_MAX_CMD: &str =
+    "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max";
+
+/// Every sandbox has a memory limit, 4 GiB unless the operator sets
+/// another; a project's `odek.json` can lower it, never raise it.
+#[test]
+fn default_memory_limit_is_4_gib_and_a_project_only_lowers_it() {
+    let p = Project::new();
+    let mem = |p: &Project, extra: &[&str]| {
+        let mut args = vec!["run", "--sandbox-image", BASE_IMAGE];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", MEMORY_MAX_CMD]);
+        stdout(&p.odek_ok(&args)).trim().to_string()
+    };
+    assert_eq!(mem(&p, &[]), "4294967296", "the default");
+    std::fs::write(p.path().join("odek.json"), r#"{"sandbox_memory": "8g"}"#).expect("odek.json");
+    assert_eq!(mem(&p, &[]), "4294967296", "a project cannot raise it");
+    std::fs::write(p.path().join("odek.json"), r#"{"sandbox_memory": "1g"}"#).expect("odek.json");
+    assert_eq!(mem(&p, &[]), "1073741824", "a project can lower it");
+    std::fs::remove_file(p.path().join("odek.json")).expect("rm odek.json");
+    assert_eq!(
+        mem(&p, &["--sandbox-memory", "6g"]),
+        "6442450944",
+        "the operator may raise it"
+    );
+    assert!(p.leftovers().is_empty());
+}
+
 #[test]
 fn pids_limit_flag_is_applied() {
     let p = Project::new();
