@@ -191,7 +191,7 @@ pub struct ContainerSpec {
 /// the container's stdin (SPEC §6.1 owner lifetime). The operating system
 /// closes it as well when the process holding it dies, by any signal.
 ///
-/// A connection with a descriptor of its own ([`StdinHold::with_fd`]) is
+/// A connection with a descriptor of its own ([`StdinHold::raw_fd`]) is
 /// registered for a process that forks without exec
 /// ([`take_owner_link_fds`]): a forked child closes its copy at once, so it
 /// never keeps its parent's sandbox alive. A hold dropped in such a child

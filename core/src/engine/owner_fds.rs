@@ -46,11 +46,16 @@ impl Registered {
     /// when [`OWNER_LINK_SLOTS`] links are already open in this process.
     pub(crate) fn new(fd: RawFd) -> Result<Registered, EngineError> {
         for (slot, cell) in SLOTS.iter().enumerate() {
+            if cell.load(Ordering::Acquire) != -1 {
+                continue;
+            }
+            // Raised before the slot is filled, so that a fork between the
+            // two still looks at the slot.
+            USED.fetch_max(slot + 1, Ordering::AcqRel);
             if cell
                 .compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
-                USED.fetch_max(slot + 1, Ordering::AcqRel);
                 return Ok(Registered { slot, fd });
             }
         }
