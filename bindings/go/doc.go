@@ -46,6 +46,17 @@
 // boundary are copied into Go memory and freed at once; nothing returned by
 // this package refers to C memory.
 //
+// # fork() without exec
+//
+// libodek refuses to be used in a process forked (without exec) from the
+// one that made its state: every call there fails with CodeForked and
+// touches nothing of the parent's (see "fork() without exec" in odek.h).
+// A Go program cannot get into that state: the Go runtime offers no fork
+// without exec (syscall.ForkExec and os/exec start a new program, which
+// loads libodek afresh), so Go code never sees CodeForked unless C code
+// linked into the program forks and calls back into Go. The code is listed
+// so that the table matches the header.
+//
 // # Linking
 //
 // By default the package links libodek.so with the flags from

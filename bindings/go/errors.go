@@ -71,6 +71,7 @@ const (
 	CodeInvalidArgument         = 104 // a JSON argument has the wrong shape or values
 	CodePanic                   = 105 // a panic was caught at the boundary (a bug in odek)
 	CodeInternal                = 106 // any other internal failure
+	CodeForked                  = 107 // called in a process forked from libodek's user (see doc.go)
 	CodeConfig                  = 200 // configuration: generic
 	CodeConfigMalformed         = 201 // a config file is malformed
 	CodeNetworkMode             = 202 // sandbox_network is not none/bridge
@@ -112,6 +113,7 @@ var codeNames = map[int]string{
 	CodeInvalidArgument:         "ODEK_E_INVALID_ARGUMENT",
 	CodePanic:                   "ODEK_E_PANIC",
 	CodeInternal:                "ODEK_E_INTERNAL",
+	CodeForked:                  "ODEK_E_FORKED",
 	CodeConfig:                  "ODEK_E_CONFIG",
 	CodeConfigMalformed:         "ODEK_E_CONFIG_MALFORMED",
 	CodeNetworkMode:             "ODEK_E_NETWORK_MODE",

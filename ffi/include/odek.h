@@ -11,6 +11,28 @@
  * library; no callbacks or futures cross the boundary. The other functions
  * do not block. Do not call odek from a signal handler.
  *
+ * fork() without exec
+ * -------------------
+ * A process forked from the one that made libodek's state (its runtime and
+ * handles: made by the first call that takes or makes a handle) cannot use
+ * it: the child has none of the runtime's threads, and its connections and
+ * handles are the parent's. There, every function that takes or makes a
+ * handle returns ODEK_E_FORKED (class "usage") at once, before it reads
+ * its arguments and without touching a lock, the runtime or a socket: no
+ * command runs, nothing is created, the parent's sandboxes are not removed
+ * (odek_sandbox_destroy included: the handle stays the parent's), and the
+ * parent's calls are unaffected. NULL given to odek_sandbox_destroy,
+ * odek_client_free or odek_cancel_free stays a no-op; odek_cancel_new
+ * returns NULL. The functions that use no state work in the child: error
+ * objects, odek_string_free, odek_narrow, odek_plan_approval_request, the
+ * versions. The child does not keep its parent's sandboxes alive either:
+ * a pthread_atfork child handler closes the child's copies of the parent's
+ * owner links (the connections that end an owned sandbox when its owner
+ * dies, SPEC §6.1) as the fork returns, leaving the parent's open. Start
+ * such children with exec (Python multiprocessing: the "spawn" or
+ * "forkserver" start method), or use libodek only in the child. A process
+ * that made no such call before forking passes libodek on unused.
+ *
  * Cancellation
  * ------------
  * odek_resolve, odek_launch, odek_describe, odek_exec and odek_config_view
@@ -81,6 +103,11 @@ enum odek_code_t
   ODEK_E_PANIC = 105,
   // Any other internal failure.
   ODEK_E_INTERNAL = 106,
+  // The call was made in a process forked (without exec) from the one
+  // that made libodek's state — its runtime and handles: such a child
+  // cannot use them, and nothing was done (the parent's sandboxes are
+  // left to the parent). Exec the child, or use libodek only in it.
+  ODEK_E_FORKED = 107,
   // Configuration (class `config`): generic.
   ODEK_E_CONFIG = 200,
   // A config file is malformed (file, line, column in the message).
@@ -188,7 +215,9 @@ void odek_string_free(char *s);
 // No connection is made until a call needs the daemon.
 //
 // Errors: NULL arguments, invalid JSON/UTF-8, an invalid `docker_host`
-// (`ODEK_E_ENDPOINT`). Free the client with `odek_client_free`.
+// (`ODEK_E_ENDPOINT`), `ODEK_E_FORKED` in a process forked from one that
+// used libodek (see "fork() without exec" in the header). Free the client
+// with `odek_client_free`.
 //
 // # Safety
 // `options_json` is a NUL-terminated string; `out` is writable.
@@ -411,6 +440,11 @@ odek_error_t *odek_config_view_cancellable(const odek_client_t *client,
 // `ODEK_E_INVALID_HANDLE`. The handle is freed even when removal fails (the
 // error says so; `odek sandbox gc` reaps the container later). Blocks.
 //
+// In a process forked from the one that launched the sandbox:
+// `ODEK_E_FORKED`, and nothing is done — the container and the handle stay
+// the parent's, which removes it (a binding's finalizer running in a
+// forked child removes nothing).
+//
 // # Safety
 // `sandbox` is NULL or a value from `odek_launch`.
 odek_error_t *odek_sandbox_destroy(odek_sandbox_t *sandbox);
@@ -422,7 +456,9 @@ odek_error_t *odek_sandbox_destroy(odek_sandbox_t *sandbox);
 // to stop them. One handle may serve several calls, in flight together or
 // one after another; once cancelled it stays cancelled, and a call given it
 // then fails at once with `ODEK_E_CANCELLED`. Free it with
-// `odek_cancel_free` (a call in flight keeps working with it). Never NULL.
+// `odek_cancel_free` (a call in flight keeps working with it). NULL only in
+// a process forked from the one that made libodek's state, where no handle
+// can be made (the other calls return `ODEK_E_FORKED` there).
 odek_cancel_t *odek_cancel_new(void);
 
 // Cancels every call that was given `cancel`, now and later: each returns

@@ -28,6 +28,16 @@ pub fn guard(f: impl FnOnce() -> Result<(), Failure>) -> *mut odek_error_t {
     }
 }
 
+/// [`guard`] for a call that uses libodek's state (a handle, the runtime):
+/// in a process forked from the one that made that state, returns
+/// `ODEK_E_FORKED` before `f` runs, whatever the arguments.
+pub fn guard_state(f: impl FnOnce() -> Result<(), Failure>) -> *mut odek_error_t {
+    guard(|| {
+        crate::fork::check()?;
+        f()
+    })
+}
+
 /// Reads a required, NUL-terminated UTF-8 string argument.
 ///
 /// # Safety

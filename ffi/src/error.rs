@@ -36,6 +36,11 @@ pub enum odek_code_t {
     ODEK_E_PANIC = 105,
     /// Any other internal failure.
     ODEK_E_INTERNAL = 106,
+    /// The call was made in a process forked (without exec) from the one
+    /// that made libodek's state — its runtime and handles: such a child
+    /// cannot use them, and nothing was done (the parent's sandboxes are
+    /// left to the parent). Exec the child, or use libodek only in it.
+    ODEK_E_FORKED = 107,
     /// Configuration (class `config`): generic.
     ODEK_E_CONFIG = 200,
     /// A config file is malformed (file, line, column in the message).
@@ -307,6 +312,7 @@ mod tests {
         let cases = [
             (ODEK_E_NULL_POINTER, "usage"),
             (ODEK_E_INTERNAL, "usage"),
+            (ODEK_E_FORKED, "usage"),
             (ODEK_E_CONFIG, FailureClass::Config.as_str()),
             (ODEK_E_APPROVAL_DENIED, FailureClass::Config.as_str()),
             (ODEK_E_EXEC, FailureClass::DockerRejected.as_str()),

@@ -48,11 +48,15 @@ enum Entry {
     Cancel(CancellationToken),
 }
 
-fn table() -> MutexGuard<'static, HashMap<usize, Entry>> {
+/// The table, locked. `ODEK_E_FORKED` in a process forked from the one
+/// that made it (before its lock is touched: the fork may have copied it
+/// held by a thread that did not come along).
+fn table() -> Result<MutexGuard<'static, HashMap<usize, Entry>>, Failure> {
+    crate::fork::check()?;
     static T: OnceLock<Mutex<HashMap<usize, Entry>>> = OnceLock::new();
-    T.get_or_init(|| Mutex::new(HashMap::new()))
+    Ok(T.get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
-        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or_else(|p| p.into_inner()))
 }
 
 /// IDs start high and step by 16 so they never look like small integers or
@@ -74,17 +78,17 @@ fn null(kind: &str) -> Failure {
 }
 
 /// Registers a client; returns its handle.
-pub fn insert_client(c: Client) -> *mut odek_client_t {
+pub fn insert_client(c: Client) -> Result<*mut odek_client_t, Failure> {
     let id = next_id();
-    table().insert(id, Entry::Client(Arc::new(c)));
-    std::ptr::without_provenance_mut(id)
+    table()?.insert(id, Entry::Client(Arc::new(c)));
+    Ok(std::ptr::without_provenance_mut(id))
 }
 
 /// Registers a sandbox; returns its handle.
-pub fn insert_sandbox(s: SandboxHandle) -> *mut odek_sandbox_t {
+pub fn insert_sandbox(s: SandboxHandle) -> Result<*mut odek_sandbox_t, Failure> {
     let id = next_id();
-    table().insert(id, Entry::Sandbox(Arc::new(s)));
-    std::ptr::without_provenance_mut(id)
+    table()?.insert(id, Entry::Sandbox(Arc::new(s)));
+    Ok(std::ptr::without_provenance_mut(id))
 }
 
 /// Looks a client up.
@@ -92,7 +96,7 @@ pub fn client(h: *const odek_client_t) -> Result<Arc<Client>, Failure> {
     if h.is_null() {
         return Err(null("client"));
     }
-    match table().get(&h.addr()) {
+    match table()?.get(&h.addr()) {
         Some(Entry::Client(c)) => Ok(c.clone()),
         _ => Err(invalid("client")),
     }
@@ -103,7 +107,7 @@ pub fn sandbox(h: *const odek_sandbox_t) -> Result<Arc<SandboxHandle>, Failure> 
     if h.is_null() {
         return Err(null("sandbox"));
     }
-    match table().get(&h.addr()) {
+    match table()?.get(&h.addr()) {
         Some(Entry::Sandbox(s)) => Ok(s.clone()),
         _ => Err(invalid("sandbox")),
     }
@@ -111,7 +115,7 @@ pub fn sandbox(h: *const odek_sandbox_t) -> Result<Arc<SandboxHandle>, Failure> 
 
 /// Unregisters a client.
 pub fn remove_client(h: *mut odek_client_t) -> Result<Arc<Client>, Failure> {
-    let mut t = table();
+    let mut t = table()?;
     match t.get(&h.addr()) {
         Some(Entry::Client(_)) => match t.remove(&h.addr()) {
             Some(Entry::Client(c)) => Ok(c),
@@ -123,7 +127,7 @@ pub fn remove_client(h: *mut odek_client_t) -> Result<Arc<Client>, Failure> {
 
 /// Unregisters a sandbox.
 pub fn remove_sandbox(h: *mut odek_sandbox_t) -> Result<Arc<SandboxHandle>, Failure> {
-    let mut t = table();
+    let mut t = table()?;
     match t.get(&h.addr()) {
         Some(Entry::Sandbox(_)) => match t.remove(&h.addr()) {
             Some(Entry::Sandbox(s)) => Ok(s),
@@ -134,10 +138,10 @@ pub fn remove_sandbox(h: *mut odek_sandbox_t) -> Result<Arc<SandboxHandle>, Fail
 }
 
 /// Registers a cancel token; returns its handle.
-pub fn insert_cancel(c: CancellationToken) -> *mut odek_cancel_t {
+pub fn insert_cancel(c: CancellationToken) -> Result<*mut odek_cancel_t, Failure> {
     let id = next_id();
-    table().insert(id, Entry::Cancel(c));
-    std::ptr::without_provenance_mut(id)
+    table()?.insert(id, Entry::Cancel(c));
+    Ok(std::ptr::without_provenance_mut(id))
 }
 
 /// Looks a cancel token up; NULL is `None` (the call is not cancellable).
@@ -146,7 +150,7 @@ pub fn cancel(h: *const odek_cancel_t) -> Result<Option<CancellationToken>, Fail
     if h.is_null() {
         return Ok(None);
     }
-    match table().get(&h.addr()) {
+    match table()?.get(&h.addr()) {
         Some(Entry::Cancel(c)) => Ok(Some(c.clone())),
         _ => Err(invalid("cancel")),
     }
@@ -154,7 +158,7 @@ pub fn cancel(h: *const odek_cancel_t) -> Result<Option<CancellationToken>, Fail
 
 /// Unregisters a cancel token.
 pub fn remove_cancel(h: *mut odek_cancel_t) -> Result<CancellationToken, Failure> {
-    let mut t = table();
+    let mut t = table()?;
     match t.get(&h.addr()) {
         Some(Entry::Cancel(_)) => match t.remove(&h.addr()) {
             Some(Entry::Cancel(c)) => Ok(c),

@@ -6,6 +6,11 @@
 //! calling thread until done; they run on one process-wide runtime owned by
 //! this library. No callbacks or futures cross the boundary.
 //!
+//! fork() without exec: in a process forked from the one that made
+//! libodek's state, every function that takes or makes a handle returns
+//! `ODEK_E_FORKED` before touching anything, and the child's copies of the
+//! parent's owner links are closed as the fork returns (`fork` module).
+//!
 //! Conventions: fallible calls return `odek_error_t*` (NULL on success) and
 //! write out-params only on success; every returned `char*` is freed with
 //! `odek_string_free`; structured data is UTF-8 JSON with a `"schema"` field;
@@ -16,6 +21,7 @@
 
 mod boundary;
 mod error;
+mod fork;
 mod handles;
 
 pub use error::odek_code_t::*;
@@ -32,7 +38,7 @@ use odek_core::engine::StreamKind;
 use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork};
 use odek_core::{describe, CancellationToken, LaunchOptions, Plan, Silent};
 
-use boundary::{c_string, guard, json_arg, out_arg, str_arg, write_json};
+use boundary::{c_string, guard, guard_state, json_arg, out_arg, str_arg, write_json};
 use error::{Code, Failure};
 use handles::{Client, SandboxHandle};
 
@@ -43,16 +49,19 @@ pub const ODEK_ABI_VERSION: u32 = 1;
 /// Most bytes of stdout or stderr an exec result carries (16 MiB each).
 pub const ODEK_EXEC_OUTPUT_LIMIT: usize = 16 << 20;
 
-fn runtime() -> &'static tokio::runtime::Runtime {
+/// The process-wide runtime. `ODEK_E_FORKED` in a process forked from the
+/// one that made libodek's state (the runtime's threads are not there).
+fn runtime() -> Result<&'static tokio::runtime::Runtime, Failure> {
+    fork::check()?;
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
+    Ok(RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("odek-ffi")
             .enable_all()
             .build()
             .expect("the odek runtime starts")
-    })
+    }))
 }
 
 /// The ABI version this library implements (`ODEK_ABI_VERSION`).
@@ -106,7 +115,9 @@ fn invalid(e: api::RequestError) -> Failure {
 /// No connection is made until a call needs the daemon.
 ///
 /// Errors: NULL arguments, invalid JSON/UTF-8, an invalid `docker_host`
-/// (`ODEK_E_ENDPOINT`). Free the client with `odek_client_free`.
+/// (`ODEK_E_ENDPOINT`), `ODEK_E_FORKED` in a process forked from one that
+/// used libodek (see "fork() without exec" in the header). Free the client
+/// with `odek_client_free`.
 ///
 /// # Safety
 /// `options_json` is a NUL-terminated string; `out` is writable.
@@ -115,7 +126,7 @@ pub unsafe extern "C" fn odek_client_new(
     options_json: *const c_char,
     out: *mut *mut odek_client_t,
 ) -> *mut odek_error_t {
-    guard(|| {
+    guard_state(|| {
         out_arg(out, "out")?;
         // SAFETY: per the function contract.
         let opts: api::ClientOptions = unsafe { json_arg(options_json, "options_json")? };
@@ -136,7 +147,7 @@ pub unsafe extern "C" fn odek_client_new(
             (EngineChoice::Docker, None) => odek_core::Client::from_env(),
         };
         let odek = odek.with_surface(odek_core::advice::Surface::Library);
-        let h = handles::insert_client(Client { odek });
+        let h = handles::insert_client(Client { odek })?;
         // SAFETY: checked non-NULL above.
         unsafe { *out = h };
         Ok(())
@@ -154,6 +165,8 @@ pub unsafe extern "C" fn odek_client_free(client: *mut odek_client_t) -> *mut od
         if client.is_null() {
             return Ok(());
         }
+        // In a forked child: ODEK_E_FORKED, nothing touched.
+        fork::check()?;
         handles::remove_client(client).map(drop)
     })
 }
@@ -205,7 +218,7 @@ pub unsafe extern "C" fn odek_resolve_cancellable(
     cancel: *const odek_cancel_t,
     plan_json_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
-    guard(|| {
+    guard_state(|| {
         out_arg(plan_json_out, "plan_json_out")?;
         let c = handles::client(client)?;
         let cancel = handles::cancel(cancel)?;
@@ -215,7 +228,7 @@ pub unsafe extern "C" fn odek_resolve_cancellable(
             ResolveRequestError::Request(e) => invalid(e),
             ResolveRequestError::Config(e) => Failure::from(odek_core::Error::Config(e)),
         })?;
-        let plan = runtime().block_on(cancellable(
+        let plan = runtime()?.block_on(cancellable(
             &cancel,
             "the resolve",
             c.odek.resolve(&inputs, &Silent),
@@ -265,7 +278,7 @@ pub unsafe extern "C" fn odek_approve(
     decision: *const c_char,
     approval_json_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
-    guard(|| {
+    guard_state(|| {
         out_arg(approval_json_out, "approval_json_out")?;
         let c = handles::client(client)?;
         // SAFETY: per the function contract.
@@ -335,7 +348,7 @@ pub unsafe extern "C" fn odek_launch_cancellable(
     cancel: *const odek_cancel_t,
     sandbox_out: *mut *mut odek_sandbox_t,
 ) -> *mut odek_error_t {
-    guard(|| {
+    guard_state(|| {
         out_arg(sandbox_out, "sandbox_out")?;
         let c = handles::client(client)?;
         let cancel = handles::cancel(cancel)?;
@@ -347,7 +360,7 @@ pub unsafe extern "C" fn odek_launch_cancellable(
             approval,
             ..Default::default()
         };
-        let sandbox = runtime().block_on(async {
+        let sandbox = runtime()?.block_on(async {
             match &cancel {
                 Some(t) => c.odek.launch_cancellable(&plan, &opts, &Silent, t).await,
                 None => c.odek.launch(&plan, &opts, &Silent).await,
@@ -356,7 +369,7 @@ pub unsafe extern "C" fn odek_launch_cancellable(
         let h = handles::insert_sandbox(SandboxHandle {
             odek: c.odek.clone(),
             sandbox,
-        });
+        })?;
         // SAFETY: checked non-NULL.
         unsafe { *sandbox_out = h };
         Ok(())
@@ -375,7 +388,7 @@ pub unsafe extern "C" fn odek_sandbox_info(
     sandbox: *const odek_sandbox_t,
     info_json_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
-    guard(|| {
+    guard_state(|| {
         out_arg(info_json_out, "info_json_out")?;
         let h = handles::sandbox(sandbox)?;
         let info = api::SandboxInfo::of(&h.sandbox);
@@ -423,13 +436,13 @@ pub unsafe extern "C" fn odek_describe_cancellable(
     prompt_out: *mut *mut c_char,
     tool_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
-    guard(|| {
+    guard_state(|| {
         out_arg(environment_json_out, "environment_json_out")?;
         out_arg(prompt_out, "prompt_out")?;
         out_arg(tool_out, "tool_out")?;
         let h = handles::sandbox(sandbox)?;
         let cancel = handles::cancel(cancel)?;
-        let env = runtime().block_on(cancellable(
+        let env = runtime()?.block_on(cancellable(
             &cancel,
             "the describe",
             h.odek.describe(&h.sandbox),
@@ -487,7 +500,7 @@ pub unsafe extern "C" fn odek_exec_cancellable(
     cancel: *const odek_cancel_t,
     result_json_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
-    guard(|| {
+    guard_state(|| {
         out_arg(result_json_out, "result_json_out")?;
         let h = handles::sandbox(sandbox)?;
         let cancel = handles::cancel(cancel)?;
@@ -511,7 +524,7 @@ pub unsafe extern "C" fn odek_exec_cancellable(
                 }
             }
         };
-        let outcome = runtime().block_on(async {
+        let outcome = runtime()?.block_on(async {
             match &cancel {
                 Some(t) => {
                     h.odek
@@ -604,13 +617,13 @@ pub unsafe extern "C" fn odek_config_view_cancellable(
     cancel: *const odek_cancel_t,
     view_json_out: *mut *mut c_char,
 ) -> *mut odek_error_t {
-    guard(|| {
+    guard_state(|| {
         out_arg(view_json_out, "view_json_out")?;
         let c = handles::client(client)?;
         let cancel = handles::cancel(cancel)?;
         // SAFETY: per the function contract.
         let plan: Plan = unsafe { json_arg(plan_json, "plan_json")? };
-        let view = runtime().block_on(cancellable(&cancel, "the config view", async {
+        let view = runtime()?.block_on(cancellable(&cancel, "the config view", async {
             Ok(c.odek.config_view(&plan).await)
         }))?;
         // SAFETY: checked non-NULL.
@@ -623,6 +636,11 @@ pub unsafe extern "C" fn odek_config_view_cancellable(
 /// `ODEK_E_INVALID_HANDLE`. The handle is freed even when removal fails (the
 /// error says so; `odek sandbox gc` reaps the container later). Blocks.
 ///
+/// In a process forked from the one that launched the sandbox:
+/// `ODEK_E_FORKED`, and nothing is done — the container and the handle stay
+/// the parent's, which removes it (a binding's finalizer running in a
+/// forked child removes nothing).
+///
 /// # Safety
 /// `sandbox` is NULL or a value from `odek_launch`.
 #[no_mangle]
@@ -631,8 +649,10 @@ pub unsafe extern "C" fn odek_sandbox_destroy(sandbox: *mut odek_sandbox_t) -> *
         if sandbox.is_null() {
             return Ok(());
         }
+        // In a forked child: ODEK_E_FORKED, nothing touched.
+        fork::check()?;
         let h = handles::remove_sandbox(sandbox)?;
-        runtime().block_on(h.odek.destroy(&h.sandbox))?;
+        runtime()?.block_on(h.odek.destroy(&h.sandbox))?;
         Ok(())
     })
 }
@@ -656,10 +676,12 @@ async fn cancellable<T>(
 /// to stop them. One handle may serve several calls, in flight together or
 /// one after another; once cancelled it stays cancelled, and a call given it
 /// then fails at once with `ODEK_E_CANCELLED`. Free it with
-/// `odek_cancel_free` (a call in flight keeps working with it). Never NULL.
+/// `odek_cancel_free` (a call in flight keeps working with it). NULL only in
+/// a process forked from the one that made libodek's state, where no handle
+/// can be made (the other calls return `ODEK_E_FORKED` there).
 #[no_mangle]
 pub extern "C" fn odek_cancel_new() -> *mut odek_cancel_t {
-    handles::insert_cancel(CancellationToken::new())
+    handles::insert_cancel(CancellationToken::new()).unwrap_or(std::ptr::null_mut())
 }
 
 /// Cancels every call that was given `cancel`, now and later: each returns
@@ -671,7 +693,7 @@ pub extern "C" fn odek_cancel_new() -> *mut odek_cancel_t {
 /// `cancel` is NULL or a value from `odek_cancel_new`.
 #[no_mangle]
 pub unsafe extern "C" fn odek_cancel(cancel: *const odek_cancel_t) -> *mut odek_error_t {
-    guard(|| {
+    guard_state(|| {
         if cancel.is_null() {
             return Err(Failure::new(Code::ODEK_E_NULL_POINTER, "cancel is NULL"));
         }
@@ -693,6 +715,8 @@ pub unsafe extern "C" fn odek_cancel_free(cancel: *mut odek_cancel_t) -> *mut od
         if cancel.is_null() {
             return Ok(());
         }
+        // In a forked child: ODEK_E_FORKED, nothing touched.
+        fork::check()?;
         handles::remove_cancel(cancel).map(drop)
     })
 }

@@ -33,6 +33,12 @@ Failures raise :class:`OdekError` subclasses by failure class (SPEC §6.3):
 :class:`DockerRejectedError`, :class:`ImageUnavailableError`,
 :class:`DaemonUnreachableError`, and :class:`CancelledError` for a cancelled call.
 
+After ``os.fork()`` (or a ``multiprocessing`` child started with the
+``fork`` method) in a process that used odek, the child cannot use odek:
+every call raises :class:`ForkedError` at once and touches nothing of the
+parent's, which keeps working. Start such children with the ``spawn`` or
+``forkserver`` method.
+
 The library is the ``libodek.so`` bundled in this package (an installed
 wheel carries it); ``ODEK_LIB`` (a path to a ``libodek.so``) overrides it, and
 a source checkout falls back to its ``target/`` directory; see :mod:`odek._ffi`. It is loaded on first use and its ABI version checked.
@@ -52,6 +58,7 @@ from ._errors import (
     DaemonUnreachableError,
     CancelledError,
     DockerRejectedError,
+    ForkedError,
     ImageUnavailableError,
     InvalidHandleError,
     OdekError,
@@ -104,6 +111,7 @@ __all__ = [
     "OdekError",
     "UsageError",
     "InvalidHandleError",
+    "ForkedError",
     "ConfigError",
     "ApprovalError",
     "ApprovalRequiredError",

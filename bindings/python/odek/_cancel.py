@@ -15,7 +15,7 @@ import threading
 from typing import Any, Optional
 
 from . import _ffi
-from ._errors import CODES, CancelledError
+from ._errors import CODES, CancelledError, ForkedError
 
 
 class CancelToken:
@@ -26,9 +26,22 @@ class CancelToken:
     """
 
     def __init__(self) -> None:
+        """Raises:
+            ForkedError: in a process forked from one that used odek (the
+                library makes no handle there).
+        """
         self._lock = threading.Lock()
         self._cancelled = False
-        self._ptr: Optional[Any] = _ffi.lib().odek_cancel_new()
+        self._ptr: Optional[Any] = None
+        L = _ffi.lib()
+        ptr = L.odek_cancel_new()
+        if not ptr:
+            # NULL only in a forked child, where every call that takes a
+            # handle fails with ODEK_E_FORKED before it reads its
+            # arguments: raise the library's own error.
+            _ffi.check(L.odek_cancel(_ffi.CancelPtr()))
+            raise ForkedError(CODES["FORKED"], "usage", "odek_cancel_new returned NULL")
+        self._ptr = ptr
 
     def __repr__(self) -> str:
         return f"CancelToken(cancelled={self._cancelled})"

@@ -6,7 +6,8 @@ by the code's area (the hundreds digit):
 =====  ==========================  ===========================================
 codes  failure class               exception
 =====  ==========================  ===========================================
-1xx    ``usage`` (ABI misuse)      :class:`UsageError` (103: :class:`InvalidHandleError`)
+1xx    ``usage`` (ABI misuse)      :class:`UsageError` (103: :class:`InvalidHandleError`,
+                                   107: :class:`ForkedError`)
 2xx    ``config``                  :class:`ConfigError`
 3xx    ``config`` (approval)       :class:`ApprovalError` (300: :class:`ApprovalRequiredError`)
 4xx    ``docker-rejected``         :class:`DockerRejectedError`
@@ -32,6 +33,7 @@ CODES: Dict[str, int] = {
     "INVALID_ARGUMENT": 104,
     "PANIC": 105,
     "INTERNAL": 106,
+    "FORKED": 107,
     "CONFIG": 200,
     "CONFIG_MALFORMED": 201,
     "NETWORK_MODE": 202,
@@ -114,6 +116,25 @@ class InvalidHandleError(UsageError):
     """A handle is unknown or was already destroyed / closed (103)."""
 
 
+class ForkedError(UsageError):
+    """libodek was called in a process forked (without exec) from the one
+    that made its state (107, class ``usage``) — e.g. a ``multiprocessing``
+    worker started with the ``fork`` method, the default on Linux before
+    Python 3.14, after the parent made a :class:`odek.Client`.
+
+    The child has none of the library's threads, and its connections and
+    handles are the parent's, so every call that would use them — a
+    client's or sandbox's methods, ``close()``, a new :class:`odek.Client`,
+    :func:`odek.launch`, a new :class:`odek.CancelToken` — raises this at
+    once: nothing is done, the parent's sandboxes are neither used nor
+    removed, and the parent keeps working. The child closed its copies of
+    the parent's owner links when it was forked, so it does not keep the
+    parent's sandboxes alive either. Start such children with
+    ``multiprocessing.set_start_method("spawn")`` (or ``"forkserver"``), or
+    use odek only in the child.
+    """
+
+
 class ConfigError(OdekError):
     """Configuration is invalid or cannot be honoured (2xx, class ``config``).
 
@@ -154,6 +175,7 @@ class CancelledError(OdekError):
 
 _BY_CODE: Dict[int, Type[OdekError]] = {
     CODES["INVALID_HANDLE"]: InvalidHandleError,
+    CODES["FORKED"]: ForkedError,
     CODES["APPROVAL_REQUIRED"]: ApprovalRequiredError,
 }
 

@@ -62,6 +62,9 @@ class Managed(Generic[P]):
         """Frees the handle. Idempotent: a second call does nothing.
 
         Raises:
+            ForkedError: called in a process forked from the one that made
+                the handle: nothing is freed or removed (the handle is the
+                parent's); this object counts as closed in the child.
             OdekError: the library reported a failure while freeing (the handle
                 is gone all the same).
         """

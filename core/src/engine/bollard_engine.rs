@@ -17,9 +17,9 @@ use bollard::models::{
     NetworkConnectRequest, NetworkingConfig,
 };
 use bollard::query_parameters::{
-    AttachContainerOptions, BuildImageOptions, ContainerArchiveInfoOptions, CreateContainerOptions,
-    CreateImageOptions, DownloadFromContainerOptions, InspectContainerOptions,
-    InspectNetworkOptions, ListContainersOptions, ListNetworksOptions, RemoveContainerOptions,
+    BuildImageOptions, ContainerArchiveInfoOptions, CreateContainerOptions, CreateImageOptions,
+    DownloadFromContainerOptions, InspectContainerOptions, InspectNetworkOptions,
+    ListContainersOptions, ListNetworksOptions, RemoveContainerOptions,
 };
 use bollard::{ClientVersion, Docker};
 use futures_util::StreamExt;
@@ -853,24 +853,8 @@ impl DockerApi for BollardEngine {
     }
 
     async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError> {
-        let d = self.client().await?;
-        let opts = AttachContainerOptions {
-            stdin: true,
-            stream: true,
-            stdout: false,
-            stderr: false,
-            logs: false,
-            detach_keys: None,
-        };
-        let attached = timed(
-            Op::AttachContainer,
-            self.timeouts.call,
-            d.attach_container(id, Some(opts)),
-        )
-        .await?;
-        // Both halves of the hijacked connection: it closes when the last
-        // one is dropped.
-        Ok(StdinHold::new(Box::new((attached.input, attached.output))))
+        let v = self.negotiate().await?.1.api_version;
+        attach_stdin(&self.endpoint.address, v, id, self.timeouts.call).await
     }
 
     async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {
@@ -1003,17 +987,7 @@ async fn wait_removed(
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let err = |kind, message: String| EngineError::new(Op::WaitContainer, kind, message);
     let unreachable = |e: std::io::Error| err(EngineErrorKind::Unreachable, e.to_string());
-    // A container ID or an odek-checked name: nothing to escape.
-    if id.is_empty()
-        || !id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-    {
-        return Err(err(
-            EngineErrorKind::Protocol,
-            format!("not a container ID or name: {id:?}"),
-        ));
-    }
+    path_id(Op::WaitContainer, id)?;
     let request = format!(
         "POST /v{v}/containers/{id}/wait?condition=removed HTTP/1.1\r\nHost: docker\r\nUser-Agent: odek\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     );
@@ -1116,6 +1090,168 @@ async fn wait_removed(
                 )
             })
     }))
+}
+
+/// Checks that `id` is a container ID or an odek-checked name, which go
+/// into a request path unescaped.
+fn path_id(op: Op, id: &str) -> Result<(), EngineError> {
+    if id.is_empty()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    {
+        return Err(EngineError::new(
+            op,
+            EngineErrorKind::Protocol,
+            format!("not a container ID or name: {id:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `POST /containers/{id}/attach?stream=1&stdin=1`, upgraded to a raw
+/// stream (SPEC §6.1 owner lifetime), on a connection of its own whose
+/// descriptor is registered for forks the moment the socket exists
+/// ([`super::take_owner_link_fds`]). The answer head (101, or 200 from an
+/// engine that hijacks without upgrading) is read, then the socket leaves
+/// the runtime and is only held: nothing is written to it, and no output
+/// was asked for. bollard's attach keeps its socket inside hyper, where
+/// its descriptor cannot be reached, hence this one request by hand.
+async fn attach_stdin(
+    address: &Address,
+    v: ApiVersion,
+    id: &str,
+    budget: Duration,
+) -> Result<StdinHold, EngineError> {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    path_id(Op::AttachContainer, id)?;
+    let unreachable = |e: std::io::Error| {
+        EngineError::new(
+            Op::AttachContainer,
+            EngineErrorKind::Unreachable,
+            e.to_string(),
+        )
+    };
+    let request = format!(
+        "POST /v{v}/containers/{id}/attach?stream=1&stdin=1 HTTP/1.1\r\nHost: docker\r\nUser-Agent: odek\r\nContent-Length: 0\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n"
+    );
+    let exchange = async {
+        // Each socket is registered before the request goes out; on an
+        // error the registration (declared later) is dropped first.
+        match address {
+            Address::Unix { path } => {
+                let mut conn = tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(unreachable)?;
+                let registered = super::owner_fds::Registered::new(conn.as_raw_fd())?;
+                upgrade(&mut conn, &request, budget).await?;
+                let fd = OwnedFd::from(conn.into_std().map_err(unreachable)?);
+                Ok(StdinHold::with_fd(fd, registered))
+            }
+            Address::Tcp { authority } => {
+                let mut conn = tokio::net::TcpStream::connect(authority.as_str())
+                    .await
+                    .map_err(unreachable)?;
+                let registered = super::owner_fds::Registered::new(conn.as_raw_fd())?;
+                upgrade(&mut conn, &request, budget).await?;
+                let fd = OwnedFd::from(conn.into_std().map_err(unreachable)?);
+                Ok(StdinHold::with_fd(fd, registered))
+            }
+        }
+    };
+    match tokio::time::timeout(budget, exchange).await {
+        Ok(r) => r,
+        Err(_) => Err(EngineError::new(
+            Op::AttachContainer,
+            EngineErrorKind::Timeout,
+            format!("no answer within {:.1} s", budget.as_secs_f64()),
+        )),
+    }
+}
+
+/// Sends the attach `request` on `conn` and reads the answer's head: Ok
+/// once the engine switched the connection to a raw stream (101, or 200);
+/// an error status is the engine's message (404 [`EngineErrorKind::NotFound`],
+/// others `Rejected`), its body read as far as its length or its JSON goes.
+async fn upgrade(conn: &mut dyn Conn, request: &str, budget: Duration) -> Result<(), EngineError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let err = |kind, message: String| EngineError::new(Op::AttachContainer, kind, message);
+    let unreachable = |e: std::io::Error| err(EngineErrorKind::Unreachable, e.to_string());
+    conn.write_all(request.as_bytes())
+        .await
+        .map_err(unreachable)?;
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    let split = loop {
+        if let Some(p) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        if head.len() > 16 * 1024 {
+            return Err(err(
+                EngineErrorKind::Protocol,
+                "the attach answer's head is too long".into(),
+            ));
+        }
+        let n = conn.read(&mut buf).await.map_err(unreachable)?;
+        if n == 0 {
+            return Err(err(
+                EngineErrorKind::Unreachable,
+                "the daemon closed the connection".into(),
+            ));
+        }
+        head.extend_from_slice(&buf[..n]);
+    };
+    let text = String::from_utf8_lossy(&head[..split]).into_owned();
+    let mut lines = text.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .filter(|l| l.starts_with("HTTP/1."))
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| {
+            err(
+                EngineErrorKind::Protocol,
+                "the attach answer is not HTTP/1.x".into(),
+            )
+        })?;
+    if status == 101 || status == 200 {
+        return Ok(());
+    }
+    let length: Option<usize> = lines
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse().ok());
+    let mut body = head[split..].to_vec();
+    let rest = async {
+        loop {
+            let complete = match length {
+                Some(n) => body.len() >= n,
+                None => wait_json(&body).is_some(),
+            };
+            if complete || body.len() > 64 * 1024 {
+                return;
+            }
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => body.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(budget, rest).await;
+    let message = wait_json(&body)
+        .and_then(|j| j.get("message").and_then(|m| m.as_str()).map(String::from))
+        .unwrap_or_else(|| format!("the daemon answered {status}"));
+    Err(EngineError {
+        op: Op::AttachContainer,
+        kind: if status == 404 {
+            EngineErrorKind::NotFound
+        } else {
+            EngineErrorKind::Rejected
+        },
+        status: Some(status),
+        message,
+    })
 }
 
 /// The JSON object in a (possibly chunked) answer body: from its first `{`
@@ -1314,6 +1450,128 @@ mod tests {
                 stream_idle: Duration::from_secs(5),
             },
         )
+    }
+
+    /// A daemon that answers attach requests: 101 for container `abc` (then
+    /// reports the request head and, later, the connection's EOF), 404 with
+    /// a JSON message for any other, keeping that connection open.
+    async fn attach_daemon(
+        dir: &std::path::Path,
+    ) -> (
+        std::path::PathBuf,
+        tokio::sync::mpsc::UnboundedReceiver<String>,
+    ) {
+        let path = dir.join("attach.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let found = head.starts_with("POST /v1.41/containers/abc/attach?");
+                    let _ = tx.send(head);
+                    if !found {
+                        let body = r#"{"message":"No such container: gone"}"#;
+                        let resp = format!(
+                            "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = conn.write_all(resp.as_bytes()).await;
+                        // Kept open: the client must not wait for EOF.
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                        return;
+                    }
+                    let _ = conn
+                        .write_all(b"HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+                        .await;
+                    loop {
+                        match conn.read(&mut chunk).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {
+                                let _ = tx.send("unexpected bytes".into());
+                            }
+                        }
+                    }
+                    let _ = tx.send("EOF".into());
+                });
+            }
+        });
+        (path, rx)
+    }
+
+    /// The owner link (SPEC §6.1): an upgraded attach request for stdin
+    /// only, held open and registered for forks while the hold lives,
+    /// closed (the daemon sees EOF) and unregistered once it is dropped.
+    #[tokio::test]
+    async fn the_stdin_attach_is_held_and_registered_until_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, mut seen) = attach_daemon(dir.path()).await;
+        let address = Address::Unix { path };
+        let v = ApiVersion {
+            major: 1,
+            minor: 41,
+        };
+        let hold = attach_stdin(&address, v, "abc", Duration::from_secs(5))
+            .await
+            .expect("attached");
+        let head = seen.recv().await.expect("request");
+        assert!(
+            head.starts_with("POST /v1.41/containers/abc/attach?stream=1&stdin=1 HTTP/1.1\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("\r\nUpgrade: tcp\r\n"), "{head}");
+        let fd = hold.raw_fd().expect("a descriptor of its own");
+        assert!(super::super::owner_fds::registered().contains(&fd));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), seen.recv())
+                .await
+                .is_err(),
+            "the daemon heard from the held connection"
+        );
+        drop(hold);
+        assert!(!super::super::owner_fds::registered().contains(&fd));
+        let end = tokio::time::timeout(Duration::from_secs(5), seen.recv()).await;
+        assert_eq!(end.ok().flatten().as_deref(), Some("EOF"));
+    }
+
+    /// A container the daemon does not know: NotFound with its message, at
+    /// once, though the daemon keeps the connection open.
+    #[tokio::test]
+    async fn an_attach_to_a_missing_container_is_not_found() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, _seen) = attach_daemon(dir.path()).await;
+        let address = Address::Unix { path };
+        let v = ApiVersion {
+            major: 1,
+            minor: 41,
+        };
+        let t0 = std::time::Instant::now();
+        let e = attach_stdin(&address, v, "gone", Duration::from_secs(5))
+            .await
+            .expect_err("404");
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        assert_eq!(
+            (e.op, e.kind, e.status, e.message.as_str()),
+            (
+                Op::AttachContainer,
+                EngineErrorKind::NotFound,
+                Some(404),
+                "No such container: gone"
+            )
+        );
+        let e = attach_stdin(&address, v, "a/b", Duration::from_secs(5))
+            .await
+            .expect_err("not an ID");
+        assert_eq!(e.kind, EngineErrorKind::Protocol);
     }
 
     #[tokio::test]

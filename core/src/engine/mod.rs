@@ -10,6 +10,7 @@ mod bollard_engine;
 mod endpoint;
 #[cfg(any(test, feature = "testing"))]
 mod fake;
+mod owner_fds;
 mod socket_owner;
 
 pub use bollard_engine::Timeouts;
@@ -19,6 +20,7 @@ pub use endpoint::{
 };
 #[cfg(any(test, feature = "testing"))]
 pub use fake::{random_id, Call, FakeEngine, FakeImage, FakeNetwork, FakePath, Fault, Quirks};
+pub use owner_fds::{take_owner_link_fds, OWNER_LINK_SLOTS};
 pub use socket_owner::SocketOwner;
 
 use std::collections::BTreeMap;
@@ -190,18 +192,73 @@ pub struct ContainerSpec {
 /// it closes the connection, and with `StdinOnce` the daemon then closes
 /// the container's stdin (SPEC §6.1 owner lifetime). The operating system
 /// closes it as well when the process holding it dies, by any signal.
+///
+/// A connection with a descriptor of its own ([`StdinHold::raw_fd`]) is
+/// registered for a process that forks without exec
+/// ([`take_owner_link_fds`]): a forked child closes its copy at once, so it
+/// never keeps its parent's sandbox alive. A hold dropped in such a child
+/// (another process than the one that made it) closes nothing: its
+/// descriptor number was closed there already and may name another file.
 pub struct StdinHold {
     /// The connection (both halves), never read or written: only its
     /// lifetime matters. The mutex makes the hold `Sync`.
-    _conn: std::sync::Mutex<Box<dyn Send>>,
+    conn: std::sync::Mutex<Option<Box<dyn Send>>>,
+    /// The connection's descriptor, registered while the hold lives.
+    registered: Option<owner_fds::Registered>,
+    /// The process that made the hold.
+    pid: u32,
 }
 
 impl StdinHold {
     /// Holds `conn` (whatever keeps the connection open) until dropped.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn new(conn: Box<dyn Send>) -> StdinHold {
         StdinHold {
-            _conn: std::sync::Mutex::new(conn),
+            conn: std::sync::Mutex::new(Some(conn)),
+            registered: None,
+            pid: std::process::id(),
         }
+    }
+
+    /// Holds the connection `fd`, registered as `registered` (made for
+    /// `fd`'s number when the socket was created), until dropped.
+    pub(crate) fn with_fd(
+        fd: std::os::fd::OwnedFd,
+        registered: owner_fds::Registered,
+    ) -> StdinHold {
+        debug_assert_eq!(std::os::fd::AsRawFd::as_raw_fd(&fd), registered.fd());
+        StdinHold {
+            conn: std::sync::Mutex::new(Some(Box::new(fd))),
+            registered: Some(registered),
+            pid: std::process::id(),
+        }
+    }
+
+    /// The connection's descriptor when it has one of its own (the real
+    /// engine's), as registered for forks ([`take_owner_link_fds`]).
+    pub fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.registered.as_ref().map(owner_fds::Registered::fd)
+    }
+}
+
+impl Drop for StdinHold {
+    fn drop(&mut self) {
+        let conn = self
+            .conn
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if std::process::id() != self.pid {
+            // A forked child: its copy of the descriptor is the parent's
+            // link, closed after the fork; the number may be reused.
+            std::mem::forget(conn);
+            std::mem::forget(self.registered.take());
+            return;
+        }
+        // Unregister first, then close: a fork in between must not find a
+        // number that another file may already have.
+        drop(self.registered.take());
+        drop(conn);
     }
 }
 
