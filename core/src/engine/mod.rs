@@ -10,6 +10,7 @@ mod bollard_engine;
 mod endpoint;
 #[cfg(any(test, feature = "testing"))]
 mod fake;
+mod foreign;
 
 pub use bollard_engine::Timeouts;
 pub use bollard_engine::{create_body, BollardEngine};
@@ -18,6 +19,7 @@ pub use endpoint::{
 };
 #[cfg(any(test, feature = "testing"))]
 pub use fake::{random_id, Call, FakeEngine, FakeImage, FakeNetwork, Fault, Quirks};
+pub(crate) use foreign::Foreign;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -239,7 +241,7 @@ impl ExitWait {
         budget: std::time::Duration,
     ) -> Option<Result<i64, EngineError>> {
         match tokio::time::timeout(budget, &mut self.task).await {
-            Ok(Ok(answer)) => Some(answer),
+            Ok(Ok(answer)) => Some(answer.map_err(EngineError::made_safe)),
             _ => None,
         }
     }
