@@ -237,6 +237,7 @@ mod tests {
         (d, root)
     }
 
+    #[cfg(target_os = "linux")]
     fn mkfifo(path: &Path) {
         rustix::fs::mknodat(
             rustix::fs::CWD,
@@ -275,6 +276,7 @@ mod tests {
         ));
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_fifo_is_refused_at_once_without_waiting_for_a_writer() {
         let (_d, root) = dir();

@@ -4,10 +4,15 @@
 //! them in a tight loop for a symlink to a host file or for a named pipe
 //! never gets the host file parsed and never makes odek hang.
 //!
-//! Each swap test runs [`RUNS`] resolves while a thread swaps the file
-//! (by `rename`, so the path always exists) between a regular file and
-//! the hostile one; every resolve must answer within [`DEADLINE`], with
-//! the regular file's content or a refusal naming what was found.
+//! Each swap test resolves for at least [`RACE`] and [`RUNS`] runs while a
+//! thread exchanges the file (`renameat2(RENAME_EXCHANGE)`, so the path
+//! always exists) with the hostile one; every resolve must answer within
+//! [`DEADLINE`], with the regular file's content or a refusal naming what
+//! was found, and both must have been met.
+
+// `renameat2(RENAME_EXCHANGE)` and `mknodat` as the tests use them are
+// Linux's (the engine odek drives runs there).
+#![cfg(target_os = "linux")]
 
 mod common;
 
