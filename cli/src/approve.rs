@@ -106,7 +106,7 @@ pub fn list(json: bool) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        outln!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", crate::commands::json_for_terminal(&rows)?);
         return Ok(());
     }
     if keys.is_empty() {

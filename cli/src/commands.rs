@@ -58,19 +58,15 @@ fn odek_home() -> anyhow::Result<std::path::PathBuf> {
     Ok(std::fs::canonicalize(&home).unwrap_or(home))
 }
 
-/// Pretty JSON with no terminal control character in it: serde_json escapes
-/// U+0000–U+001F; DEL and the C1 controls (U+007F–U+009F, which a terminal
-/// may read as ESC sequences) are escaped here too. Values from Docker
-/// (labels anyone can write) pass through this.
-fn json_for_terminal<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
-    let text = serde_json::to_string_pretty(v)?;
-    Ok(text
-        .chars()
-        .map(|c| match c {
-            '\u{7f}'..='\u{9f}' => format!("\\u{:04x}", c as u32),
-            c => c.to_string(),
-        })
-        .collect())
+/// Pretty JSON with no terminal control character in it
+/// (`odek_core::text::json_for_terminal`): serde_json escapes U+0000–U+001F;
+/// DEL, the C1 controls (U+007F–U+009F, which a terminal may read as ESC
+/// sequences) and the bidirectional controls are escaped too. Every
+/// `--json` output passes through this.
+pub(crate) fn json_for_terminal<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
+    Ok(odek_core::text::json_for_terminal(
+        &serde_json::to_string_pretty(v)?,
+    ))
 }
 
 /// The sandbox as JSON for the terminal, env values left out (they may be
@@ -774,7 +770,7 @@ async fn sandbox(
             let s: Sandbox = odek.attach(&args.name, &odek_home()?).await?;
             let env = odek.describe(&s).await?;
             if args.json {
-                outln!("{}", serde_json::to_string_pretty(&env)?);
+                outln!("{}", json_for_terminal(&env)?);
             } else if args.tool {
                 outln!("{}", odek_core::describe::render_tool(&env));
             } else {
@@ -811,7 +807,7 @@ async fn config_view(
     let plan = odek.resolve(&inputs, reporter).await?;
     let view = odek.config_view(&plan).await;
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&view)?);
+        outln!("{}", json_for_terminal(&view)?);
     } else {
         out!("{}", view.render_text());
     }

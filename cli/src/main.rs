@@ -2,18 +2,24 @@
 //! services by name (SPEC §10.3).
 
 /// `println!` that never panics on a closed pipe (`odek sandbox ls | head`).
+/// What it writes passes through `odek_core::text::terminal`: no control,
+/// escape or bidirectional character reaches the terminal raw, whatever
+/// foreign text (a path, a label, a daemon's message) the line holds.
+/// JSON is written with `json_for_terminal`, which leaves nothing for it.
 macro_rules! outln {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($t)*);
+        let text = format!($($t)*);
+        let _ = writeln!(std::io::stdout(), "{}", odek_core::text::terminal(&text));
     }};
 }
 
-/// `print!` that never panics on a closed pipe.
+/// `print!` that never panics on a closed pipe; as `outln!`.
 macro_rules! out {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($t)*);
+        let text = format!($($t)*);
+        let _ = write!(std::io::stdout(), "{}", odek_core::text::terminal(&text));
     }};
 }
 
@@ -21,11 +27,17 @@ macro_rules! out {
 /// `2>&1 | head -1`): a line that cannot be written is dropped and odek goes
 /// on, so every exit path still removes what it created. Where losing the
 /// line matters (the loud host fallback, SPEC §6.3), use
-/// `output::say`, which reports whether it was written.
+/// `output::say`, which reports whether it was written. As `outln!`, the
+/// line passes through `odek_core::text::terminal`.
 macro_rules! errln {
+    () => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr());
+    }};
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        let text = format!($($t)*);
+        let _ = writeln!(std::io::stderr(), "{}", odek_core::text::terminal(&text));
     }};
 }
 

@@ -3,27 +3,23 @@
 use std::io::Write;
 
 use odek_core::engine::StreamKind;
-use odek_core::{Error, Reporter, Warning};
+use odek_core::{text, Error, Reporter, Warning};
 
-/// Prints warnings and progress (pulls, builds) to stderr, each line
-/// prefixed `odek: `.
+/// Prints warnings and progress (pulls, builds) to stderr as core renders
+/// them for a terminal (`odek_core::text::warning_lines`, `progress_line`:
+/// each line prefixed `odek: `, foreign text escaped).
 pub struct Stderr;
 
 impl Reporter for Stderr {
     fn warning(&self, w: &Warning) {
         let mut err = std::io::stderr().lock();
-        for (i, line) in w.message.lines().enumerate() {
-            let prefix = if i == 0 {
-                "odek: warning: "
-            } else {
-                "odek:          "
-            };
-            let _ = writeln!(err, "{prefix}{line}");
+        for line in text::warning_lines(&w.message) {
+            let _ = writeln!(err, "{line}");
         }
     }
 
     fn progress(&self, line: &str) {
-        let _ = writeln!(std::io::stderr().lock(), "odek: {line}");
+        let _ = writeln!(std::io::stderr().lock(), "{}", text::progress_line(line));
     }
 }
 
@@ -54,22 +50,26 @@ pub fn stderr_is_null() -> bool {
     err.file_type().is_char_device() && err.rdev() == null.rdev()
 }
 
-/// Writes `line` and a newline to stderr; false when it could not be
+/// Writes `line` and a newline to stderr (through
+/// `odek_core::text::terminal`, as `errln!`); false when it could not be
 /// written (stderr closed or full), for lines that must be seen before
 /// odek goes on.
 pub fn say(line: &str) -> bool {
-    writeln!(std::io::stderr().lock(), "{line}").is_ok()
+    writeln!(std::io::stderr().lock(), "{}", text::terminal(line)).is_ok()
 }
 
-/// Writes `text` and a newline to stdout and flushes it. Errors: stdout
-/// closed or full — the reader did not get it.
-pub fn print_line(text: &str) -> std::io::Result<()> {
+/// Writes `line` and a newline to stdout (through
+/// `odek_core::text::terminal`) and flushes it. Errors: stdout closed or
+/// full — the reader did not get it.
+pub fn print_line(line: &str) -> std::io::Result<()> {
     let mut o = std::io::stdout().lock();
-    writeln!(o, "{text}")?;
+    writeln!(o, "{}", text::terminal(line))?;
     o.flush()
 }
 
-/// Writes exec output straight through.
+/// Writes exec output straight through: the command's own bytes, as
+/// `docker run` passes them (odek did not write them and does not speak
+/// for them; nothing odek says goes this way).
 pub fn sink(kind: StreamKind, bytes: &[u8]) {
     match kind {
         StreamKind::Stdout => {

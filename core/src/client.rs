@@ -7,13 +7,15 @@
 use std::sync::Arc;
 
 use crate::advice::Surface;
-use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError};
+use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError, Foreign};
 use crate::error::{Error, Result};
 
 /// The odek client: one Docker engine (or the reason there is none) and the
 /// verbs resolve → launch → describe, exec, destroy.
 #[derive(Clone)]
 pub struct Client {
+    /// Always wrapped in [`Foreign`]: the one boundary where the engine's
+    /// text (messages, build and pull output) is made safe to show.
     pub(crate) engine: std::result::Result<Arc<dyn DockerApi>, EndpointError>,
     surface: Surface,
 }
@@ -24,16 +26,18 @@ impl Client {
     /// [`Client::resolve`], where the sandbox mode decides what it means.
     pub fn from_env() -> Client {
         Client {
-            engine: Endpoint::resolve(&EndpointEnv::from_process())
-                .map(|ep| Arc::new(BollardEngine::new(ep)) as Arc<dyn DockerApi>),
+            engine: Endpoint::resolve(&EndpointEnv::from_process()).map(|ep| {
+                Arc::new(Foreign(Arc::new(BollardEngine::new(ep)))) as Arc<dyn DockerApi>
+            }),
             surface: Surface::Cli,
         }
     }
 
-    /// A client over a given engine (tests, fault injection).
+    /// A client over a given engine (tests, fault injection), wrapped like
+    /// every engine in the boundary that makes its text safe to show.
     pub fn with_engine(engine: Arc<dyn DockerApi>) -> Client {
         Client {
-            engine: Ok(engine),
+            engine: Ok(Arc::new(Foreign(engine))),
             surface: Surface::Cli,
         }
     }

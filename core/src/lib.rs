@@ -35,6 +35,7 @@ pub mod plan;
 pub(crate) mod private;
 pub mod registry;
 pub(crate) mod resolve;
+pub(crate) mod safe_open;
 pub mod sandbox;
 pub mod secret;
 pub mod text;

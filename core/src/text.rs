@@ -1,6 +1,17 @@
 //! Display text: how names, free text and user-supplied values are shown in
 //! messages and on a terminal (SPEC §9.3). Depends on nothing else in the
 //! crate.
+//!
+//! Foreign text — bytes odek did not write itself: build and pull output,
+//! daemon and registry messages, paths, labels — never reaches a terminal
+//! raw. It enters a message or a line through [`foreign`] (one line, every
+//! control, escape and bidirectional character escaped visibly), and every
+//! front end writes what it prints through [`terminal`] (the same rule,
+//! odek's own line breaks kept) or renders reporter lines with
+//! [`warning_lines`] and [`progress_line`]. JSON meant for a terminal goes
+//! through [`json_for_terminal`].
+
+use std::borrow::Cow;
 
 /// Longest name shown (longer ones are omitted, never truncated).
 pub(crate) const MAX_NAME_LEN: usize = 63;
@@ -92,9 +103,198 @@ pub fn shown_path(path: &std::path::Path) -> String {
     shown(&path.to_string_lossy())
 }
 
+/// True for a character that must never reach a terminal raw from text odek
+/// did not write: the C0 controls (U+0000–U+001F: ESC, BEL, CR, LF and TAB
+/// among them), DEL and the C1 controls (U+007F–U+009F: a terminal may read
+/// U+009B as CSI and U+009D as OSC); and the invisible characters that make
+/// what is shown differ from what is there: the Unicode bidirectional
+/// controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), the
+/// zero-width ones (U+200B–U+200D, U+2060–U+2064, U+FEFF) and the line and
+/// paragraph separators U+2028, U+2029.
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{61c}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{feff}'
+        )
+}
+
+/// Appends the visible escape of `c` ([`is_unsafe_char`]): `\n`, `\r`,
+/// `\t`; `\x1b` for another ASCII control or DEL; `\u{9b}` for the others.
+fn escape_into(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+        c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+    }
+}
+
+/// Foreign text (a build or pull line, a daemon's or registry's message, a
+/// path, a label) as one line safe for a terminal and for a message: every
+/// [`is_unsafe_char`] — a line break included — escaped visibly (`\x1b`,
+/// `\x07`, `\n`, `\u{9b}`, `\u{202e}`, `\u{200b}`); everything else (printable ASCII,
+/// letters of any script, a backslash) verbatim, so plain text stays
+/// readable and the function is idempotent. Being one line, foreign text can
+/// never start a line of its own that looks like odek's (`odek: …`).
+pub fn foreign(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe_char) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if is_unsafe_char(c) {
+            escape_into(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Text odek writes to a terminal stream (its own lines, which may embed
+/// foreign text): as [`foreign`], but a line break stays a line break. The
+/// last guard of every front end's writer; foreign text must already have
+/// been made one line by [`foreign`] where it entered.
+pub fn terminal(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c != '\n' && is_unsafe_char(c)) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c != '\n' && is_unsafe_char(c) {
+            escape_into(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The terminal lines of a warning (SPEC §4.3, §6.3): `odek: warning: ` and
+/// the first line, `odek:          ` and each further line, every line
+/// through [`foreign`].
+pub fn warning_lines(message: &str) -> Vec<String> {
+    message
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let prefix = if i == 0 {
+                "odek: warning: "
+            } else {
+                "odek:          "
+            };
+            format!("{prefix}{}", foreign(line))
+        })
+        .collect()
+}
+
+/// The terminal line of a progress line (a pull or build step): `odek: `
+/// and the line through [`foreign`]. Lines the engine streams arrive
+/// labelled (`build | …`, `pull | …`), so they never read as odek's own.
+pub fn progress_line(line: &str) -> String {
+    format!("odek: {}", foreign(line))
+}
+
+/// Serialized JSON made safe for a terminal: serde_json escapes the C0
+/// controls; this escapes every other [`is_unsafe_char`] (DEL, the C1
+/// controls, the bidirectional controls, U+2028, U+2029) as `\uXXXX`, which
+/// JSON reads back as the same character (all of them are in the Basic
+/// Multilingual Plane). Line breaks between values stay.
+pub fn json_for_terminal(json: &str) -> String {
+    json.chars()
+        .map(|c| {
+            if c != '\n' && is_unsafe_char(c) {
+                format!("\\u{:04x}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every control, escape and bidi character a hostile build step or
+    /// registry could send.
+    const HOSTILE: &str = "a\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}]52;c;Zm9v\u{7}\r\nodek: sandbox network=none\tx\u{7f}\u{9b}31m\u{9d}0;t\u{9c}\u{202e}evil\u{2066}\u{2028}\u{200b}\u{feff}z";
+
+    #[test]
+    fn foreign_text_is_one_line_with_every_control_escaped_visibly() {
+        let f = foreign(HOSTILE);
+        assert!(!f.chars().any(is_unsafe_char), "{f}");
+        assert!(!f.contains('\n'));
+        for shown in [
+            "\\x1b]0;pwned\\x07",
+            "\\x1b[2J",
+            "\\r\\nodek: sandbox",
+            "\\t",
+            "\\x7f",
+            "\\u{9b}",
+            "\\u{9d}",
+            "\\u{202e}evil",
+            "\\u{2066}",
+            "\\u{2028}",
+            "\\u{200b}\\u{feff}z",
+        ] {
+            assert!(f.contains(shown), "{shown} in {f}");
+        }
+        // Idempotent, and plain text of any script is left alone.
+        assert_eq!(foreign(&f), f);
+        for plain in [
+            "Step 1/2 : FROM odek-test/base:1",
+            "réseau ünïcode 日本",
+            "C:\\x y",
+        ] {
+            assert!(matches!(foreign(plain), Cow::Borrowed(_)), "{plain}");
+        }
+    }
+
+    #[test]
+    fn terminal_text_keeps_line_breaks_only() {
+        let t = terminal("odek: one\nodek: two \u{1b}[2J\u{7}\u{202e}");
+        assert_eq!(t, "odek: one\nodek: two \\x1b[2J\\x07\\u{202e}");
+    }
+
+    #[test]
+    fn reporter_lines_carry_no_raw_control_and_no_forged_line() {
+        let lines = warning_lines(&format!("first {}\nsecond", foreign(HOSTILE)));
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("odek: warning: first a\\x1b"));
+        assert_eq!(lines[1], "odek:          second");
+        // Even a raw line break in a warning starts no line of its own.
+        let raw = warning_lines(HOSTILE);
+        assert_eq!(raw.len(), 2);
+        assert!(
+            raw[1].starts_with("odek:          odek: sandbox"),
+            "{raw:?}"
+        );
+        let p = progress_line(&format!("build | {HOSTILE}"));
+        assert!(p.starts_with("odek: build | a\\x1b]0;"), "{p}");
+        for l in lines.iter().chain(&raw).chain([&p]) {
+            assert!(!l.chars().any(is_unsafe_char), "{l}");
+        }
+    }
+
+    #[test]
+    fn json_for_terminal_escapes_what_serde_leaves_and_reads_back() {
+        let v = serde_json::json!({ "w": HOSTILE });
+        let text = json_for_terminal(&serde_json::to_string_pretty(&v).expect("json"));
+        assert!(
+            !text.chars().any(|c| c != '\n' && is_unsafe_char(c)),
+            "{text}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&text).expect("still JSON");
+        assert_eq!(back, v);
+    }
 
     #[test]
     fn sanitize_rules() {

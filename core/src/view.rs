@@ -230,7 +230,10 @@ impl ConfigView {
                 .unwrap_or_else(|| "default".into())
         };
         let mut out = String::new();
+        // Every value and source may hold foreign text (a path, a volume, a
+        // daemon's message, DOCKER_HOST): one line each, escaped.
         let mut line = |k: &str, v: String, s: String| {
+            let (v, s) = (crate::text::foreign(&v), crate::text::foreign(&s));
             out.push_str(&format!("{k:<12} {v:<48} ({s})\n"));
         };
         let mode = match self.mode {
@@ -363,17 +366,26 @@ impl ConfigView {
         );
         line(
             "readonly",
-            format!("{} (/workspace = {})", self.readonly, self.workdir),
+            format!(
+                "{} (/workspace = {})",
+                self.readonly,
+                crate::text::shown(&self.workdir)
+            ),
             src("sandbox_readonly"),
         );
         if !self.env_keys.is_empty() {
             line("env", self.env_keys.join(","), src("sandbox_env"));
         }
         if !self.volumes.is_empty() {
-            line("volumes", self.volumes.join(" "), src("sandbox_volumes"));
+            let shown: Vec<String> = self.volumes.iter().map(|v| crate::text::shown(v)).collect();
+            line("volumes", shown.join(" "), src("sandbox_volumes"));
         }
         for m in &self.masks {
-            line("masked", m.clone(), "$ODEK_HOME inside workdir".into());
+            line(
+                "masked",
+                crate::text::shown(m),
+                "$ODEK_HOME inside workdir".into(),
+            );
         }
         if !self.pending_approval.is_empty() {
             out.push_str(&format!(

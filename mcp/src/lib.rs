@@ -29,11 +29,14 @@
 
 /// `eprintln!` that never panics on a closed or full stderr: the server's
 /// log lines are informational, and a panic would skip the removal of the
-/// sandboxes it launched (SPEC §6.1).
+/// sandboxes it launched (SPEC §6.1). The line passes through
+/// `odek_core::text::terminal`, as the CLI's: an MCP client may show the
+/// server's stderr on a terminal.
 macro_rules! errln {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        let text = format!($($t)*);
+        let _ = writeln!(std::io::stderr(), "{}", odek_core::text::terminal(&text));
     }};
 }
 
@@ -55,24 +58,21 @@ pub use sandboxes::MCP_ID_LABEL;
 pub use server::OdekMcp;
 
 /// Prints warnings and progress to stderr (MCP clients log a server's
-/// stderr), each line prefixed `odek: `.
+/// stderr) as core renders them for a terminal
+/// (`odek_core::text::warning_lines`, `progress_line`: each line prefixed
+/// `odek: `, foreign text escaped).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StderrReporter;
 
 impl Reporter for StderrReporter {
     fn warning(&self, w: &Warning) {
-        for (i, line) in w.message.lines().enumerate() {
-            let prefix = if i == 0 {
-                "odek: warning: "
-            } else {
-                "odek:          "
-            };
-            errln!("{prefix}{line}");
+        for line in odek_core::text::warning_lines(&w.message) {
+            errln!("{line}");
         }
     }
 
     fn progress(&self, line: &str) {
-        errln!("odek: {line}");
+        errln!("{}", odek_core::text::progress_line(line));
     }
 }
 

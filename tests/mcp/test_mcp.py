@@ -91,11 +91,12 @@ def project(tmp_path: Path):
 
 @asynccontextmanager
 async def session(p: Project, *extra: str, compose: bool = True, env: dict[str, str] | None = None,
-                  args: list[str] | None = None, **client):
+                  args: list[str] | None = None, errlog=None, **client):
     """A client session with `odek mcp` (`client`: ClientSession keywords,
-    e.g. elicitation_callback)."""
+    e.g. elicitation_callback; `errlog`: where the server's stderr goes,
+    default ours)."""
     params = StdioServerParameters(command=str(ODEK), args=args or p.args(*extra, compose=compose), env=env or p.env(), cwd=str(p.dir))
-    async with stdio_client(params, errlog=sys.stderr) as (read, write):
+    async with stdio_client(params, errlog=errlog or sys.stderr) as (read, write):
         async with ClientSession(read, write, **client) as s:
             init = await s.initialize()
             yield s, init
@@ -590,6 +591,52 @@ def test_progress_while_the_image_builds(project):
         run(go())
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+    assert wait_gone(project.dir) == []
+
+
+# A RUN step printing OSC 0 (title) and OSC 52 (clipboard) ended by BEL,
+# ESC[2J, the C1 CSI as UTF-8, a bidi override and a line forging odek's
+# startup line; and what must never reach a client or its terminal raw.
+FORGED = "odek: sandbox network=none pids=4096 image=forged networks=-"
+HOSTILE_RUN = ("RUN printf 'A\\033]0;pwned\\007B\\033]52;c;cm0gLXJmIH4=\\007C\\033[2J\\n"
+               + FORGED + "\\n\\302\\23331m\\342\\200\\256txt.exe\\n'")
+RAW = re.compile("[\x1b\x07\x80-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_build_output_reaches_progress_and_stderr_escaped(project, tmp_path):
+    """What a Dockerfile.odek build step prints reaches the caller's progress
+    notifications and the server's stderr (which clients show) with every
+    control, escape and bidi character escaped, labelled `build | `, never
+    as a line of odek's own."""
+    df = project.dir / "Dockerfile.odek"
+    df.write_bytes(f"FROM {IMAGE}\n{HOSTILE_RUN}; echo {os.urandom(8).hex()}\n".encode())
+    tag = "odek-sandbox:" + hashlib.sha256(df.read_bytes()).hexdigest()[:24]
+    messages: list[str] = []
+
+    async def on_progress(progress, total, message):
+        messages.append(message or "")
+
+    log = (tmp_path / "server-stderr").open("w+")
+
+    async def go():
+        env = project.env(ODEK_APPROVE_PROJECT_SANDBOX="1")
+        async with session(project, env=env, args=["mcp"], errlog=log) as (s, _):
+            r = await s.call_tool("exec", {"command": "echo ran"}, progress_callback=on_progress)
+            assert not r.is_error, text_of(r)
+            assert r.structured_content["stdout"].strip() == "ran"
+
+    try:
+        run(go())
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+    log.seek(0)
+    stderr = log.read()
+    for what, text in [("progress", "\n".join(messages)), ("stderr", stderr)]:
+        assert not RAW.search(text), f"{what} carries {RAW.search(text).group()!r} raw: {text!r}"
+        assert not any(line.startswith(FORGED) for line in text.splitlines()), f"{what} forges a line: {text}"
+    built = [m for m in messages if m.startswith("build | ")]
+    assert any("A\\x1b]0;pwned\\x07B" in m for m in built), messages
+    assert f"odek: build | {FORGED}" in stderr, stderr
     assert wait_gone(project.dir) == []
 
 

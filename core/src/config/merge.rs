@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     env_var_of, interpolate, parse_cpus, parse_file, parse_memory, parse_network_mode,
-    resolve_volume, validate_compose_project, validate_env_key, validate_network_name,
-    validate_pids_limit, validate_user, ConfigError, CpuLimit, EnvVar, Layer, NetworkMode,
-    SandboxMode, Source, Sourced, VolumeMount,
+    parse_project_file, resolve_volume, validate_compose_project, validate_env_key,
+    validate_network_name, validate_pids_limit, validate_user, ConfigError, CpuLimit, EnvVar,
+    Layer, NetworkMode, SandboxMode, Source, Sourced, VolumeMount,
 };
 use crate::warning::{Warning, WarningKind};
 
@@ -262,17 +262,10 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
     }
     if inputs.read_project_config {
         let path = workdir.join("odek.json");
-        // The project directory is the agent's: a symlinked odek.json could
-        // point anywhere (and volumes refuse symlinks for the same reason).
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(ConfigError::Unreadable {
-                path,
-                reason:
-                    "is a symlink; a project config must be a regular file in the project directory"
-                        .into(),
-            });
-        }
-        if let Some((mut layer, w)) = parse_file(&path)? {
+        // The project directory is the agent's: odek.json is read through
+        // one descriptor, never through a symlink that could point
+        // anywhere, never waiting on a FIFO (volumes refuse symlinks too).
+        if let Some((mut layer, w)) = parse_project_file(&workdir, "odek.json")? {
             warnings.extend(w);
             tighten(&mut layer, &user_layer, &path, &mut warnings);
             let p = path.clone();

@@ -26,9 +26,9 @@ pub use merge::{
     load, odek_home, ConfigInputs, Settings, DEFAULT_MEMORY, DEFAULT_MEMORY_BYTES, PROCESS_ENV_VARS,
 };
 pub(crate) use parse::layer_from_env;
-pub(crate) use parse::parse_file;
 pub(crate) use parse::suggest as suggest_key;
 pub use parse::{check_strict_json, parse_bytes, MAX_CONFIG_BYTES};
+pub(crate) use parse::{parse_file, parse_project_file};
 pub(crate) use validate::host_refs;
 pub(crate) use validate::validate_env_key_as;
 pub use validate::{

@@ -10,7 +10,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::io::Read;
 use std::path::Path;
 
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
@@ -33,51 +32,53 @@ const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
 /// The UTF-8 byte-order mark.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// Reads and parses a config file. `Ok(None)` when it does not exist.
+/// Reads and parses the user config at `path` (SPEC §3.2), following a
+/// symlink (the operator's own file; dotfile managers link them) but with
+/// the other rules of [`crate::safe_open`]: a FIFO or device is refused at
+/// once, never waited on. `Ok(None)` when it does not exist.
 /// Errors: unreadable (permissions, a directory, not a regular file, a
 /// symlink to nothing) → [`ConfigError::Unreadable`]; larger than
 /// [`MAX_CONFIG_BYTES`] → [`ConfigError::Malformed`] (line and column 0);
 /// or anything [`parse_bytes`] refuses.
 pub(crate) fn parse_file(path: &Path) -> Result<Option<(Layer, Vec<Warning>)>, ConfigError> {
-    let unreadable = |reason: String| ConfigError::Unreadable {
+    let bytes = crate::safe_open::read_following(path, MAX_CONFIG_BYTES as u64)
+        .map_err(|e| refused(path, e, false))?;
+    bytes.map(|b| parse_bytes(&b, path)).transpose()
+}
+
+/// Reads and parses the project config `name` (`odek.json`) in the project
+/// directory `dir` (absolute, canonical) through one descriptor
+/// ([`crate::safe_open`]): never through a symlink, never waiting on a
+/// FIFO, `fstat` says regular, at most [`MAX_CONFIG_BYTES`]. `Ok(None)`
+/// when it does not exist.
+/// Errors: as [`parse_file`], and a symlink (the file or a directory on
+/// the way) → [`ConfigError::Unreadable`] saying a project config must be
+/// a regular file in the project directory.
+pub(crate) fn parse_project_file(
+    dir: &Path,
+    name: &str,
+) -> Result<Option<(Layer, Vec<Warning>)>, ConfigError> {
+    let path = dir.join(name);
+    let bytes = crate::safe_open::read_in(dir, name, MAX_CONFIG_BYTES as u64)
+        .map_err(|e| refused(&path, e, true))?;
+    bytes.map(|b| parse_bytes(&b, &path)).transpose()
+}
+
+/// A config file [`crate::safe_open`] refused, as a [`ConfigError`].
+fn refused(path: &Path, e: crate::safe_open::Refused, project: bool) -> ConfigError {
+    use crate::safe_open::Refused;
+    let reason = match e {
+        Refused::TooLarge { size, .. } => return too_large(path, size),
+        Refused::Symlink if project => {
+            "is a symlink; a project config must be a regular file in the project directory"
+                .to_string()
+        }
+        e => e.to_string(),
+    };
+    ConfigError::Unreadable {
         path: path.to_path_buf(),
         reason,
-    };
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // A symlink whose target is missing is not "no file": say so.
-            if std::fs::symlink_metadata(path).is_ok() {
-                return Err(unreadable(
-                    "is a symbolic link to a file that does not exist".to_string(),
-                ));
-            }
-            return Ok(None);
-        }
-        Err(e) => return Err(unreadable(e.to_string())),
-    };
-    if meta.is_dir() {
-        return Err(unreadable("is a directory, not a file".to_string()));
     }
-    if !meta.is_file() {
-        // FIFOs, devices, sockets: opening could block or read forever.
-        return Err(unreadable("is not a regular file".to_string()));
-    }
-    if meta.len() > MAX_CONFIG_BYTES as u64 {
-        return Err(too_large(path, meta.len()));
-    }
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(unreadable(e.to_string())),
-    };
-    let mut bytes = Vec::new();
-    // Read one byte past the limit so a file that grew after the size
-    // check is still refused instead of truncated.
-    file.take(MAX_CONFIG_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| unreadable(e.to_string()))?;
-    parse_bytes(&bytes, path).map(Some)
 }
 
 /// Parses config JSON strictly (SPEC §3.2): a top-level object; duplicate

@@ -208,6 +208,9 @@ impl FakeContainer {
 pub struct Quirks {
     /// Warnings create returns.
     pub create_warnings: Vec<String>,
+    /// Lines a build streams after its first step (what a `RUN` step
+    /// prints: anything a hostile Dockerfile makes it print).
+    pub build_output: Vec<String>,
     /// Create accepts the pids limit but the container shows none.
     pub drop_pids_limit: bool,
     /// Connect answers OK but the container does not join the network.
@@ -688,6 +691,10 @@ impl DockerApi for FakeEngine {
     ) -> Result<String, EngineError> {
         self.enter(Op::BuildImage, tag)?;
         progress("Step 1/1 : FROM fake");
+        let output = self.lock().quirks.build_output.clone();
+        for line in &output {
+            progress(line);
+        }
         let mut image = FakeImage::new(tag);
         image.info.labels = labels.clone();
         let id = image.info.id.clone();

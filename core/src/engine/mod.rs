@@ -10,6 +10,7 @@ mod bollard_engine;
 mod endpoint;
 #[cfg(any(test, feature = "testing"))]
 mod fake;
+mod foreign;
 mod owner_fds;
 mod socket_owner;
 
@@ -20,6 +21,7 @@ pub use endpoint::{
 };
 #[cfg(any(test, feature = "testing"))]
 pub use fake::{random_id, Call, FakeEngine, FakeImage, FakeNetwork, FakePath, Fault, Quirks};
+pub(crate) use foreign::Foreign;
 pub use owner_fds::{take_owner_link_fds, OWNER_LINK_SLOTS};
 pub use socket_owner::SocketOwner;
 
@@ -298,7 +300,7 @@ impl ExitWait {
         budget: std::time::Duration,
     ) -> Option<Result<i64, EngineError>> {
         match tokio::time::timeout(budget, &mut self.task).await {
-            Ok(Ok(answer)) => Some(answer),
+            Ok(Ok(answer)) => Some(answer.map_err(EngineError::made_safe)),
             _ => None,
         }
     }

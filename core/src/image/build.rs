@@ -19,14 +19,14 @@
 //! are left out; sockets, FIFOs and devices are never sent.
 
 use std::ffi::OsStr;
-use std::io::Read;
-use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
+
+use crate::safe_open::{self, MAX_DOCKERFILE_BYTES, MAX_DOCKERIGNORE_BYTES};
 
 /// Parsed `.dockerignore` patterns.
 pub(crate) struct DockerIgnore {
@@ -101,67 +101,13 @@ fn clean(p: &str) -> String {
     parts.join("/")
 }
 
-/// Opens the directory `dir` (absolute) from `/`, one component at a time
-/// with `O_NOFOLLOW | O_DIRECTORY`: no component may be a symlink.
-fn open_dir(dir: &Path) -> Result<OwnedFd, String> {
-    let shown = || crate::text::quote(&dir.display().to_string());
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut fd = rustix::fs::openat(rustix::fs::CWD, "/", flags, Mode::empty())
-        .map_err(|e| format!("cannot open /: {e}"))?;
-    for c in dir.components() {
-        match c {
-            Component::RootDir => {}
-            Component::Normal(name) => {
-                fd = rustix::fs::openat(&fd, name, flags, Mode::empty()).map_err(|e| match e {
-                    Errno::LOOP | Errno::NOTDIR => format!(
-                        "{} has a component that is a symbolic link or not a directory",
-                        shown()
-                    ),
-                    e => format!("cannot open {}: {e}", shown()),
-                })?;
-            }
-            _ => return Err(format!("{} is not an absolute, normalised path", shown())),
-        }
-    }
-    Ok(fd)
-}
-
-/// Reads the regular file `name` in the directory `dir_fd` without
-/// following a symlink. `Ok(None)` when there is no such entry.
-fn read_file_at(
-    dir_fd: impl AsFd,
-    name: &OsStr,
-) -> Result<Option<(Vec<u8>, rustix::fs::Stat)>, String> {
-    let shown = || crate::text::quote(&name.to_string_lossy());
-    let fd = match rustix::fs::openat(
-        dir_fd,
-        name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT) => return Ok(None),
-        Err(Errno::LOOP) => return Err(format!("{} is a symbolic link", shown())),
-        Err(e) => return Err(format!("cannot open {}: {e}", shown())),
-    };
-    let st = rustix::fs::fstat(&fd).map_err(|e| format!("cannot stat {}: {e}", shown()))?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(format!("{} is not a regular file", shown()));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::from(fd)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {}: {e}", shown()))?;
-    Ok(Some((bytes, st)))
-}
-
 /// Reads the Dockerfile `name` in the directory `dir` once, without
-/// following a symlink anywhere on the way (see the module doc). Errors
-/// are reasons: missing, a symlink, not a regular file, unreadable.
+/// following a symlink anywhere on the way, at most
+/// [`MAX_DOCKERFILE_BYTES`] ([`crate::safe_open`]). Errors are reasons:
+/// missing, a symlink, not a regular file, too large, unreadable.
 pub(crate) fn read_dockerfile(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
-    let fd = open_dir(dir)?;
-    read_file_at(&fd, OsStr::new(name))?
-        .map(|(bytes, _)| bytes)
+    safe_open::read_in(dir, name, MAX_DOCKERFILE_BYTES)
+        .map_err(|e| format!("it {e}"))?
         .ok_or_else(|| "it no longer exists".to_string())
 }
 
@@ -195,9 +141,10 @@ pub(crate) fn build_context(
     dockerfile_bytes: &[u8],
     exclude: &[PathBuf],
 ) -> Result<Vec<u8>, String> {
-    let root = open_dir(dir)?;
-    let ignore_bytes = read_file_at(&root, OsStr::new(".dockerignore"))
-        .map_err(|e| format!("{e}; .dockerignore must be a regular file"))?;
+    let root = safe_open::open_dir(dir, true)?;
+    let ignore_bytes =
+        safe_open::read_at(&root, OsStr::new(".dockerignore"), MAX_DOCKERIGNORE_BYTES)
+            .map_err(|e| format!(".dockerignore {e}; .dockerignore must be a regular file"))?;
     let ignore = match &ignore_bytes {
         Some((b, _)) => DockerIgnore::parse(&String::from_utf8_lossy(b))?,
         None => DockerIgnore { rules: Vec::new() },
@@ -286,7 +233,8 @@ pub(crate) fn build_context(
                     )?;
                     stack.push((fd, rel));
                 }
-                FileType::RegularFile => match read_file_at(&dir_fd, name) {
+                // No cap of its own: a context file is what the build sends.
+                FileType::RegularFile => match safe_open::read_at(&dir_fd, name, u64::MAX) {
                     Ok(Some((bytes, st))) => add(
                         &mut tar,
                         &mut header(tar::EntryType::Regular, Some(&st), bytes.len() as u64),
@@ -335,6 +283,7 @@ pub(crate) fn build_context(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
 
     #[test]
     fn dockerignore_semantics() {

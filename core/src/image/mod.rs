@@ -102,17 +102,14 @@ impl ImagePlan {
         }
         let path = settings.workdir.join(DOCKERFILE_ODEK);
         // Like odek.json: the project's own regular file, never a link to
-        // something elsewhere (what is approved must be what is built).
-        if let Ok(meta) = std::fs::symlink_metadata(&path) {
-            if !meta.file_type().is_file() {
-                return Err(ImageError::DockerfileUnusable {
-                    path,
-                    reason: "is a symlink or not a regular file".into(),
-                });
-            }
-        }
-        match std::fs::read(&path) {
-            Ok(bytes) => {
+        // something elsewhere, a pipe or a device (what is approved must be
+        // what is built); read once through one descriptor.
+        match crate::safe_open::read_in(
+            &settings.workdir,
+            DOCKERFILE_ODEK,
+            crate::safe_open::MAX_DOCKERFILE_BYTES,
+        ) {
+            Ok(Some(bytes)) => {
                 let digest = Sha256::digest(&bytes);
                 let tag = format!("odek-sandbox:{}", hex::encode(&digest[..12]));
                 Ok(ImagePlan {
@@ -123,13 +120,13 @@ impl ImagePlan {
                     },
                 })
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ImagePlan {
+            Ok(None) => Ok(ImagePlan {
                 reference: pinned_default(),
                 source: ImageSource::PinnedDefault,
             }),
             Err(e) => Err(ImageError::DockerfileUnusable {
                 path,
-                reason: format!("cannot be read: {e}"),
+                reason: e.to_string(),
             }),
         }
     }
