@@ -125,8 +125,16 @@ type Plan struct {
 	MemoryBytes int64
 	// CPUs is the CPU limit as written, e.g. "0.5" ("" when none).
 	CPUs string
-	// User is uid[:gid] or a name ("" for the image's).
+	// User is uid[:gid] or a name ("" for the image's): the operator's
+	// sandbox_user, else the operator's own uid:gid on a local engine
+	// (SPEC §6.1 "user").
 	User string
+	// UserChoice says why User: UserOperator, UserOperatorIDs,
+	// UserRootlessRoot or UserImage ("" in plans of earlier releases).
+	UserChoice string
+	// Account is the account odek gives a non-root numeric user (nil
+	// otherwise).
+	Account *Account
 	// RequireSandbox is ODEK_REQUIRE_SANDBOX=1.
 	RequireSandbox bool
 	// Sources is where each setting came from, by config key.
@@ -160,6 +168,34 @@ func ParsePlan(doc []byte) (*Plan, error) {
 	return parsePlan(string(doc))
 }
 
+// Account is the account odek gives a sandbox whose user is a non-root
+// numeric uid:gid (SPEC §6.1 "user"): a line in the container's
+// /etc/passwd (the image's entries plus this one), an empty private tmpfs
+// HOME, and HOME, USER and LOGNAME in its environment.
+type Account struct {
+	// Name is the login name ("odek").
+	Name string `json:"name"`
+	// UID is the uid (never 0).
+	UID uint32 `json:"uid"`
+	// GID is the primary gid.
+	GID uint32 `json:"gid"`
+	// Home is HOME ("/home/odek"), an empty tmpfs gone with the sandbox.
+	Home string `json:"home"`
+}
+
+// Why a sandbox runs as its user (Plan.UserChoice, ConfigView.UserChoice).
+const (
+	// UserOperator: the operator set sandbox_user.
+	UserOperator = "operator"
+	// UserOperatorIDs: the operator's own uid:gid (a local engine).
+	UserOperatorIDs = "operator_ids"
+	// UserRootlessRoot: root in the sandbox, which a rootless engine maps to
+	// the operator's uid on the host.
+	UserRootlessRoot = "rootless_root"
+	// UserImage: the image's own user (a remote engine).
+	UserImage = "image"
+)
+
 type wirePlan struct {
 	Schema    string    `json:"schema"`
 	Mode      string    `json:"mode"`
@@ -186,6 +222,8 @@ type wirePlan struct {
 		Text string `json:"text"`
 	} `json:"cpus"`
 	User           *string           `json:"user"`
+	UserChoice     *string           `json:"user_choice"`
+	Account        *Account          `json:"account"`
 	RequireSandbox bool              `json:"require_sandbox"`
 	Sources        map[string]Source `json:"sources"`
 	Warnings       []Warning         `json:"warnings"`
@@ -212,6 +250,8 @@ func parsePlan(doc string) (*Plan, error) {
 		PidsLimit:      w.PidsLimit,
 		Readonly:       w.Readonly,
 		User:           deref(w.User),
+		UserChoice:     deref(w.UserChoice),
+		Account:        w.Account,
 		RequireSandbox: w.RequireSandbox,
 		Sources:        w.Sources,
 		Warnings:       w.Warnings,
@@ -308,6 +348,10 @@ type ApprovalRequest struct {
 	Trusted bool `json:"trusted"`
 	// ApprovedByEnv tells whether ODEK_APPROVE_PROJECT_SANDBOX=1 is set.
 	ApprovedByEnv bool `json:"approved_by_env"`
+	// HostFallback tells what a failure to make the sandbox leads to: false
+	// — refused, nothing runs (always, as a project setting makes the
+	// sandbox required, SPEC §6.3); true would be a host run.
+	HostFallback bool `json:"host_fallback"`
 	// PreviouslyTrusted tells whether the store trusts this project
 	// directory with other settings or networks (review what changed).
 	PreviouslyTrusted bool `json:"previously_trusted"`
@@ -458,6 +502,12 @@ type Environment struct {
 	MemoryBytes int64 `json:"-"`
 	// CPUs is the CPU limit as written ("" when none).
 	CPUs string `json:"-"`
+	// User is the user commands run as (uid:gid or a name; "" for the
+	// image's own), SPEC §6.1 "user".
+	User string `json:"-"`
+	// Account is the account odek gave that user (nil for root, a name, or
+	// the image's user).
+	Account *Account `json:"account"`
 
 	raw string
 }
@@ -474,6 +524,7 @@ type wireEnvironment struct {
 	PidsLimit      *int64  `json:"pids_limit"`
 	MemoryBytes    *int64  `json:"memory_bytes"`
 	CPUs           *string `json:"cpus"`
+	User           *string `json:"user"`
 }
 
 func parseEnvironment(doc string) (*Environment, error) {
@@ -491,6 +542,7 @@ func parseEnvironment(doc string) (*Environment, error) {
 		e.MemoryBytes = *w.MemoryBytes
 	}
 	e.CPUs = deref(w.CPUs)
+	e.User = deref(w.User)
 	e.raw = doc
 	return &e, nil
 }
@@ -618,9 +670,14 @@ type ConfigView struct {
 	// MemoryBytes is the memory limit in bytes (0: none).
 	MemoryBytes int64
 	CPUs        string
-	User        string
-	Readonly    bool
-	Workdir     string
+	// User is the user commands run as ("" for the image's own).
+	User string
+	// UserChoice says why (UserOperator, UserOperatorIDs, …).
+	UserChoice string
+	// Account is the account odek gives a non-root numeric user.
+	Account  *Account
+	Readonly bool
+	Workdir  string
 	// EnvKeys are the container's env keys (values are never shown).
 	EnvKeys  []string
 	Volumes  []string
@@ -664,6 +721,8 @@ type wireConfigView struct {
 	MemoryBytes *int64            `json:"memory_bytes"`
 	CPUs        *string           `json:"cpus"`
 	User        *string           `json:"user"`
+	UserChoice  *string           `json:"user_choice"`
+	Account     *Account          `json:"account"`
 	Readonly    bool              `json:"readonly"`
 	Workdir     string            `json:"workdir"`
 	EnvKeys     []string          `json:"env_keys"`
@@ -686,7 +745,8 @@ func parseConfigView(doc string) (*ConfigView, error) {
 		Image:       w.Image.ViewImage,
 		NetworkMode: w.NetworkMode, Network: w.Network, Internet: w.Internet,
 		PidsLimit: w.PidsLimit, Init: w.Init, Tmpfs: w.Tmpfs,
-		CPUs: deref(w.CPUs), User: deref(w.User), Readonly: w.Readonly, Workdir: w.Workdir,
+		CPUs: deref(w.CPUs), User: deref(w.User), UserChoice: deref(w.UserChoice),
+		Account: w.Account, Readonly: w.Readonly, Workdir: w.Workdir,
 		EnvKeys: w.EnvKeys, Volumes: w.Volumes, Masks: w.Masks, Sources: w.Sources,
 		Warnings: w.Warnings, raw: doc,
 	}

@@ -380,6 +380,7 @@ impl Client {
                     &image_id,
                     &plan.image.reference.create_ref(),
                     a,
+                    &plan.workdir,
                     &secret,
                 )
                 .await?

@@ -974,6 +974,69 @@ async fn unpullable_default_is_fatal_with_require_sandbox() {
 }
 
 #[tokio::test]
+async fn an_unpullable_image_from_the_project_is_fatal_however_approved() {
+    // Only the operator may allow a host run (SPEC §6.3): a project's
+    // `sandbox_image` alone makes the mode explicit, the card says a failure
+    // is refused, and the unpullable image is refused after approval.
+    let s = Setup::without_image()
+        .project_config(r#"{"sandbox_image": "localhost:1/x/tools:1"}"#)
+        .env("ODEK_APPROVE_PROJECT_SANDBOX", "1");
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.mode, odek_core::config::SandboxMode::Explicit);
+    let req = plan.approval.clone().expect("needs approval");
+    assert!(!req.host_fallback);
+    assert!(
+        req.card
+            .contains("localhost:1/x/tools:1 (if it cannot be pulled: refused, nothing runs)"),
+        "{}",
+        req.card
+    );
+    let approval = req.standing().expect("approved by the env switch");
+    let opts = odek_core::LaunchOptions {
+        approval: Some(approval),
+        ..Default::default()
+    };
+    let err = s
+        .odek
+        .launch(&plan, &opts, &s.reporter)
+        .await
+        .expect_err("refused, not a host run");
+    assert_refused(&s, &err, FailureClass::ImageUnavailable, "cannot be pulled");
+    assert!(s.reporter.of(WarningKind::Fallback).is_empty());
+    // A plan that says implicit but carries a project source (a hand-made
+    // or older plan) cannot buy a host run either.
+    let mut forged = plan.clone();
+    forged.mode = odek_core::config::SandboxMode::Implicit;
+    let opts = odek_core::LaunchOptions {
+        approval: Some(req.standing().expect("approved")),
+        ..Default::default()
+    };
+    let err = s
+        .odek
+        .launch(&forged, &opts, &s.reporter)
+        .await
+        .expect_err("refused, not a host run");
+    assert_eq!(err.class(), FailureClass::ImageUnavailable);
+    assert!(s.reporter.of(WarningKind::Fallback).is_empty());
+}
+
+#[tokio::test]
+async fn a_dockerfile_odek_makes_the_run_explicit() {
+    let s = Setup::without_image();
+    std::fs::write(s.workdir.join("Dockerfile.odek"), "FROM odek-test/base:1\n")
+        .expect("Dockerfile.odek");
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.mode, odek_core::config::SandboxMode::Explicit);
+    assert!(
+        plan.sources
+            .get("sandbox")
+            .is_some_and(|src| src.to_string().contains("Dockerfile.odek")),
+        "{:?}",
+        plan.sources
+    );
+}
+
+#[tokio::test]
 async fn invalid_image_reference_is_a_config_error_before_docker() {
     let s = Setup::with_fake(shop_fake()).image("Not A/Valid:ref");
     let err = s.up().await.expect_err("invalid");

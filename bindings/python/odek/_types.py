@@ -97,6 +97,16 @@ class WarningDoc(TypedDict):
     message: str
 
 
+class AccountDoc(TypedDict):
+    """The account odek gives a non-root numeric sandbox user (SPEC §6.1
+    "user"): login name, uid, gid and its ``HOME`` (an empty tmpfs)."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+
 class PlanDoc(TypedDict):
     """``odek.plan/1``. Members this binding passes through unread are
     typed ``Any``."""
@@ -121,6 +131,8 @@ class PlanDoc(TypedDict):
     memory_bytes: Optional[int]
     cpus: Optional[Dict[str, Any]]  # {"text": "0.5", …}
     user: Optional[str]
+    user_choice: Optional[str]  # "operator" | "operator_ids" | "rootless_root" | "image"
+    account: Optional[AccountDoc]
     env: List[Any]
     volumes: List[Any]
     masks: List[str]
@@ -169,6 +181,7 @@ class ApprovalRequestDoc(TypedDict):
     env_binding: Optional[str]
     dockerfile_sha256: Optional[str]
     approved_by_env: bool
+    host_fallback: bool
     card: str
 
 
@@ -231,6 +244,8 @@ class EnvironmentDoc(TypedDict):
     pids_limit: Optional[int]
     memory_bytes: Optional[int]
     cpus: Optional[str]
+    user: Optional[str]
+    account: Optional[AccountDoc]
 
 
 class ExecResultDoc(TypedDict):
@@ -291,6 +306,8 @@ class ConfigViewDoc(TypedDict):
     memory_bytes: Optional[int]
     cpus: Optional[str]
     user: Optional[str]
+    user_choice: Optional[str]
+    account: Optional[AccountDoc]
     readonly: bool
     workdir: str
     env_keys: List[str]
@@ -682,8 +699,22 @@ class Plan:
 
     @property
     def user(self) -> Optional[str]:
-        """``uid[:gid]`` or user name, or ``None``."""
+        """The user commands run as: ``uid:gid`` or a name, the operator's
+        ``sandbox_user`` or else the calling process's own uid:gid on a local
+        engine (SPEC §6.1 "user"); ``None`` for the image's own user."""
         return self._data.get("user")
+
+    @property
+    def user_choice(self) -> Optional[str]:
+        """Why :attr:`user`: ``"operator"``, ``"operator_ids"``,
+        ``"rootless_root"`` or ``"image"``."""
+        return self._data.get("user_choice")
+
+    @property
+    def account(self) -> Optional[AccountDoc]:
+        """The account odek gives a non-root numeric user (name, uid, gid,
+        the empty tmpfs ``home``), or ``None``."""
+        return self._data.get("account")
 
     @property
     def warnings(self) -> Tuple[PlanWarning, ...]:

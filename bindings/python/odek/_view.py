@@ -114,8 +114,21 @@ class ConfigView:
 
     @property
     def user(self) -> Optional[str]:
-        """Container user, or ``None``."""
+        """The user commands run as (``uid:gid`` or a name), or ``None`` for
+        the image's own (SPEC §6.1 "user")."""
         return self.data.get("user")
+
+    @property
+    def user_choice(self) -> Optional[str]:
+        """Why :attr:`user`: ``"operator"``, ``"operator_ids"``,
+        ``"rootless_root"`` or ``"image"``."""
+        return self.data.get("user_choice")
+
+    @property
+    def account(self) -> Optional[Dict[str, Any]]:
+        """The account odek gives a non-root numeric user (``name``,
+        ``uid``, ``gid``, ``home``), or ``None``."""
+        return self.data.get("account")
 
     @property
     def readonly(self) -> bool:

@@ -67,6 +67,7 @@ pub(crate) async fn prepare(
     image_id: &str,
     create_ref: &str,
     account: &Account,
+    workdir: &Path,
     secret: &crate::secret::Secret,
 ) -> Result<Vec<BindMount>> {
     let dir = files_dir(odek_home, image_id, account).ok_or_else(|| Error::Rejected {
@@ -81,7 +82,7 @@ pub(crate) async fn prepare(
     if ACCOUNT_FILES.iter().all(|(n, _)| dir.join(n).is_file()) {
         return Ok(binds);
     }
-    let (passwd, group) = probe(engine, create_ref, account, secret).await?;
+    let (passwd, group) = probe(engine, create_ref, account, workdir, secret).await?;
     publish(
         &dir,
         &[
@@ -99,6 +100,7 @@ async fn probe(
     engine: &dyn DockerApi,
     create_ref: &str,
     account: &Account,
+    workdir: &Path,
     secret: &crate::secret::Secret,
 ) -> Result<(Option<Vec<u8>>, Option<Vec<u8>>)> {
     let endpoint = engine.endpoint().to_string();
@@ -107,6 +109,11 @@ async fn probe(
     let mut labels: BTreeMap<String, String> = crate::labels::Owner::current().labels();
     labels.insert(crate::labels::SANDBOX.to_string(), "true".to_string());
     labels.insert(crate::labels::PROBE.to_string(), "account".to_string());
+    // Found with the project's sandboxes (`odek sandbox gc --workdir`).
+    labels.insert(
+        crate::labels::WORKDIR.to_string(),
+        workdir.display().to_string(),
+    );
     labels.insert(
         crate::labels::CREATED.to_string(),
         std::time::SystemTime::now()

@@ -1,0 +1,205 @@
+//! The sandbox user and its account (SPEC §6.1 "user") against the fake
+//! engine: whose uid:gid a sandbox runs as by default, on a local, rootless
+//! or remote engine; the account's passwd/group files read once from the
+//! image by a probe container (removed again), kept under `$ODEK_HOME` and
+//! bind-mounted read-only; an image whose `/etc` is a symlink refused with
+//! nothing left.
+
+mod common;
+
+use common::*;
+use odek_core::account::{Account, UserChoice};
+use odek_core::engine::{EngineSecurity, FakeImage, FakePath, Op};
+use odek_core::FailureClass;
+
+/// `--sandbox-user 1000:1000`: an operator's numeric non-root user, which
+/// gets an account whatever uid the test runs as.
+fn numeric_user(s: Setup) -> Setup {
+    s.flag("sandbox_user", "--sandbox-user", |l| {
+        l.sandbox_user = Some("1000:1000".into())
+    })
+}
+
+#[tokio::test]
+async fn the_default_user_is_the_operators_own_on_a_local_engine() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    let (uid, gid) = (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    );
+    assert_eq!(plan.user, Some(format!("{uid}:{gid}")));
+    assert_eq!(plan.user_choice, Some(UserChoice::OperatorIds));
+    assert_eq!(plan.account, Account::for_ids(uid, gid));
+    assert_eq!(s.fake.calls_of(Op::Info).len(), 1, "the engine was asked");
+    let sb = s.launch(&plan).await.expect("launch");
+    assert_eq!(s.only_container().user, format!("{uid}:{gid}"));
+    assert!(sb.startup_line().contains(&format!(" user={uid}:{gid} ")));
+}
+
+#[tokio::test]
+async fn a_rootless_engine_runs_the_sandbox_as_root_which_is_the_operator() {
+    let s = Setup::new();
+    s.fake.set_security(EngineSecurity {
+        rootless: true,
+        userns: false,
+    });
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.user.as_deref(), Some("0:0"));
+    assert_eq!(plan.user_choice, Some(UserChoice::RootlessRoot));
+    assert_eq!(plan.account, None);
+}
+
+#[tokio::test]
+async fn a_user_namespace_remapping_engine_is_warned_of() {
+    let s = Setup::new();
+    s.fake.set_security(EngineSecurity {
+        rootless: false,
+        userns: true,
+    });
+    let plan = s.resolve().await.expect("resolve");
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.message.contains("userns-remap")),
+        "{:?}",
+        plan.warnings
+    );
+}
+
+#[tokio::test]
+async fn an_operator_user_is_not_second_guessed() {
+    let s = numeric_user(Setup::new());
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.user.as_deref(), Some("1000:1000"));
+    assert_eq!(plan.user_choice, Some(UserChoice::Operator));
+    assert!(
+        s.fake.calls_of(Op::Info).is_empty(),
+        "no need to ask the engine"
+    );
+}
+
+#[tokio::test]
+async fn the_account_is_read_once_from_a_probe_and_mounted_read_only() {
+    let (s, spy) = spied();
+    let s = numeric_user(s);
+    let plan = s.resolve().await.expect("resolve");
+    let a = plan.account.clone().expect("an account for 1000:1000");
+    let sb = s.launch(&plan).await.expect("launch");
+    // One probe: created, read, removed, never started.
+    let probes: Vec<_> = spy
+        .specs()
+        .into_iter()
+        .filter(|c| c.labels.contains_key(odek_core::labels::PROBE))
+        .collect();
+    assert_eq!(probes.len(), 1);
+    assert!(probes[0].binds.is_empty() && probes[0].network_mode == "none");
+    assert_eq!(
+        s.fake.calls_of(Op::StartContainer).len(),
+        1,
+        "only the sandbox"
+    );
+    assert_eq!(s.fake.containers().len(), 1, "the probe is gone");
+    // The sandbox: the files bind-mounted read-only, HOME a tmpfs, the env.
+    let spec = &spy.sandbox_specs()[0];
+    for (target, must) in [
+        (
+            "/etc/passwd",
+            "odek:x:1000:1000:odek sandbox user:/home/odek:/bin/sh\n",
+        ),
+        ("/etc/group", "odek:x:1000:\n"),
+    ] {
+        let b = spec
+            .binds
+            .iter()
+            .find(|b| b.target == target)
+            .unwrap_or_else(|| panic!("no bind at {target}: {:?}", spec.binds));
+        assert!(b.read_only, "{target} is writable");
+        assert!(b.source.starts_with(&s.odek_home.display().to_string()));
+        let content = std::fs::read_to_string(&b.source).expect("the generated file");
+        assert!(content.contains(must), "{target}: {content}");
+        assert!(
+            content.starts_with("root:"),
+            "{target}: the image's own entries are kept: {content}"
+        );
+    }
+    let home = spec
+        .tmpfs
+        .iter()
+        .find(|t| t.target == a.home)
+        .expect("HOME tmpfs");
+    assert!(home.options.contains("nosuid") && home.options.contains("nodev"));
+    for want in ["HOME=/home/odek", "USER=odek", "LOGNAME=odek"] {
+        assert!(spec.env.iter().any(|e| e == want), "{want}: {:?}", spec.env);
+    }
+    let env = s.odek.describe(&sb).await.expect("describe");
+    let block = odek_core::describe::render_prompt(&env);
+    assert!(
+        block.contains("Commands run as user `odek` (uid 1000, gid 1000)"),
+        "{block}"
+    );
+    s.odek.destroy(&sb).await.expect("destroy");
+
+    // The next launch of the same image reuses the files: no probe.
+    let before = s.fake.calls_of(Op::ReadFile).len();
+    let sb = s.up().await.expect("second launch");
+    assert_eq!(s.fake.calls_of(Op::ReadFile).len(), before, "probed again");
+    s.odek.destroy(&sb).await.expect("destroy");
+}
+
+#[tokio::test]
+async fn an_image_whose_etc_is_a_symlink_is_refused_and_the_probe_removed() {
+    let fake = shop_fake();
+    fake.add_image(
+        FakeImage::new("odek-test/etc-link:1")
+            .file("/etc", Some(FakePath::Symlink("/workspace".into())))
+            .file("/etc/passwd", None)
+            .file("/etc/group", None),
+    );
+    let s = numeric_user(Setup::with_fake(fake).image("odek-test/etc-link:1"));
+    let err = s.up().await.expect_err("refused");
+    assert_refused(&s, &err, FailureClass::DockerRejected, "is a symlink");
+    assert!(err.to_string().contains("\"/workspace\""), "{err}");
+    assert!(s.fake.calls_of(Op::StartContainer).is_empty());
+    assert!(
+        !s.odek_home.join("accounts").exists()
+            || std::fs::read_dir(s.odek_home.join("accounts"))
+                .expect("read")
+                .next()
+                .is_none(),
+        "no account files were kept for a refused image"
+    );
+}
+
+#[tokio::test]
+async fn an_image_without_account_files_gets_only_the_accounts_lines() {
+    let fake = shop_fake();
+    fake.add_image(
+        FakeImage::new("odek-test/bare:1")
+            .file("/etc/passwd", None)
+            .file("/etc/group", Some(FakePath::Dir)),
+    );
+    let (s, spy) = {
+        let spy = Spy::new(fake.clone());
+        (
+            Setup::over(fake, spy.clone()).image("odek-test/bare:1"),
+            spy,
+        )
+    };
+    let s = numeric_user(s);
+    let sb = s.up().await.expect("launch");
+    let spec = &spy.sandbox_specs()[0];
+    let src = |t: &str| {
+        spec.binds
+            .iter()
+            .find(|b| b.target == t)
+            .map(|b| std::fs::read_to_string(&b.source).expect("read"))
+            .expect("bind")
+    };
+    assert_eq!(
+        src("/etc/passwd"),
+        "odek:x:1000:1000:odek sandbox user:/home/odek:/bin/sh\n"
+    );
+    assert_eq!(src("/etc/group"), "odek:x:1000:\n");
+    s.odek.destroy(&sb).await.expect("destroy");
+}
