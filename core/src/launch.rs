@@ -375,7 +375,7 @@ impl Client {
         let account_binds = match &plan.account {
             Some(a) => {
                 account::prepare(
-                    engine.as_ref(),
+                    &engine,
                     &plan.odek_home,
                     &image_id,
                     &plan.image.reference.create_ref(),

@@ -14,6 +14,7 @@
 //! - `python`   the Python binding's pytest suite (bindings/python/run-tests.sh)
 //! - `mcp`      `odek mcp` driven by the official MCP Python SDK (tests/mcp/run-tests.sh)
 //! - `go`       the Go binding's go vet + go test -race (bindings/go/run-tests.sh)
+//! - `nonroot`  e2e, Python and MCP suites as a normal user in the docker group (tests/nonroot/run.sh)
 //! - `c`        the C smoke test: NULL/UTF-8/JSON abuse, valgrind loop, real Docker
 //! - `dist`     the release layout: `cargo xtask dist [--prefix DIR] [--no-wheel]` (default target/dist)
 //! - `package`  dist, then the wheel and the Go example tested outside the checkout
@@ -75,6 +76,10 @@ const RECIPES: &[(&str, &str)] = &[
     (
         "go",
         "the Go binding's go vet + go test -race (bindings/go/run-tests.sh)",
+    ),
+    (
+        "nonroot",
+        "the e2e, Python and MCP suites as a non-root user in the docker group (tests/nonroot/run.sh)",
     ),
     (
         "c",
@@ -407,7 +412,7 @@ fn nix() -> R {
 
 fn test() -> R {
     type Step = (&'static str, fn() -> R);
-    let steps: [Step; 11] = [
+    let steps: [Step; 12] = [
         ("setup", setup),
         ("header-check", header_check),
         ("lint", lint),
@@ -416,6 +421,7 @@ fn test() -> R {
         ("python", || script("bindings/python/run-tests.sh")),
         ("mcp", || script("tests/mcp/run-tests.sh")),
         ("go", || script("bindings/go/run-tests.sh")),
+        ("nonroot", || script("tests/nonroot/run.sh")),
         ("package", dist::package),
         ("c", || script("ffi/tests/c/run.sh")),
         ("nix", nix),
@@ -456,6 +462,7 @@ fn main() -> ExitCode {
         "python" => script("bindings/python/run-tests.sh"),
         "mcp" => script("tests/mcp/run-tests.sh"),
         "go" => script("bindings/go/run-tests.sh"),
+        "nonroot" => script("tests/nonroot/run.sh"),
         "c" => script("ffi/tests/c/run.sh"),
         "dist" => dist::dist_cmd(&std::env::args().skip(2).collect::<Vec<_>>()),
         "package" => dist::package(),

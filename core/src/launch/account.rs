@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::account::{Account, MAX_ACCOUNT_FILE};
 use crate::engine::{BindMount, ContainerSpec, DockerApi, EngineErrorKind};
@@ -62,7 +63,7 @@ pub(crate) fn binds(odek_home: &Path, image_id: &str, account: Option<&Account>)
 /// `sandbox_user` root or a user the image defines); the Engine failing the
 /// probe (by class); the cache directory not writable (config).
 pub(crate) async fn prepare(
-    engine: &dyn DockerApi,
+    engine: &Arc<dyn DockerApi>,
     odek_home: &Path,
     image_id: &str,
     create_ref: &str,
@@ -97,7 +98,7 @@ pub(crate) async fn prepare(
 /// regular file), read from a container created from `create_ref` and
 /// removed again. Refuses an image whose `/etc` is not a real directory.
 async fn probe(
-    engine: &dyn DockerApi,
+    engine: &Arc<dyn DockerApi>,
     create_ref: &str,
     account: &Account,
     workdir: &Path,
@@ -152,12 +153,19 @@ async fn probe(
             return Err(failed(e));
         }
     };
+    // A launch cancelled from here on (a signal, an MCP cancellation)
+    // drops this future: the guard removes the probe then.
+    let mut guard = ProbeGuard {
+        engine: engine.clone(),
+        id: Some(created.id.clone()),
+    };
     let (etc, passwd, group) = tokio::join!(
         engine.stat_path(&created.id, "/etc"),
         engine.read_file(&created.id, "/etc/passwd", MAX_ACCOUNT_FILE),
         engine.read_file(&created.id, "/etc/group", MAX_ACCOUNT_FILE),
     );
     let removed = engine.remove_container(&created.id).await;
+    guard.id = None;
     let refuse = |why: String| {
         Error::Rejected {
         step: Step::Image,
@@ -189,6 +197,25 @@ async fn probe(
     let group = group.map_err(big)?;
     removed.map_err(failed)?;
     Ok((passwd, group))
+}
+
+/// Removes a probe container whose reading was abandoned (the launch's
+/// future dropped), on a task of the current runtime; `odek sandbox gc`
+/// reaps one that even this missed (it is owned like a sandbox).
+struct ProbeGuard {
+    engine: Arc<dyn DockerApi>,
+    id: Option<String>,
+}
+
+impl Drop for ProbeGuard {
+    fn drop(&mut self) {
+        if let (Some(id), Ok(rt)) = (self.id.take(), tokio::runtime::Handle::try_current()) {
+            let engine = self.engine.clone();
+            rt.spawn(async move {
+                let _ = engine.remove_container(&id).await;
+            });
+        }
+    }
 }
 
 /// Writes `files` into `dir` all at once: a private temporary directory
