@@ -223,7 +223,12 @@ pub fn container_spec(
         init: true,
         pids_limit: plan.pids_limit,
         cap_drop: vec!["ALL".into()],
-        security_opt: vec!["no-new-privileges".into()],
+        // SPEC §6.1: odek's seccomp profile, which no call can use to put
+        // the setuid bit on a file the host sees.
+        security_opt: vec![
+            "no-new-privileges".into(),
+            crate::hardening::seccomp::security_opt(),
+        ],
         tmpfs,
         binds,
         memory_bytes: plan.memory_bytes,
