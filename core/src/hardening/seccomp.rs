@@ -350,6 +350,41 @@ pub(crate) fn problem(security_opt: &[String]) -> Option<String> {
     }
 }
 
+/// What the kernel says of a process's seccomp mode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KernelFilter {
+    /// `Seccomp: 2`: a filter is on.
+    On,
+    /// Another mode (`0` off, `1` strict), as the kernel wrote it.
+    Off(String),
+    /// The record could not be read; why.
+    Unreadable(String),
+}
+
+/// The `Seccomp:` field of `/proc/<pid>/status` text.
+pub(crate) fn status_mode(status: &str) -> Option<&str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Seccomp:"))
+        .map(str::trim)
+}
+
+/// The seccomp mode of the process whose `/proc` directory is `proc_dir`
+/// (one [`crate::mounts::container_proc`] found to be the container's).
+pub(crate) fn kernel_filter(proc_dir: &std::path::Path) -> KernelFilter {
+    match std::fs::read_to_string(proc_dir.join("status")) {
+        Ok(s) => match status_mode(&s) {
+            Some("2") => KernelFilter::On,
+            Some(m) => KernelFilter::Off(crate::text::quote(m)),
+            None => KernelFilter::Unreadable(format!(
+                "{} has no Seccomp field",
+                proc_dir.join("status").display()
+            )),
+        },
+        Err(e) => KernelFilter::Unreadable(format!("{}: {e}", proc_dir.join("status").display())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,5 +580,23 @@ mod tests {
         let colon = problem(&[format!("seccomp:{}", profile()), security_opt()]).expect("two");
         assert!(colon.contains("2 seccomp profiles"), "{colon}");
         assert!(problem(&["seccomp=unconfined".into()]).is_some());
+    }
+
+    #[test]
+    fn the_kernel_mode_is_read_from_status() {
+        let s = "Name:\tdocker-init\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n";
+        assert_eq!(status_mode(s), Some("2"));
+        assert_eq!(status_mode("Seccomp:\t0\n"), Some("0"));
+        assert_eq!(status_mode("Name:\tx\n"), None);
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("status"), s).expect("write");
+        assert_eq!(kernel_filter(dir.path()), KernelFilter::On);
+        std::fs::write(dir.path().join("status"), "Seccomp:\t0\n").expect("write");
+        assert_eq!(kernel_filter(dir.path()), KernelFilter::Off("\"0\"".into()));
+        std::fs::remove_file(dir.path().join("status")).expect("rm");
+        assert!(matches!(
+            kernel_filter(dir.path()),
+            KernelFilter::Unreadable(_)
+        ));
     }
 }
