@@ -44,7 +44,7 @@ use sha2::{Digest, Sha256};
 const DOCKER_DEFAULT: &str = include_str!("docker-default.json");
 
 /// `S_ISUID | S_ISGID`: the bits a mode must not carry.
-pub(crate) const SETID: u64 = 0o6000;
+const SETID: u64 = 0o6000;
 /// `S_IFMT`: the file type bits of a `mknod` mode.
 const S_IFMT: u64 = 0o170000;
 /// `S_IFREG`.
@@ -56,7 +56,7 @@ const S_IFSOCK: u64 = 0o140000;
 /// `O_CREAT | __O_TMPFILE`: open flags that make a new file (whose mode
 /// argument then counts). Values of x86, arm, powerpc, s390, riscv and
 /// loongarch.
-pub(crate) const CREATING: u64 = 0o100 | 0o20000000;
+const CREATING: u64 = 0o100 | 0o20000000;
 /// `ENOSYS`.
 const ENOSYS: u32 = 38;
 /// `EPERM`.
@@ -87,126 +87,59 @@ const RESTRICTED: [&str; 13] = [
 ];
 
 /// A conditional allow: `names` are allowed when
-/// `(argument[index] & mask) == expected` (`SCMP_CMP_MASKED_EQ`, whose
-/// `value` is the mask and `valueTwo` the expected value).
+/// `(argument[index] & mask)` is one of `expected` (`SCMP_CMP_MASKED_EQ`,
+/// whose `value` is the mask and `valueTwo` the expected value; one rule
+/// per expected value).
 struct Allow {
     names: &'static [&'static str],
     index: u32,
     mask: u64,
-    expected: u64,
+    expected: &'static [u64],
     /// Only on these engine architectures (all when empty).
     arches: &'static [&'static str],
 }
 
+impl Allow {
+    const fn new(
+        names: &'static [&'static str],
+        index: u32,
+        mask: u64,
+        expected: &'static [u64],
+    ) -> Allow {
+        Allow {
+            names,
+            index,
+            mask,
+            expected,
+            arches: &[],
+        }
+    }
+
+    const fn on(self, arches: &'static [&'static str]) -> Allow {
+        Allow { arches, ..self }
+    }
+}
+
+/// The `mknod` types allowed: a regular file (0 means one), a FIFO, a
+/// socket; never `S_IFCHR` or `S_IFBLK`, and no set-id bit with them.
+const MKNOD_TYPES: [u64; 4] = [0, S_IFREG, S_IFIFO, S_IFSOCK];
+
 /// odek's conditional rules (see the module docs). Rules for the same call
 /// are alternatives: any one allows it.
 const ALLOWS: &[Allow] = &[
-    // mode: chmod(path, mode), fchmod(fd, mode), creat(path, mode)
-    Allow {
-        names: &["chmod", "fchmod", "creat"],
-        index: 1,
-        mask: SETID,
-        expected: 0,
-        arches: &[],
-    },
-    // mode: fchmodat(dirfd, path, mode), fchmodat2(dirfd, path, mode, flags)
-    Allow {
-        names: &["fchmodat", "fchmodat2"],
-        index: 2,
-        mask: SETID,
-        expected: 0,
-        arches: &[],
-    },
-    // open(path, flags, mode): opens no new file ...
-    Allow {
-        names: &["open"],
-        index: 1,
-        mask: CREATING,
-        expected: 0,
-        arches: &GENERIC_OPEN_FLAGS_ARCHES,
-    },
-    // ... or makes one without set-id bits
-    Allow {
-        names: &["open"],
-        index: 2,
-        mask: SETID,
-        expected: 0,
-        arches: &[],
-    },
+    // chmod(path, mode), fchmod(fd, mode), creat(path, mode)
+    Allow::new(&["chmod", "fchmod", "creat"], 1, SETID, &[0]),
+    // fchmodat(dirfd, path, mode), fchmodat2(dirfd, path, mode, flags)
+    Allow::new(&["fchmodat", "fchmodat2"], 2, SETID, &[0]),
+    // open(path, flags, mode): creates no file, or one without set-id bits
+    Allow::new(&["open"], 1, CREATING, &[0]).on(&GENERIC_OPEN_FLAGS_ARCHES),
+    Allow::new(&["open"], 2, SETID, &[0]),
     // openat(dirfd, path, flags, mode), likewise
-    Allow {
-        names: &["openat"],
-        index: 2,
-        mask: CREATING,
-        expected: 0,
-        arches: &GENERIC_OPEN_FLAGS_ARCHES,
-    },
-    Allow {
-        names: &["openat"],
-        index: 3,
-        mask: SETID,
-        expected: 0,
-        arches: &[],
-    },
-    // mknod(path, mode, dev), mknodat(dirfd, path, mode, dev): a regular
-    // file (S_IFREG, or 0 which means it), a FIFO or a socket, no set-id
-    // bits; never S_IFCHR or S_IFBLK.
-    Allow {
-        names: &["mknod"],
-        index: 1,
-        mask: S_IFMT | SETID,
-        expected: 0,
-        arches: &[],
-    },
-    Allow {
-        names: &["mknod"],
-        index: 1,
-        mask: S_IFMT | SETID,
-        expected: S_IFREG,
-        arches: &[],
-    },
-    Allow {
-        names: &["mknod"],
-        index: 1,
-        mask: S_IFMT | SETID,
-        expected: S_IFIFO,
-        arches: &[],
-    },
-    Allow {
-        names: &["mknod"],
-        index: 1,
-        mask: S_IFMT | SETID,
-        expected: S_IFSOCK,
-        arches: &[],
-    },
-    Allow {
-        names: &["mknodat"],
-        index: 2,
-        mask: S_IFMT | SETID,
-        expected: 0,
-        arches: &[],
-    },
-    Allow {
-        names: &["mknodat"],
-        index: 2,
-        mask: S_IFMT | SETID,
-        expected: S_IFREG,
-        arches: &[],
-    },
-    Allow {
-        names: &["mknodat"],
-        index: 2,
-        mask: S_IFMT | SETID,
-        expected: S_IFIFO,
-        arches: &[],
-    },
-    Allow {
-        names: &["mknodat"],
-        index: 2,
-        mask: S_IFMT | SETID,
-        expected: S_IFSOCK,
-        arches: &[],
-    },
+    Allow::new(&["openat"], 2, CREATING, &[0]).on(&GENERIC_OPEN_FLAGS_ARCHES),
+    Allow::new(&["openat"], 3, SETID, &[0]),
+    // mknod(path, mode, dev), mknodat(dirfd, path, mode, dev)
+    Allow::new(&["mknod"], 1, S_IFMT | SETID, &MKNOD_TYPES),
+    Allow::new(&["mknodat"], 2, S_IFMT | SETID, &MKNOD_TYPES),
 ];
 
 /// Calls that fail with an errno whatever their arguments.
@@ -249,19 +182,21 @@ struct Includes {
 
 /// odek's rules as profile entries.
 fn odek_rules() -> Vec<Rule> {
-    let allows = ALLOWS.iter().map(|a| Rule {
-        names: a.names.to_vec(),
-        action: "SCMP_ACT_ALLOW",
-        errno_ret: None,
-        args: vec![Arg {
-            index: a.index,
-            value: a.mask,
-            value_two: a.expected,
-            op: "SCMP_CMP_MASKED_EQ",
-        }],
-        includes: (!a.arches.is_empty()).then(|| Includes {
-            arches: a.arches.to_vec(),
-        }),
+    let allows = ALLOWS.iter().flat_map(|a| {
+        a.expected.iter().map(|expected| Rule {
+            names: a.names.to_vec(),
+            action: "SCMP_ACT_ALLOW",
+            errno_ret: None,
+            args: vec![Arg {
+                index: a.index,
+                value: a.mask,
+                value_two: *expected,
+                op: "SCMP_CMP_MASKED_EQ",
+            }],
+            includes: (!a.arches.is_empty()).then(|| Includes {
+                arches: a.arches.to_vec(),
+            }),
+        })
     });
     let denies = DENIES.iter().map(|(names, errno)| Rule {
         names: names.to_vec(),
@@ -337,7 +272,7 @@ pub(crate) fn problem(security_opt: &[String]) -> Option<String> {
     match given.as_slice() {
         [one] if *one == profile() => None,
         [] => Some(format!(
-            "it runs without odek's seccomp profile ({ours}), under Docker's default, which lets it put the setuid bit on files in /workspace (made by an earlier odek release, or not by odek)"
+            "it runs without odek's seccomp profile ({ours}), so nothing keeps it from putting the setuid bit on files in /workspace (made by an earlier odek release, or not by odek)"
         )),
         [one] => Some(format!(
             "its seccomp profile ({}) is not odek's ({ours})",
