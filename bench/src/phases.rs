@@ -334,7 +334,17 @@ async fn cli_launch(spec: &ContainerSpec, first: &str, more: &[String]) -> Resul
     }
     for o in &spec.security_opt {
         a.push("--security-opt".into());
-        a.push(o.clone());
+        // The Engine API takes odek's seccomp profile inline; the docker CLI
+        // takes a file's path and sends the file's content.
+        match o.strip_prefix("seccomp=") {
+            Some(profile) if profile.starts_with('{') => {
+                let path = std::env::temp_dir()
+                    .join(format!("odek-bench-seccomp-{}.json", std::process::id()));
+                std::fs::write(&path, profile)?;
+                a.push(format!("seccomp={}", path.display()));
+            }
+            _ => a.push(o.clone()),
+        }
     }
     for t in &spec.tmpfs {
         a.push("--tmpfs".into());

@@ -6,7 +6,10 @@
 //!
 //! `problems` covers what `crate::sandbox::verify`'s limit and network
 //! checks do not: privileges, capabilities added, devices, shared host
-//! namespaces, confinement switched off, the user, and the mounts.
+//! namespaces, confinement switched off, odek's seccomp profile
+//! ([`seccomp`]), the user, and the mounts.
+
+pub(crate) mod seccomp;
 
 use crate::engine::ContainerInfo;
 use crate::plan::Plan;
@@ -55,6 +58,7 @@ pub(crate) fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
             out.push(format!("confinement is switched off ({})", q(opt)));
         }
     }
+    out.extend(seccomp::problem(&info.security_opt));
     if let Some(u) = &plan.user {
         if info.user != *u {
             out.push(format!("the user is {}, planned {}", q(&info.user), q(u)));

@@ -223,7 +223,12 @@ pub fn container_spec(
         init: true,
         pids_limit: plan.pids_limit,
         cap_drop: vec!["ALL".into()],
-        security_opt: vec!["no-new-privileges".into()],
+        // SPEC §6.1: odek's seccomp profile, which no call can use to put
+        // the setuid bit on a file the host sees.
+        security_opt: vec![
+            "no-new-privileges".into(),
+            crate::hardening::seccomp::security_opt(),
+        ],
         tmpfs,
         binds,
         memory_bytes: plan.memory_bytes,
@@ -630,7 +635,40 @@ impl Client {
         if let Some(w) = verify_mounts(engine, plan, id, info.pid)? {
             warnings.push(w);
         }
+        if let Some(w) = verify_seccomp(id, info.pid)? {
+            warnings.push(w);
+        }
         Ok((applied, warnings))
+    }
+}
+
+/// Confirms from the kernel that container `id`'s init process (`pid`)
+/// runs under a seccomp filter: `Seccomp: 2` in its `/proc/<pid>/status`
+/// (SPEC §6.1). The engine's record says the profile is odek's
+/// ([`crate::hardening::seccomp::problem`], at verify); this says the
+/// runtime applied it. Another mode is a refusal at verify. Where the
+/// process is not visible here, [`verify_mounts`] has already said so; a
+/// visible process whose status cannot be read is a warning.
+fn verify_seccomp(id: &str, pid: Option<i64>) -> Result<Option<Warning>> {
+    use crate::hardening::seccomp::{kernel_filter, KernelFilter};
+    let Ok(proc_dir) = crate::mounts::container_proc(id, pid) else {
+        return Ok(None);
+    };
+    match kernel_filter(&proc_dir) {
+        KernelFilter::On => Ok(None),
+        KernelFilter::Off(mode) => Err(Error::Rejected {
+            step: Step::Verify,
+            message: format!(
+                "the kernel shows the container's init process with seccomp mode {mode}, not 2 (a filter): the runtime did not apply odek's seccomp profile"
+            ),
+            removed: false,
+        }),
+        KernelFilter::Unreadable(why) => Ok(Some(Warning::new(
+            WarningKind::Other,
+            format!(
+                "the kernel's seccomp record of the sandbox could not be read ({why}); odek's profile was checked in the engine's record only"
+            ),
+        ))),
     }
 }
 

@@ -236,6 +236,29 @@ pub(crate) enum MountCheck {
     Mismatch(Vec<String>),
 }
 
+/// `/proc/<pid>` of container `container_id`'s process `pid` (`State.Pid`
+/// from inspect; `None` or ≤ 0 when the engine gave none), once its
+/// `/proc/<pid>/cgroup` names the container ([`cgroup_names`]); else why
+/// the kernel's record of it cannot be read here (a remote daemon, one in a
+/// VM or another PID namespace, `/proc` mounted `hidepid`).
+pub(crate) fn container_proc(container_id: &str, pid: Option<i64>) -> Result<PathBuf, String> {
+    let Some(pid) = pid.filter(|p| *p > 0) else {
+        return Err("the engine reported no process ID".into());
+    };
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let cgroup = std::fs::read_to_string(proc_dir.join("cgroup")).map_err(|e| {
+        format!(
+            "process {pid} is not visible here ({e}): a remote daemon or one in a VM, another PID namespace, or /proc mounted hidepid"
+        )
+    })?;
+    if !cgroup_names(&cgroup, container_id) {
+        return Err(format!(
+            "process {pid} here is not the container's (its cgroup does not name the container): the daemon runs in a VM or another PID namespace"
+        ));
+    }
+    Ok(proc_dir)
+}
+
 /// Reads the mounts of container `container_id`'s process `pid` and of this
 /// process, compares `wanted` ([`compare`]) and looks for mounts below
 /// `/workspace` at no wanted target and no mask in `masks` (container paths,
@@ -247,28 +270,16 @@ pub(crate) fn check_container(
     wanted: &[Wanted],
     masks: &[PathBuf],
 ) -> MountCheck {
-    let Some(pid) = pid.filter(|p| *p > 0) else {
-        return MountCheck::Unverifiable("the engine reported no process ID".into());
+    let proc_dir = match container_proc(container_id, pid) {
+        Ok(d) => d,
+        Err(why) => return MountCheck::Unverifiable(why),
     };
-    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
-    let cgroup = match std::fs::read_to_string(proc_dir.join("cgroup")) {
-        Ok(c) => c,
-        Err(e) => {
-            return MountCheck::Unverifiable(format!(
-                "process {pid} is not visible here ({e}): a remote daemon or one in a VM, another PID namespace, or /proc mounted hidepid"
-            ))
-        }
-    };
-    if !cgroup_names(&cgroup, container_id) {
-        return MountCheck::Unverifiable(format!(
-            "process {pid} here is not the container's (its cgroup does not name the container): the daemon runs in a VM or another PID namespace"
-        ));
-    }
     let container = match std::fs::read_to_string(proc_dir.join("mountinfo")) {
         Ok(t) => parse_mountinfo(&t),
         Err(e) => {
             return MountCheck::Unverifiable(format!(
-                "the mounts of process {pid} cannot be read: {e}"
+                "{} cannot be read: {e}",
+                proc_dir.join("mountinfo").display()
             ))
         }
     };

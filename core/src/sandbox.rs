@@ -25,6 +25,15 @@ pub(crate) const TMP_OPTIONS: &str = "rw,noexec,nosuid";
 /// owner lifetime). A detached sandbox's stdin stays open.
 pub const IDLE_CMD: [&str; 1] = ["cat"];
 
+/// odek's seccomp profile (SPEC §6.1), compact JSON in Docker's format,
+/// sent inline as `HostConfig.SecurityOpt` `seccomp=<profile>` with every
+/// sandbox and required of it at verify: Docker's default profile, except
+/// that no call can put the setuid or setgid bit on a file or make a
+/// device node, `openat2` fails with `ENOSYS` and io_uring with `EPERM`.
+pub fn seccomp_profile() -> &'static str {
+    crate::hardening::seccomp::profile()
+}
+
 /// How the container ended up, read back from the engine (SPEC §10.4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Applied {

@@ -221,6 +221,20 @@ fn loosenings() -> Vec<(&'static str, Loosen)> {
             "no-new-privileges is not set",
             Box::new(|c| c.security_opt.clear()),
         ),
+        (
+            "without odek's seccomp profile",
+            Box::new(|c| c.security_opt.retain(|o| !o.starts_with("seccomp="))),
+        ),
+        (
+            "is not odek's",
+            Box::new(|c| {
+                for o in &mut c.security_opt {
+                    if o.starts_with("seccomp=") {
+                        *o = o.replace("SCMP_ACT_ERRNO", "SCMP_ACT_ALLOW");
+                    }
+                }
+            }),
+        ),
         ("privileged", Box::new(|c| c.hardening.privileged = true)),
         (
             "capabilities were added",
@@ -346,6 +360,40 @@ async fn a_sandbox_whose_live_settings_were_loosened_is_refused_naming_the_diffe
         "a command ran in a loosened sandbox"
     );
     assert!(s.fake.calls_of(Op::RemoveContainer).is_empty());
+}
+
+#[tokio::test]
+async fn a_sandbox_made_without_odeks_seccomp_profile_is_refused_saying_to_recreate_it() {
+    // A detached sandbox from a release before the profile (SPEC §6.1): its
+    // labels are this user's, its SecurityOpt has no seccomp entry.
+    let (s, spy, sb, _spec) = launched().await;
+    let id = sb.container_id.clone().expect("id");
+    s.fake.update_container(&id, |c| {
+        c.security_opt = vec!["no-new-privileges".into()];
+    });
+    let err = s
+        .odek
+        .attach(&sb.name, &s.odek_home)
+        .await
+        .expect_err("refused");
+    assert_eq!(err.class(), FailureClass::DockerRejected, "{err}");
+    let msg = err.to_string();
+    for needle in [
+        "without odek's seccomp profile",
+        "setuid",
+        "made by an earlier odek release",
+        &format!(
+            "remove it with `odek sandbox down {}` and launch a new one",
+            sb.name
+        ),
+    ] {
+        assert!(msg.contains(needle), "{needle:?} not in: {msg}");
+    }
+    assert!(spy.execs().is_empty(), "a command ran");
+    // `odek sandbox down` still removes it.
+    let owned = s.odek.owned(&sb.name, &s.odek_home).await.expect("owned");
+    s.odek.destroy(&owned).await.expect("down");
+    assert!(s.fake.containers().is_empty());
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ use common::*;
 use odek_core::engine::{EngineErrorKind, FakeImage, Fault, Op, Quirks};
 use odek_core::image::pinned_default;
 use odek_core::labels;
+use odek_core::sandbox::seccomp_profile;
 use odek_core::{Error, FailureClass, Isolation, LaunchOptions, WarningKind};
 
 // ---------------------------------------------------------------------------
@@ -24,10 +25,13 @@ async fn launch_applies_the_hardening_defaults() {
     assert_eq!(c.init, Some(true), "--init");
     assert_eq!(c.pids_limit, Some(4096), "--pids-limit default");
     assert_eq!(c.cap_drop, vec!["ALL".to_string()], "--cap-drop ALL");
-    assert!(
-        c.security_opt.iter().any(|o| o == "no-new-privileges"),
-        "{:?}",
-        c.security_opt
+    assert_eq!(
+        c.security_opt,
+        vec![
+            "no-new-privileges".to_string(),
+            format!("seccomp={}", seccomp_profile())
+        ],
+        "no-new-privileges and odek's seccomp profile, inline"
     );
     assert_eq!(
         c.tmpfs.get("/tmp").map(String::as_str),
@@ -699,6 +703,29 @@ async fn dropped_init_fails_verification() {
         ..Quirks::default()
     };
     quirk_fails_verification(q, Setup::new(), "Init").await;
+}
+
+#[tokio::test]
+async fn a_dropped_seccomp_profile_fails_verification() {
+    // SPEC §6.1: without odek's profile, Docker's default lets the sandbox
+    // put the setuid bit on files in /workspace.
+    let q = Quirks {
+        security_opt: Some(vec!["no-new-privileges".into()]),
+        ..Quirks::default()
+    };
+    quirk_fails_verification(q, Setup::new(), "without odek's seccomp profile").await;
+}
+
+#[tokio::test]
+async fn another_seccomp_profile_fails_verification() {
+    let mut other: serde_json::Value =
+        serde_json::from_str(seccomp_profile()).expect("the profile is JSON");
+    other["defaultAction"] = "SCMP_ACT_ALLOW".into();
+    let q = Quirks {
+        security_opt: Some(vec!["no-new-privileges".into(), format!("seccomp={other}")]),
+        ..Quirks::default()
+    };
+    quirk_fails_verification(q, Setup::new(), "is not odek's (sha256:").await;
 }
 
 #[tokio::test]

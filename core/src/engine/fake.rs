@@ -217,6 +217,9 @@ pub struct Quirks {
     pub ignore_connect: bool,
     /// Create ignores `init`.
     pub drop_init: bool,
+    /// The container shows this `SecurityOpt` instead of the one create
+    /// asked for (an engine that dropped or swapped the seccomp profile).
+    pub security_opt: Option<Vec<String>>,
     /// Exit code every exec returns.
     pub exec_exit: i64,
     /// Output every exec writes to stdout.
@@ -788,7 +791,10 @@ impl DockerApi for FakeEngine {
             nano_cpus: spec.nano_cpus.unwrap_or(0),
             user: spec.user.clone().unwrap_or_default(),
             cap_drop: spec.cap_drop.clone(),
-            security_opt: spec.security_opt.clone(),
+            security_opt: q
+                .security_opt
+                .clone()
+                .unwrap_or_else(|| spec.security_opt.clone()),
             env: spec.env.clone(),
             hardening: Hardening {
                 ipc_mode: "private".into(),
