@@ -23,8 +23,8 @@ TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 [[ $TARGET = /* ]] || TARGET=$REPO/$TARGET
 USER_NAME=odek-e2e
 # The e2e files run as the user (each needs the fixture and test images).
-# ODEK_NONROOT_E2E="a b" picks others (a subset while developing).
-read -r -a E2E_TESTS <<<"${ODEK_NONROOT_E2E:-main_job sandbox_lifecycle owner_lifetime exit_codes approval operator_user project_host_run setuid}"
+# ODEK_NONROOT_E2E="a b" picks others (a subset while developing; "" none).
+read -r -a E2E_TESTS <<<"${ODEK_NONROOT_E2E-main_job sandbox_lifecycle owner_lifetime exit_codes approval operator_user project_host_run setuid}"
 
 log() { echo "==> nonroot: $*" >&2; }
 
@@ -83,7 +83,7 @@ cleanup() {
   rm -rf "$STAGE"
 }
 trap cleanup EXIT
-mkdir "$STAGE/bin"
+mkdir "$STAGE/bin" "$STAGE/user"
 cp "$TARGET/debug/odek" "$TARGET/debug/libodek.so" "$STAGE/bin/"
 
 # The repository as the user sees it: the checkout when it can read it,
@@ -100,6 +100,8 @@ else
   rm -rf "$RREPO/bindings/python/build" "$RREPO/tests/e2e/target"
 fi
 chmod -R a+rX "$STAGE"
+# What the user writes (its venv) lives in a directory of its own.
+chown "$USER_NAME:" "$STAGE/user"
 
 status=0
 for name in "${E2E_TESTS[@]}"; do
@@ -115,17 +117,17 @@ for name in "${E2E_TESTS[@]}"; do
 done
 
 log "Python binding, real-Docker tests, as $USER_NAME (a venv of its own)"
-as_user "$PY" -m venv "$STAGE/pyenv"
-as_user "$STAGE/pyenv/bin/pip" install -q "pytest>=7" "mcp"
+as_user "$PY" -m venv "$STAGE/user/pyenv"
+as_user "$STAGE/user/pyenv/bin/pip" install -q "pytest>=7" "mcp"
 as_user env ODEK_LIB="$STAGE/bin/libodek.so" ODEK_TEST_REPO="$RREPO" PYTHONDONTWRITEBYTECODE=1 \
   PYTHONPATH="$RREPO/bindings/python" \
-  "$STAGE/pyenv/bin/python" -m pytest -q -p no:cacheprovider -m docker \
+  "$STAGE/user/pyenv/bin/python" -m pytest -q -p no:cacheprovider -m docker \
   "$RREPO/bindings/python/tests" || status=1
 
 log "odek mcp through the MCP SDK, as $USER_NAME"
 "$REPO/tests/fixtures/compose/up.sh" odekmcpnr >/dev/null
 as_user env ODEK_BIN="$STAGE/bin/odek" ODEK_MCP_PROJECT=odekmcpnr PYTHONDONTWRITEBYTECODE=1 \
-  "$STAGE/pyenv/bin/pytest" -q -p no:cacheprovider "$RREPO/tests/mcp" || status=1
+  "$STAGE/user/pyenv/bin/pytest" -q -p no:cacheprovider "$RREPO/tests/mcp" || status=1
 
 if [[ $status -ne 0 ]]; then
   echo "nonroot: a suite failed as the non-root user $USER_NAME (see above)" >&2
