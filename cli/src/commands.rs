@@ -206,6 +206,12 @@ async fn interruptible<T>(
         }
     }
     drop(work);
+    // A probe the launch had made to read its image is removed too (on a
+    // task the dropped launch left): wait for it before exiting.
+    tokio::select! {
+        _ = odek_core::launch::settle_probes(CREATE_SETTLE) => {}
+        _ = signals.next() => {}
+    }
     let stage = progress.get();
     let outcome = match stage {
         Stage::Preparing => Reaped::Absent,

@@ -27,7 +27,7 @@ use crate::sandbox::Sandbox;
 
 /// How long a cancelled launch waits for the answer to a create request
 /// already on its way, so that it knows whether a container exists.
-const CREATE_SETTLE: Duration = Duration::from_secs(10);
+pub(crate) const CREATE_SETTLE: Duration = Duration::from_secs(10);
 
 fn cancelled(what: &str) -> Error {
     Error::Cancelled {
@@ -97,6 +97,8 @@ impl Client {
             }
         }
         drop(work);
+        // A probe the launch had made to read its image is removed too.
+        crate::launch::settle_probes(CREATE_SETTLE).await;
         let stage = progress.get();
         let outcome = match stage {
             Stage::Preparing => Reaped::Absent,

@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use rand::Rng;
 
-mod account;
 mod check;
+mod image_facts;
 
-pub(crate) use account::binds as account_binds;
+pub(crate) use image_facts::binds as account_binds;
+pub use image_facts::settle as settle_probes;
 mod recheck;
 
 use recheck::recheck;
@@ -275,6 +276,21 @@ pub fn removal_hint(detached: bool, name: &str) -> String {
     }
 }
 
+/// The refusal of a plan that claims a host run its own settings forbid.
+fn host_run_refused(plan: &Plan, what: &str) -> Error {
+    Error::Usage(format!(
+        "the plan is not valid: it says {what}, but its settings require a sandbox (mode {:?}{}{}{}); nothing ran on the host — resolve it again",
+        plan.mode,
+        if plan.require_sandbox { ", ODEK_REQUIRE_SANDBOX" } else { "" },
+        if plan.networks.is_empty() { "" } else { ", networks attached" },
+        if plan.sources.values().any(crate::config::Source::is_project) {
+            ", settings from the project"
+        } else {
+            ""
+        },
+    ))
+}
+
 /// Says in the error whether the container was removed, or how to reap it.
 fn with_removal(err: Error, removed: bool, name: &str, detached: bool) -> Error {
     let left = format!(
@@ -328,6 +344,16 @@ impl Client {
         let mut warnings = plan.warnings.clone();
         match &plan.isolation {
             Isolation::Container => {}
+            // Only the operator may run commands on the host (SPEC §6.3): a
+            // plan that says so must also say nothing requires a sandbox —
+            // the sandbox off, or a fallback its mode, networks and sources
+            // allow — whoever handed it over (the C ABI, a label).
+            Isolation::Off if plan.mode != crate::config::SandboxMode::Off => {
+                return Err(host_run_refused(plan, "the sandbox off"))
+            }
+            Isolation::Fallback(_) if !plan.fallback_allowed() => {
+                return Err(host_run_refused(plan, "a fallback to the host"))
+            }
             other => return Ok(Sandbox::host(plan, other.clone(), warnings)),
         }
         plan.check()?;
@@ -354,8 +380,8 @@ impl Client {
         recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
         let progress = |line: &str| reporter.progress(line);
         let ensured = image::ensure(engine.as_ref(), &plan.image, &plan.odek_home, &progress).await;
-        let image_id = match ensured {
-            Ok(id) => id,
+        let image = match ensured {
+            Ok(info) => info,
             Err(image::ImageError::Engine(e)) => {
                 return Err(Error::engine(&endpoint, Step::Image, e, false));
             }
@@ -374,24 +400,11 @@ impl Client {
                 return Err(err);
             }
         };
-        // SPEC §6.1 "user": the account files of a non-root numeric user,
-        // read from the image once (a probe container) and mounted
-        // read-only.
-        let account_binds = match &plan.account {
-            Some(a) => {
-                account::prepare(
-                    &engine,
-                    &plan.odek_home,
-                    &image_id,
-                    &plan.image.reference.create_ref(),
-                    a,
-                    &plan.workdir,
-                    &secret,
-                )
-                .await?
-            }
-            None => Vec::new(),
-        };
+        // The image's paths odek mounts onto (and, for a non-root numeric
+        // user, its account files), read once per image by a probe: nothing
+        // may lead the engine to write into the project (SPEC §6.1).
+        let account_binds = image_facts::prepare(&engine, plan, &image, &secret).await?;
+        let image_id = image.id;
         // SPEC §7.4 "right before create": the check above keeps a refused
         // launch from pulling or building; a pull or build can take minutes,
         // so the networks are compared again now.

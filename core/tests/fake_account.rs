@@ -87,11 +87,7 @@ async fn the_account_is_read_once_from_a_probe_and_mounted_read_only() {
     let a = plan.account.clone().expect("an account for 1000:1000");
     let sb = s.launch(&plan).await.expect("launch");
     // One probe: created, read, removed, never started.
-    let probes: Vec<_> = spy
-        .specs()
-        .into_iter()
-        .filter(|c| c.labels.contains_key(odek_core::labels::PROBE))
-        .collect();
+    let probes = spy.probe_specs();
     assert_eq!(probes.len(), 1);
     assert!(probes[0].binds.is_empty() && probes[0].network_mode == "none");
     assert_eq!(
@@ -101,7 +97,7 @@ async fn the_account_is_read_once_from_a_probe_and_mounted_read_only() {
     );
     assert_eq!(s.fake.containers().len(), 1, "the probe is gone");
     // The sandbox: the files bind-mounted read-only, HOME a tmpfs, the env.
-    let spec = &spy.sandbox_specs()[0];
+    let spec = &spy.specs()[0];
     for (target, must) in [
         (
             "/etc/passwd",
@@ -141,9 +137,10 @@ async fn the_account_is_read_once_from_a_probe_and_mounted_read_only() {
     s.odek.destroy(&sb).await.expect("destroy");
 
     // The next launch of the same image reuses the files: no probe.
-    let before = s.fake.calls_of(Op::ReadFile).len();
+    let before = s.fake.probe_calls().len();
+    assert!(before > 0);
     let sb = s.up().await.expect("second launch");
-    assert_eq!(s.fake.calls_of(Op::ReadFile).len(), before, "probed again");
+    assert_eq!(s.fake.probe_calls().len(), before, "probed again");
     s.odek.destroy(&sb).await.expect("destroy");
 }
 
@@ -177,7 +174,7 @@ async fn an_image_without_account_files_gets_only_the_accounts_lines() {
     fake.add_image(
         FakeImage::new("odek-test/bare:1")
             .file("/etc/passwd", None)
-            .file("/etc/group", Some(FakePath::Dir)),
+            .file("/etc/group", None),
     );
     let (s, spy) = {
         let spy = Spy::new(fake.clone());
@@ -188,7 +185,7 @@ async fn an_image_without_account_files_gets_only_the_accounts_lines() {
     };
     let s = numeric_user(s);
     let sb = s.up().await.expect("launch");
-    let spec = &spy.sandbox_specs()[0];
+    let spec = &spy.specs()[0];
     let src = |t: &str| {
         spec.binds
             .iter()
@@ -202,4 +199,152 @@ async fn an_image_without_account_files_gets_only_the_accounts_lines() {
     );
     assert_eq!(src("/etc/group"), "odek:x:1000:\n");
     s.odek.destroy(&sb).await.expect("destroy");
+}
+
+#[tokio::test]
+async fn a_launch_cancelled_while_it_reads_the_image_leaves_no_probe() {
+    let (s, spy) = spied();
+    let s = numeric_user(s);
+    s.fake.set_quirks(odek_core::engine::Quirks {
+        read_delay: Some(std::time::Duration::from_secs(30)),
+        ..Default::default()
+    });
+    let plan = s.resolve().await.expect("resolve");
+    let token = odek_core::CancellationToken::new();
+    // Cancelled right after the probe's create answered, while it is read.
+    let t = token.clone();
+    spy.after_probe_call(Op::CreateContainer, move |_| t.cancel());
+    let err = s
+        .odek
+        .launch_cancellable(
+            &plan,
+            &odek_core::LaunchOptions::default(),
+            &s.reporter,
+            &token,
+        )
+        .await
+        .expect_err("cancelled");
+    assert!(matches!(err, odek_core::Error::Cancelled { .. }), "{err:?}");
+    assert_eq!(spy.probe_specs().len(), 1, "the probe was created");
+    let mut left = s.fake.containers();
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        left = s.fake.containers();
+    }
+    assert!(left.is_empty(), "the probe was left: {left:?}");
+    assert!(s.fake.calls_of(Op::StartContainer).is_empty());
+}
+
+/// A fake image `odek-test/trap:1` with `path` set to `what`.
+fn trap(path: &str, what: Option<FakePath>) -> Setup {
+    let fake = shop_fake();
+    fake.add_image(FakeImage::new("odek-test/trap:1").file(path, what));
+    Setup::with_fake(fake).image("odek-test/trap:1")
+}
+
+#[tokio::test]
+async fn an_image_path_that_would_lead_a_mount_into_the_workspace_is_refused_before_create() {
+    // The engine follows an image's symlinks while it mounts and creates a
+    // missing target: a /tmp, /etc/passwd or /home leading into /workspace
+    // would have it create root-owned files in the project (SPEC §6.1).
+    for (path, what, account) in [
+        ("/tmp", FakePath::Symlink("/workspace/tt".into()), false),
+        ("/workspace", FakePath::Symlink("/etc".into()), false),
+        (
+            "/etc/passwd",
+            FakePath::Symlink("/workspace/a/b".into()),
+            true,
+        ),
+        ("/etc/group", FakePath::Symlink("/workspace/x".into()), true),
+        ("/home", FakePath::Symlink("/workspace".into()), true),
+        ("/etc/passwd", FakePath::Dir, true),
+        ("/tmp", FakePath::File(b"x".to_vec()), false),
+    ] {
+        let s = trap(path, Some(what.clone()));
+        let s = if account { numeric_user(s) } else { s };
+        let err = s
+            .up()
+            .await
+            .map(|_| format!("{path} {what:?} launched"))
+            .expect_err("refused");
+        let msg = err.to_string();
+        assert_eq!(err.class(), FailureClass::DockerRejected, "{path}: {msg}");
+        assert!(msg.contains(path), "{path}: {msg}");
+        assert!(
+            s.fake.calls_of(Op::CreateContainer).is_empty(),
+            "{path}: a sandbox was created"
+        );
+        assert!(s.fake.containers().is_empty(), "{path}: the probe was left");
+        assert!(
+            s.fake
+                .probe_calls()
+                .iter()
+                .any(|c| c.op == Op::RemoveContainer),
+            "{path}: no probe removal"
+        );
+    }
+    // Control: a regular /etc/passwd and real directories launch.
+    let s = numeric_user(trap("/home", Some(FakePath::Dir)));
+    let sb = s.up().await.expect("launch");
+    s.odek.destroy(&sb).await.expect("destroy");
+}
+
+#[tokio::test]
+async fn an_image_volume_below_the_workspace_is_refused_before_anything_is_created() {
+    let fake = shop_fake();
+    fake.add_image(FakeImage::new("odek-test/vol:1").volume("/workspace/vol"));
+    let s = Setup::with_fake(fake).image("odek-test/vol:1");
+    let err = s.up().await.expect_err("refused");
+    assert_refused(
+        &s,
+        &err,
+        FailureClass::DockerRejected,
+        "VOLUME \"/workspace/vol\"",
+    );
+    assert!(s.fake.probe_calls().is_empty() && s.fake.no_mutation());
+}
+
+#[tokio::test]
+async fn the_probe_is_created_from_the_image_id_never_the_tag() {
+    // A tag another process moves between the image check and the probe
+    // must not let the probe read another image for this one's ID.
+    let (s, spy) = spied();
+    let s = numeric_user(s);
+    let sb = s.up().await.expect("launch");
+    let id = sb.applied.as_ref().expect("applied").image_id.clone();
+    let probes = spy.probe_specs();
+    assert_eq!(probes.len(), 1);
+    assert_eq!(probes[0].image, id);
+    s.odek.destroy(&sb).await.expect("destroy");
+}
+
+#[tokio::test]
+async fn a_plan_that_claims_a_host_run_its_settings_forbid_is_refused() {
+    // A plan handed back through the C ABI (or read from a label) that says
+    // "fallback" or "off" while its mode, networks or project sources
+    // require a sandbox runs nothing on the host (SPEC §6.3).
+    let s = Setup::new().project_config(r#"{"sandbox_pids_limit": 100}"#);
+    let plan = s.resolve().await.expect("resolve");
+    let mut fallback = plan.clone();
+    fallback.isolation = odek_core::Isolation::Fallback(odek_core::plan::Fallback {
+        class: FailureClass::ImageUnavailable,
+        reason: "forged".into(),
+    });
+    let mut off = plan.clone();
+    off.isolation = odek_core::Isolation::Off;
+    for forged in [fallback, off] {
+        let err = s.launch(&forged).await.expect_err("refused");
+        assert!(
+            err.to_string().contains("its settings require a sandbox"),
+            "{err}"
+        );
+        assert!(s.fake.no_mutation());
+    }
+    // Control: a real implicit-mode fallback plan runs on the host.
+    let s = Setup::without_image();
+    let sb = s.up().await.expect("fallback");
+    assert!(matches!(sb.isolation, odek_core::Isolation::Fallback(_)));
 }

@@ -1401,7 +1401,7 @@ async fn user_config_env_volumes_and_user_reach_the_create_request() {
                 "sandbox_user": "1000:1000"}"#,
     );
     s.up().await.expect("launch");
-    let spec = &spy.sandbox_specs()[0];
+    let spec = &spy.specs()[0];
     assert!(spec.env.contains(&"A=1".to_string()), "{:?}", spec.env);
     assert!(
         spec.env.contains(&"B=from-host".to_string()),

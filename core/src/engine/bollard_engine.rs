@@ -491,10 +491,16 @@ impl DockerApi for BollardEngine {
                 repo_digests: i.repo_digests.unwrap_or_default(),
                 labels: i
                     .config
-                    .and_then(|c| c.labels)
+                    .as_ref()
+                    .and_then(|c| c.labels.clone())
                     .unwrap_or_default()
                     .into_iter()
                     .collect(),
+                volumes: i
+                    .config
+                    .and_then(|c| c.volumes)
+                    .map(|v| v.into_iter().collect())
+                    .unwrap_or_default(),
             })),
             Err(e) if e.kind == EngineErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
@@ -890,6 +896,7 @@ impl DockerApi for BollardEngine {
             Ok(st) => Ok(Some(PathStat {
                 is_dir: st.file_mode & GO_MODE_DIR != 0,
                 is_symlink: st.file_mode & GO_MODE_SYMLINK != 0,
+                is_regular: st.file_mode & GO_MODE_TYPE == 0,
                 link_target: st.link_target,
             })),
             Err(e) if e.kind == EngineErrorKind::NotFound => Ok(None),
@@ -967,6 +974,10 @@ impl DockerApi for BollardEngine {
 const GO_MODE_DIR: u32 = 1 << 31;
 /// Go's `os.ModeSymlink` bit.
 const GO_MODE_SYMLINK: u32 = 1 << 27;
+/// Go's `os.ModeType`: every bit that makes a file not a regular one (dir,
+/// symlink, named pipe, socket, device, char device, irregular).
+const GO_MODE_TYPE: u32 =
+    GO_MODE_DIR | GO_MODE_SYMLINK | (1 << 25) | (1 << 24) | (1 << 26) | (1 << 21) | (1 << 19);
 
 /// A byte stream to the daemon (Unix socket or TCP).
 trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}

@@ -24,6 +24,12 @@ pub struct Call {
     pub op: Op,
     /// Its main argument (ID, name, reference, filter).
     pub arg: String,
+    /// The call is about an image probe (the container odek creates, and
+    /// never starts, to read an image's paths before it mounts into one:
+    /// SPEC §6.1). [`FakeEngine::calls`] leaves these out;
+    /// [`FakeEngine::probe_calls`] has them.
+    #[serde(default)]
+    pub probe: bool,
 }
 
 /// A scripted failure: the `nth` call (1-based) of `op` fails with `kind`.
@@ -40,6 +46,10 @@ pub struct Fault {
     /// For create: the container is created anyway before the failure is
     /// reported (the answer was lost).
     pub after_effect: bool,
+    /// Counts only the calls about an image probe (the container odek
+    /// creates to read an image's paths, SPEC §6.1); a fault without it
+    /// counts only the other calls, so "the first create" is the sandbox's.
+    pub probe: bool,
 }
 
 impl Fault {
@@ -51,6 +61,15 @@ impl Fault {
             kind,
             message: format!("injected {kind:?} failure"),
             after_effect: false,
+            probe: false,
+        }
+    }
+
+    /// The `nth` call of `op` about an image probe fails with `kind`.
+    pub fn on_probe(op: Op, nth: usize, kind: EngineErrorKind) -> Fault {
+        Fault {
+            probe: true,
+            ..Fault::new(op, nth, kind)
         }
     }
 }
@@ -155,6 +174,7 @@ impl FakeImage {
                 repo_tags: vec![reference.into()],
                 repo_digests: Vec::new(),
                 labels: BTreeMap::new(),
+                volumes: Vec::new(),
             },
             files: default_files(),
         }
@@ -166,6 +186,12 @@ impl FakeImage {
             Some(w) => self.files.insert(path.into(), w),
             None => self.files.remove(path),
         };
+        self
+    }
+
+    /// Adds a `VOLUME` path (`Config.Volumes`).
+    pub fn volume(mut self, path: &str) -> FakeImage {
+        self.info.volumes.push(path.into());
         self
     }
 
@@ -253,6 +279,9 @@ pub struct Quirks {
     /// Start takes this long before it answers (a slow daemon: a launch
     /// cancelled while its container exists).
     pub start_delay: Option<std::time::Duration>,
+    /// Reading a file of a container takes this long (a slow storage
+    /// driver: a launch cancelled while it reads an image's files).
+    pub read_delay: Option<std::time::Duration>,
 }
 
 #[derive(Default)]
@@ -276,6 +305,11 @@ struct State {
     auto_removed: Vec<String>,
     /// What `GET /info` says of the engine's isolation.
     security: EngineSecurity,
+    /// Names and IDs of image probes (containers labelled
+    /// `dev.odek.probe`), whose calls faults count apart.
+    probes: std::collections::BTreeSet<String>,
+    /// Calls per operation about probes.
+    probe_counts: BTreeMap<Op, usize>,
 }
 
 impl State {
@@ -444,9 +478,26 @@ impl FakeEngine {
         self.lock().quirks = q;
     }
 
-    /// Every call so far.
+    /// Every call so far but those about image probes (the sandbox's and
+    /// the other calls odek makes; a test that counts "the create" or "the
+    /// removal" means the sandbox's).
     pub fn calls(&self) -> Vec<Call> {
-        self.lock().calls.clone()
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| !c.probe)
+            .cloned()
+            .collect()
+    }
+
+    /// The calls about image probes: create, stat, read, remove.
+    pub fn probe_calls(&self) -> Vec<Call> {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.probe)
+            .cloned()
+            .collect()
     }
 
     /// The calls of one operation.
@@ -520,12 +571,21 @@ impl FakeEngine {
     /// report *after* the effect when `after_effect` is set.
     fn enter(&self, op: Op, arg: &str) -> Result<Option<EngineError>, EngineError> {
         let mut s = self.lock();
+        let probe = matches!(op, Op::StatPath | Op::ReadFile)
+            || s.probes.contains(arg)
+            || (op == Op::CreateContainer && arg.ends_with("-probe"));
         s.calls.push(Call {
             op,
             arg: arg.to_string(),
+            probe,
         });
         let n = {
-            let c = s.counts.entry(op).or_insert(0);
+            let counts = if probe {
+                &mut s.probe_counts
+            } else {
+                &mut s.counts
+            };
+            let c = counts.entry(op).or_insert(0);
             *c += 1;
             *c
         };
@@ -536,7 +596,12 @@ impl FakeEngine {
                 "connection refused",
             ));
         }
-        if let Some(f) = s.faults.iter().find(|f| f.op == op && f.nth == n).cloned() {
+        if let Some(f) = s
+            .faults
+            .iter()
+            .find(|f| f.op == op && f.nth == n && f.probe == probe)
+            .cloned()
+        {
             let e = EngineError {
                 op,
                 kind: f.kind,
@@ -812,6 +877,10 @@ impl DockerApi for FakeEngine {
                 ..Hardening::default()
             },
         };
+        if spec.labels.contains_key(crate::labels::PROBE) {
+            s.probes.insert(spec.name.clone());
+            s.probes.insert(id.clone());
+        }
         s.containers.insert(
             id.clone(),
             FakeContainer {
@@ -1049,6 +1118,7 @@ impl DockerApi for FakeEngine {
         Ok(c.files.get(path).map(|p| PathStat {
             is_dir: *p == FakePath::Dir,
             is_symlink: matches!(p, FakePath::Symlink(_)),
+            is_regular: matches!(p, FakePath::File(_)),
             link_target: match p {
                 FakePath::Symlink(t) => t.clone(),
                 _ => String::new(),
@@ -1063,6 +1133,10 @@ impl DockerApi for FakeEngine {
         max: usize,
     ) -> Result<Option<Vec<u8>>, EngineError> {
         self.enter(Op::ReadFile, path)?;
+        let delay = self.lock().quirks.read_delay;
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
         let s = self.lock();
         let c = s
             .containers

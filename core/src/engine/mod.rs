@@ -119,6 +119,10 @@ pub struct ImageInfo {
     /// `Config.Labels` (e.g. the mark of an image odek built, SPEC §5).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// `Config.Volumes`: the paths of the image's `VOLUME` lines, where the
+    /// engine mounts an anonymous volume in every container.
+    #[serde(default)]
+    pub volumes: Vec<String>,
 }
 
 /// A bind mount.
@@ -635,6 +639,8 @@ pub struct PathStat {
     pub is_dir: bool,
     /// A symbolic link.
     pub is_symlink: bool,
+    /// A regular file.
+    pub is_regular: bool,
     /// Where a symlink points (untrusted text from the image).
     pub link_target: String,
 }

@@ -135,6 +135,12 @@ fn header(kind: tar::EntryType, st: Option<&rustix::fs::Stat>, size: u64) -> tar
 /// directory holds now. Walked through file descriptors (module doc):
 /// symlinks are stored as links, never followed. Errors are messages; an
 /// entry that changed kind during the walk is one.
+/// The most bytes of file content a build context may hold: odek builds the
+/// context in memory, so a larger one (a repository's sparse 200 GB file, an
+/// agent's build output) is refused, naming `.dockerignore` as the fix,
+/// before it is read.
+pub(crate) const MAX_BUILD_CONTEXT_BYTES: u64 = 512 << 20;
+
 pub(crate) fn build_context(
     dir: &Path,
     dockerfile: &str,
@@ -176,6 +182,7 @@ pub(crate) fn build_context(
             crate::text::quote(&rel.display().to_string())
         )
     };
+    let mut total: u64 = dockerfile_bytes.len() as u64;
     let mut stack = vec![(root, PathBuf::new())];
     while let Some((dir_fd, rel_dir)) = stack.pop() {
         let shown = || dir.join(&rel_dir).display().to_string();
@@ -233,14 +240,30 @@ pub(crate) fn build_context(
                     )?;
                     stack.push((fd, rel));
                 }
-                // No cap of its own: a context file is what the build sends.
-                FileType::RegularFile => match safe_open::read_at(&dir_fd, name, u64::MAX) {
-                    Ok(Some((bytes, st))) => add(
-                        &mut tar,
-                        &mut header(tar::EntryType::Regular, Some(&st), bytes.len() as u64),
-                        &rel,
-                        &bytes,
-                    )?,
+                // No cap of its own: a context file is what the build sends;
+                // the context as a whole has one.
+                FileType::RegularFile if total.saturating_add(st.st_size as u64) > MAX_BUILD_CONTEXT_BYTES => {
+                    return Err(format!(
+                        "the build context is larger than the {} MiB odek sends (at {}, {} bytes); leave large files out with a .dockerignore entry",
+                        MAX_BUILD_CONTEXT_BYTES >> 20,
+                        crate::text::quote(&rel.display().to_string()),
+                        st.st_size
+                    ))
+                }
+                FileType::RegularFile => match safe_open::read_at(
+                    &dir_fd,
+                    name,
+                    MAX_BUILD_CONTEXT_BYTES - total,
+                ) {
+                    Ok(Some((bytes, st))) => {
+                        total += bytes.len() as u64;
+                        add(
+                            &mut tar,
+                            &mut header(tar::EntryType::Regular, Some(&st), bytes.len() as u64),
+                            &rel,
+                            &bytes,
+                        )?
+                    }
                     Ok(None) => continue,
                     Err(_) => {
                         return Err(changed(
@@ -323,6 +346,26 @@ mod tests {
         let mut names: Vec<String> = entries(&tar).into_iter().map(|(n, _, _)| n).collect();
         names.sort();
         assert_eq!(names, vec![".dockerignore", "Dockerfile.odek", "a.txt"]);
+    }
+
+    #[test]
+    fn a_context_over_the_cap_is_refused_before_it_is_read() {
+        // A sparse file (no disk used) an agent could leave in /workspace:
+        // read into memory it took the host's memory or crashed odek.
+        let d = tempfile::tempdir().expect("tempdir");
+        let root = d.path();
+        std::fs::write(root.join("small.txt"), "a").expect("w");
+        let big = std::fs::File::create(root.join("big")).expect("create");
+        big.set_len(200 << 30).expect("sparse 200 GiB");
+        let err = build_context(root, "Dockerfile.odek", b"FROM scratch\n", &[])
+            .expect_err("over the cap");
+        assert!(
+            err.contains("512 MiB") && err.contains(".dockerignore") && err.contains("big"),
+            "{err}"
+        );
+        // Left out with .dockerignore, the context is built.
+        std::fs::write(root.join(".dockerignore"), "big\n").expect("w");
+        build_context(root, "Dockerfile.odek", b"FROM scratch\n", &[]).expect("within the cap");
     }
 
     /// (path, kind, contents or link target) of each entry.

@@ -231,7 +231,7 @@ pub(crate) async fn ensure(
     plan: &ImagePlan,
     odek_home: &Path,
     progress: ProgressSink<'_>,
-) -> Result<String, ImageError> {
+) -> Result<crate::engine::ImageInfo, ImageError> {
     let create_ref = plan.reference.create_ref();
     let mut info = engine
         .inspect_image(&create_ref)
@@ -357,7 +357,7 @@ pub(crate) async fn ensure(
             });
         }
     }
-    Ok(info.id)
+    Ok(info)
 }
 
 #[cfg(test)]

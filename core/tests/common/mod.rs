@@ -390,7 +390,10 @@ pub struct Spy {
     vanish_after: Mutex<Option<Op>>,
     version_override: Mutex<Option<EngineInfo>>,
     aliases: Mutex<BTreeMap<(String, String), Vec<String>>>,
-    hooks: Mutex<Vec<(Op, Hook)>>,
+    /// (op, about a probe, hook).
+    hooks: Mutex<Vec<(Op, bool, Hook)>>,
+    /// IDs of image probes (containers labelled `dev.odek.probe`).
+    probes: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// Something done to the fake right after a call (see [`Spy::after_call`]).
@@ -407,27 +410,47 @@ impl Spy {
             version_override: Mutex::new(None),
             aliases: Mutex::new(BTreeMap::new()),
             hooks: Mutex::new(Vec::new()),
+            probes: Mutex::new(Default::default()),
         })
     }
 
     /// Runs `f` on the fake once, right after the next call of `op` (e.g. a
-    /// network joining the project while the image is being checked).
+    /// network joining the project while the image is being checked) —
+    /// a call about a sandbox, not about an image probe.
     pub fn after_call(&self, op: Op, f: impl FnOnce(&FakeEngine) + Send + 'static) {
-        self.hooks.lock().expect("lock").push((op, Box::new(f)));
+        self.hooks
+            .lock()
+            .expect("lock")
+            .push((op, false, Box::new(f)));
     }
 
-    /// Every create request so far.
+    /// [`Spy::after_call`] for a call about an image probe (the container
+    /// odek creates, never starts, to read an image's paths).
+    pub fn after_probe_call(&self, op: Op, f: impl FnOnce(&FakeEngine) + Send + 'static) {
+        self.hooks
+            .lock()
+            .expect("lock")
+            .push((op, true, Box::new(f)));
+    }
+
+    /// Every create request of a sandbox so far (not of image probes).
     pub fn specs(&self) -> Vec<ContainerSpec> {
-        self.specs.lock().expect("lock").clone()
-    }
-
-    /// The create requests of sandboxes (not of the account probes odek
-    /// makes to read an image's `/etc/passwd`).
-    pub fn sandbox_specs(&self) -> Vec<ContainerSpec> {
-        self.specs()
+        self.all_specs()
             .into_iter()
             .filter(|s| !s.labels.contains_key(odek_core::labels::PROBE))
             .collect()
+    }
+
+    /// The create requests of image probes.
+    pub fn probe_specs(&self) -> Vec<ContainerSpec> {
+        self.all_specs()
+            .into_iter()
+            .filter(|s| s.labels.contains_key(odek_core::labels::PROBE))
+            .collect()
+    }
+
+    fn all_specs(&self) -> Vec<ContainerSpec> {
+        self.specs.lock().expect("lock").clone()
     }
 
     /// Every exec request so far.
@@ -456,16 +479,25 @@ impl Spy {
     }
 
     fn after(&self, op: Op) {
+        self.after_of(op, false)
+    }
+
+    /// Runs the hooks due after `op` about a probe (or not); only a call
+    /// about a sandbox can make the daemon vanish.
+    fn after_of(&self, op: Op, probe: bool) {
         let due: Vec<Hook> = {
             let mut hooks = self.hooks.lock().expect("lock");
             let (due, keep) = std::mem::take(&mut *hooks)
                 .into_iter()
-                .partition(|(o, _)| *o == op);
+                .partition(|(o, p, _)| *o == op && *p == probe);
             *hooks = keep;
-            due.into_iter().map(|(_, f)| f).collect()
+            due.into_iter().map(|(_, _, f)| f).collect()
         };
         for f in due {
             f(&self.fake);
+        }
+        if probe {
+            return;
         }
         let mut v = self.vanish_after.lock().expect("lock");
         if *v == Some(op) {
@@ -538,7 +570,11 @@ impl DockerApi for Spy {
     async fn create_container(&self, spec: &ContainerSpec) -> Result<Created, EngineError> {
         self.specs.lock().expect("lock").push(spec.clone());
         let r = self.fake.create_container(spec).await;
-        self.after(Op::CreateContainer);
+        let probe = spec.labels.contains_key(odek_core::labels::PROBE);
+        if let (true, Ok(c)) = (probe, &r) {
+            self.probes.lock().expect("lock").insert(c.id.clone());
+        }
+        self.after_of(Op::CreateContainer, probe);
         r
     }
 
@@ -580,7 +616,8 @@ impl DockerApi for Spy {
 
     async fn remove_container(&self, id: &str) -> Result<bool, EngineError> {
         let r = self.fake.remove_container(id).await;
-        self.after(Op::RemoveContainer);
+        let probe = self.probes.lock().expect("lock").contains(id);
+        self.after_of(Op::RemoveContainer, probe);
         r
     }
 
@@ -622,7 +659,7 @@ impl DockerApi for Spy {
 
     async fn stat_path(&self, id: &str, path: &str) -> Result<Option<PathStat>, EngineError> {
         let r = self.fake.stat_path(id, path).await;
-        self.after(Op::StatPath);
+        self.after_of(Op::StatPath, true);
         r
     }
 
@@ -633,7 +670,7 @@ impl DockerApi for Spy {
         max: usize,
     ) -> Result<Option<Vec<u8>>, EngineError> {
         let r = self.fake.read_file(id, path, max).await;
-        self.after(Op::ReadFile);
+        self.after_of(Op::ReadFile, true);
         r
     }
 }

@@ -8,8 +8,8 @@
 use std::os::unix::fs::MetadataExt;
 
 use odek_e2e::{
-    docker_ok, operators, run, startup_line, stderr, stdout, unique, Operator, Project, BASE_IMAGE,
-    BUSYBOX_IMAGE, TEST_LABEL,
+    assert_refused, docker_ok, operators, run, startup_line, stderr, stdout, unique, Operator,
+    Project, BASE_IMAGE, BUSYBOX_IMAGE, TEST_LABEL,
 };
 
 /// Prints uid, gid, name, HOME/USER/LOGNAME and the passwd entry of the
@@ -230,6 +230,76 @@ fn files_only_root_can_change_are_named_with_the_fix() {
     let q = Project::as_operator(op);
     let out = q.run_odek(&["run", "--sandbox-image", BASE_IMAGE, "--", "true"]);
     assert!(!stderr(&out).contains("belong to root"), "{}", stderr(&out));
+}
+
+/// An image built from [`BASE_IMAGE`] with these Dockerfile lines,
+/// labelled for the suite and removed when dropped.
+struct TrapImage(String);
+
+impl TrapImage {
+    fn build(lines: &str) -> TrapImage {
+        let image = format!("odek-e2e-trap:{}", unique("t"));
+        let ctx = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            ctx.path().join("Dockerfile"),
+            format!("FROM {BASE_IMAGE}\nLABEL {TEST_LABEL}\n{lines}\n"),
+        )
+        .expect("Dockerfile");
+        let out = run(std::process::Command::new("docker")
+            .args(["build", "-q", "-t", &image])
+            .arg(ctx.path()));
+        assert!(out.status.success(), "{lines}: {}", stderr(&out));
+        TrapImage(image)
+    }
+}
+
+impl Drop for TrapImage {
+    fn drop(&mut self) {
+        let _ = docker_ok(&["rmi", "-f", &self.0]);
+    }
+}
+
+#[test]
+fn an_image_that_would_lead_a_mount_into_the_project_is_refused_and_nothing_is_written() {
+    // The engine follows an image's symlinks while it mounts, and creates a
+    // missing target: without odek's check these left root-owned files and
+    // directories in the project (a review found them), some of which a
+    // non-root operator cannot remove.
+    let cases = [
+        (
+            "RUN ln -sf /workspace/a/b/c /etc/passwd",
+            true,
+            "/etc/passwd",
+        ),
+        ("RUN ln -sf /workspace/x /etc/group", true, "/etc/group"),
+        ("RUN rm -rf /home && ln -s /workspace /home", true, "/home"),
+        ("RUN rm -rf /tmp && ln -s /workspace/tt /tmp", false, "/tmp"),
+        ("VOLUME /workspace/vol", false, "VOLUME"),
+    ];
+    for (lines, account_only, needle) in cases {
+        let image = TrapImage::build(lines);
+        for op in operators() {
+            if account_only && op == Operator::Root {
+                continue; // root has no account: nothing is mounted there
+            }
+            let p = Project::as_operator(op);
+            let mut args: Vec<String> =
+                vec!["run".into(), "--sandbox-image".into(), image.0.clone()];
+            args.push("--".into());
+            args.extend(p.marker_argv());
+            let out = p.run_odek(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            assert_refused(&p, &out, needle);
+            let entries: Vec<_> = std::fs::read_dir(p.path())
+                .expect("read the project")
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            assert!(
+                entries.is_empty(),
+                "{lines} ({op:?}): something was written into the project: {entries:?}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -1,0 +1,562 @@
+//! What odek reads of an image before it mounts anything into a container
+//! made from it (SPEC §6.1 "user" and "Applied on every launch").
+//!
+//! The engine resolves a mount's target inside the container, following
+//! the image's own symlinks, and creates a missing target: an image whose
+//! `/tmp`, `/etc/passwd` or `/home` is a symlink into `/workspace` — which is
+//! the operator's project, bind-mounted — would have the engine create
+//! root-owned files and directories in the project before odek could check
+//! anything, and an image `VOLUME` below `/workspace` does the same. So
+//! before create, each component of every mount target outside
+//! `/workspace` (and `/workspace` itself) must be absent or a real
+//! directory — a file target (`/etc/passwd`, `/etc/group`) absent or a
+//! regular file — and no image `VOLUME` may lie below `/workspace`.
+//!
+//! The image's paths (and, for a sandbox account, its `/etc/passwd` and
+//! `/etc/group`) are read from a probe container: created from the image's
+//! ID (never a tag another process could move), never started, no mounts,
+//! no network, labelled and owned like a sandbox and removed at once; a
+//! dropped launch removes it from a task ([`settle`] waits for those), and
+//! `odek sandbox gc` reaps one that even this missed. What was read is kept
+//! under `$ODEK_HOME/images/<image ID>.json` (an image ID names immutable
+//! content), and the account's generated `passwd` and `group` (the image's
+//! entries plus the account's line) under
+//! `$ODEK_HOME/accounts/<image ID>-<uid>-<gid>/`, bind-mounted read-only:
+//! nothing is written into the image or the container's layer, and the
+//! host's own account files are never used. The Engine's archive calls cost
+//! tens of milliseconds each on some storage drivers: a launch pays them
+//! the first time an image is used, not again.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::account::{Account, MAX_ACCOUNT_FILE};
+use crate::engine::{BindMount, ContainerSpec, DockerApi, EngineErrorKind, ImageInfo};
+use crate::error::{Error, Result};
+use crate::failure::Step;
+use crate::plan::Plan;
+
+/// The account files: name in the cache directory → path in the container.
+pub(crate) const ACCOUNT_FILES: [(&str, &str); 2] =
+    [("passwd", "/etc/passwd"), ("group", "/etc/group")];
+
+/// The largest `images/<ID>.json` odek reads back (bytes).
+const MAX_FACTS_FILE: u64 = 1 << 20;
+
+/// A path of an image's filesystem, as the probe saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum PathKind {
+    Absent,
+    Dir,
+    File,
+    Symlink { target: String },
+    Other,
+}
+
+/// What odek knows of one image's paths (the cache file's content).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Facts {
+    /// Path → kind, for every path a launch has needed.
+    #[serde(default)]
+    paths: BTreeMap<String, PathKind>,
+}
+
+/// The hex of `sha256:<64 hex>`; `None` for anything else (never made
+/// into a path).
+fn image_hex(image_id: &str) -> Option<&str> {
+    let hex = image_id.strip_prefix("sha256:")?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+}
+
+/// Where the generated account files for `image_id` and `account` live.
+pub(crate) fn files_dir(odek_home: &Path, image_id: &str, account: &Account) -> Option<PathBuf> {
+    image_hex(image_id).map(|hex| {
+        odek_home
+            .join("accounts")
+            .join(format!("{hex}-{}-{}", account.uid, account.gid))
+    })
+}
+
+/// The read-only bind mounts of the account files (sources under
+/// [`files_dir`]); empty for a plan without an account.
+pub(crate) fn binds(odek_home: &Path, image_id: &str, account: Option<&Account>) -> Vec<BindMount> {
+    let Some(dir) = account.and_then(|a| files_dir(odek_home, image_id, a)) else {
+        return Vec::new();
+    };
+    ACCOUNT_FILES
+        .iter()
+        .map(|(name, target)| BindMount {
+            source: dir.join(name).display().to_string(),
+            target: (*target).to_string(),
+            read_only: true,
+        })
+        .collect()
+}
+
+/// Every path of the image whose kind decides whether `plan`'s mounts are
+/// safe, with `true` where it may be a regular file (a file target): each
+/// component of each target outside `/workspace`, and `/workspace` itself
+/// (what lies below it is the operator's directory, checked on the host).
+fn needed_paths(volume_targets: &[String], account: Option<&Account>) -> BTreeMap<String, bool> {
+    let mut targets: Vec<(String, bool)> =
+        vec![("/workspace".into(), false), ("/tmp".into(), false)];
+    targets.extend(volume_targets.iter().map(|v| (v.clone(), false)));
+    if let Some(a) = account {
+        targets.push((a.home.clone(), false));
+        targets.extend(ACCOUNT_FILES.iter().map(|(_, t)| (t.to_string(), true)));
+    }
+    let mut out = BTreeMap::new();
+    for (target, file) in targets {
+        if target == "/workspace" || !target.starts_with("/workspace/") {
+            let mut prefix = String::new();
+            let parts: Vec<&str> = target.split('/').filter(|p| !p.is_empty()).collect();
+            for (i, part) in parts.iter().enumerate() {
+                prefix.push('/');
+                prefix.push_str(part);
+                let last = i + 1 == parts.len();
+                let entry = out.entry(prefix.clone()).or_insert(false);
+                *entry = *entry || (last && file);
+            }
+        }
+    }
+    out
+}
+
+/// Checks `plan`'s mount targets against the image `image_id` (reading it
+/// through a probe the first time) and, for a plan with an account, makes
+/// sure the account files exist; returns the account's binds.
+///
+/// Errors (docker-rejected, naming the path and the fix): a target or one
+/// of its components is a symlink, or not a directory (a file target: not a
+/// regular file); an image `VOLUME` lies below `/workspace`; the image's
+/// account files are larger than [`MAX_ACCOUNT_FILE`]. The Engine failing
+/// the probe (by class); the cache not writable (config).
+pub(crate) async fn prepare(
+    engine: &Arc<dyn DockerApi>,
+    plan: &Plan,
+    image: &ImageInfo,
+    secret: &crate::secret::Secret,
+) -> Result<Vec<BindMount>> {
+    let image_id = image.id.as_str();
+    let hex = image_hex(image_id).ok_or_else(|| Error::Rejected {
+        step: Step::Image,
+        message: format!(
+            "the engine reported the image ID {}, not sha256:<64 hex>",
+            crate::text::quote(image_id)
+        ),
+        removed: false,
+    })?;
+    let facts_path = plan.odek_home.join("images").join(format!("{hex}.json"));
+    let mut facts = read_facts(&facts_path);
+    let volume_targets: Vec<String> = plan.volumes.iter().map(|v| v.container.clone()).collect();
+    let needed = needed_paths(&volume_targets, plan.account.as_ref());
+    let account_dir = plan
+        .account
+        .as_ref()
+        .and_then(|a| files_dir(&plan.odek_home, image_id, a));
+    let account_missing = account_dir
+        .as_ref()
+        .is_some_and(|d| !ACCOUNT_FILES.iter().all(|(n, _)| d.join(n).is_file()));
+    let unknown: Vec<String> = needed
+        .keys()
+        .filter(|p| !facts.paths.contains_key(*p))
+        .cloned()
+        .collect();
+    let mut account_files = None;
+    // The image's VOLUMEs are known from its inspect: refused before a probe.
+    check_volumes(&image.volumes)?;
+    if !unknown.is_empty() || account_missing {
+        let read = probe(engine, plan, image_id, &unknown, account_missing, secret).await?;
+        facts.paths.extend(read.paths);
+        account_files = read.account_files;
+        // Best effort: a cache that cannot be written costs a probe next time.
+        let _ = write_facts(&facts_path, &facts);
+    }
+    check(&facts, &needed, plan)?;
+    if let (Some(a), Some(dir), Some((passwd, group))) =
+        (&plan.account, &account_dir, account_files)
+    {
+        publish(
+            dir,
+            &[
+                ("passwd", a.passwd(passwd.as_deref())),
+                ("group", a.group(group.as_deref())),
+            ],
+        )?;
+    }
+    Ok(binds(&plan.odek_home, image_id, plan.account.as_ref()))
+}
+
+/// The refusal of an image whose layout would have the engine write into
+/// the project, or give the account nowhere to go.
+fn refuse(why: String) -> Error {
+    Error::Rejected {
+        step: Step::Image,
+        message: format!(
+            "{why}: the engine would follow it while it mounts into the container, and may create files in your project (/workspace) before anything could be checked; use another image"
+        ),
+        removed: true,
+    }
+}
+
+/// Applies the rules of the module doc to what is known of the image.
+fn check(facts: &Facts, needed: &BTreeMap<String, bool>, plan: &Plan) -> Result<()> {
+    let q = crate::text::quote;
+    for (path, file) in needed {
+        match facts.paths.get(path) {
+            Some(PathKind::Absent) | None => {}
+            Some(PathKind::Dir) if !*file => {}
+            Some(PathKind::File) if *file => {}
+            Some(PathKind::Symlink { target }) => {
+                return Err(refuse(format!(
+                    "the image's {} is a symlink (to {})",
+                    q(path),
+                    q(target)
+                )))
+            }
+            Some(_) => {
+                let want = if *file {
+                    "a regular file"
+                } else {
+                    "a directory"
+                };
+                let why = format!("the image's {} is not {want}", q(path));
+                return Err(match &plan.account {
+                    Some(a) if *file || path.starts_with(&a.home) => Error::Rejected {
+                        step: Step::Image,
+                        message: format!(
+                            "the sandbox user (uid {}) needs an account in the image's /etc/passwd and a HOME at {}, but {why}; use another image, or set a user the image defines (or root) with --sandbox-user, ODEK_SANDBOX_USER or the user config",
+                            a.uid, a.home
+                        ),
+                        removed: true,
+                    },
+                    _ => refuse(why),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// No image `VOLUME` below `/workspace` (the engine would create its mount
+/// point in the project).
+fn check_volumes(volumes: &[String]) -> Result<()> {
+    match volumes
+        .iter()
+        .find(|v| v.trim_end_matches('/').starts_with("/workspace/"))
+    {
+        Some(v) => Err(refuse(format!(
+            "the image declares VOLUME {}, below /workspace",
+            crate::text::quote(v)
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The image's `/etc/passwd` and `/etc/group` (`None`: absent or not a
+/// regular file).
+type AccountFiles = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// What a probe read.
+struct Probed {
+    paths: BTreeMap<String, PathKind>,
+    /// The image's `/etc/passwd` and `/etc/group`, when asked for.
+    account_files: Option<AccountFiles>,
+}
+
+/// Reads `paths` (and, with `account`, the image's account files) from a
+/// container created from `image_id` and removed again.
+async fn probe(
+    engine: &Arc<dyn DockerApi>,
+    plan: &Plan,
+    image_id: &str,
+    paths: &[String],
+    account: bool,
+    secret: &crate::secret::Secret,
+) -> Result<Probed> {
+    let endpoint = engine.endpoint().to_string();
+    let failed = |e| Error::engine(&endpoint, Step::Image, e, false);
+    let name = format!("{}-probe", super::new_sandbox_name());
+    let launch_id = super::new_launch_id();
+    let mut labels: BTreeMap<String, String> = crate::labels::Owner::current().labels();
+    labels.insert(crate::labels::SANDBOX.to_string(), "true".to_string());
+    labels.insert(crate::labels::PROBE.to_string(), "image".to_string());
+    labels.insert(crate::labels::LAUNCH.to_string(), launch_id.clone());
+    // Found with the project's sandboxes (`odek sandbox gc --workdir`).
+    labels.insert(
+        crate::labels::WORKDIR.to_string(),
+        plan.workdir.display().to_string(),
+    );
+    labels.insert(
+        crate::labels::CREATED.to_string(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+            .to_string(),
+    );
+    crate::labels::sign(secret, &name, &mut labels);
+    // Never started: no seccomp profile, init or limits are needed; no
+    // mounts and no network, so reading it touches nothing of the host.
+    let spec = ContainerSpec {
+        name: name.clone(),
+        image: image_id.to_string(),
+        cmd: vec!["true".into()],
+        env: Vec::new(),
+        working_dir: "/".into(),
+        user: None,
+        labels,
+        network_mode: "none".into(),
+        init: false,
+        pids_limit: 1,
+        cap_drop: vec!["ALL".into()],
+        security_opt: vec!["no-new-privileges".into()],
+        tmpfs: Vec::new(),
+        binds: Vec::new(),
+        memory_bytes: None,
+        nano_cpus: None,
+        open_stdin: false,
+        stdin_once: false,
+        auto_remove: false,
+    };
+    // A launch dropped from here on (a signal, a cancellation) removes the
+    // probe from a task: by its ID once created, else by its name and
+    // launch ID, waiting out a create still in flight.
+    let mut guard = ProbeGuard {
+        engine: engine.clone(),
+        name: name.clone(),
+        launch_id: launch_id.clone(),
+        id: None,
+        done: false,
+    };
+    let created = match engine.create_container(&spec).await {
+        Ok(c) => c,
+        Err(e) => {
+            guard.done = true;
+            // A lost answer may still have made it.
+            let _ = crate::registry::reap(engine.as_ref(), &name, &launch_id, Duration::ZERO).await;
+            return Err(failed(e));
+        }
+    };
+    guard.id = Some(created.id.clone());
+    let stats =
+        futures_util::future::join_all(paths.iter().map(|p| engine.stat_path(&created.id, p)));
+    let files = async {
+        if account {
+            let (p, g) = tokio::join!(
+                engine.read_file(&created.id, "/etc/passwd", MAX_ACCOUNT_FILE),
+                engine.read_file(&created.id, "/etc/group", MAX_ACCOUNT_FILE),
+            );
+            Some((p, g))
+        } else {
+            None
+        }
+    };
+    let (stats, files) = tokio::join!(stats, files);
+    let removed = engine.remove_container(&created.id).await;
+    guard.done = true;
+    let mut kinds = BTreeMap::new();
+    for (p, st) in paths.iter().zip(stats) {
+        let kind = match st.map_err(failed)? {
+            None => PathKind::Absent,
+            Some(st) if st.is_symlink => PathKind::Symlink {
+                target: st.link_target,
+            },
+            Some(st) if st.is_dir => PathKind::Dir,
+            Some(st) if st.is_regular => PathKind::File,
+            Some(_) => PathKind::Other,
+        };
+        kinds.insert(p.clone(), kind);
+    }
+    let big = |e: crate::engine::EngineError| {
+        match e.kind {
+        EngineErrorKind::Rejected if e.status.is_none() => Error::Rejected {
+            step: Step::Image,
+            message: format!(
+                "the image's account files are larger than {MAX_ACCOUNT_FILE} bytes; use another image, or set a user the image defines (or root) with --sandbox-user, ODEK_SANDBOX_USER or the user config"
+            ),
+            removed: true,
+        },
+        _ => failed(e),
+    }
+    };
+    let account_files = match files {
+        Some((p, g)) => Some((p.map_err(big)?, g.map_err(big)?)),
+        None => None,
+    };
+    removed.map_err(failed)?;
+    Ok(Probed {
+        paths: kinds,
+        account_files,
+    })
+}
+
+/// Removal tasks of abandoned probes, for [`settle`].
+static PENDING: Mutex<Vec<tokio::task::JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// Waits up to `budget` for the removal of probes whose launch was dropped
+/// (a front end calls it before it exits after an interrupt, so none is
+/// left for gc). Returns how many did not finish in time.
+pub async fn settle(budget: Duration) -> usize {
+    let tasks: Vec<_> = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut late = 0;
+    for t in tasks {
+        if tokio::time::timeout_at(deadline, t).await.is_err() {
+            late += 1;
+        }
+    }
+    late
+}
+
+/// Removes a probe container whose launch was abandoned (its future
+/// dropped), on a task of the current runtime ([`settle`] waits for it).
+struct ProbeGuard {
+    engine: Arc<dyn DockerApi>,
+    name: String,
+    launch_id: String,
+    id: Option<String>,
+    done: bool,
+}
+
+impl Drop for ProbeGuard {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let engine = self.engine.clone();
+        let (name, launch_id, id) = (self.name.clone(), self.launch_id.clone(), self.id.take());
+        let task = rt.spawn(async move {
+            match id {
+                Some(id) => {
+                    let _ = engine.remove_container(&id).await;
+                }
+                None => {
+                    let _ = crate::registry::reap(
+                        engine.as_ref(),
+                        &name,
+                        &launch_id,
+                        crate::cancel::CREATE_SETTLE,
+                    )
+                    .await;
+                }
+            }
+        });
+        let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
+        pending.retain(|t| !t.is_finished());
+        pending.push(task);
+    }
+}
+
+/// The facts cached for an image; empty when there are none or they do
+/// not read back (a probe reads them again).
+fn read_facts(path: &Path) -> Facts {
+    let read = || -> Option<Facts> {
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        if !meta.is_file() || meta.len() > MAX_FACTS_FILE {
+            return None;
+        }
+        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    };
+    read().unwrap_or_default()
+}
+
+/// Writes the facts of an image atomically (temp file + rename) in a
+/// private directory.
+fn write_facts(path: &Path, facts: &Facts) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(path);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".facts-")
+        .tempfile_in(dir)?;
+    serde_json::to_writer(&mut tmp, facts)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Writes `files` into `dir` all at once: a private temporary directory
+/// next to it, renamed into place (a racing launch that published first
+/// wins, and its files are the same).
+fn publish(dir: &Path, files: &[(&str, Vec<u8>)]) -> Result<()> {
+    let fail = |what: &str, e: std::io::Error| {
+        Error::Config(crate::config::ConfigError::Unreadable {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "cannot {what} the sandbox account's files: {e}; check that $ODEK_HOME is writable"
+            ),
+        })
+    };
+    let parent = dir.parent().unwrap_or(dir);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(parent)
+        .map_err(|e| fail("create the directory of", e))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".account-")
+        .tempdir_in(parent)
+        .map_err(|e| fail("create", e))?;
+    // The daemon (root, or the rootless daemon's user) reads them.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| fail("create", e))?;
+    for (name, content) in files {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, content).map_err(|e| fail("write", e))?;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644))
+            .map_err(|e| fail("write", e))?;
+    }
+    let tmp = tmp.keep();
+    match std::fs::rename(&tmp, dir) {
+        Ok(()) => Ok(()),
+        Err(_) if ACCOUNT_FILES.iter().all(|(n, _)| dir.join(n).is_file()) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Ok(())
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Err(fail("publish", e))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn needed_paths_are_every_component_outside_the_workspace() {
+        let account = Account::for_ids(1000, 1000);
+        let n = needed_paths(
+            &["/root/.cache".into(), "/workspace/d".into()],
+            account.as_ref(),
+        );
+        let keys: Vec<&str> = n.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "/etc",
+                "/etc/group",
+                "/etc/passwd",
+                "/home",
+                "/home/odek",
+                "/root",
+                "/root/.cache",
+                "/tmp",
+                "/workspace"
+            ]
+        );
+        assert!(n["/etc/passwd"] && n["/etc/group"] && !n["/etc"] && !n["/home/odek"]);
+    }
+}
