@@ -318,3 +318,65 @@ fn sigint_during_launch_leaves_nothing() {
         );
     }
 }
+
+#[test]
+fn sigterm_while_the_image_is_probed_leaves_no_probe() {
+    // A fresh $ODEK_HOME: the launch first reads the image's paths through a
+    // probe container. SIGTERM as soon as the probe exists: odek removes it
+    // before it exits (a review left 4 of 6 probes behind this way), and
+    // says nothing of a container it did not make.
+    use std::io::BufRead;
+    for _ in 0..3 {
+        let p = Project::new();
+        let mut events = Command::new("docker")
+            .args([
+                "events",
+                "--filter",
+                "event=create",
+                "--filter",
+                "label=dev.odek.probe",
+                "--filter",
+                &format!("label=dev.odek.workdir={}", p.path().display()),
+                "--format",
+                "{{.ID}}",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("docker events");
+        std::thread::sleep(Duration::from_millis(300));
+        let mut child = p
+            .odek(&["run", "--sandbox-image", BASE_IMAGE, "--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn odek run");
+        let out = events.stdout.take().expect("events stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(out).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let probe = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a probe was created");
+        signal(&child, "TERM");
+        let st = wait_exit(&mut child, Duration::from_secs(20));
+        let _ = events.kill();
+        let _ = events.wait();
+        let err = stderr_of(&mut child);
+        use std::os::unix::process::ExitStatusExt;
+        assert!(
+            st.code() == Some(143) || st.code() == Some(0) || st.signal() == Some(15),
+            "{st:?}: {err}"
+        );
+        // No wait: the probe is gone when odek has exited.
+        assert!(
+            !docker_ok(&["inspect", probe.trim()]),
+            "the probe {} was left after SIGTERM: {err}",
+            probe.trim()
+        );
+        assert!(p.leftovers().is_empty(), "{:?}: {err}", p.leftovers());
+    }
+}
