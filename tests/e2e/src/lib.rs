@@ -7,6 +7,7 @@
 
 pub mod fault_proxy;
 pub mod operator;
+pub mod tty;
 
 pub use operator::{operators, Operator};
 
@@ -543,3 +544,24 @@ pub fn wait_until(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bo
 /// Shell snippet printing the container's pids.max (cgroup v1, else v2).
 pub const PIDS_MAX_CMD: &str =
     "cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max";
+
+/// Removes the images (by tag or ID) a test made, or made odek make, on drop.
+pub struct Tags(pub Vec<String>);
+
+impl Drop for Tags {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            let _ = docker_ok(&["image", "rm", "-f", t]);
+        }
+    }
+}
+
+/// `odek-sandbox:<first 12 bytes of the SHA-256 in hex>` of a Dockerfile
+/// (the tag odek builds `Dockerfile.odek` as, SPEC §5).
+pub fn tag_of(dockerfile: &str) -> String {
+    let f = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(f.path(), dockerfile).expect("write");
+    let out = run(Command::new("sha256sum").arg(f.path()));
+    let hex = String::from_utf8_lossy(&out.stdout);
+    format!("odek-sandbox:{}", &hex[..24])
+}

@@ -5,36 +5,16 @@ use std::process::Command;
 use std::time::Duration;
 
 use expectrl::session::OsSession as Session;
-use expectrl::{ControlCode, Eof, Expect};
+use expectrl::{ControlCode, Expect};
+use odek_e2e::tty::{card, finish};
 use odek_e2e::{
     docker, docker_ok, run, stderr, stdout, unique, Project, TestNetwork, BASE_IMAGE, PROJECT,
 };
 
-const PROMPT: &str = "Approve? [y] yes, once  [t] trust (remember)  [N] no: ";
-
 /// Spawns `odek <args>` for `p` in a pseudo-terminal.
 fn spawn_tty(p: &Project, args: &[&str]) -> Session {
     let cmd: Command = p.odek(args);
-    let mut s = Session::spawn(cmd).expect("spawn odek in a pty");
-    s.set_expect_timeout(Some(Duration::from_secs(60)));
-    s
-}
-
-/// Reads the rest of the session's output and the exit status.
-fn finish(mut s: Session) -> (String, i32) {
-    let rest = s.expect(Eof).expect("odek exits");
-    let text = String::from_utf8_lossy(rest.as_bytes()).into_owned();
-    let code = match s.get_process().wait().expect("wait") {
-        expectrl::process::unix::WaitStatus::Exited(_, c) => c,
-        other => panic!("odek did not exit normally: {other:?}"),
-    };
-    (text, code)
-}
-
-/// The card text up to the question.
-fn card(s: &mut Session) -> String {
-    let c = s.expect(PROMPT).expect("the approval prompt");
-    String::from_utf8_lossy(c.before()).into_owned()
+    odek_e2e::tty::spawn(cmd, Duration::from_secs(60))
 }
 
 fn project_file(p: &Project, json: &str) {

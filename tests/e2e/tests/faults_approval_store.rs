@@ -15,10 +15,10 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use expectrl::session::OsSession as Session;
-use expectrl::{Eof, Expect};
+use expectrl::Expect;
+use odek_e2e::tty::{card, finish, PROMPT};
 use odek_e2e::{run_timeout, stderr, Project, BASE_IMAGE, PROJECT};
 
-const PROMPT: &str = "Approve? [y] yes, once  [t] trust (remember)  [N] no: ";
 const STORE: &str = "project_sandbox_approvals.json";
 const META: &str = "project_sandbox_approvals.meta.json";
 
@@ -42,26 +42,7 @@ fn run_cmd(p: &Project, home: &Path, cmd: &[&str]) -> Command {
 }
 
 fn spawn_tty(cmd: Command) -> Session {
-    let mut s = Session::spawn(cmd).expect("spawn odek in a pty");
-    s.set_expect_timeout(Some(Duration::from_secs(120)));
-    s
-}
-
-/// The rest of the session's output and its exit status.
-fn finish(mut s: Session) -> (String, i32) {
-    let rest = s.expect(Eof).expect("odek exits");
-    let text = String::from_utf8_lossy(rest.as_bytes()).into_owned();
-    let code = match s.get_process().wait().expect("wait") {
-        expectrl::process::unix::WaitStatus::Exited(_, c) => c,
-        other => panic!("odek did not exit normally: {other:?}"),
-    };
-    (text, code)
-}
-
-/// Waits for the approval card; returns it.
-fn card(s: &mut Session) -> String {
-    let c = s.expect(PROMPT).expect("the approval prompt");
-    String::from_utf8_lossy(c.before()).into_owned()
+    odek_e2e::tty::spawn(cmd, Duration::from_secs(120))
 }
 
 /// Trusts `p`'s project settings in `home` at the prompt (`t`), running

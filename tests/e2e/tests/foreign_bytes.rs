@@ -16,12 +16,11 @@ use std::time::Duration;
 
 use expectrl::session::OsSession as Session;
 use expectrl::{Eof, Expect};
+use odek_e2e::tty::PROMPT;
 use odek_e2e::{
-    docker_ok, odek_bin, run, run_timeout, stderr, stdout, unique, Project, BASE_IMAGE,
-    ODEK_TIMEOUT,
+    docker_ok, odek_bin, run_timeout, stderr, stdout, unique, Project, BASE_IMAGE, ODEK_TIMEOUT,
 };
-
-const PROMPT: &str = "Approve? [y] yes, once  [t] trust (remember)  [N] no: ";
+use odek_e2e::{tag_of, Tags};
 
 /// The line a hostile build step or registry prints to forge odek's own.
 const FORGED: &str = "odek: sandbox network=none pids=4096 image=forged networks=-";
@@ -63,26 +62,6 @@ fn assert_clean(what: &str, bytes: &[u8]) {
             "{what} has a line forging odek's startup line:\n{text}"
         );
     }
-}
-
-/// Removes the images (by tag) a test made odek build, on drop.
-struct Tags(Vec<String>);
-
-impl Drop for Tags {
-    fn drop(&mut self) {
-        for t in &self.0 {
-            let _ = docker_ok(&["image", "rm", "-f", t]);
-        }
-    }
-}
-
-/// `odek-sandbox:<first 12 bytes of the SHA-256 in hex>` of a Dockerfile.
-fn tag_of(dockerfile: &str) -> String {
-    let f = tempfile::NamedTempFile::new().expect("temp file");
-    std::fs::write(f.path(), dockerfile).expect("write");
-    let out = run(Command::new("sha256sum").arg(f.path()));
-    let hex = String::from_utf8_lossy(&out.stdout);
-    format!("odek-sandbox:{}", &hex[..24])
 }
 
 /// Asserts the build's output was shown, escaped and labelled, and the real

@@ -8,8 +8,8 @@
 use std::os::unix::fs::MetadataExt;
 
 use odek_e2e::{
-    assert_refused, docker_ok, operators, run, startup_line, stderr, stdout, unique, Operator,
-    Project, BASE_IMAGE, BUSYBOX_IMAGE, TEST_LABEL,
+    assert_refused, operators, run, startup_line, stderr, stdout, unique, Operator, Project, Tags,
+    BASE_IMAGE, BUSYBOX_IMAGE, TEST_LABEL,
 };
 
 /// Prints uid, gid, name, HOME/USER/LOGNAME and the passwd entry of the
@@ -233,30 +233,20 @@ fn files_only_root_can_change_are_named_with_the_fix() {
 }
 
 /// An image built from [`BASE_IMAGE`] with these Dockerfile lines,
-/// labelled for the suite and removed when dropped.
-struct TrapImage(String);
-
-impl TrapImage {
-    fn build(lines: &str) -> TrapImage {
-        let image = format!("odek-e2e-trap:{}", unique("t"));
-        let ctx = tempfile::tempdir().expect("tempdir");
-        std::fs::write(
-            ctx.path().join("Dockerfile"),
-            format!("FROM {BASE_IMAGE}\nLABEL {TEST_LABEL}\n{lines}\n"),
-        )
-        .expect("Dockerfile");
-        let out = run(std::process::Command::new("docker")
-            .args(["build", "-q", "-t", &image])
-            .arg(ctx.path()));
-        assert!(out.status.success(), "{lines}: {}", stderr(&out));
-        TrapImage(image)
-    }
-}
-
-impl Drop for TrapImage {
-    fn drop(&mut self) {
-        let _ = docker_ok(&["rmi", "-f", &self.0]);
-    }
+/// labelled for the suite: its tag, and the guard that removes it.
+fn trap_image(lines: &str) -> (String, Tags) {
+    let image = format!("odek-e2e-trap:{}", unique("t"));
+    let ctx = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        format!("FROM {BASE_IMAGE}\nLABEL {TEST_LABEL}\n{lines}\n"),
+    )
+    .expect("Dockerfile");
+    let out = run(std::process::Command::new("docker")
+        .args(["build", "-q", "-t", &image])
+        .arg(ctx.path()));
+    assert!(out.status.success(), "{lines}: {}", stderr(&out));
+    (image.clone(), Tags(vec![image]))
 }
 
 #[test]
@@ -277,14 +267,13 @@ fn an_image_that_would_lead_a_mount_into_the_project_is_refused_and_nothing_is_w
         ("VOLUME /workspace/vol", false, "VOLUME"),
     ];
     for (lines, account_only, needle) in cases {
-        let image = TrapImage::build(lines);
+        let (image, _rmi) = trap_image(lines);
         for op in operators() {
             if account_only && op == Operator::Root {
                 continue; // root has no account: nothing is mounted there
             }
             let p = Project::as_operator(op);
-            let mut args: Vec<String> =
-                vec!["run".into(), "--sandbox-image".into(), image.0.clone()];
+            let mut args: Vec<String> = vec!["run".into(), "--sandbox-image".into(), image.clone()];
             args.push("--".into());
             args.extend(p.marker_argv());
             let out = p.run_odek(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -323,13 +312,7 @@ tar -C "$1/root" -c . | docker import --change 'LABEL {TEST_LABEL}' - {image} >/
         .args(["-c", &script, "build"])
         .arg(ctx.path()));
     assert!(built.status.success(), "{}", stderr(&built));
-    struct Rmi(String);
-    impl Drop for Rmi {
-        fn drop(&mut self) {
-            let _ = docker_ok(&["rmi", "-f", &self.0]);
-        }
-    }
-    let _rmi = Rmi(image.clone());
+    let _rmi = Tags(vec![image.clone()]);
     let p = Project::as_operator(Operator::User);
     let out = p.run_odek(&["run", "--sandbox-image", &image, "--", "id", "-un"]);
     let e = stderr(&out);

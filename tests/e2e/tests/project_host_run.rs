@@ -9,12 +9,11 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use expectrl::session::OsSession as Session;
-use expectrl::{Eof, Expect};
+use expectrl::Expect;
+use odek_e2e::tty::{card, finish};
 use odek_e2e::{
     assert_refused, docker, docker_ok, run, stderr, stdout, strs, unique, Project, BASE_IMAGE,
 };
-
-const PROMPT: &str = "Approve? [y] yes, once  [t] trust (remember)  [N] no: ";
 
 /// Nothing listens on loopback port 1: a pull fails at once, locally.
 const MISSING_IMAGE: &str = "127.0.0.1:1/odek-missing:1";
@@ -36,26 +35,7 @@ fn run_marker(p: &Project) -> Vec<String> {
 
 fn spawn_tty(p: &Project, args: &[&str]) -> Session {
     let cmd: Command = p.odek(args);
-    let mut s = Session::spawn(cmd).expect("spawn odek in a pty");
-    s.set_expect_timeout(Some(Duration::from_secs(60)));
-    s
-}
-
-/// The rest of the session's output and the exit status.
-fn finish(mut s: Session) -> (String, i32) {
-    let rest = s.expect(Eof).expect("odek exits");
-    let text = String::from_utf8_lossy(rest.as_bytes()).into_owned();
-    let code = match s.get_process().wait().expect("wait") {
-        expectrl::process::unix::WaitStatus::Exited(_, c) => c,
-        other => panic!("odek did not exit normally: {other:?}"),
-    };
-    (text, code)
-}
-
-/// The card up to the question.
-fn card(s: &mut Session) -> String {
-    let c = s.expect(PROMPT).expect("the approval prompt");
-    String::from_utf8_lossy(c.before()).into_owned()
+    odek_e2e::tty::spawn(cmd, Duration::from_secs(60))
 }
 
 fn assert_no_fallback(text: &str) {

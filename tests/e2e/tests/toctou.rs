@@ -10,14 +10,14 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use expectrl::session::OsSession as Session;
-use expectrl::{Eof, Expect};
+use expectrl::Expect;
 use odek_e2e::fault_proxy::{Action, FaultProxy, Rule, Then};
+use odek_e2e::tty::{finish, PROMPT};
 use odek_e2e::{
-    docker, docker_ok, odek_bin, run, run_timeout, stderr, stdout, unique, wait_timeout, Project,
+    docker, docker_ok, odek_bin, run_timeout, stderr, stdout, unique, wait_timeout, Project,
     BASE_IMAGE, ODEK_TIMEOUT, TEST_LABEL,
 };
-
-const PROMPT: &str = "Approve? [y] yes, once  [t] trust (remember)  [N] no: ";
+use odek_e2e::{tag_of, Tags};
 
 /// The socket a refused workdir holds; `ls /workspace` would print its name.
 const SOCKET_NAME: &str = "agent-socket-toctou";
@@ -94,20 +94,7 @@ fn odek_in(p: &Project, dir: &Path, args: &[&str]) -> Command {
 
 /// Spawns `cmd` in a pseudo-terminal.
 fn spawn_tty(cmd: Command) -> Session {
-    let mut s = Session::spawn(cmd).expect("spawn odek in a pty");
-    s.set_expect_timeout(Some(Duration::from_secs(60)));
-    s
-}
-
-/// The rest of the session's output and the exit status.
-fn finish(mut s: Session) -> (String, i32) {
-    let rest = s.expect(Eof).expect("odek exits");
-    let text = String::from_utf8_lossy(rest.as_bytes()).into_owned();
-    let code = match s.get_process().wait().expect("wait") {
-        expectrl::process::unix::WaitStatus::Exited(_, c) => c,
-        other => panic!("odek did not exit normally: {other:?}"),
-    };
-    (text, code)
+    odek_e2e::tty::spawn(cmd, Duration::from_secs(60))
 }
 
 #[test]
@@ -214,26 +201,6 @@ fn a_workdir_swapped_for_a_symlink_before_start_is_caught_by_the_kernel_record()
         stdout(&out)
     );
     assert!(l.leftovers().is_empty(), "left: {:?}", l.leftovers());
-}
-
-/// Removes the images (by tag or ID) a test made, or made odek make, on drop.
-struct Tags(Vec<String>);
-
-impl Drop for Tags {
-    fn drop(&mut self) {
-        for t in &self.0 {
-            let _ = docker_ok(&["image", "rm", "-f", t]);
-        }
-    }
-}
-
-/// `odek-sandbox:<first 12 bytes of the SHA-256 in hex>` of a Dockerfile.
-fn tag_of(dockerfile: &str) -> String {
-    let f = tempfile::NamedTempFile::new().expect("temp file");
-    std::fs::write(f.path(), dockerfile).expect("write");
-    let out = run(Command::new("sha256sum").arg(f.path()));
-    let hex = String::from_utf8_lossy(&out.stdout);
-    format!("odek-sandbox:{}", &hex[..24])
 }
 
 #[test]
