@@ -124,8 +124,36 @@ impl Client {
         );
         let networks = networks?;
         if let Some(security) = security {
-            let security = security
-                .map_err(|e| Error::engine(&engine.endpoint().to_string(), Step::Ping, e, false))?;
+            let security = match security {
+                Ok(s) => s,
+                // A daemon that answers but will not say (a socket proxy
+                // that forbids /info): the sandbox runs as the operator's
+                // uid, never root — if the engine is rootless, the sandbox
+                // may not be able to write /workspace, which it says.
+                Err(e)
+                    if e.kind == crate::engine::EngineErrorKind::Rejected
+                        || e.kind == crate::engine::EngineErrorKind::NotFound =>
+                {
+                    let w = Warning::new(
+                        WarningKind::Other,
+                        format!(
+                            "the engine did not say whether it runs rootless ({}): the sandbox runs as your uid:gid; on a rootless engine set sandbox_user to root",
+                            e.message
+                        ),
+                    );
+                    reporter.warning(&w);
+                    plan.warnings.push(w);
+                    crate::engine::EngineSecurity::default()
+                }
+                Err(e) => {
+                    return Err(Error::engine(
+                        &engine.endpoint().to_string(),
+                        Step::Ping,
+                        e,
+                        false,
+                    ))
+                }
+            };
             let (euid, egid) = crate::private::operator_ids();
             let (user, account, choice) = crate::account::default_user(
                 engine.endpoint().is_local(),

@@ -348,3 +348,32 @@ async fn a_plan_that_claims_a_host_run_its_settings_forbid_is_refused() {
     let sb = s.up().await.expect("fallback");
     assert!(matches!(sb.isolation, odek_core::Isolation::Fallback(_)));
 }
+
+#[tokio::test]
+async fn an_engine_that_will_not_say_whether_it_is_rootless_runs_the_operators_uid_with_a_warning()
+{
+    let s = Setup::new();
+    s.fake.fail(odek_core::engine::Fault::new(
+        Op::Info,
+        1,
+        odek_core::engine::EngineErrorKind::Rejected,
+    ));
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.user_choice, Some(UserChoice::OperatorIds));
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.message.contains("did not say whether it runs rootless")),
+        "{:?}",
+        plan.warnings
+    );
+    // Unreachable is not that: the run is refused as daemon-unreachable.
+    let s = Setup::new().explicit();
+    s.fake.fail(odek_core::engine::Fault::new(
+        Op::Info,
+        1,
+        odek_core::engine::EngineErrorKind::Unreachable,
+    ));
+    let err = s.resolve().await.expect_err("unreachable");
+    assert_eq!(err.class(), FailureClass::DaemonUnreachable);
+}
