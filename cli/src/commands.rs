@@ -223,10 +223,10 @@ async fn interruptible<T>(
     let later = odek_core::launch::removal_hint(detached, name);
     match (stage, outcome) {
         (Stage::Preparing, _) if detached => {
-            errln!("odek: {why} before any container was created")
+            errln!("odek: {why} before the sandbox was created (a probe of its image, if any, was removed)")
         }
         (Stage::Preparing, _) => errln!(
-            "odek: {why} before any container was created (a command odek had started on the host, if any, was killed with its process group)"
+            "odek: {why} before the sandbox was created (a probe of its image, if any, was removed; a command odek had started on the host, if any, was killed with its process group)"
         ),
         (_, Reaped::Removed) => errln!("odek: {why}; sandbox {name} removed"),
         (Stage::Creating, Reaped::Absent) => errln!(

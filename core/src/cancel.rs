@@ -110,7 +110,7 @@ impl Client {
         let later = crate::launch::removal_hint(opts.detached, &name);
         let message = match (stage, outcome) {
             (Stage::Preparing, _) => {
-                "the launch was cancelled by the caller before any container was created".to_string()
+                "the launch was cancelled by the caller before the sandbox was created (a probe of its image, if any, was removed)".to_string()
             }
             (_, Reaped::Removed) | (_, Reaped::Absent) => {
                 format!("the launch was cancelled by the caller; sandbox {name} was removed")

@@ -416,18 +416,14 @@ impl Client {
         // §3.4); what was really mounted is read back after start.
         crate::workdir::check_paths(plan)?;
         let name = opts.name.clone().unwrap_or_else(new_sandbox_name);
-        // A digest-pinned reference is created by digest, never by tag.
         let launch_id = opts
             .progress
             .as_ref()
             .map_or_else(new_launch_id, |p| p.launch_id().to_string());
-        let mut spec = container_spec(
-            plan,
-            &name,
-            &plan.image.reference.create_ref(),
-            opts,
-            &launch_id,
-        );
+        // Created from the image ID the checks above saw (its paths, its
+        // digest): never by tag, so a tag another process moves meanwhile
+        // changes nothing (SPEC §6.1: stronger than "by digest").
+        let mut spec = container_spec(plan, &name, &image_id, opts, &launch_id);
         spec.binds.extend(account_binds);
         labels::sign(&secret, &name, &mut spec.labels);
         if let Some(p) = &opts.progress {

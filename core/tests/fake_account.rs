@@ -377,3 +377,34 @@ async fn an_engine_that_will_not_say_whether_it_is_rootless_runs_the_operators_u
     let err = s.resolve().await.expect_err("unreachable");
     assert_eq!(err.class(), FailureClass::DaemonUnreachable);
 }
+
+#[tokio::test]
+async fn an_image_volume_is_cleaned_and_its_path_probed_like_a_mount_target() {
+    // `VOLUME ["//workspace/x"]` is /workspace/x to the engine; `VOLUME
+    // /x/y/z` through an image symlink /x -> /workspace lands in the project
+    // too (a review left root-owned directories there both ways).
+    let fake = shop_fake();
+    fake.add_image(FakeImage::new("odek-test/v1:1").volume("//workspace/PWN"));
+    fake.add_image(
+        FakeImage::new("odek-test/v2:1")
+            .volume("/x/PWN/z")
+            .file("/x", Some(FakePath::Symlink("/workspace".into()))),
+    );
+    for (image, needle) in [
+        ("odek-test/v1:1", "VOLUME \"/workspace/PWN\""),
+        ("odek-test/v2:1", "\"/x\" is a symlink"),
+    ] {
+        let s = Setup::with_fake(fake.clone()).image(image);
+        let err = s.up().await.expect_err("refused");
+        assert_eq!(err.class(), FailureClass::DockerRejected, "{image}: {err}");
+        assert!(err.to_string().contains(needle), "{image}: {err}");
+        assert!(s.fake.calls_of(Op::CreateContainer).is_empty(), "{image}");
+        assert!(s.fake.containers().is_empty(), "{image}");
+    }
+    // Control: a VOLUME outside /workspace on a real path launches.
+    let fake = shop_fake();
+    fake.add_image(FakeImage::new("odek-test/v3:1").volume("/data"));
+    let s = Setup::with_fake(fake).image("odek-test/v3:1");
+    let sb = s.up().await.expect("launch");
+    s.odek.destroy(&sb).await.expect("destroy");
+}

@@ -308,6 +308,34 @@ async fn an_approval_for_other_settings_is_refused() {
 }
 
 #[tokio::test]
+async fn odek_home_two_levels_inside_the_workdir_is_refused() {
+    // The mask covers $ODEK_HOME's own path, but the agent can rename a
+    // directory on the way to it (`mv .cache .c2`) and make its own
+    // `.cache/odek` with a `config.json` of `{"sandbox": false}`: the next
+    // run read it as the operator's (a review ran commands on the host
+    // so). Directly in the workdir the masked path cannot be renamed.
+    let w = world("{}");
+    let home = w.dir.path().join(".cache/odek");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    let mut inputs = w.inputs();
+    inputs
+        .env
+        .insert("ODEK_HOME".into(), home.display().to_string());
+    let err = w.odek.resolve(&inputs, &Silent).await.expect_err("refused");
+    assert_eq!(err.class(), FailureClass::Config, "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("2 levels inside the working directory") && msg.contains("/.odek"),
+        "{msg}"
+    );
+    assert!(w.fake.no_mutation());
+    // With the sandbox off nothing is mounted: no refusal.
+    let mut off = inputs.clone();
+    off.env.insert("ODEK_SANDBOX".into(), "false".into());
+    w.odek.resolve(&off, &Silent).await.expect("sandbox off");
+}
+
+#[tokio::test]
 async fn odek_home_inside_the_workdir_is_masked() {
     let w = world("{}");
     let home = w.dir.path().join(".odek");

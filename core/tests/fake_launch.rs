@@ -919,7 +919,7 @@ async fn pinned_default_present_locally_is_not_pulled() {
 }
 
 #[tokio::test]
-async fn digest_pinned_image_is_created_by_digest() {
+async fn digest_pinned_image_is_pulled_by_digest_and_created_by_its_id() {
     let (s, spy) = {
         let fake = shop_fake();
         let spy = Spy::new(fake.clone());
@@ -930,10 +930,20 @@ async fn digest_pinned_image_is_created_by_digest() {
     let by_digest = format!("odek-test/pinned@sha256:{d}");
     let mut img = FakeImage::new(&by_digest);
     img.info.repo_digests = vec![by_digest.clone()];
+    let id = img.info.id.clone();
     s.fake.add_registry_image(img);
     let s = s.image(&reference);
     s.up().await.expect("launch");
-    assert_eq!(spy.specs()[0].image, by_digest, "created by digest");
+    assert!(
+        s.fake
+            .calls_of(Op::PullImage)
+            .iter()
+            .all(|c| c.arg == by_digest),
+        "pulled by digest"
+    );
+    // Created from the image ID the checks saw: never by tag (SPEC §6.1),
+    // so a tag moved after the image was checked changes nothing.
+    assert_eq!(spy.specs()[0].image, id, "created by the image ID");
     assert!(
         s.fake.calls().iter().all(|c| !c.arg.contains("pinned:1")),
         "the tag never reaches Docker: {:?}",

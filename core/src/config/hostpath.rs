@@ -154,12 +154,45 @@ pub fn resolve_volume(
     let container = container_path(container).map_err(refuse)?;
     check_workdir(workdir)?;
     let host = host_path(host, workdir).map_err(refuse)?;
+    // A target inside /workspace is a path in the working directory itself:
+    // a missing one the engine would create there, as root (SPEC §6.1).
+    if let Some(rel) = container.strip_prefix("/workspace/") {
+        target_in_workdir(rel, workdir).map_err(refuse)?;
+    }
     Ok(VolumeMount {
         spec: spec.to_string(),
         host,
         container,
         read_only,
     })
+}
+
+/// A volume target `/workspace/<rel>` must already exist in the working
+/// directory, every component walked without following a symlink: the
+/// engine creates a missing mount target, as root, and a symlink there would
+/// lead the mount elsewhere.
+fn target_in_workdir(rel: &str, workdir: &Path) -> Result<(), String> {
+    let mut current = workdir.to_path_buf();
+    for part in rel.split('/') {
+        current.push(part);
+        let shown = quote(&current.display().to_string());
+        match std::fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(format!(
+                    "its target /workspace/{rel} is {shown} in the working directory, a symbolic link; symlinks are refused at every component"
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(format!(
+                    "its target /workspace/{rel} does not exist in the working directory, and the engine would create {shown} there as root; create it first (mkdir -p {})",
+                    quote(&workdir.join(rel).display().to_string())
+                ))
+            }
+            Err(e) => return Err(format!("cannot inspect {shown}: {e}")),
+        }
+    }
+    Ok(())
 }
 
 /// Checks a container path and returns it normalised (no `.`, no empty
@@ -702,6 +735,28 @@ mod tests {
             wd,
             _listeners: listeners,
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_volume_target_in_the_workspace_must_already_exist_and_not_be_a_symlink() {
+        // The engine creates a missing mount target, as root: in the
+        // project, for a target below /workspace (a review left root-owned
+        // directories the operator could not remove).
+        let f = fixture();
+        let err = resolve_volume(ORIGIN, "cache:/workspace/sub/newdir", &f.wd)
+            .expect_err("missing target");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("does not exist in the working directory") && msg.contains("mkdir -p"),
+            "{msg}"
+        );
+        assert!(!f.wd.join("sub/newdir").exists(), "nothing was created");
+        let err = resolve_volume(ORIGIN, "cache:/workspace/linkdir/dir", &f.wd)
+            .expect_err("a symlink on the way");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        // Control: an existing target.
+        resolve_volume(ORIGIN, "cache:/workspace/sub/dir", &f.wd).expect("existing");
     }
 
     #[cfg(unix)]

@@ -339,6 +339,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         let id = super::identify(&workdir)?;
         root_owned = super::validate_workdir(&workdir, env.get("HOME").map(Path::new))?;
         super::still(&workdir, id)?;
+        odek_home_depth(&odek_home, &workdir)?;
         workdir_id = Some(id);
     }
 
@@ -475,6 +476,28 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         });
     }
     Ok(settings)
+}
+
+/// `$ODEK_HOME` inside the working directory is masked in the sandbox (an
+/// empty read-only tmpfs over its path, SPEC §7.3), but the agent can still
+/// rename a directory on the way to it and make a new one in its place,
+/// which the next run would read as the operator's config and approvals.
+/// Only directly in the working directory (`DIR/.odek`) is the mask's own
+/// path what the agent cannot rename (a mount point): deeper is refused.
+fn odek_home_depth(odek_home: &Path, workdir: &Path) -> Result<(), ConfigError> {
+    match odek_home.strip_prefix(workdir) {
+        Ok(rel) if rel.components().count() > 1 => Err(ConfigError::InvalidValue {
+            origin: "env ODEK_HOME".into(),
+            key: "ODEK_HOME".into(),
+            reason: format!(
+                "{} lies {} levels inside the working directory: the sandbox could rename a directory on the way to it and put its own config and approvals in its place; use a directory outside the project, or one directly in it ({})",
+                super::shown_path(odek_home),
+                rel.components().count(),
+                super::shown_path(&workdir.join(".odek"))
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The real location of `p` even when it does not exist yet: the longest

@@ -147,6 +147,24 @@ pub(crate) fn build_context(
     dockerfile_bytes: &[u8],
     exclude: &[PathBuf],
 ) -> Result<Vec<u8>, String> {
+    build_context_within(
+        dir,
+        dockerfile,
+        dockerfile_bytes,
+        exclude,
+        MAX_BUILD_CONTEXT_BYTES,
+    )
+}
+
+/// [`build_context`] with the cap `cap` (bytes of content plus a cost per
+/// entry) in place of [`MAX_BUILD_CONTEXT_BYTES`].
+fn build_context_within(
+    dir: &Path,
+    dockerfile: &str,
+    dockerfile_bytes: &[u8],
+    exclude: &[PathBuf],
+    cap: u64,
+) -> Result<Vec<u8>, String> {
     let root = safe_open::open_dir(dir, true)?;
     let ignore_bytes =
         safe_open::read_at(&root, OsStr::new(".dockerignore"), MAX_DOCKERIGNORE_BYTES)
@@ -207,6 +225,16 @@ pub(crate) fn build_context(
             if ignore.excluded(&rel_s) {
                 continue;
             }
+            // What each entry costs the in-memory context besides its
+            // content: a header, a long name, a link target (bounded too).
+            total = total.saturating_add(1024 + 2 * rel_s.len() as u64);
+            if total > cap {
+                return Err(format!(
+                    "the build context is larger than the {} MiB odek sends (at {}: too many entries); leave them out with a .dockerignore entry",
+                    cap >> 20,
+                    crate::text::quote(&rel.display().to_string())
+                ));
+            }
             let st = match rustix::fs::statat(&dir_fd, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 Err(Errno::NOENT) => continue,
@@ -242,10 +270,10 @@ pub(crate) fn build_context(
                 }
                 // No cap of its own: a context file is what the build sends;
                 // the context as a whole has one.
-                FileType::RegularFile if total.saturating_add(st.st_size as u64) > MAX_BUILD_CONTEXT_BYTES => {
+                FileType::RegularFile if total.saturating_add(st.st_size as u64) > cap => {
                     return Err(format!(
                         "the build context is larger than the {} MiB odek sends (at {}, {} bytes); leave large files out with a .dockerignore entry",
-                        MAX_BUILD_CONTEXT_BYTES >> 20,
+                        cap >> 20,
                         crate::text::quote(&rel.display().to_string()),
                         st.st_size
                     ))
@@ -253,7 +281,7 @@ pub(crate) fn build_context(
                 FileType::RegularFile => match safe_open::read_at(
                     &dir_fd,
                     name,
-                    MAX_BUILD_CONTEXT_BYTES - total,
+                    cap - total,
                 ) {
                     Ok(Some((bytes, st))) => {
                         total += bytes.len() as u64;
@@ -286,6 +314,7 @@ pub(crate) fn build_context(
                             return Err(format!("cannot read the link {}: {e}", rel.display()))
                         }
                     };
+                    total = total.saturating_add(target.to_bytes().len() as u64);
                     let target = PathBuf::from(OsStr::from_bytes(target.to_bytes()));
                     tar.append_link(
                         &mut header(tar::EntryType::Symlink, Some(&st), 0),
@@ -366,6 +395,24 @@ mod tests {
         // Left out with .dockerignore, the context is built.
         std::fs::write(root.join(".dockerignore"), "big\n").expect("w");
         build_context(root, "Dockerfile.odek", b"FROM scratch\n", &[]).expect("within the cap");
+    }
+
+    #[test]
+    fn entries_without_content_count_against_the_cap_too() {
+        // 150,000 symlinks with 4 KB targets held 1.5 GB in memory and
+        // counted as nothing (a review): every entry costs its header, name
+        // and link target.
+        let d = tempfile::tempdir().expect("tempdir");
+        let root = d.path();
+        let target = "t".repeat(3000);
+        for i in 0..40 {
+            std::os::unix::fs::symlink(&target, root.join(format!("l{i}"))).expect("symlink");
+        }
+        let err = build_context_within(root, "Dockerfile.odek", b"FROM scratch\n", &[], 64 << 10)
+            .expect_err("over a 64 KiB cap");
+        assert!(err.contains(".dockerignore"), "{err}");
+        build_context_within(root, "Dockerfile.odek", b"FROM scratch\n", &[], 1 << 20)
+            .expect("within 1 MiB");
     }
 
     /// (path, kind, contents or link target) of each entry.

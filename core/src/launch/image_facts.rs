@@ -154,7 +154,13 @@ pub(crate) async fn prepare(
     })?;
     let facts_path = plan.odek_home.join("images").join(format!("{hex}.json"));
     let mut facts = read_facts(&facts_path);
-    let volume_targets: Vec<String> = plan.volumes.iter().map(|v| v.container.clone()).collect();
+    // The image's own VOLUMEs are mount targets too (cleaned as the engine
+    // cleans them: `//workspace/x` is `/workspace/x`).
+    let image_volumes: Vec<String> = image.volumes.iter().map(|v| clean(v)).collect();
+    check_volumes(&image_volumes)?;
+    let mut volume_targets: Vec<String> =
+        plan.volumes.iter().map(|v| v.container.clone()).collect();
+    volume_targets.extend(image_volumes);
     let needed = needed_paths(&volume_targets, plan.account.as_ref());
     let account_dir = plan
         .account
@@ -169,8 +175,6 @@ pub(crate) async fn prepare(
         .cloned()
         .collect();
     let mut account_files = None;
-    // The image's VOLUMEs are known from its inspect: refused before a probe.
-    check_volumes(&image.volumes)?;
     if !unknown.is_empty() || account_missing {
         let read = probe(engine, plan, image_id, &unknown, account_missing, secret).await?;
         facts.paths.extend(read.paths);
@@ -244,13 +248,26 @@ fn check(facts: &Facts, needed: &BTreeMap<String, bool>, plan: &Plan) -> Result<
     Ok(())
 }
 
+/// `path` made absolute and clean, as the engine cleans a `VOLUME` path:
+/// no empty, `.` or `..` components.
+fn clean(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
 /// No image `VOLUME` below `/workspace` (the engine would create its mount
-/// point in the project).
+/// point in the project); `volumes` are [`clean`].
 fn check_volumes(volumes: &[String]) -> Result<()> {
-    match volumes
-        .iter()
-        .find(|v| v.trim_end_matches('/').starts_with("/workspace/"))
-    {
+    match volumes.iter().find(|v| v.starts_with("/workspace/")) {
         Some(v) => Err(refuse(format!(
             "the image declares VOLUME {}, below /workspace",
             crate::text::quote(v)
@@ -534,6 +551,15 @@ fn publish(dir: &Path, files: &[(&str, Vec<u8>)]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn volume_paths_are_cleaned_as_the_engine_cleans_them() {
+        assert_eq!(clean("//workspace/PWN"), "/workspace/PWN");
+        assert_eq!(clean("/x/./y/../z/"), "/x/z");
+        assert_eq!(clean("/../workspace/a"), "/workspace/a");
+        assert!(check_volumes(&[clean("//workspace/PWN")]).is_err());
+        assert!(check_volumes(&[clean("/data")]).is_ok());
+    }
 
     #[test]
     fn needed_paths_are_every_component_outside_the_workspace() {

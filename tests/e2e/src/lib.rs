@@ -239,6 +239,54 @@ impl Project {
         .collect()
     }
 
+    /// This project with its `$ODEK_HOME` already knowing the test images'
+    /// paths (`images/`, what odek's probe of an image found: SPEC §6.1), so
+    /// that a test counting the engine calls of one launch — through a fault
+    /// proxy — sees only the sandbox's, not the one-time probe's.
+    pub fn with_known_images(self) -> Project {
+        static WARM: OnceLock<Project> = OnceLock::new();
+        let warm = WARM.get_or_init(|| {
+            let p = Project::new();
+            for image in [BASE_IMAGE, BUSYBOX_IMAGE] {
+                p.odek_ok(&["run", "--sandbox-image", image, "--", "true"]);
+            }
+            p
+        });
+        let from = warm.home.path().join("images");
+        let to = self.home.path().join("images");
+        std::fs::create_dir_all(&to).expect("mkdir images");
+        for e in std::fs::read_dir(&from)
+            .expect("the warmed images dir")
+            .flatten()
+        {
+            std::fs::copy(e.path(), to.join(e.file_name())).expect("copy image facts");
+        }
+        if let Some(op) = self.operator {
+            op.own(self.home.path());
+            op.own(&to);
+            for e in std::fs::read_dir(&to).expect("images").flatten() {
+                op.own(&e.path());
+            }
+        }
+        self
+    }
+
+    /// IDs of this project's sandboxes: [`Project::leftovers`] without the
+    /// short-lived probe odek creates, and removes, to read an image.
+    pub fn sandboxes(&self) -> Vec<String> {
+        let probes = docker(&[
+            "ps",
+            "-aq",
+            "--no-trunc",
+            "--filter",
+            "label=dev.odek.probe",
+        ]);
+        self.leftovers()
+            .into_iter()
+            .filter(|id| !probes.lines().any(|p| p.starts_with(id.as_str())))
+            .collect()
+    }
+
     /// A host path a refused command would have created.
     pub fn marker(&self) -> PathBuf {
         self.path().join("host-marker")

@@ -93,7 +93,7 @@ fn startup_absent(out: &Output) -> bool {
 
 /// The daemon comes back after the fault: odek removes the container itself.
 fn recovers(rule: Rule, extra: &[&str]) -> Duration {
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![rule]);
     let (out, took) = run_through(&p, &proxy, extra);
     assert_daemon_unreachable(&p, &out, &proxy);
@@ -113,7 +113,7 @@ fn recovers(rule: Rule, extra: &[&str]) -> Duration {
 /// engine removes the container by itself — no orphan is left for gc.
 fn vanishes_owned(rule: Rule, extra: &[&str]) -> Duration {
     let _gc = gc_lock();
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![rule]);
     let (out, took) = run_through(&p, &proxy, extra);
     assert_daemon_unreachable(&p, &out, &proxy);
@@ -143,7 +143,7 @@ fn vanishes_owned(rule: Rule, extra: &[&str]) -> Duration {
 /// socket removes it.
 fn vanishes(rule: Rule, extra: &[&str]) -> Duration {
     let _gc = gc_lock();
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![rule]);
     let (out, took) = run_through(&p, &proxy, extra);
     assert_daemon_unreachable(&p, &out, &proxy);
@@ -221,7 +221,7 @@ const TWO_CONNECTS: &[&str] = &["--sandbox-network", "bridge"];
 
 #[test]
 fn proxy_relays_a_complete_run() {
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::observer();
     let mut cmd = p.odek(&[
         "run",
@@ -311,7 +311,7 @@ fn a_lost_create_answer_never_removes_another_sandbox_of_that_name() {
     // `odek sandbox up --name X` while sandbox X runs: the daemon answers
     // 409, the answer is lost, and the removal by name must leave X alone
     // (found by a review: X was force-removed and odek said "removed").
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let name = format!("odek-e2e-{}", odek_e2e::random_hex(8));
     let up = |extra_env: Option<&FaultProxy>| {
         let mut cmd = p.odek(&[
@@ -442,7 +442,7 @@ fn daemon_stops_answering_after_create() {
 #[test]
 fn create_that_lands_after_the_timeout_leaves_no_container() {
     let _gc = gc_lock();
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![rule(
         CREATE,
         1,
@@ -485,7 +485,7 @@ fn create_that_lands_after_the_timeout_leaves_no_container() {
 /// Runs the marker command with the exec start's answer lost; returns the
 /// output after checking the common expectations.
 fn lost_at_exec_start(then: Then) -> (Project, Output) {
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![Rule::new(
         "POST",
         "/exec/*/start",
@@ -546,7 +546,7 @@ fn daemon_vanishes_during_exec_orphan_reaped_by_gc() {
 // ---------------------------------------------------------------------------
 
 fn implicit_mode_lost_at(rule: Rule) {
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![rule]);
     let mut cmd = p.odek(&[
         "run",

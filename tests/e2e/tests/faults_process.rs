@@ -108,7 +108,7 @@ fn the_container(p: &Project, proxy: &FaultProxy) -> String {
 // ---------------------------------------------------------------------------
 
 fn signal_while_start_stalls(sig: &str, code: i32) {
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![Rule::new(
         "POST",
         "/containers/*/start",
@@ -186,7 +186,7 @@ fn spawn_up(p: &Project, proxy: &FaultProxy, call_timeout: &str) -> Child {
 fn sigint_during_sandbox_up_removes_the_half_made_sandbox() {
     // A detached sandbox outlives gc, so an interrupted `sandbox up` must
     // remove what it created itself: here a container created, not started.
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![Rule::new(
         "POST",
         "/containers/*/start",
@@ -224,7 +224,7 @@ fn a_second_sigint_stops_waiting_for_a_create_that_does_not_answer() {
     // SIGINT waits (up to 10 s) for it, a second one stops the wait, and
     // the container is removed by its pre-chosen name.
     let _gc = gc_lock();
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![Rule::new(
         "POST",
         "/containers/create",
@@ -239,7 +239,7 @@ fn a_second_sigint_stops_waiting_for_a_create_that_does_not_answer() {
         proxy.transcript()
     );
     assert!(
-        wait_until(Duration::from_secs(10), || p.leftovers().len() == 1),
+        wait_until(Duration::from_secs(10), || p.sandboxes().len() == 1),
         "the forwarded create did not land:\n{}",
         proxy.transcript()
     );
@@ -286,7 +286,7 @@ fn running_sleeper(p: &Project, proxy: &FaultProxy) -> (Child, String) {
 }
 
 fn signal_during_exec(sig: &str, code: i32) {
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::observer();
     let (mut child, id) = running_sleeper(&p, &proxy);
     let t0 = Instant::now();
@@ -352,7 +352,7 @@ fn gc_reaps(p: &Project, orphan: &str) {
 #[test]
 fn sigkill_during_setup_leaves_an_orphan_that_gc_reaps() {
     let _gc = gc_lock();
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![Rule::new(
         "POST",
         "/containers/*/start",
@@ -385,7 +385,7 @@ fn sigkill_during_exec_leaves_no_sandbox_without_gc() {
     // SPEC §6.1 owner lifetime: nothing runs in the SIGKILLed process, yet
     // the engine removes the sandbox once its stdin attachment is gone.
     let _gc = gc_lock();
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::observer();
     let (mut child, id) = running_sleeper(&p, &proxy);
     kill(&child, "KILL");
@@ -534,21 +534,21 @@ fn assert_reported_as_sandbox_stopped(k: &Killed) {
 
 #[test]
 fn container_killed_during_odek_run_fails_within_5s_without_retry() {
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let k = kill_under_run(&p);
     assert_fails_fast_without_retry(&p, &k);
 }
 
 #[test]
 fn container_killed_during_sandbox_exec_fails_within_5s_without_retry() {
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let k = kill_under_sandbox_exec(&p);
     assert_fails_fast_without_retry(&p, &k);
 }
 
 #[test]
 fn container_killed_during_odek_run_is_reported_as_an_error() {
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let k = kill_under_run(&p);
     assert_fails_fast_without_retry(&p, &k);
     assert_reported_as_sandbox_stopped(&k);
@@ -556,7 +556,7 @@ fn container_killed_during_odek_run_is_reported_as_an_error() {
 
 #[test]
 fn container_killed_during_sandbox_exec_is_reported_as_an_error() {
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let k = kill_under_sandbox_exec(&p);
     assert_fails_fast_without_retry(&p, &k);
     assert_reported_as_sandbox_stopped(&k);
@@ -571,7 +571,7 @@ fn container_killed_during_sandbox_exec_is_reported_as_an_error() {
 #[test]
 fn sigint_while_a_slow_create_is_in_flight_leaves_nothing() {
     let _gc = gc_lock();
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![Rule::new(
         "POST",
         "/containers/create",
@@ -614,7 +614,7 @@ fn sigint_while_a_slow_create_is_in_flight_leaves_nothing() {
 #[test]
 fn sigint_while_the_daemon_stopped_answering_does_not_claim_removal() {
     let _gc = gc_lock();
-    let p = Project::new();
+    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![Rule::new(
         "POST",
         "/containers/*/start",

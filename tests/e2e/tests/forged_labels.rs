@@ -101,10 +101,16 @@ fn finish(child: Child, limit: Duration) -> Output {
 /// Waits until exactly one running sandbox of `p` exists; returns its ID.
 fn running_sandbox(p: &Project) -> String {
     let mut id = String::new();
-    let ok = wait_until(Duration::from_secs(40), || match p.leftovers().as_slice() {
+    let ok = wait_until(Duration::from_secs(40), || match p.sandboxes().as_slice() {
         [c] => {
             id = c.clone();
-            docker(&["inspect", "-f", "{{.State.Running}}", c]) == "true"
+            let out = odek_e2e::run(std::process::Command::new("docker").args([
+                "inspect",
+                "-f",
+                "{{.State.Running}}",
+                c,
+            ]));
+            stdout(&out).trim() == "true"
         }
         _ => false,
     });

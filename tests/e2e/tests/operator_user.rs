@@ -265,6 +265,12 @@ fn an_image_that_would_lead_a_mount_into_the_project_is_refused_and_nothing_is_w
         ("RUN rm -rf /home && ln -s /workspace /home", true, "/home"),
         ("RUN rm -rf /tmp && ln -s /workspace/tt /tmp", false, "/tmp"),
         ("VOLUME /workspace/vol", false, "VOLUME"),
+        ("VOLUME [\"//workspace/PWN_vol1\"]", false, "VOLUME"),
+        (
+            "RUN ln -s /workspace /x\nVOLUME /x/PWN_repo/z",
+            false,
+            "is a symlink",
+        ),
     ];
     for (lines, account_only, needle) in cases {
         let (image, _rmi) = trap_image(lines);

@@ -84,7 +84,7 @@ fn a_detached_sandbox_outlives_its_creator_and_an_owned_one_does_not() {
     let owned = run_long(&p);
     assert_eq!(p.leftovers().len(), 2, "{:?}", p.leftovers());
     sigkill(owned);
-    let only_detached = odek_e2e::wait_until(GONE_WITHIN, || p.leftovers().len() == 1);
+    let only_detached = odek_e2e::wait_until(GONE_WITHIN, || p.sandboxes().len() == 1);
     assert!(
         only_detached,
         "the owned sandbox outlived its owner: {:?}",
