@@ -703,10 +703,11 @@ async fn sandbox(
                             (true, Some(p), _) => p.to_string(),
                             _ => "-".into(),
                         };
-                        let kind = match (l.verified, l.detached) {
-                            (false, _) => "unverified",
-                            (true, true) => "detached",
-                            (true, false) => "run",
+                        let kind = match (l.verified, l.detached, l.probe) {
+                            (false, _, _) => "unverified",
+                            (true, _, true) => "probe",
+                            (true, true, false) => "detached",
+                            (true, false, false) => "run",
                         };
                         [
                             cell(l.name),

@@ -92,6 +92,11 @@ pub struct Listing {
     pub workdir: Option<String>,
     /// Parent sandbox of a narrowed child.
     pub parent: Option<String>,
+    /// A probe odek made to read an image (never started; removed at once
+    /// by its launch, or by gc once its owner is gone), SPEC §6.1. Only from
+    /// a verified label.
+    #[serde(default)]
+    pub probe: bool,
 }
 
 impl Listing {
@@ -121,6 +126,7 @@ fn listing(
         },
         workdir: l.get(labels::WORKDIR).cloned(),
         parent: l.get(labels::PARENT).cloned(),
+        probe: verified && l.contains_key(labels::PROBE),
         name,
         id,
         state,
