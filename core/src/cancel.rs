@@ -29,6 +29,10 @@ use crate::sandbox::Sandbox;
 /// already on its way, so that it knows whether a container exists.
 pub(crate) const CREATE_SETTLE: Duration = Duration::from_secs(10);
 
+/// How long a cancelled launch waits for its image probe's removal before
+/// it returns (the removal goes on in the background after that).
+const PROBE_SETTLE: Duration = Duration::from_secs(2);
+
 fn cancelled(what: &str) -> Error {
     Error::Cancelled {
         message: format!("{what} was cancelled by the caller"),
@@ -97,8 +101,11 @@ impl Client {
             }
         }
         drop(work);
-        // A probe the launch had made to read its image is removed too.
-        crate::launch::settle_probes(CREATE_SETTLE).await;
+        // A probe the launch had made to read its image is removed too: a
+        // short wait, so that a probe whose create may still land (looked for
+        // by name for up to 10 s) is removed by its task in the background
+        // while the caller goes on (a server's cap frees its place now).
+        crate::launch::settle_probes(PROBE_SETTLE).await;
         let stage = progress.get();
         let outcome = match stage {
             Stage::Preparing => Reaped::Absent,
