@@ -408,3 +408,34 @@ async fn an_image_volume_is_cleaned_and_its_path_probed_like_a_mount_target() {
     let sb = s.up().await.expect("launch");
     s.odek.destroy(&sb).await.expect("destroy");
 }
+
+#[tokio::test]
+async fn launches_of_one_image_at_once_probe_it_once() {
+    let (s, spy) = spied();
+    let s = numeric_user(s);
+    // Reads that take a while, so the launches overlap.
+    s.fake.set_quirks(odek_core::engine::Quirks {
+        read_delay: Some(std::time::Duration::from_millis(300)),
+        ..Default::default()
+    });
+    let plan = s.resolve().await.expect("resolve");
+    let opts = odek_core::LaunchOptions::default();
+    let launches = (0..8).map(|_| s.odek.launch(&plan, &opts, &s.reporter));
+    let sandboxes = futures_util::future::join_all(launches).await;
+    assert_eq!(spy.probe_specs().len(), 1, "one probe for eight launches");
+    assert_eq!(s.fake.calls_of(Op::StartContainer).len(), 8);
+    for sb in sandboxes {
+        let sb = sb.expect("launch");
+        let spec = spy
+            .specs()
+            .into_iter()
+            .find(|c| c.name == sb.name)
+            .expect("the sandbox's spec");
+        assert!(
+            spec.binds.iter().any(|b| b.target == "/etc/passwd"),
+            "{:?}",
+            spec.binds
+        );
+        s.odek.destroy(&sb).await.expect("destroy");
+    }
+}

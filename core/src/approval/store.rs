@@ -161,7 +161,7 @@ impl Store {
             .truncate(false)
             .write(true)
             .mode(0o600)
-            .custom_flags(libc_o_nofollow())
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(&lock_path)
             .map_err(|e| err(&lock_path, format!("cannot open the lock file: {e}")))?;
         lock.lock()
@@ -187,11 +187,6 @@ impl Store {
 /// format, so earlier releases read the file unchanged (they ignore it).
 pub(crate) fn binding_entry(key: &str, binding: &str) -> String {
     format!("{key}:env:{binding}")
-}
-
-/// `O_NOFOLLOW` on Linux (no libc dependency for one constant).
-const fn libc_o_nofollow() -> i32 {
-    0o400000
 }
 
 fn ensure_private_dir(dir: &Path) -> Result<(), ApprovalError> {

@@ -166,21 +166,33 @@ pub(crate) async fn prepare(
         .account
         .as_ref()
         .and_then(|a| files_dir(&plan.odek_home, image_id, a));
-    let account_missing = account_dir
-        .as_ref()
-        .is_some_and(|d| !ACCOUNT_FILES.iter().all(|(n, _)| d.join(n).is_file()));
-    let unknown: Vec<String> = needed
-        .keys()
-        .filter(|p| !facts.paths.contains_key(*p))
-        .cloned()
-        .collect();
+    let account_missing = |d: &Option<PathBuf>| {
+        d.as_ref()
+            .is_some_and(|d| !ACCOUNT_FILES.iter().all(|(n, _)| d.join(n).is_file()))
+    };
+    let unknown = |facts: &Facts| -> Vec<String> {
+        needed
+            .keys()
+            .filter(|p| !facts.paths.contains_key(*p))
+            .cloned()
+            .collect()
+    };
     let mut account_files = None;
-    if !unknown.is_empty() || account_missing {
-        let read = probe(engine, plan, image_id, &unknown, account_missing, secret).await?;
-        facts.paths.extend(read.paths);
-        account_files = read.account_files;
-        // Best effort: a cache that cannot be written costs a probe next time.
-        let _ = write_facts(&facts_path, &facts);
+    // `_lock` is held until the cache is written and the account published.
+    let mut _lock = None;
+    if !unknown(&facts).is_empty() || account_missing(&account_dir) {
+        // Launches of one image at once (an agent framework's sub-agents)
+        // probe it once: the others wait for the first and read its cache.
+        _lock = lock_image(&plan.odek_home, hex).await;
+        facts = read_facts(&facts_path);
+        let (unknown, missing) = (unknown(&facts), account_missing(&account_dir));
+        if !unknown.is_empty() || missing {
+            let read = probe(engine, plan, image_id, &unknown, missing, secret).await?;
+            facts.paths.extend(read.paths);
+            account_files = read.account_files;
+            // Best effort: a cache that cannot be written costs a probe next time.
+            let _ = write_facts(&facts_path, &facts);
+        }
     }
     check(&facts, &needed, plan)?;
     if let (Some(a), Some(dir), Some((passwd, group))) =
@@ -471,6 +483,44 @@ impl Drop for ProbeGuard {
         let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
         pending.retain(|t| !t.is_finished());
         pending.push(task);
+    }
+}
+
+/// How long a launch waits for another process probing the same image
+/// before it probes the image itself.
+const PROBE_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// An exclusive lock on `$ODEK_HOME/images/<hex>.lock`, taken without
+/// blocking a thread (polled, so a cancelled launch stops waiting at once).
+/// `None` when the lock cannot be had: the file cannot be opened (the
+/// launch then probes on its own; the cache is written atomically, so two
+/// probes of one image only cost time) or another process held it for
+/// [`PROBE_LOCK_WAIT`].
+async fn lock_image(odek_home: &Path, hex: &str) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = odek_home.join("images");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .ok()?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(dir.join(format!("{hex}.lock")))
+        .ok()?;
+    let deadline = tokio::time::Instant::now() + PROBE_LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Some(file),
+            Err(std::fs::TryLockError::WouldBlock) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            Err(_) => return None,
+        }
     }
 }
 
