@@ -44,7 +44,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
             Some(Interrupted(code)) => ExitCode::from(*code),
             None => {
                 print_anyhow(&e);
-                ExitCode::FAILURE
+                ExitCode::from(crate::exit::FAILED)
             }
         },
     }
@@ -157,7 +157,7 @@ const CREATE_SETTLE: Duration = Duration::from_secs(10);
 
 /// Exit status after a panic in odek's own code (Rust's usual one), once
 /// the sandbox is removed.
-const EXIT_PANIC: u8 = 101;
+use crate::exit::PANIC as EXIT_PANIC;
 
 /// Runs `work` (a launch, perhaps followed by a command) until it ends,
 /// panics, or SIGINT/SIGTERM/SIGHUP/SIGQUIT arrives. On a signal or a panic
@@ -376,13 +376,13 @@ async fn run_flow(
 fn exit_after_start(e: &odek_core::Error) -> ExitCode {
     use odek_core::Error as E;
     match e {
-        E::SandboxStopped { .. } => ExitCode::from(137),
+        E::SandboxStopped { .. } => ExitCode::from(crate::exit::KILLED),
         E::Exec { started: false, .. } => ExitCode::from(EXIT_REFUSED),
-        E::Exec { started: true, .. } => ExitCode::from(255),
+        E::Exec { started: true, .. } => ExitCode::from(crate::exit::LOST),
         E::Unreachable {
             step: odek_core::Step::Exec,
             ..
-        } => ExitCode::from(255),
+        } => ExitCode::from(crate::exit::LOST),
         _ => ExitCode::from(EXIT_REFUSED),
     }
 }
@@ -835,7 +835,7 @@ async fn mcp(cli: &Cli, odek: Client, args: &crate::McpArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             print_anyhow(&e);
-            return ExitCode::from(2);
+            return ExitCode::from(crate::exit::USAGE);
         }
     };
     let code = match odek_mcp::serve_stdio(odek, inputs, limits).await {
@@ -843,7 +843,7 @@ async fn mcp(cli: &Cli, odek: Client, args: &crate::McpArgs) -> ExitCode {
         Ok(odek_mcp::Stopped::Signal(code)) => i32::from(code),
         Err(e) => {
             errln!("odek: error: cannot install signal handlers: {e}");
-            1
+            i32::from(crate::exit::FAILED)
         }
     };
     // A read of stdin may still be pending on a blocking thread, which would

@@ -45,6 +45,7 @@ mod approve;
 mod commands;
 #[cfg(test)]
 mod docs_sync;
+mod exit;
 mod flags;
 mod output;
 mod shellgen;
@@ -57,7 +58,7 @@ use clap::{Args, Parser, Subcommand};
 use flags::SandboxFlags;
 
 /// Exit status for odek's own refusals in `odek run` (as `docker run`).
-pub const EXIT_REFUSED: u8 = 125;
+pub use exit::REFUSED as EXIT_REFUSED;
 
 /// Docker sandboxes for AI coding agents that reach the services you run
 /// with Docker Compose by service name. Every setup decision fails closed and
@@ -65,7 +66,7 @@ pub const EXIT_REFUSED: u8 = 125;
 #[derive(Parser, Debug)]
 #[command(name = "odek", version, propagate_version = true, max_term_width = 100)]
 #[command(
-    after_help = "Example:\n  docker compose -p shop -f docker-compose.yml up -d     (or docker-compose)\n  odek run --sandbox-compose shop --sandbox-image my-tools:1 -- sh -c 'redis-cli -h redis ping'\n\nExit status of `odek run`: the command's own status; 124 after --timeout; 125 when odek refused to set the sandbox up (nothing ran); 130/143/129/131 after SIGINT/SIGTERM/SIGHUP/SIGQUIT (the sandbox is removed); 137 when the sandbox was killed while the command ran; 255 when the daemon was lost while it ran (it may have partly run); 101 when odek itself failed (a bug; the sandbox is removed).\n\n\"SPEC §n\" in help texts and messages is a section of docs/SPEC.md in odek's source repository; docs/CLI.md documents every command."
+    after_help = format!("Example:\n  docker compose -p shop -f docker-compose.yml up -d     (or docker-compose)\n  odek run --sandbox-compose shop --sandbox-image my-tools:1 -- sh -c 'redis-cli -h redis ping'\n\n{}\n\n\"SPEC §n\" in help texts and messages is a section of docs/SPEC.md in odek's source repository; docs/CLI.md documents every command.", exit::help("Exit status of `odek run` and `odek sandbox exec`"))
 )]
 pub(crate) struct Cli {
     /// Project directory (mounted at /workspace; holds odek.json). Default: the current directory.
@@ -150,7 +151,7 @@ pub(crate) enum ApprovalsCmd {
 /// `odek run`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Stdin is not forwarded: the command reads an empty input.\nExit status: the command's own; 124 after --timeout; 125 when odek refused (nothing ran); 130/143/129/131 after SIGINT/SIGTERM/SIGHUP/SIGQUIT; 137 when the sandbox was killed under the command; 255 when the daemon was lost while it ran; 101 when odek itself failed (a bug; the sandbox is removed)."
+    after_help = format!("Stdin is not forwarded: the command reads an empty input.\n{}", exit::help("Exit status"))
 )]
 pub(crate) struct RunArgs {
     #[command(flatten)]
@@ -211,6 +212,7 @@ pub(crate) struct UpArgs {
 
 /// `odek sandbox exec`.
 #[derive(Args, Debug)]
+#[command(after_help = exit::help("Exit status"))]
 pub(crate) struct ExecArgs {
     /// Sandbox name (see `odek sandbox ls`).
     pub(crate) name: String,
@@ -332,7 +334,7 @@ fn main() -> ExitCode {
             } else if is_run {
                 ExitCode::from(EXIT_REFUSED)
             } else {
-                ExitCode::from(2)
+                ExitCode::from(exit::USAGE)
             };
         }
     };
