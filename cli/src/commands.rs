@@ -1,5 +1,6 @@
 //! The commands of SPEC §10.3.
 
+use odek_core::config::names;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -579,7 +580,7 @@ async fn sandbox_up(
     if inputs.flags.sandbox.is_none() {
         inputs.flags.sandbox = Some(true);
         inputs.flag_names.insert(
-            "sandbox".into(),
+            names::sandbox.into(),
             "odek sandbox up (implies --sandbox)".into(),
         );
     }

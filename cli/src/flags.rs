@@ -1,6 +1,7 @@
 //! The sandbox flags of SPEC §3.1, shared by `run`, `sandbox up` and
 //! `config view`.
 
+use odek_core::config::names;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -142,12 +143,12 @@ impl SandboxFlags {
     /// §8). `ODEK_SANDBOX` is left out: a child is always a sandbox.
     pub(crate) fn env_not_narrowing(env: &BTreeMap<String, String>) -> Vec<odek_core::Warning> {
         KEYS.iter()
-            .filter(|k| k.name != "sandbox")
+            .filter(|k| k.name != names::sandbox)
             .filter_map(|k| {
                 let var = k.env?;
                 env.get(var).filter(|v| !v.is_empty())?;
                 let instead = match k.flag {
-                    Some(f) if k.name != "sandbox_user" => format!("pass {} to narrow it", f.long),
+                    Some(f) if k.name != names::sandbox_user => format!("pass {} to narrow it", f.long),
                     _ => "the child keeps the parent's value".to_string(),
                 };
                 Some(odek_core::Warning {
@@ -168,12 +169,12 @@ impl SandboxFlags {
                 "--no-sandbox cannot be combined with --parent: a sub-agent runs in a sandbox"
             );
         }
-        if self.value("sandbox_user").is_some() {
+        if self.value(names::sandbox_user).is_some() {
             anyhow::bail!(
                 "--sandbox-user cannot be set for a sub-agent: it keeps the parent's user"
             );
         }
-        let network_mode = match self.value("sandbox_network") {
+        let network_mode = match self.value(names::sandbox_network) {
             None => None,
             Some(v) => Some(odek_core::config::parse_network_mode(
                 "flag --sandbox-network",
@@ -181,20 +182,20 @@ impl SandboxFlags {
             )?),
         };
         let networks = self
-            .value("sandbox_networks")
+            .value(names::sandbox_networks)
             .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
         Ok(odek_core::narrow::NarrowRequest {
             schema: None,
             networks,
-            compose_project: self.value("sandbox_compose_project").map(String::from),
+            compose_project: self.value(names::sandbox_compose_project).map(String::from),
             network_mode,
             pids_limit: self
-                .value("sandbox_pids_limit")
+                .value(names::sandbox_pids_limit)
                 .and_then(|n| n.parse().ok()),
-            memory: self.value("sandbox_memory").map(String::from),
-            cpus: self.value("sandbox_cpus").map(String::from),
-            readonly: (self.value("sandbox_readonly") == Some("true")).then_some(true),
-            image: self.value("sandbox_image").map(String::from),
+            memory: self.value(names::sandbox_memory).map(String::from),
+            cpus: self.value(names::sandbox_cpus).map(String::from),
+            readonly: (self.value(names::sandbox_readonly) == Some("true")).then_some(true),
+            image: self.value(names::sandbox_image).map(String::from),
         })
     }
 }

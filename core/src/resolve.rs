@@ -1,6 +1,7 @@
 //! Resolve (SPEC §1): merge and validate the configuration, reach the daemon,
 //! resolve networks and image into a [`Plan`]. Nothing is created.
 
+use crate::config::names;
 use std::collections::BTreeMap;
 
 use crate::approval;
@@ -299,9 +300,9 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
         .collect();
     // The mode may come from a container-only setting (SPEC §6.3); the
     // image from the image plan (a Dockerfile.odek or the default).
-    sources.insert("sandbox".to_string(), s.mode.source.clone());
+    sources.insert(names::sandbox.to_string(), s.mode.source.clone());
     sources.insert(
-        "sandbox_image".into(),
+        names::sandbox_image.into(),
         match &image.source {
             ImageSource::Explicit { source } => source.clone(),
             _ => Source::Default,

@@ -2,6 +2,7 @@
 //! fallback or off mode — with the settings the engine shows applied, and
 //! `verify`, the check that those settings are the plan's.
 
+use crate::config::names;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -193,7 +194,7 @@ pub(crate) fn not_running(plan: &Plan, exit: Option<&(i64, String)>) -> String {
     let path_note = if plan.env.iter().any(|e| e.key == "PATH") {
         format!(
             ", and PATH, set by sandbox_env{}, must reach it",
-            source("sandbox_env")
+            source(names::sandbox_env)
         )
     } else {
         String::new()
@@ -212,7 +213,7 @@ pub(crate) fn not_running(plan: &Plan, exit: Option<&(i64, String)>) -> String {
         Some((code, _)) if plan.pids_limit < 2 => format!(
             "the container is not running (exit code {code}): the pids limit {}{} leaves no room for its idle process `{idle}` beside docker-init; allow 2 processes at least, and more for the commands",
             plan.pids_limit,
-            source("sandbox_pids_limit")
+            source(names::sandbox_pids_limit)
         ),
         Some((code, _)) => format!(
             "the container is not running (exit code {code}): its idle process `{idle}` ended; an image ENTRYPOINT must run its arguments (`exec \"$@\"`), not exit"

@@ -2,6 +2,7 @@
 //! precedence, project tightening, lenient downgrade and resolution — with
 //! each value's source. Rendered as text by the CLI or as JSON.
 
+use crate::config::names;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -244,7 +245,7 @@ impl ConfigView {
         line(
             "mode",
             format!("{mode} ({})", self.isolation),
-            src("sandbox"),
+            src(names::sandbox),
         );
         if let Some(r) = &self.fallback_reason {
             line("fallback", r.clone(), "daemon/image".into());
@@ -259,7 +260,9 @@ impl ConfigView {
                 (
                     "refused: every setup failure is a refusal, nothing runs on the host",
                     match (self.mode, self.networks.is_empty()) {
-                        (SandboxMode::Explicit, _) => format!("explicit mode; {}", src("sandbox")),
+                        (SandboxMode::Explicit, _) => {
+                            format!("explicit mode; {}", src(names::sandbox))
+                        }
                         (_, false) => "networks are attached".to_string(),
                         (_, true) => "a sandbox is required: ODEK_REQUIRE_SANDBOX".to_string(),
                     },
@@ -289,12 +292,12 @@ impl ConfigView {
         line(
             "image",
             img,
-            format!("{}; {}", self.image.origin, src("sandbox_image")),
+            format!("{}; {}", self.image.origin, src(names::sandbox_image)),
         );
         line(
             "network",
             self.network.describe().to_string(),
-            src("sandbox_network"),
+            src(names::sandbox_network),
         );
         line(
             "internet",
@@ -317,8 +320,8 @@ impl ConfigView {
                     n.compose_project.clone().unwrap_or_else(|| "-".into())
                 ),
                 match (
-                    self.sources.get("sandbox_networks"),
-                    self.sources.get("sandbox_compose_project"),
+                    self.sources.get(names::sandbox_networks),
+                    self.sources.get(names::sandbox_compose_project),
                 ) {
                     (Some(a), Some(b)) => format!("{a}; {b}"),
                     (Some(a), None) | (None, Some(a)) => a.to_string(),
@@ -329,7 +332,7 @@ impl ConfigView {
         line(
             "pids",
             self.pids_limit.to_string(),
-            src("sandbox_pids_limit"),
+            src(names::sandbox_pids_limit),
         );
         line("init", "on".into(), "always".into());
         line("tmpfs", format!("/tmp {}", self.tmpfs), "always".into());
@@ -338,12 +341,12 @@ impl ConfigView {
             self.memory_bytes
                 .map(|m| format!("{m} bytes"))
                 .unwrap_or_else(|| "unlimited".into()),
-            src("sandbox_memory"),
+            src(names::sandbox_memory),
         );
         line(
             "cpus",
             self.cpus.clone().unwrap_or_else(|| "unlimited".into()),
-            src("sandbox_cpus"),
+            src(names::sandbox_cpus),
         );
         line(
             "user",
@@ -361,7 +364,7 @@ impl ConfigView {
                 Some(c) if c != crate::account::UserChoice::Operator => {
                     format!("default: {}", c.describe())
                 }
-                _ => src("sandbox_user"),
+                _ => src(names::sandbox_user),
             },
         );
         line(
@@ -371,14 +374,14 @@ impl ConfigView {
                 self.readonly,
                 crate::text::shown(&self.workdir)
             ),
-            src("sandbox_readonly"),
+            src(names::sandbox_readonly),
         );
         if !self.env_keys.is_empty() {
-            line("env", self.env_keys.join(","), src("sandbox_env"));
+            line("env", self.env_keys.join(","), src(names::sandbox_env));
         }
         if !self.volumes.is_empty() {
             let shown: Vec<String> = self.volumes.iter().map(|v| crate::text::shown(v)).collect();
-            line("volumes", shown.join(" "), src("sandbox_volumes"));
+            line("volumes", shown.join(" "), src(names::sandbox_volumes));
         }
         for m in &self.masks {
             line(

@@ -3,6 +3,7 @@
 //! Codes never change meaning. They are grouped by area; the hundreds digit
 //! is the area and the failure class of SPEC §6.3 follows from it.
 
+use odek_core::config::names;
 use std::ffi::{c_char, CStr, CString};
 
 use odek_core::approval::ApprovalError;
@@ -137,7 +138,7 @@ pub fn code_of(e: &Error) -> odek_code_t {
             ConfigError::InvalidNetworkName { .. } => ODEK_E_NETWORK_NAME,
             ConfigError::InvalidComposeProject { .. } => ODEK_E_COMPOSE_NAME,
             ConfigError::InvalidVolume { .. } => ODEK_E_VOLUME,
-            ConfigError::InvalidValue { key, .. } if key == "sandbox_image" => {
+            ConfigError::InvalidValue { key, .. } if key == names::sandbox_image => {
                 ODEK_E_IMAGE_REFERENCE
             }
             _ => ODEK_E_CONFIG,

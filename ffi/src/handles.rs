@@ -2,6 +2,7 @@
 //! looked up in a process-wide table before use, so a destroyed or foreign
 //! handle is detected (`ODEK_E_INVALID_HANDLE`) instead of dereferenced.
 
+use odek_core::config::names;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -105,11 +106,11 @@ pub fn client(h: *const odek_client_t) -> Result<Arc<Client>, Failure> {
 /// Looks a sandbox up.
 pub fn sandbox(h: *const odek_sandbox_t) -> Result<Arc<SandboxHandle>, Failure> {
     if h.is_null() {
-        return Err(null("sandbox"));
+        return Err(null(names::sandbox));
     }
     match table()?.get(&h.addr()) {
         Some(Entry::Sandbox(s)) => Ok(s.clone()),
-        _ => Err(invalid("sandbox")),
+        _ => Err(invalid(names::sandbox)),
     }
 }
 
@@ -131,9 +132,9 @@ pub fn remove_sandbox(h: *mut odek_sandbox_t) -> Result<Arc<SandboxHandle>, Fail
     match t.get(&h.addr()) {
         Some(Entry::Sandbox(_)) => match t.remove(&h.addr()) {
             Some(Entry::Sandbox(s)) => Ok(s),
-            _ => Err(invalid("sandbox")),
+            _ => Err(invalid(names::sandbox)),
         },
-        _ => Err(invalid("sandbox")),
+        _ => Err(invalid(names::sandbox)),
     }
 }
 

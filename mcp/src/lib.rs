@@ -48,6 +48,7 @@ mod sandboxes;
 mod server;
 pub mod tools;
 
+use odek_core::config::names;
 use odek_core::config::ConfigInputs;
 use odek_core::{Client, Reporter, Warning};
 use rmcp::ServiceExt;
@@ -96,7 +97,7 @@ pub fn force_sandbox(inputs: &mut ConfigInputs) -> Result<(), String> {
     inputs.flags.sandbox = Some(true);
     inputs
         .flag_names
-        .insert("sandbox".into(), "odek mcp (implies --sandbox)".into());
+        .insert(names::sandbox.into(), "odek mcp (implies --sandbox)".into());
     Ok(())
 }
 

@@ -71,7 +71,8 @@ pub struct Key {
     /// a message names when one source sets several (lowest first).
     pub container_only: Option<u8>,
     /// A project config may only tighten it (SPEC §3.2; the rule itself is
-    /// `merge::tighten`).
+    /// `merge::tighten`, and a test checks that it narrows exactly the rows
+    /// marked here).
     pub tighten: bool,
     /// `config view` shows it even when no source sets it (a default).
     pub always_shown: bool,
@@ -115,6 +116,14 @@ macro_rules! config_keys {
         /// The keys of SPEC §3.1 that a config file may set, in the order
         /// of CONFIG.md's table.
         pub const KNOWN_KEYS: &[&str] = &[$( stringify!($field) ),*];
+
+        /// Each key's name as a constant named like the key
+        /// (`names::sandbox_memory == "sandbox_memory"`): code outside this
+        /// file names a key only through these (a test scans the sources).
+        #[allow(non_upper_case_globals)]
+        pub mod names {
+            $( #[doc = concat!("`", stringify!($field), "`.")] pub const $field: &str = stringify!($field); )*
+        }
 
         impl Layer {
             /// Type-checks a config file's JSON value for `key` and sets it.
@@ -377,6 +386,55 @@ mod tests {
         assert_eq!(
             super::super::parse_memory("", super::super::DEFAULT_MEMORY),
             Ok(super::super::DEFAULT_MEMORY_BYTES)
+        );
+    }
+
+    /// No non-test code outside this file spells a key as a string literal
+    /// (`"sandbox_memory"`): it uses [`names`], so a renamed or removed key
+    /// fails to compile wherever it is used.
+    #[test]
+    fn keys_are_named_only_through_the_table() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root")
+            .to_path_buf();
+        let mut found = Vec::new();
+        let mut dirs: Vec<std::path::PathBuf> = ["core/src", "cli/src", "mcp/src", "ffi/src"]
+            .iter()
+            .map(|d| root.join(d))
+            .collect();
+        let mut files = 0;
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).expect("read_dir") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") || path.ends_with("config/keys.rs") {
+                    continue;
+                }
+                files += 1;
+                let text = std::fs::read_to_string(&path).expect("read");
+                // Non-test code: up to the first `#[cfg(test)]`.
+                let code = text.split("#[cfg(test)]").next().unwrap_or("");
+                for (n, line) in code.lines().enumerate() {
+                    if line.trim_start().starts_with("//") {
+                        continue;
+                    }
+                    for k in KNOWN_KEYS {
+                        if line.contains(&format!("\"{k}\"")) {
+                            found.push(format!("{}:{}: {k}", path.display(), n + 1));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(files > 50, "scanned only {files} files");
+        assert!(
+            found.is_empty(),
+            "use config::keys::names:\n{}",
+            found.join("\n")
         );
     }
 

@@ -8,6 +8,7 @@
 //! its `sandbox_pids_limit` and `sandbox_memory` apply only when lower than
 //! defaults + user.
 
+use crate::config::names;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -300,7 +301,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
 
     let mut workdir_id = None;
     let mut root_owned = super::RootOwned::default();
-    let mode = match pick(&ranked, "sandbox", |l| l.sandbox) {
+    let mode = match pick(&ranked, names::sandbox, |l| l.sandbox) {
         Some(Sourced {
             value: true,
             source,
@@ -343,7 +344,9 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         workdir_id = Some(id);
     }
 
-    let network_raw = pick(&ranked, "sandbox_network", |l| l.sandbox_network.clone());
+    let network_raw = pick(&ranked, names::sandbox_network, |l| {
+        l.sandbox_network.clone()
+    });
     let network = match network_raw.clone() {
         None => Sourced::new(NetworkMode::None, Source::Default),
         Some(s) => match parse_network_mode(&origin(&s.source), &s.value) {
@@ -363,26 +366,26 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         },
     };
 
-    let pids_limit = pick(&ranked, "sandbox_pids_limit", |l| l.sandbox_pids_limit)
+    let pids_limit = pick(&ranked, names::sandbox_pids_limit, |l| l.sandbox_pids_limit)
         .unwrap_or_else(|| Sourced::new(DEFAULT_PIDS_LIMIT, Source::Default));
-    let readonly = pick(&ranked, "sandbox_readonly", |l| l.sandbox_readonly)
+    let readonly = pick(&ranked, names::sandbox_readonly, |l| l.sandbox_readonly)
         .unwrap_or_else(|| Sourced::new(false, Source::Default));
     // The default is not a setting anyone asked for: it does not make the
     // mode explicit (container_only_setting reads the sources only) and is
     // simply not applied on the host.
-    let memory = pick(&ranked, "sandbox_memory", |l| l.sandbox_memory.clone())
+    let memory = pick(&ranked, names::sandbox_memory, |l| l.sandbox_memory.clone())
         .map(|s| {
             parse_memory(&origin(&s.source), &s.value).map(|b| Sourced::new(b, s.source.clone()))
         })
         .transpose()?
         .unwrap_or_else(|| Sourced::new(DEFAULT_MEMORY_BYTES, Source::Default));
-    let cpus = pick(&ranked, "sandbox_cpus", |l| l.sandbox_cpus.clone())
+    let cpus = pick(&ranked, names::sandbox_cpus, |l| l.sandbox_cpus.clone())
         .map(|s| {
             parse_cpus(&origin(&s.source), &s.value).map(|c| Sourced::new(c, s.source.clone()))
         })
         .transpose()?;
     let mut env_template_sha256 = None;
-    let env_vars = match pick(&ranked, "sandbox_env", |l| l.sandbox_env.clone()) {
+    let env_vars = match pick(&ranked, names::sandbox_env, |l| l.sandbox_env.clone()) {
         None => None,
         Some(s) => {
             let o = origin(&s.source);
@@ -400,16 +403,18 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
             Some(Sourced::new(vars, s.source))
         }
     };
-    let volumes = pick(&ranked, "sandbox_volumes", |l| l.sandbox_volumes.clone())
-        .map(|s| {
-            let o = origin(&s.source);
-            s.value
-                .iter()
-                .map(|v| resolve_volume(&o, v, &workdir))
-                .collect::<Result<Vec<_>, _>>()
-                .map(|v| Sourced::new(v, s.source.clone()))
-        })
-        .transpose()?;
+    let volumes = pick(&ranked, names::sandbox_volumes, |l| {
+        l.sandbox_volumes.clone()
+    })
+    .map(|s| {
+        let o = origin(&s.source);
+        s.value
+            .iter()
+            .map(|v| resolve_volume(&o, v, &workdir))
+            .collect::<Result<Vec<_>, _>>()
+            .map(|v| Sourced::new(v, s.source.clone()))
+    })
+    .transpose()?;
 
     if let Some(vols) = &volumes {
         // The approval store and user config must stay out of the sandbox's
@@ -441,19 +446,21 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         workdir_id,
         odek_home,
         mode,
-        image: pick(&ranked, "sandbox_image", |l| l.sandbox_image.clone()),
+        image: pick(&ranked, names::sandbox_image, |l| l.sandbox_image.clone()),
         network,
         network_raw,
         env_template_sha256,
-        networks: pick(&ranked, "sandbox_networks", |l| l.sandbox_networks.clone()),
-        compose_project: pick(&ranked, "sandbox_compose_project", |l| {
+        networks: pick(&ranked, names::sandbox_networks, |l| {
+            l.sandbox_networks.clone()
+        }),
+        compose_project: pick(&ranked, names::sandbox_compose_project, |l| {
             l.sandbox_compose_project.clone()
         }),
         pids_limit,
         readonly,
         memory,
         cpus,
-        user: pick(&ranked, "sandbox_user", |l| l.sandbox_user.clone()),
+        user: pick(&ranked, names::sandbox_user, |l| l.sandbox_user.clone()),
         env: env_vars,
         volumes,
         require_sandbox: truthy(env, "ODEK_REQUIRE_SANDBOX")?,
@@ -617,7 +624,7 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
             _ => None,
         };
         if lower == Some(false) {
-            ignore("sandbox_memory", p, base, warnings);
+            ignore(names::sandbox_memory, p, base, warnings);
             project.sandbox_memory = None;
         }
     }
@@ -627,7 +634,7 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
             _ => None,
         };
         if lower == Some(false) {
-            ignore("sandbox_cpus", p, u, warnings);
+            ignore(names::sandbox_cpus, p, u, warnings);
             project.sandbox_cpus = None;
         }
     }
@@ -659,7 +666,7 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
     let l = &r.layer;
     let o = |key: &str| origin(&(r.source)(key));
     if let Some(v) = &l.sandbox_network {
-        if let Err(e) = parse_network_mode(&o("sandbox_network"), v) {
+        if let Err(e) = parse_network_mode(&o(names::sandbox_network), v) {
             if !lenient {
                 return Err(e);
             }
@@ -667,40 +674,100 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
     }
     if let Some(names) = &l.sandbox_networks {
         for n in names {
-            validate_network_name(&o("sandbox_networks"), n)?;
+            validate_network_name(&o(names::sandbox_networks), n)?;
         }
     }
     if let Some(p) = &l.sandbox_compose_project {
-        validate_compose_project(&o("sandbox_compose_project"), p)?;
+        validate_compose_project(&o(names::sandbox_compose_project), p)?;
     }
     if let Some(p) = l.sandbox_pids_limit {
-        validate_pids_limit(&o("sandbox_pids_limit"), p)?;
+        validate_pids_limit(&o(names::sandbox_pids_limit), p)?;
     }
     if let Some(m) = &l.sandbox_memory {
-        parse_memory(&o("sandbox_memory"), m)?;
+        parse_memory(&o(names::sandbox_memory), m)?;
     }
     if let Some(c) = &l.sandbox_cpus {
-        parse_cpus(&o("sandbox_cpus"), c)?;
+        parse_cpus(&o(names::sandbox_cpus), c)?;
     }
     if let Some(u) = &l.sandbox_user {
-        validate_user(&o("sandbox_user"), u)?;
+        validate_user(&o(names::sandbox_user), u)?;
     }
     if let Some(env) = &l.sandbox_env {
         for k in env.keys() {
-            validate_env_key(&o("sandbox_env"), k)?;
+            validate_env_key(&o(names::sandbox_env), k)?;
         }
     }
     if let Some(vols) = &l.sandbox_volumes {
         for v in vols {
-            resolve_volume(&o("sandbox_volumes"), v, workdir)?;
+            resolve_volume(&o(names::sandbox_volumes), v, workdir)?;
         }
     }
     if let Some(image) = &l.sandbox_image {
         crate::image_ref::ImageRef::parse(image).map_err(|e| ConfigError::InvalidValue {
-            origin: o("sandbox_image"),
-            key: "sandbox_image".into(),
+            origin: o(names::sandbox_image),
+            key: names::sandbox_image.into(),
             reason: e.to_string(),
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::keys::KEYS;
+    use super::super::parse::Ctx;
+    use super::*;
+
+    /// The widest value a project could ask for, per key: every key of the
+    /// table must have one here, so a new key is considered.
+    fn widest(key: &str) -> serde_json::Value {
+        use serde_json::json;
+        match key {
+            "sandbox" => json!(false),
+            "sandbox_image" => json!("example.org/any:1"),
+            "sandbox_network" => json!("bridge"),
+            "sandbox_networks" => json!(["outside"]),
+            "sandbox_compose_project" => json!("other"),
+            "sandbox_pids_limit" => json!(1_000_000_000),
+            "sandbox_readonly" => json!(false),
+            "sandbox_memory" => json!("1000g"),
+            "sandbox_cpus" => json!("64"),
+            "sandbox_user" => json!("0:0"),
+            "sandbox_env" => json!({"TOKEN": "${HOME}"}),
+            "sandbox_volumes" => json!(["/:/host"]),
+            other => panic!("no widest value for the key {other}: add one"),
+        }
+    }
+
+    /// The keys `tighten` narrows are exactly the rows marked `tighten`
+    /// (the others need approval instead, SPEC §3.2 and §7.1).
+    #[test]
+    fn tighten_touches_exactly_the_keys_the_table_marks() {
+        let mut project = Layer::default();
+        for k in KEYS {
+            let ctx = Ctx {
+                origin: "test",
+                key: k.name,
+            };
+            assert!(project
+                .set_json(k.name, &ctx, widest(k.name))
+                .expect("a valid value"));
+        }
+        let user = Layer {
+            sandbox_cpus: Some("1".into()),
+            ..Layer::default()
+        };
+        let mut warnings = Vec::new();
+        tighten(&mut project, &user, Path::new("odek.json"), &mut warnings);
+        for k in KEYS {
+            assert_eq!(
+                project.sets(k.name),
+                !k.tighten,
+                "{}: the table says tighten = {}",
+                k.name,
+                k.tighten
+            );
+        }
+        assert_eq!(warnings.len(), KEYS.iter().filter(|k| k.tighten).count());
+    }
 }

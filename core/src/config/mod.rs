@@ -20,7 +20,7 @@ pub(crate) use identity::walk_no_symlink;
 pub use identity::{still, FileId};
 pub(crate) use keys::approval_keys;
 pub(crate) use keys::container_only_keys;
-pub use keys::{env_var_of, key, Flag, Key, Kind, Layer, KEYS, KNOWN_KEYS};
+pub use keys::{env_var_of, key, names, Flag, Key, Kind, Layer, KEYS, KNOWN_KEYS};
 pub(crate) use merge::truthy;
 pub use merge::{
     load, odek_home, ConfigInputs, Settings, DEFAULT_MEMORY, DEFAULT_MEMORY_BYTES, PROCESS_ENV_VARS,

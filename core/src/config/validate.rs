@@ -8,6 +8,7 @@
 //! used verbatim in error messages. User values appear in messages only
 //! through [`super::quote`]; env values never appear.
 
+use crate::config::names;
 use std::collections::BTreeMap;
 
 use super::{quote, ConfigError, CpuLimit, NetworkMode};
@@ -154,7 +155,7 @@ pub fn validate_pids_limit(origin: &str, value: i64) -> Result<i64, ConfigError>
     if value > MAX_PIDS_LIMIT {
         return Err(invalid(
             origin,
-            "sandbox_pids_limit",
+            names::sandbox_pids_limit,
             format!(
                 "must be at most {MAX_PIDS_LIMIT}, the kernel's ceiling for process IDs (got {})",
                 quote(&value.to_string())
@@ -166,7 +167,7 @@ pub fn validate_pids_limit(origin: &str, value: i64) -> Result<i64, ConfigError>
     }
     Err(invalid(
         origin,
-        "sandbox_pids_limit",
+        names::sandbox_pids_limit,
         format!(
             "must be a positive integer (got {}); 0 and -1 would mean \"unlimited\" to Docker",
             quote(&value.to_string())
@@ -182,7 +183,7 @@ pub fn validate_pids_limit(origin: &str, value: i64) -> Result<i64, ConfigError>
 /// Docker: no space before the unit, no `p`, no `kib`-style units, no
 /// exponent. Errors are [`ConfigError::InvalidValue`].
 pub fn parse_memory(origin: &str, value: &str) -> Result<i64, ConfigError> {
-    let key = "sandbox_memory";
+    let key = names::sandbox_memory;
     let bad_form = || {
         invalid(
             origin,
@@ -259,7 +260,7 @@ pub fn parse_memory(origin: &str, value: &str) -> Result<i64, ConfigError> {
 /// `NanoCpus` (billionths of a CPU); at most 1024 CPUs. Errors are
 /// [`ConfigError::InvalidValue`].
 pub fn parse_cpus(origin: &str, value: &str) -> Result<CpuLimit, ConfigError> {
-    let key = "sandbox_cpus";
+    let key = names::sandbox_cpus;
     let bad = |why: &str| {
         invalid(
             origin,
@@ -312,7 +313,7 @@ pub fn validate_user(origin: &str, value: &str) -> Result<(), ConfigError> {
     }
     Err(invalid(
         origin,
-        "sandbox_user",
+        names::sandbox_user,
         format!(
             "must be uid[:gid] (decimal, at most 2147483647) or name[:group] (matching \
              [a-z_][a-z0-9_-]*, at most {MAX_USER_NAME_BYTES} bytes each) (got {})",
@@ -331,7 +332,7 @@ pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
 /// [`EXEC_TAG_ENV`] → else [`ConfigError::InvalidValue`] for
 /// key `sandbox_env`.
 pub fn validate_env_key(origin: &str, key: &str) -> Result<(), ConfigError> {
-    validate_env_key_as(origin, "sandbox_env", key)
+    validate_env_key_as(origin, names::sandbox_env, key)
 }
 
 /// [`validate_env_key`] with the error naming `what` instead of
@@ -376,7 +377,7 @@ pub fn interpolate(
     let fail = |what: String| {
         invalid(
             origin,
-            "sandbox_env",
+            names::sandbox_env,
             format!("value of {} {what}", quote(key)),
         )
     };
