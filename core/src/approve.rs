@@ -1,12 +1,18 @@
-//! The approve verb (SPEC §7.2, §8): [`Client::approve`] grants approval of
+//! The approve verb (SPEC §7.2, §8): [`request`] builds a plan's approval
+//! request at resolve, [`Client::approve`] grants approval of
 //! a plan's project settings; [`refresh_standing`] re-derives, in this
 //! process, the standing approval of a plan another process resolved.
 
-use crate::approval::{self, Store};
+use crate::approval::{
+    self, approval_key, project_knobs, Approval, ApprovalError, ApprovalRequest, Decision,
+    EnvKeyView, KeyInput, Meta, NetworkCard, Store, APPROVAL_REQUEST_SCHEMA,
+};
 use crate::client::Client;
+use crate::config::{Settings, Sourced};
 use crate::error::Result;
+use crate::network::ResolvedNetwork;
 use crate::plan::Plan;
-use crate::text::display_text;
+use crate::text::{display_name, display_text};
 
 impl Client {
     /// Grants approval of the plan's project settings (SPEC §7.2): `Once`
@@ -17,7 +23,7 @@ impl Client {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        Ok(approval::grant(plan, decision, now)?)
+        Ok(grant(plan, decision, now)?)
     }
 }
 
@@ -63,4 +69,143 @@ pub fn refresh_standing(
     req.approved_by_env = crate::config::truthy(env, "ODEK_APPROVE_PROJECT_SANDBOX")?;
     req.card = req.render_card();
     Ok(())
+}
+
+/// The project's raw string for a key, as written in `odek.json`.
+fn project_value<T: Clone>(v: &Option<Sourced<T>>) -> Option<T> {
+    v.as_ref()
+        .filter(|v| v.source.is_project())
+        .map(|v| v.value.clone())
+}
+
+/// Builds the approval request for a resolved plan, or `None` when the
+/// project asks for nothing that needs approval. Reads the store to see
+/// whether the key is already trusted (a corrupt store is an error).
+pub(crate) fn request(
+    settings: &Settings,
+    plan: &Plan,
+) -> Result<Option<ApprovalRequest>, ApprovalError> {
+    let mut knobs = project_knobs(settings);
+    // The file that asks: odek.json, or Dockerfile.odek when that is all.
+    let config = if knobs.is_empty() {
+        settings.workdir.join(crate::image::DOCKERFILE_ODEK)
+    } else {
+        settings.workdir.join("odek.json")
+    };
+    // A repository's Dockerfile.odek is project input too: building it runs
+    // its RUN steps (with network access) before any sandbox exists.
+    let dockerfile = match &plan.image.source {
+        crate::image::ImageSource::Dockerfile { sha256, .. } => Some(sha256.clone()),
+        _ => None,
+    };
+    if dockerfile.is_some() {
+        knobs.push(crate::image::DOCKERFILE_ODEK);
+    }
+    if knobs.is_empty() {
+        return Ok(None);
+    }
+    let project_nets: Vec<&ResolvedNetwork> = plan
+        .networks
+        .iter()
+        .filter(|n| n.origins.iter().any(|o| o.is_project()))
+        .collect();
+    // For Dockerfile.odek the key's image is the content-addressed tag, so an
+    // edited Dockerfile asks again.
+    let image = project_value(&settings.image).or_else(|| {
+        dockerfile
+            .as_ref()
+            .map(|_| plan.image.reference.original.clone())
+    });
+    let env = project_value(&settings.env).unwrap_or_default();
+    let env_binding = env
+        .iter()
+        .any(|e| e.interpolates_host)
+        .then(|| settings.env_template_sha256.clone())
+        .flatten();
+    let volumes: Vec<String> = project_value(&settings.volumes)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.spec)
+        .collect();
+    let network = project_value(&settings.network_raw);
+    let ids: Vec<&str> = project_nets.iter().map(|n| n.id.as_str()).collect();
+    let key = approval_key(&KeyInput {
+        project_dir: &settings.workdir,
+        image: image.as_deref(),
+        network: network.as_deref(),
+        env_keys: env.iter().map(|e| e.key.as_str()).collect(),
+        volumes: volumes.iter().map(String::as_str).collect(),
+        network_ids: ids,
+    });
+    let store = Store::new(&settings.odek_home);
+    let trusted = store.trusts(&key, env_binding.as_deref())?;
+    let dir = settings.workdir.display().to_string();
+    let previously_trusted = !trusted && store.meta().values().any(|m| m.project_dir == dir);
+    let mut req = ApprovalRequest {
+        schema: APPROVAL_REQUEST_SCHEMA.into(),
+        key,
+        project_dir: settings.workdir.display().to_string(),
+        config: config.display().to_string(),
+        knobs: knobs.iter().map(|k| k.to_string()).collect(),
+        image,
+        network,
+        env: env
+            .iter()
+            .map(|e| EnvKeyView {
+                key: e.key.clone(),
+                interpolates_host: e.interpolates_host,
+                reads: e.reads.clone(),
+            })
+            .collect(),
+        volumes,
+        requested_networks: project_value(&settings.networks).unwrap_or_default(),
+        requested_compose_project: project_value(&settings.compose_project),
+        networks: project_nets
+            .iter()
+            .map(|n| NetworkCard {
+                name: display_name(&n.name),
+                id: n.id.clone(),
+                internal: n.internal,
+                compose_project: n
+                    .compose_project
+                    .as_deref()
+                    .map(display_name)
+                    .unwrap_or_else(|| "-".into()),
+            })
+            .collect(),
+        network_summary: plan.network_summary,
+        internet: plan.internet,
+        trusted,
+        previously_trusted,
+        env_binding,
+        dockerfile_sha256: dockerfile,
+        approved_by_env: settings.approve_project,
+        host_fallback: plan.fallback_allowed(),
+        card: String::new(),
+    };
+    req.card = req.render_card();
+    Ok(Some(req))
+}
+
+/// Grants an approval for the plan's request; `Trust` persists the key first
+/// (a failed write means no approval).
+pub(crate) fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approval, ApprovalError> {
+    let Some(req) = &plan.approval else {
+        return Err(ApprovalError::NotNeeded);
+    };
+    match decision {
+        Decision::Once => Ok(req.approval("once")),
+        Decision::Trust => {
+            Store::new(&plan.odek_home).trust(
+                &req.key,
+                req.env_binding.as_deref(),
+                Meta {
+                    project_dir: req.project_dir.clone(),
+                    granted_at: now,
+                    knobs: req.knobs.join(", "),
+                },
+            )?;
+            Ok(req.approval("trust"))
+        }
+    }
 }

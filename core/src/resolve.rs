@@ -4,7 +4,6 @@
 use crate::config::names;
 use std::collections::BTreeMap;
 
-use crate::approval;
 use crate::client::Client;
 use crate::config::{self, ConfigError, ConfigInputs, SandboxMode, Settings, Source};
 use crate::engine::{DockerApi, EndpointError};
@@ -189,7 +188,7 @@ impl Client {
             plan.warnings.push(w);
         }
         plan.networks = networks;
-        plan.approval = approval::request(&settings, &plan)?;
+        plan.approval = crate::approve::request(&settings, &plan)?;
         Ok(plan)
     }
 }

@@ -15,9 +15,8 @@ pub use store::{Meta, Store, META_FILE};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Settings, Source, Sourced};
-use crate::network::{NetworkSummary, ResolvedNetwork};
-use crate::plan::Plan;
+use crate::config::{Settings, Source};
+use crate::network::NetworkSummary;
 use crate::text::{display_name, display_text};
 
 /// Schema name of [`ApprovalRequest`] JSON.
@@ -193,7 +192,7 @@ pub struct Approval {
 }
 
 impl ApprovalRequest {
-    fn approval(&self, via: &str) -> Approval {
+    pub(crate) fn approval(&self, via: &str) -> Approval {
         Approval {
             schema: APPROVAL_SCHEMA.into(),
             key: self.key.clone(),
@@ -320,145 +319,6 @@ pub(crate) fn project_knobs(s: &Settings) -> Vec<&'static str> {
         .filter(|k| s.sources.get(k.name).is_some_and(Source::is_project))
         .map(|k| k.name)
         .collect()
-}
-
-/// The project's raw string for a key, as written in `odek.json`.
-fn project_value<T: Clone>(v: &Option<Sourced<T>>) -> Option<T> {
-    v.as_ref()
-        .filter(|v| v.source.is_project())
-        .map(|v| v.value.clone())
-}
-
-/// Builds the approval request for a resolved plan, or `None` when the
-/// project asks for nothing that needs approval. Reads the store to see
-/// whether the key is already trusted (a corrupt store is an error).
-pub(crate) fn request(
-    settings: &Settings,
-    plan: &Plan,
-) -> Result<Option<ApprovalRequest>, ApprovalError> {
-    let mut knobs = project_knobs(settings);
-    // The file that asks: odek.json, or Dockerfile.odek when that is all.
-    let config = if knobs.is_empty() {
-        settings.workdir.join(crate::image::DOCKERFILE_ODEK)
-    } else {
-        settings.workdir.join("odek.json")
-    };
-    // A repository's Dockerfile.odek is project input too: building it runs
-    // its RUN steps (with network access) before any sandbox exists.
-    let dockerfile = match &plan.image.source {
-        crate::image::ImageSource::Dockerfile { sha256, .. } => Some(sha256.clone()),
-        _ => None,
-    };
-    if dockerfile.is_some() {
-        knobs.push(crate::image::DOCKERFILE_ODEK);
-    }
-    if knobs.is_empty() {
-        return Ok(None);
-    }
-    let project_nets: Vec<&ResolvedNetwork> = plan
-        .networks
-        .iter()
-        .filter(|n| n.origins.iter().any(|o| o.is_project()))
-        .collect();
-    // For Dockerfile.odek the key's image is the content-addressed tag, so an
-    // edited Dockerfile asks again.
-    let image = project_value(&settings.image).or_else(|| {
-        dockerfile
-            .as_ref()
-            .map(|_| plan.image.reference.original.clone())
-    });
-    let env = project_value(&settings.env).unwrap_or_default();
-    let env_binding = env
-        .iter()
-        .any(|e| e.interpolates_host)
-        .then(|| settings.env_template_sha256.clone())
-        .flatten();
-    let volumes: Vec<String> = project_value(&settings.volumes)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|v| v.spec)
-        .collect();
-    let network = project_value(&settings.network_raw);
-    let ids: Vec<&str> = project_nets.iter().map(|n| n.id.as_str()).collect();
-    let key = approval_key(&KeyInput {
-        project_dir: &settings.workdir,
-        image: image.as_deref(),
-        network: network.as_deref(),
-        env_keys: env.iter().map(|e| e.key.as_str()).collect(),
-        volumes: volumes.iter().map(String::as_str).collect(),
-        network_ids: ids,
-    });
-    let store = Store::new(&settings.odek_home);
-    let trusted = store.trusts(&key, env_binding.as_deref())?;
-    let dir = settings.workdir.display().to_string();
-    let previously_trusted = !trusted && store.meta().values().any(|m| m.project_dir == dir);
-    let mut req = ApprovalRequest {
-        schema: APPROVAL_REQUEST_SCHEMA.into(),
-        key,
-        project_dir: settings.workdir.display().to_string(),
-        config: config.display().to_string(),
-        knobs: knobs.iter().map(|k| k.to_string()).collect(),
-        image,
-        network,
-        env: env
-            .iter()
-            .map(|e| EnvKeyView {
-                key: e.key.clone(),
-                interpolates_host: e.interpolates_host,
-                reads: e.reads.clone(),
-            })
-            .collect(),
-        volumes,
-        requested_networks: project_value(&settings.networks).unwrap_or_default(),
-        requested_compose_project: project_value(&settings.compose_project),
-        networks: project_nets
-            .iter()
-            .map(|n| NetworkCard {
-                name: display_name(&n.name),
-                id: n.id.clone(),
-                internal: n.internal,
-                compose_project: n
-                    .compose_project
-                    .as_deref()
-                    .map(display_name)
-                    .unwrap_or_else(|| "-".into()),
-            })
-            .collect(),
-        network_summary: plan.network_summary,
-        internet: plan.internet,
-        trusted,
-        previously_trusted,
-        env_binding,
-        dockerfile_sha256: dockerfile,
-        approved_by_env: settings.approve_project,
-        host_fallback: plan.fallback_allowed(),
-        card: String::new(),
-    };
-    req.card = req.render_card();
-    Ok(Some(req))
-}
-
-/// Grants an approval for the plan's request; `Trust` persists the key first
-/// (a failed write means no approval).
-pub(crate) fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approval, ApprovalError> {
-    let Some(req) = &plan.approval else {
-        return Err(ApprovalError::NotNeeded);
-    };
-    match decision {
-        Decision::Once => Ok(req.approval("once")),
-        Decision::Trust => {
-            Store::new(&plan.odek_home).trust(
-                &req.key,
-                req.env_binding.as_deref(),
-                Meta {
-                    project_dir: req.project_dir.clone(),
-                    granted_at: now,
-                    knobs: req.knobs.join(", "),
-                },
-            )?;
-            Ok(req.approval("trust"))
-        }
-    }
 }
 
 #[cfg(test)]
