@@ -16,6 +16,9 @@
 //! read with a size cap ([`MAX_ACCOUNT_FILE`]) and only split into lines;
 //! odek never interprets more than the uid, gid and name fields.
 
+use std::path::{Path, PathBuf};
+
+use crate::engine::BindMount;
 use serde::{Deserialize, Serialize};
 
 /// The sandbox account's login name.
@@ -210,6 +213,42 @@ fn insert_entry(file: &[u8], entry: &[u8], collides: impl Fn(&[&[u8]]) -> bool) 
         out.extend_from_slice(entry);
     }
     out
+}
+
+/// The account files: name in the cache directory → path in the container.
+pub(crate) const ACCOUNT_FILES: [(&str, &str); 2] =
+    [("passwd", "/etc/passwd"), ("group", "/etc/group")];
+
+/// The hex of `sha256:<64 hex>`; `None` for anything else (never made
+/// into a path).
+pub(crate) fn image_hex(image_id: &str) -> Option<&str> {
+    let hex = image_id.strip_prefix("sha256:")?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+}
+
+/// Where the generated account files for `image_id` and `account` live.
+pub(crate) fn files_dir(odek_home: &Path, image_id: &str, account: &Account) -> Option<PathBuf> {
+    image_hex(image_id).map(|hex| {
+        odek_home
+            .join("accounts")
+            .join(format!("{hex}-{}-{}", account.uid, account.gid))
+    })
+}
+
+/// The read-only bind mounts of the account files (sources under
+/// [`files_dir`]); empty for a plan without an account.
+pub(crate) fn binds(odek_home: &Path, image_id: &str, account: Option<&Account>) -> Vec<BindMount> {
+    let Some(dir) = account.and_then(|a| files_dir(odek_home, image_id, a)) else {
+        return Vec::new();
+    };
+    ACCOUNT_FILES
+        .iter()
+        .map(|(name, target)| BindMount {
+            source: dir.join(name).display().to_string(),
+            target: (*target).to_string(),
+            read_only: true,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -87,7 +87,7 @@ fn mount_problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
     }));
     // The sandbox account's files (SPEC §6.1 "user"), read-only.
     want.extend(
-        crate::launch::account_binds(&plan.odek_home, &info.image_id, plan.account.as_ref())
+        crate::account::binds(&plan.odek_home, &info.image_id, plan.account.as_ref())
             .into_iter()
             .map(|b| (b.source, b.target, !b.read_only)),
     );

@@ -13,7 +13,6 @@ use rand::Rng;
 mod check;
 mod image_facts;
 
-pub(crate) use image_facts::binds as account_binds;
 pub use image_facts::settle as settle_probes;
 mod recheck;
 

@@ -35,15 +35,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::account::{Account, MAX_ACCOUNT_FILE};
+use crate::account::{binds, files_dir, image_hex, Account, ACCOUNT_FILES, MAX_ACCOUNT_FILE};
 use crate::engine::{BindMount, ContainerSpec, DockerApi, EngineErrorKind, ImageInfo};
 use crate::error::{Error, Result};
 use crate::failure::Step;
 use crate::plan::Plan;
-
-/// The account files: name in the cache directory → path in the container.
-pub(crate) const ACCOUNT_FILES: [(&str, &str); 2] =
-    [("passwd", "/etc/passwd"), ("group", "/etc/group")];
 
 /// The largest `images/<ID>.json` odek reads back (bytes).
 const MAX_FACTS_FILE: u64 = 1 << 20;
@@ -65,38 +61,6 @@ struct Facts {
     /// Path → kind, for every path a launch has needed.
     #[serde(default)]
     paths: BTreeMap<String, PathKind>,
-}
-
-/// The hex of `sha256:<64 hex>`; `None` for anything else (never made
-/// into a path).
-fn image_hex(image_id: &str) -> Option<&str> {
-    let hex = image_id.strip_prefix("sha256:")?;
-    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
-}
-
-/// Where the generated account files for `image_id` and `account` live.
-pub(crate) fn files_dir(odek_home: &Path, image_id: &str, account: &Account) -> Option<PathBuf> {
-    image_hex(image_id).map(|hex| {
-        odek_home
-            .join("accounts")
-            .join(format!("{hex}-{}-{}", account.uid, account.gid))
-    })
-}
-
-/// The read-only bind mounts of the account files (sources under
-/// [`files_dir`]); empty for a plan without an account.
-pub(crate) fn binds(odek_home: &Path, image_id: &str, account: Option<&Account>) -> Vec<BindMount> {
-    let Some(dir) = account.and_then(|a| files_dir(odek_home, image_id, a)) else {
-        return Vec::new();
-    };
-    ACCOUNT_FILES
-        .iter()
-        .map(|(name, target)| BindMount {
-            source: dir.join(name).display().to_string(),
-            target: (*target).to_string(),
-            read_only: true,
-        })
-        .collect()
 }
 
 /// Every path of the image whose kind decides whether `plan`'s mounts are
