@@ -171,7 +171,7 @@ async fn docker_timeout_is_checked_before_any_docker_call() {
         let s = Setup::new().env("ODEK_DOCKER_TIMEOUT", v);
         s.resolve().await.unwrap_or_else(|e| panic!("{v:?}: {e}"));
         assert_eq!(
-            odek_core::engine::Timeouts::parse_base(v),
+            odek_core::config::parse_docker_timeout(v),
             Ok(Duration::from_secs_f64(v.parse().expect("f64")))
         );
     }

@@ -435,20 +435,15 @@ fn check_workdir_sockets(workdir: &Path) -> Result<RootOwned, ConfigError> {
 }
 
 /// Mount points strictly below `dir`, from `/proc/self/mountinfo` (empty
-/// where that file does not exist).
+/// where that file does not exist), parsed as verify parses the
+/// container's ([`crate::mounts::parse_mountinfo`]).
 fn mount_points_below(dir: &Path) -> Vec<PathBuf> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    info.lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .map(|p| PathBuf::from(unescape_mountinfo(p)))
+    crate::mounts::parse_mountinfo(&info)
+        .into_iter()
+        .map(|m| m.mount_point)
         .filter(|p| p != dir && p.starts_with(dir))
         .collect()
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space, …);
-/// [`crate::mounts::unescape`], as text.
-fn unescape_mountinfo(s: &str) -> String {
-    crate::mounts::unescape(s).to_string_lossy().into_owned()
 }
 
 fn check_workdir(workdir: &Path) -> Result<(), ConfigError> {
@@ -1058,8 +1053,6 @@ mod tests {
                 (65534, "/nonexistent")
             ]
         );
-        assert_eq!(unescape_mountinfo("/a\\040b/c\\134d"), "/a b/c\\d");
-        assert_eq!(unescape_mountinfo("/plain\\04"), "/plain\\04");
     }
 
     #[cfg(target_os = "linux")]

@@ -253,7 +253,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         }
     }
     if let Some(t) = env.get("ODEK_DOCKER_TIMEOUT").filter(|t| !t.is_empty()) {
-        if let Err(reason) = crate::engine::Timeouts::parse_base(t) {
+        if let Err(reason) = super::parse_docker_timeout(t) {
             return Err(ConfigError::InvalidValue {
                 origin: "env ODEK_DOCKER_TIMEOUT".into(),
                 key: "ODEK_DOCKER_TIMEOUT".into(),

@@ -186,3 +186,16 @@ pub struct VolumeMount {
     /// `:ro`.
     pub read_only: bool,
 }
+
+/// Parses an `ODEK_DOCKER_TIMEOUT` value (the Engine's ping and call
+/// budget, SPEC §6.2): positive seconds below 1,000,000 (`"5"`, `"0.5"`).
+/// Errors: the reason, with the value quoted.
+pub fn parse_docker_timeout(value: &str) -> Result<std::time::Duration, String> {
+    match value.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v < 1e6 => Ok(std::time::Duration::from_secs_f64(v)),
+        _ => Err(format!(
+            "must be a positive number of seconds below 1000000 (got {})",
+            crate::text::quote(value)
+        )),
+    }
+}

@@ -53,26 +53,14 @@ pub struct Timeouts {
 }
 
 impl Timeouts {
-    /// Parses an `ODEK_DOCKER_TIMEOUT` value: positive seconds below
-    /// 1,000,000 (`"5"`, `"0.5"`). Errors: the reason, with the value quoted.
-    pub fn parse_base(value: &str) -> Result<Duration, String> {
-        match value.parse::<f64>() {
-            Ok(v) if v.is_finite() && v > 0.0 && v < 1e6 => Ok(Duration::from_secs_f64(v)),
-            _ => Err(format!(
-                "must be a positive number of seconds below 1000000 (got {})",
-                crate::text::quote(value)
-            )),
-        }
-    }
-
     /// Defaults (5 s ping, 60 s per call, 300 s stream silence), or
     /// `ODEK_DOCKER_TIMEOUT` seconds for ping and calls when set.
-    /// A value that is not valid ([`Timeouts::parse_base`]) is ignored here;
+    /// A value that is not valid ([`crate::config::parse_docker_timeout`]) is ignored here;
     /// config loading refuses it before any Engine call.
     pub(crate) fn from_env() -> Timeouts {
         let base = std::env::var("ODEK_DOCKER_TIMEOUT")
             .ok()
-            .and_then(|v| Self::parse_base(&v).ok());
+            .and_then(|v| crate::config::parse_docker_timeout(&v).ok());
         Timeouts {
             ping: base.unwrap_or(Duration::from_secs(5)),
             call: base.unwrap_or(Duration::from_secs(60)),
