@@ -147,7 +147,7 @@ const KILL_BUDGET: Duration = Duration::from_secs(5);
 /// child that rewrote its environment (a process title, `env -i`) or whose
 /// environment cannot be read is still found while its parent is. PID 1
 /// (docker-init) and the sandbox's idle process (`cat`,
-/// [`crate::sandbox::IDLE_CMD`]: untagged, docker-init's child, command line
+/// [`crate::verify::IDLE_CMD`]: untagged, docker-init's child, command line
 /// exactly `cat`, and the child of docker-init that started first — a copy
 /// of a shell the command names `cat` and orphans is a stranger) are never
 /// taken: killing it would end the sandbox.
@@ -695,7 +695,7 @@ impl Drop for GroupKill {
 #[cfg(test)]
 mod tests {
     use super::KILL_SCRIPT;
-    use crate::sandbox::IDLE_CMD;
+    use crate::verify::IDLE_CMD;
 
     #[test]
     fn the_kill_script_spares_the_idle_process_by_its_command_line() {

@@ -4,7 +4,7 @@
 //! ([`crate::Client::attach`]): a container made behind odek's back, or loosened
 //! with `docker update`, is refused naming what differs.
 //!
-//! `problems` covers what `crate::sandbox::verify`'s limit and network
+//! `problems` covers what `crate::verify::verify`'s limit and network
 //! checks do not: privileges, capabilities added, devices, shared host
 //! namespaces, confinement switched off, odek's seccomp profile
 //! ([`seccomp`]), the user, and the mounts.

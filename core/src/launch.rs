@@ -28,9 +28,8 @@ use crate::labels::{self, Owner};
 use crate::plan::{Fallback, Isolation, Plan};
 use crate::registry::Reaped;
 use crate::resolve::{fallback_warning, Reporter};
-use crate::sandbox::{
-    not_running, verify, Applied, OwnerLink, Sandbox, IDLE_CMD, SANDBOX_SCHEMA, TMP_OPTIONS,
-};
+use crate::sandbox::{Applied, OwnerLink, Sandbox, SANDBOX_SCHEMA};
+use crate::verify::{not_running, verify, IDLE_CMD, TMP_OPTIONS};
 use crate::warning::{Warning, WarningKind};
 
 /// How far a launch got, readable from another task (e.g. a signal

@@ -17,7 +17,8 @@ use crate::error::{Error, Result};
 use crate::failure::Step;
 use crate::labels;
 use crate::plan::{Isolation, Plan};
-use crate::sandbox::{verify, Sandbox, SANDBOX_SCHEMA};
+use crate::sandbox::{Sandbox, SANDBOX_SCHEMA};
+use crate::verify::verify;
 
 /// What [`Client::reap_named`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -242,7 +243,7 @@ impl Client {
     /// sandbox; not created by this user's odek (no valid MAC under the key
     /// of `odek_home`); its plan label unreadable; the key unusable; and,
     /// when it runs, [`Error::Rejected`] at verify naming each live setting
-    /// that differs from SPEC §6.1 or its plan (`crate::sandbox::verify`).
+    /// that differs from SPEC §6.1 or its plan (`crate::verify::verify`).
     /// A stopped sandbox is returned with `applied: None` (exec and describe
     /// then say it is stopped).
     pub async fn attach(&self, name: &str, odek_home: &Path) -> Result<Sandbox> {

@@ -11,8 +11,8 @@ use crate::client::Client;
 use crate::config::{SandboxMode, Source};
 use crate::network::NetworkSummary;
 use crate::plan::{Isolation, Plan};
-use crate::sandbox::TMP_OPTIONS;
 use crate::text::sanitize_name;
+use crate::verify::TMP_OPTIONS;
 use crate::warning::Warning;
 
 /// Schema name of [`ConfigView`] JSON.

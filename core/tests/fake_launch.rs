@@ -9,7 +9,7 @@ use common::*;
 use odek_core::engine::{EngineErrorKind, FakeImage, Fault, Op, Quirks};
 use odek_core::image::pinned_default;
 use odek_core::labels;
-use odek_core::sandbox::seccomp_profile;
+use odek_core::verify::seccomp_profile;
 use odek_core::{Error, FailureClass, Isolation, LaunchOptions, WarningKind};
 
 // ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use odek_core::engine::{EngineErrorKind, Fault, Op, Quirks};
-use odek_core::sandbox::IDLE_CMD;
+use odek_core::verify::IDLE_CMD;
 use odek_core::{FailureClass, LaunchOptions};
 
 /// The operations of a launch that matter here, in call order.
