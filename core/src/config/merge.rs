@@ -210,87 +210,13 @@ fn origin(src: &Source) -> String {
 /// files (naming file, line, column), invalid values of any source, networks
 /// configured while the sandbox is off. Nothing touches Docker.
 pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
-    let workdir = inputs
-        .workdir
-        .canonicalize()
-        .map_err(|e| ConfigError::Workdir {
-            path: inputs.workdir.clone(),
-            reason: format!(
-                "{e}; pass an existing project directory with -C DIR (or run odek from inside it)"
-            ),
-        })?;
-    if !workdir.is_dir() {
-        return Err(ConfigError::Workdir {
-            path: workdir,
-            reason: "not a directory; pass the project directory with -C DIR".into(),
-        });
-    }
+    let workdir = canonical_workdir(&inputs.workdir)?;
     let env = &inputs.env;
     // Compare real paths: $ODEK_HOME may sit behind a symlink into the
     // workdir, or not exist yet.
     let odek_home = real_path(&odek_home(env)?);
     let mut warnings = Vec::new();
-
-    let mut ranked: Vec<Ranked> = Vec::new();
-    let mut user_layer = Layer::default();
-    if inputs.read_user_config {
-        let path = odek_home.join("config.json");
-        for (what, p) in [("$ODEK_HOME", &odek_home), ("user config", &path)] {
-            crate::private::check_private(p).map_err(|reason| ConfigError::NotPrivate {
-                what: what.into(),
-                path: p.clone(),
-                reason,
-            })?;
-        }
-        if let Some((layer, w)) = parse_file(&path)? {
-            warnings.extend(w);
-            user_layer = layer.clone();
-            let p = path.clone();
-            ranked.push(Ranked {
-                layer,
-                source: Box::new(move |_| Source::User { path: p.clone() }),
-            });
-        }
-    }
-    if let Some(t) = env.get("ODEK_DOCKER_TIMEOUT").filter(|t| !t.is_empty()) {
-        if let Err(reason) = super::parse_docker_timeout(t) {
-            return Err(ConfigError::InvalidValue {
-                origin: "env ODEK_DOCKER_TIMEOUT".into(),
-                key: "ODEK_DOCKER_TIMEOUT".into(),
-                reason,
-            });
-        }
-    }
-    if inputs.read_project_config {
-        let path = workdir.join("odek.json");
-        // The project directory is the agent's: odek.json is read through
-        // one descriptor, never through a symlink that could point
-        // anywhere, never waiting on a FIFO (volumes refuse symlinks too).
-        if let Some((mut layer, w)) = parse_project_file(&workdir, "odek.json")? {
-            warnings.extend(w);
-            tighten(&mut layer, &user_layer, &path, &mut warnings);
-            let p = path.clone();
-            ranked.push(Ranked {
-                layer,
-                source: Box::new(move |_| Source::Project { path: p.clone() }),
-            });
-        }
-    }
-    let env_layer = super::layer_from_env(env)?;
-    ranked.push(Ranked {
-        layer: env_layer,
-        source: Box::new(|key| Source::Env {
-            var: env_var_of(key).unwrap_or("?").to_string(),
-        }),
-    });
-    let names = inputs.flag_names.clone();
-    ranked.push(Ranked {
-        layer: inputs.flags.clone(),
-        source: Box::new(move |key| match names.get(key) {
-            Some(f) => Source::Flag { flag: f.clone() },
-            None => Source::Api,
-        }),
-    });
+    let ranked = ranked_layers(inputs, &workdir, &odek_home, &mut warnings)?;
 
     // Validate every value any source gives, not only the winner: a broken
     // value anywhere is a misconfiguration the user should hear about.
@@ -301,27 +227,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
 
     let mut workdir_id = None;
     let mut root_owned = super::RootOwned::default();
-    let mode = match pick(&ranked, names::sandbox, |l| l.sandbox) {
-        Some(Sourced {
-            value: true,
-            source,
-        }) => Sourced::new(SandboxMode::Explicit, source),
-        Some(Sourced {
-            value: false,
-            source,
-        }) => Sourced::new(SandboxMode::Off, source),
-        // A setting that only a container can honour (read-only workspace,
-        // limits, user, env, volumes, network mode) says "I want a sandbox":
-        // silently dropping it on the host would be a surprise. And only the
-        // operator may allow a host fallback: any setting the project gives
-        // (even `sandbox_image` alone, an image that may never pull) makes
-        // every failure a refusal. Only an operator's `sandbox_image` keeps
-        // the implicit fallback (SPEC §6.3).
-        None => match container_only_setting(&ranked).or_else(|| project_setting(&ranked)) {
-            Some(source) => Sourced::new(SandboxMode::Explicit, source),
-            None => Sourced::new(SandboxMode::Implicit, Source::Default),
-        },
-    };
+    let mode = sandbox_mode(&ranked);
     if mode.value == SandboxMode::Off {
         // Nothing is mounted on the host; say what cannot be honoured there.
         if let Some(source) = container_only_setting(&ranked) {
@@ -347,25 +253,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
     let network_raw = pick(&ranked, names::sandbox_network, |l| {
         l.sandbox_network.clone()
     });
-    let network = match network_raw.clone() {
-        None => Sourced::new(NetworkMode::None, Source::Default),
-        Some(s) => match parse_network_mode(&origin(&s.source), &s.value) {
-            Ok(m) => Sourced::new(m, s.source),
-            Err(_) => {
-                // Only reachable in lenient mode: validate_layer refused it otherwise.
-                warnings.push(Warning::new(
-                    WarningKind::NetworkModeDowngraded,
-                    format!(
-                        "{}: sandbox_network {} is not \"none\" or \"bridge\"; using \"none\" because ODEK_SANDBOX_NETWORK_LENIENT=1",
-                        origin(&s.source),
-                        super::quote(&s.value)
-                    ),
-                ));
-                Sourced::new(NetworkMode::None, s.source)
-            }
-        },
-    };
-
+    let network = network_setting(network_raw.clone(), &mut warnings);
     let pids_limit = pick(&ranked, names::sandbox_pids_limit, |l| l.sandbox_pids_limit)
         .unwrap_or_else(|| Sourced::new(DEFAULT_PIDS_LIMIT, Source::Default));
     let readonly = pick(&ranked, names::sandbox_readonly, |l| l.sandbox_readonly)
@@ -384,54 +272,8 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
             parse_cpus(&origin(&s.source), &s.value).map(|c| Sourced::new(c, s.source.clone()))
         })
         .transpose()?;
-    let mut env_template_sha256 = None;
-    let env_vars = match pick(&ranked, names::sandbox_env, |l| l.sandbox_env.clone()) {
-        None => None,
-        Some(s) => {
-            let o = origin(&s.source);
-            let mut vars = Vec::new();
-            for (key, raw) in &s.value {
-                let (value, interpolates_host) = interpolate(&o, key, raw, env)?;
-                vars.push(EnvVar {
-                    key: key.clone(),
-                    value,
-                    interpolates_host,
-                    reads: super::host_refs(raw),
-                });
-            }
-            env_template_sha256 = Some(template_digest(&s.value));
-            Some(Sourced::new(vars, s.source))
-        }
-    };
-    let volumes = pick(&ranked, names::sandbox_volumes, |l| {
-        l.sandbox_volumes.clone()
-    })
-    .map(|s| {
-        let o = origin(&s.source);
-        s.value
-            .iter()
-            .map(|v| resolve_volume(&o, v, &workdir))
-            .collect::<Result<Vec<_>, _>>()
-            .map(|v| Sourced::new(v, s.source.clone()))
-    })
-    .transpose()?;
-
-    if let Some(vols) = &volumes {
-        // The approval store and user config must stay out of the sandbox's
-        // reach (SPEC §7.3): no volume may expose $ODEK_HOME.
-        for v in &vols.value {
-            if odek_home.starts_with(&v.host) || v.host.starts_with(&odek_home) {
-                return Err(ConfigError::InvalidVolume {
-                    origin: origin(&vols.source),
-                    value: super::quote(&v.spec),
-                    reason: format!(
-                        "it would expose $ODEK_HOME ({}), where approvals live",
-                        super::shown_path(&odek_home)
-                    ),
-                });
-            }
-        }
-    }
+    let (env_vars, env_template_sha256) = env_setting(&ranked, env)?;
+    let volumes = volumes_setting(&ranked, &workdir, &odek_home)?;
 
     let sources = super::KEYS
         .iter()
@@ -468,7 +310,220 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         warnings,
         root_owned,
     };
+    no_networks_without_sandbox(&settings)?;
+    Ok(settings)
+}
 
+/// The working directory made real (`canonicalize`); errors: it does not
+/// exist or is not a directory ([`ConfigError::Workdir`], with the fix).
+fn canonical_workdir(dir: &Path) -> Result<PathBuf, ConfigError> {
+    let workdir = dir.canonicalize().map_err(|e| ConfigError::Workdir {
+        path: dir.to_path_buf(),
+        reason: format!(
+            "{e}; pass an existing project directory with -C DIR (or run odek from inside it)"
+        ),
+    })?;
+    if !workdir.is_dir() {
+        return Err(ConfigError::Workdir {
+            path: workdir,
+            reason: "not a directory; pass the project directory with -C DIR".into(),
+        });
+    }
+    Ok(workdir)
+}
+
+/// The sources in rising precedence (SPEC §3.3): the user config (its
+/// `$ODEK_HOME` and file private), the project's `odek.json` (tightened),
+/// the `ODEK_*` variables, the flags. Also refuses an invalid
+/// `ODEK_DOCKER_TIMEOUT` here, before any Engine call.
+fn ranked_layers(
+    inputs: &ConfigInputs,
+    workdir: &Path,
+    odek_home: &Path,
+    warnings: &mut Vec<Warning>,
+) -> Result<Vec<Ranked>, ConfigError> {
+    let env = &inputs.env;
+    let mut ranked: Vec<Ranked> = Vec::new();
+    let mut user_layer = Layer::default();
+    if inputs.read_user_config {
+        let path = odek_home.join("config.json");
+        for (what, p) in [("$ODEK_HOME", odek_home), ("user config", &path)] {
+            crate::private::check_private(p).map_err(|reason| ConfigError::NotPrivate {
+                what: what.into(),
+                path: p.to_path_buf(),
+                reason,
+            })?;
+        }
+        if let Some((layer, w)) = parse_file(&path)? {
+            warnings.extend(w);
+            user_layer = layer.clone();
+            let p = path.clone();
+            ranked.push(Ranked {
+                layer,
+                source: Box::new(move |_| Source::User { path: p.clone() }),
+            });
+        }
+    }
+    if let Some(t) = env.get("ODEK_DOCKER_TIMEOUT").filter(|t| !t.is_empty()) {
+        if let Err(reason) = super::parse_docker_timeout(t) {
+            return Err(ConfigError::InvalidValue {
+                origin: "env ODEK_DOCKER_TIMEOUT".into(),
+                key: "ODEK_DOCKER_TIMEOUT".into(),
+                reason,
+            });
+        }
+    }
+    if inputs.read_project_config {
+        let path = workdir.join("odek.json");
+        // The project directory is the agent's: odek.json is read through
+        // one descriptor, never through a symlink that could point
+        // anywhere, never waiting on a FIFO (volumes refuse symlinks too).
+        if let Some((mut layer, w)) = parse_project_file(workdir, "odek.json")? {
+            warnings.extend(w);
+            tighten(&mut layer, &user_layer, &path, warnings);
+            let p = path.clone();
+            ranked.push(Ranked {
+                layer,
+                source: Box::new(move |_| Source::Project { path: p.clone() }),
+            });
+        }
+    }
+    let env_layer = super::layer_from_env(env)?;
+    ranked.push(Ranked {
+        layer: env_layer,
+        source: Box::new(|key| Source::Env {
+            var: env_var_of(key).unwrap_or("?").to_string(),
+        }),
+    });
+    let flag_names = inputs.flag_names.clone();
+    ranked.push(Ranked {
+        layer: inputs.flags.clone(),
+        source: Box::new(move |key| match flag_names.get(key) {
+            Some(f) => Source::Flag { flag: f.clone() },
+            None => Source::Api,
+        }),
+    });
+    Ok(ranked)
+}
+
+/// The sandbox mode (SPEC §6.3): `sandbox` from the highest source that
+/// sets it; else explicit when any setting asks for a container or comes
+/// from the project; else implicit.
+fn sandbox_mode(ranked: &[Ranked]) -> Sourced<SandboxMode> {
+    match pick(ranked, names::sandbox, |l| l.sandbox) {
+        Some(Sourced {
+            value: true,
+            source,
+        }) => Sourced::new(SandboxMode::Explicit, source),
+        Some(Sourced {
+            value: false,
+            source,
+        }) => Sourced::new(SandboxMode::Off, source),
+        // A setting that only a container can honour (read-only workspace,
+        // limits, user, env, volumes, network mode) says "I want a sandbox":
+        // silently dropping it on the host would be a surprise. And only the
+        // operator may allow a host fallback: any setting the project gives
+        // (even `sandbox_image` alone, an image that may never pull) makes
+        // every failure a refusal. Only an operator's `sandbox_image` keeps
+        // the implicit fallback (SPEC §6.3).
+        None => match container_only_setting(ranked).or_else(|| project_setting(ranked)) {
+            Some(source) => Sourced::new(SandboxMode::Explicit, source),
+            None => Sourced::new(SandboxMode::Implicit, Source::Default),
+        },
+    }
+}
+
+/// The network mode from `sandbox_network`'s winning text (default
+/// `none`); text that is neither `none` nor `bridge` only gets here in
+/// lenient mode, and becomes `none` with a warning.
+fn network_setting(
+    raw: Option<Sourced<String>>,
+    warnings: &mut Vec<Warning>,
+) -> Sourced<NetworkMode> {
+    match raw {
+        None => Sourced::new(NetworkMode::None, Source::Default),
+        Some(s) => match parse_network_mode(&origin(&s.source), &s.value) {
+            Ok(m) => Sourced::new(m, s.source),
+            Err(_) => {
+                // Only reachable in lenient mode: validate_layer refused it otherwise.
+                warnings.push(Warning::new(
+                    WarningKind::NetworkModeDowngraded,
+                    format!(
+                        "{}: sandbox_network {} is not \"none\" or \"bridge\"; using \"none\" because ODEK_SANDBOX_NETWORK_LENIENT=1",
+                        origin(&s.source),
+                        super::quote(&s.value)
+                    ),
+                ));
+                Sourced::new(NetworkMode::None, s.source)
+            }
+        },
+    }
+}
+
+/// The winning `sandbox_env`, its `${HOST_VAR}`s read from `env`, and the
+/// digest of its templates (what a trust that reads host variables binds).
+#[allow(clippy::type_complexity)]
+fn env_setting(
+    ranked: &[Ranked],
+    env: &BTreeMap<String, String>,
+) -> Result<(Option<Sourced<Vec<EnvVar>>>, Option<String>), ConfigError> {
+    let Some(s) = pick(ranked, names::sandbox_env, |l| l.sandbox_env.clone()) else {
+        return Ok((None, None));
+    };
+    let o = origin(&s.source);
+    let mut vars = Vec::new();
+    for (key, raw) in &s.value {
+        let (value, interpolates_host) = interpolate(&o, key, raw, env)?;
+        vars.push(EnvVar {
+            key: key.clone(),
+            value,
+            interpolates_host,
+            reads: super::host_refs(raw),
+        });
+    }
+    let digest = template_digest(&s.value);
+    Ok((Some(Sourced::new(vars, s.source)), Some(digest)))
+}
+
+/// The winning `sandbox_volumes`, resolved against the workdir; none may
+/// expose `$ODEK_HOME`, where approvals live (SPEC §7.3).
+fn volumes_setting(
+    ranked: &[Ranked],
+    workdir: &Path,
+    odek_home: &Path,
+) -> Result<Option<Sourced<Vec<VolumeMount>>>, ConfigError> {
+    let volumes = pick(ranked, names::sandbox_volumes, |l| {
+        l.sandbox_volumes.clone()
+    })
+    .map(|s| {
+        let o = origin(&s.source);
+        s.value
+            .iter()
+            .map(|v| resolve_volume(&o, v, workdir))
+            .collect::<Result<Vec<_>, _>>()
+            .map(|v| Sourced::new(v, s.source.clone()))
+    })
+    .transpose()?;
+    if let Some(vols) = &volumes {
+        for v in &vols.value {
+            if odek_home.starts_with(&v.host) || v.host.starts_with(odek_home) {
+                return Err(ConfigError::InvalidVolume {
+                    origin: origin(&vols.source),
+                    value: super::quote(&v.spec),
+                    reason: format!(
+                        "it would expose $ODEK_HOME ({}), where approvals live",
+                        super::shown_path(odek_home)
+                    ),
+                });
+            }
+        }
+    }
+    Ok(volumes)
+}
+
+/// Networks or a Compose project configured while the sandbox is off are
+/// refused ([`ConfigError::NetworksWithoutSandbox`], naming each source).
+fn no_networks_without_sandbox(settings: &Settings) -> Result<(), ConfigError> {
     if settings.mode.value == SandboxMode::Off && settings.attaches_networks() {
         let mut what = Vec::new();
         if let Some(n) = &settings.networks {
@@ -482,7 +537,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
             origin: settings.mode.source.to_string(),
         });
     }
-    Ok(settings)
+    Ok(())
 }
 
 /// `$ODEK_HOME` inside the working directory is masked in the sandbox (an
