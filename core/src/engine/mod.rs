@@ -14,8 +14,12 @@ mod foreign;
 mod owner_fds;
 mod socket_owner;
 
+/// The create body odek sends, for the benchmark's raw floor (feature
+/// `testing`; not part of the library's API).
+#[cfg(feature = "testing")]
+pub use bollard_engine::create_body;
+pub use bollard_engine::BollardEngine;
 pub use bollard_engine::Timeouts;
-pub use bollard_engine::{create_body, BollardEngine};
 pub use endpoint::{
     parse_host, Address, Endpoint, EndpointEnv, EndpointError, EndpointSource, Probed,
 };
