@@ -3,8 +3,8 @@
 //! [`DockerApi`] covers exactly the Engine calls odek makes. Two implementations
 //! exist: [`BollardEngine`] (the real Engine API over a Unix socket or TCP) and
 //! `FakeEngine` (in memory; records every call and can be scripted to fail
-//! any of them; only with the `testing` feature, never in a release build). Nothing outside `engine/bollard_engine.rs` knows about bollard
-//! or HTTP: the types below are odek's own.
+//! any of them; only with the `testing` feature, never in a release build). Nothing outside `engine/bollard_engine.rs` knows about bollard, and
+//! nothing outside it and `engine/raw.rs` (the requests written by hand) about HTTP: the types below are odek's own.
 
 mod bollard_engine;
 mod endpoint;
@@ -12,6 +12,7 @@ mod endpoint;
 mod fake;
 mod foreign;
 mod owner_fds;
+mod raw;
 mod socket_owner;
 
 /// The create body odek sends, for the benchmark's raw floor (feature

@@ -1,0 +1,387 @@
+//! The Engine requests odek writes by hand, over a connection of their
+//! own, where bollard cannot do what odek needs: `GET /_ping` (the
+//! engine's API version from its header, before negotiation), `POST
+//! /containers/{id}/wait?condition=removed` (registered before a start
+//! can outrun it) and the owner link's `POST /containers/{id}/attach`
+//! (its socket's descriptor must be reachable for forks, SPEC §6.1). The
+//! rest of the Engine API goes through bollard (`bollard_engine.rs`).
+
+use std::time::Duration;
+
+use super::endpoint::Address;
+use super::{ApiVersion, EngineError, EngineErrorKind, ExitWait, Op, StdinHold};
+
+/// `GET /_ping` over a fresh connection: the engine's `Api-Version` and
+/// release (from `Server: Docker/<release> (…)`). `Ok(None)` when the engine
+/// answers without the header. Transport failures are `Unreachable`.
+pub(super) async fn ping(
+    address: &Address,
+    budget: Duration,
+) -> Result<Option<(ApiVersion, String)>, EngineError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let unreachable = |e: std::io::Error| {
+        EngineError::new(Op::Version, EngineErrorKind::Unreachable, e.to_string())
+    };
+    let request =
+        b"GET /_ping HTTP/1.1\r\nHost: docker\r\nUser-Agent: odek\r\nConnection: close\r\n\r\n";
+    let exchange = async {
+        let mut head = Vec::with_capacity(1024);
+        let mut buf = [0u8; 1024];
+        macro_rules! talk {
+            ($stream:expr) => {{
+                let mut s = $stream;
+                s.write_all(request).await.map_err(unreachable)?;
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+                    let n = s.read(&mut buf).await.map_err(unreachable)?;
+                    if n == 0 {
+                        break;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                }
+            }};
+        }
+        match address {
+            Address::Unix { path } => talk!(tokio::net::UnixStream::connect(path)
+                .await
+                .map_err(unreachable)?),
+            Address::Tcp { authority } => talk!(tokio::net::TcpStream::connect(authority.as_str())
+                .await
+                .map_err(unreachable)?),
+        }
+        Ok::<Vec<u8>, EngineError>(head)
+    };
+    let head = match tokio::time::timeout(budget, exchange).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(EngineError::new(
+                Op::Version,
+                EngineErrorKind::Timeout,
+                format!("no answer within {:.1} s", budget.as_secs_f64()),
+            ))
+        }
+    };
+    let text = String::from_utf8_lossy(&head);
+    let mut lines = text.split("\r\n");
+    let ok = lines.next().is_some_and(|status| {
+        status.starts_with("HTTP/1.") && status.split(' ').nth(1) == Some("200")
+    });
+    if !ok {
+        return Ok(None);
+    }
+    let mut api = None;
+    let mut release = String::new();
+    for line in lines.take_while(|l| !l.is_empty()) {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v = v.trim();
+        if k.eq_ignore_ascii_case("api-version") {
+            api = ApiVersion::parse(v);
+        } else if k.eq_ignore_ascii_case("server") {
+            release = v
+                .strip_prefix("Docker/")
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap_or(v)
+                .to_string();
+        }
+    }
+    Ok(api.map(|a| (a, release)))
+}
+
+/// A byte stream to the daemon (Unix socket or TCP).
+pub(super) trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Conn for T {}
+
+/// `POST /containers/{id}/wait?condition=removed` on a fresh connection.
+/// The daemon registers the wait before it sends the response head, so
+/// once the head (200) is read, a start that follows cannot outrun it; the
+/// body (`{"StatusCode":…}`) is read on a task until the container is gone.
+/// bollard's wait sends its request only when first polled, and says
+/// nothing when its head arrives, hence this one request by hand.
+pub(super) async fn wait_removed(
+    address: &Address,
+    v: ApiVersion,
+    id: &str,
+    budget: Duration,
+) -> Result<ExitWait, EngineError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let err = |kind, message: String| EngineError::new(Op::WaitContainer, kind, message);
+    let unreachable = |e: std::io::Error| err(EngineErrorKind::Unreachable, e.to_string());
+    path_id(Op::WaitContainer, id)?;
+    let request = format!(
+        "POST /v{v}/containers/{id}/wait?condition=removed HTTP/1.1\r\nHost: docker\r\nUser-Agent: odek\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let exchange = async {
+        let mut conn: Box<dyn Conn> = match address {
+            Address::Unix { path } => Box::new(
+                tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(unreachable)?,
+            ),
+            Address::Tcp { authority } => Box::new(
+                tokio::net::TcpStream::connect(authority.as_str())
+                    .await
+                    .map_err(unreachable)?,
+            ),
+        };
+        conn.write_all(request.as_bytes())
+            .await
+            .map_err(unreachable)?;
+        let mut head = Vec::with_capacity(1024);
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            if head.len() > 16 * 1024 {
+                return Err(err(
+                    EngineErrorKind::Protocol,
+                    "the wait answer's head is too long".into(),
+                ));
+            }
+            let n = conn.read(&mut buf).await.map_err(unreachable)?;
+            if n == 0 {
+                return Err(err(
+                    EngineErrorKind::Unreachable,
+                    "the daemon closed the connection".into(),
+                ));
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        Ok::<_, EngineError>((conn, head))
+    };
+    let (conn, head) = match tokio::time::timeout(budget, exchange).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(err(
+                EngineErrorKind::Timeout,
+                format!("no answer within {:.1} s", budget.as_secs_f64()),
+            ))
+        }
+    };
+    let status: u16 = String::from_utf8_lossy(&head)
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let read_rest = |mut conn: Box<dyn Conn>, mut body: Vec<u8>| async move {
+        let mut buf = [0u8; 1024];
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return body,
+                Ok(n) => body.extend_from_slice(&buf[..n]),
+            }
+            if body.len() > 64 * 1024 {
+                return body;
+            }
+        }
+    };
+    let split = head
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(head.len(), |p| p + 4);
+    let early = head[split..].to_vec();
+    if status != 200 {
+        let body = tokio::time::timeout(budget, read_rest(conn, early))
+            .await
+            .unwrap_or_default();
+        let message = wait_json(&body)
+            .and_then(|j| j.get("message").and_then(|m| m.as_str()).map(String::from))
+            .unwrap_or_else(|| format!("the daemon answered {status}"));
+        return Err(EngineError {
+            op: Op::WaitContainer,
+            kind: if status == 404 {
+                EngineErrorKind::NotFound
+            } else {
+                EngineErrorKind::Rejected
+            },
+            status: Some(status),
+            message,
+        });
+    }
+    Ok(ExitWait::spawn(async move {
+        let body = read_rest(conn, early).await;
+        wait_json(&body)
+            .and_then(|j| j.get("StatusCode").and_then(serde_json::Value::as_i64))
+            .ok_or_else(|| {
+                err(
+                    EngineErrorKind::Protocol,
+                    format!(
+                        "the wait ended without a status code ({} bytes)",
+                        body.len()
+                    ),
+                )
+            })
+    }))
+}
+
+/// Checks that `id` is a container ID or an odek-checked name, which go
+/// into a request path unescaped.
+pub(super) fn path_id(op: Op, id: &str) -> Result<(), EngineError> {
+    if id.is_empty()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    {
+        return Err(EngineError::new(
+            op,
+            EngineErrorKind::Protocol,
+            format!("not a container ID or name: {id:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `POST /containers/{id}/attach?stream=1&stdin=1`, upgraded to a raw
+/// stream (SPEC §6.1 owner lifetime), on a connection of its own whose
+/// descriptor is registered for forks the moment the socket exists
+/// ([`super::take_owner_link_fds`]). The answer head (101, or 200 from an
+/// engine that hijacks without upgrading) is read, then the socket leaves
+/// the runtime and is only held: nothing is written to it, and no output
+/// was asked for. bollard's attach keeps its socket inside hyper, where
+/// its descriptor cannot be reached, hence this one request by hand.
+pub(super) async fn attach_stdin(
+    address: &Address,
+    v: ApiVersion,
+    id: &str,
+    budget: Duration,
+) -> Result<StdinHold, EngineError> {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    path_id(Op::AttachContainer, id)?;
+    let unreachable = |e: std::io::Error| {
+        EngineError::new(
+            Op::AttachContainer,
+            EngineErrorKind::Unreachable,
+            e.to_string(),
+        )
+    };
+    let request = format!(
+        "POST /v{v}/containers/{id}/attach?stream=1&stdin=1 HTTP/1.1\r\nHost: docker\r\nUser-Agent: odek\r\nContent-Length: 0\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n"
+    );
+    let exchange = async {
+        // Each socket is registered before the request goes out; on an
+        // error the registration (declared later) is dropped first.
+        match address {
+            Address::Unix { path } => {
+                let mut conn = tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(unreachable)?;
+                let registered = super::owner_fds::Registered::new(conn.as_raw_fd())?;
+                upgrade(&mut conn, &request, budget).await?;
+                let fd = OwnedFd::from(conn.into_std().map_err(unreachable)?);
+                Ok(StdinHold::with_fd(fd, registered))
+            }
+            Address::Tcp { authority } => {
+                let mut conn = tokio::net::TcpStream::connect(authority.as_str())
+                    .await
+                    .map_err(unreachable)?;
+                let registered = super::owner_fds::Registered::new(conn.as_raw_fd())?;
+                upgrade(&mut conn, &request, budget).await?;
+                let fd = OwnedFd::from(conn.into_std().map_err(unreachable)?);
+                Ok(StdinHold::with_fd(fd, registered))
+            }
+        }
+    };
+    match tokio::time::timeout(budget, exchange).await {
+        Ok(r) => r,
+        Err(_) => Err(EngineError::new(
+            Op::AttachContainer,
+            EngineErrorKind::Timeout,
+            format!("no answer within {:.1} s", budget.as_secs_f64()),
+        )),
+    }
+}
+
+/// Sends the attach `request` on `conn` and reads the answer's head: Ok
+/// once the engine switched the connection to a raw stream (101, or 200);
+/// an error status is the engine's message (404 [`EngineErrorKind::NotFound`],
+/// others `Rejected`), its body read as far as its length or its JSON goes.
+pub(super) async fn upgrade(
+    conn: &mut dyn Conn,
+    request: &str,
+    budget: Duration,
+) -> Result<(), EngineError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let err = |kind, message: String| EngineError::new(Op::AttachContainer, kind, message);
+    let unreachable = |e: std::io::Error| err(EngineErrorKind::Unreachable, e.to_string());
+    conn.write_all(request.as_bytes())
+        .await
+        .map_err(unreachable)?;
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    let split = loop {
+        if let Some(p) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        if head.len() > 16 * 1024 {
+            return Err(err(
+                EngineErrorKind::Protocol,
+                "the attach answer's head is too long".into(),
+            ));
+        }
+        let n = conn.read(&mut buf).await.map_err(unreachable)?;
+        if n == 0 {
+            return Err(err(
+                EngineErrorKind::Unreachable,
+                "the daemon closed the connection".into(),
+            ));
+        }
+        head.extend_from_slice(&buf[..n]);
+    };
+    let text = String::from_utf8_lossy(&head[..split]).into_owned();
+    let mut lines = text.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .filter(|l| l.starts_with("HTTP/1."))
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| {
+            err(
+                EngineErrorKind::Protocol,
+                "the attach answer is not HTTP/1.x".into(),
+            )
+        })?;
+    if status == 101 || status == 200 {
+        return Ok(());
+    }
+    let length: Option<usize> = lines
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse().ok());
+    let mut body = head[split..].to_vec();
+    let rest = async {
+        loop {
+            let complete = match length {
+                Some(n) => body.len() >= n,
+                None => wait_json(&body).is_some(),
+            };
+            if complete || body.len() > 64 * 1024 {
+                return;
+            }
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => body.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(budget, rest).await;
+    let message = wait_json(&body)
+        .and_then(|j| j.get("message").and_then(|m| m.as_str()).map(String::from))
+        .unwrap_or_else(|| format!("the daemon answered {status}"));
+    Err(EngineError {
+        op: Op::AttachContainer,
+        kind: if status == 404 {
+            EngineErrorKind::NotFound
+        } else {
+            EngineErrorKind::Rejected
+        },
+        status: Some(status),
+        message,
+    })
+}
+
+/// The JSON object in a (possibly chunked) answer body: from its first `{`
+/// to its last `}`.
+pub(super) fn wait_json(body: &[u8]) -> Option<serde_json::Value> {
+    let start = body.iter().position(|&b| b == b'{')?;
+    let end = body.iter().rposition(|&b| b == b'}')?;
+    serde_json::from_slice(body.get(start..=end)?).ok()
+}
