@@ -300,11 +300,18 @@ fn the_sandbox_carries_odeks_profile_and_dockers_default_would_not_stop_the_bit(
     // image or the kernel.
     let p = Project::new();
     let dir = p.path();
+    // As the operator's own uid:gid (the project's owner), as odek's
+    // sandbox runs: with every capability dropped, root in the container
+    // could not write a non-root operator's project.
+    let meta = std::fs::metadata(&dir).expect("project dir");
+    let user = format!("{}:{}", meta.uid(), meta.gid());
     let out = docker(&[
         "run",
         "--rm",
         "--label",
         odek_e2e::TEST_LABEL,
+        "--user",
+        &user,
         "--cap-drop",
         "ALL",
         "--security-opt",
