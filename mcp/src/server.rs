@@ -380,6 +380,35 @@ impl ServerHandler for OdekMcp {
 mod tests {
     use super::*;
 
+    /// Where the tools' schemas are checked in.
+    const TOOL_SCHEMAS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tool-schemas.json");
+
+    /// Every tool's input and output JSON Schema, as clients receive them
+    /// in `tools/list`, byte for byte as checked in: they are the contract
+    /// agents validate against (add optional fields, never rename). After
+    /// an intended change, rewrite the file with
+    /// `ODEK_WRITE_TOOL_SCHEMAS=1 cargo test -p odek-mcp tool_schemas`.
+    #[test]
+    fn tool_schemas_are_the_checked_in_ones() {
+        let mut tools = serde_json::Map::new();
+        for t in OdekMcp::tool_router().list_all() {
+            tools.insert(
+                t.name.to_string(),
+                serde_json::json!({"input": t.input_schema, "output": t.output_schema}),
+            );
+        }
+        let mut text = serde_json::to_string_pretty(&tools).expect("JSON");
+        text.push('\n');
+        if std::env::var_os("ODEK_WRITE_TOOL_SCHEMAS").is_some() {
+            std::fs::write(TOOL_SCHEMAS, &text).expect("write the schemas");
+        }
+        let want = std::fs::read_to_string(TOOL_SCHEMAS).unwrap_or_default();
+        assert!(
+            text == want,
+            "the MCP tools' schemas differ from {TOOL_SCHEMAS} (if intended: ODEK_WRITE_TOOL_SCHEMAS=1 cargo test -p odek-mcp tool_schemas):\n{text}"
+        );
+    }
+
     #[test]
     fn exec_request_needs_exactly_one_command() {
         assert!(exec_request(&ExecArgs::default())
