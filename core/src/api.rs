@@ -45,6 +45,7 @@ pub use crate::plan::Plan;
 pub use crate::view::ConfigView;
 
 use crate::config::{ConfigError, ConfigInputs, Layer};
+use crate::exec::{Captured, ExecOutcome};
 use crate::warning::{Warning, WarningKind};
 
 /// Schema tag of [`ClientOptions`].
@@ -57,6 +58,11 @@ pub const EXEC_REQUEST_SCHEMA: &str = "odek.exec-request/1";
 pub const SANDBOX_INFO_SCHEMA: &str = "odek.sandbox-info/1";
 /// Schema tag of [`ExecResult`].
 pub const EXEC_RESULT_SCHEMA: &str = "odek.exec-result/1";
+
+/// Most bytes of stdout and of stderr (each) an [`ExecResult`] carries, the
+/// first ones kept ([`crate::exec::Keep::Head`]): 16 MiB. The C ABI's
+/// `ODEK_EXEC_OUTPUT_LIMIT` and `odek sandbox exec --json`.
+pub const EXEC_OUTPUT_LIMIT: usize = 16 << 20;
 
 /// A request that parses but cannot be carried out as given: the C ABI's
 /// `ODEK_E_INVALID_ARGUMENT`. The message names the member and what is
@@ -425,6 +431,25 @@ pub struct ExecResult {
     pub stderr_truncated: bool,
 }
 
+impl ExecResult {
+    /// The result of a command that ended with `outcome`, its output as a
+    /// [`crate::exec::Capture`] kept it ([`crate::exec::Capture::finish`]).
+    /// A surface that adds members of its own wraps this value (MCP's
+    /// `exec` adds `sandbox_id`).
+    pub fn new(outcome: &ExecOutcome, output: Captured) -> ExecResult {
+        ExecResult {
+            schema: EXEC_RESULT_SCHEMA.into(),
+            exit_code: outcome.exit_code,
+            timed_out: outcome.timed_out,
+            killed: outcome.killed,
+            stdout: output.stdout,
+            stderr: output.stderr,
+            stdout_truncated: output.stdout_truncated,
+            stderr_truncated: output.stderr_truncated,
+        }
+    }
+}
+
 /// The JSON Schema of every ABI message, as checked in under `ffi/schema/`:
 /// `(file name, pretty-printed JSON with a final newline)`. Requests are
 /// described as odek accepts them (a member with a default is optional),
@@ -521,6 +546,33 @@ mod tests {
         .into_core()
         .expect_err("negative timeout");
         assert_eq!(e.0, "timeout_secs must be a positive number (got -1)");
+    }
+
+    #[test]
+    fn an_exec_result_is_the_outcome_and_the_capture() {
+        let outcome = ExecOutcome {
+            exit_code: 124,
+            timed_out: true,
+            cancelled: false,
+            killed: true,
+        };
+        let capture = crate::exec::Capture::new(crate::exec::Keep::Head, 2);
+        capture.write(crate::engine::StreamKind::Stdout, b"abc");
+        capture.write(crate::engine::StreamKind::Stderr, b"e");
+        let r = ExecResult::new(&outcome, capture.finish());
+        assert_eq!(
+            serde_json::to_value(&r).expect("JSON"),
+            serde_json::json!({
+                "schema": "odek.exec-result/1",
+                "exit_code": 124,
+                "timed_out": true,
+                "killed": true,
+                "stdout": "ab",
+                "stderr": "e",
+                "stdout_truncated": true,
+                "stderr_truncated": false,
+            })
+        );
     }
 
     #[test]
