@@ -328,25 +328,72 @@ pub struct ExecRequest {
     pub workdir: Option<String>,
 }
 
+/// How a front end names the members of an exec request, so that a
+/// refusal of [`ExecRequest::into_core_as`] names what its caller wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecMembers {
+    /// The argv (an array of strings run without a shell): `argv`.
+    pub argv: &'static str,
+    /// The shell command line: `shell` in the C ABI, `command` in MCP.
+    pub shell: &'static str,
+    /// The timeout in seconds: `timeout_secs`, the CLI's `--timeout`.
+    pub timeout: &'static str,
+}
+
+impl ExecMembers {
+    /// The names of [`ExecRequest`]'s own JSON members (the C ABI).
+    pub const ABI: ExecMembers = ExecMembers {
+        argv: "argv",
+        shell: "shell",
+        timeout: "timeout_secs",
+    };
+}
+
 impl ExecRequest {
-    /// The core's request. Errors: an unknown schema tag, both or neither
-    /// of `argv`/`shell`, a timeout that is not a positive number.
+    /// The core's request, with the C ABI's member names in refusals
+    /// ([`ExecRequest::into_core_as`]).
     pub fn into_core(self) -> Result<crate::exec::ExecRequest, RequestError> {
+        self.into_core_as(&ExecMembers::ABI)
+    }
+
+    /// The core's request: every front end's exec request (the C ABI's
+    /// JSON, MCP's `exec` arguments, the CLI's `-e`/`--timeout` and
+    /// command) is parsed here, once. Does not run [`crate::exec::ExecRequest::check`].
+    ///
+    /// Errors ([`RequestError`], worded with `names`): an unknown schema
+    /// tag; neither or both of `argv`/`shell`; a timeout that is not a
+    /// finite number of seconds above 0 and below 10^9
+    /// ([`crate::exec::timeout_from_secs`]).
+    pub fn into_core_as(
+        self,
+        names: &ExecMembers,
+    ) -> Result<crate::exec::ExecRequest, RequestError> {
         check_schema_tag(self.schema.as_deref(), "odek.exec-request/")?;
+        let ExecMembers {
+            argv,
+            shell,
+            timeout,
+        } = names;
         let command = match (self.argv, self.shell) {
             (Some(a), None) => crate::exec::Command::Argv(a),
             (None, Some(s)) => crate::exec::Command::Shell(s),
-            _ => {
-                return Err(RequestError(
-                    "request_json needs exactly one of \"argv\" (array of strings) or \"shell\" (string)"
-                        .into(),
-                ))
+            (None, None) => {
+                return Err(RequestError(format!(
+                    "exec needs a command: pass exactly one of `{shell}` (run by /bin/sh -c), e.g. {{\"{shell}\": \"ls -la\"}}, or `{argv}`, e.g. {{\"{argv}\": [\"ls\", \"-la\"]}}"
+                )))
+            }
+            (Some(_), Some(_)) => {
+                return Err(RequestError(format!(
+                    "exec takes exactly one of `{shell}` (a shell string) or `{argv}` (a list), not both; pass one of them"
+                )))
             }
         };
         let timeout = match self.timeout_secs {
             None => None,
             Some(t) => Some(crate::exec::timeout_from_secs(t).ok_or_else(|| {
-                RequestError(format!("timeout_secs must be a positive number (got {t})"))
+                RequestError(format!(
+                    "{timeout} must be a positive number of seconds below 1000000000 (got {t})"
+                ))
             })?),
         };
         Ok(crate::exec::ExecRequest {
@@ -537,7 +584,20 @@ mod tests {
     #[test]
     fn exec_requests_need_one_command() {
         let e = ExecRequest::default().into_core().expect_err("no command");
-        assert!(e.0.contains("exactly one of"), "{e}");
+        assert_eq!(
+            e.0,
+            r#"exec needs a command: pass exactly one of `shell` (run by /bin/sh -c), e.g. {"shell": "ls -la"}, or `argv`, e.g. {"argv": ["ls", "-la"]}"#
+        );
+        let both = ExecRequest {
+            argv: Some(vec!["true".into()]),
+            shell: Some("true".into()),
+            ..Default::default()
+        };
+        let e = both.into_core().expect_err("both");
+        assert_eq!(
+            e.0,
+            "exec takes exactly one of `shell` (a shell string) or `argv` (a list), not both; pass one of them"
+        );
         let e = ExecRequest {
             shell: Some("true".into()),
             timeout_secs: Some(-1.0),
@@ -545,7 +605,60 @@ mod tests {
         }
         .into_core()
         .expect_err("negative timeout");
-        assert_eq!(e.0, "timeout_secs must be a positive number (got -1)");
+        assert_eq!(
+            e.0,
+            "timeout_secs must be a positive number of seconds below 1000000000 (got -1)"
+        );
+    }
+
+    /// A front end's own member names reach its refusals; the request
+    /// itself is parsed the same for all.
+    #[test]
+    fn exec_refusals_name_the_front_ends_members() {
+        let mcp = ExecMembers {
+            argv: "argv",
+            shell: "command",
+            timeout: "timeout_secs",
+        };
+        let e = ExecRequest::default().into_core_as(&mcp).expect_err("none");
+        assert!(e.0.contains(r#"{"command": "ls -la"}"#), "{e}");
+        let cli = ExecMembers {
+            timeout: "--timeout",
+            ..ExecMembers::ABI
+        };
+        for t in [0.0, 1e9, f64::NAN, f64::INFINITY] {
+            let e = ExecRequest {
+                argv: Some(vec!["true".into()]),
+                timeout_secs: Some(t),
+                ..Default::default()
+            }
+            .into_core_as(&cli)
+            .expect_err("bad timeout");
+            assert_eq!(
+                e.0,
+                format!(
+                    "--timeout must be a positive number of seconds below 1000000000 (got {t})"
+                )
+            );
+        }
+        let req = ExecRequest {
+            argv: Some(vec!["env".into()]),
+            env: [("B".into(), "2".into()), ("A".into(), "1".into())].into(),
+            timeout_secs: Some(1.5),
+            workdir: Some("/tmp".into()),
+            ..Default::default()
+        }
+        .into_core_as(&cli)
+        .expect("valid");
+        assert_eq!(
+            req,
+            crate::exec::ExecRequest {
+                command: crate::exec::Command::Argv(vec!["env".into()]),
+                env: vec![("A".into(), "1".into()), ("B".into(), "2".into())],
+                timeout: Some(std::time::Duration::from_millis(1500)),
+                workdir: Some("/tmp".into()),
+            }
+        );
     }
 
     #[test]
