@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use odek_core::api::{self, ExecMembers};
 use odek_core::describe::{render_prompt, render_tool};
-use odek_core::exec::timeout_from_secs;
+use odek_core::exec::{Capture, Keep};
 use odek_core::narrow::NarrowRequest;
 use odek_core::{Client, Command, ExecRequest};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -14,7 +15,6 @@ use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, Json, RoleServer, ServerHandler};
 
 use crate::caller::Caller;
-use crate::capture::Capture;
 use crate::limits::Limits;
 use crate::planned;
 use crate::sandboxes::{Refusal, Sandboxes};
@@ -146,7 +146,7 @@ impl OdekMcp {
             .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
             .await
             .map_err(refusal)?;
-        let capture = Capture::new(MAX_OUTPUT_BYTES);
+        let capture = Capture::new(Keep::HeadAndTail, MAX_OUTPUT_BYTES);
         let sink = |k, b: &[u8]| capture.write(k, b);
         let outcome = self
             .sandboxes
@@ -164,16 +164,9 @@ impl OdekMcp {
                 }
             ));
         }
-        let (stdout, stdout_truncated, stderr, stderr_truncated) = capture.finish();
         Ok(Json(ExecResult {
             sandbox_id: id,
-            exit_code: outcome.exit_code,
-            stdout,
-            stderr,
-            stdout_truncated,
-            stderr_truncated,
-            timed_out: outcome.timed_out,
-            killed: outcome.killed,
+            result: api::ExecResult::new(&outcome, capture.finish()),
         }))
     }
 
@@ -322,29 +315,32 @@ fn narrow_request(args: &NarrowArgs) -> Result<NarrowRequest, String> {
     })
 }
 
-/// The core's request from the tool's arguments, checked before any
+/// How `exec` names the request's members in a refusal.
+const EXEC_ARGS: ExecMembers = ExecMembers {
+    argv: "argv",
+    shell: "command",
+    timeout: "timeout_secs",
+};
+
+/// The core's request from the tool's arguments, parsed as every front
+/// end's is ([`api::ExecRequest::into_core_as`]) with MCP's default
+/// timeout, then checked and held to [`MAX_COMMAND_BYTES`], all before any
 /// sandbox is launched.
 fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
-    let command = match (&args.command, &args.argv) {
-        (Some(c), None) => Command::Shell(c.clone()),
-        (None, Some(a)) => Command::Argv(a.clone()),
-        (Some(_), Some(_)) => {
-            return Err("exec takes either `command` (a shell string) or `argv` (a list), not both; pass one of them".into())
-        }
-        (None, None) => {
-            return Err("exec needs a command: pass `command` (run by /bin/sh -c), e.g. {\"command\": \"ls -la\"}, or `argv`, e.g. {\"argv\": [\"ls\", \"-la\"]}".into())
-        }
-    };
-    let env: Vec<(String, String)> = args
-        .env
-        .iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let size: usize = match &command {
+    let req = api::ExecRequest {
+        argv: args.argv.clone(),
+        shell: args.command.clone(),
+        env: args.env.clone().unwrap_or_default(),
+        timeout_secs: Some(args.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS)),
+        ..Default::default()
+    }
+    .into_core_as(&EXEC_ARGS)
+    .map_err(|e| e.0)?;
+    let size: usize = match &req.command {
         Command::Shell(s) => s.len(),
         Command::Argv(a) => a.iter().map(|x| x.len() + 1).sum(),
-    } + env
+    } + req
+        .env
         .iter()
         .map(|(k, v)| k.len() + v.len() + 2)
         .sum::<usize>();
@@ -353,16 +349,6 @@ fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
             "the command and its env are {size} bytes; exec accepts at most {MAX_COMMAND_BYTES} (the kernel limits one argument to 128 KiB): write the script or data to a file under /workspace and run that instead"
         ));
     }
-    let secs = args.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
-    let timeout = timeout_from_secs(secs).ok_or_else(|| {
-        format!("timeout_secs must be a positive number of seconds below 1000000000 (got {secs})")
-    })?;
-    let req = ExecRequest {
-        command,
-        env,
-        timeout: Some(timeout),
-        workdir: None,
-    };
     req.check().map_err(|e| refusal(e.into()))?;
     Ok(req)
 }
@@ -499,6 +485,60 @@ mod tests {
             .contains("sandbox_networks"));
     }
 
+    /// The result is the core's exec result and `sandbox_id`, exactly the
+    /// members its schema shows (a member added to the core's result fails
+    /// here until the schema documents it).
+    #[test]
+    fn exec_result_is_the_cores_with_the_sandbox() {
+        let capture = Capture::new(Keep::HeadAndTail, 4);
+        capture.write(odek_core::engine::StreamKind::Stdout, b"abcdef");
+        let outcome = odek_core::ExecOutcome {
+            exit_code: 3,
+            timed_out: false,
+            cancelled: false,
+            killed: false,
+        };
+        let r = ExecResult {
+            sandbox_id: "sbx-1".into(),
+            result: api::ExecResult::new(&outcome, capture.finish()),
+        };
+        let value = serde_json::to_value(&r).expect("JSON");
+        assert_eq!(
+            value,
+            serde_json::json!({
+                "sandbox_id": "sbx-1",
+                "exit_code": 3,
+                "stdout": "ab\n[odek: 2 bytes cut here]\nef",
+                "stderr": "",
+                "stdout_truncated": true,
+                "stderr_truncated": false,
+                "timed_out": false,
+                "killed": false,
+            })
+        );
+        let schema = serde_json::to_value(schemars::schema_for!(ExecResult)).expect("JSON");
+        let mut members: Vec<&String> = value.as_object().expect("object").keys().collect();
+        members.sort();
+        let mut shown: Vec<&String> = schema["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .collect();
+        shown.sort();
+        assert_eq!(members, shown);
+        let mut required: Vec<&str> = schema["required"]
+            .as_array()
+            .expect("required")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        required.sort_unstable();
+        assert_eq!(
+            required,
+            members.iter().map(|m| m.as_str()).collect::<Vec<_>>()
+        );
+    }
+
     #[test]
     fn exec_request_defaults_the_timeout() {
         let r = exec_request(&ExecArgs {
@@ -506,7 +546,10 @@ mod tests {
             ..Default::default()
         })
         .expect("valid");
-        assert_eq!(r.timeout, timeout_from_secs(DEFAULT_TIMEOUT_SECS));
+        assert_eq!(
+            r.timeout,
+            odek_core::exec::timeout_from_secs(DEFAULT_TIMEOUT_SECS)
+        );
         assert_eq!(r.command, Command::Argv(vec!["true".into()]));
     }
 }

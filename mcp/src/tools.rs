@@ -1,11 +1,16 @@
 //! Arguments and results of the MCP tools (docs/MCP.md lists them). The
-//! JSON Schemas clients see are derived from these types, so the names and
-//! shapes here are the stable contract: add optional fields, never rename.
+//! JSON Schemas clients see are derived from these types (written out for
+//! [`ExecResult`], which wraps the core's), so the
+//! names and shapes here are the stable contract: add optional fields,
+//! never rename. `mcp/tool-schemas.json` holds every tool's schemas; a test
+//! compares them byte for byte.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use odek_core::api;
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize, Serializer};
 
 /// Default timeout of `exec` when the caller gives none, in seconds.
 pub const DEFAULT_TIMEOUT_SECS: f64 = 300.0;
@@ -16,7 +21,8 @@ pub const DEFAULT_TIMEOUT_SECS: f64 = 300.0;
 pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
 
 /// Bytes of each output stream returned: the first half and the last half
-/// of this are kept, the middle is cut (and the `*_truncated` flag set).
+/// of this are kept, the middle is cut (and the `*_truncated` flag set):
+/// [`odek_core::exec::Keep::HeadAndTail`].
 pub const MAX_OUTPUT_BYTES: usize = 128 * 1024;
 
 /// `exec` arguments.
@@ -45,27 +51,85 @@ pub struct ExecArgs {
     pub sandbox_id: Option<String>,
 }
 
-/// `exec` result.
-#[derive(Clone, Debug, Serialize, JsonSchema)]
+/// `exec` result: the core's exec result ([`api::ExecResult`], the one
+/// every front end returns) and the sandbox the command ran in. As JSON its
+/// members and `sandbox_id`, without the ABI's `schema` tag.
+#[derive(Clone, Debug)]
 pub struct ExecResult {
     /// The sandbox the command ran in.
     pub sandbox_id: String,
-    /// The command's exit code (124 after a timeout).
-    pub exit_code: i64,
-    /// Standard output (UTF-8, invalid bytes replaced).
-    pub stdout: String,
-    /// Standard error (UTF-8, invalid bytes replaced).
-    pub stderr: String,
-    /// True when the middle of stdout was cut (more than 128 KiB).
-    pub stdout_truncated: bool,
-    /// True when the middle of stderr was cut (more than 128 KiB).
-    pub stderr_truncated: bool,
-    /// True when the timeout elapsed before the command ended.
-    pub timed_out: bool,
-    /// After a timeout: true when odek killed the command and saw none of
-    /// its processes left; false when the kill could not be confirmed
-    /// (stderr says why) or the command ended by itself.
-    pub killed: bool,
+    /// What the command did; its output kept as [`MAX_OUTPUT_BYTES`] says.
+    pub result: api::ExecResult,
+}
+
+impl Serialize for ExecResult {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut value = serde_json::to_value(&self.result).map_err(serde::ser::Error::custom)?;
+        if let serde_json::Value::Object(members) = &mut value {
+            members.remove("schema");
+            members.insert("sandbox_id".into(), self.sandbox_id.clone().into());
+        }
+        value.serialize(s)
+    }
+}
+
+impl JsonSchema for ExecResult {
+    fn schema_name() -> Cow<'static, str> {
+        "ExecResult".into()
+    }
+
+    /// The output schema clients see (mcp/tool-schemas.json): written out
+    /// because its wording is MCP's (the output policy of [`MAX_OUTPUT_BYTES`]).
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "properties": {
+                "sandbox_id": {
+                    "description": "The sandbox the command ran in.",
+                    "type": "string"
+                },
+                "exit_code": {
+                    "description": "The command's exit code (124 after a timeout).",
+                    "format": "int64",
+                    "type": "integer"
+                },
+                "stdout": {
+                    "description": "Standard output (UTF-8, invalid bytes replaced).",
+                    "type": "string"
+                },
+                "stderr": {
+                    "description": "Standard error (UTF-8, invalid bytes replaced).",
+                    "type": "string"
+                },
+                "stdout_truncated": {
+                    "description": "True when the middle of stdout was cut (more than 128 KiB).",
+                    "type": "boolean"
+                },
+                "stderr_truncated": {
+                    "description": "True when the middle of stderr was cut (more than 128 KiB).",
+                    "type": "boolean"
+                },
+                "timed_out": {
+                    "description": "True when the timeout elapsed before the command ended.",
+                    "type": "boolean"
+                },
+                "killed": {
+                    "description": "After a timeout: true when odek killed the command and saw none of\nits processes left; false when the kill could not be confirmed\n(stderr says why) or the command ended by itself.",
+                    "type": "boolean"
+                }
+            },
+            "required": [
+                "sandbox_id",
+                "exit_code",
+                "stdout",
+                "stderr",
+                "stdout_truncated",
+                "stderr_truncated",
+                "timed_out",
+                "killed"
+            ]
+        })
+    }
 }
 
 /// Arguments naming one sandbox, default the conversation's.
