@@ -6,7 +6,6 @@ use std::sync::Arc;
 use odek_core::api::{self, ExecMembers};
 use odek_core::describe::{render_prompt, render_tool};
 use odek_core::exec::{Capture, Keep};
-use odek_core::narrow::NarrowRequest;
 use odek_core::{Client, Command, ExecRequest};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -266,14 +265,13 @@ impl OdekMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<SandboxInfo>, String> {
         let caller = Caller::of(&ctx);
-        let req = narrow_request(&args)?;
         let (parent_id, parent) = self
             .sandboxes
             .get(args.sandbox_id.as_deref(), &caller)
             .await
             .map_err(refusal)?;
         let place = self.sandboxes.reserve().map_err(refusal)?;
-        let plan = odek_core::narrow::narrow(&parent.plan, &req)
+        let plan = odek_core::narrow::narrow(&parent.plan, &args.request)
             .map_err(|e| refusal(odek_core::Error::from(e).into()))?;
         let (id, sandbox) = self
             .sandboxes
@@ -288,31 +286,6 @@ impl OdekMcp {
             startup_line: sandbox.startup_line(),
         }))
     }
-}
-
-/// The core's narrowing request from the tool's arguments: every member
-/// passed through unchanged (the network mode parsed by the core's rule),
-/// so the core's [`odek_core::narrow::narrow`] decides each knob exactly as
-/// it does for the CLI and the C ABI.
-fn narrow_request(args: &NarrowArgs) -> Result<NarrowRequest, String> {
-    let network_mode = match args.network_mode.as_deref() {
-        None => None,
-        Some(v) => Some(
-            odek_core::config::parse_network_mode("network_mode", v)
-                .map_err(|e| refusal(odek_core::Error::from(e).into()))?,
-        ),
-    };
-    Ok(NarrowRequest {
-        schema: None,
-        networks: args.networks.clone(),
-        compose_project: args.compose_project.clone(),
-        network_mode,
-        pids_limit: args.pids_limit,
-        memory: args.memory.clone(),
-        cpus: args.cpus.clone(),
-        readonly: args.readonly,
-        image: args.image.clone(),
-    })
 }
 
 /// How `exec` names the request's members in a refusal.
@@ -365,6 +338,7 @@ impl ServerHandler for OdekMcp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use odek_core::narrow::NarrowRequest;
 
     /// Where the tools' schemas are checked in.
     const TOOL_SCHEMAS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tool-schemas.json");
@@ -429,15 +403,13 @@ mod tests {
             .contains("timeout_secs"));
     }
 
-    /// The tool's arguments are the core's request plus `sandbox_id`: a
-    /// member added to one and not the other would be dropped or refused
-    /// on one surface only.
+    /// The tool's arguments are the core's request plus `sandbox_id`: every
+    /// member the schema shows reaches the request, parsed by the core.
     #[test]
-    fn narrow_args_mirror_the_cores_request() {
-        let props = |s: schemars::Schema| -> Vec<String> {
-            let mut v: Vec<String> = s
-                .get("properties")
-                .and_then(|p| p.as_object())
+    fn narrow_args_are_the_cores_request() {
+        let props = |s: &serde_json::Value| -> Vec<String> {
+            let mut v: Vec<String> = s["properties"]
+                .as_object()
                 .expect("properties")
                 .keys()
                 .cloned()
@@ -445,12 +417,13 @@ mod tests {
             v.sort();
             v
         };
-        let mut core = props(schemars::schema_for!(NarrowRequest));
-        core.retain(|k| k != "schema");
-        core.push("sandbox_id".into());
-        core.sort();
-        assert_eq!(props(schemars::schema_for!(NarrowArgs)), core);
-        // Every member reaches the request unchanged.
+        let core = serde_json::to_value(schemars::schema_for!(NarrowRequest)).expect("JSON");
+        let mut want = props(&core);
+        want.retain(|k| k != "schema");
+        want.push("sandbox_id".into());
+        want.sort();
+        let mcp = serde_json::to_value(schemars::schema_for!(NarrowArgs)).expect("JSON");
+        assert_eq!(props(&mcp), want);
         let args: NarrowArgs = serde_json::from_value(serde_json::json!({
             "sandbox_id": "sbx-1",
             "networks": ["a", "b"],
@@ -463,8 +436,7 @@ mod tests {
             "image": "odek-test/base:1",
         }))
         .expect("args");
-        let req = narrow_request(&args).expect("request");
-        let want: NarrowRequest = serde_json::from_value(serde_json::json!({
+        let request: NarrowRequest = serde_json::from_value(serde_json::json!({
             "networks": ["a", "b"],
             "compose_project": "shop",
             "network_mode": "none",
@@ -475,14 +447,34 @@ mod tests {
             "image": "odek-test/base:1",
         }))
         .expect("core request");
-        assert_eq!(req, want);
-        let bad = NarrowArgs {
-            network_mode: Some("host".into()),
-            ..Default::default()
+        assert_eq!(
+            args,
+            NarrowArgs {
+                sandbox_id: Some("sbx-1".into()),
+                request,
+            }
+        );
+        let empty: NarrowArgs =
+            serde_json::from_value(serde_json::json!({"sandbox_id": null})).expect("empty");
+        assert_eq!(empty, NarrowArgs::default());
+        let refused = |v: serde_json::Value| {
+            serde_json::from_value::<NarrowArgs>(v)
+                .expect_err("refused")
+                .to_string()
         };
-        assert!(narrow_request(&bad)
-            .expect_err("host")
-            .contains("sandbox_networks"));
+        // The core's parse of the network mode, and its message.
+        let e = refused(serde_json::json!({"network_mode": "host"}));
+        assert!(e.contains("sandbox_networks"), "{e}");
+        // The C ABI's schema tag is not an argument of the tool.
+        let e = refused(serde_json::json!({"schema": "odek.narrow-request/1"}));
+        assert!(
+            e.starts_with("unknown field `schema`, expected one of `sandbox_id`, "),
+            "{e}"
+        );
+        let e = refused(serde_json::json!({"sandbox_id": 5}));
+        assert!(e.contains("invalid type: integer `5`"), "{e}");
+        let e = refused(serde_json::json!({"pids_limit": "7"}));
+        assert!(e.contains("invalid type: string"), "{e}");
     }
 
     /// The result is the core's exec result and `sandbox_id`, exactly the
