@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use odek_core::exec::{Capture, Keep};
 use odek_core::launch::{new_sandbox_name, LaunchProgress, Stage};
 use odek_core::registry::Reaped;
-use odek_core::{Client, Command, ExecRequest, LaunchOptions, Sandbox};
+use odek_core::{Client, ExecRequest, LaunchOptions, Sandbox};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -85,29 +86,30 @@ fn exit_of(code: i64) -> ExitCode {
     ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(255))
 }
 
+/// How the CLI names an exec request's members in a refusal.
+const EXEC_FLAGS: odek_core::api::ExecMembers = odek_core::api::ExecMembers {
+    argv: "COMMAND",
+    shell: "COMMAND",
+    timeout: "--timeout",
+};
+
+/// The core's request from `-e`, `--timeout` and the command, parsed as
+/// every front end's is (`odek_core::api::ExecRequest::into_core_as`).
 fn exec_request(flags: &ExecFlags, cmd: &[String]) -> anyhow::Result<ExecRequest> {
-    let mut env = Vec::new();
+    let mut env = std::collections::BTreeMap::new();
     for kv in &flags.env {
         let (k, v) = kv
             .split_once('=')
             .with_context(|| format!("-e {kv:?}: write KEY=VALUE"))?;
-        env.push((k.to_string(), v.to_string()));
+        env.insert(k.to_string(), v.to_string());
     }
-    let timeout = match flags.timeout {
-        None => None,
-        Some(t) => match odek_core::exec::timeout_from_secs(t) {
-            Some(d) => Some(d),
-            None => {
-                bail!("--timeout must be a positive number of seconds below 1000000000 (got {t})")
-            }
-        },
-    };
-    Ok(ExecRequest {
-        command: Command::Argv(cmd.to_vec()),
+    let req = odek_core::api::ExecRequest {
+        argv: Some(cmd.to_vec()),
         env,
-        timeout,
-        workdir: None,
-    })
+        timeout_secs: flags.timeout,
+        ..Default::default()
+    };
+    Ok(req.into_core_as(&EXEC_FLAGS)?)
 }
 
 fn verbose_plan(cli: &Cli, odek: &Client, plan: &odek_core::Plan) {
@@ -397,13 +399,14 @@ async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitCode {
         }
     };
     let mut signalled = 0u8;
-    let captured = Captured::default();
+    // The bindings' exec result: the first 16 MiB of each stream.
+    let capture = Capture::new(Keep::Head, odek_core::api::EXEC_OUTPUT_LIMIT);
     let result = async {
         let req = exec_request(&args.exec, &args.cmd)?;
         let sandbox = odek.attach(&args.name, &odek_home()?).await?;
         let cancel = async { signalled = signals.next().await };
         let outcome = if args.json {
-            odek.exec_until(&sandbox, &req, &|k, b| captured.push(k, b), cancel)
+            odek.exec_until(&sandbox, &req, &|k, b| capture.write(k, b), cancel)
                 .await?
         } else {
             odek.exec_until(&sandbox, &req, &sink, cancel).await?
@@ -413,7 +416,7 @@ async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitCode {
     .await;
     if args.json {
         if let Ok((_, o)) = &result {
-            match json_for_terminal(&captured.result(o)) {
+            match json_for_terminal(&odek_core::api::ExecResult::new(o, capture.finish())) {
                 Ok(text) => outln!("{text}"),
                 Err(e) => print_anyhow(&e),
             }
@@ -444,65 +447,6 @@ async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitCode {
                 Some(oe) => exit_after_start(oe),
                 None => ExitCode::from(EXIT_REFUSED),
             }
-        }
-    }
-}
-
-/// Most bytes of stdout or stderr `odek sandbox exec --json` keeps (16 MiB
-/// each, as the bindings' exec result); the rest is dropped and
-/// `stdout_truncated`/`stderr_truncated` say so.
-const JSON_OUTPUT_LIMIT: usize = 16 << 20;
-
-/// The output of `odek sandbox exec --json`, kept until the command ends.
-#[derive(Default)]
-struct Captured(std::sync::Mutex<CapturedStreams>);
-
-#[derive(Default)]
-struct CapturedStreams {
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    stdout_truncated: bool,
-    stderr_truncated: bool,
-}
-
-/// The JSON `odek sandbox exec --json` prints: the bindings' exec result
-/// (`odek.exec-result/1`), output as UTF-8 (invalid bytes replaced).
-#[derive(serde::Serialize)]
-struct ExecJson {
-    schema: &'static str,
-    exit_code: i64,
-    timed_out: bool,
-    killed: bool,
-    stdout: String,
-    stderr: String,
-    stdout_truncated: bool,
-    stderr_truncated: bool,
-}
-
-impl Captured {
-    fn push(&self, kind: odek_core::engine::StreamKind, bytes: &[u8]) {
-        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let g = &mut *g;
-        let (buf, cut) = match kind {
-            odek_core::engine::StreamKind::Stdout => (&mut g.stdout, &mut g.stdout_truncated),
-            odek_core::engine::StreamKind::Stderr => (&mut g.stderr, &mut g.stderr_truncated),
-        };
-        let room = JSON_OUTPUT_LIMIT.saturating_sub(buf.len());
-        buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        *cut |= bytes.len() > room;
-    }
-
-    fn result(&self, o: &odek_core::exec::ExecOutcome) -> ExecJson {
-        let g = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        ExecJson {
-            schema: "odek.exec-result/1",
-            exit_code: o.exit_code,
-            timed_out: o.timed_out,
-            killed: o.killed,
-            stdout: String::from_utf8_lossy(&g.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&g.stderr).into_owned(),
-            stdout_truncated: g.stdout_truncated,
-            stderr_truncated: g.stderr_truncated,
         }
     }
 }

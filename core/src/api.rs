@@ -45,6 +45,7 @@ pub use crate::plan::Plan;
 pub use crate::view::ConfigView;
 
 use crate::config::{ConfigError, ConfigInputs, Layer};
+use crate::exec::{Captured, ExecOutcome};
 use crate::warning::{Warning, WarningKind};
 
 /// Schema tag of [`ClientOptions`].
@@ -57,6 +58,11 @@ pub const EXEC_REQUEST_SCHEMA: &str = "odek.exec-request/1";
 pub const SANDBOX_INFO_SCHEMA: &str = "odek.sandbox-info/1";
 /// Schema tag of [`ExecResult`].
 pub const EXEC_RESULT_SCHEMA: &str = "odek.exec-result/1";
+
+/// Most bytes of stdout and of stderr (each) an [`ExecResult`] carries, the
+/// first ones kept ([`crate::exec::Keep::Head`]): 16 MiB. The C ABI's
+/// `ODEK_EXEC_OUTPUT_LIMIT` and `odek sandbox exec --json`.
+pub const EXEC_OUTPUT_LIMIT: usize = 16 << 20;
 
 /// A request that parses but cannot be carried out as given: the C ABI's
 /// `ODEK_E_INVALID_ARGUMENT`. The message names the member and what is
@@ -322,25 +328,72 @@ pub struct ExecRequest {
     pub workdir: Option<String>,
 }
 
+/// How a front end names the members of an exec request, so that a
+/// refusal of [`ExecRequest::into_core_as`] names what its caller wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecMembers {
+    /// The argv (an array of strings run without a shell): `argv`.
+    pub argv: &'static str,
+    /// The shell command line: `shell` in the C ABI, `command` in MCP.
+    pub shell: &'static str,
+    /// The timeout in seconds: `timeout_secs`, the CLI's `--timeout`.
+    pub timeout: &'static str,
+}
+
+impl ExecMembers {
+    /// The names of [`ExecRequest`]'s own JSON members (the C ABI).
+    pub const ABI: ExecMembers = ExecMembers {
+        argv: "argv",
+        shell: "shell",
+        timeout: "timeout_secs",
+    };
+}
+
 impl ExecRequest {
-    /// The core's request. Errors: an unknown schema tag, both or neither
-    /// of `argv`/`shell`, a timeout that is not a positive number.
+    /// The core's request, with the C ABI's member names in refusals
+    /// ([`ExecRequest::into_core_as`]).
     pub fn into_core(self) -> Result<crate::exec::ExecRequest, RequestError> {
+        self.into_core_as(&ExecMembers::ABI)
+    }
+
+    /// The core's request: every front end's exec request (the C ABI's
+    /// JSON, MCP's `exec` arguments, the CLI's `-e`/`--timeout` and
+    /// command) is parsed here, once. Does not run [`crate::exec::ExecRequest::check`].
+    ///
+    /// Errors ([`RequestError`], worded with `names`): an unknown schema
+    /// tag; neither or both of `argv`/`shell`; a timeout that is not a
+    /// finite number of seconds above 0 and below 10^9
+    /// ([`crate::exec::timeout_from_secs`]).
+    pub fn into_core_as(
+        self,
+        names: &ExecMembers,
+    ) -> Result<crate::exec::ExecRequest, RequestError> {
         check_schema_tag(self.schema.as_deref(), "odek.exec-request/")?;
+        let ExecMembers {
+            argv,
+            shell,
+            timeout,
+        } = names;
         let command = match (self.argv, self.shell) {
             (Some(a), None) => crate::exec::Command::Argv(a),
             (None, Some(s)) => crate::exec::Command::Shell(s),
-            _ => {
-                return Err(RequestError(
-                    "request_json needs exactly one of \"argv\" (array of strings) or \"shell\" (string)"
-                        .into(),
-                ))
+            (None, None) => {
+                return Err(RequestError(format!(
+                    "exec needs a command: pass exactly one of `{shell}` (run by /bin/sh -c), e.g. {{\"{shell}\": \"ls -la\"}}, or `{argv}`, e.g. {{\"{argv}\": [\"ls\", \"-la\"]}}"
+                )))
+            }
+            (Some(_), Some(_)) => {
+                return Err(RequestError(format!(
+                    "exec takes exactly one of `{shell}` (a shell string) or `{argv}` (a list), not both; pass one of them"
+                )))
             }
         };
         let timeout = match self.timeout_secs {
             None => None,
             Some(t) => Some(crate::exec::timeout_from_secs(t).ok_or_else(|| {
-                RequestError(format!("timeout_secs must be a positive number (got {t})"))
+                RequestError(format!(
+                    "{timeout} must be a positive number of seconds below 1000000000 (got {t})"
+                ))
             })?),
         };
         Ok(crate::exec::ExecRequest {
@@ -423,6 +476,25 @@ pub struct ExecResult {
     pub stdout_truncated: bool,
     /// `stderr` was cut at the limit.
     pub stderr_truncated: bool,
+}
+
+impl ExecResult {
+    /// The result of a command that ended with `outcome`, its output as a
+    /// [`crate::exec::Capture`] kept it ([`crate::exec::Capture::finish`]).
+    /// A surface that adds members of its own wraps this value (MCP's
+    /// `exec` adds `sandbox_id`).
+    pub fn new(outcome: &ExecOutcome, output: Captured) -> ExecResult {
+        ExecResult {
+            schema: EXEC_RESULT_SCHEMA.into(),
+            exit_code: outcome.exit_code,
+            timed_out: outcome.timed_out,
+            killed: outcome.killed,
+            stdout: output.stdout,
+            stderr: output.stderr,
+            stdout_truncated: output.stdout_truncated,
+            stderr_truncated: output.stderr_truncated,
+        }
+    }
 }
 
 /// The JSON Schema of every ABI message, as checked in under `ffi/schema/`:
@@ -512,7 +584,20 @@ mod tests {
     #[test]
     fn exec_requests_need_one_command() {
         let e = ExecRequest::default().into_core().expect_err("no command");
-        assert!(e.0.contains("exactly one of"), "{e}");
+        assert_eq!(
+            e.0,
+            r#"exec needs a command: pass exactly one of `shell` (run by /bin/sh -c), e.g. {"shell": "ls -la"}, or `argv`, e.g. {"argv": ["ls", "-la"]}"#
+        );
+        let both = ExecRequest {
+            argv: Some(vec!["true".into()]),
+            shell: Some("true".into()),
+            ..Default::default()
+        };
+        let e = both.into_core().expect_err("both");
+        assert_eq!(
+            e.0,
+            "exec takes exactly one of `shell` (a shell string) or `argv` (a list), not both; pass one of them"
+        );
         let e = ExecRequest {
             shell: Some("true".into()),
             timeout_secs: Some(-1.0),
@@ -520,7 +605,87 @@ mod tests {
         }
         .into_core()
         .expect_err("negative timeout");
-        assert_eq!(e.0, "timeout_secs must be a positive number (got -1)");
+        assert_eq!(
+            e.0,
+            "timeout_secs must be a positive number of seconds below 1000000000 (got -1)"
+        );
+    }
+
+    /// A front end's own member names reach its refusals; the request
+    /// itself is parsed the same for all.
+    #[test]
+    fn exec_refusals_name_the_front_ends_members() {
+        let mcp = ExecMembers {
+            argv: "argv",
+            shell: "command",
+            timeout: "timeout_secs",
+        };
+        let e = ExecRequest::default().into_core_as(&mcp).expect_err("none");
+        assert!(e.0.contains(r#"{"command": "ls -la"}"#), "{e}");
+        let cli = ExecMembers {
+            timeout: "--timeout",
+            ..ExecMembers::ABI
+        };
+        for t in [0.0, 1e9, f64::NAN, f64::INFINITY] {
+            let e = ExecRequest {
+                argv: Some(vec!["true".into()]),
+                timeout_secs: Some(t),
+                ..Default::default()
+            }
+            .into_core_as(&cli)
+            .expect_err("bad timeout");
+            assert_eq!(
+                e.0,
+                format!(
+                    "--timeout must be a positive number of seconds below 1000000000 (got {t})"
+                )
+            );
+        }
+        let req = ExecRequest {
+            argv: Some(vec!["env".into()]),
+            env: [("B".into(), "2".into()), ("A".into(), "1".into())].into(),
+            timeout_secs: Some(1.5),
+            workdir: Some("/tmp".into()),
+            ..Default::default()
+        }
+        .into_core_as(&cli)
+        .expect("valid");
+        assert_eq!(
+            req,
+            crate::exec::ExecRequest {
+                command: crate::exec::Command::Argv(vec!["env".into()]),
+                env: vec![("A".into(), "1".into()), ("B".into(), "2".into())],
+                timeout: Some(std::time::Duration::from_millis(1500)),
+                workdir: Some("/tmp".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn an_exec_result_is_the_outcome_and_the_capture() {
+        let outcome = ExecOutcome {
+            exit_code: 124,
+            timed_out: true,
+            cancelled: false,
+            killed: true,
+        };
+        let capture = crate::exec::Capture::new(crate::exec::Keep::Head, 2);
+        capture.write(crate::engine::StreamKind::Stdout, b"abc");
+        capture.write(crate::engine::StreamKind::Stderr, b"e");
+        let r = ExecResult::new(&outcome, capture.finish());
+        assert_eq!(
+            serde_json::to_value(&r).expect("JSON"),
+            serde_json::json!({
+                "schema": "odek.exec-result/1",
+                "exit_code": 124,
+                "timed_out": true,
+                "killed": true,
+                "stdout": "ab",
+                "stderr": "e",
+                "stdout_truncated": true,
+                "stderr_truncated": false,
+            })
+        );
     }
 
     #[test]

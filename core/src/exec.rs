@@ -18,6 +18,10 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
+mod capture;
+
+pub use capture::{Capture, Captured, Keep};
+
 use crate::client::Client;
 use crate::engine::{ExecSpec, OutputSink, StreamKind};
 use crate::error::{Error, Result};

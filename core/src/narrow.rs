@@ -35,7 +35,11 @@ pub struct NarrowRequest {
     /// all (SPEC §4.2 `none`); with them, exactly those networks are
     /// attached ("attached networks only"). `bridge` only when the parent
     /// has it — never `bridge` from `none`.
-    #[serde(default)]
+    // Parsed by the rule of `sandbox_network` (SPEC §3.4,
+    // `config::parse_network_mode`): anything else is refused with its
+    // message. (A comment, not doc: the doc is the ABI schema's text.)
+    #[serde(default, deserialize_with = "network_mode")]
+    #[schemars(with = "Option<crate::config::NetworkMode>")]
     pub network_mode: Option<crate::config::NetworkMode>,
     /// Lower or equal pids limit (processes).
     #[serde(default)]
@@ -52,6 +56,19 @@ pub struct NarrowRequest {
     /// Must equal the parent's image reference when given.
     #[serde(default)]
     pub image: Option<String>,
+}
+
+/// [`NarrowRequest::network_mode`] from its text, for every front end that
+/// deserializes a request (the C ABI, MCP's `sandbox_narrow`): the config
+/// rule's parse and refusal (which points to `sandbox_networks`), not
+/// serde's "unknown variant".
+fn network_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NetworkMode>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|text| {
+            crate::config::parse_network_mode("network_mode", &text)
+                .map_err(serde::de::Error::custom)
+        })
+        .transpose()
 }
 
 /// Why a child cannot have what it asked for. Class config.
@@ -225,6 +242,33 @@ mod tests {
     use crate::config::{CpuLimit, Source};
     use crate::image::{pinned_default, ImagePlan, ImageSource};
     use crate::network::NetworkOrigin;
+
+    /// Every front end that deserializes a request gets the config rule's
+    /// parse of `network_mode` and its refusal.
+    #[test]
+    fn network_mode_is_parsed_by_the_config_rule() {
+        let parse = |v: serde_json::Value| {
+            serde_json::from_value::<NarrowRequest>(serde_json::json!({ "network_mode": v }))
+        };
+        let mode = |v: serde_json::Value| parse(v).expect("valid").network_mode;
+        assert_eq!(mode("none".into()), Some(NetworkMode::None));
+        assert_eq!(mode("bridge".into()), Some(NetworkMode::Bridge));
+        assert_eq!(mode(serde_json::Value::Null), None);
+        let absent: NarrowRequest = serde_json::from_str("{}").expect("empty");
+        assert_eq!(absent.network_mode, None);
+        for bad in ["host", "None", " none", "container:x"] {
+            let e = parse(bad.into()).expect_err(bad).to_string();
+            let want = crate::config::parse_network_mode("network_mode", bad)
+                .expect_err(bad)
+                .to_string();
+            assert_eq!(e, want);
+            assert!(e.contains("sandbox_networks"), "{e}");
+        }
+        assert!(parse(5.into())
+            .expect_err("a number")
+            .to_string()
+            .contains("invalid type: integer `5`, expected a string"));
+    }
 
     fn net(name: &str, id: char, project: Option<&str>, internal: bool) -> ResolvedNetwork {
         ResolvedNetwork {

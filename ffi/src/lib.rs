@@ -29,13 +29,14 @@ pub use error::*;
 pub use handles::{odek_cancel_t, odek_client_t, odek_sandbox_t};
 
 use std::ffi::c_char;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use odek_core::api::{self, EngineChoice, ResolveRequestError};
 use odek_core::approval::{Approval, Decision};
 use odek_core::engine::StreamKind;
 #[cfg(feature = "testing")]
 use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork};
+use odek_core::exec::{Capture, Keep};
 use odek_core::{describe, CancellationToken, LaunchOptions, Plan, Silent};
 
 use boundary::{c_string, guard, guard_state, json_arg, out_arg, str_arg, write_json};
@@ -48,6 +49,10 @@ pub const ODEK_ABI_VERSION: u32 = 1;
 
 /// Most bytes of stdout or stderr an exec result carries (16 MiB each).
 pub const ODEK_EXEC_OUTPUT_LIMIT: usize = 16 << 20;
+
+// Written out for the header (cbindgen reads literals); the limit itself is
+// the core's, as `odek sandbox exec --json` uses it.
+const _: () = assert!(ODEK_EXEC_OUTPUT_LIMIT == api::EXEC_OUTPUT_LIMIT);
 
 /// The process-wide runtime. `ODEK_E_FORKED` in a process forked from the
 /// one that made libodek's state (the runtime's threads are not there).
@@ -507,23 +512,8 @@ pub unsafe extern "C" fn odek_exec_cancellable(
         // SAFETY: per the function contract.
         let req: api::ExecRequest = unsafe { json_arg(request_json, "request_json")? };
         let request = req.into_core().map_err(invalid)?;
-        let out = Mutex::new((Vec::new(), Vec::new(), false, false));
-        let sink = |kind: StreamKind, bytes: &[u8]| {
-            let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
-            let (buf, flag) = match kind {
-                StreamKind::Stdout => (&mut g.0, 2),
-                StreamKind::Stderr => (&mut g.1, 3),
-            };
-            let room = ODEK_EXEC_OUTPUT_LIMIT.saturating_sub(buf.len());
-            buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
-            if bytes.len() > room {
-                if flag == 2 {
-                    g.2 = true;
-                } else {
-                    g.3 = true;
-                }
-            }
-        };
+        let capture = Capture::new(Keep::Head, ODEK_EXEC_OUTPUT_LIMIT);
+        let sink = |kind: StreamKind, bytes: &[u8]| capture.write(kind, bytes);
         let outcome = runtime()?.block_on(async {
             match &cancel {
                 Some(t) => {
@@ -534,17 +524,7 @@ pub unsafe extern "C" fn odek_exec_cancellable(
                 None => h.odek.exec(&h.sandbox, &request, &sink).await,
             }
         })?;
-        let (o, e, ot, et) = out.into_inner().unwrap_or_else(|p| p.into_inner());
-        let result = api::ExecResult {
-            schema: api::EXEC_RESULT_SCHEMA.into(),
-            exit_code: outcome.exit_code,
-            timed_out: outcome.timed_out,
-            killed: outcome.killed,
-            stdout: String::from_utf8_lossy(&o).into_owned(),
-            stderr: String::from_utf8_lossy(&e).into_owned(),
-            stdout_truncated: ot,
-            stderr_truncated: et,
-        };
+        let result = api::ExecResult::new(&outcome, capture.finish());
         // SAFETY: checked non-NULL.
         unsafe { write_json(result_json_out, &result) }
     })

@@ -1318,7 +1318,7 @@ fn rows(w: &World) -> Vec<Row> {
             Narrow,
             narrow(r#"{"network_mode": "host"}"#),
             ARG,
-            "unknown variant `host`",
+            "sandbox_network must be \"none\" or \"bridge\" (got \"host\")",
         ),
         row(
             "narrow: none to bridge",

@@ -41,7 +41,6 @@ macro_rules! errln {
 }
 
 mod caller;
-mod capture;
 mod limits;
 mod planned;
 mod sandboxes;

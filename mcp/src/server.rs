@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use odek_core::api::{self, ExecMembers};
 use odek_core::describe::{render_prompt, render_tool};
-use odek_core::exec::timeout_from_secs;
-use odek_core::narrow::NarrowRequest;
+use odek_core::exec::{Capture, Keep};
 use odek_core::{Client, Command, ExecRequest};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -14,7 +14,6 @@ use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, Json, RoleServer, ServerHandler};
 
 use crate::caller::Caller;
-use crate::capture::Capture;
 use crate::limits::Limits;
 use crate::planned;
 use crate::sandboxes::{Refusal, Sandboxes};
@@ -146,7 +145,7 @@ impl OdekMcp {
             .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
             .await
             .map_err(refusal)?;
-        let capture = Capture::new(MAX_OUTPUT_BYTES);
+        let capture = Capture::new(Keep::HeadAndTail, MAX_OUTPUT_BYTES);
         let sink = |k, b: &[u8]| capture.write(k, b);
         let outcome = self
             .sandboxes
@@ -164,16 +163,9 @@ impl OdekMcp {
                 }
             ));
         }
-        let (stdout, stdout_truncated, stderr, stderr_truncated) = capture.finish();
         Ok(Json(ExecResult {
             sandbox_id: id,
-            exit_code: outcome.exit_code,
-            stdout,
-            stderr,
-            stdout_truncated,
-            stderr_truncated,
-            timed_out: outcome.timed_out,
-            killed: outcome.killed,
+            result: api::ExecResult::new(&outcome, capture.finish()),
         }))
     }
 
@@ -273,14 +265,13 @@ impl OdekMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<SandboxInfo>, String> {
         let caller = Caller::of(&ctx);
-        let req = narrow_request(&args)?;
         let (parent_id, parent) = self
             .sandboxes
             .get(args.sandbox_id.as_deref(), &caller)
             .await
             .map_err(refusal)?;
         let place = self.sandboxes.reserve().map_err(refusal)?;
-        let plan = odek_core::narrow::narrow(&parent.plan, &req)
+        let plan = odek_core::narrow::narrow(&parent.plan, &args.request)
             .map_err(|e| refusal(odek_core::Error::from(e).into()))?;
         let (id, sandbox) = self
             .sandboxes
@@ -297,54 +288,32 @@ impl OdekMcp {
     }
 }
 
-/// The core's narrowing request from the tool's arguments: every member
-/// passed through unchanged (the network mode parsed by the core's rule),
-/// so the core's [`odek_core::narrow::narrow`] decides each knob exactly as
-/// it does for the CLI and the C ABI.
-fn narrow_request(args: &NarrowArgs) -> Result<NarrowRequest, String> {
-    let network_mode = match args.network_mode.as_deref() {
-        None => None,
-        Some(v) => Some(
-            odek_core::config::parse_network_mode("network_mode", v)
-                .map_err(|e| refusal(odek_core::Error::from(e).into()))?,
-        ),
-    };
-    Ok(NarrowRequest {
-        schema: None,
-        networks: args.networks.clone(),
-        compose_project: args.compose_project.clone(),
-        network_mode,
-        pids_limit: args.pids_limit,
-        memory: args.memory.clone(),
-        cpus: args.cpus.clone(),
-        readonly: args.readonly,
-        image: args.image.clone(),
-    })
-}
+/// How `exec` names the request's members in a refusal.
+const EXEC_ARGS: ExecMembers = ExecMembers {
+    argv: "argv",
+    shell: "command",
+    timeout: "timeout_secs",
+};
 
-/// The core's request from the tool's arguments, checked before any
+/// The core's request from the tool's arguments, parsed as every front
+/// end's is ([`api::ExecRequest::into_core_as`]) with MCP's default
+/// timeout, then checked and held to [`MAX_COMMAND_BYTES`], all before any
 /// sandbox is launched.
 fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
-    let command = match (&args.command, &args.argv) {
-        (Some(c), None) => Command::Shell(c.clone()),
-        (None, Some(a)) => Command::Argv(a.clone()),
-        (Some(_), Some(_)) => {
-            return Err("exec takes either `command` (a shell string) or `argv` (a list), not both; pass one of them".into())
-        }
-        (None, None) => {
-            return Err("exec needs a command: pass `command` (run by /bin/sh -c), e.g. {\"command\": \"ls -la\"}, or `argv`, e.g. {\"argv\": [\"ls\", \"-la\"]}".into())
-        }
-    };
-    let env: Vec<(String, String)> = args
-        .env
-        .iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let size: usize = match &command {
+    let req = api::ExecRequest {
+        argv: args.argv.clone(),
+        shell: args.command.clone(),
+        env: args.env.clone().unwrap_or_default(),
+        timeout_secs: Some(args.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS)),
+        ..Default::default()
+    }
+    .into_core_as(&EXEC_ARGS)
+    .map_err(|e| e.0)?;
+    let size: usize = match &req.command {
         Command::Shell(s) => s.len(),
         Command::Argv(a) => a.iter().map(|x| x.len() + 1).sum(),
-    } + env
+    } + req
+        .env
         .iter()
         .map(|(k, v)| k.len() + v.len() + 2)
         .sum::<usize>();
@@ -353,16 +322,6 @@ fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
             "the command and its env are {size} bytes; exec accepts at most {MAX_COMMAND_BYTES} (the kernel limits one argument to 128 KiB): write the script or data to a file under /workspace and run that instead"
         ));
     }
-    let secs = args.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
-    let timeout = timeout_from_secs(secs).ok_or_else(|| {
-        format!("timeout_secs must be a positive number of seconds below 1000000000 (got {secs})")
-    })?;
-    let req = ExecRequest {
-        command,
-        env,
-        timeout: Some(timeout),
-        workdir: None,
-    };
     req.check().map_err(|e| refusal(e.into()))?;
     Ok(req)
 }
@@ -379,6 +338,36 @@ impl ServerHandler for OdekMcp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use odek_core::narrow::NarrowRequest;
+
+    /// Where the tools' schemas are checked in.
+    const TOOL_SCHEMAS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tool-schemas.json");
+
+    /// Every tool's input and output JSON Schema, as clients receive them
+    /// in `tools/list`, byte for byte as checked in: they are the contract
+    /// agents validate against (add optional fields, never rename). After
+    /// an intended change, rewrite the file with
+    /// `ODEK_WRITE_TOOL_SCHEMAS=1 cargo test -p odek-mcp tool_schemas`.
+    #[test]
+    fn tool_schemas_are_the_checked_in_ones() {
+        let mut tools = serde_json::Map::new();
+        for t in OdekMcp::tool_router().list_all() {
+            tools.insert(
+                t.name.to_string(),
+                serde_json::json!({"input": t.input_schema, "output": t.output_schema}),
+            );
+        }
+        let mut text = serde_json::to_string_pretty(&tools).expect("JSON");
+        text.push('\n');
+        if std::env::var_os("ODEK_WRITE_TOOL_SCHEMAS").is_some() {
+            std::fs::write(TOOL_SCHEMAS, &text).expect("write the schemas");
+        }
+        let want = std::fs::read_to_string(TOOL_SCHEMAS).unwrap_or_default();
+        assert!(
+            text == want,
+            "the MCP tools' schemas differ from {TOOL_SCHEMAS} (if intended: ODEK_WRITE_TOOL_SCHEMAS=1 cargo test -p odek-mcp tool_schemas):\n{text}"
+        );
+    }
 
     #[test]
     fn exec_request_needs_exactly_one_command() {
@@ -414,15 +403,13 @@ mod tests {
             .contains("timeout_secs"));
     }
 
-    /// The tool's arguments are the core's request plus `sandbox_id`: a
-    /// member added to one and not the other would be dropped or refused
-    /// on one surface only.
+    /// The tool's arguments are the core's request plus `sandbox_id`: every
+    /// member the schema shows reaches the request, parsed by the core.
     #[test]
-    fn narrow_args_mirror_the_cores_request() {
-        let props = |s: schemars::Schema| -> Vec<String> {
-            let mut v: Vec<String> = s
-                .get("properties")
-                .and_then(|p| p.as_object())
+    fn narrow_args_are_the_cores_request() {
+        let props = |s: &serde_json::Value| -> Vec<String> {
+            let mut v: Vec<String> = s["properties"]
+                .as_object()
                 .expect("properties")
                 .keys()
                 .cloned()
@@ -430,12 +417,13 @@ mod tests {
             v.sort();
             v
         };
-        let mut core = props(schemars::schema_for!(NarrowRequest));
-        core.retain(|k| k != "schema");
-        core.push("sandbox_id".into());
-        core.sort();
-        assert_eq!(props(schemars::schema_for!(NarrowArgs)), core);
-        // Every member reaches the request unchanged.
+        let core = serde_json::to_value(schemars::schema_for!(NarrowRequest)).expect("JSON");
+        let mut want = props(&core);
+        want.retain(|k| k != "schema");
+        want.push("sandbox_id".into());
+        want.sort();
+        let mcp = serde_json::to_value(schemars::schema_for!(NarrowArgs)).expect("JSON");
+        assert_eq!(props(&mcp), want);
         let args: NarrowArgs = serde_json::from_value(serde_json::json!({
             "sandbox_id": "sbx-1",
             "networks": ["a", "b"],
@@ -448,8 +436,7 @@ mod tests {
             "image": "odek-test/base:1",
         }))
         .expect("args");
-        let req = narrow_request(&args).expect("request");
-        let want: NarrowRequest = serde_json::from_value(serde_json::json!({
+        let request: NarrowRequest = serde_json::from_value(serde_json::json!({
             "networks": ["a", "b"],
             "compose_project": "shop",
             "network_mode": "none",
@@ -460,14 +447,88 @@ mod tests {
             "image": "odek-test/base:1",
         }))
         .expect("core request");
-        assert_eq!(req, want);
-        let bad = NarrowArgs {
-            network_mode: Some("host".into()),
-            ..Default::default()
+        assert_eq!(
+            args,
+            NarrowArgs {
+                sandbox_id: Some("sbx-1".into()),
+                request,
+            }
+        );
+        let empty: NarrowArgs =
+            serde_json::from_value(serde_json::json!({"sandbox_id": null})).expect("empty");
+        assert_eq!(empty, NarrowArgs::default());
+        let refused = |v: serde_json::Value| {
+            serde_json::from_value::<NarrowArgs>(v)
+                .expect_err("refused")
+                .to_string()
         };
-        assert!(narrow_request(&bad)
-            .expect_err("host")
-            .contains("sandbox_networks"));
+        // The core's parse of the network mode, and its message.
+        let e = refused(serde_json::json!({"network_mode": "host"}));
+        assert!(e.contains("sandbox_networks"), "{e}");
+        // The C ABI's schema tag is not an argument of the tool.
+        let e = refused(serde_json::json!({"schema": "odek.narrow-request/1"}));
+        assert!(
+            e.starts_with("unknown field `schema`, expected one of `sandbox_id`, "),
+            "{e}"
+        );
+        let e = refused(serde_json::json!({"sandbox_id": 5}));
+        assert!(e.contains("invalid type: integer `5`"), "{e}");
+        let e = refused(serde_json::json!({"pids_limit": "7"}));
+        assert!(e.contains("invalid type: string"), "{e}");
+    }
+
+    /// The result is the core's exec result and `sandbox_id`, exactly the
+    /// members its schema shows (a member added to the core's result fails
+    /// here until the schema documents it).
+    #[test]
+    fn exec_result_is_the_cores_with_the_sandbox() {
+        let capture = Capture::new(Keep::HeadAndTail, 4);
+        capture.write(odek_core::engine::StreamKind::Stdout, b"abcdef");
+        let outcome = odek_core::ExecOutcome {
+            exit_code: 3,
+            timed_out: false,
+            cancelled: false,
+            killed: false,
+        };
+        let r = ExecResult {
+            sandbox_id: "sbx-1".into(),
+            result: api::ExecResult::new(&outcome, capture.finish()),
+        };
+        let value = serde_json::to_value(&r).expect("JSON");
+        assert_eq!(
+            value,
+            serde_json::json!({
+                "sandbox_id": "sbx-1",
+                "exit_code": 3,
+                "stdout": "ab\n[odek: 2 bytes cut here]\nef",
+                "stderr": "",
+                "stdout_truncated": true,
+                "stderr_truncated": false,
+                "timed_out": false,
+                "killed": false,
+            })
+        );
+        let schema = serde_json::to_value(schemars::schema_for!(ExecResult)).expect("JSON");
+        let mut members: Vec<&String> = value.as_object().expect("object").keys().collect();
+        members.sort();
+        let mut shown: Vec<&String> = schema["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .collect();
+        shown.sort();
+        assert_eq!(members, shown);
+        let mut required: Vec<&str> = schema["required"]
+            .as_array()
+            .expect("required")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        required.sort_unstable();
+        assert_eq!(
+            required,
+            members.iter().map(|m| m.as_str()).collect::<Vec<_>>()
+        );
     }
 
     #[test]
@@ -477,7 +538,10 @@ mod tests {
             ..Default::default()
         })
         .expect("valid");
-        assert_eq!(r.timeout, timeout_from_secs(DEFAULT_TIMEOUT_SECS));
+        assert_eq!(
+            r.timeout,
+            odek_core::exec::timeout_from_secs(DEFAULT_TIMEOUT_SECS)
+        );
         assert_eq!(r.command, Command::Argv(vec!["true".into()]));
     }
 }

@@ -1,11 +1,17 @@
 //! Arguments and results of the MCP tools (docs/MCP.md lists them). The
-//! JSON Schemas clients see are derived from these types, so the names and
-//! shapes here are the stable contract: add optional fields, never rename.
+//! JSON Schemas clients see are derived from these types (written out for
+//! the two that wrap the core's: [`ExecResult`], [`NarrowArgs`]), so the
+//! names and shapes here are the stable contract: add optional fields,
+//! never rename. `mcp/tool-schemas.json` holds every tool's schemas; a test
+//! compares them byte for byte.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use odek_core::api;
+use odek_core::narrow::NarrowRequest;
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Default timeout of `exec` when the caller gives none, in seconds.
 pub const DEFAULT_TIMEOUT_SECS: f64 = 300.0;
@@ -16,7 +22,8 @@ pub const DEFAULT_TIMEOUT_SECS: f64 = 300.0;
 pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
 
 /// Bytes of each output stream returned: the first half and the last half
-/// of this are kept, the middle is cut (and the `*_truncated` flag set).
+/// of this are kept, the middle is cut (and the `*_truncated` flag set):
+/// [`odek_core::exec::Keep::HeadAndTail`].
 pub const MAX_OUTPUT_BYTES: usize = 128 * 1024;
 
 /// `exec` arguments.
@@ -45,27 +52,85 @@ pub struct ExecArgs {
     pub sandbox_id: Option<String>,
 }
 
-/// `exec` result.
-#[derive(Clone, Debug, Serialize, JsonSchema)]
+/// `exec` result: the core's exec result ([`api::ExecResult`], the one
+/// every front end returns) and the sandbox the command ran in. As JSON its
+/// members and `sandbox_id`, without the ABI's `schema` tag.
+#[derive(Clone, Debug)]
 pub struct ExecResult {
     /// The sandbox the command ran in.
     pub sandbox_id: String,
-    /// The command's exit code (124 after a timeout).
-    pub exit_code: i64,
-    /// Standard output (UTF-8, invalid bytes replaced).
-    pub stdout: String,
-    /// Standard error (UTF-8, invalid bytes replaced).
-    pub stderr: String,
-    /// True when the middle of stdout was cut (more than 128 KiB).
-    pub stdout_truncated: bool,
-    /// True when the middle of stderr was cut (more than 128 KiB).
-    pub stderr_truncated: bool,
-    /// True when the timeout elapsed before the command ended.
-    pub timed_out: bool,
-    /// After a timeout: true when odek killed the command and saw none of
-    /// its processes left; false when the kill could not be confirmed
-    /// (stderr says why) or the command ended by itself.
-    pub killed: bool,
+    /// What the command did; its output kept as [`MAX_OUTPUT_BYTES`] says.
+    pub result: api::ExecResult,
+}
+
+impl Serialize for ExecResult {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut value = serde_json::to_value(&self.result).map_err(serde::ser::Error::custom)?;
+        if let serde_json::Value::Object(members) = &mut value {
+            members.remove("schema");
+            members.insert("sandbox_id".into(), self.sandbox_id.clone().into());
+        }
+        value.serialize(s)
+    }
+}
+
+impl JsonSchema for ExecResult {
+    fn schema_name() -> Cow<'static, str> {
+        "ExecResult".into()
+    }
+
+    /// The output schema clients see (mcp/tool-schemas.json): written out
+    /// because its wording is MCP's (the output policy of [`MAX_OUTPUT_BYTES`]).
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "properties": {
+                "sandbox_id": {
+                    "description": "The sandbox the command ran in.",
+                    "type": "string"
+                },
+                "exit_code": {
+                    "description": "The command's exit code (124 after a timeout).",
+                    "format": "int64",
+                    "type": "integer"
+                },
+                "stdout": {
+                    "description": "Standard output (UTF-8, invalid bytes replaced).",
+                    "type": "string"
+                },
+                "stderr": {
+                    "description": "Standard error (UTF-8, invalid bytes replaced).",
+                    "type": "string"
+                },
+                "stdout_truncated": {
+                    "description": "True when the middle of stdout was cut (more than 128 KiB).",
+                    "type": "boolean"
+                },
+                "stderr_truncated": {
+                    "description": "True when the middle of stderr was cut (more than 128 KiB).",
+                    "type": "boolean"
+                },
+                "timed_out": {
+                    "description": "True when the timeout elapsed before the command ended.",
+                    "type": "boolean"
+                },
+                "killed": {
+                    "description": "After a timeout: true when odek killed the command and saw none of\nits processes left; false when the kill could not be confirmed\n(stderr says why) or the command ended by itself.",
+                    "type": "boolean"
+                }
+            },
+            "required": [
+                "sandbox_id",
+                "exit_code",
+                "stdout",
+                "stderr",
+                "stdout_truncated",
+                "stderr_truncated",
+                "timed_out",
+                "killed"
+            ]
+        })
+    }
 }
 
 /// Arguments naming one sandbox, default the conversation's.
@@ -138,39 +203,117 @@ pub struct ListResult {
     pub sandboxes: Vec<SandboxInfo>,
 }
 
-/// `sandbox_narrow` arguments (SPEC §8): every field may only narrow the
-/// parent's resolved settings; unset inherits.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+/// `sandbox_narrow` arguments (SPEC §8): the parent and the core's
+/// narrowing request, the C ABI's `odek.narrow-request/1` without its
+/// `schema` tag, deserialized straight into it (so `network_mode` is parsed
+/// where the core parses it). Every field may only narrow the parent's
+/// resolved settings; unset inherits.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NarrowArgs {
     /// The parent sandbox; default: this conversation's sandbox.
-    #[serde(default)]
     pub sandbox_id: Option<String>,
-    /// A subset of the parent's networks, by name or full ID.
-    #[serde(default)]
-    pub networks: Option<Vec<String>>,
-    /// Only the parent's networks of this Compose project.
-    #[serde(default)]
-    pub compose_project: Option<String>,
-    /// `none`: no default bridge, and without `networks` or
-    /// `compose_project` no attached network either (no network at all);
-    /// with them, exactly those. Never `bridge` from `none`.
-    #[serde(default)]
-    pub network_mode: Option<String>,
-    /// A lower or equal process limit.
-    #[serde(default)]
-    pub pids_limit: Option<i64>,
-    /// A lower or equal memory limit, e.g. `256m`.
-    #[serde(default)]
-    pub memory: Option<String>,
-    /// A lower or equal CPU limit, e.g. `0.5`.
-    #[serde(default)]
-    pub cpus: Option<String>,
-    /// `true` mounts `/workspace` read-only (it may only go on).
-    #[serde(default)]
-    pub readonly: Option<bool>,
-    /// The parent's image reference (the image cannot change); any other
-    /// is refused.
-    #[serde(default)]
-    pub image: Option<String>,
+    /// What the child asks for.
+    pub request: NarrowRequest,
+}
+
+/// The members `sandbox_narrow` takes: `sandbox_id` and the core request's.
+const NARROW_MEMBERS: &[&str] = &[
+    "sandbox_id",
+    "networks",
+    "compose_project",
+    "network_mode",
+    "pids_limit",
+    "memory",
+    "cpus",
+    "readonly",
+    "image",
+];
+
+impl<'de> Deserialize<'de> for NarrowArgs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<NarrowArgs, D::Error> {
+        use serde::de::Error;
+        let mut members = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        // `schema` too: the tag belongs to the C ABI's document.
+        if let Some(k) = members
+            .keys()
+            .find(|k| !NARROW_MEMBERS.contains(&k.as_str()))
+        {
+            return Err(D::Error::unknown_field(k, NARROW_MEMBERS));
+        }
+        let sandbox_id = match members.remove("sandbox_id") {
+            None => None,
+            Some(v) => Option::<String>::deserialize(v).map_err(D::Error::custom)?,
+        };
+        let request = NarrowRequest::deserialize(serde_json::Value::Object(members))
+            .map_err(D::Error::custom)?;
+        Ok(NarrowArgs {
+            sandbox_id,
+            request,
+        })
+    }
+}
+
+impl JsonSchema for NarrowArgs {
+    fn schema_name() -> Cow<'static, str> {
+        "NarrowArgs".into()
+    }
+
+    /// The input schema clients see (mcp/tool-schemas.json): written out
+    /// because its wording is MCP's and `network_mode` is shown as the
+    /// string it is given as.
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "properties": {
+                "sandbox_id": {
+                    "default": null,
+                    "description": "The parent sandbox; default: this conversation's sandbox.",
+                    "type": ["string", "null"]
+                },
+                "networks": {
+                    "default": null,
+                    "description": "A subset of the parent's networks, by name or full ID.",
+                    "items": { "type": "string" },
+                    "type": ["array", "null"]
+                },
+                "compose_project": {
+                    "default": null,
+                    "description": "Only the parent's networks of this Compose project.",
+                    "type": ["string", "null"]
+                },
+                "network_mode": {
+                    "default": null,
+                    "description": "`none`: no default bridge, and without `networks` or\n`compose_project` no attached network either (no network at all);\nwith them, exactly those. Never `bridge` from `none`.",
+                    "type": ["string", "null"]
+                },
+                "pids_limit": {
+                    "default": null,
+                    "description": "A lower or equal process limit.",
+                    "format": "int64",
+                    "type": ["integer", "null"]
+                },
+                "memory": {
+                    "default": null,
+                    "description": "A lower or equal memory limit, e.g. `256m`.",
+                    "type": ["string", "null"]
+                },
+                "cpus": {
+                    "default": null,
+                    "description": "A lower or equal CPU limit, e.g. `0.5`.",
+                    "type": ["string", "null"]
+                },
+                "readonly": {
+                    "default": null,
+                    "description": "`true` mounts `/workspace` read-only (it may only go on).",
+                    "type": ["boolean", "null"]
+                },
+                "image": {
+                    "default": null,
+                    "description": "The parent's image reference (the image cannot change); any other\nis refused.",
+                    "type": ["string", "null"]
+                }
+            },
+            "additionalProperties": false
+        })
+    }
 }
