@@ -154,9 +154,7 @@ async fn run(cli: &Cli, odek: &Client, reporter: &Stderr, args: &crate::RunArgs)
     }
 }
 
-/// How long an interrupted launch waits for the answer to a create call
-/// already on its way, so that it knows whether a container exists.
-const CREATE_SETTLE: Duration = Duration::from_secs(10);
+use odek_core::registry::CREATE_SETTLE;
 
 /// Exit status after a panic in odek's own code (Rust's usual one), once
 /// the sandbox is removed.

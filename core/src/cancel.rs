@@ -25,9 +25,7 @@ use crate::registry::Reaped;
 use crate::resolve::Reporter;
 use crate::sandbox::Sandbox;
 
-/// How long a cancelled launch waits for the answer to a create request
-/// already on its way, so that it knows whether a container exists.
-pub(crate) const CREATE_SETTLE: Duration = Duration::from_secs(10);
+use crate::registry::CREATE_SETTLE;
 
 /// How long a cancelled launch waits for its image probe's removal before
 /// it returns (the removal goes on in the background after that).

@@ -35,6 +35,11 @@ pub enum Reaped {
     Failed(String),
 }
 
+/// How long an interrupted or cancelled launch waits for the answer to a
+/// create request already on its way, so that it knows whether a container
+/// exists (the CLI's signal path, cancellation, an abandoned image probe).
+pub const CREATE_SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Removes the container named `name` if the launch `launch_id` created it
 /// (its [`labels::LAUNCH`] label), looking again every 250 ms for up to
 /// `wait` while no container has the name (a create still in flight).

@@ -438,7 +438,7 @@ impl Drop for ProbeGuard {
                         engine.as_ref(),
                         &name,
                         &launch_id,
-                        crate::cancel::CREATE_SETTLE,
+                        crate::registry::CREATE_SETTLE,
                     )
                     .await;
                 }
