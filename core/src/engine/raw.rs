@@ -92,6 +92,45 @@ pub(super) async fn ping(
 pub(super) trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Conn for T {}
 
+/// Writes `request` on `conn` and reads the answer up to the end of its
+/// head (at most 16 KiB): the bytes read and where the body starts. Errors
+/// (for `op`): the connection failing or closing (`Unreachable`), a head
+/// too long (`Protocol`, naming the `what` answer).
+async fn send_and_read_head(
+    conn: &mut dyn Conn,
+    request: &str,
+    op: Op,
+    what: &str,
+) -> Result<(Vec<u8>, usize), EngineError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let err = |kind, message: String| EngineError::new(op, kind, message);
+    let unreachable = |e: std::io::Error| err(EngineErrorKind::Unreachable, e.to_string());
+    conn.write_all(request.as_bytes())
+        .await
+        .map_err(unreachable)?;
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    loop {
+        if let Some(p) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Ok((head, p + 4));
+        }
+        if head.len() > 16 * 1024 {
+            return Err(err(
+                EngineErrorKind::Protocol,
+                format!("the {what} answer's head is too long"),
+            ));
+        }
+        let n = conn.read(&mut buf).await.map_err(unreachable)?;
+        if n == 0 {
+            return Err(err(
+                EngineErrorKind::Unreachable,
+                "the daemon closed the connection".into(),
+            ));
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+}
+
 /// `POST /containers/{id}/wait?condition=removed` on a fresh connection.
 /// The daemon registers the wait before it sends the response head, so
 /// once the head (200) is read, a start that follows cannot outrun it; the
@@ -104,7 +143,7 @@ pub(super) async fn wait_removed(
     id: &str,
     budget: Duration,
 ) -> Result<ExitWait, EngineError> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     let err = |kind, message: String| EngineError::new(Op::WaitContainer, kind, message);
     let unreachable = |e: std::io::Error| err(EngineErrorKind::Unreachable, e.to_string());
     path_id(Op::WaitContainer, id)?;
@@ -124,27 +163,7 @@ pub(super) async fn wait_removed(
                     .map_err(unreachable)?,
             ),
         };
-        conn.write_all(request.as_bytes())
-            .await
-            .map_err(unreachable)?;
-        let mut head = Vec::with_capacity(1024);
-        let mut buf = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            if head.len() > 16 * 1024 {
-                return Err(err(
-                    EngineErrorKind::Protocol,
-                    "the wait answer's head is too long".into(),
-                ));
-            }
-            let n = conn.read(&mut buf).await.map_err(unreachable)?;
-            if n == 0 {
-                return Err(err(
-                    EngineErrorKind::Unreachable,
-                    "the daemon closed the connection".into(),
-                ));
-            }
-            head.extend_from_slice(&buf[..n]);
-        }
+        let (head, _) = send_and_read_head(&mut *conn, &request, Op::WaitContainer, "wait").await?;
         Ok::<_, EngineError>((conn, head))
     };
     let (conn, head) = match tokio::time::timeout(budget, exchange).await {
@@ -298,33 +317,10 @@ pub(super) async fn upgrade(
     request: &str,
     budget: Duration,
 ) -> Result<(), EngineError> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     let err = |kind, message: String| EngineError::new(Op::AttachContainer, kind, message);
-    let unreachable = |e: std::io::Error| err(EngineErrorKind::Unreachable, e.to_string());
-    conn.write_all(request.as_bytes())
-        .await
-        .map_err(unreachable)?;
-    let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
-    let split = loop {
-        if let Some(p) = head.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
-        if head.len() > 16 * 1024 {
-            return Err(err(
-                EngineErrorKind::Protocol,
-                "the attach answer's head is too long".into(),
-            ));
-        }
-        let n = conn.read(&mut buf).await.map_err(unreachable)?;
-        if n == 0 {
-            return Err(err(
-                EngineErrorKind::Unreachable,
-                "the daemon closed the connection".into(),
-            ));
-        }
-        head.extend_from_slice(&buf[..n]);
-    };
+    let (head, split) = send_and_read_head(conn, request, Op::AttachContainer, "attach").await?;
     let text = String::from_utf8_lossy(&head[..split]).into_owned();
     let mut lines = text.split("\r\n");
     let status: u16 = lines
