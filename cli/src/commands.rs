@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use odek_core::exec::{Capture, Keep};
 use odek_core::launch::{new_sandbox_name, LaunchProgress, Stage};
 use odek_core::registry::Reaped;
 use odek_core::{Client, ExecRequest, LaunchOptions, Sandbox};
@@ -397,8 +396,8 @@ async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitCode {
         }
     };
     let mut signalled = 0u8;
-    // The bindings' exec result: the first 16 MiB of each stream.
-    let capture = Capture::new(Keep::Head, odek_core::api::EXEC_OUTPUT_LIMIT);
+    // As the bindings' exec result keeps it.
+    let capture = odek_core::api::ExecResult::capture();
     let result = async {
         let req = exec_request(&args.exec, &args.cmd)?;
         let sandbox = odek.attach(&args.name, &odek_home()?).await?;

@@ -45,7 +45,7 @@ pub use crate::plan::Plan;
 pub use crate::view::ConfigView;
 
 use crate::config::{ConfigError, ConfigInputs, Layer};
-use crate::exec::{Captured, ExecOutcome};
+use crate::exec::{Capture, Captured, ExecOutcome, Keep};
 use crate::warning::{Warning, WarningKind};
 
 /// Schema tag of [`ClientOptions`].
@@ -479,6 +479,14 @@ pub struct ExecResult {
 }
 
 impl ExecResult {
+    /// The capture of the output an [`ExecResult`] carries: the first
+    /// [`EXEC_OUTPUT_LIMIT`] bytes of each stream
+    /// ([`crate::exec::Keep::Head`]). The C ABI's `odek_exec` and
+    /// `odek sandbox exec --json` capture with it.
+    pub fn capture() -> Capture {
+        Capture::new(Keep::Head, EXEC_OUTPUT_LIMIT)
+    }
+
     /// The result of a command that ended with `outcome`, its output as a
     /// [`crate::exec::Capture`] kept it ([`crate::exec::Capture::finish`]).
     /// A surface that adds members of its own wraps this value (MCP's

@@ -36,7 +36,6 @@ use odek_core::approval::{Approval, Decision};
 use odek_core::engine::StreamKind;
 #[cfg(feature = "testing")]
 use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork};
-use odek_core::exec::{Capture, Keep};
 use odek_core::{describe, CancellationToken, LaunchOptions, Plan, Silent};
 
 use boundary::{c_string, guard, guard_state, json_arg, out_arg, str_arg, write_json};
@@ -51,7 +50,7 @@ pub const ODEK_ABI_VERSION: u32 = 1;
 pub const ODEK_EXEC_OUTPUT_LIMIT: usize = 16 << 20;
 
 // Written out for the header (cbindgen reads literals); the limit itself is
-// the core's, as `odek sandbox exec --json` uses it.
+// the core's (`api::ExecResult::capture`, which `odek_exec` uses).
 const _: () = assert!(ODEK_EXEC_OUTPUT_LIMIT == api::EXEC_OUTPUT_LIMIT);
 
 /// The process-wide runtime. `ODEK_E_FORKED` in a process forked from the
@@ -512,7 +511,7 @@ pub unsafe extern "C" fn odek_exec_cancellable(
         // SAFETY: per the function contract.
         let req: api::ExecRequest = unsafe { json_arg(request_json, "request_json")? };
         let request = req.into_core().map_err(invalid)?;
-        let capture = Capture::new(Keep::Head, ODEK_EXEC_OUTPUT_LIMIT);
+        let capture = api::ExecResult::capture();
         let sink = |kind: StreamKind, bytes: &[u8]| capture.write(kind, bytes);
         let outcome = runtime()?.block_on(async {
             match &cancel {
