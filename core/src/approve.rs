@@ -1,4 +1,4 @@
-//! The approve verb (SPEC §7.2, §8): [`request`] builds a plan's approval
+//! The approve verb (SPEC §7.2, §8): `request` builds a plan's approval
 //! request at resolve, [`Client::approve`] grants approval of
 //! a plan's project settings; [`refresh_standing`] re-derives, in this
 //! process, the standing approval of a plan another process resolved.
