@@ -2,11 +2,9 @@
 
 use odek_core::config::names;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
-use odek_core::launch::{new_sandbox_name, LaunchProgress, Stage};
-use odek_core::registry::Reaped;
+use odek_core::launch::{LaunchGuard, LaunchProgress};
 use odek_core::{Client, ExecRequest, LaunchOptions, Sandbox};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
@@ -135,7 +133,7 @@ fn verbose_plan(cli: &Cli, odek: &Client, plan: &odek_core::Plan) {
 
 /// `odek run`: resolve → launch → exec → destroy; CMD's status, or 125.
 async fn run(cli: &Cli, odek: &Client, reporter: &Stderr, args: &crate::RunArgs) -> ExitCode {
-    let name = new_sandbox_name();
+    let guard = LaunchGuard::new(None, false);
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => {
@@ -143,11 +141,17 @@ async fn run(cli: &Cli, odek: &Client, reporter: &Stderr, args: &crate::RunArgs)
             return ExitCode::from(EXIT_REFUSED);
         }
     };
-    let progress = Arc::new(LaunchProgress::default());
-    let flow = run_flow(cli, odek, reporter, args, &name, progress.clone());
+    let flow = run_flow(
+        cli,
+        odek,
+        reporter,
+        args,
+        guard.name(),
+        guard.progress().clone(),
+    );
     // Dropping the flow on a signal cancels it (and kills a host command in
     // fallback).
-    match interruptible(odek, &name, false, &progress, &mut signals, flow).await {
+    match interruptible(odek, guard.clone(), &mut signals, flow).await {
         Ok(code) => code,
         Err(Interrupted(code)) => ExitCode::from(code),
     }
@@ -161,9 +165,9 @@ use crate::exit::PANIC as EXIT_PANIC;
 
 /// Runs `work` (a launch, perhaps followed by a command) until it ends,
 /// panics, or SIGINT/SIGTERM/SIGHUP/SIGQUIT arrives. On a signal or a panic
-/// the work is dropped and the container named `name` is removed (SPEC §6.1:
-/// any failure after create removes the container); on a signal a create
-/// call in flight is first given up to [`CREATE_SETTLE`] to answer (a second
+/// the work is dropped and the launch's container is removed by `guard`
+/// (SPEC §6.1: any failure after create removes the container); on a signal
+/// a create call in flight is first given up to 10 s to answer (a second
 /// signal stops the wait). What happened is said on stderr, with how to
 /// remove a container odek could not: `odek sandbox gc` for an ephemeral
 /// one, `odek sandbox down` for a `detached` one (gc keeps those). Errors:
@@ -171,9 +175,7 @@ use crate::exit::PANIC as EXIT_PANIC;
 /// 129, 131), or [`EXIT_PANIC`].
 async fn interruptible<T>(
     odek: &Client,
-    name: &str,
-    detached: bool,
-    progress: &LaunchProgress,
+    guard: LaunchGuard,
     signals: &mut Signals,
     work: impl std::future::Future<Output = T>,
 ) -> Result<T, Interrupted> {
@@ -187,59 +189,15 @@ async fn interruptible<T>(
     };
     // A panicked future cannot be driven on; a create it had in flight is
     // looked for once, below.
-    if !panicked && progress.get() == Stage::Creating {
-        errln!(
-            "odek: interrupted while the container was being created; waiting up to {} s for the daemon's answer to remove it (interrupt again to stop waiting)",
-            CREATE_SETTLE.as_secs()
-        );
-        // Keep driving the work only until the create has answered: its
-        // answer, not a blind wait, tells whether a container exists.
-        let deadline = tokio::time::sleep(CREATE_SETTLE);
-        tokio::pin!(deadline);
-        while progress.get() == Stage::Creating {
-            tokio::select! {
-                _ = &mut work => break,
-                _ = &mut deadline => break,
-                _ = signals.next() => break,
-                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
-            }
-        }
+    if !panicked && guard.creating() {
+        errln!("odek: {}", guard.settling_line());
+        guard.settle(&mut work, signals.next()).await;
     }
     drop(work);
     // A probe the launch had made to read its image is removed too (on a
     // task the dropped launch left): wait for it before exiting.
-    tokio::select! {
-        _ = odek_core::launch::settle_probes(CREATE_SETTLE) => {}
-        _ = signals.next() => {}
-    }
-    let stage = progress.get();
-    let outcome = match stage {
-        Stage::Preparing => Reaped::Absent,
-        _ => {
-            odek.reap_named(name, progress.launch_id(), Duration::ZERO)
-                .await
-        }
-    };
-    let later = odek_core::launch::removal_hint(detached, name);
-    match (stage, outcome) {
-        (Stage::Preparing, _) if detached => {
-            errln!("odek: {why} before the sandbox was created (a probe of its image, if any, was removed)")
-        }
-        (Stage::Preparing, _) => errln!(
-            "odek: {why} before the sandbox was created (a probe of its image, if any, was removed; a command odek had started on the host, if any, was killed with its process group)"
-        ),
-        (_, Reaped::Removed) => errln!("odek: {why}; sandbox {name} removed"),
-        (Stage::Creating, Reaped::Absent) => errln!(
-            "odek: {why}; no container {name} exists (should the daemon still create it, {later})"
-        ),
-        (_, Reaped::Absent) => errln!("odek: {why}; sandbox {name} is gone"),
-        (_, Reaped::NotOurs) => errln!(
-            "odek: {why}; a container named {name} exists, but this launch did not create it: it was left alone"
-        ),
-        (_, Reaped::Failed(e)) => errln!(
-            "odek: {why}; could not remove sandbox {name} ({e}); {later} once the daemon answers"
-        ),
-    }
+    let ended = guard.reap(odek, CREATE_SETTLE, signals.next()).await;
+    errln!("odek: {}", ended.stopped_line(why));
     Err(Interrupted(status))
 }
 
@@ -565,11 +523,17 @@ async fn sandbox(
             }
             // A pre-chosen name and signal handlers: an interrupted launch
             // removes what it created (a detached sandbox outlives gc).
-            let name = args.name.clone().unwrap_or_else(new_sandbox_name);
-            let progress = Arc::new(LaunchProgress::default());
+            let guard = LaunchGuard::new(args.name.clone(), true);
             let mut signals = Signals::install().context("cannot install signal handlers")?;
-            let work = sandbox_up(cli, odek, reporter, args, &name, progress.clone());
-            let sandbox = interruptible(odek, &name, true, &progress, &mut signals, work).await??;
+            let work = sandbox_up(
+                cli,
+                odek,
+                reporter,
+                args,
+                guard.name(),
+                guard.progress().clone(),
+            );
+            let sandbox = interruptible(odek, guard.clone(), &mut signals, work).await??;
             errln!("{}", sandbox.startup_line());
             let shown = if args.json {
                 sandbox_json(&sandbox)
@@ -827,13 +791,12 @@ mod tests {
             .resolve(&inputs, &odek_core::Silent)
             .await
             .expect("resolve");
-        let name = new_sandbox_name();
-        let progress = Arc::new(LaunchProgress::default());
+        let guard = LaunchGuard::new(None, false);
         let mut signals = Signals::install().expect("signal handlers");
         let work = async {
             let opts = LaunchOptions {
-                name: Some(name.clone()),
-                progress: Some(progress.clone()),
+                name: Some(guard.name().to_string()),
+                progress: Some(guard.progress().clone()),
                 ..Default::default()
             };
             odek.launch(&plan, &opts, &odek_core::Silent)
@@ -843,7 +806,7 @@ mod tests {
             panic!("a bug after create");
         };
         let out: Result<(), Interrupted> =
-            interruptible(&odek, &name, false, &progress, &mut signals, work).await;
+            interruptible(&odek, guard.clone(), &mut signals, work).await;
         assert!(matches!(out, Err(Interrupted(EXIT_PANIC))), "{out:?}");
         assert!(
             fake.containers().is_empty(),

@@ -11,7 +11,10 @@ use std::time::Duration;
 use rand::Rng;
 
 mod check;
+mod guard;
 mod image_facts;
+
+pub use guard::{Interrupted, LaunchGuard};
 
 pub use image_facts::settle as settle_probes;
 mod recheck;
@@ -103,6 +106,10 @@ pub struct LaunchOptions {
     pub approval: Option<crate::approval::Approval>,
     /// Updated as the launch proceeds.
     pub progress: Option<Arc<LaunchProgress>>,
+    /// Stops the launch when it fires (SPEC §10.1): the launch ends with
+    /// [`Error::Cancelled`] after its [`LaunchGuard`] removed what it
+    /// created. `None`: not cancellable.
+    pub cancel: Option<crate::CancellationToken>,
 }
 
 /// Checks a caller-chosen sandbox name: `odek-` followed by Docker's
@@ -131,6 +138,10 @@ pub fn validate_sandbox_name(name: &str) -> Result<()> {
         )))
     }
 }
+
+/// How long a cancelled launch waits for its image probe's removal before
+/// it returns (the removal goes on in the background after that).
+const PROBE_SETTLE: Duration = Duration::from_secs(2);
 
 /// Prefix of every sandbox's container name.
 pub(crate) const SANDBOX_NAME_PREFIX: &str = "odek-";
@@ -327,10 +338,59 @@ impl Client {
     /// [`Isolation::Fallback`] / [`Isolation::Off`] plans; an image that
     /// cannot be pulled falls back loudly when the plan allows it.
     ///
+    /// With [`LaunchOptions::cancel`], the launch stops when the token
+    /// fires: the container it created (found by name and launch ID, never
+    /// one it did not create) is removed before this returns, a create
+    /// request on its way first given up to 10 s to answer
+    /// ([`LaunchGuard`]). A token cancelled before the call makes it fail at
+    /// once.
+    ///
     /// Errors: image (config / image-unavailable), create/start/connect/
     /// verify refused (docker-rejected, container removed), daemon lost
-    /// (daemon-unreachable, container removed when still possible).
+    /// (daemon-unreachable, container removed when still possible);
+    /// [`Error::Cancelled`] saying whether a container was removed (or
+    /// could not be, and how to remove it).
     pub async fn launch(
+        &self,
+        plan: &Plan,
+        opts: &LaunchOptions,
+        reporter: &dyn Reporter,
+    ) -> Result<Sandbox> {
+        let Some(cancel) = opts.cancel.clone() else {
+            return self.launch_uncancellable(plan, opts, reporter).await;
+        };
+        if cancel.is_cancelled() {
+            return Err(crate::cancel::cancelled("the launch"));
+        }
+        let mut opts = opts.clone();
+        opts.cancel = None;
+        let guard = LaunchGuard::for_options(&mut opts);
+        // Boxed so that `drop(work)` below really ends the launch before
+        // the reap (a stack pin would live on to the end of the scope).
+        let mut work = Box::pin(self.launch_uncancellable(plan, &opts, reporter));
+        tokio::select! {
+            out = &mut work => return out,
+            () = cancel.cancelled() => {}
+        }
+        if guard.creating() {
+            guard.settle(&mut work, std::future::pending::<()>()).await;
+        }
+        drop(work);
+        // A probe the launch had made to read its image is removed too: a
+        // short wait, so that a probe whose create may still land (looked
+        // for by name for up to 10 s) is removed by its task in the
+        // background while the caller goes on (a server's cap frees its
+        // place now).
+        let ended = guard
+            .reap(self, PROBE_SETTLE, std::future::pending::<()>())
+            .await;
+        Err(Error::Cancelled {
+            message: ended.cancelled_message(),
+        })
+    }
+
+    /// [`Client::launch`] without its cancellation.
+    async fn launch_uncancellable(
         &self,
         plan: &Plan,
         opts: &LaunchOptions,

@@ -216,11 +216,13 @@ async fn a_launch_cancelled_while_it_reads_the_image_leaves_no_probe() {
     spy.after_probe_call(Op::CreateContainer, move |_| t.cancel());
     let err = s
         .odek
-        .launch_cancellable(
+        .launch(
             &plan,
-            &odek_core::LaunchOptions::default(),
+            &odek_core::LaunchOptions {
+                cancel: Some(token.clone()),
+                ..Default::default()
+            },
             &s.reporter,
-            &token,
         )
         .await
         .expect_err("cancelled");

@@ -32,7 +32,14 @@ async fn a_launch_cancelled_after_create_removes_its_container() {
     let started = std::time::Instant::now();
     let err = s
         .odek
-        .launch_cancellable(&plan, &LaunchOptions::default(), &s.reporter, &token)
+        .launch(
+            &plan,
+            &LaunchOptions {
+                cancel: Some(token.clone()),
+                ..Default::default()
+            },
+            &s.reporter,
+        )
         .await
         .expect_err("cancelled");
     assert!(
@@ -59,7 +66,14 @@ async fn a_token_cancelled_before_the_launch_creates_nothing() {
     token.cancel();
     let err = s
         .odek
-        .launch_cancellable(&plan, &LaunchOptions::default(), &s.reporter, &token)
+        .launch(
+            &plan,
+            &LaunchOptions {
+                cancel: Some(token.clone()),
+                ..Default::default()
+            },
+            &s.reporter,
+        )
         .await
         .expect_err("cancelled");
     assert!(matches!(err, Error::Cancelled { .. }), "{err:?}");

@@ -362,14 +362,10 @@ pub unsafe extern "C" fn odek_launch_cancellable(
         let approval: Option<Approval> = unsafe { json_arg(approval_json, "approval_json")? };
         let opts = LaunchOptions {
             approval,
+            cancel,
             ..Default::default()
         };
-        let sandbox = runtime()?.block_on(async {
-            match &cancel {
-                Some(t) => c.odek.launch_cancellable(&plan, &opts, &Silent, t).await,
-                None => c.odek.launch(&plan, &opts, &Silent).await,
-            }
-        })?;
+        let sandbox = runtime()?.block_on(c.odek.launch(&plan, &opts, &Silent))?;
         let h = handles::insert_sandbox(SandboxHandle {
             odek: c.odek.clone(),
             sandbox,

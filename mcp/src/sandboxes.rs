@@ -2,8 +2,8 @@
 //! the conversation's default, launches in flight, the cap on their number
 //! ([`crate::limits`]), and removal of them all when the server stops.
 //!
-//! Every launch is the core's cancellable one
-//! ([`Client::launch_cancellable`]): the client's `notifications/cancelled`
+//! Every launch is cancellable ([`LaunchOptions::cancel`], the core's
+//! `LaunchGuard` removes what it created): the client's `notifications/cancelled`
 //! for the tool call, or the server stopping, ends it and removes what it
 //! created, so a cancelled launch leaves no container, no table entry and
 //! no slot taken.
@@ -340,15 +340,16 @@ impl Sandboxes {
         if let Some((_, pname)) = parent {
             labels.insert(odek_core::labels::PARENT.to_string(), pname.to_string());
         }
+        // Cancelled by the shutdown, and linked below to the caller's.
+        let cancel = self.closing.child_token();
         let opts = LaunchOptions {
             detached: false,
             name: Some(new_sandbox_name()),
             labels,
             approval,
             progress: None,
+            cancel: Some(cancel.clone()),
         };
-        // Cancelled by the shutdown, and linked below to the caller's.
-        let cancel = self.closing.child_token();
         let launched = caller
             .with_progress(|reporter| {
                 let cancel = &cancel;
@@ -358,7 +359,7 @@ impl Sandboxes {
                         Some(r) => r,
                         None => &StderrReporter,
                     };
-                    let work = self.odek.launch_cancellable(plan, opts, reporter, cancel);
+                    let work = self.odek.launch(plan, opts, reporter);
                     tokio::pin!(work);
                     tokio::select! {
                         out = &mut work => out,
