@@ -3,82 +3,91 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use anyhow::Context;
-use odek_core::approval::{Approval, ApprovalError, Decision, Store};
+use odek_core::approval::{Approval, ApprovalError, ApprovalRequest, Decision, Store, Via};
+use odek_core::approve::{Asker, Decided};
 use odek_core::{Client, Plan};
 
-/// The approval a plan needs, obtained without asking (stored trust or
-/// `ODEK_APPROVE_PROJECT_SANDBOX=1`) or at the prompt on a terminal.
-/// `Ok(None)` when the plan needs none.
+/// The approval a plan needs, decided by core
+/// ([`Client::decide_approval`]): a standing approval (stored trust or
+/// `ODEK_APPROVE_PROJECT_SANDBOX=1`), else the prompt on a terminal, else
+/// refused. `Ok(None)` when the plan needs none.
 pub async fn obtain(odek: &Client, plan: &Plan) -> Result<Option<Approval>, odek_core::Error> {
     let Some(req) = &plan.approval else {
         return Ok(None);
     };
-    if let Some(a) = req.standing() {
-        if a.via == "env" {
-            errln!(
-                "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
-                odek_core::text::shown(&req.config)
-            );
-        }
-        return Ok(Some(a));
-    }
-    if !std::io::stdin().is_terminal() {
-        if req.previously_trusted {
-            errln!("odek: note: {}", odek_core::approval::PREVIOUSLY_TRUSTED);
-        }
-        return Err(ApprovalError::NonInteractive {
-            config: req.config.clone(),
-            knobs: req.knobs.join(", "),
-        }
-        .into());
-    }
-    let card = req.render_card();
-    // A card that cannot be shown (stderr closed or full) is never answered:
-    // nobody would know what they approve.
-    let answer = tokio::task::spawn_blocking(move || {
-        let mut err = std::io::stderr().lock();
-        write!(
-            err,
-            "{card}Approve? [y] yes, once  [t] trust (remember)  [N] no: "
-        )
-        .and_then(|_| err.flush())
-        .ok()?;
-        let mut line = String::new();
-        match std::io::stdin().lock().read_line(&mut line) {
-            Ok(0) | Err(_) => Some(None),
-            Ok(_) => Some(Some(line.trim().to_ascii_lowercase())),
-        }
-    })
-    .await
-    .ok()
-    .flatten();
-    let Some(answer) = answer else {
-        return Err(ApprovalError::NonInteractive {
-            config: req.config.clone(),
-            knobs: req.knobs.join(", "),
-        }
-        .into());
-    };
-    let decision = match answer.as_deref() {
-        Some("y") | Some("yes") => Decision::Once,
-        Some("t") | Some("trust") => Decision::Trust,
-        _ => {
-            errln!();
-            return Err(ApprovalError::Denied {
-                config: req.config.clone(),
+    match odek.decide_approval(plan, &Prompt).await? {
+        Decided::Launch(a) => {
+            match a.as_ref().map(|a| a.via) {
+                Some(Via::Env) => errln!(
+                    "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
+                    odek_core::text::shown(&req.config)
+                ),
+                Some(Via::Trust) => errln!(
+                    "odek: trusted; key {} stored in {}",
+                    req.key,
+                    odek_core::text::shown_path(&Store::new(&plan.odek_home).path())
+                ),
+                _ => {}
             }
-            .into());
+            Ok(a)
         }
-    };
-    let a = odek.approve(plan, decision)?;
-    if decision == Decision::Trust {
-        errln!(
-            "odek: trusted; key {} stored in {}",
-            a.key,
-            odek_core::text::shown_path(&Store::new(&plan.odek_home).path())
-        );
+        Decided::Unasked { .. } => Err(ApprovalError::NonInteractive {
+            config: req.config.clone(),
+            knobs: req.knobs.join(", "),
+        }
+        .into()),
     }
-    Ok(Some(a))
+}
+
+/// The approval prompt (SPEC §7.2) on the terminal: the card on stderr, the
+/// answer from stdin. Nobody is asked without a terminal on stdin, or when
+/// the card cannot be shown (stderr closed or full): nobody would know what
+/// they approve.
+struct Prompt;
+
+impl Asker for Prompt {
+    type Error = odek_core::Error;
+
+    async fn ask(&self, req: &ApprovalRequest) -> Result<Option<Decision>, odek_core::Error> {
+        if !std::io::stdin().is_terminal() {
+            if req.previously_trusted {
+                errln!("odek: note: {}", odek_core::approval::PREVIOUSLY_TRUSTED);
+            }
+            return Ok(None);
+        }
+        let card = req.render_card();
+        let answer = tokio::task::spawn_blocking(move || {
+            let mut err = std::io::stderr().lock();
+            write!(
+                err,
+                "{card}Approve? [y] yes, once  [t] trust (remember)  [N] no: "
+            )
+            .and_then(|_| err.flush())
+            .ok()?;
+            let mut line = String::new();
+            match std::io::stdin().lock().read_line(&mut line) {
+                Ok(0) | Err(_) => Some(None),
+                Ok(_) => Some(Some(line.trim().to_ascii_lowercase())),
+            }
+        })
+        .await
+        .ok()
+        .flatten();
+        let Some(answer) = answer else {
+            return Ok(None);
+        };
+        match answer.as_deref() {
+            Some("y") | Some("yes") => Ok(Some(Decision::Once)),
+            Some("t") | Some("trust") => Ok(Some(Decision::Trust)),
+            _ => {
+                errln!();
+                Err(ApprovalError::Denied {
+                    config: req.config.clone(),
+                }
+                .into())
+            }
+        }
+    }
 }
 
 fn store() -> anyhow::Result<Store> {

@@ -1,11 +1,14 @@
 //! The approve verb (SPEC §7.2, §8): `request` builds a plan's approval
 //! request at resolve, [`Client::approve`] grants approval of
-//! a plan's project settings; [`refresh_standing`] re-derives, in this
-//! process, the standing approval of a plan another process resolved.
+//! a plan's project settings; [`Client::decide_approval`] is the one
+//! decision of every front end — a standing approval, else ask (an
+//! [`Asker`]: the CLI's prompt, MCP's elicitation, [`NoAsker`]), else
+//! refuse; [`refresh_standing`] re-derives, in this process, the standing
+//! approval of a plan another process resolved.
 
 use crate::approval::{
     self, approval_key, project_knobs, Approval, ApprovalError, ApprovalRequest, Decision,
-    EnvKeyView, KeyInput, Meta, NetworkCard, Store, APPROVAL_REQUEST_SCHEMA,
+    EnvKeyView, KeyInput, Meta, NetworkCard, Store, Via, APPROVAL_REQUEST_SCHEMA,
 };
 use crate::client::Client;
 use crate::config::{Settings, Sourced};
@@ -14,7 +17,86 @@ use crate::network::ResolvedNetwork;
 use crate::plan::Plan;
 use crate::text::{display_name, display_text};
 
+/// Who is asked to approve a plan's project settings when no standing
+/// approval covers them: the CLI's terminal prompt, MCP's elicitation, or
+/// nobody ([`NoAsker`]).
+pub trait Asker {
+    /// The asker's refusals; core's errors (a store that cannot be written
+    /// on trust) convert into it.
+    type Error: From<crate::Error>;
+
+    /// Whether `ODEK_APPROVE_PROJECT_SANDBOX=1` approves `req` (default
+    /// yes). `odek mcp` accepts it only for the request it started with:
+    /// the agent can rewrite `./odek.json`.
+    fn accepts_env(&self, _req: &ApprovalRequest) -> bool {
+        true
+    }
+
+    /// Asks whether to approve `req`: `Ok(Some(_))` the answer (once or
+    /// trust), `Ok(None)` when nobody can be asked. Errors: the question
+    /// was answered no, or failed.
+    fn ask(
+        &self,
+        req: &ApprovalRequest,
+    ) -> impl std::future::Future<Output = std::result::Result<Option<Decision>, Self::Error>>;
+}
+
+/// Asks nobody: a plan without a standing approval is refused.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoAsker;
+
+impl Asker for NoAsker {
+    type Error = crate::Error;
+
+    async fn ask(&self, _req: &ApprovalRequest) -> Result<Option<Decision>> {
+        Ok(None)
+    }
+}
+
+/// What [`Client::decide_approval`] decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decided {
+    /// Launch with this approval (`None`: the plan needs none). Its
+    /// [`Approval::via`] says how it was obtained.
+    Launch(Option<Approval>),
+    /// Refused: no standing approval and nobody could be asked.
+    /// `env_refused`: `ODEK_APPROVE_PROJECT_SANDBOX=1` is set but the asker
+    /// does not accept it for this request ([`Asker::accepts_env`]).
+    Unasked {
+        /// The environment's approval was set and not accepted.
+        env_refused: bool,
+    },
+}
+
 impl Client {
+    /// The approval decision of every front end (SPEC §7.2): a plan that
+    /// needs none launches without; a standing approval (stored trust, or
+    /// `ODEK_APPROVE_PROJECT_SANDBOX=1` where `asker` accepts it) approves;
+    /// else `asker` is asked and its answer granted ([`Client::approve`]);
+    /// else the launch is refused ([`Decided::Unasked`]).
+    ///
+    /// Errors: the asker's (denied, failed), or granting a trust failed.
+    pub async fn decide_approval<A: Asker>(
+        &self,
+        plan: &Plan,
+        asker: &A,
+    ) -> std::result::Result<Decided, A::Error> {
+        let Some(req) = &plan.approval else {
+            return Ok(Decided::Launch(None));
+        };
+        let standing = req.standing();
+        let env_refused = standing
+            .as_ref()
+            .is_some_and(|a| a.via == Via::Env && !asker.accepts_env(req));
+        if let Some(a) = standing.filter(|_| !env_refused) {
+            return Ok(Decided::Launch(Some(a)));
+        }
+        match asker.ask(req).await? {
+            Some(decision) => Ok(Decided::Launch(Some(self.approve(plan, decision)?))),
+            None => Ok(Decided::Unasked { env_refused }),
+        }
+    }
+
     /// Grants approval of the plan's project settings (SPEC §7.2): `Once`
     /// for this launch, `Trust` persisted in the store first (a failed write
     /// is an error and grants nothing).
@@ -194,7 +276,7 @@ pub(crate) fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approva
         return Err(ApprovalError::NotNeeded);
     };
     match decision {
-        Decision::Once => Ok(req.approval("once")),
+        Decision::Once => Ok(req.approval(Via::Once)),
         Decision::Trust => {
             Store::new(&plan.odek_home).trust(
                 &req.key,
@@ -205,7 +287,7 @@ pub(crate) fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approva
                     knobs: req.knobs.join(", "),
                 },
             )?;
-            Ok(req.approval("trust"))
+            Ok(req.approval(Via::Trust))
         }
     }
 }

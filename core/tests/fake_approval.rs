@@ -271,12 +271,15 @@ async fn trust_persists_and_an_edit_asks_again() {
     let w = world(COMPOSE);
     let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
     let a = w.odek.approve(&plan, Decision::Trust).expect("trust");
-    assert_eq!(a.via, "trust");
+    assert_eq!(a.via, odek_core::approval::Via::Trust);
     let again = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
     let req = again.approval.expect("still gated");
     assert!(req.trusted, "trust survives a re-run");
     assert_eq!(req.key, a.key, "same key for the same settings and IDs");
-    assert_eq!(req.standing().expect("standing").via, "stored");
+    assert_eq!(
+        req.standing().expect("standing").via,
+        odek_core::approval::Via::Stored
+    );
 
     // The agent edits ./odek.json: the key changes, so odek asks again.
     std::fs::write(

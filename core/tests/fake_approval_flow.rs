@@ -151,7 +151,7 @@ async fn env_approval_is_a_standing_approval() {
     let req = plan.approval.as_ref().expect("request");
     assert!(req.approved_by_env);
     let standing = req.standing().expect("standing");
-    assert_eq!(standing.via, "env");
+    assert_eq!(standing.via, odek_core::approval::Via::Env);
     let _sandbox = s
         .odek
         .launch(&plan, &with(standing), &s.reporter)
@@ -176,7 +176,7 @@ async fn trust_is_bound_to_the_network_ids() {
     let req = again.approval.as_ref().expect("request");
     assert!(req.trusted, "the same settings are trusted");
     let standing = req.standing().expect("standing");
-    assert_eq!(standing.via, "stored");
+    assert_eq!(standing.via, odek_core::approval::Via::Stored);
     let _sandbox = s
         .odek
         .launch(&again, &with(standing), &s.reporter)
@@ -223,4 +223,61 @@ async fn recheck_lookup_failing_has_the_engine_class_and_creates_nothing() {
         FailureClass::DaemonUnreachable,
         "network re-check",
     );
+}
+
+/// The one approval decision (`Client::decide_approval`): nobody to ask is a
+/// refusal; an asker's answer is granted; a standing approval needs no
+/// question; the environment's approval only where the asker accepts it.
+#[tokio::test]
+async fn decide_approval_standing_else_ask_else_refuse() {
+    use odek_core::approval::{ApprovalRequest, Via};
+    use odek_core::approve::{Asker, Decided, NoAsker};
+
+    struct Answers(Option<Decision>, bool);
+    impl Asker for Answers {
+        type Error = odek_core::Error;
+        fn accepts_env(&self, _req: &ApprovalRequest) -> bool {
+            self.1
+        }
+        async fn ask(&self, _req: &ApprovalRequest) -> Result<Option<Decision>, odek_core::Error> {
+            Ok(self.0)
+        }
+    }
+
+    let s = project_compose();
+    let plan = s.resolve().await.expect("resolve");
+    let decided = s
+        .odek
+        .decide_approval(&plan, &NoAsker)
+        .await
+        .expect("decide");
+    assert_eq!(decided, Decided::Unasked { env_refused: false });
+    let decided = s
+        .odek
+        .decide_approval(&plan, &Answers(Some(Decision::Once), true))
+        .await
+        .expect("decide");
+    let Decided::Launch(Some(a)) = decided else {
+        panic!("{decided:?}")
+    };
+    assert_eq!(a.via, Via::Once);
+
+    let mut env_plan = plan.clone();
+    env_plan.approval.as_mut().expect("request").approved_by_env = true;
+    let decided = s
+        .odek
+        .decide_approval(&env_plan, &NoAsker)
+        .await
+        .expect("decide");
+    assert!(
+        matches!(decided, Decided::Launch(Some(ref a)) if a.via == Via::Env),
+        "{decided:?}"
+    );
+    let decided = s
+        .odek
+        .decide_approval(&env_plan, &Answers(None, false))
+        .await
+        .expect("decide");
+    assert_eq!(decided, Decided::Unasked { env_refused: true });
+    assert!(s.fake.no_mutation());
 }

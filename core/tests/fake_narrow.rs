@@ -164,7 +164,7 @@ async fn a_recorded_plan_gets_its_standing_from_this_environment() {
             .as_ref()
             .and_then(|r| r.standing())
             .map(|a| a.via),
-        Some("env".to_string())
+        Some(odek_core::approval::Via::Env)
     );
 
     // The parent's approvals live in its store: another ODEK_HOME is refused.

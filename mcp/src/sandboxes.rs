@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use odek_core::approval::{Approval, ApprovalError, ApprovalRequest, Decision};
+use odek_core::approval::{Approval, ApprovalError, ApprovalRequest, Decision, Via};
+use odek_core::approve::{Asker, Decided};
 use odek_core::cancel::CancellationToken;
 use odek_core::config::ConfigInputs;
 use odek_core::launch::{new_launch_id, new_sandbox_name};
@@ -224,18 +225,33 @@ impl Sandboxes {
                 "odek mcp runs commands only in a sandbox, and this configuration has none; remove --no-sandbox/ODEK_SANDBOX=false and make the Docker daemon reachable".into(),
             ));
         }
-        let approval = match &plan.approval {
-            None => None,
-            Some(req) => match req.standing() {
-                Some(a)
-                    if a.via == "env" && !self.is_pinned(&req.key, req.env_binding.as_deref()) =>
-                {
-                    // The human may approve what changed; the card shows it.
-                    if let Some(a) = self.ask(plan, req, caller).await? {
-                        return self
-                            .launch_approved(plan, parent, Some(a), caller, place)
-                            .await;
+        let asker = Elicit {
+            sandboxes: self,
+            caller,
+        };
+        let approval = match self.odek.decide_approval(plan, &asker).await? {
+            Decided::Launch(a) => {
+                if let (Some(a), Some(req)) = (&a, &plan.approval) {
+                    match a.via {
+                        Via::Env => errln!(
+                            "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
+                            odek_core::text::display_text(&req.config)
+                        ),
+                        Via::Once | Via::Trust => errln!(
+                            "odek: project settings of {} approved by the user through the MCP client ({})",
+                            odek_core::text::display_text(&req.config),
+                            a.via
+                        ),
+                        Via::Stored => {}
                     }
+                }
+                a
+            }
+            Decided::Unasked { env_refused } => {
+                let Some(req) = &plan.approval else {
+                    unreachable!("a plan without a request is never refused approval")
+                };
+                if env_refused {
                     return Err(Refusal(format!(
                         "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and ODEK_APPROVE_PROJECT_SANDBOX=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, review them and restart the server, or trust them with `odek run` in a terminal (answer t).\n\n{}",
                         odek_core::text::display_text(&req.config),
@@ -243,84 +259,25 @@ impl Sandboxes {
                         req.render_card()
                     )));
                 }
-                Some(a) => {
-                    if a.via == "env" {
-                        errln!(
-                            "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
-                            odek_core::text::display_text(&req.config)
-                        );
-                    }
-                    Some(a)
-                }
-                None => {
-                    if let Some(a) = self.ask(plan, req, caller).await? {
-                        return self
-                            .launch_approved(plan, parent, Some(a), caller, place)
-                            .await;
-                    }
-                    let e = Error::from(ApprovalError::NonInteractive {
-                        config: req.config.clone(),
-                        knobs: req.knobs.join(", "),
-                    });
-                    let note = if req.previously_trusted {
-                        format!("\nNote: {}.", odek_core::approval::PREVIOUSLY_TRUSTED)
-                    } else {
-                        String::new()
-                    };
-                    return Err(Refusal(format!(
-                        "{}\n(odek refused: failure class {}; the MCP server cannot ask at a terminal. Nothing was launched.){note}\n\n{}",
-                        e,
-                        e.class(),
-                        req.render_card()
-                    )));
-                }
-            },
-        };
-        self.launch_approved(plan, parent, approval, caller, place)
-            .await
-    }
-
-    /// Asks the user through the caller's client (MCP elicitation) whether
-    /// to approve `req`: `Ok(Some(_))` approved (once, or trusted and
-    /// stored), `Ok(None)` when the client cannot be asked. Errors: the
-    /// user denied, declined or cancelled, or the question failed.
-    async fn ask(
-        &self,
-        plan: &Plan,
-        req: &ApprovalRequest,
-        caller: &Caller,
-    ) -> Result<Option<Approval>, Refusal> {
-        let card = req.render_card();
-        let asked = tokio::select! {
-            a = caller.ask_approval(&card) => a,
-            () = caller.cancel().cancelled() => {
-                return Err(Refusal(
-                    "the client cancelled the call while the user was asked for approval; nothing was launched".into(),
-                ))
-            }
-        };
-        let decision = match asked {
-            Asked::Unasked => return Ok(None),
-            Asked::Once => Decision::Once,
-            Asked::Trust => Decision::Trust,
-            Asked::Refused(why) => {
-                let e = Error::from(ApprovalError::Denied {
+                let e = Error::from(ApprovalError::NonInteractive {
                     config: req.config.clone(),
+                    knobs: req.knobs.join(", "),
                 });
+                let note = if req.previously_trusted {
+                    format!("\nNote: {}.", odek_core::approval::PREVIOUSLY_TRUSTED)
+                } else {
+                    String::new()
+                };
                 return Err(Refusal(format!(
-                    "{e} (asked through the MCP client: {why})\n(odek refused: failure class {}; nothing ran and no container was left. The next call that launches a sandbox asks again; or trust the settings with `odek run` in a terminal (answer t).)\n\n{}",
+                    "{}\n(odek refused: failure class {}; the MCP server cannot ask at a terminal. Nothing was launched.){note}\n\n{}",
+                    e,
                     e.class(),
                     req.render_card()
                 )));
             }
         };
-        let a = self.odek.approve(plan, decision).map_err(Refusal::from)?;
-        errln!(
-            "odek: project settings of {} approved by the user through the MCP client ({})",
-            odek_core::text::display_text(&req.config),
-            a.via
-        );
-        Ok(Some(a))
+        self.launch_approved(plan, parent, approval, caller, place)
+            .await
     }
 
     /// Launches an approved `plan` (see [`Sandboxes::launch`]) with the
@@ -461,6 +418,54 @@ impl Sandboxes {
             }
         }
         problems
+    }
+}
+
+/// MCP's [`Asker`]: the user answers the caller's client through MCP
+/// elicitation; `ODEK_APPROVE_PROJECT_SANDBOX=1` approves only the request
+/// the server started with ([`Sandboxes::pin`]).
+struct Elicit<'a> {
+    sandboxes: &'a Sandboxes,
+    caller: &'a Caller,
+}
+
+impl Asker for Elicit<'_> {
+    type Error = Refusal;
+
+    fn accepts_env(&self, req: &ApprovalRequest) -> bool {
+        self.sandboxes
+            .is_pinned(&req.key, req.env_binding.as_deref())
+    }
+
+    /// `Ok(Some(_))` approved (once, or trust), `Ok(None)` when the client
+    /// cannot be asked. Errors: the user denied, declined or cancelled,
+    /// the caller cancelled the call, or the question failed.
+    async fn ask(&self, req: &ApprovalRequest) -> Result<Option<Decision>, Refusal> {
+        let card = req.render_card();
+        let caller = self.caller;
+        let asked = tokio::select! {
+            a = caller.ask_approval(&card) => a,
+            () = caller.cancel().cancelled() => {
+                return Err(Refusal(
+                    "the client cancelled the call while the user was asked for approval; nothing was launched".into(),
+                ))
+            }
+        };
+        match asked {
+            Asked::Unasked => Ok(None),
+            Asked::Once => Ok(Some(Decision::Once)),
+            Asked::Trust => Ok(Some(Decision::Trust)),
+            Asked::Refused(why) => {
+                let e = Error::from(ApprovalError::Denied {
+                    config: req.config.clone(),
+                });
+                Err(Refusal(format!(
+                    "{e} (asked through the MCP client: {why})\n(odek refused: failure class {}; nothing ran and no container was left. The next call that launches a sandbox asks again; or trust the settings with `odek run` in a terminal (answer t).)\n\n{}",
+                    e.class(),
+                    req.render_card()
+                )))
+            }
+        }
     }
 }
 

@@ -188,16 +188,55 @@ pub struct Approval {
     /// Full IDs of the project-requested networks as approved.
     pub network_ids: Vec<String>,
     /// `once`, `trust`, `stored` or `env`.
-    pub via: String,
+    #[schemars(with = "String")]
+    pub via: Via,
+}
+
+/// How an [`Approval`] was obtained; serialized as `once`, `trust`,
+/// `stored` or `env`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    /// Asked, and answered for this launch only.
+    Once,
+    /// Asked, and answered with trust (now stored).
+    Trust,
+    /// A trust already in the store (standing).
+    Stored,
+    /// `ODEK_APPROVE_PROJECT_SANDBOX=1` (standing).
+    Env,
+}
+
+impl Via {
+    /// The serialized name: `once`, `trust`, `stored` or `env`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Once => "once",
+            Via::Trust => "trust",
+            Via::Stored => "stored",
+            Via::Env => "env",
+        }
+    }
+
+    /// True for an approval that needed no question (stored, env).
+    pub fn is_standing(self) -> bool {
+        matches!(self, Via::Stored | Via::Env)
+    }
+}
+
+impl std::fmt::Display for Via {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl ApprovalRequest {
-    pub(crate) fn approval(&self, via: &str) -> Approval {
+    pub(crate) fn approval(&self, via: Via) -> Approval {
         Approval {
             schema: APPROVAL_SCHEMA.into(),
             key: self.key.clone(),
             network_ids: self.networks.iter().map(|n| n.id.clone()).collect(),
-            via: via.into(),
+            via,
         }
     }
 
@@ -205,9 +244,9 @@ impl ApprovalRequest {
     /// `ODEK_APPROVE_PROJECT_SANDBOX=1`.
     pub fn standing(&self) -> Option<Approval> {
         if self.trusted {
-            Some(self.approval("stored"))
+            Some(self.approval(Via::Stored))
         } else if self.approved_by_env {
-            Some(self.approval("env"))
+            Some(self.approval(Via::Env))
         } else {
             None
         }
@@ -324,6 +363,21 @@ pub(crate) fn project_knobs(s: &Settings) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn via_serializes_as_the_strings_of_the_abi() {
+        for (via, text) in [
+            (Via::Once, "once"),
+            (Via::Trust, "trust"),
+            (Via::Stored, "stored"),
+            (Via::Env, "env"),
+        ] {
+            let json = serde_json::to_string(&via).expect("json");
+            assert_eq!(json, format!("\"{text}\""));
+            assert_eq!(via.to_string(), text);
+            assert_eq!(serde_json::from_str::<Via>(&json).expect("back"), via);
+        }
+    }
 
     #[test]
     fn approval_errors_show_the_project_config_escaped() {
