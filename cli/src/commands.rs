@@ -1,6 +1,5 @@
 //! The commands of SPEC §10.3.
 
-use odek_core::config::names;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
@@ -476,13 +475,8 @@ async fn sandbox_up(
     }
     let mut inputs = args.sandbox.inputs(&cli.workdir)?;
     // A detached sandbox needs a container: never fall back to the host.
-    if inputs.flags.sandbox.is_none() {
-        inputs.flags.sandbox = Some(true);
-        inputs.flag_names.insert(
-            names::sandbox.into(),
-            "odek sandbox up (implies --sandbox)".into(),
-        );
-    }
+    // `--no-sandbox` was refused above.
+    let _ = inputs.force_sandbox(Some("odek sandbox up (implies --sandbox)"));
     let plan = odek.resolve(&inputs, reporter).await?;
     verbose_plan(cli, odek, &plan);
     let approval = approve::obtain(odek, &plan).await?;

@@ -193,8 +193,9 @@ impl ResolveRequest {
             parsed.refuse_unknown_keys()?;
             inputs.flags = parsed.layer;
         }
-        if !self.allow_host_fallback && inputs.flags.sandbox.is_none() {
-            inputs.flags.sandbox = Some(true);
+        if !self.allow_host_fallback {
+            // A request that turns the sandbox off explicitly is honoured.
+            let _ = inputs.force_sandbox(None);
         }
         Ok(inputs)
     }

@@ -47,7 +47,6 @@ mod sandboxes;
 mod server;
 pub mod tools;
 
-use odek_core::config::names;
 use odek_core::config::ConfigInputs;
 use odek_core::{Client, Reporter, Warning};
 use rmcp::ServiceExt;
@@ -90,14 +89,9 @@ pub enum Stopped {
 /// `odek sandbox up`. Errors: the operator turned it off explicitly with a
 /// flag (`--no-sandbox`), which cannot be honoured.
 pub fn force_sandbox(inputs: &mut ConfigInputs) -> Result<(), String> {
-    if inputs.flags.sandbox == Some(false) {
-        return Err("odek mcp runs commands only in a sandbox; --no-sandbox cannot be combined with it (drop the flag)".into());
-    }
-    inputs.flags.sandbox = Some(true);
     inputs
-        .flag_names
-        .insert(names::sandbox.into(), "odek mcp (implies --sandbox)".into());
-    Ok(())
+        .force_sandbox(Some("odek mcp (implies --sandbox)"))
+        .map_err(|_| "odek mcp runs commands only in a sandbox; --no-sandbox cannot be combined with it (drop the flag)".into())
 }
 
 /// Serves MCP on stdin/stdout until the client disconnects or a signal

@@ -67,7 +67,37 @@ impl ConfigInputs {
             read_project_config: true,
         }
     }
+
+    /// Forces the sandbox on for a front end that never runs commands on
+    /// the host (SPEC §6.3: the mode becomes explicit, so no fallback):
+    /// `odek sandbox up`, `odek mcp`, a library request that does not allow
+    /// the fallback. A flag that already decides stays as given: an
+    /// explicit `--sandbox` keeps its name, and an explicit off is kept and
+    /// reported as [`SandboxTurnedOff`], for the caller to refuse or honour.
+    /// `by` names who forced it where the setting's source is shown (e.g.
+    /// `odek mcp (implies --sandbox)`); `None` shows it as set by the API.
+    ///
+    /// # Errors
+    /// [`SandboxTurnedOff`]: the flags turned the sandbox off explicitly.
+    pub fn force_sandbox(&mut self, by: Option<&str>) -> Result<(), SandboxTurnedOff> {
+        match self.flags.sandbox {
+            Some(false) => Err(SandboxTurnedOff),
+            Some(true) => Ok(()),
+            None => {
+                self.flags.sandbox = Some(true);
+                if let Some(by) = by {
+                    self.flag_names.insert(names::sandbox.into(), by.into());
+                }
+                Ok(())
+            }
+        }
+    }
 }
+
+/// The flags turned the sandbox off explicitly where a front end forces it
+/// on ([`ConfigInputs::force_sandbox`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SandboxTurnedOff;
 
 /// The merged, validated settings (before any Docker lookup).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
