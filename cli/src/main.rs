@@ -24,22 +24,12 @@ macro_rules! out {
 }
 
 /// `eprintln!` that never panics on a closed or full stderr (`2>/dev/full`,
-/// `2>&1 | head -1`): a line that cannot be written is dropped and odek goes
-/// on, so every exit path still removes what it created. Where losing the
-/// line matters (the loud host fallback, SPEC §6.3), use
-/// `output::say`, which reports whether it was written. As `outln!`, the
-/// line passes through `odek_core::text::terminal`.
-macro_rules! errln {
-    () => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr());
-    }};
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let text = format!($($t)*);
-        let _ = writeln!(std::io::stderr(), "{}", odek_core::text::terminal(&text));
-    }};
-}
+/// `2>&1 | head -1`): core's (`odek_core::stderr`), every line through
+/// `odek_core::text::terminal`. Where losing the line matters (the loud host
+/// fallback, SPEC §6.3), use `output::say`, which reports whether it was
+/// written.
+#[macro_use]
+extern crate odek_core;
 
 mod approve;
 mod commands;

@@ -3,25 +3,11 @@
 use std::io::Write;
 
 use odek_core::engine::StreamKind;
-use odek_core::{text, Error, Reporter, Warning};
+use odek_core::{text, Error};
 
-/// Prints warnings and progress (pulls, builds) to stderr as core renders
-/// them for a terminal (`odek_core::text::warning_lines`, `progress_line`:
-/// each line prefixed `odek: `, foreign text escaped).
-pub struct Stderr;
-
-impl Reporter for Stderr {
-    fn warning(&self, w: &Warning) {
-        let mut err = std::io::stderr().lock();
-        for line in text::warning_lines(&w.message) {
-            let _ = writeln!(err, "{line}");
-        }
-    }
-
-    fn progress(&self, line: &str) {
-        let _ = writeln!(std::io::stderr().lock(), "{}", text::progress_line(line));
-    }
-}
+/// Prints warnings and progress (pulls, builds) to stderr: core's
+/// reporter, as `odek mcp`'s.
+pub use odek_core::stderr::StderrReporter as Stderr;
 
 /// Prints an odek error as one paragraph with its failure class.
 pub fn print_error(e: &Error) {
@@ -55,7 +41,7 @@ pub fn stderr_is_null() -> bool {
 /// written (stderr closed or full), for lines that must be seen before
 /// odek goes on.
 pub fn say(line: &str) -> bool {
-    writeln!(std::io::stderr().lock(), "{}", text::terminal(line)).is_ok()
+    odek_core::stderr::line(line)
 }
 
 /// Writes `line` and a newline to stdout (through

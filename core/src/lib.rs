@@ -38,6 +38,7 @@ pub(crate) mod resolve;
 pub(crate) mod safe_open;
 pub mod sandbox;
 pub mod secret;
+pub mod stderr;
 pub mod text;
 pub mod verify;
 pub mod view;

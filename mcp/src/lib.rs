@@ -29,16 +29,11 @@
 
 /// `eprintln!` that never panics on a closed or full stderr: the server's
 /// log lines are informational, and a panic would skip the removal of the
-/// sandboxes it launched (SPEC §6.1). The line passes through
-/// `odek_core::text::terminal`, as the CLI's: an MCP client may show the
-/// server's stderr on a terminal.
-macro_rules! errln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let text = format!($($t)*);
-        let _ = writeln!(std::io::stderr(), "{}", odek_core::text::terminal(&text));
-    }};
-}
+/// sandboxes it launched (SPEC §6.1). Core's (`odek_core::stderr`), as the
+/// CLI's: every line through `odek_core::text::terminal`, since an MCP
+/// client may show the server's stderr on a terminal.
+#[macro_use]
+extern crate odek_core;
 
 mod caller;
 mod limits;
@@ -48,7 +43,7 @@ mod server;
 pub mod tools;
 
 use odek_core::config::ConfigInputs;
-use odek_core::{Client, Reporter, Warning};
+use odek_core::Client;
 use rmcp::ServiceExt;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -57,23 +52,8 @@ pub use sandboxes::MCP_ID_LABEL;
 pub use server::OdekMcp;
 
 /// Prints warnings and progress to stderr (MCP clients log a server's
-/// stderr) as core renders them for a terminal
-/// (`odek_core::text::warning_lines`, `progress_line`: each line prefixed
-/// `odek: `, foreign text escaped).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct StderrReporter;
-
-impl Reporter for StderrReporter {
-    fn warning(&self, w: &Warning) {
-        for line in odek_core::text::warning_lines(&w.message) {
-            errln!("{line}");
-        }
-    }
-
-    fn progress(&self, line: &str) {
-        errln!("{}", odek_core::text::progress_line(line));
-    }
-}
+/// stderr): core's reporter, as the CLI's.
+pub use odek_core::stderr::StderrReporter;
 
 /// Why [`serve_stdio`] returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
