@@ -19,7 +19,7 @@ use crate::engine::{ContainerInfo, DockerApi};
 use crate::error::{Error, Result};
 use crate::failure::Step;
 use crate::network::NetworkSummary;
-use crate::plan::Isolation;
+use crate::plan::{Isolation, Plan};
 use crate::sandbox::Sandbox;
 use crate::text::sanitize_name;
 
@@ -30,7 +30,9 @@ pub const MAX_LISTED_NETWORKS: usize = 8;
 /// Most names listed per network.
 pub const MAX_NAMES_PER_NETWORK: usize = 32;
 
-const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
+/// The label naming a container's Compose service (its first name in a
+/// peer list, SPEC §9.1).
+pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 
 /// Another container on an attached network and the names it answers to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -139,6 +141,55 @@ pub fn peer_names(peer: &ContainerInfo, network_id: &str) -> Vec<String> {
 }
 
 impl Client {
+    /// The environment a sandbox launched from `plan` will have (SPEC
+    /// §9.1, for a sandbox launched lazily; `sandbox` is what its name
+    /// shows until then): the network mode and internet from the plan, and
+    /// for each planned network the names the containers there answer to,
+    /// read from the engine now. A network or peer that cannot be inspected
+    /// is left out (the block is a forecast; [`Client::describe`] is
+    /// authoritative).
+    pub async fn forecast(&self, plan: &Plan, sandbox: &str) -> Environment {
+        let listed = &plan.networks[..plan.networks.len().min(MAX_LISTED_NETWORKS)];
+        let mut networks = Vec::new();
+        let mut omitted_names = 0;
+        let engine = self.engine().ok();
+        for n in listed {
+            let name = sanitize_name(&n.name);
+            if name.is_none() {
+                omitted_names += 1;
+            }
+            let peers = match engine {
+                Some(e) => forecast_peers(e.as_ref(), &n.id, &mut omitted_names).await,
+                None => Vec::new(),
+            };
+            networks.push(EnvNetwork {
+                name,
+                internal: n.internal,
+                peers,
+            });
+        }
+        Environment {
+            schema: ENVIRONMENT_SCHEMA.into(),
+            isolation: "container".into(),
+            fallback_reason: None,
+            sandbox: sandbox.into(),
+            workspace: Workspace {
+                path: "/workspace".into(),
+                readonly: plan.readonly,
+            },
+            network: Some(plan.network_summary),
+            internet: plan.internet,
+            networks,
+            omitted_networks: plan.networks.len() - listed.len(),
+            omitted_names,
+            pids_limit: Some(plan.pids_limit),
+            memory_bytes: plan.memory_bytes,
+            cpus: plan.cpus.as_ref().map(|c| c.text.clone()),
+            user: plan.user.clone(),
+            account: plan.account.clone(),
+        }
+    }
+
     /// Describes a sandbox from the engine's view of it (SPEC §9.1): the
     /// container's networks, their Internal flags, the names of the
     /// other containers there (inspected concurrently), and the limits
@@ -292,30 +343,8 @@ async fn describe_container(
         if name.is_none() {
             omitted_names += 1;
         }
-        let mut listed_names = 0;
-        let mut peers_out = Vec::new();
-        let mut members: Vec<&ContainerInfo> = n
-            .containers
-            .keys()
-            .filter_map(|k| by_id.get(k.as_str()))
-            .filter(|c| lists_as_service(c))
-            .collect();
-        members.sort_by_key(|c| peer_sort_key(c));
-        for p in members {
-            let mut shown = Vec::new();
-            for raw in peer_names(p, &n.id) {
-                match sanitize_name(&raw) {
-                    Some(s) if listed_names < MAX_NAMES_PER_NETWORK => {
-                        listed_names += 1;
-                        shown.push(s);
-                    }
-                    _ => omitted_names += 1,
-                }
-            }
-            if !shown.is_empty() {
-                peers_out.push(Peer { names: shown });
-            }
-        }
+        let members = n.containers.keys().filter_map(|k| by_id.get(k.as_str()));
+        let peers_out = listed_peers(members, &n.id, &mut omitted_names);
         networks.push(EnvNetwork {
             name,
             internal: n.internal,
@@ -336,6 +365,62 @@ async fn describe_container(
         omitted_names,
         ..base
     })
+}
+
+/// The peers of one network (full ID `network_id`) among `members`, as
+/// the block lists them (SPEC §9.1, §9.3): services only
+/// ([`lists_as_service`]), by Compose service (else name) then ID, each
+/// with its [`peer_names`] that pass [`sanitize_name`], at most
+/// [`MAX_NAMES_PER_NETWORK`] names in all; `omitted` counts the names left
+/// out.
+fn listed_peers<'a>(
+    members: impl IntoIterator<Item = &'a ContainerInfo>,
+    network_id: &str,
+    omitted: &mut usize,
+) -> Vec<Peer> {
+    let mut members: Vec<&ContainerInfo> = members
+        .into_iter()
+        .filter(|c| lists_as_service(c))
+        .collect();
+    members.sort_by_key(|c| peer_sort_key(c));
+    let mut listed = 0;
+    let mut out = Vec::new();
+    for c in members {
+        let mut shown = Vec::new();
+        for raw in peer_names(c, network_id) {
+            match sanitize_name(&raw) {
+                Some(s) if listed < MAX_NAMES_PER_NETWORK => {
+                    listed += 1;
+                    shown.push(s);
+                }
+                _ => *omitted += 1,
+            }
+        }
+        if !shown.is_empty() {
+            out.push(Peer { names: shown });
+        }
+    }
+    out
+}
+
+/// The peers a planned network has now (the forecast): the network and
+/// each member inspected one by one; what cannot be inspected is left out.
+async fn forecast_peers(
+    engine: &dyn DockerApi,
+    network_id: &str,
+    omitted: &mut usize,
+) -> Vec<Peer> {
+    let Ok(Some(info)) = engine.inspect_network(network_id).await else {
+        return Vec::new();
+    };
+    let ids: BTreeSet<&String> = info.containers.keys().collect();
+    let mut members: Vec<ContainerInfo> = Vec::new();
+    for id in ids {
+        if let Ok(Some(c)) = engine.inspect_container(id).await {
+            members.push(c);
+        }
+    }
+    listed_peers(&members, network_id, omitted)
 }
 
 fn peer_sort_key(c: &ContainerInfo) -> (String, String) {
