@@ -133,9 +133,16 @@ impl Plan {
     /// so that a plan from elsewhere (a parent's label, the C ABI) cannot
     /// buy one either.
     pub(crate) fn fallback_allowed(&self) -> bool {
+        self.fallback_allowed_attaching(!self.networks.is_empty())
+    }
+
+    /// [`Plan::fallback_allowed`] with whether the sandbox attaches networks
+    /// given: resolve asks before the networks are resolved (from the
+    /// settings' request), the plan's own networks after.
+    pub(crate) fn fallback_allowed_attaching(&self, attaches_networks: bool) -> bool {
         self.mode == SandboxMode::Implicit
             && !self.require_sandbox
-            && self.networks.is_empty()
+            && !attaches_networks
             && !self.sources.values().any(crate::config::Source::is_project)
             && !matches!(
                 self.image.source,

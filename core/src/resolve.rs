@@ -67,9 +67,9 @@ impl Client {
             plan.isolation = Isolation::Off;
             return Ok(plan);
         }
-        let fallback_ok = settings.mode.value == SandboxMode::Implicit
-            && !settings.require_sandbox
-            && !settings.attaches_networks();
+        // The plan's rule, asked of what the settings request (the
+        // networks are not resolved yet).
+        let fallback_ok = plan.fallback_allowed_attaching(settings.attaches_networks());
         let engine = match &self.engine {
             Ok(e) => e.clone(),
             Err(e @ EndpointError::NoSocket { .. }) => {
