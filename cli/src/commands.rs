@@ -449,6 +449,18 @@ async fn sandbox_up(
 ) -> anyhow::Result<Sandbox> {
     if let Some(parent_name) = &args.parent {
         let parent = odek.attach(parent_name, &odek_home()?).await?;
+        if let Some(dir) = &cli.workdir {
+            // The child works in its parent's workspace (SPEC §8): another
+            // directory named here would be a silent no-op.
+            if std::fs::canonicalize(dir).ok().as_ref() != Some(&parent.plan.workdir) {
+                bail!(
+                    "-C/--workdir {} is not the workspace of {} ({}): a sub-agent works in its parent's workspace; drop -C, or launch a separate sandbox for that directory without --parent",
+                    odek_core::text::shown_path(dir),
+                    parent.name,
+                    odek_core::text::shown_path(&parent.plan.workdir)
+                );
+            }
+        }
         let req = args.sandbox.narrow_request()?;
         let env = std::env::vars().collect();
         for w in crate::flags::SandboxFlags::env_not_narrowing(&env) {

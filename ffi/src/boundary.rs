@@ -80,11 +80,17 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
         return Err(match serde_json::from_str::<serde_json::Value>(s) {
             Err(e) => Failure::new(
                 Code::ODEK_E_INVALID_JSON,
-                format!("{name} is not valid JSON: {e}"),
+                format!(
+                    "{name} is not valid JSON: {}",
+                    odek_core::text::foreign(&e.to_string())
+                ),
             ),
             Ok(_) => Failure::new(
                 Code::ODEK_E_INVALID_ARGUMENT,
-                format!("{name} is not accepted: {e}"),
+                format!(
+                    "{name} is not accepted: {}",
+                    odek_core::text::foreign(&e.to_string())
+                ),
             ),
         });
     }
@@ -98,13 +104,17 @@ pub unsafe fn json_arg<T: serde::de::DeserializeOwned>(
     }
     serde_json::from_str(s).map_err(|e| {
         // The message without serde_json's position suffix: the document is
-        // valid JSON, and its shape errors name the member.
+        // valid JSON, and its shape errors name the member — verbatim from
+        // the caller's document, so as one line through `text::foreign`.
         let text = e.to_string();
         let at = format!(" at line {} column {}", e.line(), e.column());
         let msg = text.strip_suffix(&at).unwrap_or(&text);
         Failure::new(
             Code::ODEK_E_INVALID_ARGUMENT,
-            format!("{name} has the wrong shape: {msg}"),
+            format!(
+                "{name} has the wrong shape: {}",
+                odek_core::text::foreign(msg)
+            ),
         )
     })
 }

@@ -1749,3 +1749,23 @@ fn case_count() -> u32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(256)
 }
+
+/// A key of the caller's own document that serde quotes in its shape error
+/// (`unknown field …`) reaches the message as one line with every control,
+/// escape and bidirectional character escaped visibly (SPEC §9.3): a host
+/// program that prints the error prints no escape sequence it did not
+/// write. The document's other errors keep their code.
+#[test]
+fn a_hostile_key_in_a_request_is_quoted_safely_in_the_error() {
+    let w = World::new();
+    let wd = w.project.workdir().display().to_string();
+    let hostile = "k\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m\u{202e}";
+    let doc = serde_json::json!({ "workdir": wd, hostile: 1 }).to_string();
+    let (code, _, msg) = resolve(w.client, &doc).expect_err("an unknown key is refused");
+    assert_eq!(code, ODEK_E_INVALID_ARGUMENT as i32, "{msg}");
+    assert!(msg.contains("\\x1b]0;pwned\\x07"), "{msg}");
+    assert!(
+        !msg.chars().any(odek_core::text::is_unsafe_char),
+        "raw control in {msg:?}"
+    );
+}

@@ -328,6 +328,44 @@ fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for OdekMcp {
+    /// Routes a tool call. Error text rmcp writes — which may quote the
+    /// caller's own JSON (serde's `unknown field` names a key verbatim) —
+    /// leaves as every other message of this server does (SPEC §9.3): a
+    /// protocol error's message as one line through
+    /// [`odek_core::text::foreign`], a tool error's text (rmcp turns a bad
+    /// argument into one) through [`odek_core::text::terminal`], which
+    /// leaves odek's own messages as they are.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        use odek_core::text::{foreign, terminal};
+        use std::borrow::Cow;
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        match self.tool_router.call(call).await {
+            Ok(rmcp::model::CallToolResponse::Complete(mut result))
+                if result.is_error == Some(true) =>
+            {
+                for block in &mut result.content {
+                    if let rmcp::model::ContentBlock::Text(t) = block {
+                        if let Cow::Owned(safe) = terminal(&t.text) {
+                            t.text = safe;
+                        }
+                    }
+                }
+                Ok(result.into())
+            }
+            Ok(other) => Ok(other),
+            Err(mut e) => {
+                if let Cow::Owned(safe) = foreign(&e.message) {
+                    e.message = safe.into();
+                }
+                Err(e)
+            }
+        }
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("odek", odek_core::VERSION))

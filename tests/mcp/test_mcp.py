@@ -675,6 +675,13 @@ def test_bad_requests_get_error_responses(project):
             assert "invalid type" in await refused(s, "exec", command="true", timeout_secs="soon")
             assert "missing field" in await refused(s, "sandbox_down")
             assert "unknown field" in await refused(s, "exec", command="true", cwd="/")
+            # A hostile key is quoted back escaped, never raw (SPEC §9.3).
+            for tool in ("exec", "sandbox_narrow"):
+                args = {"command": "true"} if tool == "exec" else {}
+                err = await refused(s, tool, **args, **{"k\x1b]0;pwned\x07\u009b\u202e": 1})
+                assert "unknown field" in err, err
+                assert not RAW.search(err), f"{tool}: raw control in {err!r}"
+                assert "\\x1b]0;pwned\\x07" in err, err
             err = await refused(s, "exec", command="x" * (10 * 1024 * 1024))
             assert "at most" in err
             err = await refused(s, "exec", command="true", argv=["true"])

@@ -460,6 +460,24 @@ fn sub_agents_only_narrow() {
         stderr(&out)
     );
 
+    // A directory for the child would be a silent no-op (it works in the
+    // parent's workspace): refused, nothing launched.
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let before = p.leftovers();
+    let out = run(Command::new(odek_e2e::odek_bin())
+        .current_dir(p.path())
+        .arg("-C")
+        .arg(elsewhere.path())
+        .args(["sandbox", "up", "--parent", &parent_name])
+        .env("ODEK_HOME", p.home.path()));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("a sub-agent works in its parent's workspace"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(p.leftovers(), before, "a refused child launched");
+
     down(&p, &child_name);
     down(&p, &parent_name);
     assert!(!docker_ok(&["inspect", &child_name]));
