@@ -335,7 +335,7 @@ impl Client {
                 return Ok(cut_outcome(cut, killed));
             }
         };
-        let exit = exit.map_err(|e| match Error::engine(&endpoint, Step::Exec, e, false) {
+        let exit = exit.map_err(|e| match Error::engine(&endpoint, Step::Exec, e) {
             Error::Rejected { message, .. } => Error::Exec {
                 message: format!(
                     "the command could not run in sandbox {}: {message}{}",

@@ -94,12 +94,12 @@ impl Client {
                         info.api_version,
                         crate::engine::MIN_API_VERSION
                     ),
-                    removed: false,
+                    removal: None,
                 })
             }
             Ok(info) => plan.engine = Some(info),
             Err(e) => {
-                let err = Error::engine(&engine.endpoint().to_string(), Step::Ping, e, false);
+                let err = Error::engine(&engine.endpoint().to_string(), Step::Ping, e);
                 if err.class() == FailureClass::DaemonUnreachable {
                     return fallback_or(plan, err, fallback_ok, reporter);
                 }
@@ -145,14 +145,7 @@ impl Client {
                     plan.warnings.push(w);
                     crate::engine::EngineSecurity::default()
                 }
-                Err(e) => {
-                    return Err(Error::engine(
-                        &engine.endpoint().to_string(),
-                        Step::Ping,
-                        e,
-                        false,
-                    ))
-                }
+                Err(e) => return Err(Error::engine(&engine.endpoint().to_string(), Step::Ping, e)),
             };
             let (euid, egid) = crate::private::operator_ids();
             let (user, account, choice) = crate::account::default_user(
@@ -237,7 +230,7 @@ async fn default_bridge_id(engine: &dyn DockerApi) -> Result<String> {
     let n = engine
         .inspect_network("bridge")
         .await
-        .map_err(|e| Error::engine(&engine.endpoint().to_string(), Step::Ping, e, false))?;
+        .map_err(|e| Error::engine(&engine.endpoint().to_string(), Step::Ping, e))?;
     match n {
         Some(n)
             if n.name == "bridge"
@@ -251,7 +244,7 @@ async fn default_bridge_id(engine: &dyn DockerApi) -> Result<String> {
         _ => Err(Error::Rejected {
             step: Step::Ping,
             message: "the daemon has no default bridge network; use sandbox_network=none".into(),
-            removed: false,
+            removal: None,
         }),
     }
 }

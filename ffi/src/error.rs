@@ -3,7 +3,6 @@
 //! Codes never change meaning. They are grouped by area; the hundreds digit
 //! is the area and the failure class of SPEC §6.3 follows from it.
 
-use odek_core::config::names;
 use std::ffi::{c_char, CStr, CString};
 
 use odek_core::approval::ApprovalError;
@@ -138,9 +137,7 @@ pub fn code_of(e: &Error) -> odek_code_t {
             ConfigError::InvalidNetworkName { .. } => ODEK_E_NETWORK_NAME,
             ConfigError::InvalidComposeProject { .. } => ODEK_E_COMPOSE_NAME,
             ConfigError::InvalidVolume { .. } => ODEK_E_VOLUME,
-            ConfigError::InvalidValue { key, .. } if key == names::sandbox_image => {
-                ODEK_E_IMAGE_REFERENCE
-            }
+            ConfigError::InvalidImage { .. } => ODEK_E_IMAGE_REFERENCE,
             _ => ODEK_E_CONFIG,
         },
         Error::Network(n) => match n {
@@ -175,10 +172,10 @@ pub fn code_of(e: &Error) -> odek_code_t {
         Error::Narrow(_) => ODEK_E_NARROW,
         Error::Endpoint(EndpointError::NoSocket { .. }) => ODEK_E_DAEMON_UNREACHABLE,
         Error::Endpoint(_) => ODEK_E_ENDPOINT,
-        Error::Unreachable { message, .. } if message.contains("no answer within") => {
-            ODEK_E_DAEMON_TIMEOUT
-        }
-        Error::Unreachable { .. } => ODEK_E_DAEMON_UNREACHABLE,
+        Error::Unreachable { kind, .. } => match kind {
+            EngineErrorKind::Timeout => ODEK_E_DAEMON_TIMEOUT,
+            _ => ODEK_E_DAEMON_UNREACHABLE,
+        },
         Error::Rejected { step, .. } if *step == odek_core::Step::Verify => ODEK_E_DOCKER_VERIFY,
         Error::Rejected { .. } => ODEK_E_DOCKER_REJECTED,
         Error::Exec { class, .. } => match class {
@@ -187,7 +184,12 @@ pub fn code_of(e: &Error) -> odek_code_t {
             _ => ODEK_E_EXEC,
         },
         Error::SandboxStopped { .. } => ODEK_E_SANDBOX_STOPPED,
-        Error::Usage(_) => ODEK_E_INVALID_ARGUMENT,
+        Error::NotFound(_)
+        | Error::NotASandbox(_)
+        | Error::InvalidPlan { .. }
+        | Error::InvalidName { .. }
+        | Error::Secret(_)
+        | Error::Usage(_) => ODEK_E_INVALID_ARGUMENT,
         Error::Cancelled { .. } => ODEK_E_CANCELLED,
     }
 }

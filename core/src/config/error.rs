@@ -53,6 +53,15 @@ pub enum ConfigError {
         /// What is wrong and what is expected, e.g. `must be a positive integer (got "0")`.
         reason: String,
     },
+    /// `sandbox_image` has a value of the wrong type, or one that is not an
+    /// image reference.
+    #[error("{}: sandbox_image {reason}", shown(.origin))]
+    InvalidImage {
+        /// Where the value came from (file path, env var, flag).
+        origin: String,
+        /// What is wrong and what is expected.
+        reason: String,
+    },
     /// `sandbox_network` is neither `none` nor `bridge` (SPEC §3.4).
     #[error("{}: sandbox_network must be \"none\" or \"bridge\" (got {value}); to attach the sandbox to Docker networks use sandbox_networks (--sandbox-networks a,b) or sandbox_compose_project (--sandbox-compose <project>); ODEK_SANDBOX_NETWORK_LENIENT=1 downgrades an invalid value to \"none\"", shown(.origin))]
     InvalidNetworkMode {
@@ -111,6 +120,22 @@ pub enum ConfigError {
         /// Why.
         reason: String,
     },
+}
+
+impl ConfigError {
+    /// The error of a bad value for `key`: [`ConfigError::InvalidImage`]
+    /// for `sandbox_image`, else [`ConfigError::InvalidValue`].
+    pub(crate) fn invalid_value(origin: String, key: &str, reason: String) -> ConfigError {
+        if key == super::names::sandbox_image {
+            ConfigError::InvalidImage { origin, reason }
+        } else {
+            ConfigError::InvalidValue {
+                origin,
+                key: key.to_string(),
+                reason,
+            }
+        }
+    }
 }
 
 fn hint_suffix(normalized: &Option<String>, running: &[String]) -> String {

@@ -758,9 +758,8 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
         }
     }
     if let Some(image) = &l.sandbox_image {
-        crate::image_ref::ImageRef::parse(image).map_err(|e| ConfigError::InvalidValue {
+        crate::image_ref::ImageRef::parse(image).map_err(|e| ConfigError::InvalidImage {
             origin: o(names::sandbox_image),
-            key: names::sandbox_image.into(),
             reason: e.to_string(),
         })?;
     }

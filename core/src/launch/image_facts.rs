@@ -114,7 +114,7 @@ pub(crate) async fn prepare(
             "the engine reported the image ID {}, not sha256:<64 hex>",
             crate::text::quote(image_id)
         ),
-        removed: false,
+        removal: None,
     })?;
     let facts_path = plan.odek_home.join("images").join(format!("{hex}.json"));
     let mut facts = read_facts(&facts_path);
@@ -181,7 +181,7 @@ fn refuse(why: String) -> Error {
         message: format!(
             "{why}: the engine would follow it while it mounts into the container, and may create files in your project (/workspace) before anything could be checked; use another image"
         ),
-        removed: true,
+        removal: Some(crate::error::Removal::Removed),
     }
 }
 
@@ -214,7 +214,7 @@ fn check(facts: &Facts, needed: &BTreeMap<String, bool>, plan: &Plan) -> Result<
                             "the sandbox user (uid {}) needs an account in the image's /etc/passwd and a HOME at {}, but {why}; use another image, or set a user the image defines (or root) with --sandbox-user, ODEK_SANDBOX_USER or the user config",
                             a.uid, a.home
                         ),
-                        removed: true,
+                        removal: Some(crate::error::Removal::Removed),
                     },
                     _ => refuse(why),
                 });
@@ -274,7 +274,7 @@ async fn probe(
     secret: &crate::secret::Secret,
 ) -> Result<Probed> {
     let endpoint = engine.endpoint().to_string();
-    let failed = |e| Error::engine(&endpoint, Step::Image, e, false);
+    let failed = |e| Error::engine(&endpoint, Step::Image, e);
     let name = format!("{}-probe", super::new_sandbox_name());
     let launch_id = super::new_launch_id();
     let mut labels: BTreeMap<String, String> = crate::labels::Owner::current().labels();
@@ -374,7 +374,7 @@ async fn probe(
             message: format!(
                 "the image's account files are larger than {MAX_ACCOUNT_FILE} bytes; use another image, or set a user the image defines (or root) with --sandbox-user, ODEK_SANDBOX_USER or the user config"
             ),
-            removed: true,
+            removal: Some(crate::error::Removal::Removed),
         },
         _ => failed(e),
     }
