@@ -33,6 +33,7 @@ const PROBE_SETTLE: Duration = Duration::from_secs(2);
 
 fn cancelled(what: &str) -> Error {
     Error::Cancelled {
+        fix: None,
         message: format!("{what} was cancelled by the caller"),
     }
 }
@@ -112,7 +113,7 @@ impl Client {
                     .await
             }
         };
-        let later = crate::launch::removal_hint(opts.detached, &name);
+        let mut fix = None;
         let message = match (stage, outcome) {
             (Stage::Preparing, _) => {
                 "the launch was cancelled by the caller before the sandbox was created (a probe of its image, if any, was removed)".to_string()
@@ -123,11 +124,17 @@ impl Client {
             (_, Reaped::NotOurs) => format!(
                 "the launch was cancelled by the caller; a container named {name} exists, but this launch did not create it: it was left alone"
             ),
-            (_, Reaped::Failed(e)) => format!(
-                "the launch was cancelled by the caller; could not remove sandbox {name} ({e}); {later}"
-            ),
+            (_, Reaped::Failed(e)) => {
+                fix = Some(crate::advice::Fix::Reap {
+                    name: name.clone(),
+                    detached: opts.detached,
+                });
+                format!(
+                    "the launch was cancelled by the caller; could not remove sandbox {name} ({e}); "
+                )
+            }
         };
-        Err(Error::Cancelled { message })
+        Err(Error::Cancelled { message, fix })
     }
 
     /// [`Client::exec`], stopped when `cancel` fires: the command is killed the
@@ -152,6 +159,7 @@ impl Client {
             return Ok(outcome);
         }
         Err(Error::Cancelled {
+            fix: None,
             message: if outcome.killed {
                 format!(
                     "the command was cancelled by the caller; it was killed in sandbox {}",

@@ -202,9 +202,12 @@ impl Client {
         // only find out at its first exec.
         if !me.running {
             return Err(Error::SandboxStopped {
+                fix: Some(crate::advice::Fix::Replace {
+                    name: sandbox.name.clone(),
+                }),
                 message: format!(
-                    "sandbox {} is stopped, so there is no environment to describe: remove it with `odek sandbox down {}` and launch a new one",
-                    sandbox.name, sandbox.name
+                    "sandbox {} is stopped, so there is no environment to describe: ",
+                    sandbox.name
                 ),
             });
         }
@@ -261,6 +264,7 @@ async fn describe_container(
         let info = info
             .map_err(|err| Error::engine(&ep, Step::Verify, err))?
             .ok_or_else(|| Error::Rejected {
+                fix: None,
                 step: Step::Verify,
                 message: format!(
                     "attached network {} vanished",

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::advice::{fix_text, Fix, Surface};
 use crate::approval::ApprovalError;
 use crate::config::ConfigError;
 use crate::engine::{EndpointError, EngineError, EngineErrorKind};
@@ -40,7 +41,7 @@ pub enum Error {
     #[error(transparent)]
     Endpoint(#[from] EndpointError),
     /// The daemon does not answer (class daemon-unreachable).
-    #[error("the Docker daemon at {endpoint} is unreachable during {step}: {message}{}; start Docker or point DOCKER_HOST at a running daemon", removal_text(.removal))]
+    #[error("{}", unreachable_text(.endpoint, *.step, .message, .removal, Surface::Cli))]
     Unreachable {
         /// Endpoint and every path tried.
         endpoint: String,
@@ -56,21 +57,26 @@ pub enum Error {
         removal: Option<Removal>,
     },
     /// The daemon answered with a refusal (class docker-rejected).
-    #[error("Docker refused the sandbox at {step}: {message}{}", removal_text(.removal))]
+    #[error("{}", rejected_text(*.step, .message, .fix, .removal, Surface::Cli))]
     Rejected {
         /// The step.
         step: Step,
-        /// The daemon's (or the verification's) message.
+        /// The daemon's (or the verification's) message, up to the fix.
         message: String,
+        /// What to do, when the message names a fix (it follows the
+        /// message directly).
+        fix: Option<Fix>,
         /// What became of a container the failed launch had made; `None`
         /// when there was none to speak of.
         removal: Option<Removal>,
     },
     /// A command in the sandbox could not be run or waited for.
-    #[error("{message}")]
+    #[error("{message}{}", fix_text(.fix, Surface::Cli))]
     Exec {
-        /// What went wrong.
+        /// What went wrong, up to the fix.
         message: String,
+        /// What to do, when the message names a fix.
+        fix: Option<Fix>,
         /// The class (docker-rejected, or daemon-unreachable when the
         /// daemon went away).
         class: FailureClass,
@@ -80,10 +86,12 @@ pub enum Error {
     },
     /// The sandbox container stopped (killed, out of memory) while a command
     /// ran in it: the command may have partly run (docker-rejected).
-    #[error("{message}")]
+    #[error("{message}{}", fix_text(.fix, Surface::Cli))]
     SandboxStopped {
-        /// What happened, naming the sandbox.
+        /// What happened, naming the sandbox, up to the fix.
         message: String,
+        /// What to do, when the message names a fix.
+        fix: Option<Fix>,
     },
     /// No sandbox by the name asked for (config).
     #[error(transparent)]
@@ -116,10 +124,13 @@ pub enum Error {
     /// ([`crate::cancel`]): what the call had made is removed, a command it
     /// ran is killed. Reported as class config — fatal, never a fallback;
     /// the C ABI gives it its own code and class (`cancelled`).
-    #[error("{message}")]
+    #[error("{message}{}", fix_text(.fix, Surface::Cli))]
     Cancelled {
-        /// What was stopped and what is left (nothing, or why not).
+        /// What was stopped and what is left (nothing, or why not), up to
+        /// the fix.
         message: String,
+        /// How to remove what is left, when something is.
+        fix: Option<Fix>,
     },
 }
 
@@ -210,53 +221,123 @@ pub enum Removal {
     },
 }
 
-/// A removal's words, with the `; ` that joins them to the message.
-fn removal_text(removal: &Option<Removal>) -> String {
-    removal.as_ref().map(Removal::to_string).unwrap_or_default()
+/// A removal's words on `surface`, with the `; ` that joins them to the
+/// message.
+fn removal_text(removal: &Option<Removal>, surface: Surface) -> String {
+    removal
+        .as_ref()
+        .map(|r| r.render(surface))
+        .unwrap_or_default()
 }
 
-impl std::fmt::Display for Removal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use crate::launch::removal_hint;
+fn unreachable_text(
+    endpoint: &str,
+    step: Step,
+    message: &str,
+    removal: &Option<Removal>,
+    surface: Surface,
+) -> String {
+    format!(
+        "the Docker daemon at {endpoint} is unreachable during {step}: {message}{}; start Docker or point DOCKER_HOST at a running daemon",
+        removal_text(removal, surface)
+    )
+}
+
+fn rejected_text(
+    step: Step,
+    message: &str,
+    fix: &Option<Fix>,
+    removal: &Option<Removal>,
+    surface: Surface,
+) -> String {
+    format!(
+        "Docker refused the sandbox at {step}: {message}{}{}",
+        fix_text(fix, surface),
+        removal_text(removal, surface)
+    )
+}
+
+impl Removal {
+    /// The removal's words on `surface`, starting with `"; "`.
+    pub fn render(&self, surface: Surface) -> String {
+        let reap = |name: &String, detached: &bool| {
+            Fix::Reap {
+                name: name.clone(),
+                detached: *detached,
+            }
+            .render(surface)
+        };
         match self {
-            Removal::Removed => f.write_str("; the container was removed"),
+            Removal::Removed => "; the container was removed".to_string(),
             Removal::Left {
                 name,
                 detached,
                 why: None,
-            } => write!(
-                f,
+            } => format!(
                 "; container {name} may be left behind: {} once the daemon answers",
-                removal_hint(*detached, name)
+                reap(name, detached)
             ),
             Removal::Left {
                 name,
                 detached,
                 why: Some(why),
-            } => write!(
-                f,
+            } => format!(
                 "; container {name} may be left behind ({why}): {} once the daemon answers",
-                removal_hint(*detached, name)
+                reap(name, detached)
             ),
-            Removal::NotOurs { name } => write!(
-                f,
+            Removal::NotOurs { name } => format!(
                 "; a container named {name} exists, but this launch did not create it: it was left alone"
             ),
             Removal::Absent {
                 name,
                 detached,
                 waited,
-            } => write!(
-                f,
+            } => format!(
                 "; no container {name} appeared within {:.0} s (should the daemon still create it, {})",
                 waited.as_secs_f64(),
-                removal_hint(*detached, name)
+                reap(name, detached)
             ),
         }
     }
 }
 
+/// The command line's words.
+impl std::fmt::Display for Removal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render(Surface::Cli))
+    }
+}
+
 impl Error {
+    /// The message with its advice in `surface`'s words ([`crate::advice`]):
+    /// `Display` is [`Surface::Cli`]'s; the C ABI and the bindings show
+    /// [`Surface::Library`]'s.
+    pub fn render(&self, surface: Surface) -> String {
+        match self {
+            Error::Config(e) => e.render(surface),
+            Error::Image(e) => e.render(surface),
+            Error::Unreachable {
+                endpoint,
+                step,
+                message,
+                removal,
+                ..
+            } => unreachable_text(endpoint, *step, message, removal, surface),
+            Error::Rejected {
+                step,
+                message,
+                fix,
+                removal,
+            } => rejected_text(*step, message, fix, removal, surface),
+            Error::Exec { message, fix, .. }
+            | Error::SandboxStopped { message, fix }
+            | Error::Cancelled { message, fix } => {
+                format!("{message}{}", fix_text(fix, surface))
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// The failure class of SPEC §6.3.
     pub fn class(&self) -> FailureClass {
         use crate::engine::EngineErrorKind as K;
@@ -303,6 +384,7 @@ impl Error {
             Error::Rejected {
                 step,
                 message: e.to_string(),
+                fix: None,
                 removal: None,
             }
         }

@@ -513,6 +513,7 @@ impl Client {
         for w in create_warnings {
             if drops_limit(w) {
                 return Err(Error::Rejected {
+                    fix: None,
                     step: Step::Create,
                     message: format!("the engine dropped a requested limit: {w}"),
                     removal: None,
@@ -579,6 +580,7 @@ impl Client {
                 None => "the container vanished right after start".into(),
             };
             return Err(Error::Rejected {
+                fix: None,
                 step: Step::Verify,
                 message,
                 removal: None,
@@ -587,6 +589,7 @@ impl Client {
         let applied =
             verify(plan, &info, image_id, &engine.endpoint().address).map_err(|message| {
                 Error::Rejected {
+                    fix: None,
                     step: Step::Verify,
                     message,
                     removal: None,
@@ -599,6 +602,7 @@ impl Client {
         };
         if let Some(message) = problem {
             return Err(Error::Rejected {
+                fix: None,
                 step: Step::Verify,
                 message,
                 removal: None,
@@ -629,6 +633,7 @@ fn verify_seccomp(id: &str, pid: Option<i64>) -> Result<Option<Warning>> {
     match kernel_filter(&proc_dir) {
         KernelFilter::On => Ok(None),
         KernelFilter::Off(mode) => Err(Error::Rejected {
+            fix: None,
             step: Step::Verify,
             message: format!(
                 "the kernel shows the container's init process with seccomp mode {mode}, not 2 (a filter): the runtime did not apply odek's seccomp profile"
@@ -668,6 +673,7 @@ fn verify_mounts(
         target: v.container.clone().into(),
     }));
     let refuse = |message: String| Error::Rejected {
+        fix: None,
         step: Step::Verify,
         message,
         removal: None,

@@ -316,10 +316,13 @@ impl Client {
         let applied = match (check, info.running) {
             (Check::Live, true) => Some(verify(&plan, &info, &info.image_id, &engine.endpoint().address).map_err(|problems| {
                 Error::Rejected {
+                    fix: Some(crate::advice::Fix::Replace {
+                        name: info.name.clone(),
+                    }),
                     step: Step::Verify,
                     message: format!(
-                        "sandbox {} no longer has the settings it was launched with ({problems}), so nothing runs in it and nothing is said about it; remove it with `odek sandbox down {}` and launch a new one",
-                        info.name, info.name
+                        "sandbox {} no longer has the settings it was launched with ({problems}), so nothing runs in it and nothing is said about it; ",
+                        info.name
                     ),
                     removal: None,
                 }

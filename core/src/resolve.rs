@@ -88,6 +88,7 @@ impl Client {
         match engine.version().await {
             Ok(info) if info.api_version < crate::engine::MIN_API_VERSION => {
                 return Err(Error::Rejected {
+                    fix: None,
                     step: Step::Ping,
                     message: format!(
                         "the engine speaks API {} at most; odek needs API {} or newer (Docker 19.03+)",
@@ -242,6 +243,7 @@ async fn default_bridge_id(engine: &dyn DockerApi) -> Result<String> {
             Ok(n.id)
         }
         _ => Err(Error::Rejected {
+            fix: None,
             step: Step::Ping,
             message: "the daemon has no default bridge network; use sandbox_network=none".into(),
             removal: None,

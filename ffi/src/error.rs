@@ -244,9 +244,7 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         Failure {
             code: code_of(&e),
-            message: odek_core::advice::Surface::Library
-                .render(&e.to_string())
-                .into_owned(),
+            message: e.render(odek_core::advice::Surface::Library),
         }
     }
 }

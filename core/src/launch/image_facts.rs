@@ -27,6 +27,7 @@
 //! tens of milliseconds each on some storage drivers: a launch pays them
 //! the first time an image is used, not again.
 
+use crate::advice::Fix;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -109,6 +110,7 @@ pub(crate) async fn prepare(
 ) -> Result<Vec<BindMount>> {
     let image_id = image.id.as_str();
     let hex = image_hex(image_id).ok_or_else(|| Error::Rejected {
+        fix: None,
         step: Step::Image,
         message: format!(
             "the engine reported the image ID {}, not sha256:<64 hex>",
@@ -177,6 +179,7 @@ pub(crate) async fn prepare(
 /// the project, or give the account nowhere to go.
 fn refuse(why: String) -> Error {
     Error::Rejected {
+        fix: None,
         step: Step::Image,
         message: format!(
             "{why}: the engine would follow it while it mounts into the container, and may create files in your project (/workspace) before anything could be checked; use another image"
@@ -209,9 +212,10 @@ fn check(facts: &Facts, needed: &BTreeMap<String, bool>, plan: &Plan) -> Result<
                 let why = format!("the image's {} is not {want}", q(path));
                 return Err(match &plan.account {
                     Some(a) if *file || path.starts_with(&a.home) => Error::Rejected {
+                        fix: Some(Fix::ImageOrUser),
                         step: Step::Image,
                         message: format!(
-                            "the sandbox user (uid {}) needs an account in the image's /etc/passwd and a HOME at {}, but {why}; use another image, or set a user the image defines (or root) with --sandbox-user, ODEK_SANDBOX_USER or the user config",
+                            "the sandbox user (uid {}) needs an account in the image's /etc/passwd and a HOME at {}, but {why}; ",
                             a.uid, a.home
                         ),
                         removal: Some(crate::error::Removal::Removed),
@@ -367,17 +371,16 @@ async fn probe(
         };
         kinds.insert(p.clone(), kind);
     }
-    let big = |e: crate::engine::EngineError| {
-        match e.kind {
+    let big = |e: crate::engine::EngineError| match e.kind {
         EngineErrorKind::Rejected if e.status.is_none() => Error::Rejected {
+            fix: Some(Fix::ImageOrUser),
             step: Step::Image,
             message: format!(
-                "the image's account files are larger than {MAX_ACCOUNT_FILE} bytes; use another image, or set a user the image defines (or root) with --sandbox-user, ODEK_SANDBOX_USER or the user config"
+                "the image's account files are larger than {MAX_ACCOUNT_FILE} bytes; "
             ),
             removal: Some(crate::error::Removal::Removed),
         },
         _ => failed(e),
-    }
     };
     let account_files = match files {
         Some((p, g)) => Some((p.map_err(big)?, g.map_err(big)?)),
