@@ -1,15 +1,21 @@
-//! Advice in messages, in the caller's terms (SPEC §10.1, §10.3): the core
-//! words a fix as a CLI user would type it ("pass -C DIR", "--sandbox-image",
-//! "`odek sandbox down NAME`"); a binding's user sets `workdir`, the
-//! `sandbox_image` setting, or closes the sandbox. [`Surface::render`] turns
-//! the CLI's wording into the library's; the CLI's text is never changed.
+//! Advice in messages, in the caller's terms (SPEC §10.1, §10.3). A fix an
+//! error names is a value ([`Fix`]) and each surface words it: the command
+//! line as a flag, `-C DIR` or an `odek sandbox …` command; a program using
+//! libodek (the C ABI, Python, Go) as a setting, the `workdir` argument or
+//! closing the sandbox. [`crate::Error::render`] shows an error on a
+//! surface; its `Display` is the command line's words. The MCP server is
+//! configured with the command line's flags, so it shows the command line's
+//! words.
 
-use std::borrow::Cow;
+use serde::{Deserialize, Serialize};
+
+use crate::config::names;
 
 /// Who reads odek's messages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Surface {
-    /// The `odek` command line: flags, `-C DIR`, `odek sandbox …` commands.
+    /// The `odek` command line (and the MCP server it starts): flags,
+    /// `-C DIR`, `odek sandbox …` commands.
     #[default]
     Cli,
     /// A program using libodek through the C ABI or a binding (Python, Go):
@@ -18,148 +24,219 @@ pub enum Surface {
     Library,
 }
 
-/// One piece of CLI advice and how a library caller is told the same.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Advice {
-    /// The CLI's words, exactly as core messages carry them.
-    pub cli: &'static str,
-    /// The library's words.
-    pub library: &'static str,
+/// How a library caller removes a sandbox (the CLI's `odek sandbox down`).
+const CLOSE: &str =
+    "closing the sandbox (Python `close()`, Go `Close()`, C `odek_sandbox_destroy`)";
+
+/// A fix an error names, worded by the surface that shows it
+/// ([`Fix::render`]). Each renders as the end of a sentence (the text the
+/// error puts before it ends with its own joiner, such as `"; "`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fix", rename_all = "snake_case")]
+pub enum Fix {
+    /// Choose another working directory: "pass `dir` with -C DIR" (library:
+    /// "pass `dir` as `workdir`").
+    PassWorkdir {
+        /// The directory to pass, e.g. "the project directory".
+        dir: String,
+    },
+    /// As [`Fix::PassWorkdir`]; the CLI adds "(or run odek from inside it)".
+    PassOrEnterWorkdir {
+        /// The directory to pass.
+        dir: String,
+    },
+    /// "run odek from (or pass -C) `dir`" (library: "resolve with `workdir`
+    /// set to `dir`").
+    RunFrom {
+        /// The directory, e.g. "a project directory".
+        dir: String,
+    },
+    /// Another image, or a sandbox user the image defines: the
+    /// `sandbox_user` setting (`--sandbox-user`), `ODEK_SANDBOX_USER` or
+    /// the user config.
+    ImageOrUser,
+    /// Remove the sandbox (`odek sandbox down NAME`; library: closing it)
+    /// and launch a new one.
+    Replace {
+        /// The sandbox's name.
+        name: String,
+    },
+    /// What removes a container left behind: `odek sandbox down NAME` for a
+    /// detached one (library: closing the sandbox), else `odek sandbox gc`.
+    Reap {
+        /// The container's name.
+        name: String,
+        /// A detached launch (`odek sandbox up`): gc keeps it.
+        detached: bool,
+    },
 }
 
-/// Every piece of CLI advice core messages give, longest first where one
-/// contains another. A `cli` text ending in "`odek sandbox down " takes the
-/// sandbox name up to the closing backquote with it.
-pub const ADVICE: &[Advice] = &[
-    Advice {
-        cli: "run odek from (or pass -C) a",
-        library: "resolve with `workdir` set to a",
-    },
-    Advice {
-        cli: " with -C DIR (or run odek from inside it)",
-        library: " as `workdir`",
-    },
-    Advice {
-        cli: " with -C DIR",
-        library: " as `workdir`",
-    },
-    Advice {
-        cli: "with --sandbox-image",
-        library: "with the `sandbox_image` setting",
-    },
-    Advice {
-        cli: "with --sandbox-user,",
-        library: "with the `sandbox_user` setting,",
-    },
-    Advice {
-        cli: "(--sandbox-networks a,b)",
-        library: "(a list of network names)",
-    },
-    Advice {
-        cli: "(--sandbox-compose <project>)",
-        library: "(a Compose project name)",
-    },
-    Advice {
-        cli: "remove it with `odek sandbox down ",
-        library: "remove it by closing the sandbox (Python `close()`, Go `Close()`, C `odek_sandbox_destroy`)",
-    },
-    Advice {
-        cli: "`odek sandbox down ",
-        library: "closing the sandbox (Python `close()`, Go `Close()`, C `odek_sandbox_destroy`)",
-    },
-    Advice {
-        cli: "`odek sandbox gc` removes it",
-        library: "`odek sandbox gc` (odek's command line) removes it",
-    },
+impl Fix {
+    /// The fix in `surface`'s words.
+    pub fn render(&self, surface: Surface) -> String {
+        let lib = surface == Surface::Library;
+        match self {
+            Fix::PassWorkdir { dir } if lib => format!("pass {dir} as `workdir`"),
+            Fix::PassWorkdir { dir } => format!("pass {dir} with -C DIR"),
+            Fix::PassOrEnterWorkdir { dir } if lib => format!("pass {dir} as `workdir`"),
+            Fix::PassOrEnterWorkdir { dir } => {
+                format!("pass {dir} with -C DIR (or run odek from inside it)")
+            }
+            Fix::RunFrom { dir } if lib => format!("resolve with `workdir` set to {dir}"),
+            Fix::RunFrom { dir } => format!("run odek from (or pass -C) {dir}"),
+            Fix::ImageOrUser => format!(
+                "use another image, or set a user the image defines (or root) with {}, ODEK_SANDBOX_USER or the user config",
+                surface.setting(names::sandbox_user)
+            ),
+            Fix::Replace { .. } if lib => format!("remove it by {CLOSE} and launch a new one"),
+            Fix::Replace { name } => {
+                format!("remove it with `odek sandbox down {name}` and launch a new one")
+            }
+            Fix::Reap { detached: true, .. } if lib => format!("{CLOSE} removes it"),
+            Fix::Reap {
+                name,
+                detached: true,
+            } => format!("`odek sandbox down {name}` removes it"),
+            Fix::Reap { .. } if lib => {
+                "`odek sandbox gc` (odek's command line) removes it".to_string()
+            }
+            Fix::Reap { .. } => "`odek sandbox gc` removes it".to_string(),
+        }
+    }
+}
+
+/// The command line's words.
+impl std::fmt::Display for Fix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render(Surface::Cli))
+    }
+}
+
+/// A fix that may be absent, as the error shows it (nothing when absent).
+pub(crate) fn fix_text(fix: &Option<Fix>, surface: Surface) -> String {
+    fix.as_ref().map(|f| f.render(surface)).unwrap_or_default()
+}
+
+/// Example values ([`Surface::value`]): the key, the CLI's example after
+/// the flag, the library's description.
+const EXAMPLES: &[(&str, &str, &str)] = &[
+    (names::sandbox_networks, "a,b", "a list of network names"),
+    (
+        names::sandbox_compose_project,
+        "<project>",
+        "a Compose project name",
+    ),
 ];
 
 impl Surface {
-    /// `message` in this surface's terms: unchanged for [`Surface::Cli`];
-    /// for [`Surface::Library`] each piece of [`ADVICE`] replaced by its
-    /// library wording.
-    pub fn render(self, message: &str) -> Cow<'_, str> {
-        if self == Surface::Cli || !ADVICE.iter().any(|a| message.contains(a.cli)) {
-            return Cow::Borrowed(message);
+    /// How this surface names the config key `key`: the CLI by its flag
+    /// (`--sandbox-image`), a library as "the `sandbox_image` setting".
+    pub fn setting(self, key: &str) -> String {
+        match (self, crate::config::key(key).and_then(|k| k.flag)) {
+            (Surface::Cli, Some(flag)) => flag.long.to_string(),
+            _ => format!("the `{key}` setting"),
         }
-        let mut out = message.to_string();
-        for a in ADVICE {
-            out = replace_advice(&out, a);
-        }
-        Cow::Owned(out)
     }
-}
 
-/// Replaces every occurrence of `a.cli` in `text`; a CLI command left open
-/// by a backquote (`` `odek sandbox down `` + name) is taken up to and with
-/// its closing backquote.
-fn replace_advice(text: &str, a: &Advice) -> String {
-    let open_command = a.cli.matches('`').count() % 2 == 1;
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(a.cli) {
-        out.push_str(&rest[..at]);
-        out.push_str(a.library);
-        let after = &rest[at + a.cli.len()..];
-        rest = match (open_command, after.find('`')) {
-            (true, Some(end)) => &after[end + 1..],
-            _ => after,
-        };
+    /// How this surface shows a value for `key`: the CLI as its flag with
+    /// an example (`--sandbox-networks a,b`), a library in words ("a list
+    /// of network names").
+    pub fn value(self, key: &str) -> String {
+        let (cli, library) = EXAMPLES
+            .iter()
+            .find(|(k, ..)| *k == key)
+            .map_or(("VALUE", "a value"), |(_, c, l)| (*c, *l));
+        match self {
+            Surface::Cli => format!("{} {cli}", self.setting(key)),
+            Surface::Library => library.to_string(),
+        }
     }
-    out.push_str(rest);
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn cli_text_is_unchanged() {
-        let m = "image x cannot be pulled: y; choose another with --sandbox-image";
-        assert_eq!(Surface::Cli.render(m), m);
+    /// One of each fix.
+    fn every_fix() -> Vec<Fix> {
+        vec![
+            Fix::PassWorkdir {
+                dir: "the project directory".into(),
+            },
+            Fix::PassOrEnterWorkdir {
+                dir: "an existing project directory".into(),
+            },
+            Fix::RunFrom {
+                dir: "a project directory".into(),
+            },
+            Fix::ImageOrUser,
+            Fix::Replace {
+                name: "odek-1".into(),
+            },
+            Fix::Reap {
+                name: "odek-1".into(),
+                detached: true,
+            },
+            Fix::Reap {
+                name: "odek-1".into(),
+                detached: false,
+            },
+        ]
     }
 
     #[test]
-    fn library_text_names_settings_and_the_workdir() {
-        let m = "image x cannot be pulled: y; pull it (`docker pull x`), or choose another with --sandbox-image";
-        assert_eq!(
-            Surface::Library.render(m),
-            "image x cannot be pulled: y; pull it (`docker pull x`), or choose another with the `sandbox_image` setting"
-        );
-        let m = "working directory /: the file system root; run odek from (or pass -C) a project directory";
-        assert_eq!(
-            Surface::Library.render(m),
-            "working directory /: the file system root; resolve with `workdir` set to a project directory"
-        );
-        let m = "not a directory; pass the project directory with -C DIR";
-        assert_eq!(
-            Surface::Library.render(m),
-            "not a directory; pass the project directory as `workdir`"
-        );
-    }
-
-    #[test]
-    fn a_cli_command_is_replaced_with_its_argument() {
-        let m = "sandbox odek-1 is stopped: remove it with `odek sandbox down odek-1` and launch a new one";
-        let r = Surface::Library.render(m);
-        assert!(!r.contains("odek sandbox down"), "{r}");
-        assert!(
-            r.ends_with("`odek_sandbox_destroy`) and launch a new one"),
-            "{r}"
-        );
-        let m = "removing failed; `odek sandbox down odek-2` removes it";
-        let r = Surface::Library.render(m);
-        assert!(!r.contains("odek sandbox down"), "{r}");
-        assert!(r.contains("closing the sandbox"), "{r}");
-    }
-
-    #[test]
-    fn every_advice_is_rewritten_away() {
-        for a in ADVICE {
-            let m = format!("x {}odek-1` y", a.cli);
-            let r = Surface::Library.render(&m);
-            assert!(!r.contains(a.cli), "{r}");
-            assert!(r.contains(a.library), "{r}");
+    fn the_cli_words_are_the_display() {
+        for fix in every_fix() {
+            assert_eq!(fix.to_string(), fix.render(Surface::Cli));
         }
+    }
+
+    /// A library caller is never told a flag, `-C` or an `odek sandbox down`
+    /// command it cannot type.
+    #[test]
+    fn a_library_caller_is_told_settings_and_arguments() {
+        for fix in every_fix() {
+            let cli = fix.render(Surface::Cli);
+            let lib = fix.render(Surface::Library);
+            assert_ne!(cli, lib, "{fix:?}");
+            for cli_only in ["-C", "--sandbox", "odek sandbox down"] {
+                assert!(!lib.contains(cli_only), "{fix:?}: {lib}");
+            }
+        }
+    }
+
+    #[test]
+    fn fixes_in_each_surface_s_words() {
+        let f = Fix::Replace {
+            name: "odek-1".into(),
+        };
+        assert_eq!(
+            f.render(Surface::Cli),
+            "remove it with `odek sandbox down odek-1` and launch a new one"
+        );
+        assert_eq!(
+            f.render(Surface::Library),
+            "remove it by closing the sandbox (Python `close()`, Go `Close()`, C `odek_sandbox_destroy`) and launch a new one"
+        );
+        assert_eq!(
+            Fix::RunFrom {
+                dir: "a project directory".into()
+            }
+            .render(Surface::Library),
+            "resolve with `workdir` set to a project directory"
+        );
+        assert_eq!(Surface::Cli.setting("sandbox_image"), "--sandbox-image");
+        assert_eq!(
+            Surface::Library.setting("sandbox_image"),
+            "the `sandbox_image` setting"
+        );
+        assert_eq!(
+            Surface::Cli.value("sandbox_compose_project"),
+            "--sandbox-compose <project>"
+        );
+        assert_eq!(
+            Surface::Library.value("sandbox_networks"),
+            "a list of network names"
+        );
     }
 }

@@ -21,6 +21,7 @@ use crate::sandbox::Sandbox;
 /// The error of a call cancelled by its caller; `what` names the call.
 pub(crate) fn cancelled(what: &str) -> Error {
     Error::Cancelled {
+        fix: None,
         message: format!("{what} was cancelled by the caller"),
     }
 }
@@ -65,6 +66,7 @@ impl Client {
             return Ok(outcome);
         }
         Err(Error::Cancelled {
+            fix: None,
             message: if outcome.killed {
                 format!(
                     "the command was cancelled by the caller; it was killed in sandbox {}",

@@ -55,10 +55,10 @@ impl Client {
     }
 
     /// An error's message with its advice in this client's terms
-    /// ([`Surface::render`]): `--sandbox-image` for the CLI, the
+    /// ([`Error::render`]): `--sandbox-image` for the CLI, the
     /// `sandbox_image` setting for a binding.
     pub fn message(&self, e: &Error) -> String {
-        self.surface.render(&e.to_string()).into_owned()
+        e.render(self.surface)
     }
 
     /// The engine, or the endpoint error as an [`Error`].

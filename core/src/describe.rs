@@ -196,7 +196,7 @@ impl Client {
     /// (pids, memory, CPUs) the container has now, not the plan's.
     ///
     /// Errors: [`Error::SandboxStopped`] when the container exists but is not
-    /// running; [`Error::Usage`] when it no longer exists; the engine's
+    /// running; [`Error::NotFound`] when it no longer exists; the engine's
     /// failures by class (SPEC §6.3).
     pub async fn describe(&self, sandbox: &Sandbox) -> Result<Environment> {
         let plan = &sandbox.plan;
@@ -245,15 +245,20 @@ impl Client {
         let me = engine
             .inspect_container(id)
             .await
-            .map_err(|e| Error::engine(&ep, Step::Verify, e, false))?
-            .ok_or_else(|| Error::Usage(format!("sandbox {} no longer exists", sandbox.name)))?;
+            .map_err(|e| Error::engine(&ep, Step::Verify, e))?
+            .ok_or_else(|| crate::error::NotFound::Gone {
+                name: sandbox.name.clone(),
+            })?;
         // An agent told about a sandbox that cannot run its commands would
         // only find out at its first exec.
         if !me.running {
             return Err(Error::SandboxStopped {
+                fix: Some(crate::advice::Fix::Replace {
+                    name: sandbox.name.clone(),
+                }),
                 message: format!(
-                    "sandbox {} is stopped, so there is no environment to describe: remove it with `odek sandbox down {}` and launch a new one",
-                    sandbox.name, sandbox.name
+                    "sandbox {} is stopped, so there is no environment to describe: ",
+                    sandbox.name
                 ),
             });
         }
@@ -308,14 +313,15 @@ async fn describe_container(
     let mut nets = Vec::new();
     for (e, info) in listed.iter().zip(infos) {
         let info = info
-            .map_err(|err| Error::engine(&ep, Step::Verify, err, false))?
+            .map_err(|err| Error::engine(&ep, Step::Verify, err))?
             .ok_or_else(|| Error::Rejected {
+                fix: None,
                 step: Step::Verify,
                 message: format!(
                     "attached network {} vanished",
                     &e.network_id[..12.min(e.network_id.len())]
                 ),
-                removed: false,
+                removal: None,
             })?;
         nets.push(info);
     }

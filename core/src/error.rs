@@ -1,13 +1,22 @@
 //! The top-level error; each maps to a failure class of SPEC §6.3.
+//!
+//! What a caller (or the C ABI's codes) tells errors apart by is a variant or
+//! a field, never the message's text: the text is rendered from the fields
+//! when shown.
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::advice::{fix_text, Fix, Surface};
 use crate::approval::ApprovalError;
 use crate::config::ConfigError;
-use crate::engine::{EndpointError, EngineError};
+use crate::engine::{EndpointError, EngineError, EngineErrorKind};
 use crate::failure::{FailureClass, Step};
 use crate::image::ImageError;
 use crate::network::NetworkError;
+use crate::secret::SecretError;
+use crate::text::{display_text, quote};
 
 /// Every error odek reports. Each maps to one [`FailureClass`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -32,30 +41,42 @@ pub enum Error {
     #[error(transparent)]
     Endpoint(#[from] EndpointError),
     /// The daemon does not answer (class daemon-unreachable).
-    #[error("the Docker daemon at {endpoint} is unreachable during {step}: {message}; start Docker or point DOCKER_HOST at a running daemon")]
+    #[error("{}", unreachable_text(.endpoint, *.step, .message, .removal, Surface::Cli))]
     Unreachable {
         /// Endpoint and every path tried.
         endpoint: String,
         /// The step that failed.
         step: Step,
+        /// How the engine call failed: [`EngineErrorKind::Unreachable`] (no
+        /// connection) or [`EngineErrorKind::Timeout`] (no answer in time).
+        kind: EngineErrorKind,
         /// The transport's message.
         message: String,
+        /// What became of a container the failed launch had made, or may
+        /// have made; `None` when there was none to speak of.
+        removal: Option<Removal>,
     },
     /// The daemon answered with a refusal (class docker-rejected).
-    #[error("Docker refused the sandbox at {step}: {message}{}", if *.removed { "; the container was removed" } else { "" })]
+    #[error("{}", rejected_text(*.step, .message, .fix, .removal, Surface::Cli))]
     Rejected {
         /// The step.
         step: Step,
-        /// The daemon's (or the verification's) message.
+        /// The daemon's (or the verification's) message, up to the fix.
         message: String,
-        /// True when a created container was removed again.
-        removed: bool,
+        /// What to do, when the message names a fix (it follows the
+        /// message directly).
+        fix: Option<Fix>,
+        /// What became of a container the failed launch had made; `None`
+        /// when there was none to speak of.
+        removal: Option<Removal>,
     },
     /// A command in the sandbox could not be run or waited for.
-    #[error("{message}")]
+    #[error("{message}{}", fix_text(.fix, Surface::Cli))]
     Exec {
-        /// What went wrong.
+        /// What went wrong, up to the fix.
         message: String,
+        /// What to do, when the message names a fix.
+        fix: Option<Fix>,
         /// The class (docker-rejected, or daemon-unreachable when the
         /// daemon went away).
         class: FailureClass,
@@ -65,26 +86,258 @@ pub enum Error {
     },
     /// The sandbox container stopped (killed, out of memory) while a command
     /// ran in it: the command may have partly run (docker-rejected).
-    #[error("{message}")]
+    #[error("{message}{}", fix_text(.fix, Surface::Cli))]
     SandboxStopped {
-        /// What happened, naming the sandbox.
+        /// What happened, naming the sandbox, up to the fix.
         message: String,
+        /// What to do, when the message names a fix.
+        fix: Option<Fix>,
     },
-    /// A handle or argument misuse by an embedding program (config).
+    /// No sandbox by the name asked for (config).
+    #[error(transparent)]
+    NotFound(#[from] NotFound),
+    /// The container asked for is not a sandbox this user's odek made and
+    /// can use (config).
+    #[error(transparent)]
+    NotASandbox(#[from] NotASandbox),
+    /// A plan handed back to odek is not one it could have made (config):
+    /// edited, or claiming a host run its own settings forbid.
+    #[error("the plan is not valid: {reason}")]
+    InvalidPlan {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A caller-chosen sandbox name breaks the naming rule (config).
+    #[error("sandbox name {} is refused: a name must start with \"{prefix}\" followed by letters, digits, '_', '.' or '-' (at most 64 bytes), because a sandbox is reachable by its name on the networks it joins and any other name could shadow a service such as \"postgres\"; try --name {prefix}<name>", display_text(.name), prefix = crate::launch::SANDBOX_NAME_PREFIX)]
+    InvalidName {
+        /// The name as given.
+        name: String,
+    },
+    /// The launch key cannot be used (config).
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    /// An exec request an embedding program got wrong (config): an empty
+    /// argv, NUL bytes.
     #[error("{0}")]
     Usage(String),
     /// The caller cancelled the call through its [`crate::CancellationToken`]
     /// ([`crate::cancel`]): what the call had made is removed, a command it
     /// ran is killed. Reported as class config — fatal, never a fallback;
     /// the C ABI gives it its own code and class (`cancelled`).
-    #[error("{message}")]
+    #[error("{message}{}", fix_text(.fix, Surface::Cli))]
     Cancelled {
-        /// What was stopped and what is left (nothing, or why not).
+        /// What was stopped and what is left (nothing, or why not), up to
+        /// the fix.
         message: String,
+        /// How to remove what is left, when something is.
+        fix: Option<Fix>,
     },
 }
 
+/// No sandbox by the name asked for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum NotFound {
+    /// The daemon knows no container by that name or ID.
+    #[error("no sandbox named {}", quote(.name))]
+    Unknown {
+        /// The name (or ID) as given.
+        name: String,
+    },
+    /// The daemon's inspect found nothing by that name or ID.
+    #[error("no sandbox named {}; see `odek sandbox ls`", quote(.name))]
+    Unlisted {
+        /// The name (or ID) as given.
+        name: String,
+    },
+    /// A sandbox odek had attached to is gone.
+    #[error("sandbox {name} no longer exists")]
+    Gone {
+        /// The sandbox's name.
+        name: String,
+    },
+}
+
+/// A container that is not a sandbox this user's odek can use.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum NotASandbox {
+    /// It carries no `dev.odek.sandbox=true` label.
+    #[error("container {} is not an odek sandbox (no {}=true label)", quote(.name), crate::labels::SANDBOX)]
+    Unlabelled {
+        /// The name as given.
+        name: String,
+    },
+    /// Its labels carry no valid MAC under this user's launch key.
+    #[error("container {} {why}: odek does not run commands in, describe, narrow or remove it; if it is yours after all, remove it with `docker rm -f {}`", quote(.name), display_text(.container))]
+    Unverified {
+        /// The name as given.
+        name: String,
+        /// Why it is not trusted: the end of a sentence that starts with
+        /// the name.
+        why: String,
+        /// The container's own name.
+        container: String,
+    },
+    /// Its plan label is missing or does not parse.
+    #[error("sandbox {} carries no readable {} label (made by another odek version?)", quote(.name), crate::labels::PLAN)]
+    NoPlan {
+        /// The name as given.
+        name: String,
+    },
+}
+
+/// What became of a container a failed launch had made (or may have made);
+/// shown at the end of the error's message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Removal {
+    /// It was removed.
+    Removed,
+    /// It may be left behind: its removal failed (`why`), or the daemon
+    /// stopped answering before it could be tried (`why` is `None`).
+    Left {
+        /// The container's name.
+        name: String,
+        /// A detached launch (`odek sandbox up`): gc keeps it.
+        detached: bool,
+        /// Why its removal failed.
+        why: Option<String>,
+    },
+    /// A container by the launch's name exists that this launch did not
+    /// create: left alone.
+    NotOurs {
+        /// The container's name.
+        name: String,
+    },
+    /// None appeared while the launch waited for a create still in flight.
+    Absent {
+        /// The container's name.
+        name: String,
+        /// A detached launch.
+        detached: bool,
+        /// How long it waited.
+        waited: Duration,
+    },
+}
+
+/// A removal's words on `surface`, with the `; ` that joins them to the
+/// message.
+fn removal_text(removal: &Option<Removal>, surface: Surface) -> String {
+    removal
+        .as_ref()
+        .map(|r| r.render(surface))
+        .unwrap_or_default()
+}
+
+fn unreachable_text(
+    endpoint: &str,
+    step: Step,
+    message: &str,
+    removal: &Option<Removal>,
+    surface: Surface,
+) -> String {
+    format!(
+        "the Docker daemon at {endpoint} is unreachable during {step}: {message}{}; start Docker or point DOCKER_HOST at a running daemon",
+        removal_text(removal, surface)
+    )
+}
+
+fn rejected_text(
+    step: Step,
+    message: &str,
+    fix: &Option<Fix>,
+    removal: &Option<Removal>,
+    surface: Surface,
+) -> String {
+    format!(
+        "Docker refused the sandbox at {step}: {message}{}{}",
+        fix_text(fix, surface),
+        removal_text(removal, surface)
+    )
+}
+
+impl Removal {
+    /// The removal's words on `surface`, starting with `"; "`.
+    pub fn render(&self, surface: Surface) -> String {
+        let reap = |name: &String, detached: &bool| {
+            Fix::Reap {
+                name: name.clone(),
+                detached: *detached,
+            }
+            .render(surface)
+        };
+        match self {
+            Removal::Removed => "; the container was removed".to_string(),
+            Removal::Left {
+                name,
+                detached,
+                why: None,
+            } => format!(
+                "; container {name} may be left behind: {} once the daemon answers",
+                reap(name, detached)
+            ),
+            Removal::Left {
+                name,
+                detached,
+                why: Some(why),
+            } => format!(
+                "; container {name} may be left behind ({why}): {} once the daemon answers",
+                reap(name, detached)
+            ),
+            Removal::NotOurs { name } => format!(
+                "; a container named {name} exists, but this launch did not create it: it was left alone"
+            ),
+            Removal::Absent {
+                name,
+                detached,
+                waited,
+            } => format!(
+                "; no container {name} appeared within {:.0} s (should the daemon still create it, {})",
+                waited.as_secs_f64(),
+                reap(name, detached)
+            ),
+        }
+    }
+}
+
+/// The command line's words.
+impl std::fmt::Display for Removal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render(Surface::Cli))
+    }
+}
+
 impl Error {
+    /// The message with its advice in `surface`'s words ([`crate::advice`]):
+    /// `Display` is [`Surface::Cli`]'s; the C ABI and the bindings show
+    /// [`Surface::Library`]'s.
+    pub fn render(&self, surface: Surface) -> String {
+        match self {
+            Error::Config(e) => e.render(surface),
+            Error::Image(e) => e.render(surface),
+            Error::Unreachable {
+                endpoint,
+                step,
+                message,
+                removal,
+                ..
+            } => unreachable_text(endpoint, *step, message, removal, surface),
+            Error::Rejected {
+                step,
+                message,
+                fix,
+                removal,
+            } => rejected_text(*step, message, fix, removal, surface),
+            Error::Exec { message, fix, .. }
+            | Error::SandboxStopped { message, fix }
+            | Error::Cancelled { message, fix } => {
+                format!("{message}{}", fix_text(fix, surface))
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// The failure class of SPEC §6.3.
     pub fn class(&self) -> FailureClass {
         use crate::engine::EngineErrorKind as K;
@@ -96,6 +349,11 @@ impl Error {
             Error::Config(_)
             | Error::Approval(_)
             | Error::Narrow(_)
+            | Error::NotFound(_)
+            | Error::NotASandbox(_)
+            | Error::InvalidPlan { .. }
+            | Error::InvalidName { .. }
+            | Error::Secret(_)
             | Error::Usage(_)
             | Error::Cancelled { .. } => FailureClass::Config,
             Error::Network(NetworkError::Engine(e)) => engine_class(e),
@@ -111,30 +369,34 @@ impl Error {
         }
     }
 
-    /// Maps an engine failure at `step` to [`Error::Unreachable`] or
-    /// [`Error::Rejected`].
-    pub(crate) fn engine(endpoint: &str, step: Step, e: EngineError, removed: bool) -> Error {
+    /// Maps an engine failure at `step` to [`Error::Unreachable`] (keeping
+    /// the engine's kind) or [`Error::Rejected`], with no removal to speak of.
+    pub(crate) fn engine(endpoint: &str, step: Step, e: EngineError) -> Error {
         if e.is_unreachable() {
             Error::Unreachable {
                 endpoint: endpoint.to_string(),
                 step,
+                kind: e.kind,
                 message: e.message,
+                removal: None,
             }
         } else {
             Error::Rejected {
                 step,
                 message: e.to_string(),
-                removed,
+                fix: None,
+                removal: None,
             }
         }
     }
-}
 
-/// A key that cannot be used refuses what needed it (class config), with the
-/// key's own message.
-impl From<crate::secret::SecretError> for crate::Error {
-    fn from(e: crate::secret::SecretError) -> Self {
-        crate::Error::Usage(e.to_string())
+    /// This error with what became of the launch's container: set on
+    /// [`Error::Unreachable`] and [`Error::Rejected`], other errors as they are.
+    pub(crate) fn with_removal(mut self, what: Removal) -> Error {
+        if let Error::Unreachable { removal, .. } | Error::Rejected { removal, .. } = &mut self {
+            *removal = Some(what);
+        }
+        self
     }
 }
 

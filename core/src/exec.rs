@@ -335,23 +335,26 @@ impl Client {
                 return Ok(cut_outcome(cut, killed));
             }
         };
-        let exit = exit.map_err(|e| match Error::engine(&endpoint, Step::Exec, e, false) {
-            Error::Rejected { message, .. } => Error::Exec {
-                message: format!(
-                    "the command could not run in sandbox {}: {message}{}",
-                    sandbox.name,
-                    if message.contains("is not running") {
-                        format!(
-                            "; the sandbox is stopped: remove it with `odek sandbox down {}` and launch a new one",
-                            sandbox.name
-                        )
-                    } else {
-                        String::new()
-                    }
-                ),
-                class: FailureClass::DockerRejected,
-                started: false,
-            },
+        let exit = exit.map_err(|e| match Error::engine(&endpoint, Step::Exec, e) {
+            Error::Rejected { message, .. } => {
+                let stopped = message.contains("is not running");
+                Error::Exec {
+                    fix: stopped.then(|| crate::advice::Fix::Replace {
+                        name: sandbox.name.clone(),
+                    }),
+                    message: format!(
+                        "the command could not run in sandbox {}: {message}{}",
+                        sandbox.name,
+                        if stopped {
+                            "; the sandbox is stopped: "
+                        } else {
+                            ""
+                        }
+                    ),
+                    class: FailureClass::DockerRejected,
+                    started: false,
+                }
+            }
             other => other,
         })?;
         match exit.code {
@@ -359,6 +362,7 @@ impl Client {
             // OOM). Tell the two apart; the engine may report the container's
             // exit a moment after the exec's, so look a few times.
             Some(137) if !still_running(engine.as_ref(), id).await => Err(Error::SandboxStopped {
+                fix: None,
                 message: format!(
                     "sandbox {} stopped while the command ran (killed or out of memory; the command exited 137); the command may have partly run and was not retried",
                     sandbox.name
@@ -369,6 +373,7 @@ impl Client {
                 let running = container_running(engine.as_ref(), id).await;
                 if running {
                     Err(Error::Exec {
+                        fix: None,
                         message: format!(
                             "the command in sandbox {} ended without an exit code",
                             sandbox.name
@@ -378,6 +383,7 @@ impl Client {
                     })
                 } else {
                     Err(Error::SandboxStopped {
+                        fix: None,
                         message: format!(
                             "sandbox {} stopped while the command ran (killed or out of memory); the command may have partly run and was not retried",
                             sandbox.name
@@ -613,6 +619,7 @@ async fn exec_on_host(
         }
         Err(e) => {
             return Err(Error::Exec {
+                fix: None,
                 message: format!("cannot run {:?} on the host: {e}", argv[0]),
                 class: FailureClass::Config,
                 started: false,
@@ -653,6 +660,7 @@ async fn exec_on_host(
         }
     };
     let status = status.map_err(|e| Error::Exec {
+        fix: None,
         message: format!("waiting for the host command failed: {e}"),
         class: FailureClass::Config,
         started: true,

@@ -24,7 +24,7 @@ use recheck::recheck;
 use crate::client::Client;
 use crate::config::NetworkMode;
 use crate::engine::{BindMount, ContainerSpec, DockerApi, EngineErrorKind, TmpfsMount};
-use crate::error::{Error, Result};
+use crate::error::{Error, Removal, Result};
 use crate::failure::{FailureClass, Step};
 use crate::image;
 use crate::labels::{self, Owner};
@@ -120,7 +120,7 @@ pub struct LaunchOptions {
 /// service for every other container there; the prefix rules that out.
 ///
 /// # Errors
-/// [`Error::Usage`] naming the rule, before any Docker call.
+/// [`Error::InvalidName`], before any Docker call.
 pub fn validate_sandbox_name(name: &str) -> Result<()> {
     let rest = name.strip_prefix(SANDBOX_NAME_PREFIX);
     let ok = rest.is_some_and(|r| {
@@ -132,10 +132,9 @@ pub fn validate_sandbox_name(name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Usage(format!(
-            "sandbox name {} is refused: a name must start with \"{SANDBOX_NAME_PREFIX}\" followed by letters, digits, '_', '.' or '-' (at most 64 bytes), because a sandbox is reachable by its name on the networks it joins and any other name could shadow a service such as \"postgres\"; try --name {SANDBOX_NAME_PREFIX}<name>",
-            crate::text::display_text(name)
-        )))
+        Err(Error::InvalidName {
+            name: name.to_string(),
+        })
     }
 }
 
@@ -273,22 +272,11 @@ fn drops_limit(w: &str) -> bool {
     w.to_ascii_lowercase().contains("discarded")
 }
 
-/// How to remove a container odek could not, as the end of a sentence:
-/// `odek sandbox gc` reaps an ephemeral one once its owner is gone, but
-/// keeps a detached one (`odek sandbox up`), which `odek sandbox down NAME`
-/// removes.
-pub fn removal_hint(detached: bool, name: &str) -> String {
-    if detached {
-        format!("`odek sandbox down {name}` removes it")
-    } else {
-        "`odek sandbox gc` removes it".to_string()
-    }
-}
-
 /// The refusal of a plan that claims a host run its own settings forbid.
 fn host_run_refused(plan: &Plan, what: &str) -> Error {
-    Error::Usage(format!(
-        "the plan is not valid: it says {what}, but its settings require a sandbox (mode {:?}{}{}{}); nothing ran on the host — resolve it again",
+    Error::InvalidPlan {
+        reason: format!(
+        "it says {what}, but its settings require a sandbox (mode {:?}{}{}{}); nothing ran on the host — resolve it again",
         plan.mode,
         if plan.require_sandbox { ", ODEK_REQUIRE_SANDBOX" } else { "" },
         if plan.networks.is_empty() { "" } else { ", networks attached" },
@@ -297,39 +285,7 @@ fn host_run_refused(plan: &Plan, what: &str) -> Error {
         } else {
             ""
         },
-    ))
-}
-
-/// Says in the error whether the container was removed, or how to reap it.
-fn with_removal(err: Error, removed: bool, name: &str, detached: bool) -> Error {
-    let left = format!(
-        "container {name} may be left behind: {} once the daemon answers",
-        removal_hint(detached, name)
-    );
-    match err {
-        Error::Rejected { step, message, .. } => Error::Rejected {
-            step,
-            message: if removed {
-                message
-            } else {
-                format!("{message}; {left}")
-            },
-            removed,
-        },
-        Error::Unreachable {
-            endpoint,
-            step,
-            message,
-        } => Error::Unreachable {
-            endpoint,
-            step,
-            message: if removed {
-                format!("{message}; the container was removed")
-            } else {
-                format!("{message}; {left}")
-            },
-        },
-        other => other,
+    ),
     }
 }
 
@@ -384,9 +340,7 @@ impl Client {
         let ended = guard
             .reap(self, PROBE_SETTLE, std::future::pending::<()>())
             .await;
-        Err(Error::Cancelled {
-            message: ended.cancelled_message(),
-        })
+        Err(ended.cancelled())
     }
 
     /// [`Client::launch`] without its cancellation.
@@ -441,7 +395,7 @@ impl Client {
         let image = match ensured {
             Ok(info) => info,
             Err(image::ImageError::Engine(e)) => {
-                return Err(Error::engine(&endpoint, Step::Image, e, false));
+                return Err(Error::engine(&endpoint, Step::Image, e));
             }
             Err(e) => {
                 let err = Error::from(e);
@@ -501,35 +455,24 @@ impl Client {
                     // The connection broke: one attempt tells whether it landed.
                     Duration::ZERO
                 };
-                let note = match crate::registry::reap(engine.as_ref(), &name, &launch_id, wait).await {
-                    Reaped::Removed => "; the container was removed".to_string(),
-                    Reaped::NotOurs => format!(
-                        "; a container named {name} exists, but this launch did not create it: it was left alone"
-                    ),
-                    Reaped::Absent => format!(
-                        "; no container {name} appeared within {:.0} s (should the daemon still create it, {})",
-                        wait.as_secs_f64(),
-                        removal_hint(opts.detached, &name)
-                    ),
-                    Reaped::Failed(why) => format!(
-                        "; container {name} may be left behind ({why}): {} once the daemon answers",
-                        removal_hint(opts.detached, &name)
-                    ),
-                };
-                return Err(match Error::engine(&endpoint, Step::Create, e, false) {
-                    Error::Unreachable {
-                        endpoint,
-                        step,
-                        message,
-                    } => Error::Unreachable {
-                        endpoint,
-                        step,
-                        message: message + &note,
-                    },
-                    other => other,
-                });
+                let removal =
+                    match crate::registry::reap(engine.as_ref(), &name, &launch_id, wait).await {
+                        Reaped::Removed => Removal::Removed,
+                        Reaped::NotOurs => Removal::NotOurs { name: name.clone() },
+                        Reaped::Absent => Removal::Absent {
+                            name: name.clone(),
+                            detached: opts.detached,
+                            waited: wait,
+                        },
+                        Reaped::Failed(why) => Removal::Left {
+                            name: name.clone(),
+                            detached: opts.detached,
+                            why: Some(why),
+                        },
+                    };
+                return Err(Error::engine(&endpoint, Step::Create, e).with_removal(removal));
             }
-            Err(e) => return Err(Error::engine(&endpoint, Step::Create, e, false)),
+            Err(e) => return Err(Error::engine(&endpoint, Step::Create, e)),
         };
         if let Some(p) = &opts.progress {
             p.set(Stage::Created);
@@ -547,7 +490,7 @@ impl Client {
             wait = engine.wait_removed(&created.id).await.ok();
             let hold = engine.attach_stdin(&created.id).await;
             hold.map(Some)
-                .map_err(|e| Error::engine(&endpoint, Step::Start, e, false))
+                .map_err(|e| Error::engine(&endpoint, Step::Start, e))
         };
         let finished = match owned.await {
             Ok(hold) => self
@@ -588,7 +531,15 @@ impl Client {
                 if removed {
                     removed_exit(wait.take()).await;
                 }
-                Err(with_removal(err, removed, &name, opts.detached))
+                Err(err.with_removal(if removed {
+                    Removal::Removed
+                } else {
+                    Removal::Left {
+                        name: name.clone(),
+                        detached: opts.detached,
+                        why: None,
+                    }
+                }))
             }
         }
     }
@@ -608,9 +559,10 @@ impl Client {
         for w in create_warnings {
             if drops_limit(w) {
                 return Err(Error::Rejected {
+                    fix: None,
                     step: Step::Create,
                     message: format!("the engine dropped a requested limit: {w}"),
-                    removed: false,
+                    removal: None,
                 });
             }
             warnings.push(Warning::new(WarningKind::Engine, format!("docker: {w}")));
@@ -639,14 +591,14 @@ impl Client {
                     Err(_) => {}
                 }
             }
-            return Err(Error::engine(&endpoint, Step::Start, e, false));
+            return Err(Error::engine(&endpoint, Step::Start, e));
         }
         let skip = usize::from(plan.network_mode == NetworkMode::None);
         let connects = async {
             for n in plan.networks.iter().skip(skip) {
                 engine.connect_network(&n.id, id).await.map_err(|mut e| {
                     e.message = format!("network {}: {}", n.display_name(), e.message);
-                    Error::engine(&endpoint, Step::Connect, e, false)
+                    Error::engine(&endpoint, Step::Connect, e)
                 })?;
             }
             Ok::<(), Error>(())
@@ -659,13 +611,13 @@ impl Client {
         let idle = async {
             idle_process(engine, id, IDLE_START_BUDGET)
                 .await
-                .map_err(|e| Error::engine(&endpoint, Step::Verify, e, false))
+                .map_err(|e| Error::engine(&endpoint, Step::Verify, e))
         };
         let ((), idle) = tokio::try_join!(connects, idle)?;
         let info = engine
             .inspect_container(id)
             .await
-            .map_err(|e| Error::engine(&endpoint, Step::Verify, e, false))?;
+            .map_err(|e| Error::engine(&endpoint, Step::Verify, e))?;
         let Some(info) = info else {
             // An owned sandbox is auto-removed once it stops (SPEC §6.1
             // owner lifetime): the wait begun before start has its exit.
@@ -674,17 +626,19 @@ impl Client {
                 None => "the container vanished right after start".into(),
             };
             return Err(Error::Rejected {
+                fix: None,
                 step: Step::Verify,
                 message,
-                removed: false,
+                removal: None,
             });
         };
         let applied =
             verify(plan, &info, image_id, &engine.endpoint().address).map_err(|message| {
                 Error::Rejected {
+                    fix: None,
                     step: Step::Verify,
                     message,
-                    removed: false,
+                    removal: None,
                 }
             })?;
         let problem = match idle {
@@ -694,9 +648,10 @@ impl Client {
         };
         if let Some(message) = problem {
             return Err(Error::Rejected {
+                fix: None,
                 step: Step::Verify,
                 message,
-                removed: false,
+                removal: None,
             });
         }
         if let Some(w) = verify_mounts(engine, plan, id, info.pid)? {
@@ -724,11 +679,12 @@ fn verify_seccomp(id: &str, pid: Option<i64>) -> Result<Option<Warning>> {
     match kernel_filter(&proc_dir) {
         KernelFilter::On => Ok(None),
         KernelFilter::Off(mode) => Err(Error::Rejected {
+            fix: None,
             step: Step::Verify,
             message: format!(
                 "the kernel shows the container's init process with seccomp mode {mode}, not 2 (a filter): the runtime did not apply odek's seccomp profile"
             ),
-            removed: false,
+            removal: None,
         }),
         KernelFilter::Unreadable(why) => Ok(Some(Warning::new(
             WarningKind::Other,
@@ -763,9 +719,10 @@ fn verify_mounts(
         target: v.container.clone().into(),
     }));
     let refuse = |message: String| Error::Rejected {
+        fix: None,
         step: Step::Verify,
         message,
-        removed: false,
+        removal: None,
     };
     let masks: Vec<std::path::PathBuf> = plan.masks.iter().map(Into::into).collect();
     let warning = match check_container(id, pid, &wanted, &masks) {
@@ -900,7 +857,6 @@ impl Client {
                 &engine.endpoint().to_string(),
                 Step::Remove,
                 e,
-                false,
             )),
         }
     }

@@ -20,7 +20,7 @@ pub(crate) mod client;
 pub mod config;
 pub mod describe;
 pub mod engine;
-pub(crate) mod error;
+pub mod error;
 pub mod exec;
 pub(crate) mod failure;
 pub(crate) mod hardening;

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::Client;
 use crate::engine::{DockerApi, EngineErrorKind};
-use crate::error::{Error, Result};
+use crate::error::{Error, NotASandbox, NotFound, Result};
 use crate::failure::Step;
 use crate::labels;
 use crate::plan::{Isolation, Plan};
@@ -199,7 +199,7 @@ impl Client {
         let mut v: Vec<Listing> = engine
             .list_containers(&format!("{}=true", labels::SANDBOX))
             .await
-            .map_err(|e| Error::engine(&ep, Step::Verify, e, false))?
+            .map_err(|e| Error::engine(&ep, Step::Verify, e))?
             .into_iter()
             .map(
                 |c| match labels::verified(secret.as_ref(), &c.name, &c.labels) {
@@ -233,7 +233,7 @@ impl Client {
                 engine
                     .remove_container(&l.id)
                     .await
-                    .map_err(|e| Error::engine(&ep, Step::Remove, e, false))?;
+                    .map_err(|e| Error::engine(&ep, Step::Remove, e))?;
             }
             removed.push(l.name);
         }
@@ -244,9 +244,10 @@ impl Client {
     /// was launched from (env values restored from the container's
     /// `Config.Env`), to run commands in, describe or narrow.
     ///
-    /// Errors ([`Error::Usage`] unless said): no such container; not an odek
-    /// sandbox; not created by this user's odek (no valid MAC under the key
-    /// of `odek_home`); its plan label unreadable; the key unusable; and,
+    /// Errors: no such container ([`Error::NotFound`]); not an odek sandbox,
+    /// not created by this user's odek (no valid MAC under the key of
+    /// `odek_home`), or its plan label unreadable ([`Error::NotASandbox`]);
+    /// the key unusable ([`Error::Secret`]); and,
     /// when it runs, [`Error::Rejected`] at verify naming each live setting
     /// that differs from SPEC §6.1 or its plan (`crate::verify::verify`).
     /// A stopped sandbox is returned with `applied: None` (exec and describe
@@ -266,43 +267,43 @@ impl Client {
     async fn find(&self, name: &str, odek_home: &Path, check: Check) -> Result<Sandbox> {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
-        let shown = crate::text::quote(name);
         let info = engine
             .inspect_container(name)
             .await
             .map_err(|mut e| match e.kind {
-                EngineErrorKind::NotFound => Error::Usage(format!("no sandbox named {shown}")),
+                EngineErrorKind::NotFound => NotFound::Unknown {
+                    name: name.to_string(),
+                }
+                .into(),
                 _ => {
                     // The daemon's message may echo the name as typed.
                     e.message = crate::text::display_text(&e.message);
-                    Error::engine(&ep, Step::Verify, e, false)
+                    Error::engine(&ep, Step::Verify, e)
                 }
             })?
-            .ok_or_else(|| {
-                Error::Usage(format!("no sandbox named {shown}; see `odek sandbox ls`"))
+            .ok_or_else(|| NotFound::Unlisted {
+                name: name.to_string(),
             })?;
         if info.labels.get(labels::SANDBOX).map(String::as_str) != Some("true") {
-            return Err(Error::Usage(format!(
-                "container {shown} is not an odek sandbox (no {}=true label)",
-                labels::SANDBOX
-            )));
+            return Err(NotASandbox::Unlabelled {
+                name: name.to_string(),
+            }
+            .into());
         }
         let secret = crate::secret::Secret::load(odek_home)?;
-        let trusted = labels::verified(secret.as_ref(), &info.name, &info.labels).map_err(|why| {
-            Error::Usage(format!(
-                "container {shown} {}: odek does not run commands in, describe, narrow or remove it; if it is yours after all, remove it with `docker rm -f {}`",
-                why.reason(odek_home),
-                crate::text::display_text(&info.name)
-            ))
-        })?;
+        let trusted =
+            labels::verified(secret.as_ref(), &info.name, &info.labels).map_err(|why| {
+                NotASandbox::Unverified {
+                    name: name.to_string(),
+                    why: why.reason(odek_home),
+                    container: info.name.clone(),
+                }
+            })?;
         let plan: Plan = trusted
             .get(labels::PLAN)
             .and_then(|p| serde_json::from_str(p).ok())
-            .ok_or_else(|| {
-                Error::Usage(format!(
-                    "sandbox {shown} carries no readable {} label (made by another odek version?)",
-                    labels::PLAN
-                ))
+            .ok_or_else(|| NotASandbox::NoPlan {
+                name: name.to_string(),
             })?;
         let mut plan = plan;
         // Env values are not in the label; the container's environment has them.
@@ -315,12 +316,15 @@ impl Client {
         let applied = match (check, info.running) {
             (Check::Live, true) => Some(verify(&plan, &info, &info.image_id, &engine.endpoint().address).map_err(|problems| {
                 Error::Rejected {
+                    fix: Some(crate::advice::Fix::Replace {
+                        name: info.name.clone(),
+                    }),
                     step: Step::Verify,
                     message: format!(
-                        "sandbox {} no longer has the settings it was launched with ({problems}), so nothing runs in it and nothing is said about it; remove it with `odek sandbox down {}` and launch a new one",
-                        info.name, info.name
+                        "sandbox {} no longer has the settings it was launched with ({problems}), so nothing runs in it and nothing is said about it; ",
+                        info.name
                     ),
-                    removed: false,
+                    removal: None,
                 }
             })?),
             _ => verify(&plan, &info, &info.image_id, &engine.endpoint().address).ok(),

@@ -88,18 +88,19 @@ impl Client {
         match engine.version().await {
             Ok(info) if info.api_version < crate::engine::MIN_API_VERSION => {
                 return Err(Error::Rejected {
+                    fix: None,
                     step: Step::Ping,
                     message: format!(
                         "the engine speaks API {} at most; odek needs API {} or newer (Docker 19.03+)",
                         info.api_version,
                         crate::engine::MIN_API_VERSION
                     ),
-                    removed: false,
+                    removal: None,
                 })
             }
             Ok(info) => plan.engine = Some(info),
             Err(e) => {
-                let err = Error::engine(&engine.endpoint().to_string(), Step::Ping, e, false);
+                let err = Error::engine(&engine.endpoint().to_string(), Step::Ping, e);
                 if err.class() == FailureClass::DaemonUnreachable {
                     return fallback_or(plan, err, fallback_ok, reporter);
                 }
@@ -145,14 +146,7 @@ impl Client {
                     plan.warnings.push(w);
                     crate::engine::EngineSecurity::default()
                 }
-                Err(e) => {
-                    return Err(Error::engine(
-                        &engine.endpoint().to_string(),
-                        Step::Ping,
-                        e,
-                        false,
-                    ))
-                }
+                Err(e) => return Err(Error::engine(&engine.endpoint().to_string(), Step::Ping, e)),
             };
             let (euid, egid) = crate::private::operator_ids();
             let (user, account, choice) = crate::account::default_user(
@@ -237,7 +231,7 @@ async fn default_bridge_id(engine: &dyn DockerApi) -> Result<String> {
     let n = engine
         .inspect_network("bridge")
         .await
-        .map_err(|e| Error::engine(&engine.endpoint().to_string(), Step::Ping, e, false))?;
+        .map_err(|e| Error::engine(&engine.endpoint().to_string(), Step::Ping, e))?;
     match n {
         Some(n)
             if n.name == "bridge"
@@ -249,9 +243,10 @@ async fn default_bridge_id(engine: &dyn DockerApi) -> Result<String> {
             Ok(n.id)
         }
         _ => Err(Error::Rejected {
+            fix: None,
             step: Step::Ping,
             message: "the daemon has no default bridge network; use sandbox_network=none".into(),
-            removed: false,
+            removal: None,
         }),
     }
 }

@@ -30,6 +30,7 @@ fn changed(workdir: &Path, what: &str) -> ConfigError {
         reason: format!(
             "changed since it was resolved and approved: {what}; nothing was created; run odek again from the real project directory"
         ),
+        fix: None,
     }
 }
 

@@ -777,6 +777,7 @@ fn display_safe(what: &str, msg: &str) -> Result<(), String> {
 fn kind_of(e: &ConfigError) -> Option<Kind> {
     Some(match e {
         ConfigError::Malformed { .. } => Kind::Malformed,
+        ConfigError::InvalidImage { .. } => Kind::Value("sandbox_image"),
         ConfigError::InvalidValue { key, .. } => Kind::Value(match key.as_str() {
             "sandbox" => "sandbox",
             "sandbox_image" => "sandbox_image",

@@ -221,8 +221,8 @@ async fn check_resolve(r: &Row) -> Result<(), String> {
                 return Err(format!("{what}: class {}: {msg}", err.class()));
             }
             match &err {
-                Error::Config(ConfigError::InvalidValue { key, origin, .. })
-                    if key == "sandbox_image" && origin == "flag --sandbox-image" => {}
+                Error::Config(ConfigError::InvalidImage { origin, .. })
+                    if origin == "flag --sandbox-image" => {}
                 other => return Err(format!("{what}: wrong error {other:?}")),
             }
             if !msg.contains(needle) {

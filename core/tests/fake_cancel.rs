@@ -47,7 +47,7 @@ async fn a_launch_cancelled_after_create_removes_its_container() {
         "prompt: {:?}",
         started.elapsed()
     );
-    let Error::Cancelled { message } = &err else {
+    let Error::Cancelled { message, .. } = &err else {
         panic!("not Cancelled: {err:?}")
     };
     assert!(message.contains("was removed"), "{message}");
@@ -102,7 +102,7 @@ async fn an_exec_cancelled_mid_command_is_killed() {
         .exec_cancellable(&sb, &req, &sink, &token)
         .await
         .expect_err("cancelled");
-    let Error::Cancelled { message } = &err else {
+    let Error::Cancelled { message, .. } = &err else {
         panic!("not Cancelled: {err:?}")
     };
     assert!(message.contains("it was killed"), "{message}");

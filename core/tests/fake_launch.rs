@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use odek_core::engine::{EngineErrorKind, FakeImage, Fault, Op, Quirks};
+use odek_core::error::Removal;
 use odek_core::image::pinned_default;
 use odek_core::labels;
 use odek_core::verify::seccomp_profile;
@@ -316,8 +317,8 @@ async fn fails_after_create(op: Op, nth: usize, kind: EngineErrorKind, s: Setup)
         err.to_string().contains("the container was removed"),
         "the error says the container was removed: {err}"
     );
-    if let Error::Rejected { removed, .. } = &err {
-        assert!(*removed, "removed flag: {err:?}");
+    if let Error::Rejected { removal, .. } = &err {
+        assert_eq!(*removal, Some(Removal::Removed), "removal: {err:?}");
     }
     let removes = s.fake.calls_of(Op::RemoveContainer);
     assert_eq!(removes.len(), 1, "exactly one forced removal");
@@ -657,7 +658,13 @@ async fn a_failed_removal_is_not_reported_as_removed() {
     assert_eq!(err.class(), FailureClass::DockerRejected);
     assert!(!err.to_string().contains("was removed"), "{err}");
     assert!(
-        matches!(err, Error::Rejected { removed: false, .. }),
+        matches!(
+            err,
+            Error::Rejected {
+                removal: Some(Removal::Left { .. }),
+                ..
+            }
+        ),
         "{err:?}"
     );
 }

@@ -133,27 +133,3 @@ fn clippy_forbids_command_outside_exec_rs() {
         );
     }
 }
-
-/// Every piece of CLI advice [`odek_core::advice::ADVICE`] rewrites for a
-/// library caller is still given by some core message: a reworded message
-/// would otherwise reach the bindings in the CLI's terms again.
-#[test]
-fn every_advice_rule_matches_a_core_message() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&root, &mut files);
-    let text: String = files
-        .iter()
-        .filter(|p| !p.ends_with("advice.rs"))
-        .map(|p| production_code(&std::fs::read_to_string(p).expect("read")))
-        .collect();
-    let missing: Vec<&str> = odek_core::advice::ADVICE
-        .iter()
-        .map(|a| a.cli)
-        .filter(|cli| !text.contains(cli))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "advice no core message gives: {missing:?}"
-    );
-}

@@ -3,7 +3,6 @@
 //! Codes never change meaning. They are grouped by area; the hundreds digit
 //! is the area and the failure class of SPEC §6.3 follows from it.
 
-use odek_core::config::names;
 use std::ffi::{c_char, CStr, CString};
 
 use odek_core::approval::ApprovalError;
@@ -138,9 +137,7 @@ pub fn code_of(e: &Error) -> odek_code_t {
             ConfigError::InvalidNetworkName { .. } => ODEK_E_NETWORK_NAME,
             ConfigError::InvalidComposeProject { .. } => ODEK_E_COMPOSE_NAME,
             ConfigError::InvalidVolume { .. } => ODEK_E_VOLUME,
-            ConfigError::InvalidValue { key, .. } if key == names::sandbox_image => {
-                ODEK_E_IMAGE_REFERENCE
-            }
+            ConfigError::InvalidImage { .. } => ODEK_E_IMAGE_REFERENCE,
             _ => ODEK_E_CONFIG,
         },
         Error::Network(n) => match n {
@@ -175,10 +172,10 @@ pub fn code_of(e: &Error) -> odek_code_t {
         Error::Narrow(_) => ODEK_E_NARROW,
         Error::Endpoint(EndpointError::NoSocket { .. }) => ODEK_E_DAEMON_UNREACHABLE,
         Error::Endpoint(_) => ODEK_E_ENDPOINT,
-        Error::Unreachable { message, .. } if message.contains("no answer within") => {
-            ODEK_E_DAEMON_TIMEOUT
-        }
-        Error::Unreachable { .. } => ODEK_E_DAEMON_UNREACHABLE,
+        Error::Unreachable { kind, .. } => match kind {
+            EngineErrorKind::Timeout => ODEK_E_DAEMON_TIMEOUT,
+            _ => ODEK_E_DAEMON_UNREACHABLE,
+        },
         Error::Rejected { step, .. } if *step == odek_core::Step::Verify => ODEK_E_DOCKER_VERIFY,
         Error::Rejected { .. } => ODEK_E_DOCKER_REJECTED,
         Error::Exec { class, .. } => match class {
@@ -187,7 +184,12 @@ pub fn code_of(e: &Error) -> odek_code_t {
             _ => ODEK_E_EXEC,
         },
         Error::SandboxStopped { .. } => ODEK_E_SANDBOX_STOPPED,
-        Error::Usage(_) => ODEK_E_INVALID_ARGUMENT,
+        Error::NotFound(_)
+        | Error::NotASandbox(_)
+        | Error::InvalidPlan { .. }
+        | Error::InvalidName { .. }
+        | Error::Secret(_)
+        | Error::Usage(_) => ODEK_E_INVALID_ARGUMENT,
         Error::Cancelled { .. } => ODEK_E_CANCELLED,
     }
 }
@@ -242,9 +244,7 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         Failure {
             code: code_of(&e),
-            message: odek_core::advice::Surface::Library
-                .render(&e.to_string())
-                .into_owned(),
+            message: e.render(odek_core::advice::Surface::Library),
         }
     }
 }
@@ -329,6 +329,206 @@ mod tests {
         ];
         for (code, class) in cases {
             assert_eq!(code.class().to_str(), Ok(class), "{code:?}");
+        }
+    }
+
+    /// The code of an error follows its variant and fields, never its text:
+    /// each error is built with every one of several texts — among them the
+    /// words a text match once looked for ("no answer within", the
+    /// `sandbox_image` key) — and must keep the code this table gives it.
+    /// Reintroducing a match on a message (or on a key) fails here.
+    #[test]
+    fn rewording_a_message_changes_no_code() {
+        use odek_code_t::*;
+        use odek_core::engine::{EngineError, Op};
+        use odek_core::error::{NotASandbox, NotFound, Removal};
+        use odek_core::secret::SecretError;
+        use odek_core::Step;
+        let texts = [
+            "",
+            "x",
+            "no answer within 1.0 s",
+            "sandbox_image",
+            "timed out",
+            "connection refused",
+            "the container was removed",
+            "not found",
+            "verify",
+        ];
+        for t in texts {
+            let s = || t.to_string();
+            let engine = |kind| EngineError {
+                op: Op::CreateContainer,
+                kind,
+                status: None,
+                message: s(),
+            };
+            let unreachable = |kind, removal| Error::Unreachable {
+                endpoint: s(),
+                step: Step::Create,
+                kind,
+                message: s(),
+                removal,
+            };
+            let rejected = |step| Error::Rejected {
+                step,
+                message: s(),
+                fix: None,
+                removal: Some(Removal::Left {
+                    name: s(),
+                    detached: false,
+                    why: Some(s()),
+                }),
+            };
+            let exec = |class| Error::Exec {
+                message: s(),
+                fix: None,
+                class,
+                started: true,
+            };
+            let cases: Vec<(Error, odek_code_t)> = vec![
+                (
+                    unreachable(EngineErrorKind::Timeout, None),
+                    ODEK_E_DAEMON_TIMEOUT,
+                ),
+                (
+                    unreachable(EngineErrorKind::Unreachable, Some(Removal::Removed)),
+                    ODEK_E_DAEMON_UNREACHABLE,
+                ),
+                (rejected(Step::Verify), ODEK_E_DOCKER_VERIFY),
+                (rejected(Step::Start), ODEK_E_DOCKER_REJECTED),
+                (
+                    exec(FailureClass::DaemonUnreachable),
+                    ODEK_E_DAEMON_UNREACHABLE,
+                ),
+                (exec(FailureClass::DockerRejected), ODEK_E_EXEC),
+                (
+                    Error::SandboxStopped {
+                        message: s(),
+                        fix: None,
+                    },
+                    ODEK_E_SANDBOX_STOPPED,
+                ),
+                (
+                    ConfigError::InvalidImage {
+                        origin: s(),
+                        reason: s(),
+                    }
+                    .into(),
+                    ODEK_E_IMAGE_REFERENCE,
+                ),
+                (
+                    ConfigError::InvalidValue {
+                        origin: s(),
+                        key: s(),
+                        reason: s(),
+                    }
+                    .into(),
+                    ODEK_E_CONFIG,
+                ),
+                (
+                    ConfigError::Workdir {
+                        path: t.into(),
+                        reason: s(),
+                        fix: None,
+                    }
+                    .into(),
+                    ODEK_E_CONFIG,
+                ),
+                (
+                    ImageError::PullFailed {
+                        reference: s(),
+                        message: s(),
+                    }
+                    .into(),
+                    ODEK_E_IMAGE_UNAVAILABLE,
+                ),
+                (
+                    ImageError::Engine(engine(EngineErrorKind::Timeout)).into(),
+                    ODEK_E_DAEMON_TIMEOUT,
+                ),
+                (
+                    NetworkError::Engine(engine(EngineErrorKind::Unreachable)).into(),
+                    ODEK_E_DAEMON_UNREACHABLE,
+                ),
+                (
+                    NetworkError::Engine(engine(EngineErrorKind::Rejected)).into(),
+                    ODEK_E_DOCKER_REJECTED,
+                ),
+                (
+                    NotFound::Unknown { name: s() }.into(),
+                    ODEK_E_INVALID_ARGUMENT,
+                ),
+                (
+                    NotFound::Unlisted { name: s() }.into(),
+                    ODEK_E_INVALID_ARGUMENT,
+                ),
+                (NotFound::Gone { name: s() }.into(), ODEK_E_INVALID_ARGUMENT),
+                (
+                    NotASandbox::Unverified {
+                        name: s(),
+                        why: s(),
+                        container: s(),
+                    }
+                    .into(),
+                    ODEK_E_INVALID_ARGUMENT,
+                ),
+                (Error::InvalidPlan { reason: s() }, ODEK_E_INVALID_ARGUMENT),
+                (Error::InvalidName { name: s() }, ODEK_E_INVALID_ARGUMENT),
+                (
+                    SecretError {
+                        path: s(),
+                        reason: s(),
+                    }
+                    .into(),
+                    ODEK_E_INVALID_ARGUMENT,
+                ),
+                (Error::Usage(s()), ODEK_E_INVALID_ARGUMENT),
+                (
+                    Error::Cancelled {
+                        message: s(),
+                        fix: None,
+                    },
+                    ODEK_E_CANCELLED,
+                ),
+            ];
+            for (e, want) in &cases {
+                covered(e);
+                assert_eq!(code_of(e), *want, "text {t:?}: {e:?}");
+            }
+        }
+        // The key is not looked at either: only `InvalidImage` is the
+        // image-reference code.
+        let keyed = ConfigError::InvalidValue {
+            origin: "flag --sandbox-image".into(),
+            key: "sandbox_image".into(),
+            reason: "x".into(),
+        };
+        assert_eq!(code_of(&keyed.into()), ODEK_E_CONFIG);
+    }
+
+    /// Every variant of the core's error, without a catch-all: a new variant
+    /// fails to compile here until it has a row in
+    /// `rewording_a_message_changes_no_code`.
+    fn covered(e: &Error) {
+        match e {
+            Error::Config(_)
+            | Error::Network(_)
+            | Error::Image(_)
+            | Error::Approval(_)
+            | Error::Narrow(_)
+            | Error::Endpoint(_)
+            | Error::Unreachable { .. }
+            | Error::Rejected { .. }
+            | Error::Exec { .. }
+            | Error::SandboxStopped { .. }
+            | Error::NotFound(_)
+            | Error::NotASandbox(_)
+            | Error::InvalidPlan { .. }
+            | Error::InvalidName { .. }
+            | Error::Secret(_)
+            | Error::Usage(_)
+            | Error::Cancelled { .. } => {}
         }
     }
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::advice::{fix_text, Fix, Surface};
 use crate::text::{shown, shown_path};
 
 /// A configuration error. Messages name the cause and the fix; they never
@@ -53,8 +54,17 @@ pub enum ConfigError {
         /// What is wrong and what is expected, e.g. `must be a positive integer (got "0")`.
         reason: String,
     },
+    /// `sandbox_image` has a value of the wrong type, or one that is not an
+    /// image reference.
+    #[error("{}: sandbox_image {reason}", shown(.origin))]
+    InvalidImage {
+        /// Where the value came from (file path, env var, flag).
+        origin: String,
+        /// What is wrong and what is expected.
+        reason: String,
+    },
     /// `sandbox_network` is neither `none` nor `bridge` (SPEC §3.4).
-    #[error("{}: sandbox_network must be \"none\" or \"bridge\" (got {value}); to attach the sandbox to Docker networks use sandbox_networks (--sandbox-networks a,b) or sandbox_compose_project (--sandbox-compose <project>); ODEK_SANDBOX_NETWORK_LENIENT=1 downgrades an invalid value to \"none\"", shown(.origin))]
+    #[error("{}", network_mode_text(.origin, .value, Surface::Cli))]
     InvalidNetworkMode {
         /// Where the value came from.
         origin: String,
@@ -104,13 +114,65 @@ pub enum ConfigError {
         origin: String,
     },
     /// The working directory is unusable.
-    #[error("working directory {}: {reason}", shown_path(.path))]
+    #[error("{}", workdir_text(.path, .reason, .fix, Surface::Cli))]
     Workdir {
         /// The directory.
         path: PathBuf,
-        /// Why.
+        /// Why, up to the fix (which follows it directly).
         reason: String,
+        /// Another directory to use, when one is the fix.
+        fix: Option<Fix>,
     },
+}
+
+impl ConfigError {
+    /// The message with its advice in `surface`'s words (`Display` is
+    /// [`Surface::Cli`]'s).
+    pub fn render(&self, surface: Surface) -> String {
+        match self {
+            ConfigError::InvalidNetworkMode { origin, value } => {
+                network_mode_text(origin, value, surface)
+            }
+            ConfigError::Workdir { path, reason, fix } => workdir_text(path, reason, fix, surface),
+            other => other.to_string(),
+        }
+    }
+
+    /// The error of a bad value for `key`: [`ConfigError::InvalidImage`]
+    /// for `sandbox_image`, else [`ConfigError::InvalidValue`].
+    pub(crate) fn invalid_value(origin: String, key: &str, reason: String) -> ConfigError {
+        if key == super::names::sandbox_image {
+            ConfigError::InvalidImage { origin, reason }
+        } else {
+            ConfigError::InvalidValue {
+                origin,
+                key: key.to_string(),
+                reason,
+            }
+        }
+    }
+}
+
+fn network_mode_text(origin: &str, value: &str, surface: Surface) -> String {
+    format!(
+        "{}: sandbox_network must be \"none\" or \"bridge\" (got {value}); to attach the sandbox to Docker networks use sandbox_networks ({}) or sandbox_compose_project ({}); ODEK_SANDBOX_NETWORK_LENIENT=1 downgrades an invalid value to \"none\"",
+        shown(origin),
+        surface.value(super::names::sandbox_networks),
+        surface.value(super::names::sandbox_compose_project),
+    )
+}
+
+fn workdir_text(
+    path: &std::path::Path,
+    reason: &str,
+    fix: &Option<Fix>,
+    surface: Surface,
+) -> String {
+    format!(
+        "working directory {}: {reason}{}",
+        shown_path(path),
+        fix_text(fix, surface)
+    )
 }
 
 fn hint_suffix(normalized: &Option<String>, running: &[String]) -> String {
@@ -174,7 +236,10 @@ mod tests {
         let errors = [
             ConfigError::Workdir {
                 path: path.clone(),
-                reason: "holds a Unix socket".into(),
+                reason: "holds a Unix socket; ".into(),
+                fix: Some(Fix::RunFrom {
+                    dir: "a project directory".into(),
+                }),
             },
             ConfigError::Malformed {
                 path: path.join("odek.json"),

@@ -12,6 +12,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::advice::Fix;
+
 use super::validate::{char_name, is_hidden_or_control};
 use super::{quote, ConfigError, VolumeMount};
 
@@ -296,7 +298,10 @@ fn check_workdir_paths(
 ) -> Result<(), ConfigError> {
     let fail = |reason: String| ConfigError::Workdir {
         path: workdir.to_path_buf(),
-        reason: format!("{reason}; run odek from (or pass -C) a project directory"),
+        reason: format!("{reason}; "),
+        fix: Some(Fix::RunFrom {
+            dir: "a project directory".into(),
+        }),
     };
     if SYSTEM_ROOTS
         .iter()
@@ -393,9 +398,10 @@ impl RootOwned {
 /// The socket and mount rules of [`validate_workdir`]; returns what it saw
 /// that belongs to root ([`RootOwned`]).
 fn check_workdir_sockets(workdir: &Path) -> Result<RootOwned, ConfigError> {
-    let fail = |reason: String| ConfigError::Workdir {
+    let fail = |reason: String, dir: &str| ConfigError::Workdir {
         path: workdir.to_path_buf(),
         reason,
+        fix: Some(Fix::RunFrom { dir: dir.into() }),
     };
     // Anything mounted below the workdir, at any depth: Docker binds the
     // working directory recursively, and the scan below neither reaches
@@ -407,29 +413,41 @@ fn check_workdir_sockets(workdir: &Path) -> Result<RootOwned, ConfigError> {
         .find(|m| std::fs::symlink_metadata(m).is_ok_and(|m| is_socket(&m)))
     {
         let shown = quote(&socket.display().to_string());
-        return Err(fail(format!(
-            "has a Unix socket mounted at {shown} that the sandbox would reach under /workspace; unmount it (umount {shown}) or run odek from (or pass -C) a directory without mounts below it"
-        )));
+        return Err(fail(
+            format!(
+                "has a Unix socket mounted at {shown} that the sandbox would reach under /workspace; unmount it (umount {shown}) or "
+            ),
+            "a directory without mounts below it",
+        ));
     }
     if let Some(mount) = mounts.first() {
         let shown = quote(&mount.display().to_string());
-        return Err(fail(format!(
-            "has a file system mounted at {shown}; Docker mounts the working directory with everything mounted below it, so the sandbox would reach it under /workspace (a bind mount of /var/run would hand it the Docker socket); unmount it (umount {shown}) or run odek from (or pass -C) a directory without mounts below it"
-        )));
+        return Err(fail(
+            format!(
+                "has a file system mounted at {shown}; Docker mounts the working directory with everything mounted below it, so the sandbox would reach it under /workspace (a bind mount of /var/run would hand it the Docker socket); unmount it (umount {shown}) or "
+            ),
+            "a directory without mounts below it",
+        ));
     }
     let mut root_owned = RootOwned::default();
     if let Ok(meta) = std::fs::symlink_metadata(workdir) {
         root_owned.note(workdir, &meta);
     }
     match find_socket(workdir, true, Some(&mut root_owned)) {
-        Some(Socket::Docker(socket)) => Err(fail(format!(
-            "holds the Docker socket ({}) that the sandbox would reach under /workspace; remove or move it, or run odek from (or pass -C) a project directory without it",
-            quote(&socket.display().to_string())
-        ))),
-        Some(Socket::Other(socket)) => Err(fail(format!(
-            "holds a Unix socket ({}) that the sandbox would reach under /workspace, and a root sandbox could use it against the host (a root-owned tmux socket runs commands there); remove or move the socket, or run odek from (or pass -C) a directory without one (git's fsmonitor daemon, ssh ControlMaster and gpg-agent create sockets)",
-            quote(&socket.display().to_string())
-        ))),
+        Some(Socket::Docker(socket)) => Err(fail(
+            format!(
+                "holds the Docker socket ({}) that the sandbox would reach under /workspace; remove or move it, or ",
+                quote(&socket.display().to_string())
+            ),
+            "a project directory without it",
+        )),
+        Some(Socket::Other(socket)) => Err(fail(
+            format!(
+                "holds a Unix socket ({}) that the sandbox would reach under /workspace, and a root sandbox could use it against the host (a root-owned tmux socket runs commands there); remove or move the socket, or ",
+                quote(&socket.display().to_string())
+            ),
+            "a directory without one (git's fsmonitor daemon, ssh ControlMaster and gpg-agent create sockets)",
+        )),
         None => Ok(root_owned),
     }
 }
@@ -450,6 +468,7 @@ fn check_workdir(workdir: &Path) -> Result<(), ConfigError> {
     let fail = |reason: String| ConfigError::Workdir {
         path: workdir.to_path_buf(),
         reason,
+        fix: None,
     };
     if !workdir.is_absolute() {
         return Err(fail("is not an absolute path".to_string()));

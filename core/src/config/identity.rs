@@ -74,7 +74,10 @@ pub(crate) fn walk_no_symlink(path: &Path) -> Result<std::fs::Metadata, String> 
 pub(crate) fn identify(workdir: &Path) -> Result<FileId, ConfigError> {
     let fail = |reason: String| ConfigError::Workdir {
         path: workdir.to_path_buf(),
-        reason: format!("{reason}; pass the project directory itself with -C DIR"),
+        reason: format!("{reason}; "),
+        fix: Some(crate::advice::Fix::PassWorkdir {
+            dir: "the project directory itself".into(),
+        }),
     };
     let meta = walk_no_symlink(workdir).map_err(fail)?;
     if !meta.is_dir() {
@@ -95,6 +98,7 @@ pub fn still(workdir: &Path, want: FileId) -> Result<(), ConfigError> {
             path: workdir.to_path_buf(),
             reason: "was replaced by another directory while it was being checked; run odek again"
                 .into(),
+            fix: None,
         }),
         Err(e) => Err(e),
     }

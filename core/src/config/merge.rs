@@ -349,14 +349,18 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
 fn canonical_workdir(dir: &Path) -> Result<PathBuf, ConfigError> {
     let workdir = dir.canonicalize().map_err(|e| ConfigError::Workdir {
         path: dir.to_path_buf(),
-        reason: format!(
-            "{e}; pass an existing project directory with -C DIR (or run odek from inside it)"
-        ),
+        reason: format!("{e}; "),
+        fix: Some(crate::advice::Fix::PassOrEnterWorkdir {
+            dir: "an existing project directory".into(),
+        }),
     })?;
     if !workdir.is_dir() {
         return Err(ConfigError::Workdir {
             path: workdir,
-            reason: "not a directory; pass the project directory with -C DIR".into(),
+            reason: "not a directory; ".into(),
+            fix: Some(crate::advice::Fix::PassWorkdir {
+                dir: "the project directory".into(),
+            }),
         });
     }
     Ok(workdir)
@@ -788,9 +792,8 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
         }
     }
     if let Some(image) = &l.sandbox_image {
-        crate::image_ref::ImageRef::parse(image).map_err(|e| ConfigError::InvalidValue {
+        crate::image_ref::ImageRef::parse(image).map_err(|e| ConfigError::InvalidImage {
             origin: o(names::sandbox_image),
-            key: names::sandbox_image.into(),
             reason: e.to_string(),
         })?;
     }

@@ -503,11 +503,7 @@ pub(super) struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn invalid(&self, reason: String) -> ConfigError {
-        ConfigError::InvalidValue {
-            origin: self.origin.to_string(),
-            key: self.key.to_string(),
-            reason,
-        }
+        ConfigError::invalid_value(self.origin.to_string(), self.key, reason)
     }
 }
 
@@ -770,6 +766,7 @@ impl ValueKind for kind::Map {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::names;
     use crate::config::parse_network_mode;
 
     const SECRET: &str = "s3cr3t-value";
@@ -1129,16 +1126,21 @@ mod tests {
             for value in *values {
                 let text = format!(r#"{{"{key}": {value}}}"#);
                 match parse(&text) {
-                    Err(err @ ConfigError::InvalidValue { .. }) => {
-                        let ConfigError::InvalidValue {
-                            origin,
-                            key: k,
-                            reason,
-                        } = &err
-                        else {
-                            unreachable!()
+                    Err(
+                        err @ (ConfigError::InvalidValue { .. } | ConfigError::InvalidImage { .. }),
+                    ) => {
+                        let (origin, k, reason) = match &err {
+                            ConfigError::InvalidValue {
+                                origin,
+                                key: k,
+                                reason,
+                            } => (origin, k.as_str(), reason),
+                            ConfigError::InvalidImage { origin, reason } => {
+                                (origin, names::sandbox_image, reason)
+                            }
+                            _ => unreachable!(),
                         };
-                        assert_eq!(k, key, "{text}");
+                        assert_eq!(k, *key, "{text}");
                         assert_eq!(origin, "/home/dev/app/odek.json");
                         let shown = err.to_string();
                         assert!(shown.contains(key), "{shown}");

@@ -458,11 +458,7 @@ pub(crate) fn host_refs(value: &str) -> Vec<String> {
 // Helpers
 
 fn invalid(origin: &str, key: &str, reason: String) -> ConfigError {
-    ConfigError::InvalidValue {
-        origin: origin.to_string(),
-        key: key.to_string(),
-        reason,
-    }
+    ConfigError::invalid_value(origin.to_string(), key, reason)
 }
 
 /// A character for a message: printable ASCII as `'x'`, anything else as

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::advice::Surface;
 use crate::config::{Settings, Source};
 use crate::engine::{DockerApi, EngineError, ImageInfo, ProgressSink};
 
@@ -141,7 +142,7 @@ pub enum ImageError {
     #[error(transparent)]
     InvalidReference(ImageRefError),
     /// The pull failed: not found, registry unreachable (image-unavailable).
-    #[error("image {reference} cannot be pulled: {message}; pull or build it yourself (`docker pull {reference}`), or choose another with --sandbox-image")]
+    #[error("{}", pull_failed_text(.reference, .message, Surface::Cli))]
     PullFailed {
         /// The reference pulled.
         reference: String,
@@ -178,7 +179,7 @@ pub enum ImageError {
     },
     /// `Dockerfile.odek` is a symlink, not a regular file, or unreadable
     /// (config); nothing was built.
-    #[error("{} {reason}; Dockerfile.odek must be a readable regular file in the project directory (or choose an image with --sandbox-image)", crate::text::shown_path(.path))]
+    #[error("{}", dockerfile_unusable_text(.path, .reason, Surface::Cli))]
     DockerfileUnusable {
         /// The Dockerfile.
         path: PathBuf,
@@ -188,6 +189,37 @@ pub enum ImageError {
     /// The engine failed while inspecting.
     #[error(transparent)]
     Engine(EngineError),
+}
+
+impl ImageError {
+    /// The message with its advice in `surface`'s words (`Display` is
+    /// [`Surface::Cli`]'s).
+    pub fn render(&self, surface: Surface) -> String {
+        match self {
+            ImageError::PullFailed { reference, message } => {
+                pull_failed_text(reference, message, surface)
+            }
+            ImageError::DockerfileUnusable { path, reason } => {
+                dockerfile_unusable_text(path, reason, surface)
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+fn pull_failed_text(reference: &str, message: &str, surface: Surface) -> String {
+    format!(
+        "image {reference} cannot be pulled: {message}; pull or build it yourself (`docker pull {reference}`), or choose another with {}",
+        surface.setting(crate::config::names::sandbox_image)
+    )
+}
+
+fn dockerfile_unusable_text(path: &Path, reason: &str, surface: Surface) -> String {
+    format!(
+        "{} {reason}; Dockerfile.odek must be a readable regular file in the project directory (or choose an image with {})",
+        crate::text::shown_path(path),
+        surface.setting(crate::config::names::sandbox_image)
+    )
 }
 
 /// Label put on images odek builds.

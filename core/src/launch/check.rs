@@ -12,7 +12,7 @@ impl Plan {
     /// refused). Errors name the field.
     pub(crate) fn check(&self) -> Result<(), crate::Error> {
         use crate::config::{parse_cpus, validate_env_key, validate_pids_limit, validate_user};
-        let bad = |what: String| crate::Error::Usage(format!("the plan is not valid: {what}"));
+        let bad = |reason: String| crate::Error::InvalidPlan { reason };
         if self.schema != PLAN_SCHEMA {
             return Err(bad(format!(
                 "schema {:?}, expected {PLAN_SCHEMA:?}",

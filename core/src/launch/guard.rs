@@ -15,8 +15,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::advice::Fix;
 use crate::client::Client;
-use crate::launch::{new_sandbox_name, removal_hint, LaunchOptions, LaunchProgress, Stage};
+use crate::launch::{new_sandbox_name, LaunchOptions, LaunchProgress, Stage};
 use crate::registry::{Reaped, CREATE_SETTLE};
 
 /// The name and progress of one launch, and the cleanup when it is stopped.
@@ -134,11 +135,13 @@ impl LaunchGuard {
 }
 
 impl Interrupted {
-    /// The message of a launch cancelled by its caller
-    /// ([`crate::Error::Cancelled`]).
-    pub fn cancelled_message(&self) -> String {
+    /// The error of a launch cancelled by its caller
+    /// ([`crate::Error::Cancelled`]): what was found, and where a container
+    /// could not be removed, the fix ([`Fix::Reap`]) each surface words.
+    pub fn cancelled(&self) -> crate::Error {
         let name = &self.name;
-        match (self.stage, &self.reaped) {
+        let mut fix = None;
+        let message = match (self.stage, &self.reaped) {
             (Stage::Preparing, _) => {
                 "the launch was cancelled by the caller before the sandbox was created (a probe of its image, if any, was removed)".to_string()
             }
@@ -148,10 +151,19 @@ impl Interrupted {
             (_, Reaped::NotOurs) => format!(
                 "the launch was cancelled by the caller; a container named {name} exists, but this launch did not create it: it was left alone"
             ),
-            (_, Reaped::Failed(e)) => format!(
-                "the launch was cancelled by the caller; could not remove sandbox {name} ({e}); {}",
-                removal_hint(self.detached, name)
-            ),
+            (_, Reaped::Failed(e)) => {
+                fix = Some(self.reap_fix());
+                format!("the launch was cancelled by the caller; could not remove sandbox {name} ({e}); ")
+            }
+        };
+        crate::Error::Cancelled { message, fix }
+    }
+
+    /// What removes the container when odek could not.
+    fn reap_fix(&self) -> Fix {
+        Fix::Reap {
+            name: self.name.clone(),
+            detached: self.detached,
         }
     }
 
@@ -159,7 +171,7 @@ impl Interrupted {
     /// or a panic; `why` says which ("interrupted", …).
     pub fn stopped_line(&self, why: &str) -> String {
         let name = &self.name;
-        let later = removal_hint(self.detached, name);
+        let later = self.reap_fix();
         match (self.stage, &self.reaped) {
             (Stage::Preparing, _) if self.detached => {
                 format!("{why} before the sandbox was created (a probe of its image, if any, was removed)")

@@ -27,6 +27,7 @@
 //! tens of milliseconds each on some storage drivers: a launch pays them
 //! the first time an image is used, not again.
 
+use crate::advice::Fix;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -109,12 +110,13 @@ pub(crate) async fn prepare(
 ) -> Result<Vec<BindMount>> {
     let image_id = image.id.as_str();
     let hex = image_hex(image_id).ok_or_else(|| Error::Rejected {
+        fix: None,
         step: Step::Image,
         message: format!(
             "the engine reported the image ID {}, not sha256:<64 hex>",
             crate::text::quote(image_id)
         ),
-        removed: false,
+        removal: None,
     })?;
     let facts_path = plan.odek_home.join("images").join(format!("{hex}.json"));
     let mut facts = read_facts(&facts_path);
@@ -177,11 +179,12 @@ pub(crate) async fn prepare(
 /// the project, or give the account nowhere to go.
 fn refuse(why: String) -> Error {
     Error::Rejected {
+        fix: None,
         step: Step::Image,
         message: format!(
             "{why}: the engine would follow it while it mounts into the container, and may create files in your project (/workspace) before anything could be checked; use another image"
         ),
-        removed: true,
+        removal: Some(crate::error::Removal::Removed),
     }
 }
 
@@ -209,12 +212,13 @@ fn check(facts: &Facts, needed: &BTreeMap<String, bool>, plan: &Plan) -> Result<
                 let why = format!("the image's {} is not {want}", q(path));
                 return Err(match &plan.account {
                     Some(a) if *file || path.starts_with(&a.home) => Error::Rejected {
+                        fix: Some(Fix::ImageOrUser),
                         step: Step::Image,
                         message: format!(
-                            "the sandbox user (uid {}) needs an account in the image's /etc/passwd and a HOME at {}, but {why}; use another image, or set a user the image defines (or root) with --sandbox-user, ODEK_SANDBOX_USER or the user config",
+                            "the sandbox user (uid {}) needs an account in the image's /etc/passwd and a HOME at {}, but {why}; ",
                             a.uid, a.home
                         ),
-                        removed: true,
+                        removal: Some(crate::error::Removal::Removed),
                     },
                     _ => refuse(why),
                 });
@@ -274,7 +278,7 @@ async fn probe(
     secret: &crate::secret::Secret,
 ) -> Result<Probed> {
     let endpoint = engine.endpoint().to_string();
-    let failed = |e| Error::engine(&endpoint, Step::Image, e, false);
+    let failed = |e| Error::engine(&endpoint, Step::Image, e);
     let name = format!("{}-probe", super::new_sandbox_name());
     let launch_id = super::new_launch_id();
     let mut labels: BTreeMap<String, String> = crate::labels::Owner::current().labels();
@@ -367,17 +371,16 @@ async fn probe(
         };
         kinds.insert(p.clone(), kind);
     }
-    let big = |e: crate::engine::EngineError| {
-        match e.kind {
+    let big = |e: crate::engine::EngineError| match e.kind {
         EngineErrorKind::Rejected if e.status.is_none() => Error::Rejected {
+            fix: Some(Fix::ImageOrUser),
             step: Step::Image,
             message: format!(
-                "the image's account files are larger than {MAX_ACCOUNT_FILE} bytes; use another image, or set a user the image defines (or root) with --sandbox-user, ODEK_SANDBOX_USER or the user config"
+                "the image's account files are larger than {MAX_ACCOUNT_FILE} bytes; "
             ),
-            removed: true,
+            removal: Some(crate::error::Removal::Removed),
         },
         _ => failed(e),
-    }
     };
     let account_files = match files {
         Some((p, g)) => Some((p.map_err(big)?, g.map_err(big)?)),

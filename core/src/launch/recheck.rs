@@ -65,7 +65,6 @@ pub(crate) async fn recheck(
                 &engine.endpoint().to_string(),
                 crate::Step::Recheck,
                 e,
-                false,
             ))
         }
         Err(e) => {
