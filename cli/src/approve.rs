@@ -25,7 +25,7 @@ pub async fn obtain(odek: &Client, plan: &Plan) -> Result<Option<Approval>, odek
                 Some(Via::Trust) => errln!(
                     "odek: trusted; key {} stored in {}",
                     req.key,
-                    odek_core::text::shown_path(&Store::new(&plan.odek_home).path())
+                    odek_core::text::shown(Store::new(&plan.odek_home).path())
                 ),
                 _ => {}
             }
@@ -121,14 +121,14 @@ pub fn list(json: bool) -> anyhow::Result<()> {
     if keys.is_empty() {
         errln!(
             "odek: no trusted project settings in {}",
-            odek_core::text::shown_path(&s.path())
+            odek_core::text::shown(s.path())
         );
     }
     for (k, _) in keys.iter().filter(|(k, v)| **v && !k.contains(':')) {
         match meta.get(k) {
             Some(m) => outln!(
                 "{k}  {}  ({})",
-                odek_core::text::display_text(&m.project_dir),
+                odek_core::text::shown(&m.project_dir),
                 m.knobs
             ),
             None => outln!("{k}  (no details recorded)"),
@@ -151,7 +151,7 @@ pub fn revoke(key: Option<&str>, project: Option<&std::path::Path>) -> anyhow::R
                     return Err(e).with_context(|| {
                         format!(
                             "project directory {} (give it as an absolute path)",
-                            odek_core::text::shown_path(dir)
+                            odek_core::text::shown(dir)
                         )
                     })
                 }

@@ -156,7 +156,7 @@ async fn run(cli: &Cli, odek: &Client, reporter: &Stderr, args: &crate::RunArgs)
     }
 }
 
-use odek_core::registry::CREATE_SETTLE;
+use odek_core::inventory::CREATE_SETTLE;
 
 /// Exit status after a panic in odek's own code (Rust's usual one), once
 /// the sandbox is removed.
@@ -455,9 +455,9 @@ async fn sandbox_up(
             if std::fs::canonicalize(dir).ok().as_ref() != Some(&parent.plan.workdir) {
                 bail!(
                     "-C/--workdir {} is not the workspace of {} ({}): a sub-agent works in its parent's workspace; drop -C, or launch a separate sandbox for that directory without --parent",
-                    odek_core::text::shown_path(dir),
+                    odek_core::text::shown(dir),
                     parent.name,
-                    odek_core::text::shown_path(&parent.plan.workdir)
+                    odek_core::text::shown(&parent.plan.workdir)
                 );
             }
         }
@@ -602,7 +602,7 @@ async fn sandbox(
                     if s.is_empty() {
                         "-".to_string()
                     } else {
-                        odek_core::text::display_text(&s)
+                        odek_core::text::shown(&s)
                     }
                 };
                 let rows: Vec<[String; 5]> = list
@@ -657,11 +657,11 @@ async fn sandbox(
             } else {
                 Some(gc_workdir(&cli.workdir)?)
             };
-            let opts = odek_core::registry::GcOptions {
+            let opts = odek_core::inventory::GcOptions {
                 detached: args.detached,
                 dry_run: args.dry_run,
                 workdir,
-                ..odek_core::registry::GcOptions::new(odek_home()?)
+                ..odek_core::inventory::GcOptions::new(odek_home()?)
             };
             let removed = odek.gc(&opts).await?;
             if args.json {
@@ -673,12 +673,12 @@ async fn sandbox(
                     ("", "removed")
                 };
                 for r in &removed {
-                    outln!("{line}{}", odek_core::text::display_text(r));
+                    outln!("{line}{}", odek_core::text::shown(r));
                 }
                 let scope = match &opts.workdir {
                     Some(w) => format!(
                         " of {} (--all for every workdir)",
-                        odek_core::text::display_text(&w.display().to_string())
+                        odek_core::text::shown(w)
                     ),
                     None => String::new(),
                 };
@@ -711,7 +711,7 @@ fn gc_workdir(workdir: &Option<std::path::PathBuf>) -> anyhow::Result<std::path:
     dir.canonicalize().map_err(|e| {
         anyhow::anyhow!(
             "cannot resolve the workdir {}: {e}; pass an existing project directory with -C DIR, or --all for every workdir",
-            odek_core::text::display_text(&dir.display().to_string())
+            odek_core::text::shown(dir)
         )
     })
 }

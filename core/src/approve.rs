@@ -15,7 +15,7 @@ use crate::config::{Settings, Sourced};
 use crate::error::Result;
 use crate::network::ResolvedNetwork;
 use crate::plan::Plan;
-use crate::text::{display_name, display_text};
+use crate::text::{display_name, shown};
 
 /// Who is asked to approve a plan's project settings when no standing
 /// approval covers them: the CLI's terminal prompt, MCP's elicitation, or
@@ -134,9 +134,9 @@ pub fn refresh_standing(
             key: "ODEK_HOME".into(),
             reason: format!(
                 "is {}, but the plan was resolved with {}, whose approval store holds its approvals; run with ODEK_HOME={}",
-                display_text(&home.display().to_string()),
-                display_text(&plan.odek_home.display().to_string()),
-                display_text(&plan.odek_home.display().to_string()),
+                shown(home),
+                shown(&plan.odek_home),
+                shown(&plan.odek_home),
             ),
         }
         .into());

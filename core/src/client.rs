@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::advice::Surface;
+use crate::config::advice::Surface;
 use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError, Foreign};
 use crate::error::{Error, Result};
 

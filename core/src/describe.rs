@@ -253,7 +253,7 @@ impl Client {
         // only find out at its first exec.
         if !me.running {
             return Err(Error::SandboxStopped {
-                fix: Some(crate::advice::Fix::Replace {
+                fix: Some(crate::config::advice::Fix::Replace {
                     name: sandbox.name.clone(),
                 }),
                 message: format!(
@@ -573,7 +573,7 @@ fn user_line(env: &Environment) -> String {
         }
         (None, Some(u)) => format!(
             "- Commands run as user `{}`.\n",
-            crate::text::display_text(u)
+            crate::text::shown(u)
         ),
         (None, None) => "- Commands run as the image's default user.\n".to_string(),
     }

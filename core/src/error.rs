@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::advice::{fix_text, Fix, Surface};
 use crate::approval::ApprovalError;
+use crate::config::advice::{fix_text, Fix, Surface};
 use crate::config::ConfigError;
 use crate::engine::{EndpointError, EngineError, EngineErrorKind};
 use crate::failure::{FailureClass, Step};
 use crate::image::ImageError;
 use crate::network::NetworkError;
 use crate::secret::SecretError;
-use crate::text::{display_text, quote};
+use crate::text::{quote, shown};
 
 /// Every error odek reports. Each maps to one [`FailureClass`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -108,7 +108,7 @@ pub enum Error {
         reason: String,
     },
     /// A caller-chosen sandbox name breaks the naming rule (config).
-    #[error("sandbox name {} is refused: a name must start with \"{prefix}\" followed by letters, digits, '_', '.' or '-' (at most 64 bytes), because a sandbox is reachable by its name on the networks it joins and any other name could shadow a service such as \"postgres\"; try --name {prefix}<name>", display_text(.name), prefix = crate::launch::SANDBOX_NAME_PREFIX)]
+    #[error("sandbox name {} is refused: a name must start with \"{prefix}\" followed by letters, digits, '_', '.' or '-' (at most 64 bytes), because a sandbox is reachable by its name on the networks it joins and any other name could shadow a service such as \"postgres\"; try --name {prefix}<name>", shown(.name), prefix = crate::labels::SANDBOX_NAME_PREFIX)]
     InvalidName {
         /// The name as given.
         name: String,
@@ -169,7 +169,7 @@ pub enum NotASandbox {
         name: String,
     },
     /// Its labels carry no valid MAC under this user's launch key.
-    #[error("container {} {why}: odek does not run commands in, describe, narrow or remove it; if it is yours after all, remove it with `docker rm -f {}`", quote(.name), display_text(.container))]
+    #[error("container {} {why}: odek does not run commands in, describe, narrow or remove it; if it is yours after all, remove it with `docker rm -f {}`", quote(.name), shown(.container))]
     Unverified {
         /// The name as given.
         name: String,
@@ -309,7 +309,7 @@ impl std::fmt::Display for Removal {
 }
 
 impl Error {
-    /// The message with its advice in `surface`'s words ([`crate::advice`]):
+    /// The message with its advice in `surface`'s words ([`crate::config::advice`]):
     /// `Display` is [`Surface::Cli`]'s; the C ABI and the bindings show
     /// [`Surface::Library`]'s.
     pub fn render(&self, surface: Surface) -> String {

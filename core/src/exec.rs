@@ -339,7 +339,7 @@ impl Client {
             Error::Rejected { message, .. } => {
                 let stopped = message.contains("is not running");
                 Error::Exec {
-                    fix: stopped.then(|| crate::advice::Fix::Replace {
+                    fix: stopped.then(|| crate::config::advice::Fix::Replace {
                         name: sandbox.name.clone(),
                     }),
                     message: format!(

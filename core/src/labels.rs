@@ -13,6 +13,11 @@ use std::path::Path;
 
 use crate::secret::Secret;
 
+/// Prefix of every sandbox's container name (`odek-`): a sandbox is
+/// reachable by its name on the networks it joins, and the prefix keeps it
+/// from shadowing a service such as `postgres`.
+pub(crate) const SANDBOX_NAME_PREFIX: &str = "odek-";
+
 /// `dev.odek.sandbox=true` on every sandbox container.
 pub const SANDBOX: &str = "dev.odek.sandbox";
 /// PID of the process that owns an ephemeral sandbox.
@@ -105,7 +110,7 @@ impl Unverified {
         };
         format!(
             "was not created by this user's odek (no valid {MAC} for {}{why})",
-            crate::text::shown_path(&crate::secret::key_path(odek_home))
+            crate::text::shown(crate::secret::key_path(odek_home))
         )
     }
 }

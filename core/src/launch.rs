@@ -27,9 +27,9 @@ use crate::engine::{BindMount, ContainerSpec, DockerApi, EngineErrorKind, TmpfsM
 use crate::error::{Error, Removal, Result};
 use crate::failure::{FailureClass, Step};
 use crate::image;
+use crate::inventory::Reaped;
 use crate::labels::{self, Owner};
 use crate::plan::{Fallback, Isolation, Plan};
-use crate::registry::Reaped;
 use crate::resolve::{fallback_warning, Reporter};
 use crate::sandbox::{Applied, OwnerLink, Sandbox, SANDBOX_SCHEMA};
 use crate::verify::{not_running, verify, IDLE_CMD, TMP_OPTIONS};
@@ -122,7 +122,7 @@ pub struct LaunchOptions {
 /// # Errors
 /// [`Error::InvalidName`], before any Docker call.
 pub fn validate_sandbox_name(name: &str) -> Result<()> {
-    let rest = name.strip_prefix(SANDBOX_NAME_PREFIX);
+    let rest = name.strip_prefix(crate::labels::SANDBOX_NAME_PREFIX);
     let ok = rest.is_some_and(|r| {
         !r.is_empty()
             && name.len() <= 64
@@ -141,9 +141,6 @@ pub fn validate_sandbox_name(name: &str) -> Result<()> {
 /// How long a cancelled launch waits for its image probe's removal before
 /// it returns (the removal goes on in the background after that).
 const PROBE_SETTLE: Duration = Duration::from_secs(2);
-
-/// Prefix of every sandbox's container name.
-pub(crate) const SANDBOX_NAME_PREFIX: &str = "odek-";
 
 /// A fresh sandbox name, `odek-<12 hex>`.
 pub fn new_sandbox_name() -> String {
@@ -456,7 +453,7 @@ impl Client {
                     Duration::ZERO
                 };
                 let removal =
-                    match crate::registry::reap(engine.as_ref(), &name, &launch_id, wait).await {
+                    match crate::inventory::reap(engine.as_ref(), &name, &launch_id, wait).await {
                         Reaped::Removed => Removal::Removed,
                         Reaped::NotOurs => Removal::NotOurs { name: name.clone() },
                         Reaped::Absent => Removal::Absent {

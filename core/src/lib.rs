@@ -11,7 +11,7 @@
 //! Docker is reached only through [`engine::DockerApi`] (SPEC §2).
 
 pub mod account;
-pub mod advice;
+
 pub mod api;
 pub mod approval;
 pub mod approve;
@@ -26,14 +26,14 @@ pub(crate) mod failure;
 pub(crate) mod hardening;
 pub mod image;
 pub(crate) mod image_ref;
+pub mod inventory;
 pub mod labels;
 pub mod launch;
 pub(crate) mod mounts;
 pub mod narrow;
 pub mod network;
+pub(crate) mod ownership;
 pub mod plan;
-pub(crate) mod private;
-pub mod registry;
 pub(crate) mod resolve;
 pub(crate) mod safe_open;
 pub mod sandbox;
@@ -47,6 +47,8 @@ pub mod workdir;
 
 pub use cancel::CancellationToken;
 pub use client::Client;
+/// Where a fix an error names is worded per surface (`config::advice`).
+pub use config::advice;
 pub use error::{Error, Result};
 pub use exec::{Command, ExecOutcome, ExecRequest};
 pub use failure::{FailureClass, Step};

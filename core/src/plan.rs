@@ -120,7 +120,7 @@ impl Plan {
     /// `image` (the image's own user); terminal-safe.
     pub fn user_shown(&self) -> String {
         match &self.user {
-            Some(u) => crate::text::display_text(u),
+            Some(u) => crate::text::shown(u),
             None => "image".into(),
         }
     }

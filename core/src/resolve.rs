@@ -148,7 +148,7 @@ impl Client {
                 }
                 Err(e) => return Err(Error::engine(&engine.endpoint().to_string(), Step::Ping, e)),
             };
-            let (euid, egid) = crate::private::operator_ids();
+            let (euid, egid) = crate::ownership::operator_ids();
             let (user, account, choice) = crate::account::default_user(
                 engine.endpoint().is_local(),
                 security.rootless,
@@ -211,7 +211,7 @@ fn root_owned_warning(settings: &Settings, plan: &Plan) -> Option<Warning> {
     let example = found
         .example
         .as_deref()
-        .map(crate::text::shown_path)
+        .map(crate::text::shown)
         .unwrap_or_default();
     Some(Warning::new(
         WarningKind::Other,
@@ -221,7 +221,7 @@ fn root_owned_warning(settings: &Settings, plan: &Plan) -> Option<Warning> {
             if found.count == 1 { "entry" } else { "entries" },
             if found.count == 1 { "s" } else { "" },
             if found.count == 1 { "it" } else { "them" },
-            crate::text::shown_path(&settings.workdir),
+            crate::text::shown(&settings.workdir),
         ),
     ))
 }
@@ -313,8 +313,8 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
             WarningKind::OdekHomeMasked,
             format!(
                 "$ODEK_HOME ({}) lies inside the working directory; the sandbox sees an empty read-only {} instead",
-                crate::text::shown_path(&s.odek_home),
-                crate::text::shown_path(&target)
+                crate::text::shown(&s.odek_home),
+                crate::text::shown(&target)
             ),
         ));
     }

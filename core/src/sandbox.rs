@@ -131,7 +131,7 @@ impl Sandbox {
                     "odek: sandbox network={} pids={} image={} networks={} user={} endpoint={}",
                     a.network_summary,
                     a.pids_limit,
-                    crate::text::display_text(&self.plan.image.reference.to_string()),
+                    crate::text::shown(self.plan.image.reference.to_string()),
                     if names.is_empty() {
                         "-".to_string()
                     } else {
@@ -141,7 +141,7 @@ impl Sandbox {
                     if a.endpoint.is_empty() {
                         "-".to_string()
                     } else {
-                        crate::text::display_text(&a.endpoint)
+                        crate::text::shown(&a.endpoint)
                     }
                 )
             }

@@ -116,7 +116,7 @@ impl Secret {
         if !meta.is_file() {
             return Err(fail(&path, "is not a regular file; remove it"));
         }
-        crate::private::check_private_meta(&path, &meta).map_err(|r| fail(&path, r))?;
+        crate::ownership::check_private_meta(&path, &meta).map_err(|r| fail(&path, r))?;
         if meta.permissions().mode() & 0o077 != 0 {
             return Err(fail(
                 &path,
@@ -183,7 +183,7 @@ fn check_dir(dir: &Path) -> Result<(), SecretError> {
     if !meta.is_dir() {
         return Err(fail(dir, "is not a directory"));
     }
-    crate::private::check_private_meta(dir, &meta).map_err(|r| fail(dir, r))
+    crate::ownership::check_private_meta(dir, &meta).map_err(|r| fail(dir, r))
 }
 
 /// The key file's path for `odek_home`.

@@ -10,6 +10,18 @@
 //! odek's own line breaks kept) or renders reporter lines with
 //! [`warning_lines`] and [`progress_line`]. JSON meant for a terminal goes
 //! through [`json_for_terminal`].
+//!
+//! Which helper shows a value inside a message — four, each with its rule:
+//! - [`foreign`]: free text odek did not write (a daemon's sentence, a
+//!   build line): one line, unquoted, every unsafe character escaped.
+//! - [`shown`]: a token odek names (a path, an image reference, a volume, an
+//!   origin, a label value): verbatim when clean, else quoted and escaped.
+//! - [`quote`]: a value odek rejects: always quoted (an empty value or one
+//!   with spaces must still read as one value), cut at 80 characters.
+//! - [`display_name`]: a Docker object's name (network, project, service):
+//!   verbatim only when it passes SPEC §9.3's name rule, the one the
+//!   environment block applies, else quoted — so a name an agent is shown
+//!   verbatim is one that resolves.
 
 use std::borrow::Cow;
 
@@ -61,16 +73,6 @@ pub fn display_name(s: &str) -> String {
     }
 }
 
-/// Free text (paths, image refs, volumes) safe for a terminal: printable
-/// ASCII verbatim, anything else quoted and escaped.
-pub fn display_text(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
-        s.to_string()
-    } else {
-        display_name(s)
-    }
-}
-
 /// Quotes a user-supplied value for an error message: Rust debug escaping
 /// (control and escape characters shown as `\u{…}`), cut at 80 characters.
 pub fn quote(value: &str) -> String {
@@ -81,26 +83,24 @@ pub fn quote(value: &str) -> String {
     format!("{cut:?}")
 }
 
-/// A path or an origin (a config file's path, an env var, a flag) as a
-/// message shows it: verbatim when Rust's debug escaping leaves it alone
-/// (printable text without `"` or `\`), else quoted with every control,
-/// escape and invisible character escaped (as [`quote`], but never cut), so no escape
-/// sequence from a directory name reaches the terminal. The data keeps the
-/// raw value; this is for `Display` only.
-pub fn shown(value: &str) -> String {
+/// A path, image reference, volume, origin (a config file's path, an env
+/// var, a flag) or other token in a message: verbatim when Rust's debug
+/// escaping leaves it alone (printable text of any script without `"` or
+/// `\`), else quoted with every control, escape and invisible character
+/// escaped (as [`quote`], but never cut), so no escape sequence from a
+/// directory name reaches the terminal. Takes a `&str` or a `Path`
+/// (non-UTF-8 bytes as U+FFFD). The data keeps the raw value; this is for
+/// `Display` only.
+pub fn shown(value: impl AsRef<std::ffi::OsStr>) -> String {
+    let value = value.as_ref().to_string_lossy();
     let quoted = format!("{value:?}");
     // Debug escaping lengthens whatever it escapes: same length plus the
     // quotes means nothing needed escaping.
     if !value.is_empty() && quoted.len() == value.len() + 2 {
-        value.to_string()
+        value.into_owned()
     } else {
         quoted
     }
-}
-
-/// [`shown`] for a path (non-UTF-8 bytes as U+FFFD).
-pub fn shown_path(path: &std::path::Path) -> String {
-    shown(&path.to_string_lossy())
 }
 
 /// True for a character that must never reach a terminal raw from text odek

@@ -55,7 +55,7 @@ pub(crate) fn not_running(plan: &Plan, exit: Option<&(i64, String)>) -> String {
     match exit {
         Some((code, err)) if !err.is_empty() => format!(
             "the container is not running (exit code {code}: {}): Docker could not start it as planned",
-            crate::text::display_text(err)
+            crate::text::shown(err)
         ),
         Some((127, _)) => format!(
             "the container is not running (exit code 127): its idle process `{idle}` was not found; the image must provide `{program}` on PATH{path_note}"

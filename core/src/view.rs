@@ -353,11 +353,11 @@ impl ConfigView {
             match (&self.user, &self.account) {
                 (Some(u), Some(a)) => format!(
                     "{} ({}, HOME {}: an empty tmpfs)",
-                    crate::text::display_text(u),
+                    crate::text::shown(u),
                     a.name,
                     a.home
                 ),
-                (Some(u), None) => crate::text::display_text(u),
+                (Some(u), None) => crate::text::shown(u),
                 (None, _) => "the image's user".into(),
             },
             match self.user_choice {
@@ -380,7 +380,7 @@ impl ConfigView {
             line("env", self.env_keys.join(","), src(names::sandbox_env));
         }
         if !self.volumes.is_empty() {
-            let shown: Vec<String> = self.volumes.iter().map(|v| crate::text::shown(v)).collect();
+            let shown: Vec<String> = self.volumes.iter().map(crate::text::shown).collect();
             line("volumes", shown.join(" "), src(names::sandbox_volumes));
         }
         for m in &self.masks {

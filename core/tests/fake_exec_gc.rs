@@ -637,9 +637,9 @@ async fn stale(s: &Setup, name: &str, owner: BTreeMap<String, String>) -> String
 
 /// `odek sandbox gc [--detached]` with the setup's `$ODEK_HOME`.
 async fn gc(s: &Setup, detached: bool) -> Vec<String> {
-    let opts = odek_core::registry::GcOptions {
+    let opts = odek_core::inventory::GcOptions {
         detached,
-        ..odek_core::registry::GcOptions::new(&s.odek_home)
+        ..odek_core::inventory::GcOptions::new(&s.odek_home)
     };
     s.odek.gc(&opts).await.expect("gc")
 }
@@ -723,10 +723,10 @@ async fn gc_scopes_to_a_workdir_and_dry_run_removes_nothing() {
         stale(&s, name, owner).await;
     }
     let opts =
-        |workdir: Option<std::path::PathBuf>, dry_run: bool| odek_core::registry::GcOptions {
+        |workdir: Option<std::path::PathBuf>, dry_run: bool| odek_core::inventory::GcOptions {
             workdir,
             dry_run,
-            ..odek_core::registry::GcOptions::new(&s.odek_home)
+            ..odek_core::inventory::GcOptions::new(&s.odek_home)
         };
     let mut would = s
         .odek

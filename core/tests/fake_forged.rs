@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use common::*;
 use odek_core::engine::{ContainerInfo, ContainerSpec, DockerApi, MountInfo, Op};
+use odek_core::inventory::GcOptions;
 use odek_core::labels::{self, Owner};
-use odek_core::registry::GcOptions;
 use odek_core::secret::Secret;
 use odek_core::{Command, ExecRequest, FailureClass};
 

@@ -235,11 +235,11 @@ impl Sandboxes {
                     match a.via {
                         Via::Env => errln!(
                             "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
-                            odek_core::text::display_text(&req.config)
+                            odek_core::text::shown(&req.config)
                         ),
                         Via::Once | Via::Trust => errln!(
                             "odek: project settings of {} approved by the user through the MCP client ({})",
-                            odek_core::text::display_text(&req.config),
+                            odek_core::text::shown(&req.config),
                             a.via
                         ),
                         Via::Stored => {}
@@ -254,7 +254,7 @@ impl Sandboxes {
                 if env_refused {
                     return Err(Refusal(format!(
                         "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and ODEK_APPROVE_PROJECT_SANDBOX=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, review them and restart the server, or trust them with `odek run` in a terminal (answer t).\n\n{}",
-                        odek_core::text::display_text(&req.config),
+                        odek_core::text::shown(&req.config),
                         req.knobs.join(", "),
                         req.render_card()
                     )));

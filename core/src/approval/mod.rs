@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Settings, Source};
 use crate::network::NetworkSummary;
-use crate::text::{display_name, display_text};
+use crate::text::{display_name, shown};
 
 /// Schema name of [`ApprovalRequest`] JSON.
 pub const APPROVAL_REQUEST_SCHEMA: &str = "odek.approval-request/1";
@@ -265,7 +265,7 @@ impl ApprovalRequest {
     pub fn render_card(&self) -> String {
         let mut s = format!(
             "The project's {} asks for sandbox settings that need your approval:\n",
-            display_text(&self.config)
+            shown(&self.config)
         );
         let mut row = |k: &str, v: String| s.push_str(&format!("  {k:<9} {v}\n"));
         if let Some(sha) = &self.dockerfile_sha256 {
@@ -281,13 +281,13 @@ impl ApprovalRequest {
                 "image",
                 format!(
                     "{} (if it cannot be pulled: {})",
-                    display_text(i),
+                    shown(i),
                     self.failure_outcome()
                 ),
             );
         }
         if let Some(n) = &self.network {
-            row("network", display_text(n));
+            row("network", shown(n));
         }
         if !self.env.is_empty() {
             let keys: Vec<String> = self
@@ -295,21 +295,18 @@ impl ApprovalRequest {
                 .iter()
                 .map(|e| {
                     if e.interpolates_host {
-                        let vars: Vec<String> = e
-                            .reads
-                            .iter()
-                            .map(|v| format!("${}", display_text(v)))
-                            .collect();
-                        format!("{} (reads host {})", display_text(&e.key), vars.join(", "))
+                        let vars: Vec<String> =
+                            e.reads.iter().map(|v| format!("${}", shown(v))).collect();
+                        format!("{} (reads host {})", shown(&e.key), vars.join(", "))
                     } else {
-                        display_text(&e.key)
+                        shown(&e.key)
                     }
                 })
                 .collect();
             row("env", keys.join(", "));
         }
         for v in &self.volumes {
-            row("volume", display_text(v));
+            row("volume", shown(v));
         }
         if let Some(p) = &self.requested_compose_project {
             row("compose", display_name(p));

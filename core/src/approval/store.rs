@@ -96,9 +96,9 @@ impl Store {
     /// says could be another user's.
     pub fn checked_meta(&self) -> Result<BTreeMap<String, Meta>, ApprovalError> {
         let path = self.home.join(META_FILE);
-        crate::private::check_private(&self.home)
+        crate::ownership::check_private(&self.home)
             .map_err(|reason| in_dir(&path, &self.home, reason))?;
-        crate::private::check_private(&path).map_err(|reason| err(&path, reason))?;
+        crate::ownership::check_private(&path).map_err(|reason| err(&path, reason))?;
         Ok(std::fs::read(&path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
@@ -206,7 +206,7 @@ fn ensure_private_dir(dir: &Path) -> Result<(), ApprovalError> {
                 std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
                     .map_err(|e| err(dir, format!("cannot make it private (0700): {e}")))?;
             }
-            crate::private::check_private(dir)
+            crate::ownership::check_private(dir)
                 .map_err(|reason| in_dir(&dir.join(STORE_FILE), dir, reason))?;
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -224,14 +224,11 @@ fn ensure_private_dir(dir: &Path) -> Result<(), ApprovalError> {
 }
 
 /// `path` refused because its directory failed
-/// [`crate::private::check_private`] for `reason`.
+/// [`crate::ownership::check_private`] for `reason`.
 fn in_dir(path: &Path, dir: &Path, reason: String) -> ApprovalError {
     err(
         path,
-        format!(
-            "its directory {} {reason}",
-            crate::text::display_text(&dir.display().to_string())
-        ),
+        format!("its directory {} {reason}", crate::text::shown(dir)),
     )
 }
 
@@ -252,9 +249,9 @@ fn read_store(path: &Path) -> Result<BTreeMap<String, bool>, ApprovalError> {
     }
     // Another user's, or writable by group or others: anyone of them could
     // have forged a trust in it (or replaced it, through the directory).
-    crate::private::check_private_meta(path, &meta).map_err(|reason| err(path, reason))?;
+    crate::ownership::check_private_meta(path, &meta).map_err(|reason| err(path, reason))?;
     if let Some(dir) = path.parent() {
-        crate::private::check_private(dir).map_err(|reason| in_dir(path, dir, reason))?;
+        crate::ownership::check_private(dir).map_err(|reason| in_dir(path, dir, reason))?;
     }
     if meta.len() > MAX_STORE_BYTES {
         return Err(err(path, "is larger than 16 MiB"));

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::advice::{fix_text, Fix, Surface};
-use crate::text::{shown, shown_path};
+use crate::config::advice::{fix_text, Fix, Surface};
+use crate::text::shown;
 
 /// A configuration error. Messages name the cause and the fix; they never
 /// carry env values (they are user data and may be secrets).
@@ -14,7 +14,7 @@ use crate::text::{shown, shown_path};
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ConfigError {
     /// A config file is not valid JSON (or has duplicate keys, a BOM, NUL…).
-    #[error("{}:{line}:{column}: {reason}; fix the file or remove it", shown_path(.path))]
+    #[error("{}:{line}:{column}: {reason}; fix the file or remove it", shown(.path))]
     Malformed {
         /// The file.
         path: PathBuf,
@@ -26,7 +26,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// A config file could not be read.
-    #[error("cannot read {}: {reason}", shown_path(.path))]
+    #[error("cannot read {}: {reason}", shown(.path))]
     Unreadable {
         /// The file.
         path: PathBuf,
@@ -35,7 +35,7 @@ pub enum ConfigError {
     },
     /// `$ODEK_HOME` or the user config belongs to another non-root user or
     /// can be written by group or others (SPEC §7.3): not trusted.
-    #[error("{what} {} {reason}", shown_path(.path))]
+    #[error("{what} {} {reason}", shown(.path))]
     NotPrivate {
         /// What it is: `$ODEK_HOME` or `user config`.
         what: String,
@@ -170,7 +170,7 @@ fn workdir_text(
 ) -> String {
     format!(
         "working directory {}: {reason}{}",
-        shown_path(path),
+        shown(path),
         fix_text(fix, surface)
     )
 }

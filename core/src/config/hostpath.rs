@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::advice::Fix;
+use crate::config::advice::Fix;
 
 use super::validate::{char_name, is_hidden_or_control};
 use super::{quote, ConfigError, VolumeMount};

@@ -75,7 +75,7 @@ pub(crate) fn identify(workdir: &Path) -> Result<FileId, ConfigError> {
     let fail = |reason: String| ConfigError::Workdir {
         path: workdir.to_path_buf(),
         reason: format!("{reason}; "),
-        fix: Some(crate::advice::Fix::PassWorkdir {
+        fix: Some(crate::config::advice::Fix::PassWorkdir {
             dir: "the project directory itself".into(),
         }),
     };

@@ -350,7 +350,7 @@ fn canonical_workdir(dir: &Path) -> Result<PathBuf, ConfigError> {
     let workdir = dir.canonicalize().map_err(|e| ConfigError::Workdir {
         path: dir.to_path_buf(),
         reason: format!("{e}; "),
-        fix: Some(crate::advice::Fix::PassOrEnterWorkdir {
+        fix: Some(crate::config::advice::Fix::PassOrEnterWorkdir {
             dir: "an existing project directory".into(),
         }),
     })?;
@@ -358,7 +358,7 @@ fn canonical_workdir(dir: &Path) -> Result<PathBuf, ConfigError> {
         return Err(ConfigError::Workdir {
             path: workdir,
             reason: "not a directory; ".into(),
-            fix: Some(crate::advice::Fix::PassWorkdir {
+            fix: Some(crate::config::advice::Fix::PassWorkdir {
                 dir: "the project directory".into(),
             }),
         });
@@ -382,7 +382,7 @@ fn ranked_layers(
     if inputs.read_user_config {
         let path = odek_home.join("config.json");
         for (what, p) in [("$ODEK_HOME", odek_home), ("user config", &path)] {
-            crate::private::check_private(p).map_err(|reason| ConfigError::NotPrivate {
+            crate::ownership::check_private(p).map_err(|reason| ConfigError::NotPrivate {
                 what: what.into(),
                 path: p.to_path_buf(),
                 reason,
@@ -546,7 +546,7 @@ fn volumes_setting(
                     value: super::quote(&v.spec),
                     reason: format!(
                         "it would expose $ODEK_HOME ({}), where approvals live",
-                        super::shown_path(odek_home)
+                        super::shown(odek_home)
                     ),
                 });
             }
@@ -587,9 +587,9 @@ fn odek_home_depth(odek_home: &Path, workdir: &Path) -> Result<(), ConfigError> 
             key: "ODEK_HOME".into(),
             reason: format!(
                 "{} lies {} levels inside the working directory: the sandbox could rename a directory on the way to it and put its own config and approvals in its place; use a directory outside the project, or one directly in it ({})",
-                super::shown_path(odek_home),
+                super::shown(odek_home),
                 rel.components().count(),
-                super::shown_path(&workdir.join(".odek"))
+                super::shown(workdir.join(".odek"))
             ),
         }),
         _ => Ok(()),
@@ -668,7 +668,7 @@ pub fn odek_home(env: &BTreeMap<String, String>) -> Result<PathBuf, ConfigError>
 
 /// Applies the project-can-only-tighten rules to the project layer.
 fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Warning>) {
-    let at = super::shown_path(path);
+    let at = super::shown(path);
     if project.sandbox == Some(false) {
         project.sandbox = None;
         warnings.push(Warning::new(

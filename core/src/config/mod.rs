@@ -2,6 +2,7 @@
 //! precedence of §3.2 with each value's source kept, the project-can-only-
 //! tighten rules, and the validation of §3.4 — all before any container exists.
 
+pub mod advice;
 mod error;
 mod hostpath;
 mod identity;
@@ -10,7 +11,7 @@ mod merge;
 mod parse;
 mod validate;
 
-use crate::text::{quote, shown_path};
+use crate::text::{quote, shown};
 pub use error::ConfigError;
 pub use hostpath::resolve_volume;
 pub(crate) use hostpath::validate_workdir;
@@ -85,8 +86,8 @@ impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Source::Default => f.write_str("default"),
-            Source::User { path } => write!(f, "user config {}", shown_path(path)),
-            Source::Project { path } => write!(f, "project config {}", shown_path(path)),
+            Source::User { path } => write!(f, "user config {}", shown(path)),
+            Source::Project { path } => write!(f, "project config {}", shown(path)),
             Source::Env { var } => write!(f, "env {var}"),
             Source::Flag { flag } => write!(f, "flag {flag}"),
             Source::Api => f.write_str("api"),

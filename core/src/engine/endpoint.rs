@@ -79,12 +79,7 @@ pub struct Probed {
 
 impl fmt::Display for Probed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}",
-            crate::text::display_text(&self.path.display().to_string()),
-            self.reason
-        )
+        write!(f, "{}: {}", crate::text::shown(&self.path), self.reason)
     }
 }
 
@@ -277,7 +272,7 @@ impl Endpoint {
             Err(why) => {
                 let what = format!("the Docker socket {}{}", self.address, self.origin());
                 let warning = why
-                    .named_warning(&crate::text::display_text(&what))
+                    .named_warning(&crate::text::shown(&what))
                     .map(|m| Warning::new(WarningKind::DockerSocketNotYours, m));
                 (socket_owner::owner_of(path), warning)
             }
@@ -325,10 +320,7 @@ fn probe(path: &Path) -> Result<(), String> {
         Err(e) => return Err(format!("cannot be inspected ({e})")),
     }
     socket_owner::check_socket(path).map_err(|why| {
-        why.passed_over(&crate::text::display_text(&format!(
-            "unix://{}",
-            path.display()
-        )))
+        why.passed_over(&crate::text::shown(format!("unix://{}", path.display())))
     })?;
     match std::os::unix::net::UnixStream::connect(path) {
         Ok(_) => Ok(()),

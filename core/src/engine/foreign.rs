@@ -12,7 +12,7 @@
 //!
 //! Data odek compares or verifies (names, labels, IDs, the process list)
 //! passes unchanged: it is sanitised where it is shown
-//! ([`crate::text::sanitize_name`], [`crate::text::display_text`]). A
+//! ([`crate::text::sanitize_name`], [`crate::text::shown`]). A
 //! command's own output ([`OutputSink`]) passes through as the command
 //! wrote it.
 

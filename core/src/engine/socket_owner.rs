@@ -2,7 +2,7 @@
 //! receives the sandbox's settings — its `sandbox_env` values expanded from
 //! this process's environment, its mounts — and runs it. So a socket odek
 //! finds by probing must pass the rule that guards `$ODEK_HOME` (SPEC §7.3,
-//! [`crate::private`]): it belongs to the effective uid or root, and so does
+//! [`crate::ownership`]): it belongs to the effective uid or root, and so does
 //! every directory its path is resolved through, none of which group or
 //! others may write (a sticky directory excepted, except the socket's own,
 //! see [`check_socket`]). An endpoint the operator names (`DOCKER_HOST`, a
@@ -16,7 +16,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::private::{euid, is_trusted_owner, user_name};
+use crate::ownership::{euid, is_trusted_owner, user_name};
 
 /// A user, as the owner of a socket or directory: uid, and the login name
 /// from `/etc/passwd` when it has one.
@@ -128,7 +128,7 @@ impl Untrusted {
 }
 
 fn shown(p: &Path) -> String {
-    crate::text::display_text(&p.display().to_string())
+    crate::text::shown(p)
 }
 
 /// Most symlinks followed while walking a socket path (as the kernel's 40).

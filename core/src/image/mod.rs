@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::advice::Surface;
+use crate::config::advice::Surface;
 use crate::config::{Settings, Source};
 use crate::engine::{DockerApi, EngineError, ImageInfo, ProgressSink};
 
@@ -160,7 +160,7 @@ pub enum ImageError {
         found: String,
     },
     /// `Dockerfile.odek` could not be built (config).
-    #[error("building {} failed: {message}; fix the Dockerfile (try `docker build -f Dockerfile.odek .`)", crate::text::shown_path(.path))]
+    #[error("building {} failed: {message}; fix the Dockerfile (try `docker build -f Dockerfile.odek .`)", crate::text::shown(.path))]
     BuildFailed {
         /// The Dockerfile.
         path: PathBuf,
@@ -170,7 +170,7 @@ pub enum ImageError {
     /// `Dockerfile.odek` is not the file that was resolved and approved: its
     /// content hashes differently now, or it is gone, a symlink or not a
     /// regular file (config); nothing was built.
-    #[error("{} changed since it was resolved and approved: {reason}; nothing was built; run odek again to review it", crate::text::shown_path(.path))]
+    #[error("{} changed since it was resolved and approved: {reason}; nothing was built; run odek again to review it", crate::text::shown(.path))]
     DockerfileChanged {
         /// The Dockerfile.
         path: PathBuf,
@@ -217,7 +217,7 @@ fn pull_failed_text(reference: &str, message: &str, surface: Surface) -> String 
 fn dockerfile_unusable_text(path: &Path, reason: &str, surface: Surface) -> String {
     format!(
         "{} {reason}; Dockerfile.odek must be a readable regular file in the project directory (or choose an image with {})",
-        crate::text::shown_path(path),
+        crate::text::shown(path),
         surface.setting(crate::config::names::sandbox_image)
     )
 }
@@ -302,7 +302,7 @@ pub(crate) async fn ensure(
                 })?;
                 progress(&format!(
                     "building {} as {create_ref}",
-                    crate::text::shown_path(path)
+                    crate::text::shown(path)
                 ));
                 let tar = build_context(
                     dir,

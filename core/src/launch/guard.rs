@@ -15,10 +15,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::advice::Fix;
 use crate::client::Client;
+use crate::config::advice::Fix;
+use crate::inventory::{Reaped, CREATE_SETTLE};
 use crate::launch::{new_sandbox_name, LaunchOptions, LaunchProgress, Stage};
-use crate::registry::{Reaped, CREATE_SETTLE};
 
 /// The name and progress of one launch, and the cleanup when it is stopped.
 #[derive(Clone, Debug)]

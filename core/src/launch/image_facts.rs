@@ -27,7 +27,7 @@
 //! tens of milliseconds each on some storage drivers: a launch pays them
 //! the first time an image is used, not again.
 
-use crate::advice::Fix;
+use crate::config::advice::Fix;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -337,7 +337,8 @@ async fn probe(
         Err(e) => {
             guard.done = true;
             // A lost answer may still have made it.
-            let _ = crate::registry::reap(engine.as_ref(), &name, &launch_id, Duration::ZERO).await;
+            let _ =
+                crate::inventory::reap(engine.as_ref(), &name, &launch_id, Duration::ZERO).await;
             return Err(failed(e));
         }
     };
@@ -437,11 +438,11 @@ impl Drop for ProbeGuard {
                     let _ = engine.remove_container(&id).await;
                 }
                 None => {
-                    let _ = crate::registry::reap(
+                    let _ = crate::inventory::reap(
                         engine.as_ref(),
                         &name,
                         &launch_id,
-                        crate::registry::CREATE_SETTLE,
+                        crate::inventory::CREATE_SETTLE,
                     )
                     .await;
                 }

@@ -70,7 +70,7 @@ pub(crate) async fn reap(
 
 /// One odek container as `odek sandbox ls` shows it. Every string is as
 /// the engine gave it: untrusted, to be made terminal-safe before printing
-/// ([`crate::text::display_text`]).
+/// ([`crate::text::shown`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listing {
     /// Container name.
@@ -277,7 +277,7 @@ impl Client {
                 .into(),
                 _ => {
                     // The daemon's message may echo the name as typed.
-                    e.message = crate::text::display_text(&e.message);
+                    e.message = crate::text::shown(&e.message);
                     Error::engine(&ep, Step::Verify, e)
                 }
             })?
@@ -316,7 +316,7 @@ impl Client {
         let applied = match (check, info.running) {
             (Check::Live, true) => Some(verify(&plan, &info, &info.image_id, &engine.endpoint().address).map_err(|problems| {
                 Error::Rejected {
-                    fix: Some(crate::advice::Fix::Replace {
+                    fix: Some(crate::config::advice::Fix::Replace {
                         name: info.name.clone(),
                     }),
                     step: Step::Verify,

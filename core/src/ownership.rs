@@ -73,12 +73,12 @@ pub(crate) fn user_name(uid: u32) -> Option<String> {
         let mut f = line.split(':');
         let name = f.next()?;
         let id: u32 = f.nth(1)?.parse().ok()?;
-        (id == uid && !name.is_empty()).then(|| crate::text::display_text(name))
+        (id == uid && !name.is_empty()).then(|| crate::text::shown(name))
     })
 }
 
 fn shown(path: &Path) -> String {
-    crate::text::display_text(&path.display().to_string())
+    crate::text::shown(path)
 }
 
 #[cfg(test)]
