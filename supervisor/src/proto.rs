@@ -1,0 +1,386 @@
+//! The supervisor's wire protocol (protocol version [`VERSION`]).
+//!
+//! Both directions carry frames on one byte stream: the container's attached
+//! stdin/stdout for the owner's session (the owner link), or a relay's
+//! exec stream for any other process (docs/SANDBOXING.md, "The supervisor").
+//!
+//! A frame is `len: u32 BE | kind: u8 | id: u32 BE | payload`, where `len`
+//! counts the bytes after itself (`5 + payload.len()`) and the payload is at
+//! most [`MAX_PAYLOAD`] bytes. `id` names the command a frame is about
+//! (chosen by the core, unique per session; 0 for frames about the session).
+//! Control payloads are JSON objects ([`Start`], [`Ready`], [`Exit`], …);
+//! output and stdin payloads are raw bytes.
+//!
+//! A session, in order: the supervisor sends [`Kind::Ready`]; the core sends
+//! [`Kind::Start`] per command; the supervisor answers [`Kind::Started`] or
+//! [`Kind::Failed`], then streams [`Kind::Stdout`]/[`Kind::Stderr`], then one
+//! [`Kind::Exit`]. Commands overlap freely. The end of the stream that
+//! carries the owner's session kills every process in the sandbox and ends
+//! the supervisor (and so the container).
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this crate speaks; [`Ready::version`] carries the
+/// supervisor's.
+pub const VERSION: u32 = 1;
+
+/// The largest payload of one frame, in bytes (1 MiB). A longer frame is a
+/// protocol error that ends the session.
+pub const MAX_PAYLOAD: usize = 1 << 20;
+
+/// The largest output payload the supervisor sends in one frame (64 KiB).
+pub const OUTPUT_CHUNK: usize = 64 * 1024;
+
+/// Bytes before a frame's payload: the length, kind and id.
+pub const HEADER_LEN: usize = 9;
+
+/// What a frame carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Core → supervisor: run a command ([`Start`] JSON).
+    Start = 0x01,
+    /// Core → supervisor: bytes for the command's stdin; an empty payload
+    /// closes it.
+    Stdin = 0x02,
+    /// Core → supervisor: a new terminal size ([`WinSize`] JSON) for a
+    /// command started with a terminal.
+    Resize = 0x03,
+    /// Core → supervisor: cancel the command (its tree is killed as a
+    /// timeout kills it; the [`Exit`] says `cancelled`).
+    Kill = 0x04,
+    /// Core → supervisor: answered by [`Kind::Pong`] with the same payload.
+    Ping = 0x05,
+    /// Supervisor → core, id 0, first frame of a session ([`Ready`] JSON).
+    Ready = 0x81,
+    /// Supervisor → core: the command runs ([`Started`] JSON).
+    Started = 0x82,
+    /// Supervisor → core: bytes the command wrote to stdout (or to its
+    /// terminal).
+    Stdout = 0x83,
+    /// Supervisor → core: bytes the command wrote to stderr.
+    Stderr = 0x84,
+    /// Supervisor → core: the command ended ([`Exit`] JSON); the last frame
+    /// about that id.
+    Exit = 0x85,
+    /// Supervisor → core: the command could not start, or the request was
+    /// refused ([`Failed`] JSON); the last frame about that id.
+    Failed = 0x86,
+    /// Supervisor → core: the answer to [`Kind::Ping`].
+    Pong = 0x87,
+    /// Supervisor → core, id 0: something the operator should know about the
+    /// session (UTF-8 text), e.g. a refused relay connection.
+    Notice = 0x88,
+}
+
+impl Kind {
+    /// The kind for a wire byte; `None` for an unknown one.
+    pub fn from_byte(b: u8) -> Option<Kind> {
+        Some(match b {
+            0x01 => Kind::Start,
+            0x02 => Kind::Stdin,
+            0x03 => Kind::Resize,
+            0x04 => Kind::Kill,
+            0x05 => Kind::Ping,
+            0x81 => Kind::Ready,
+            0x82 => Kind::Started,
+            0x83 => Kind::Stdout,
+            0x84 => Kind::Stderr,
+            0x85 => Kind::Exit,
+            0x86 => Kind::Failed,
+            0x87 => Kind::Pong,
+            0x88 => Kind::Notice,
+            _ => return None,
+        })
+    }
+}
+
+/// One frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// What it carries.
+    pub kind: Kind,
+    /// The command it is about (0: the session).
+    pub id: u32,
+    /// JSON for control kinds, raw bytes for output and stdin.
+    pub payload: Vec<u8>,
+}
+
+impl Frame {
+    /// A frame whose payload is `msg` as JSON.
+    pub fn json<T: Serialize>(kind: Kind, id: u32, msg: &T) -> Frame {
+        // Serializing these plain structs cannot fail.
+        let payload = serde_json::to_vec(msg).unwrap_or_default();
+        Frame { kind, id, payload }
+    }
+
+    /// The payload read as JSON `T`.
+    ///
+    /// Errors: [`ProtoError::BadPayload`] naming the kind.
+    pub fn parse<T: for<'de> Deserialize<'de>>(&self) -> Result<T, ProtoError> {
+        serde_json::from_slice(&self.payload).map_err(|e| ProtoError::BadPayload {
+            kind: self.kind,
+            reason: e.to_string(),
+        })
+    }
+
+    /// Appends the frame's wire bytes to `out`.
+    ///
+    /// Panics never; a payload over [`MAX_PAYLOAD`] is the caller's bug and
+    /// is refused by the reading side.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let len = (5 + self.payload.len()) as u32;
+        out.extend_from_slice(&len.to_be_bytes());
+        out.push(self.kind as u8);
+        out.extend_from_slice(&self.id.to_be_bytes());
+        out.extend_from_slice(&self.payload);
+    }
+
+    /// The frame's wire bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_LEN + self.payload.len());
+        self.encode_into(&mut out);
+        out
+    }
+}
+
+/// Why a byte stream is not a valid frame sequence. Any of these ends the
+/// session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtoError {
+    /// A length field below 5 or over `5 + MAX_PAYLOAD`.
+    BadLength(u32),
+    /// An unknown kind byte.
+    UnknownKind(u8),
+    /// A control payload that is not the JSON its kind needs.
+    BadPayload {
+        /// The frame's kind.
+        kind: Kind,
+        /// The JSON parser's message.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for ProtoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProtoError::BadLength(n) => write!(f, "frame length {n} out of range"),
+            ProtoError::UnknownKind(k) => write!(f, "unknown frame kind 0x{k:02x}"),
+            ProtoError::BadPayload { kind, reason } => {
+                write!(f, "bad {kind:?} payload: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ProtoError {}
+
+/// Reassembles frames from a byte stream cut anywhere (Docker's attach
+/// stream splits and joins writes freely).
+#[derive(Debug, Default)]
+pub struct Decoder {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Decoder {
+    /// An empty decoder.
+    pub fn new() -> Decoder {
+        Decoder::default()
+    }
+
+    /// Adds bytes read from the stream.
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.start > 0 && self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next whole frame, `Ok(None)` when more bytes are needed.
+    ///
+    /// Errors: [`ProtoError::BadLength`], [`ProtoError::UnknownKind`]; the
+    /// decoder is then unusable (the session ends).
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, ProtoError> {
+        let avail = &self.buf[self.start..];
+        if avail.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]);
+        if len < 5 || len as usize > 5 + MAX_PAYLOAD {
+            return Err(ProtoError::BadLength(len));
+        }
+        let total = 4 + len as usize;
+        if avail.len() < total {
+            return Ok(None);
+        }
+        let kind = Kind::from_byte(avail[4]).ok_or(ProtoError::UnknownKind(avail[4]))?;
+        let id = u32::from_be_bytes([avail[5], avail[6], avail[7], avail[8]]);
+        let payload = avail[HEADER_LEN..total].to_vec();
+        self.start += total;
+        if self.start > 64 * 1024 && self.start * 2 > self.buf.len() {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        Ok(Some(Frame { kind, id, payload }))
+    }
+}
+
+/// A terminal size in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WinSize {
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+}
+
+/// [`Kind::Start`]: one command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Start {
+    /// The program and its arguments; `argv[0]` is looked up in `PATH` (the
+    /// command's `PATH`) when it has no `/`. A shell command arrives as
+    /// `["/bin/sh", "-c", script]`.
+    pub argv: Vec<String>,
+    /// Variables set over the supervisor's own environment (the container's:
+    /// the image's `ENV` and the plan's), later pairs winning.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// The working directory (absolute, inside the sandbox).
+    pub cwd: String,
+    /// The user the command runs as. Never the supervisor's own uid (a
+    /// `Failed` refusal).
+    pub uid: u32,
+    /// Its primary group.
+    pub gid: u32,
+    /// Its supplementary groups (default none).
+    #[serde(default)]
+    pub groups: Vec<u32>,
+    /// Run on a new terminal of this size (stdout and stderr are then one
+    /// stream, sent as [`Kind::Stdout`]); `None`: pipes.
+    #[serde(default)]
+    pub tty: Option<WinSize>,
+    /// The command's stdin is fed by [`Kind::Stdin`] frames; `false`:
+    /// `/dev/null`.
+    #[serde(default)]
+    pub stdin: bool,
+    /// Kill the command's tree after this many milliseconds (the [`Exit`]
+    /// says `timed_out`).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// [`Kind::Ready`]: the supervisor is up and confined.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ready {
+    /// Its protocol version ([`VERSION`]).
+    pub version: u32,
+    /// Its process ID in the sandbox's PID namespace.
+    pub pid: u32,
+    /// Its real, effective and saved uid (all equal), which no command gets.
+    pub uid: u32,
+    /// Its gid.
+    pub gid: u32,
+    /// Its effective capabilities as `/proc/self/status` shows them (hex).
+    pub cap_eff: String,
+    /// The abstract socket a relay connects to (without the leading NUL).
+    pub relay: String,
+}
+
+/// [`Kind::Started`]: the command runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Started {
+    /// Its process ID in the sandbox's PID namespace (also its process group
+    /// and session ID).
+    pub pid: u32,
+}
+
+/// [`Kind::Exit`]: how the command ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exit {
+    /// Its exit status when it exited.
+    pub code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// Its timeout fired.
+    #[serde(default)]
+    pub timed_out: bool,
+    /// A [`Kind::Kill`] (or the end of its session) stopped it.
+    #[serde(default)]
+    pub cancelled: bool,
+    /// After a timeout or cancel: every process of its tree was seen gone by
+    /// the supervisor (from `/proc`, not from any program of the image).
+    #[serde(default)]
+    pub killed: bool,
+    /// After a timeout or cancel: processes that may belong to the command but
+    /// were left running (see docs/SANDBOXING.md for when).
+    #[serde(default)]
+    pub escaped: Vec<u32>,
+}
+
+/// [`Kind::Failed`]: the command did not start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failed {
+    /// Why, for people (the command's argv is not repeated).
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_survive_any_split() {
+        let frames = vec![
+            Frame::json(Kind::Started, 7, &Started { pid: 42 }),
+            Frame {
+                kind: Kind::Stdout,
+                id: 7,
+                payload: b"hello\n".to_vec(),
+            },
+            Frame {
+                kind: Kind::Stdin,
+                id: 7,
+                payload: vec![],
+            },
+        ];
+        let wire: Vec<u8> = frames.iter().flat_map(|f| f.encode()).collect();
+        for cut in 1..wire.len() {
+            let mut d = Decoder::new();
+            let mut got = vec![];
+            for chunk in wire.chunks(cut) {
+                d.push(chunk);
+                while let Some(f) = d.next_frame().expect("valid stream") {
+                    got.push(f);
+                }
+            }
+            assert_eq!(got, frames, "split every {cut} bytes");
+        }
+    }
+
+    #[test]
+    fn bad_lengths_and_kinds_are_errors() {
+        let mut d = Decoder::new();
+        d.push(&[0, 0, 0, 4, 1]);
+        assert_eq!(d.next_frame(), Err(ProtoError::BadLength(4)));
+        let mut d = Decoder::new();
+        d.push(&((6 + MAX_PAYLOAD) as u32).to_be_bytes());
+        assert!(matches!(d.next_frame(), Err(ProtoError::BadLength(_))));
+        let mut d = Decoder::new();
+        d.push(&[0, 0, 0, 5, 0x7f, 0, 0, 0, 1]);
+        assert_eq!(d.next_frame(), Err(ProtoError::UnknownKind(0x7f)));
+    }
+
+    #[test]
+    fn start_refuses_unknown_members() {
+        let f = Frame {
+            kind: Kind::Start,
+            id: 1,
+            payload: br#"{"argv":["true"],"cwd":"/","uid":1,"gid":1,"privileged":true}"#.to_vec(),
+        };
+        assert!(f.parse::<Start>().is_err());
+    }
+}
