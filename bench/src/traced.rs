@@ -198,6 +198,18 @@ impl DockerApi for Traced {
         traced!(self, "attach_stdin", self.inner.attach_stdin(id))
     }
 
+    async fn attach_session(&self, id: &str) -> Result<odek_core::supervisor::Link, EngineError> {
+        traced!(self, "attach_session", self.inner.attach_session(id))
+    }
+
+    async fn exec_session(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+    ) -> Result<odek_core::supervisor::Link, EngineError> {
+        traced!(self, "exec_session", self.inner.exec_session(id, spec))
+    }
+
     async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {
         traced!(self, "wait_removed", self.inner.wait_removed(id))
     }

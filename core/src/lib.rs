@@ -39,6 +39,7 @@ pub(crate) mod safe_open;
 pub mod sandbox;
 pub mod secret;
 pub mod stderr;
+pub mod supervisor;
 pub mod text;
 pub mod verify;
 pub mod view;

@@ -26,7 +26,7 @@ use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 
 use super::endpoint::Address;
-use super::raw::{attach_stdin, ping, wait_removed};
+use super::raw::{attach_session, attach_stdin, ping, wait_removed};
 use super::{
     ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
     EndpointInfo, EngineError, EngineErrorKind, EngineInfo, EngineSecurity, ExecExit, ExecSpec,
@@ -773,6 +773,72 @@ impl DockerApi for BollardEngine {
     async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError> {
         let v = self.negotiate().await?.1.api_version;
         attach_stdin(&self.endpoint.address, v, id, self.timeouts.call).await
+    }
+
+    async fn attach_session(&self, id: &str) -> Result<crate::supervisor::Link, EngineError> {
+        let v = self.negotiate().await?.1.api_version;
+        attach_session(&self.endpoint.address, v, id, self.timeouts.call).await
+    }
+
+    async fn exec_session(
+        &self,
+        container_id: &str,
+        spec: &ExecSpec,
+    ) -> Result<crate::supervisor::Link, EngineError> {
+        let d = self.client().await?;
+        let config = ExecConfig {
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            attach_stdin: Some(true),
+            tty: Some(false),
+            cmd: Some(spec.cmd.clone()),
+            env: Some(spec.env.clone()),
+            working_dir: spec.working_dir.clone(),
+            user: spec.user.clone(),
+            ..Default::default()
+        };
+        let created = timed(
+            Op::Exec,
+            self.timeouts.call,
+            d.create_exec(container_id, config),
+        )
+        .await?;
+        let started = timed(
+            Op::Exec,
+            self.timeouts.call,
+            d.start_exec(&created.id, None),
+        )
+        .await?;
+        let bollard::exec::StartExecResults::Attached { output, input } = started else {
+            return Err(EngineError::new(
+                Op::Exec,
+                EngineErrorKind::Protocol,
+                "the exec started detached",
+            ));
+        };
+        let output = output
+            .filter_map(|item| async move {
+                match item {
+                    Ok(bollard::container::LogOutput::StdOut { message }) => {
+                        Some(Ok(message.to_vec()))
+                    }
+                    Ok(bollard::container::LogOutput::StdErr { message }) => {
+                        tracing::debug!(
+                            "supervisor relay stderr: {}",
+                            crate::text::foreign(&String::from_utf8_lossy(&message))
+                        );
+                        None
+                    }
+                    Ok(_) => None,
+                    Err(e) => Some(Err(std::io::Error::other(e.to_string()))),
+                }
+            })
+            .boxed();
+        Ok(crate::supervisor::Link {
+            output,
+            input: Box::new(input),
+            keep: None,
+        })
     }
 
     async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {

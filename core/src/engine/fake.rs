@@ -1103,6 +1103,28 @@ impl DockerApi for FakeEngine {
         })))
     }
 
+    async fn attach_session(&self, id: &str) -> Result<crate::supervisor::Link, EngineError> {
+        self.enter(Op::AttachContainer, id)?;
+        Err(EngineError::new(
+            Op::AttachContainer,
+            EngineErrorKind::Rejected,
+            "the in-memory engine runs no supervisor",
+        ))
+    }
+
+    async fn exec_session(
+        &self,
+        id: &str,
+        _spec: &ExecSpec,
+    ) -> Result<crate::supervisor::Link, EngineError> {
+        self.enter(Op::Exec, id)?;
+        Err(EngineError::new(
+            Op::Exec,
+            EngineErrorKind::Rejected,
+            "the in-memory engine runs no supervisor",
+        ))
+    }
+
     async fn security(&self) -> Result<EngineSecurity, EngineError> {
         self.enter(Op::Info, "")?;
         Ok(self.lock().security.clone())

@@ -151,6 +151,19 @@ impl DockerApi for Foreign {
         safe(self.0.attach_stdin(id).await)
     }
 
+    async fn attach_session(&self, id: &str) -> Result<crate::supervisor::Link, EngineError> {
+        // The stream is the supervisor's protocol, checked frame by frame.
+        safe(self.0.attach_session(id).await)
+    }
+
+    async fn exec_session(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+    ) -> Result<crate::supervisor::Link, EngineError> {
+        safe(self.0.exec_session(id, spec).await)
+    }
+
     async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {
         // The wait's own answer is made safe in ExitWait::code.
         safe(self.0.wait_removed(id).await)

@@ -738,6 +738,23 @@ pub trait DockerApi: Send + Sync {
     /// connection (SPEC §6.1 owner lifetime).
     async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError>;
 
+    /// Attaches to container `id`'s stdin and stdout (stream) when its
+    /// process is odek's supervisor: the owner link, used both ways (issue
+    /// 21). Made before start, as [`DockerApi::attach_stdin`]; the
+    /// connection closes when the returned link is dropped. An engine that
+    /// cannot ([`EngineErrorKind::Rejected`]) gets sandboxes without a
+    /// supervisor.
+    async fn attach_session(&self, id: &str) -> Result<crate::supervisor::Link, EngineError>;
+
+    /// Runs `spec` in container `id` through the exec API with its stdin
+    /// and stdout attached as a stream (a relay to the supervisor, issue
+    /// 21), returning that stream; the exec's stderr is logged.
+    async fn exec_session(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+    ) -> Result<crate::supervisor::Link, EngineError>;
+
     /// How the engine isolates containers (`GET /info`): rootless, user
     /// namespaces (SPEC §6.1 "user").
     async fn security(&self) -> Result<EngineSecurity, EngineError>;

@@ -308,15 +308,82 @@ pub(super) async fn attach_stdin(
     }
 }
 
+/// `POST /containers/{id}/attach?stream=1&stdin=1&stdout=1&stderr=1`: the
+/// owner link of a sandbox whose process is odek's supervisor, used both
+/// ways (issue 21). As [`attach_stdin`], the connection's descriptor is
+/// registered for forks the moment the socket exists, and the registration
+/// lives as long as the returned link's `keep`. The output is Docker's
+/// multiplexed stream, split by [`crate::supervisor::demux`].
+pub(super) async fn attach_session(
+    address: &Address,
+    v: ApiVersion,
+    id: &str,
+    budget: Duration,
+) -> Result<crate::supervisor::Link, EngineError> {
+    use std::os::fd::AsRawFd;
+    path_id(Op::AttachContainer, id)?;
+    let unreachable = |e: std::io::Error| {
+        EngineError::new(
+            Op::AttachContainer,
+            EngineErrorKind::Unreachable,
+            e.to_string(),
+        )
+    };
+    let request = format!(
+        "POST /v{v}/containers/{id}/attach?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\nHost: docker\r\nUser-Agent: odek\r\nContent-Length: 0\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n"
+    );
+    fn link(
+        conn: impl Conn + 'static,
+        leftover: Vec<u8>,
+        registered: super::owner_fds::Registered,
+    ) -> crate::supervisor::Link {
+        let (read, write) = tokio::io::split(conn);
+        crate::supervisor::Link {
+            output: crate::supervisor::demux(read, leftover),
+            input: Box::new(write),
+            keep: Some(Box::new(registered)),
+        }
+    }
+    let exchange = async {
+        match address {
+            Address::Unix { path } => {
+                let mut conn = tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(unreachable)?;
+                let registered = super::owner_fds::Registered::new(conn.as_raw_fd())?;
+                let leftover = upgrade(&mut conn, &request, budget).await?;
+                Ok(link(conn, leftover, registered))
+            }
+            Address::Tcp { authority } => {
+                let mut conn = tokio::net::TcpStream::connect(authority.as_str())
+                    .await
+                    .map_err(unreachable)?;
+                let registered = super::owner_fds::Registered::new(conn.as_raw_fd())?;
+                let leftover = upgrade(&mut conn, &request, budget).await?;
+                Ok(link(conn, leftover, registered))
+            }
+        }
+    };
+    match tokio::time::timeout(budget, exchange).await {
+        Ok(r) => r,
+        Err(_) => Err(EngineError::new(
+            Op::AttachContainer,
+            EngineErrorKind::Timeout,
+            format!("no answer within {:.1} s", budget.as_secs_f64()),
+        )),
+    }
+}
+
 /// Sends the attach `request` on `conn` and reads the answer's head: Ok
-/// once the engine switched the connection to a raw stream (101, or 200);
+/// (with the stream's bytes read past the head) once the engine switched
+/// the connection to a raw stream (101, or 200);
 /// an error status is the engine's message (404 [`EngineErrorKind::NotFound`],
 /// others `Rejected`), its body read as far as its length or its JSON goes.
 pub(super) async fn upgrade(
     conn: &mut dyn Conn,
     request: &str,
     budget: Duration,
-) -> Result<(), EngineError> {
+) -> Result<Vec<u8>, EngineError> {
     use tokio::io::AsyncReadExt;
     let err = |kind, message: String| EngineError::new(Op::AttachContainer, kind, message);
     let mut buf = [0u8; 1024];
@@ -335,7 +402,7 @@ pub(super) async fn upgrade(
             )
         })?;
     if status == 101 || status == 200 {
-        return Ok(());
+        return Ok(head[split..].to_vec());
     }
     let length: Option<usize> = lines
         .take_while(|l| !l.is_empty())

@@ -645,6 +645,22 @@ impl DockerApi for Spy {
         r
     }
 
+    async fn attach_session(&self, id: &str) -> Result<odek_core::supervisor::Link, EngineError> {
+        let r = self.fake.attach_session(id).await;
+        self.after(Op::AttachContainer);
+        r
+    }
+
+    async fn exec_session(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+    ) -> Result<odek_core::supervisor::Link, EngineError> {
+        let r = self.fake.exec_session(id, spec).await;
+        self.after(Op::Exec);
+        r
+    }
+
     async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {
         let r = self.fake.wait_removed(id).await;
         self.after(Op::WaitContainer);

@@ -1,0 +1,557 @@
+//! The core's side of odek's supervisor (issue 21; docs/SANDBOXING.md, "The
+//! supervisor"): a [`Session`] speaks the framed protocol of
+//! [`odek_supervisor::proto`] over a byte stream to the sandbox's
+//! `odek-supervisor` — the owner's attachment to the container (the owner
+//! link itself) or a relay exec for any other process.
+//!
+//! One task per session reads frames and routes them to the command they
+//! are about; commands overlap. When the stream ends, every command still
+//! running learns that its status is unknown ([`Ended::Lost`]); never a
+//! success.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use odek_supervisor::proto::{self, Decoder, Frame, Kind};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use crate::engine::{OutputSink, StreamKind};
+
+/// Where the supervisor binary is mounted in every sandbox that has one.
+pub const SUPERVISOR_PATH: &str = "/.odek/odek-supervisor";
+
+/// The uid and gid the supervisor runs as, which no command is ever given
+/// (a plan whose user is this uid runs without a supervisor).
+pub const SUPERVISOR_UID: u32 = 65533;
+
+/// The capabilities the supervisor keeps and no command has: SETUID and
+/// SETGID (to become the command's user), KILL (to kill a command's tree of
+/// another uid), SETPCAP (to empty each command's bounding set).
+pub const SUPERVISOR_CAPS: [&str; 4] = ["SETUID", "SETGID", "KILL", "SETPCAP"];
+
+/// How long a launch waits for the supervisor's first frame.
+pub const READY_BUDGET: Duration = Duration::from_secs(5);
+
+/// The environment variable naming the supervisor binary on the host;
+/// unset, odek looks beside its own executable (and the C ABI's library).
+pub const SUPERVISOR_ENV: &str = "ODEK_SUPERVISOR";
+
+/// A byte stream to a supervisor: its stdout (demultiplexed by the engine
+/// port) and its stdin.
+pub struct Link {
+    /// The supervisor's stdout, in chunks cut anywhere.
+    pub output: BoxStream<'static, std::io::Result<Vec<u8>>>,
+    /// Its stdin.
+    pub input: Box<dyn AsyncWrite + Send + Unpin>,
+    /// Anything that must live as long as the stream (a fork registration).
+    pub keep: Option<Box<dyn Send + Sync>>,
+}
+
+/// How a command ended as far as the session knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// The supervisor's report.
+    Exit(proto::Exit),
+    /// It did not start (the supervisor's reason).
+    Failed(String),
+    /// The session ended first: the command's status is unknown.
+    Lost,
+}
+
+type Routes = Arc<Mutex<HashMap<u32, mpsc::UnboundedSender<Frame>>>>;
+
+/// One session with a sandbox's supervisor.
+pub struct Session {
+    writer: tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>,
+    routes: Routes,
+    next_id: AtomicU32,
+    alive: Arc<AtomicBool>,
+    ready: proto::Ready,
+    reader: tokio::task::JoinHandle<()>,
+    _keep: Option<Box<dyn Send + Sync>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("ready", &self.ready)
+            .field("alive", &self.is_alive())
+            .finish()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Session {
+    /// Opens a session on `link`: waits up to `budget` for the supervisor's
+    /// [`Kind::Ready`], then routes frames on a task of the current runtime.
+    ///
+    /// Errors: a reason for people (no Ready in time, the stream ended, a
+    /// protocol error, another protocol version, a supervisor not confined
+    /// to [`SUPERVISOR_UID`]).
+    pub async fn open(link: Link, budget: Duration) -> Result<Session, String> {
+        let Link {
+            mut output,
+            input,
+            keep,
+        } = link;
+        let mut decoder = Decoder::new();
+        let first = async {
+            loop {
+                match decoder.next_frame() {
+                    Ok(Some(f)) => return Ok(f),
+                    Ok(None) => {}
+                    Err(e) => return Err(format!("the supervisor's first frame is invalid: {e}")),
+                }
+                match output.next().await {
+                    Some(Ok(bytes)) => decoder.push(&bytes),
+                    Some(Err(e)) => return Err(format!("reading the supervisor failed: {e}")),
+                    None => return Err("the supervisor ended before it was ready".into()),
+                }
+            }
+        };
+        let frame = tokio::time::timeout(budget, first).await.map_err(|_| {
+            format!(
+                "the supervisor was not ready within {} s",
+                budget.as_secs_f64()
+            )
+        })??;
+        if frame.kind != Kind::Ready {
+            return Err(format!(
+                "the supervisor's first frame is {:?}, not Ready",
+                frame.kind
+            ));
+        }
+        let ready: proto::Ready = frame.parse().map_err(|e| e.to_string())?;
+        if ready.version != proto::VERSION {
+            return Err(format!(
+                "the supervisor speaks protocol {}, odek {}",
+                ready.version,
+                proto::VERSION
+            ));
+        }
+        if ready.uid != SUPERVISOR_UID {
+            return Err(format!(
+                "the supervisor runs as uid {}, not {SUPERVISOR_UID}",
+                ready.uid
+            ));
+        }
+        let routes: Routes = Arc::default();
+        let alive = Arc::new(AtomicBool::new(true));
+        let reader = tokio::spawn(read_frames(
+            output,
+            decoder,
+            Arc::clone(&routes),
+            Arc::clone(&alive),
+        ));
+        Ok(Session {
+            writer: tokio::sync::Mutex::new(input),
+            routes,
+            next_id: AtomicU32::new(1),
+            alive,
+            ready,
+            reader,
+            _keep: keep,
+        })
+    }
+
+    /// What the supervisor said when the session opened.
+    pub fn ready(&self) -> &proto::Ready {
+        &self.ready
+    }
+
+    /// False once the stream ended.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    async fn send(&self, frame: &Frame) -> bool {
+        let mut w = self.writer.lock().await;
+        let bytes = frame.encode();
+        let ok = w.write_all(&bytes).await.is_ok() && w.flush().await.is_ok();
+        if !ok {
+            self.alive.store(false, Ordering::Release);
+        }
+        ok
+    }
+
+    /// Runs one command: sends `start`, streams its output to `output`,
+    /// and returns how it ended. When `cancel` completes first, the
+    /// supervisor is told to kill the command's tree and its report is
+    /// awaited (it says `cancelled`). `stdin` (when `start.stdin`) feeds the
+    /// command; its end closes the command's stdin.
+    ///
+    /// A command whose session ends before its report is [`Ended::Lost`].
+    pub async fn run(
+        &self,
+        start: &proto::Start,
+        output: OutputSink<'_>,
+        cancel: impl Future<Output = ()>,
+        stdin: Option<BoxStream<'_, Vec<u8>>>,
+    ) -> Ended {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        lock(&self.routes).insert(id, tx);
+        let _route = RouteGuard {
+            routes: &self.routes,
+            id,
+        };
+        if !self.is_alive() || !self.send(&Frame::json(Kind::Start, id, start)).await {
+            return Ended::Lost;
+        }
+        let feed = async {
+            if let Some(mut s) = stdin {
+                while let Some(chunk) = s.next().await {
+                    for piece in chunk.chunks(proto::OUTPUT_CHUNK) {
+                        let f = Frame {
+                            kind: Kind::Stdin,
+                            id,
+                            payload: piece.to_vec(),
+                        };
+                        if !self.send(&f).await {
+                            return;
+                        }
+                    }
+                }
+                let close = Frame {
+                    kind: Kind::Stdin,
+                    id,
+                    payload: vec![],
+                };
+                self.send(&close).await;
+            }
+            std::future::pending::<()>().await
+        };
+        tokio::pin!(feed);
+        tokio::pin!(cancel);
+        let mut cancelled = false;
+        loop {
+            let frame = tokio::select! {
+                f = rx.recv() => f,
+                () = &mut feed => continue,
+                () = &mut cancel, if !cancelled => {
+                    cancelled = true;
+                    let kill = Frame { kind: Kind::Kill, id, payload: vec![] };
+                    if !self.send(&kill).await {
+                        return Ended::Lost;
+                    }
+                    continue;
+                }
+            };
+            let Some(frame) = frame else {
+                return Ended::Lost;
+            };
+            match frame.kind {
+                Kind::Stdout => output(StreamKind::Stdout, &frame.payload),
+                Kind::Stderr => output(StreamKind::Stderr, &frame.payload),
+                Kind::Exit => {
+                    return match frame.parse::<proto::Exit>() {
+                        Ok(e) => Ended::Exit(e),
+                        Err(_) => Ended::Lost,
+                    }
+                }
+                Kind::Failed => {
+                    return Ended::Failed(
+                        frame
+                            .parse::<proto::Failed>()
+                            .map(|f| f.message)
+                            .unwrap_or_else(|e| e.to_string()),
+                    )
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+struct RouteGuard<'a> {
+    routes: &'a Routes,
+    id: u32,
+}
+
+impl Drop for RouteGuard<'_> {
+    fn drop(&mut self) {
+        lock(self.routes).remove(&self.id);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The session's reader: routes each frame to its command; session frames
+/// (id 0: notices) are logged. At the stream's end every route is dropped,
+/// so each waiting command sees [`Ended::Lost`].
+async fn read_frames(
+    mut output: BoxStream<'static, std::io::Result<Vec<u8>>>,
+    mut decoder: Decoder,
+    routes: Routes,
+    alive: Arc<AtomicBool>,
+) {
+    'stream: loop {
+        loop {
+            match decoder.next_frame() {
+                Ok(Some(frame)) => {
+                    if frame.id == 0 {
+                        if frame.kind == Kind::Notice {
+                            tracing::warn!(
+                                "supervisor: {}",
+                                crate::text::foreign(&String::from_utf8_lossy(&frame.payload))
+                            );
+                        }
+                        continue;
+                    }
+                    let tx = lock(&routes).get(&frame.id).cloned();
+                    if let Some(tx) = tx {
+                        let _ = tx.send(frame);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!("the supervisor's stream is invalid: {e}");
+                    break 'stream;
+                }
+            }
+        }
+        match output.next().await {
+            Some(Ok(bytes)) => decoder.push(&bytes),
+            _ => break,
+        }
+    }
+    alive.store(false, Ordering::Release);
+    lock(&routes).clear();
+}
+
+/// Splits Docker's multiplexed stream (a non-TTY attach or exec: 8-byte
+/// headers `[stream, 0, 0, 0, len: u32 BE]`) into the stdout bytes; stderr
+/// chunks go to the log (the supervisor's own diagnostics).
+pub(crate) fn demux(
+    read: impl tokio::io::AsyncRead + Send + Unpin + 'static,
+    leftover: Vec<u8>,
+) -> BoxStream<'static, std::io::Result<Vec<u8>>> {
+    use tokio::io::AsyncReadExt;
+    struct St<R> {
+        read: R,
+        buf: Vec<u8>,
+        done: bool,
+    }
+    let st = St {
+        read,
+        buf: leftover,
+        done: false,
+    };
+    futures_util::stream::unfold(st, |mut st| async move {
+        loop {
+            if st.buf.len() >= 8 {
+                let len = u32::from_be_bytes([st.buf[4], st.buf[5], st.buf[6], st.buf[7]]) as usize;
+                if st.buf.len() >= 8 + len {
+                    let kind = st.buf[0];
+                    let payload: Vec<u8> = st.buf[8..8 + len].to_vec();
+                    st.buf.drain(..8 + len);
+                    match kind {
+                        1 => return Some((Ok(payload), st)),
+                        _ => {
+                            tracing::debug!(
+                                "supervisor stderr: {}",
+                                crate::text::foreign(&String::from_utf8_lossy(&payload))
+                            );
+                            continue;
+                        }
+                    }
+                }
+            }
+            if st.done {
+                return None;
+            }
+            let mut chunk = vec![0u8; 64 * 1024];
+            match st.read.read(&mut chunk).await {
+                Ok(0) => return None,
+                Ok(n) => st.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => {
+                    st.done = true;
+                    return Some((Err(e), st));
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+/// The supervisor binary on this host: [`SUPERVISOR_ENV`] when set (an
+/// empty value turns the supervisor off), else `odek-supervisor` beside
+/// the running executable. `None` when there is none: sandboxes then run
+/// commands through the exec API.
+pub fn host_binary() -> Option<std::path::PathBuf> {
+    match std::env::var_os(SUPERVISOR_ENV) {
+        Some(v) if v.is_empty() => None,
+        Some(v) => Some(std::path::PathBuf::from(v)),
+        None => {
+            let exe = std::env::current_exe().ok()?;
+            let p = exe.parent()?.join("odek-supervisor");
+            p.is_file().then_some(p)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn muxed(stream: u8, payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![stream, 0, 0, 0];
+        v.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        v.extend_from_slice(payload);
+        v
+    }
+
+    #[tokio::test]
+    async fn demux_keeps_stdout_and_drops_stderr() {
+        let mut wire = muxed(1, b"ab");
+        wire.extend(muxed(2, b"diag"));
+        wire.extend(muxed(1, b"cd"));
+        let (a, b) = wire.split_at(5);
+        let s = demux(std::io::Cursor::new(b.to_vec()), a.to_vec());
+        let got: Vec<Vec<u8>> = s.map(|r| r.expect("read")).collect().await;
+        assert_eq!(got.concat(), b"abcd");
+    }
+
+    fn link_from(frames: Vec<Frame>) -> (Link, tokio::io::DuplexStream) {
+        let wire: Vec<u8> = frames.iter().flat_map(|f| f.encode()).collect();
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let output = futures_util::stream::iter(vec![Ok(wire)])
+            .chain(futures_util::stream::pending())
+            .boxed();
+        (
+            Link {
+                output,
+                input: Box::new(ours),
+                keep: None,
+            },
+            theirs,
+        )
+    }
+
+    fn ready(uid: u32) -> Frame {
+        Frame::json(
+            Kind::Ready,
+            0,
+            &proto::Ready {
+                version: proto::VERSION,
+                pid: 7,
+                uid,
+                gid: uid,
+                cap_eff: "0".into(),
+                relay: "r".into(),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn a_supervisor_under_another_uid_is_refused() {
+        let (link, _peer) = link_from(vec![ready(0)]);
+        let err = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect_err("uid 0 is not the supervisor's");
+        assert!(err.contains("uid 0"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn output_and_exit_reach_the_command() {
+        let (link, _peer) = link_from(vec![
+            ready(SUPERVISOR_UID),
+            Frame {
+                kind: Kind::Stdout,
+                id: 1,
+                payload: b"hi".to_vec(),
+            },
+            Frame::json(
+                Kind::Exit,
+                1,
+                &proto::Exit {
+                    code: Some(3),
+                    ..Default::default()
+                },
+            ),
+        ]);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        let seen = Mutex::new(Vec::new());
+        let sink = |_: StreamKind, b: &[u8]| lock(&seen).extend_from_slice(b);
+        let start = proto::Start {
+            argv: vec!["true".into()],
+            env: vec![],
+            cwd: "/".into(),
+            uid: 1000,
+            gid: 1000,
+            groups: vec![],
+            tty: None,
+            stdin: false,
+            timeout_ms: None,
+        };
+        let ended = s.run(&start, &sink, std::future::pending(), None).await;
+        assert_eq!(
+            ended,
+            Ended::Exit(proto::Exit {
+                code: Some(3),
+                ..Default::default()
+            })
+        );
+        assert_eq!(*lock(&seen), b"hi");
+    }
+
+    #[tokio::test]
+    async fn a_session_that_ends_mid_command_reports_lost() {
+        let wire: Vec<u8> = ready(SUPERVISOR_UID).encode();
+        let (ours, _theirs) = tokio::io::duplex(1 << 16);
+        let (tx, rx) = mpsc::unbounded_channel::<std::io::Result<Vec<u8>>>();
+        tx.send(Ok(wire)).expect("send");
+        let output = tokio_stream_from(rx);
+        let s = Session::open(
+            Link {
+                output,
+                input: Box::new(ours),
+                keep: None,
+            },
+            Duration::from_secs(1),
+        )
+        .await
+        .expect("ready");
+        let start = proto::Start {
+            argv: vec!["sleep".into(), "9".into()],
+            env: vec![],
+            cwd: "/".into(),
+            uid: 1000,
+            gid: 1000,
+            groups: vec![],
+            tty: None,
+            stdin: false,
+            timeout_ms: None,
+        };
+        let sink = |_: StreamKind, _: &[u8]| {};
+        let run = s.run(&start, &sink, std::future::pending(), None);
+        let end = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            drop(tx);
+        };
+        let (ended, ()) = tokio::join!(run, end);
+        assert_eq!(ended, Ended::Lost);
+        assert!(!s.is_alive());
+    }
+
+    fn tokio_stream_from(
+        mut rx: mpsc::UnboundedReceiver<std::io::Result<Vec<u8>>>,
+    ) -> BoxStream<'static, std::io::Result<Vec<u8>>> {
+        futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+    }
+}
