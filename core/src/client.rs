@@ -18,6 +18,9 @@ pub struct Client {
     /// text (messages, build and pull output) is made safe to show.
     pub(crate) engine: std::result::Result<Arc<dyn DockerApi>, EndpointError>,
     surface: Surface,
+    /// Relay sessions with the supervisors of sandboxes this process does
+    /// not own, by container ID (issue 21), kept for the client's life.
+    pub(crate) relays: crate::supervisor::Relays,
 }
 
 impl Client {
@@ -30,6 +33,7 @@ impl Client {
                 Arc::new(Foreign(Arc::new(BollardEngine::new(ep)))) as Arc<dyn DockerApi>
             }),
             surface: Surface::Cli,
+            relays: Default::default(),
         }
     }
 
@@ -39,6 +43,7 @@ impl Client {
         Client {
             engine: Ok(Arc::new(Foreign(engine))),
             surface: Surface::Cli,
+            relays: Default::default(),
         }
     }
 

@@ -39,7 +39,7 @@ pub enum Command {
 }
 
 impl Command {
-    fn argv(&self) -> Vec<String> {
+    pub(crate) fn argv(&self) -> Vec<String> {
         match self {
             Command::Argv(v) => v.clone(),
             Command::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
@@ -119,7 +119,7 @@ pub struct ExecOutcome {
 }
 
 impl ExecOutcome {
-    fn exited(code: i64) -> ExecOutcome {
+    pub(crate) fn exited(code: i64) -> ExecOutcome {
         ExecOutcome {
             exit_code: code,
             timed_out: false,
@@ -202,7 +202,7 @@ fn new_exec_tag() -> String {
 
 /// How a command ended early.
 #[derive(Clone, Copy)]
-enum Cut {
+pub(crate) enum Cut {
     Timeout,
     Cancelled,
 }
@@ -283,7 +283,18 @@ impl Client {
         let Some(id) = &sandbox.container_id else {
             return exec_on_host(sandbox, req, output, cancel).await;
         };
+        // Issue 21: through the sandbox's supervisor when this process
+        // holds its owner session.
+        if let Some(session) = sandbox.owner.session() {
+            return crate::supervisor::exec(session, sandbox, req, output, cancel).await;
+        }
         let engine = self.engine()?;
+        // A supervised sandbox this process does not own: through a relay
+        // to its supervisor, never the exec API (whose commands would get
+        // the container's user, root, and the supervisor's capabilities).
+        if let Some(session) = self.relay(engine.as_ref(), &sandbox.name, id).await? {
+            return crate::supervisor::exec(&session, sandbox, req, output, cancel).await;
+        }
         let endpoint = engine.endpoint().to_string();
         let tag = format!("{EXEC_TAG_ENV}={}", new_exec_tag());
         let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -414,7 +425,7 @@ async fn cut_short<T>(
     }
 }
 
-fn cut_outcome(cut: Cut, killed: bool) -> ExecOutcome {
+pub(crate) fn cut_outcome(cut: Cut, killed: bool) -> ExecOutcome {
     ExecOutcome {
         exit_code: match cut {
             Cut::Timeout => TIMEOUT_EXIT,

@@ -23,10 +23,11 @@ pub(crate) fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
     let h = &info.hardening;
     let q = crate::text::quote;
     let mut out = Vec::new();
+    let supervised = supervised(info);
     if h.privileged {
         out.push("the container is privileged".to_string());
     }
-    if !h.cap_add.is_empty() {
+    if !h.cap_add.is_empty() && !supervised {
         let caps: Vec<String> = h.cap_add.iter().map(|c| q(c)).collect();
         out.push(format!("capabilities were added ({})", caps.join(", ")));
     }
@@ -59,19 +60,52 @@ pub(crate) fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
         }
     }
     out.extend(seccomp::problem(&info.security_opt));
-    if let Some(u) = &plan.user {
+    // A supervised sandbox's container user is root, so that the
+    // supervisor can confine itself; each command gets the plan's user from
+    // the supervisor (issue 21).
+    if let Some(u) = plan.user.as_ref().filter(|_| !supervised) {
         if info.user != *u {
             out.push(format!("the user is {}, planned {}", q(&info.user), q(u)));
         }
     }
-    out.extend(mount_problems(plan, info));
+    out.extend(mount_problems(plan, info, supervised));
     out
+}
+
+/// True when `info` has exactly the shape odek gives a sandbox whose
+/// process is its supervisor (issue 21,
+/// [`crate::supervisor::Supervision::apply`]): the supervisor as the
+/// entrypoint, user `0:0`, the capabilities added exactly
+/// [`crate::supervisor::SUPERVISOR_CAPS`], and the binary bind-mounted
+/// read-only. Anything else is checked as an unsupervised sandbox.
+pub(crate) fn supervised(info: &ContainerInfo) -> bool {
+    use crate::supervisor::{SUPERVISOR_CAPS, SUPERVISOR_PATH};
+    let mut added: Vec<String> = info
+        .hardening
+        .cap_add
+        .iter()
+        .map(|c| {
+            let c = c.to_ascii_uppercase();
+            c.strip_prefix("CAP_").map(str::to_string).unwrap_or(c)
+        })
+        .collect();
+    added.sort();
+    let mut want: Vec<String> = SUPERVISOR_CAPS.iter().map(|c| c.to_string()).collect();
+    want.sort();
+    info.entrypoint == [SUPERVISOR_PATH]
+        && info.user == "0:0"
+        && added == want
+        && info
+            .hardening
+            .mounts
+            .iter()
+            .any(|m| m.kind == "bind" && m.destination == SUPERVISOR_PATH && !m.rw)
 }
 
 /// The binds must be exactly `/workspace` and the planned volumes, with the
 /// planned sources and read-only flags; other mounts may only be the
 /// anonymous volumes of the image's `VOLUME` lines (64-hex names).
-fn mount_problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
+fn mount_problems(plan: &Plan, info: &ContainerInfo, supervised: bool) -> Vec<String> {
     let q = crate::text::quote;
     let mut want: Vec<(String, String, bool)> = vec![(
         plan.workdir.display().to_string(),
@@ -99,6 +133,10 @@ fn mount_problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if m.kind == "volume" && anonymous {
+            continue;
+        }
+        // The supervisor's binary ([`supervised`] checked it is read-only).
+        if supervised && m.kind == "bind" && m.destination == crate::supervisor::SUPERVISOR_PATH {
             continue;
         }
         match want.iter().position(|(src, dst, rw)| {

@@ -31,7 +31,7 @@ use crate::inventory::Reaped;
 use crate::labels::{self, Owner};
 use crate::plan::{Fallback, Isolation, Plan};
 use crate::resolve::{fallback_warning, Reporter};
-use crate::sandbox::{Applied, OwnerLink, Sandbox, SANDBOX_SCHEMA};
+use crate::sandbox::{Applied, Owned, OwnerLink, Sandbox, SANDBOX_SCHEMA};
 use crate::verify::{not_running, verify, IDLE_CMD, TMP_OPTIONS};
 use crate::warning::{Warning, WarningKind};
 
@@ -148,6 +148,14 @@ pub fn new_sandbox_name() -> String {
     format!("odek-{}", hex::encode(b))
 }
 
+/// What an owned sandbox's owner attached to before start.
+enum Attached {
+    /// The idle process's stdin.
+    Stdin(crate::engine::StdinHold),
+    /// The supervisor's stdin and stdout.
+    Session(crate::supervisor::Link),
+}
+
 /// The create request for a plan (SPEC §6.1).
 pub fn container_spec(
     plan: &Plan,
@@ -221,6 +229,8 @@ pub fn container_spec(
         name: name.to_string(),
         image: image.to_string(),
         cmd: IDLE_CMD.iter().map(|s| s.to_string()).collect(),
+        entrypoint: None,
+        cap_add: Vec::new(),
         env,
         working_dir: "/workspace".into(),
         user: plan.user.clone(),
@@ -434,6 +444,13 @@ impl Client {
         // changes nothing (SPEC §6.1: stronger than "by digest").
         let mut spec = container_spec(plan, &name, &image_id, opts, &launch_id);
         spec.binds.extend(account_binds);
+        // Issue 21: odek's supervisor as the sandbox's process, when this
+        // host has one and the sandbox can use it.
+        let supervision =
+            crate::supervisor::Supervision::for_plan(plan, &engine.endpoint().address);
+        if let Some(s) = &supervision {
+            s.apply(&mut spec);
+        }
         labels::sign(&secret, &name, &mut spec.labels);
         if let Some(p) = &opts.progress {
             p.set(Stage::Creating);
@@ -485,26 +502,47 @@ impl Client {
             // A wait the daemon refused only costs the exit code of a
             // container that stops at once; the inspect may still have it.
             wait = engine.wait_removed(&created.id).await.ok();
-            let hold = engine.attach_stdin(&created.id).await;
-            hold.map(Some)
+            let attached = if supervision.is_some() {
+                engine
+                    .attach_session(&created.id)
+                    .await
+                    .map(Attached::Session)
+            } else {
+                engine.attach_stdin(&created.id).await.map(Attached::Stdin)
+            };
+            attached
+                .map(Some)
                 .map_err(|e| Error::engine(&endpoint, Step::Start, e))
         };
         let finished = match owned.await {
-            Ok(hold) => self
-                .finish(
+            Ok(attached) => {
+                let (hold, link) = match attached {
+                    Some(Attached::Stdin(h)) => (Some(h), None),
+                    Some(Attached::Session(l)) => (None, Some(l)),
+                    None => (None, None),
+                };
+                self.finish(
                     engine.as_ref(),
                     plan,
                     &created.id,
                     &created.warnings,
                     &image_id,
                     &mut wait,
+                    link,
+                    supervision.is_some().then_some(name.as_str()),
                 )
                 .await
-                .map(|done| (done, hold)),
+                .map(|done| (done, hold))
+            }
             Err(e) => Err(e),
         };
         match finished {
-            Ok(((applied, more), hold)) => {
+            Ok(((applied, more, session), hold)) => {
+                let owned = match (session, hold) {
+                    (Some(s), _) => Some(Owned::Session(s)),
+                    (None, Some(h)) => Some(Owned::Stdin(h)),
+                    (None, None) => None,
+                };
                 for w in more {
                     reporter.warning(&w);
                     warnings.push(w);
@@ -517,7 +555,7 @@ impl Client {
                     plan: plan.clone(),
                     applied: Some(applied),
                     warnings,
-                    owner: OwnerLink(hold.map(Arc::new)),
+                    owner: OwnerLink(owned.map(Arc::new)),
                 })
             }
             Err(err) => {
@@ -550,7 +588,9 @@ impl Client {
         create_warnings: &[String],
         image_id: &str,
         wait: &mut Option<crate::engine::ExitWait>,
-    ) -> Result<(Applied, Vec<Warning>)> {
+        link: Option<crate::supervisor::Link>,
+        supervised: Option<&str>,
+    ) -> Result<(Applied, Vec<Warning>, Option<crate::supervisor::Session>)> {
         let endpoint = engine.endpoint().to_string();
         let mut warnings = Vec::new();
         for w in create_warnings {
@@ -605,12 +645,38 @@ impl Client {
         // (a pids limit of 1, no `cat` on PATH), and an inspect alone may come
         // before docker-init has found out.
         // The first failure ends both (the container is removed anyway).
-        let idle = async {
-            idle_process(engine, id, IDLE_START_BUDGET)
-                .await
-                .map_err(|e| Error::engine(&endpoint, Step::Verify, e))
+        // A supervised sandbox's process is the supervisor: its first frame
+        // (Ready, from a process confined to its own uid) stands for the
+        // idle process (issue 21).
+        // A detached one's (no owner session) is asked through a relay.
+        let no_supervisor = |why: String| Error::Rejected {
+            fix: Some(crate::config::advice::Fix::NoSupervisor),
+            step: Step::Verify,
+            message: format!("odek's supervisor did not start in the sandbox: {why}"),
+            removal: None,
         };
-        let ((), idle) = tokio::try_join!(connects, idle)?;
+        let idle = async {
+            match (link, supervised) {
+                (Some(link), _) => {
+                    crate::supervisor::Session::open(link, crate::supervisor::READY_BUDGET)
+                        .await
+                        .map(|s| (Idle::Running, Some(s)))
+                        .map_err(no_supervisor)
+                }
+                (None, Some(name)) => match self.relay(engine, name, id).await {
+                    Ok(Some(_)) => Ok((Idle::Running, None)),
+                    Ok(None) => Err(no_supervisor(
+                        "the container does not have the supervisor's shape".into(),
+                    )),
+                    Err(e) => Err(no_supervisor(e.to_string())),
+                },
+                (None, None) => idle_process(engine, id, IDLE_START_BUDGET)
+                    .await
+                    .map(|i| (i, None))
+                    .map_err(|e| Error::engine(&endpoint, Step::Verify, e)),
+            }
+        };
+        let ((), (idle, session)) = tokio::try_join!(connects, idle)?;
         let info = engine
             .inspect_container(id)
             .await
@@ -657,7 +723,7 @@ impl Client {
         if let Some(w) = verify_seccomp(id, info.pid)? {
             warnings.push(w);
         }
-        Ok((applied, warnings))
+        Ok((applied, warnings, session))
     }
 }
 

@@ -67,9 +67,28 @@ pub struct Sandbox {
 /// detached sandbox, one found by name, or the host. It is no part of the
 /// sandbox's value: every two links compare equal.
 #[derive(Clone, Default)]
-pub struct OwnerLink(pub(crate) Option<Arc<crate::engine::StdinHold>>);
+pub struct OwnerLink(pub(crate) Option<Arc<Owned>>);
+
+/// What an owner holds: the attachment to the idle process's stdin, or the
+/// session with the sandbox's supervisor over the same attachment (issue
+/// 21); either closes with its last holder.
+pub(crate) enum Owned {
+    /// The idle process's stdin.
+    Stdin(#[allow(dead_code)] crate::engine::StdinHold),
+    /// The supervisor's owner session.
+    Session(crate::supervisor::Session),
+}
 
 impl OwnerLink {
+    /// The supervisor session this link carries, when the sandbox has one
+    /// and the session is alive.
+    pub fn session(&self) -> Option<&crate::supervisor::Session> {
+        match self.0.as_deref() {
+            Some(Owned::Session(s)) if s.is_alive() => Some(s),
+            _ => None,
+        }
+    }
+
     /// True while this value holds an attachment.
     pub fn is_held(&self) -> bool {
         self.0.is_some()

@@ -403,6 +403,326 @@ pub fn host_binary() -> Option<std::path::PathBuf> {
     }
 }
 
+/// A launch's supervisor (issue 21): the host binary bind-mounted
+/// read-only at [`SUPERVISOR_PATH`] and the user its commands run as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Supervision {
+    /// The static binary on the host.
+    pub binary: std::path::PathBuf,
+    /// The commands' uid (the plan's account).
+    pub uid: u32,
+    /// The commands' gid.
+    pub gid: u32,
+}
+
+impl Supervision {
+    /// The supervisor for `plan`'s sandbox, or `None` when it runs without
+    /// one (commands through the exec API, as before): no binary on this
+    /// host ([`host_binary`]) or one that is not a static executable, an
+    /// engine that cannot see this host's files (not a Unix socket), a
+    /// plan without a numeric user, or one with the supervisor's own uid.
+    pub fn for_plan(
+        plan: &crate::plan::Plan,
+        address: &crate::engine::Address,
+    ) -> Option<Supervision> {
+        if !matches!(address, crate::engine::Address::Unix { .. }) {
+            return None;
+        }
+        let (uid, gid) = command_ids(plan)?;
+        if uid == SUPERVISOR_UID || gid == SUPERVISOR_UID {
+            return None;
+        }
+        let binary = host_binary()?;
+        match is_static_executable(&binary) {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!(
+                    "{} is not a static executable; sandboxes run without odek's supervisor",
+                    crate::text::shown(&binary)
+                );
+                return None;
+            }
+            Err(e) => {
+                tracing::debug!(
+                    "{} cannot be read ({e}); sandboxes run without odek's supervisor",
+                    crate::text::shown(&binary)
+                );
+                return None;
+            }
+        }
+        Some(Supervision { binary, uid, gid })
+    }
+
+    /// Makes `spec` (SPEC §6.1's create request) start the supervisor: the
+    /// image's entrypoint replaced by the binary (nothing of the image runs
+    /// before it), the container's user root so that it can confine itself
+    /// to [`SUPERVISOR_UID`] keeping [`SUPERVISOR_CAPS`], which are added
+    /// (every other capability stays dropped).
+    pub fn apply(&self, spec: &mut crate::engine::ContainerSpec) {
+        let id = SUPERVISOR_UID.to_string();
+        spec.entrypoint = Some(vec![SUPERVISOR_PATH.to_string()]);
+        spec.cmd = vec![
+            "serve".into(),
+            "--uid".into(),
+            id.clone(),
+            "--gid".into(),
+            id,
+            "--relay".into(),
+            relay_name(&spec.name),
+        ];
+        spec.user = Some("0:0".into());
+        spec.cap_add = SUPERVISOR_CAPS.iter().map(|c| c.to_string()).collect();
+        spec.binds.push(crate::engine::BindMount {
+            source: self.binary.display().to_string(),
+            target: SUPERVISOR_PATH.into(),
+            read_only: true,
+        });
+    }
+
+    /// The [`proto::Start`] of a command in this sandbox.
+    pub fn start(
+        &self,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: String,
+        timeout: Option<Duration>,
+    ) -> proto::Start {
+        proto::Start {
+            argv,
+            env,
+            cwd,
+            uid: self.uid,
+            gid: self.gid,
+            groups: vec![],
+            tty: None,
+            stdin: false,
+            timeout_ms: timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
+/// Runs `req` in `sandbox` through its owner `session` (issue 21): the
+/// command runs as the plan's account, its timeout and a cancel kill its
+/// whole tree, and the supervisor confirms the kill from the kernel.
+///
+/// Errors: the command could not start (its program missing, the
+/// directory absent) is an exit as the exec API reports it (127 or 126,
+/// the reason on stderr); the session ending before the command's report
+/// is [`crate::Error::Exec`] saying its status is unknown (never a
+/// success).
+pub(crate) async fn exec(
+    session: &Session,
+    sandbox: &crate::sandbox::Sandbox,
+    req: &crate::exec::ExecRequest,
+    output: OutputSink<'_>,
+    cancel: impl Future<Output = ()>,
+) -> crate::Result<crate::exec::ExecOutcome> {
+    use crate::exec::{cut_outcome, Cut, ExecOutcome};
+    let Some((uid, gid)) = command_ids(&sandbox.plan) else {
+        return Err(crate::Error::Exec {
+            fix: None,
+            message: format!(
+                "sandbox {} has a supervisor but its plan names no account",
+                sandbox.name
+            ),
+            class: crate::failure::FailureClass::DockerRejected,
+            started: false,
+        });
+    };
+    let start = proto::Start {
+        argv: req.command.argv(),
+        env: req.env.clone(),
+        cwd: req.workdir.clone().unwrap_or_else(|| "/workspace".into()),
+        uid,
+        gid,
+        groups: vec![],
+        tty: None,
+        stdin: false,
+        timeout_ms: req
+            .timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+    };
+    match session.run(&start, output, cancel, None).await {
+        Ended::Exit(e) => {
+            let cut = if e.timed_out {
+                Some(Cut::Timeout)
+            } else if e.cancelled {
+                Some(Cut::Cancelled)
+            } else {
+                None
+            };
+            let Some(cut) = cut else {
+                let code = match (e.code, e.signal) {
+                    (Some(c), _) => i64::from(c),
+                    (None, Some(sig)) => 128 + i64::from(sig),
+                    (None, None) => {
+                        return Err(crate::Error::Exec {
+                            fix: None,
+                            message: format!(
+                                "the command in sandbox {} ended without an exit code",
+                                sandbox.name
+                            ),
+                            class: crate::failure::FailureClass::DockerRejected,
+                            started: true,
+                        })
+                    }
+                };
+                return Ok(ExecOutcome::exited(code));
+            };
+            if !e.killed || !e.escaped.is_empty() {
+                let why = if e.killed {
+                    format!(
+                        "processes {:?} it may have started were left running (started while another command ran)",
+                        e.escaped
+                    )
+                } else {
+                    "the supervisor could not confirm every process of it gone".to_string()
+                };
+                let note = format!(
+                    "odek: could not kill the whole command in sandbox {} ({why}); they keep running until the sandbox is destroyed\n",
+                    sandbox.name
+                );
+                output(StreamKind::Stderr, note.as_bytes());
+            }
+            Ok(cut_outcome(cut, e.killed && e.escaped.is_empty()))
+        }
+        Ended::Failed(why) => {
+            let note = format!("odek: {}\n", crate::text::foreign(&why));
+            output(StreamKind::Stderr, note.as_bytes());
+            Ok(ExecOutcome::exited(127))
+        }
+        Ended::Lost => Err(crate::Error::Exec {
+            fix: Some(crate::config::advice::Fix::Replace {
+                name: sandbox.name.clone(),
+            }),
+            message: format!(
+                "odek's supervisor in sandbox {} ended while the command ran: the command's status is unknown (it may have partly run)",
+                sandbox.name
+            ),
+            class: crate::failure::FailureClass::DockerRejected,
+            started: true,
+        }),
+    }
+}
+
+/// The uid and gid `plan`'s commands run as: its account's, or its user
+/// when that is numeric (`uid[:gid]`, gid defaulting to the uid) or `root`.
+/// `None` for a user only the image can name.
+pub fn command_ids(plan: &crate::plan::Plan) -> Option<(u32, u32)> {
+    if let Some(a) = &plan.account {
+        return Some((a.uid, a.gid));
+    }
+    let user = plan.user.as_deref()?;
+    if user == "root" {
+        return Some((0, 0));
+    }
+    let (u, g) = user.split_once(':').unwrap_or((user, user));
+    Some((u.parse().ok()?, g.parse().ok()?))
+}
+
+/// Relay sessions by container ID ([`crate::Client`]'s).
+pub(crate) type Relays = Arc<tokio::sync::Mutex<HashMap<String, Arc<Session>>>>;
+
+impl crate::Client {
+    /// A session with the supervisor of `sandbox` (container `id`) when it
+    /// has one: a live relay this client opened before, else a new one
+    /// (`docker exec --user` [`SUPERVISOR_UID`] of `odek-supervisor relay`),
+    /// checked as a launch checks the owner's. `None` for a container
+    /// without a supervisor ([`crate::hardening::supervised`]).
+    ///
+    /// Errors: the container has a supervisor that cannot be reached
+    /// ([`crate::Error::Exec`]): nothing runs, as the exec API would run
+    /// commands with the container's user (root) and the supervisor's
+    /// capabilities.
+    pub(crate) async fn relay(
+        &self,
+        engine: &dyn crate::engine::DockerApi,
+        name: &str,
+        id: &str,
+    ) -> crate::Result<Option<Arc<Session>>> {
+        let mut relays = self.relays.lock().await;
+        if let Some(s) = relays.get(id) {
+            if s.is_alive() {
+                return Ok(Some(Arc::clone(s)));
+            }
+            relays.remove(id);
+        }
+        let endpoint = engine.endpoint().to_string();
+        let step = crate::failure::Step::Exec;
+        let info = engine
+            .inspect_container(id)
+            .await
+            .map_err(|e| crate::Error::engine(&endpoint, step, e))?;
+        if !info.as_ref().is_some_and(crate::hardening::supervised) {
+            return Ok(None);
+        }
+        let unreachable = |why: String| crate::Error::Exec {
+            fix: Some(crate::config::advice::Fix::Replace {
+                name: name.to_string(),
+            }),
+            message: format!(
+                "odek's supervisor in sandbox {name} could not be reached ({why}); nothing ran"
+            ),
+            class: crate::failure::FailureClass::DockerRejected,
+            started: false,
+        };
+        let spec = crate::engine::ExecSpec {
+            cmd: vec![SUPERVISOR_PATH.into(), "relay".into(), relay_name(name)],
+            env: vec![],
+            working_dir: Some("/".into()),
+            user: Some(format!("{SUPERVISOR_UID}:{SUPERVISOR_UID}")),
+        };
+        let link = engine
+            .exec_session(id, &spec)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let session = Arc::new(
+            Session::open(link, READY_BUDGET)
+                .await
+                .map_err(unreachable)?,
+        );
+        relays.insert(id.to_string(), Arc::clone(&session));
+        Ok(Some(session))
+    }
+}
+
+/// The abstract socket name a relay of sandbox `name` connects to.
+pub fn relay_name(name: &str) -> String {
+    format!("odek-supervisor.{name}")
+}
+
+/// True when `path` is an ELF executable without an interpreter (a static
+/// binary runs unchanged on glibc, musl and busybox images).
+///
+/// Errors: the file cannot be read.
+pub fn is_static_executable(path: &std::path::Path) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let mut h = [0u8; 64];
+    if f.read(&mut h)? < 64 || &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
+        // Only 64-bit little-endian ELF is read here.
+        return Ok(false);
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]);
+    let e_type = u16_at(16);
+    let phoff = u64::from_le_bytes(h[32..40].try_into().unwrap_or_default());
+    let phentsize = u64::from(u16_at(54));
+    let phnum = u64::from(u16_at(56));
+    if !(e_type == 2 || e_type == 3) || phentsize < 4 || phnum > 256 {
+        return Ok(false);
+    }
+    for i in 0..phnum {
+        f.seek(SeekFrom::Start(phoff + i * phentsize))?;
+        let mut t = [0u8; 4];
+        f.read_exact(&mut t)?;
+        if u32::from_le_bytes(t) == 3 {
+            // PT_INTERP: needs the image's dynamic loader.
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,6 +732,21 @@ mod tests {
         v.extend_from_slice(&(payload.len() as u32).to_be_bytes());
         v.extend_from_slice(payload);
         v
+    }
+
+    #[test]
+    fn a_dynamic_executable_is_not_static() {
+        let sh = std::path::Path::new("/bin/sh");
+        assert!(!is_static_executable(sh).expect("readable"));
+        let not_elf = std::env::temp_dir().join(format!("odek-not-elf-{}", std::process::id()));
+        std::fs::write(
+            &not_elf,
+            b"#!/bin/sh
+",
+        )
+        .expect("write");
+        assert!(!is_static_executable(&not_elf).expect("readable"));
+        let _ = std::fs::remove_file(&not_elf);
     }
 
     #[tokio::test]

@@ -615,6 +615,8 @@ async fn stale(s: &Setup, name: &str, owner: BTreeMap<String, String>) -> String
         name: name.into(),
         image: IMAGE.into(),
         cmd: vec!["sleep".into(), "1".into()],
+        entrypoint: None,
+        cap_add: Vec::new(),
         env: Vec::new(),
         working_dir: "/workspace".into(),
         user: None,

@@ -69,6 +69,9 @@ pub enum Fix {
         /// A detached launch (`odek sandbox up`): gc keeps it.
         detached: bool,
     },
+    /// Run without odek's supervisor (issue 21): `ODEK_SUPERVISOR=` (empty)
+    /// in the environment of the process that launches.
+    NoSupervisor,
 }
 
 impl Fix {
@@ -101,6 +104,10 @@ impl Fix {
                 "`odek sandbox gc` (odek's command line) removes it".to_string()
             }
             Fix::Reap { .. } => "`odek sandbox gc` removes it".to_string(),
+            Fix::NoSupervisor => format!(
+                "set {}= (empty) in the environment to run sandboxes without odek's supervisor",
+                crate::supervisor::SUPERVISOR_ENV
+            ),
         }
     }
 }

@@ -625,6 +625,7 @@ impl DockerApi for BollardEngine {
             memory_bytes: host.memory.unwrap_or(0),
             nano_cpus: host.nano_cpus.unwrap_or(0),
             user: config.user.clone().unwrap_or_default(),
+            entrypoint: config.entrypoint.clone().unwrap_or_default(),
             cap_drop: host.cap_drop.unwrap_or_default(),
             security_opt: host.security_opt.unwrap_or_default(),
             env: config.env.unwrap_or_default(),
@@ -1014,6 +1015,7 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         init: Some(spec.init),
         pids_limit: Some(spec.pids_limit),
         cap_drop: Some(spec.cap_drop.clone()),
+        cap_add: (!spec.cap_add.is_empty()).then(|| spec.cap_add.clone()),
         security_opt: Some(spec.security_opt.clone()),
         tmpfs: Some(
             spec.tmpfs
@@ -1042,6 +1044,7 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
     ContainerCreateBody {
         image: Some(spec.image.clone()),
         cmd: Some(spec.cmd.clone()),
+        entrypoint: spec.entrypoint.clone(),
         env: Some(spec.env.clone()),
         working_dir: Some(spec.working_dir.clone()),
         user: spec.user.clone(),

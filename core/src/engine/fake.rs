@@ -855,6 +855,7 @@ impl DockerApi for FakeEngine {
             memory_bytes: spec.memory_bytes.unwrap_or(0),
             nano_cpus: spec.nano_cpus.unwrap_or(0),
             user: spec.user.clone().unwrap_or_default(),
+            entrypoint: spec.entrypoint.clone().unwrap_or_default(),
             cap_drop: spec.cap_drop.clone(),
             security_opt: q
                 .security_opt

@@ -158,8 +158,16 @@ pub struct ContainerSpec {
     pub name: String,
     /// Image reference to create from (by digest when pinned) or image ID.
     pub image: String,
-    /// The idle command (commands run through exec).
+    /// The idle command (commands run through exec), or the supervisor's
+    /// arguments.
     pub cmd: Vec<String>,
+    /// `Entrypoint`: `None` keeps the image's; the supervisor's path for a
+    /// supervised sandbox (issue 21).
+    #[serde(default)]
+    pub entrypoint: Option<Vec<String>>,
+    /// `--cap-add` (only the supervisor's, [`crate::supervisor::SUPERVISOR_CAPS`]).
+    #[serde(default)]
+    pub cap_add: Vec<String>,
     /// `KEY=value` pairs. Values are user data: never logged.
     pub env: Vec<String>,
     /// Working directory inside the container.
@@ -378,6 +386,9 @@ pub struct ContainerInfo {
     pub nano_cpus: i64,
     /// `Config.User`.
     pub user: String,
+    /// `Config.Entrypoint` (empty when unset).
+    #[serde(default)]
+    pub entrypoint: Vec<String>,
     /// `HostConfig.CapDrop`.
     pub cap_drop: Vec<String>,
     /// `HostConfig.SecurityOpt`.

@@ -305,6 +305,8 @@ async fn probe(
         name: name.clone(),
         image: image_id.to_string(),
         cmd: vec!["true".into()],
+        entrypoint: None,
+        cap_add: Vec::new(),
         env: Vec::new(),
         working_dir: "/".into(),
         user: None,

@@ -722,6 +722,8 @@ pub async fn add_peer(
         name: name.to_string(),
         image: IMAGE.to_string(),
         cmd: vec!["sleep".into(), "infinity".into()],
+        entrypoint: None,
+        cap_add: Vec::new(),
         env: Vec::new(),
         working_dir: "/".into(),
         user: None,
