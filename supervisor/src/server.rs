@@ -427,6 +427,9 @@ impl Server {
         };
         let outcome = kill::kill_tree(&tree, &mut self.reaped);
         self.retire(&mut cmd);
+        if let Some(s) = self.sessions.get_mut(&cmd.sid) {
+            s.drop_output(cmd.id);
+        }
         if report {
             let exit = Exit {
                 code: None,

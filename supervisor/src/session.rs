@@ -2,13 +2,23 @@
 //! with its frame decoder and its queue of bytes to send.
 
 use crate::sys;
-use odek_supervisor::proto::{Decoder, Frame};
+use odek_supervisor::proto::{Decoder, Frame, Kind};
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// Above this many queued bytes, the session's commands' output is not read
 /// (back-pressure to the commands).
-pub const HIGH_WATER: usize = 4 << 20;
+pub const HIGH_WATER: usize = 1 << 20;
+
+/// One encoded frame waiting to be written.
+struct Queued {
+    /// The command it is about, when it is output (droppable); `None` for
+    /// control frames.
+    output_of: Option<u32>,
+    /// Its wire bytes.
+    bytes: Vec<u8>,
+}
 
 /// One session.
 pub struct Session {
@@ -19,9 +29,11 @@ pub struct Session {
     /// Frames read so far.
     pub dec: Decoder,
     /// Encoded frames not yet written.
-    out: Vec<u8>,
-    /// How much of `out` is written.
+    out: VecDeque<Queued>,
+    /// How much of the first queued frame is written.
     out_pos: usize,
+    /// The bytes in `out`, minus `out_pos`.
+    out_len: usize,
     /// Why the session ended, once it has.
     pub ended: Option<String>,
 }
@@ -33,8 +45,9 @@ impl Session {
             owner: true,
             sock: None,
             dec: Decoder::new(),
-            out: vec![],
+            out: VecDeque::new(),
             out_pos: 0,
+            out_len: 0,
             ended: None,
         }
     }
@@ -60,7 +73,7 @@ impl Session {
 
     /// Bytes queued and not yet written.
     pub fn pending(&self) -> usize {
-        self.out.len() - self.out_pos
+        self.out_len
     }
 
     /// Queues `frame` and writes what the fd takes now.
@@ -68,26 +81,49 @@ impl Session {
         if self.ended.is_some() {
             return;
         }
-        frame.encode_into(&mut self.out);
+        let output_of = matches!(frame.kind, Kind::Stdout | Kind::Stderr).then_some(frame.id);
+        let bytes = frame.encode();
+        self.out_len += bytes.len();
+        self.out.push_back(Queued { output_of, bytes });
         self.flush();
+    }
+
+    /// Drops the queued output frames of command `id` that have not started
+    /// to leave (after its kill, its output is discarded).
+    pub fn drop_output(&mut self, id: u32) {
+        let head_started = self.out_pos > 0;
+        let mut i = 0;
+        let mut dropped = 0;
+        self.out.retain(|q| {
+            let keep = (i == 0 && head_started) || q.output_of != Some(id);
+            if !keep {
+                dropped += q.bytes.len();
+            }
+            i += 1;
+            keep
+        });
+        self.out_len -= dropped;
     }
 
     /// Writes queued bytes until the fd would block; a write error ends the
     /// session.
     pub fn flush(&mut self) {
-        while self.pending() > 0 && self.ended.is_none() {
-            match sys::write(self.wfd(), &self.out[self.out_pos..]) {
-                Ok(n) => self.out_pos += n,
+        while self.ended.is_none() {
+            let Some(head) = self.out.front() else {
+                break;
+            };
+            match sys::write(self.wfd(), &head.bytes[self.out_pos..]) {
+                Ok(n) => {
+                    self.out_pos += n;
+                    self.out_len -= n;
+                    if self.out_pos == head.bytes.len() {
+                        self.out.pop_front();
+                        self.out_pos = 0;
+                    }
+                }
                 Err(e) if sys::would_block(&e) => break,
                 Err(e) => self.end(format!("write: {e}")),
             }
-        }
-        if self.out_pos == self.out.len() {
-            self.out.clear();
-            self.out_pos = 0;
-        } else if self.out_pos > (1 << 20) {
-            self.out.drain(..self.out_pos);
-            self.out_pos = 0;
         }
     }
 
