@@ -773,3 +773,47 @@ fn busybox_image() {
     let r = sup.owner.run(3, &sh("ps"));
     assert!(!r.out().contains("sleep"), "{}", r.out());
 }
+
+#[test]
+fn orphans_are_reported_not_killed_while_another_command_runs() {
+    let _guard = shared();
+    let mut sup = Sup::new(BASE, &[]);
+    sup.owner.start(1, &cmd(&["sleep", "60"])).unwrap();
+    let mut s = sh("(setsid sleep 41 &); sleep 60");
+    s.timeout_ms = Some(700);
+    let r = sup.owner.run(2, &s);
+    assert!(r.exit.timed_out && r.exit.killed, "{:?}", r.exit);
+    assert_eq!(r.exit.escaped.len(), 1, "{:?}", r.exit);
+    let ps = sup.ps(3);
+    let pid = r.exit.escaped[0].to_string();
+    assert!(
+        ps.lines()
+            .any(|l| l.split_whitespace().next() == Some(pid.as_str()) && l.contains("sleep 41")),
+        "escaped pid {pid} is not the orphan:\n{ps}"
+    );
+    sup.owner.send(&Frame {
+        kind: Kind::Kill,
+        id: 1,
+        payload: vec![],
+    });
+    let r = sup.owner.collect(1, WAIT);
+    assert!(r.exit.cancelled && r.exit.killed, "{:?}", r.exit);
+}
+
+#[test]
+fn a_malformed_frame_ends_the_owner_session() {
+    let _guard = shared();
+    let mut sup = Sup::new(BASE, &[]);
+    sup.owner.run(1, &sh("sleep 100 & true"));
+    let stdin = sup.owner.stdin.as_mut().unwrap();
+    stdin.write_all(&[0, 0, 0, 5, 0x7f, 0, 0, 0, 1]).unwrap();
+    stdin.flush().unwrap();
+    let t = Instant::now();
+    while sup.owner.child.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < WAIT, "the container did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, stderr) = sup.owner.finish();
+    assert!(status.success(), "{status}");
+    assert!(stderr.contains("unknown frame kind"), "{stderr}");
+}
