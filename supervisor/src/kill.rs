@@ -1,0 +1,232 @@
+//! Killing a command's tree and confirming it from `/proc` (never with a
+//! program of the image), and killing everything when the owner link ends.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// One process as `/proc/<pid>/stat` shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Proc {
+    /// Its pid.
+    pub pid: i32,
+    /// Its state letter (`Z`: a zombie).
+    pub state: u8,
+    /// Its parent.
+    pub ppid: i32,
+    /// Its process group.
+    pub pgrp: i32,
+    /// Its session.
+    pub session: i32,
+    /// Its start time in clock ticks after boot (field 22).
+    pub start: u64,
+}
+
+/// Parses one `/proc/<pid>/stat` line.
+fn parse_stat(pid: i32, s: &str) -> Option<Proc> {
+    // The command name may hold spaces and parentheses: fields start after
+    // the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(Proc {
+        pid,
+        state: *f.first()?.as_bytes().first()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        session: f.get(3)?.parse().ok()?,
+        start: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// One process, `None` when it is gone.
+pub fn stat(pid: i32) -> Option<Proc> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(pid, &s)
+}
+
+/// Every process of the PID namespace.
+pub fn scan() -> Vec<Proc> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.filter_map(|e| {
+        let pid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        stat(pid)
+    })
+    .collect()
+}
+
+/// Reaps every child that has ended (adopted orphans too), recording
+/// `(pid, wait status)` into `reaped`.
+pub fn reap(reaped: &mut Vec<(i32, i32)>) {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes one int we own.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return;
+        }
+        reaped.push((pid, status));
+    }
+}
+
+/// SIGKILL, ignoring errors (the process may be gone).
+fn sigkill(pid: i32) {
+    if pid > 1 {
+        // SAFETY: kill takes integers only.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// What to kill for one command.
+pub struct Tree {
+    /// The command's root pid (its process group and session).
+    pub root: i32,
+    /// The root's start time (ticks).
+    pub start: u64,
+    /// The supervisor's pid.
+    pub me: i32,
+    /// Another foreground command was alive at some point since this one
+    /// started: orphans adopted by the supervisor are then reported, not
+    /// killed.
+    pub overlapped: bool,
+    /// The roots of the other live commands (never targets).
+    pub other_roots: BTreeSet<i32>,
+}
+
+/// The result of [`kill_tree`].
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Every target was seen gone (or a zombie) within the grace period.
+    pub confirmed: bool,
+    /// Orphans that may belong to the command, left running.
+    pub escaped: Vec<u32>,
+}
+
+/// A process is dead for our purpose: gone, a zombie, or its pid reused.
+fn dead(pid: i32, start: u64) -> bool {
+    match stat(pid) {
+        None => true,
+        Some(p) => p.state == b'Z' || p.start != start,
+    }
+}
+
+/// Kills `tree`'s processes (see the crate docs, "Timeout and Kill"):
+/// repeated walks over `/proc` until a pass finds nothing new, then polling
+/// until every target is gone (up to 2 s). Children that end meanwhile are
+/// reaped into `reaped`.
+pub fn kill_tree(tree: &Tree, reaped: &mut Vec<(i32, i32)>) -> Outcome {
+    let mut targets: BTreeMap<i32, u64> = BTreeMap::new();
+    let mut escaped: BTreeSet<i32> = BTreeSet::new();
+    let excluded = |pid: i32| pid <= 1 || pid == tree.me || tree.other_roots.contains(&pid);
+    for _pass in 0..100 {
+        let procs = scan();
+        let before = targets.len();
+        for p in &procs {
+            if excluded(p.pid) || targets.contains_key(&p.pid) {
+                continue;
+            }
+            let own = (p.pid == tree.root && p.start == tree.start)
+                || (p.start >= tree.start && (p.pgrp == tree.root || p.session == tree.root));
+            if own {
+                targets.insert(p.pid, p.start);
+            } else if p.ppid == tree.me && p.start >= tree.start && p.state != b'Z' {
+                if tree.overlapped {
+                    escaped.insert(p.pid);
+                } else {
+                    targets.insert(p.pid, p.start);
+                }
+            }
+        }
+        // Descendants of any target, until stable.
+        loop {
+            let n = targets.len();
+            for p in &procs {
+                if !excluded(p.pid)
+                    && !targets.contains_key(&p.pid)
+                    && targets.contains_key(&p.ppid)
+                {
+                    targets.insert(p.pid, p.start);
+                }
+            }
+            if targets.len() == n {
+                break;
+            }
+        }
+        for (&pid, &start) in &targets {
+            if !dead(pid, start) {
+                sigkill(pid);
+            }
+        }
+        reap(reaped);
+        if targets.len() == before && before > 0 {
+            break;
+        }
+        if targets.is_empty() {
+            break;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let confirmed = loop {
+        reap(reaped);
+        let alive: Vec<i32> = targets
+            .iter()
+            .filter(|(&pid, &start)| !dead(pid, start))
+            .map(|(&pid, _)| pid)
+            .collect();
+        if alive.is_empty() {
+            break true;
+        }
+        if Instant::now() >= deadline {
+            break false;
+        }
+        alive.into_iter().for_each(sigkill);
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let escaped = escaped
+        .into_iter()
+        .filter(|pid| !targets.contains_key(pid) && stat(*pid).is_some_and(|p| p.state != b'Z'))
+        .map(|pid| pid as u32)
+        .collect();
+    Outcome { confirmed, escaped }
+}
+
+/// Kills every process of the namespace but pid 1 and `me`, until none is
+/// left (up to 5 s), reaping.
+pub fn kill_everything(me: i32, reaped: &mut Vec<(i32, i32)>) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let alive: Vec<i32> = scan()
+            .into_iter()
+            .filter(|p| p.pid > 1 && p.pid != me && p.state != b'Z')
+            .map(|p| p.pid)
+            .collect();
+        reap(reaped);
+        if alive.is_empty() || Instant::now() >= deadline {
+            return;
+        }
+        alive.into_iter().for_each(sigkill);
+        reap(reaped);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_with_odd_names_parse() {
+        let line = "42 (a) b (c)) S 7 42 42 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 12345 1000 10";
+        let p = parse_stat(42, line).expect("parses");
+        assert_eq!(
+            (p.state, p.ppid, p.pgrp, p.session, p.start),
+            (b'S', 7, 42, 42, 12345)
+        );
+    }
+
+    #[test]
+    fn own_process_is_found() {
+        let me = std::process::id() as i32;
+        assert!(scan().iter().any(|p| p.pid == me));
+    }
+}

@@ -1,0 +1,707 @@
+//! `serve`: the single-threaded `poll(2)` loop over the owner session, the
+//! relay listener and sessions, the commands' pipes, and SIGCHLD.
+
+use crate::kill::{self, Tree};
+use crate::session::{self, Session, HIGH_WATER};
+use crate::spawn;
+use crate::sys;
+use crate::{confine, log};
+use odek_supervisor::proto::{
+    self, Exit, Failed, Frame, Kind, Ready, Start, Started, WinSize, OUTPUT_CHUNK,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The write end of the SIGCHLD self-pipe, for the signal handler.
+static CHLD_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+/// SIGCHLD handler: one byte into the self-pipe (errno preserved).
+extern "C" fn on_sigchld(_: libc::c_int) {
+    // SAFETY: errno location and write(2) are async-signal-safe.
+    unsafe {
+        let e = *libc::__errno_location();
+        let b = 1u8;
+        libc::write(
+            CHLD_PIPE.load(Ordering::Relaxed),
+            (&b as *const u8).cast(),
+            1,
+        );
+        *libc::__errno_location() = e;
+    }
+}
+
+/// The most bytes read from one command stream once its root has exited
+/// (a background writer could otherwise keep the drain going forever).
+const DRAIN_LIMIT: usize = 4 << 20;
+
+/// A session's key.
+type Sid = u64;
+
+/// One running command.
+struct Cmd {
+    /// Its session.
+    sid: Sid,
+    /// The id the core gave it.
+    id: u32,
+    /// Its root pid.
+    pid: i32,
+    /// The root's start time (ticks after boot).
+    start: u64,
+    /// When its timeout fires.
+    deadline: Option<Instant>,
+    /// Stdout pipe or terminal master.
+    out: Option<OwnedFd>,
+    /// Stderr pipe.
+    err: Option<OwnedFd>,
+    /// Stdin pipe (without a terminal).
+    stdin: Option<OwnedFd>,
+    /// Runs on a terminal (stdin goes to `out`, the master).
+    tty: bool,
+    /// Stdin is accepted (Start.stdin) and not closed yet.
+    stdin_open: bool,
+    /// Stdin bytes not yet written.
+    inq: Vec<u8>,
+    /// Close stdin once `inq` is written.
+    close_after: bool,
+    /// Another foreground command was alive since this one started.
+    overlapped: bool,
+}
+
+impl Cmd {
+    /// The fd stdin bytes go to.
+    fn stdin_fd(&self) -> Option<RawFd> {
+        if !self.stdin_open {
+            return None;
+        }
+        if self.tty {
+            self.out.as_ref().map(|f| f.as_raw_fd())
+        } else {
+            self.stdin.as_ref().map(|f| f.as_raw_fd())
+        }
+    }
+}
+
+/// What a pollfd entry is for.
+#[derive(Clone, Copy)]
+enum Tag {
+    Chld,
+    Listener,
+    SessIn(Sid),
+    SessOut(Sid),
+    Out(Sid, u32, bool),
+    In(Sid, u32),
+    Drain(usize),
+}
+
+/// The supervisor's state.
+pub struct Server {
+    uid: u32,
+    gid: u32,
+    relay: String,
+    me: i32,
+    cap_last: u32,
+    base_env: spawn::Env,
+    listener: OwnedFd,
+    chld_r: OwnedFd,
+    _chld_w: OwnedFd,
+    sessions: BTreeMap<Sid, Session>,
+    next_sid: Sid,
+    cmds: Vec<Cmd>,
+    drains: Vec<OwnedFd>,
+    reaped: Vec<(i32, i32)>,
+    buf: Vec<u8>,
+}
+
+/// Confines the process, binds the relay socket and serves until the owner
+/// link ends (then exits 0). A setup failure exits 70.
+pub fn serve(uid: u32, gid: u32, relay: String) -> ! {
+    let base_env = std::env::vars_os()
+        .map(|(k, v)| {
+            use std::os::unix::ffi::OsStringExt;
+            (k.into_vec(), v.into_vec())
+        })
+        .collect();
+    let server = match setup(uid, gid, relay, base_env) {
+        Ok(s) => s,
+        Err(e) => {
+            log(&format!("odek-supervisor: {e}"));
+            std::process::exit(70);
+        }
+    };
+    server.run()
+}
+
+/// Everything before the loop.
+fn setup(uid: u32, gid: u32, relay: String, base_env: spawn::Env) -> Result<Server, String> {
+    let cap_last = confine::cap_last_cap().map_err(|e| format!("cap_last_cap: {e}"))?;
+    confine::confine(uid, gid)?;
+    // Inherited fds beyond stdio never reach a command.
+    for fd in 3..1024 {
+        let _ = sys::set_cloexec(fd);
+    }
+    let (chld_r, chld_w) = sys::pipe().map_err(|e| format!("pipe: {e}"))?;
+    sys::set_nonblock(chld_r.as_raw_fd()).map_err(|e| format!("pipe: {e}"))?;
+    sys::set_nonblock(chld_w.as_raw_fd()).map_err(|e| format!("pipe: {e}"))?;
+    CHLD_PIPE.store(chld_w.as_raw_fd(), Ordering::Relaxed);
+    // SAFETY: installs a handler that only calls async-signal-safe functions.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigchld as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART | libc::SA_NOCLDSTOP;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(libc::SIGCHLD, &sa, std::ptr::null_mut()) < 0 {
+            return Err(format!("sigaction: {}", io::Error::last_os_error()));
+        }
+    }
+    let listener = sys::unix_socket(true).map_err(|e| format!("socket: {e}"))?;
+    let (addr, len) = sys::abstract_addr(&relay).map_err(|e| format!("relay name: {e}"))?;
+    // SAFETY: addr is a valid sockaddr_un of length len.
+    sys::cvt(unsafe {
+        libc::bind(
+            listener.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    })
+    .map_err(|e| format!("bind @{relay}: {e}"))?;
+    // SAFETY: integer arguments only.
+    sys::cvt(unsafe { libc::listen(listener.as_raw_fd(), 16) })
+        .map_err(|e| format!("listen: {e}"))?;
+    session::owner_nonblocking().map_err(|e| format!("stdin/stdout: {e}"))?;
+    let mut server = Server {
+        uid,
+        gid,
+        relay,
+        me: std::process::id() as i32,
+        cap_last,
+        base_env,
+        listener,
+        chld_r,
+        _chld_w: chld_w,
+        sessions: BTreeMap::new(),
+        next_sid: 1,
+        cmds: vec![],
+        drains: vec![],
+        reaped: vec![],
+        buf: vec![0; OUTPUT_CHUNK],
+    };
+    server.add_session(Session::owner());
+    Ok(server)
+}
+
+impl Server {
+    /// Adds a session and sends its Ready.
+    fn add_session(&mut self, mut s: Session) -> Sid {
+        let sid = self.next_sid;
+        self.next_sid += 1;
+        let ready = Ready {
+            version: proto::VERSION,
+            pid: self.me as u32,
+            uid: self.uid,
+            gid: self.gid,
+            cap_eff: confine::cap_eff(),
+            relay: self.relay.clone(),
+        };
+        s.send(&Frame::json(Kind::Ready, 0, &ready));
+        self.sessions.insert(sid, s);
+        sid
+    }
+
+    /// Sends `frame` on session `sid` (if it still exists).
+    fn send(&mut self, sid: Sid, frame: &Frame) {
+        if let Some(s) = self.sessions.get_mut(&sid) {
+            s.send(frame);
+        }
+    }
+
+    /// Sends a Notice on the owner session.
+    fn notice(&mut self, text: &str) {
+        log(&format!("odek-supervisor: {text}"));
+        let f = Frame {
+            kind: Kind::Notice,
+            id: 0,
+            payload: text.as_bytes().to_vec(),
+        };
+        if let Some(owner) = self.sessions.values_mut().find(|s| s.owner) {
+            owner.send(&f);
+        }
+    }
+
+    /// The loop; never returns (the owner link's end exits).
+    fn run(mut self) -> ! {
+        let mut fds: Vec<libc::pollfd> = vec![];
+        let mut tags: Vec<Tag> = vec![];
+        loop {
+            self.after_events();
+            fds.clear();
+            tags.clear();
+            let mut add = |fd: RawFd, events: libc::c_short, tag: Tag| {
+                fds.push(libc::pollfd {
+                    fd,
+                    events,
+                    revents: 0,
+                });
+                tags.push(tag);
+            };
+            add(self.chld_r.as_raw_fd(), libc::POLLIN, Tag::Chld);
+            add(self.listener.as_raw_fd(), libc::POLLIN, Tag::Listener);
+            for (&sid, s) in &self.sessions {
+                add(s.rfd(), libc::POLLIN, Tag::SessIn(sid));
+                if s.pending() > 0 {
+                    add(s.wfd(), libc::POLLOUT, Tag::SessOut(sid));
+                }
+            }
+            for c in &self.cmds {
+                let throttled = self
+                    .sessions
+                    .get(&c.sid)
+                    .is_some_and(|s| s.pending() > HIGH_WATER);
+                if !throttled {
+                    if let Some(f) = &c.out {
+                        add(f.as_raw_fd(), libc::POLLIN, Tag::Out(c.sid, c.id, false));
+                    }
+                    if let Some(f) = &c.err {
+                        add(f.as_raw_fd(), libc::POLLIN, Tag::Out(c.sid, c.id, true));
+                    }
+                }
+                if let Some(fd) = c.stdin_fd() {
+                    if !c.inq.is_empty() {
+                        add(fd, libc::POLLOUT, Tag::In(c.sid, c.id));
+                    }
+                }
+            }
+            for (i, d) in self.drains.iter().enumerate() {
+                add(d.as_raw_fd(), libc::POLLIN, Tag::Drain(i));
+            }
+            let timeout = self.poll_timeout();
+            // SAFETY: fds is a valid array of fds.len() pollfds.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    log(&format!("odek-supervisor: poll: {e}"));
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                continue;
+            }
+            let mut closed_drains = vec![];
+            for (pfd, &tag) in fds.iter().zip(&tags) {
+                if pfd.revents == 0 {
+                    continue;
+                }
+                match tag {
+                    Tag::Chld => {
+                        while matches!(sys::read(self.chld_r.as_raw_fd(), &mut self.buf), Ok(n) if n > 0)
+                        {
+                        }
+                        kill::reap(&mut self.reaped);
+                    }
+                    Tag::Listener => self.accept(),
+                    Tag::SessIn(sid) => self.session_input(sid),
+                    Tag::SessOut(sid) => {
+                        if let Some(s) = self.sessions.get_mut(&sid) {
+                            s.flush();
+                        }
+                    }
+                    Tag::Out(sid, id, is_err) => self.command_output(sid, id, is_err),
+                    Tag::In(sid, id) => self.command_input(sid, id),
+                    Tag::Drain(i) => {
+                        let fd = self.drains[i].as_raw_fd();
+                        match sys::read(fd, &mut self.buf) {
+                            Ok(n) if n > 0 => {}
+                            Err(e) if sys::would_block(&e) => {}
+                            _ => closed_drains.push(i),
+                        }
+                    }
+                }
+            }
+            closed_drains.sort_unstable();
+            for i in closed_drains.into_iter().rev() {
+                self.drains.swap_remove(i);
+            }
+        }
+    }
+
+    /// Milliseconds until the nearest deadline (-1: none).
+    fn poll_timeout(&self) -> libc::c_int {
+        if !self.reaped.is_empty() {
+            return 0;
+        }
+        let now = Instant::now();
+        self.cmds
+            .iter()
+            .filter_map(|c| c.deadline)
+            .map(|d| {
+                let ms = d.saturating_duration_since(now).as_micros().div_ceil(1000);
+                ms.min(60_000) as libc::c_int
+            })
+            .min()
+            .unwrap_or(-1)
+    }
+
+    /// Work after each poll: reaped roots, expired deadlines, ended sessions.
+    fn after_events(&mut self) {
+        kill::reap(&mut self.reaped);
+        while !self.reaped.is_empty() {
+            let reaped = std::mem::take(&mut self.reaped);
+            for (pid, status) in reaped {
+                if let Some(i) = self.cmds.iter().position(|c| c.pid == pid) {
+                    self.root_exited(i, status);
+                }
+            }
+        }
+        let now = Instant::now();
+        while let Some(i) = self
+            .cmds
+            .iter()
+            .position(|c| c.deadline.is_some_and(|d| d <= now))
+        {
+            self.kill_cmd(i, true, true);
+        }
+        let ended: Vec<Sid> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.ended.is_some())
+            .map(|(&sid, _)| sid)
+            .collect();
+        for sid in ended {
+            self.end_session(sid);
+        }
+    }
+
+    /// A command's root was reaped: drain its output, send Exit, keep
+    /// discarding its pipes until EOF.
+    fn root_exited(&mut self, i: usize, status: i32) {
+        let mut cmd = self.cmds.remove(i);
+        for is_err in [false, true] {
+            let fd = if is_err { &cmd.err } else { &cmd.out };
+            let Some(fd) = fd.as_ref().map(|f| f.as_raw_fd()) else {
+                continue;
+            };
+            let mut total = 0;
+            while total < DRAIN_LIMIT {
+                match sys::read(fd, &mut self.buf) {
+                    Ok(n) if n > 0 => {
+                        total += n;
+                        let kind = if is_err { Kind::Stderr } else { Kind::Stdout };
+                        let f = Frame {
+                            kind,
+                            id: cmd.id,
+                            payload: self.buf[..n].to_vec(),
+                        };
+                        self.send(cmd.sid, &f);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        let exit = Exit {
+            code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+            signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+            ..Exit::default()
+        };
+        self.send(cmd.sid, &Frame::json(Kind::Exit, cmd.id, &exit));
+        self.retire(&mut cmd);
+    }
+
+    /// Moves a finished command's output fds to the drains; closes stdin.
+    fn retire(&mut self, cmd: &mut Cmd) {
+        cmd.stdin = None;
+        self.drains.extend(cmd.out.take());
+        self.drains.extend(cmd.err.take());
+    }
+
+    /// Kills command `i`'s tree (timeout or cancel) and, when `report`,
+    /// sends its Exit.
+    fn kill_cmd(&mut self, i: usize, timed_out: bool, report: bool) {
+        let mut cmd = self.cmds.remove(i);
+        let tree = Tree {
+            root: cmd.pid,
+            start: cmd.start,
+            me: self.me,
+            overlapped: cmd.overlapped,
+            other_roots: self.cmds.iter().map(|c| c.pid).collect::<BTreeSet<_>>(),
+        };
+        let outcome = kill::kill_tree(&tree, &mut self.reaped);
+        self.retire(&mut cmd);
+        if let Some(s) = self.sessions.get_mut(&cmd.sid) {
+            s.drop_output(cmd.id);
+        }
+        if report {
+            let exit = Exit {
+                code: None,
+                signal: Some(libc::SIGKILL),
+                timed_out,
+                cancelled: !timed_out,
+                killed: outcome.confirmed,
+                escaped: outcome.escaped,
+            };
+            self.send(cmd.sid, &Frame::json(Kind::Exit, cmd.id, &exit));
+        }
+    }
+
+    /// Ends session `sid`: the owner's end kills everything and exits; a
+    /// relay's kills its commands and closes it.
+    fn end_session(&mut self, sid: Sid) {
+        let Some(s) = self.sessions.get(&sid) else {
+            return;
+        };
+        let why = s.ended.clone().unwrap_or_default();
+        if s.owner {
+            log(&format!(
+                "odek-supervisor: owner session ended ({why}); killing every process"
+            ));
+            kill::kill_everything(self.me, &mut self.reaped);
+            std::process::exit(0);
+        }
+        while let Some(i) = self.cmds.iter().position(|c| c.sid == sid) {
+            self.kill_cmd(i, false, false);
+        }
+        self.sessions.remove(&sid);
+    }
+
+    /// Accepts relay connections; only uid S may stay.
+    fn accept(&mut self) {
+        loop {
+            // SAFETY: accept4 with null address pointers.
+            let fd = unsafe {
+                libc::accept4(
+                    self.listener.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                )
+            };
+            if fd < 0 {
+                return;
+            }
+            // SAFETY: fd was just accepted and is owned by nobody else.
+            let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+            match sys::peer_cred(fd) {
+                Ok((_, uid, _)) if uid == self.uid => {
+                    self.add_session(Session::relay(sock));
+                }
+                Ok((pid, uid, gid)) => {
+                    drop(sock);
+                    self.notice(&format!(
+                        "refused a relay connection from pid {pid} (uid {uid}, gid {gid}): only uid {} may connect",
+                        self.uid
+                    ));
+                }
+                Err(e) => {
+                    drop(sock);
+                    self.notice(&format!("refused a relay connection: SO_PEERCRED: {e}"));
+                }
+            }
+        }
+    }
+
+    /// Reads and handles frames of session `sid`.
+    fn session_input(&mut self, sid: Sid) {
+        let Some(s) = self.sessions.get_mut(&sid) else {
+            return;
+        };
+        s.read_some(&mut self.buf);
+        loop {
+            let Some(s) = self.sessions.get_mut(&sid) else {
+                return;
+            };
+            match s.dec.next_frame() {
+                Ok(Some(f)) => {
+                    if let Err(e) = self.handle(sid, f) {
+                        self.malformed(sid, e);
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    self.malformed(sid, e.to_string());
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A protocol error ends the session.
+    fn malformed(&mut self, sid: Sid, why: String) {
+        log(&format!("odek-supervisor: malformed frame: {why}"));
+        if let Some(s) = self.sessions.get_mut(&sid) {
+            s.end(format!("malformed frame: {why}"));
+        }
+    }
+
+    /// Handles one frame from the core.
+    fn handle(&mut self, sid: Sid, f: Frame) -> Result<(), String> {
+        let find = |cmds: &[Cmd], id: u32| cmds.iter().position(|c| c.sid == sid && c.id == id);
+        match f.kind {
+            Kind::Start => {
+                let start: Start = f.parse().map_err(|e| e.to_string())?;
+                self.start(sid, f.id, start);
+            }
+            Kind::Stdin => {
+                if let Some(i) = find(&self.cmds, f.id) {
+                    let c = &mut self.cmds[i];
+                    if c.stdin_open && !c.close_after {
+                        if f.payload.is_empty() {
+                            if c.tty {
+                                c.inq.push(0x04);
+                            } else {
+                                c.close_after = true;
+                            }
+                        } else {
+                            c.inq.extend_from_slice(&f.payload);
+                        }
+                        self.command_input(sid, f.id);
+                    }
+                }
+            }
+            Kind::Resize => {
+                let ws: WinSize = f.parse().map_err(|e| e.to_string())?;
+                if let Some(i) = find(&self.cmds, f.id) {
+                    if let (true, Some(m)) = (self.cmds[i].tty, &self.cmds[i].out) {
+                        let _ = crate::pty::resize(m.as_raw_fd(), ws);
+                    }
+                }
+            }
+            Kind::Kill => {
+                if let Some(i) = find(&self.cmds, f.id) {
+                    self.kill_cmd(i, false, true);
+                }
+            }
+            Kind::Ping => self.send(
+                sid,
+                &Frame {
+                    kind: Kind::Pong,
+                    id: f.id,
+                    payload: f.payload,
+                },
+            ),
+            other => return Err(format!("{other:?} is not a frame the core sends")),
+        }
+        Ok(())
+    }
+
+    /// Starts a command, answering Started or Failed.
+    fn start(&mut self, sid: Sid, id: u32, start: Start) {
+        let refuse = if start.uid == self.uid {
+            Some(format!("uid {} is the supervisor's own", start.uid))
+        } else if start.argv.is_empty() {
+            Some("empty argv".to_string())
+        } else if self.cmds.iter().any(|c| c.sid == sid && c.id == id) {
+            Some(format!("command id {id} is already running"))
+        } else {
+            None
+        };
+        let result = match refuse {
+            Some(m) => Err(m),
+            None => spawn::spawn(&start, &self.base_env, self.cap_last),
+        };
+        let child = match result {
+            Ok(c) => c,
+            Err(message) => {
+                self.send(sid, &Frame::json(Kind::Failed, id, &Failed { message }));
+                return;
+            }
+        };
+        let started_at = Instant::now();
+        let overlapped = !self.cmds.is_empty();
+        for c in &mut self.cmds {
+            c.overlapped = true;
+        }
+        let start_ticks = kill::stat(child.pid).map_or(0, |p| p.start);
+        self.cmds.push(Cmd {
+            sid,
+            id,
+            pid: child.pid,
+            start: start_ticks,
+            deadline: start
+                .timeout_ms
+                .map(|ms| started_at + Duration::from_millis(ms)),
+            tty: start.tty.is_some(),
+            stdin_open: start.stdin || start.tty.is_some(),
+            out: Some(child.stdout),
+            err: child.stderr,
+            stdin: child.stdin,
+            inq: vec![],
+            close_after: false,
+            overlapped,
+        });
+        self.send(
+            sid,
+            &Frame::json(
+                Kind::Started,
+                id,
+                &Started {
+                    pid: child.pid as u32,
+                },
+            ),
+        );
+    }
+
+    /// Reads one chunk of a command's output and forwards it.
+    fn command_output(&mut self, sid: Sid, id: u32, is_err: bool) {
+        let Some(i) = self.cmds.iter().position(|c| c.sid == sid && c.id == id) else {
+            return;
+        };
+        let c = &mut self.cmds[i];
+        let slot = if is_err { &mut c.err } else { &mut c.out };
+        let Some(fd) = slot.as_ref().map(|f| f.as_raw_fd()) else {
+            return;
+        };
+        match sys::read(fd, &mut self.buf) {
+            Ok(0) => *slot = None,
+            Ok(n) => {
+                let kind = if is_err { Kind::Stderr } else { Kind::Stdout };
+                let f = Frame {
+                    kind,
+                    id,
+                    payload: self.buf[..n].to_vec(),
+                };
+                self.send(sid, &f);
+            }
+            Err(e) if sys::would_block(&e) => {}
+            Err(_) => {
+                // EIO on a master: no slave is open. Keep it for Resize and
+                // stdin only when the root still runs; output is over.
+                if c.tty {
+                    c.stdin_open = false;
+                }
+                *slot = None;
+            }
+        }
+    }
+
+    /// Writes queued stdin bytes to a command; closes its stdin when asked.
+    fn command_input(&mut self, sid: Sid, id: u32) {
+        let Some(i) = self.cmds.iter().position(|c| c.sid == sid && c.id == id) else {
+            return;
+        };
+        let c = &mut self.cmds[i];
+        let Some(fd) = c.stdin_fd() else {
+            c.inq.clear();
+            return;
+        };
+        while !c.inq.is_empty() {
+            match sys::write(fd, &c.inq) {
+                Ok(n) => {
+                    c.inq.drain(..n);
+                }
+                Err(e) if sys::would_block(&e) => break,
+                Err(_) => {
+                    // The command closed its end: drop what is queued.
+                    c.inq.clear();
+                    c.stdin_open = false;
+                    c.stdin = None;
+                    break;
+                }
+            }
+        }
+        if c.inq.is_empty() && c.close_after {
+            c.stdin_open = false;
+            c.stdin = None;
+        }
+    }
+}
