@@ -286,14 +286,24 @@ impl Client {
         // Issue 21: through the sandbox's supervisor when this process
         // holds its owner session.
         if let Some(session) = sandbox.owner.session() {
-            return crate::supervisor::exec(session, sandbox, req, output, cancel).await;
+            let engine = self.engine().ok();
+            let engine = engine.as_ref().map(|e| e.as_ref());
+            return crate::supervisor::exec(session, engine, sandbox, req, output, cancel).await;
         }
         let engine = self.engine()?;
         // A supervised sandbox this process does not own: through a relay
         // to its supervisor, never the exec API (whose commands would get
         // the container's user, root, and the supervisor's capabilities).
         if let Some(session) = self.relay(engine.as_ref(), &sandbox.name, id).await? {
-            return crate::supervisor::exec(&session, sandbox, req, output, cancel).await;
+            return crate::supervisor::exec(
+                &session,
+                Some(engine.as_ref()),
+                sandbox,
+                req,
+                output,
+                cancel,
+            )
+            .await;
         }
         let endpoint = engine.endpoint().to_string();
         let tag = format!("{EXEC_TAG_ENV}={}", new_exec_tag());

@@ -148,6 +148,16 @@ pub fn new_sandbox_name() -> String {
     format!("odek-{}", hex::encode(b))
 }
 
+/// What tells a launch that the sandbox's process runs.
+enum Ready<'a> {
+    /// The idle process in the container's process list.
+    Idle,
+    /// The supervisor's Ready on the owner's session.
+    Owner(crate::supervisor::Link),
+    /// The supervisor's Ready through a relay (a detached sandbox `name`).
+    Relay(&'a str),
+}
+
 /// What an owned sandbox's owner attached to before start.
 enum Attached {
     /// The idle process's stdin.
@@ -231,6 +241,7 @@ pub fn container_spec(
         cmd: IDLE_CMD.iter().map(|s| s.to_string()).collect(),
         entrypoint: None,
         cap_add: Vec::new(),
+        log_driver: None,
         env,
         working_dir: "/workspace".into(),
         user: plan.user.clone(),
@@ -524,12 +535,14 @@ impl Client {
                 self.finish(
                     engine.as_ref(),
                     plan,
-                    &created.id,
-                    &created.warnings,
+                    &created,
                     &image_id,
                     &mut wait,
-                    link,
-                    supervision.is_some().then_some(name.as_str()),
+                    match (link, supervision.is_some()) {
+                        (Some(link), _) => Ready::Owner(link),
+                        (None, true) => Ready::Relay(&name),
+                        (None, false) => Ready::Idle,
+                    },
                 )
                 .await
                 .map(|done| (done, hold))
@@ -584,16 +597,15 @@ impl Client {
         &self,
         engine: &dyn DockerApi,
         plan: &Plan,
-        id: &str,
-        create_warnings: &[String],
+        created: &crate::engine::Created,
         image_id: &str,
         wait: &mut Option<crate::engine::ExitWait>,
-        link: Option<crate::supervisor::Link>,
-        supervised: Option<&str>,
+        ready: Ready<'_>,
     ) -> Result<(Applied, Vec<Warning>, Option<crate::supervisor::Session>)> {
         let endpoint = engine.endpoint().to_string();
+        let id = created.id.as_str();
         let mut warnings = Vec::new();
-        for w in create_warnings {
+        for w in &created.warnings {
             if drops_limit(w) {
                 return Err(Error::Rejected {
                     fix: None,
@@ -656,21 +668,21 @@ impl Client {
             removal: None,
         };
         let idle = async {
-            match (link, supervised) {
-                (Some(link), _) => {
+            match ready {
+                Ready::Owner(link) => {
                     crate::supervisor::Session::open(link, crate::supervisor::READY_BUDGET)
                         .await
                         .map(|s| (Idle::Running, Some(s)))
                         .map_err(no_supervisor)
                 }
-                (None, Some(name)) => match self.relay(engine, name, id).await {
+                Ready::Relay(name) => match self.relay(engine, name, id).await {
                     Ok(Some(_)) => Ok((Idle::Running, None)),
                     Ok(None) => Err(no_supervisor(
                         "the container does not have the supervisor's shape".into(),
                     )),
                     Err(e) => Err(no_supervisor(e.to_string())),
                 },
-                (None, None) => idle_process(engine, id, IDLE_START_BUDGET)
+                Ready::Idle => idle_process(engine, id, IDLE_START_BUDGET)
                     .await
                     .map(|i| (i, None))
                     .map_err(|e| Error::engine(&endpoint, Step::Verify, e)),

@@ -38,8 +38,10 @@ pub const SUPERVISOR_CAPS: [&str; 4] = ["SETUID", "SETGID", "KILL", "SETPCAP"];
 /// How long a launch waits for the supervisor's first frame.
 pub const READY_BUDGET: Duration = Duration::from_secs(5);
 
-/// The environment variable naming the supervisor binary on the host;
-/// unset, odek looks beside its own executable (and the C ABI's library).
+/// The environment variable naming the supervisor binary on the host
+/// (`cargo xtask dist` installs it as `libexec/odek/odek-supervisor`).
+/// Unset or empty, sandboxes run commands through the exec API: the
+/// supervisor is opt-in until the whole test suite runs with it.
 pub const SUPERVISOR_ENV: &str = "ODEK_SUPERVISOR";
 
 /// A byte stream to a supervisor: its stdout (demultiplexed by the engine
@@ -387,20 +389,13 @@ pub(crate) fn demux(
     .boxed()
 }
 
-/// The supervisor binary on this host: [`SUPERVISOR_ENV`] when set (an
-/// empty value turns the supervisor off), else `odek-supervisor` beside
-/// the running executable. `None` when there is none: sandboxes then run
-/// commands through the exec API.
+/// The supervisor binary on this host: [`SUPERVISOR_ENV`] when set and not
+/// empty. `None` otherwise: sandboxes then run commands through the exec
+/// API.
 pub fn host_binary() -> Option<std::path::PathBuf> {
-    match std::env::var_os(SUPERVISOR_ENV) {
-        Some(v) if v.is_empty() => None,
-        Some(v) => Some(std::path::PathBuf::from(v)),
-        None => {
-            let exe = std::env::current_exe().ok()?;
-            let p = exe.parent()?.join("odek-supervisor");
-            p.is_file().then_some(p)
-        }
-    }
+    std::env::var_os(SUPERVISOR_ENV)
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
 }
 
 /// A launch's supervisor (issue 21): the host binary bind-mounted
@@ -417,8 +412,8 @@ pub struct Supervision {
 
 impl Supervision {
     /// The supervisor for `plan`'s sandbox, or `None` when it runs without
-    /// one (commands through the exec API, as before): no binary on this
-    /// host ([`host_binary`]) or one that is not a static executable, an
+    /// one (commands through the exec API, as before): no binary named
+    /// ([`host_binary`]) or one that is not a static executable, an
     /// engine that cannot see this host's files (not a Unix socket), a
     /// plan without a numeric user, or one with the supervisor's own uid.
     pub fn for_plan(
@@ -472,6 +467,7 @@ impl Supervision {
         ];
         spec.user = Some("0:0".into());
         spec.cap_add = SUPERVISOR_CAPS.iter().map(|c| c.to_string()).collect();
+        spec.log_driver = Some("none".into());
         spec.binds.push(crate::engine::BindMount {
             source: self.binary.display().to_string(),
             target: SUPERVISOR_PATH.into(),
@@ -512,6 +508,7 @@ impl Supervision {
 /// success).
 pub(crate) async fn exec(
     session: &Session,
+    engine: Option<&dyn crate::engine::DockerApi>,
     sandbox: &crate::sandbox::Sandbox,
     req: &crate::exec::ExecRequest,
     output: OutputSink<'_>,
@@ -542,7 +539,24 @@ pub(crate) async fn exec(
             .timeout
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
     };
-    match session.run(&start, output, cancel, None).await {
+    let ended = session.run(&start, output, cancel, None).await;
+    // A lost session: the container's own state tells a stopped sandbox
+    // (docker kill, out of memory) from a supervisor that ended.
+    let running = match (&ended, engine, sandbox.container_id.as_deref()) {
+        (Ended::Lost, Some(engine), Some(id)) => {
+            let mut running = true;
+            for _ in 0..4 {
+                running = matches!(engine.inspect_container(id).await, Ok(Some(i)) if i.running);
+                if !running {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            running
+        }
+        _ => true,
+    };
+    match ended {
         Ended::Exit(e) => {
             let cut = if e.timed_out {
                 Some(Cut::Timeout)
@@ -591,6 +605,13 @@ pub(crate) async fn exec(
             output(StreamKind::Stderr, note.as_bytes());
             Ok(ExecOutcome::exited(127))
         }
+        Ended::Lost if !running => Err(crate::Error::SandboxStopped {
+            fix: None,
+            message: format!(
+                "sandbox {} stopped while the command ran (killed or out of memory); the command may have partly run and was not retried",
+                sandbox.name
+            ),
+        }),
         Ended::Lost => Err(crate::Error::Exec {
             fix: Some(crate::config::advice::Fix::Replace {
                 name: sandbox.name.clone(),

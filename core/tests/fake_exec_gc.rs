@@ -617,6 +617,7 @@ async fn stale(s: &Setup, name: &str, owner: BTreeMap<String, String>) -> String
         cmd: vec!["sleep".into(), "1".into()],
         entrypoint: None,
         cap_add: Vec::new(),
+        log_driver: None,
         env: Vec::new(),
         working_dir: "/workspace".into(),
         user: None,

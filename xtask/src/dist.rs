@@ -169,6 +169,15 @@ pub(crate) fn dist(prefix: &Path, with_wheel: bool) -> R {
     let rel = target_dir().join("release");
     no_test_exports(&rel.join("libodek.so"), &rel.join("libodek.a"))?;
     copy(&rel.join("odek"), &prefix.join("bin/odek"), 0o755)?;
+    // The supervisor (issue 21), opt-in: ODEK_SUPERVISOR names it.
+    crate::supervisor()?;
+    if let Some(sup) = std::env::var_os("ODEK_SUPERVISOR_BIN") {
+        copy(
+            Path::new(&sup),
+            &prefix.join("libexec/odek/odek-supervisor"),
+            0o755,
+        )?;
+    }
     copy(
         &rel.join("libodek.so"),
         &prefix.join("lib/libodek.so"),

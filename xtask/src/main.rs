@@ -232,6 +232,44 @@ fn docker_up() -> R {
     Ok(())
 }
 
+/// Builds the static `odek-supervisor` (issue 21) into `target/static` and
+/// points `ODEK_SUPERVISOR_BIN` at it for every later step (the
+/// supervisor's own tests and the e2e tests of supervised sandboxes),
+/// unless the caller set it already. The supervisor is opt-in
+/// (`ODEK_SUPERVISOR`), so the rest of the suite runs without it.
+pub(crate) fn supervisor() -> R {
+    if std::env::var_os("ODEK_SUPERVISOR_BIN").is_some() {
+        return Ok(());
+    }
+    let host = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .map_err(|e| format!("rustc -vV: {e}"))?;
+    let host = String::from_utf8_lossy(&host.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .ok_or("rustc -vV names no host triple")?;
+    let target = root().join("target/static");
+    sh(cargo()
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "odek-supervisor",
+            "--bin",
+            "odek-supervisor",
+            "--target",
+            &host,
+        ])
+        .env("RUSTFLAGS", "-C target-feature=+crt-static")
+        .env("CARGO_TARGET_DIR", &target))?;
+    let bin = target.join(&host).join("release/odek-supervisor");
+    // Single-threaded here: no other thread reads the environment.
+    std::env::set_var("ODEK_SUPERVISOR_BIN", &bin);
+    Ok(())
+}
+
 fn images() -> R {
     install(APT_IMAGES, false)?;
     docker_up()?;
@@ -362,6 +400,9 @@ fn lint() -> R {
 const LOAD_TEST: &str = "many_threads_launch_exec_destroy_on_one_client";
 
 fn unit() -> R {
+    // odek-supervisor's own tests run it in containers of the test images.
+    images()?;
+    supervisor()?;
     sh(cargo().args([
         "test",
         "--workspace",
@@ -380,6 +421,7 @@ fn e2e_suite() -> R {
         false,
     )?;
     images()?;
+    supervisor()?;
     sh(cargo().args(["build", "-p", "odek-cli"]))?;
     sh(cargo().args(["test", "-p", "odek-e2e", "--", "--test-threads", "4"]))?;
     sh(cargo().args([

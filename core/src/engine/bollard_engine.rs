@@ -1016,6 +1016,13 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         pids_limit: Some(spec.pids_limit),
         cap_drop: Some(spec.cap_drop.clone()),
         cap_add: (!spec.cap_add.is_empty()).then(|| spec.cap_add.clone()),
+        log_config: spec
+            .log_driver
+            .as_ref()
+            .map(|d| bollard::models::HostConfigLogConfig {
+                typ: Some(d.clone()),
+                config: None,
+            }),
         security_opt: Some(spec.security_opt.clone()),
         tmpfs: Some(
             spec.tmpfs

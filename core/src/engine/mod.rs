@@ -168,6 +168,11 @@ pub struct ContainerSpec {
     /// `--cap-add` (only the supervisor's, [`crate::supervisor::SUPERVISOR_CAPS`]).
     #[serde(default)]
     pub cap_add: Vec<String>,
+    /// `HostConfig.LogConfig.Type`; `None` keeps the engine's default. A
+    /// supervised sandbox's is `none`: its stdout is the supervisor's
+    /// protocol, which a log driver would copy (and slow).
+    #[serde(default)]
+    pub log_driver: Option<String>,
     /// `KEY=value` pairs. Values are user data: never logged.
     pub env: Vec<String>,
     /// Working directory inside the container.

@@ -307,6 +307,7 @@ async fn probe(
         cmd: vec!["true".into()],
         entrypoint: None,
         cap_add: Vec::new(),
+        log_driver: None,
         env: Vec::new(),
         working_dir: "/".into(),
         user: None,

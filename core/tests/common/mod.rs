@@ -724,6 +724,7 @@ pub async fn add_peer(
         cmd: vec!["sleep".into(), "infinity".into()],
         entrypoint: None,
         cap_add: Vec::new(),
+        log_driver: None,
         env: Vec::new(),
         working_dir: "/".into(),
         user: None,

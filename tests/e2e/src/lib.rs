@@ -205,7 +205,9 @@ impl Project {
         self.dir.path().canonicalize().expect("canonical tempdir")
     }
 
-    /// `odek -C <dir> <args>` with a clean `ODEK_*` environment.
+    /// `odek -C <dir> <args>` with a clean `ODEK_*` environment (but for
+    /// `ODEK_SUPERVISOR`, which `cargo xtask` points at the static
+    /// supervisor so that the suite runs supervised sandboxes).
     pub fn odek(&self, args: &[&str]) -> Command {
         let mut c = Command::new(odek_bin());
         c.current_dir(self.path())
@@ -214,7 +216,9 @@ impl Project {
             .args(args)
             .env("ODEK_HOME", self.home.path());
         for (k, _) in std::env::vars() {
-            if k.starts_with("ODEK_") && k != "ODEK_HOME" && k != "ODEK_BIN" {
+            if k.starts_with("ODEK_")
+                && !["ODEK_HOME", "ODEK_BIN", "ODEK_SUPERVISOR"].contains(&k.as_str())
+            {
                 c.env_remove(&k);
             }
         }

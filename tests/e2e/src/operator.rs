@@ -178,9 +178,18 @@ impl Operator {
             .env_remove("XDG_RUNTIME_DIR");
         for (k, v) in cmd.get_envs() {
             match v {
+                // odek reads the supervisor binary as the operator.
+                Some(v) if k == "ODEK_SUPERVISOR" && !v.is_empty() => {
+                    c.env(k, reachable(Path::new(v)))
+                }
                 Some(v) => c.env(k, v),
                 None => c.env_remove(k),
             };
+        }
+        if let Some(sup) = std::env::var_os("ODEK_SUPERVISOR").filter(|s| !s.is_empty()) {
+            if !cmd.get_envs().any(|(k, _)| k == "ODEK_SUPERVISOR") {
+                c.env("ODEK_SUPERVISOR", reachable(Path::new(&sup)));
+            }
         }
         if let Some(d) = cmd.get_current_dir() {
             c.current_dir(d);
