@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use odek_core::{Client, ExecRequest};
+use odek_core::{CancellationToken, Client, ExecOptions, ExecRequest};
 
 use crate::output::{print_anyhow, sink};
 use crate::{ExecFlags, EXIT_REFUSED};
@@ -76,12 +76,30 @@ pub(super) async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitC
     let result = async {
         let req = exec_request(&args.exec, &args.cmd)?;
         let sandbox = odek.attach(&args.name, &odek_home()?).await?;
-        let cancel = async { signalled = signals.next().await };
-        let outcome = if args.json {
-            odek.exec_until(&sandbox, &req, &|k, b| capture.write(k, b), cancel)
-                .await?
-        } else {
-            odek.exec_until(&sandbox, &req, &sink, cancel).await?
+        // A signal cancels the command: the signal task fires the token.
+        let token = CancellationToken::new();
+        let opts = ExecOptions {
+            cancel: Some(token.clone()),
+        };
+        let on_signal = async {
+            signalled = signals.next().await;
+            token.cancel();
+            std::future::pending::<std::convert::Infallible>().await
+        };
+        let exec = async {
+            if args.json {
+                odek.exec(&sandbox, &req, &opts, &|k, b| capture.write(k, b))
+                    .await
+            } else {
+                odek.exec(&sandbox, &req, &opts, &sink).await
+            }
+        };
+        // The exec is polled first, so it has started before a signal that
+        // is already pending cancels it: killed, as one arriving mid-command.
+        let outcome = tokio::select! {
+            biased;
+            outcome = exec => outcome?,
+            never = on_signal => match never {},
         };
         Ok::<_, anyhow::Error>((sandbox.name, outcome))
     }

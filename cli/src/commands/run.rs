@@ -109,7 +109,9 @@ async fn run_flow(
         let _ = odek.destroy(&sandbox).await;
         return ExitCode::from(EXIT_REFUSED);
     }
-    let outcome = odek.exec(&sandbox, &req, &sink).await;
+    let outcome = odek
+        .exec(&sandbox, &req, &odek_core::ExecOptions::default(), &sink)
+        .await;
     let removed = odek.destroy(&sandbox).await;
     if let Err(e) = &removed {
         print_error(e);

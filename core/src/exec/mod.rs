@@ -3,7 +3,7 @@
 //! In fallback/off mode the command runs on the host (the plan says so).
 //!
 //! A command that outlives its timeout (or whose caller cancels it through
-//! [`Client::exec_until`]) is killed, not abandoned. The Engine API cannot
+//! [`ExecOptions::cancel`]) is killed, not abandoned. The Engine API cannot
 //! signal an exec, so every command odek runs in a sandbox carries a random
 //! tag in its environment ([`EXEC_TAG_ENV`]); a second, short exec then
 //! SIGKILLs every process in the container whose environment holds the tag —
@@ -20,6 +20,6 @@ mod run;
 pub use capture::{Capture, Captured, Keep};
 pub use kill::KILL_PROBE_ENV;
 pub use outcome::ExecOutcome;
-pub use request::{timeout_from_secs, Command, ExecRequest};
+pub use request::{timeout_from_secs, Command, ExecOptions, ExecRequest};
 
 pub use crate::config::EXEC_TAG_ENV;

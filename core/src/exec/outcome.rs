@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, Result};
+use crate::sandbox::Sandbox;
+
 /// The outcome of an exec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecOutcome {
@@ -13,7 +16,8 @@ pub struct ExecOutcome {
     pub exit_code: i64,
     /// True when the timeout elapsed first.
     pub timed_out: bool,
-    /// True when the caller cancelled the command ([`Client::exec_until`](crate::Client::exec_until)).
+    /// True when the caller cancelled the command
+    /// ([`ExecOptions::cancel`](super::ExecOptions::cancel)).
     #[serde(default)]
     pub cancelled: bool,
     /// After a timeout or cancellation: true when odek killed the command
@@ -32,6 +36,33 @@ impl ExecOutcome {
             cancelled: false,
             killed: false,
         }
+    }
+
+    /// The outcome, or for a command its caller cancelled
+    /// ([`ExecOptions::cancel`](super::ExecOptions::cancel))
+    /// [`Error::Cancelled`] saying whether it was killed in `sandbox`: for
+    /// callers that report a cancellation as an error (the C ABI's
+    /// `odek_exec_cancellable`).
+    ///
+    /// Errors: [`Error::Cancelled`] when `self.cancelled`.
+    pub fn cancelled_as_error(self, sandbox: &Sandbox) -> Result<ExecOutcome> {
+        if !self.cancelled {
+            return Ok(self);
+        }
+        Err(Error::Cancelled {
+            fix: None,
+            message: if self.killed {
+                format!(
+                    "the command was cancelled by the caller; it was killed in sandbox {}",
+                    sandbox.name
+                )
+            } else {
+                format!(
+                    "the command was cancelled by the caller; odek could not confirm it was killed in sandbox {} (it ends when the sandbox is destroyed)",
+                    sandbox.name
+                )
+            },
+        })
     }
 }
 

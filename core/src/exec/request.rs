@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cancel::CancellationToken;
 use crate::error::{Error, Result};
 
 /// What to run.
@@ -46,6 +47,21 @@ pub struct ExecRequest {
     /// Working directory (default `/workspace`, or the host workdir).
     #[serde(default)]
     pub workdir: Option<String>,
+}
+
+/// How [`Client::exec`](crate::Client::exec) runs a request: what the
+/// caller controls rather than sends, as [`crate::LaunchOptions`] are a
+/// launch's.
+#[derive(Clone, Debug, Default)]
+pub struct ExecOptions {
+    /// Stops the command when it fires (SPEC §10.1): the command and its
+    /// descendants are killed the way a timeout kills them and the outcome
+    /// says `cancelled` (exit code 130;
+    /// [`ExecOutcome::cancelled_as_error`](super::ExecOutcome::cancelled_as_error)
+    /// turns it into [`Error::Cancelled`] for callers that report a
+    /// cancellation as an error). A token already cancelled when the call
+    /// starts runs nothing: [`Error::Cancelled`]. `None`: not cancellable.
+    pub cancel: Option<CancellationToken>,
 }
 
 /// A timeout given in seconds, as odek accepts it everywhere (CLI

@@ -2,7 +2,6 @@
 //! the kill that follows ([`super::kill`]), and how a failed exec is told
 //! apart from a sandbox that stopped under it.
 
-use std::future::Future;
 use std::time::Duration;
 
 use crate::client::Client;
@@ -14,7 +13,7 @@ use crate::sandbox::Sandbox;
 use super::host::exec_on_host;
 use super::kill::{kill_tagged, main_has_exited, new_exec_tag, KILL_BUDGET};
 use super::outcome::{cut_outcome, cut_short, Cut, ExecOutcome};
-use super::request::{validate, ExecRequest};
+use super::request::{validate, ExecOptions, ExecRequest};
 use super::EXEC_TAG_ENV;
 
 /// How long odek waits, after a timeout, for the output stream of a command
@@ -27,33 +26,32 @@ impl Client {
     ///
     /// Errors: an empty command or NUL bytes (config); the container gone or
     /// stopped during the command (docker-rejected); the daemon lost
-    /// (daemon-unreachable). A non-zero exit is not an error. After
-    /// `req.timeout` the command is killed (see [`ExecRequest::timeout`]) and
-    /// the outcome is `{exit_code: 124, timed_out: true}`.
+    /// (daemon-unreachable); a token in `opts.cancel` already cancelled
+    /// ([`Error::Cancelled`], nothing ran). A non-zero exit is not an error.
+    /// After `req.timeout` the command is killed (see
+    /// [`ExecRequest::timeout`]) and the outcome is `{exit_code: 124,
+    /// timed_out: true}`; when `opts.cancel` fires first it is killed the
+    /// same way and the outcome says `cancelled` (exit code 130; the CLI
+    /// cancels on SIGINT/SIGTERM during `odek sandbox exec` and exits with
+    /// the signal's own status; [`ExecOutcome::cancelled_as_error`] makes it
+    /// an error).
     pub async fn exec(
         &self,
         sandbox: &Sandbox,
         req: &ExecRequest,
+        opts: &ExecOptions,
         output: OutputSink<'_>,
     ) -> Result<ExecOutcome> {
-        let never = std::future::pending::<()>();
-        self.exec_until(sandbox, req, output, never).await
-    }
-
-    /// As [`Client::exec`], but when `cancel` completes first the command is
-    /// killed the way a timeout kills it and the outcome says `cancelled`
-    /// (exit code 130; the CLI uses this for SIGINT/SIGTERM during
-    /// `odek sandbox exec` and exits with the signal's own status).
-    ///
-    /// Errors: as [`Client::exec`].
-    pub async fn exec_until(
-        &self,
-        sandbox: &Sandbox,
-        req: &ExecRequest,
-        output: OutputSink<'_>,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<ExecOutcome> {
+        if opts.cancel.as_ref().is_some_and(|t| t.is_cancelled()) {
+            return Err(crate::cancel::cancelled("the command"));
+        }
         validate(req)?;
+        let cancel = async {
+            match &opts.cancel {
+                Some(t) => t.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
         let Some(id) = &sandbox.container_id else {
             return exec_on_host(sandbox, req, output, cancel).await;
         };
