@@ -96,9 +96,10 @@ mod opt_secs {
 }
 
 impl ExecRequest {
-    /// Checks the request without running anything (what [`Client::exec`]
-    /// checks first): a non-empty argv without NUL bytes, valid env keys
-    /// (not the reserved [`EXEC_TAG_ENV`]), values without NUL bytes.
+    /// Checks the request without running anything (what
+    /// [`Client::exec`](crate::Client::exec) checks first): a non-empty argv
+    /// without NUL bytes, valid env keys (not the reserved
+    /// [`EXEC_TAG_ENV`](super::EXEC_TAG_ENV)), values without NUL bytes.
     ///
     /// Errors: [`Error::Usage`] or [`Error::Config`] naming the problem.
     pub fn check(&self) -> Result<()> {
