@@ -16,7 +16,9 @@ use odek_core::engine::{
     StreamKind,
 };
 use odek_core::launch::container_spec;
-use odek_core::{Client, ExecRequest, Isolation, LaunchOptions, Plan, Sandbox, Silent};
+use odek_core::{
+    Client, ExecOptions, ExecRequest, Isolation, LaunchOptions, Plan, Sandbox, Silent,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
@@ -564,7 +566,10 @@ async fn exec_in(ctx: &Ctx, res: &mut Results, sb: &Sandbox, id: &str) -> Result
             let t = Instant::now();
             let took = match v {
                 0 => {
-                    let o = ctx.odek.exec(sb, &req, &sink).await?;
+                    let o = ctx
+                        .odek
+                        .exec(sb, &req, &ExecOptions::default(), &sink)
+                        .await?;
                     if o.exit_code != 0 {
                         bail!("odek exec: exit {}", o.exit_code);
                     }
@@ -708,7 +713,9 @@ async fn exec_fake(
             let t = Instant::now();
             let took = match v {
                 0 => {
-                    fodek.exec(&sb, &req, &sink).await?;
+                    fodek
+                        .exec(&sb, &req, &ExecOptions::default(), &sink)
+                        .await?;
                     t.elapsed()
                 }
                 k => workers[k - 1].exec().await?,

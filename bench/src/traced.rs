@@ -198,7 +198,7 @@ impl DockerApi for Traced {
         traced!(self, "attach_stdin", self.inner.attach_stdin(id))
     }
 
-    async fn attach_session(&self, id: &str) -> Result<odek_core::supervisor::Link, EngineError> {
+    async fn attach_session(&self, id: &str) -> Result<odek_core::engine::Link, EngineError> {
         traced!(self, "attach_session", self.inner.attach_session(id))
     }
 
@@ -206,7 +206,7 @@ impl DockerApi for Traced {
         &self,
         id: &str,
         spec: &ExecSpec,
-    ) -> Result<odek_core::supervisor::Link, EngineError> {
+    ) -> Result<odek_core::engine::Link, EngineError> {
         traced!(self, "exec_session", self.inner.exec_session(id, spec))
     }
 

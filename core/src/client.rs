@@ -1,7 +1,7 @@
 //! The odek client: one Docker engine (or the reason there is none) and its
 //! construction. Each verb is an `impl` block beside its work: resolve
 //! (resolve.rs), launch and destroy (launch.rs), describe (describe.rs),
-//! exec (exec.rs), attach and list (registry.rs), view (view.rs), approve
+//! exec (exec/run.rs), attach and list (inventory.rs), view (view.rs), approve
 //! (approve.rs).
 
 use std::sync::Arc;

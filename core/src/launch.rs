@@ -153,7 +153,7 @@ enum Ready<'a> {
     /// The idle process in the container's process list.
     Idle,
     /// The supervisor's Ready on the owner's session.
-    Owner(crate::supervisor::Link),
+    Owner(crate::engine::Link),
     /// The supervisor's Ready through a relay (a detached sandbox `name`).
     Relay(&'a str),
 }
@@ -163,7 +163,7 @@ enum Attached {
     /// The idle process's stdin.
     Stdin(crate::engine::StdinHold),
     /// The supervisor's stdin and stdout.
-    Session(crate::supervisor::Link),
+    Session(crate::engine::Link),
 }
 
 /// The create request for a plan (SPEC §6.1).

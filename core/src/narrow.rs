@@ -58,6 +58,23 @@ pub struct NarrowRequest {
     pub image: Option<String>,
 }
 
+impl NarrowRequest {
+    /// The members that ask for something — every member but the `schema`
+    /// tag — in declaration order. MCP's `sandbox_narrow` takes exactly
+    /// these and its `sandbox_id`. A test checks them against the members
+    /// serde derives for the struct.
+    pub const MEMBERS: &'static [&'static str] = &[
+        "networks",
+        "compose_project",
+        "network_mode",
+        "pids_limit",
+        "memory",
+        "cpus",
+        "readonly",
+        "image",
+    ];
+}
+
 /// [`NarrowRequest::network_mode`] from its text, for every front end that
 /// deserializes a request (the C ABI, MCP's `sandbox_narrow`): the config
 /// rule's parse and refusal (which points to `sandbox_networks`), not
@@ -242,6 +259,26 @@ mod tests {
     use crate::config::{CpuLimit, Source};
     use crate::image::{pinned_default, ImagePlan, ImageSource};
     use crate::network::NetworkOrigin;
+
+    /// `MEMBERS` are serde's members of the struct, in its order, without
+    /// the schema tag: serde names them all when it refuses an unknown one.
+    #[test]
+    fn members_are_the_structs() {
+        let e = serde_json::from_str::<NarrowRequest>(r#"{"no_such_member": 1}"#)
+            .expect_err("unknown member")
+            .to_string();
+        let expected = std::iter::once(&"schema")
+            .chain(NarrowRequest::MEMBERS)
+            .map(|m| format!("`{m}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert!(
+            e.starts_with(&format!(
+                "unknown field `no_such_member`, expected one of {expected} at"
+            )),
+            "{e}"
+        );
+    }
 
     /// Every front end that deserializes a request gets the config rule's
     /// parse of `network_mode` and its refusal.

@@ -21,7 +21,7 @@ use odek_supervisor::proto::{self, Decoder, Frame, Kind};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::engine::{OutputSink, StreamKind};
+use crate::engine::{Link, OutputSink, StreamKind};
 
 /// Where the supervisor binary is mounted in every sandbox that has one.
 pub const SUPERVISOR_PATH: &str = "/.odek/odek-supervisor";
@@ -38,22 +38,7 @@ pub const SUPERVISOR_CAPS: [&str; 4] = ["SETUID", "SETGID", "KILL", "SETPCAP"];
 /// How long a launch waits for the supervisor's first frame.
 pub const READY_BUDGET: Duration = Duration::from_secs(5);
 
-/// The environment variable naming the supervisor binary on the host
-/// (`cargo xtask dist` installs it as `libexec/odek/odek-supervisor`).
-/// Unset or empty, sandboxes run commands through the exec API: the
-/// supervisor is opt-in until the whole test suite runs with it.
-pub const SUPERVISOR_ENV: &str = "ODEK_SUPERVISOR";
-
-/// A byte stream to a supervisor: its stdout (demultiplexed by the engine
-/// port) and its stdin.
-pub struct Link {
-    /// The supervisor's stdout, in chunks cut anywhere.
-    pub output: BoxStream<'static, std::io::Result<Vec<u8>>>,
-    /// Its stdin.
-    pub input: Box<dyn AsyncWrite + Send + Unpin>,
-    /// Anything that must live as long as the stream (a fork registration).
-    pub keep: Option<Box<dyn Send + Sync>>,
-}
+pub use crate::config::SUPERVISOR_ENV;
 
 /// How a command ended as far as the session knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -334,61 +319,6 @@ async fn read_frames(
     lock(&routes).clear();
 }
 
-/// Splits Docker's multiplexed stream (a non-TTY attach or exec: 8-byte
-/// headers `[stream, 0, 0, 0, len: u32 BE]`) into the stdout bytes; stderr
-/// chunks go to the log (the supervisor's own diagnostics).
-pub(crate) fn demux(
-    read: impl tokio::io::AsyncRead + Send + Unpin + 'static,
-    leftover: Vec<u8>,
-) -> BoxStream<'static, std::io::Result<Vec<u8>>> {
-    use tokio::io::AsyncReadExt;
-    struct St<R> {
-        read: R,
-        buf: Vec<u8>,
-        done: bool,
-    }
-    let st = St {
-        read,
-        buf: leftover,
-        done: false,
-    };
-    futures_util::stream::unfold(st, |mut st| async move {
-        loop {
-            if st.buf.len() >= 8 {
-                let len = u32::from_be_bytes([st.buf[4], st.buf[5], st.buf[6], st.buf[7]]) as usize;
-                if st.buf.len() >= 8 + len {
-                    let kind = st.buf[0];
-                    let payload: Vec<u8> = st.buf[8..8 + len].to_vec();
-                    st.buf.drain(..8 + len);
-                    match kind {
-                        1 => return Some((Ok(payload), st)),
-                        _ => {
-                            tracing::debug!(
-                                "supervisor stderr: {}",
-                                crate::text::foreign(&String::from_utf8_lossy(&payload))
-                            );
-                            continue;
-                        }
-                    }
-                }
-            }
-            if st.done {
-                return None;
-            }
-            let mut chunk = vec![0u8; 64 * 1024];
-            match st.read.read(&mut chunk).await {
-                Ok(0) => return None,
-                Ok(n) => st.buf.extend_from_slice(&chunk[..n]),
-                Err(e) => {
-                    st.done = true;
-                    return Some((Err(e), st));
-                }
-            }
-        }
-    })
-    .boxed()
-}
-
 /// The supervisor binary on this host: [`SUPERVISOR_ENV`] when set and not
 /// empty. `None` otherwise: sandboxes then run commands through the exec
 /// API.
@@ -497,135 +427,6 @@ impl Supervision {
     }
 }
 
-/// Runs `req` in `sandbox` through its owner `session` (issue 21): the
-/// command runs as the plan's account, its timeout and a cancel kill its
-/// whole tree, and the supervisor confirms the kill from the kernel.
-///
-/// Errors: the command could not start (its program missing, the
-/// directory absent) is an exit as the exec API reports it (127 or 126,
-/// the reason on stderr); the session ending before the command's report
-/// is [`crate::Error::Exec`] saying its status is unknown (never a
-/// success).
-pub(crate) async fn exec(
-    session: &Session,
-    engine: Option<&dyn crate::engine::DockerApi>,
-    sandbox: &crate::sandbox::Sandbox,
-    req: &crate::exec::ExecRequest,
-    output: OutputSink<'_>,
-    cancel: impl Future<Output = ()>,
-) -> crate::Result<crate::exec::ExecOutcome> {
-    use crate::exec::{cut_outcome, Cut, ExecOutcome};
-    let Some((uid, gid)) = command_ids(&sandbox.plan) else {
-        return Err(crate::Error::Exec {
-            fix: None,
-            message: format!(
-                "sandbox {} has a supervisor but its plan names no account",
-                sandbox.name
-            ),
-            class: crate::failure::FailureClass::DockerRejected,
-            started: false,
-        });
-    };
-    let start = proto::Start {
-        argv: req.command.argv(),
-        env: req.env.clone(),
-        cwd: req.workdir.clone().unwrap_or_else(|| "/workspace".into()),
-        uid,
-        gid,
-        groups: vec![],
-        tty: None,
-        stdin: false,
-        timeout_ms: req
-            .timeout
-            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-    };
-    let ended = session.run(&start, output, cancel, None).await;
-    // A lost session: the container's own state tells a stopped sandbox
-    // (docker kill, out of memory) from a supervisor that ended.
-    let running = match (&ended, engine, sandbox.container_id.as_deref()) {
-        (Ended::Lost, Some(engine), Some(id)) => {
-            let mut running = true;
-            for _ in 0..4 {
-                running = matches!(engine.inspect_container(id).await, Ok(Some(i)) if i.running);
-                if !running {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            running
-        }
-        _ => true,
-    };
-    match ended {
-        Ended::Exit(e) => {
-            let cut = if e.timed_out {
-                Some(Cut::Timeout)
-            } else if e.cancelled {
-                Some(Cut::Cancelled)
-            } else {
-                None
-            };
-            let Some(cut) = cut else {
-                let code = match (e.code, e.signal) {
-                    (Some(c), _) => i64::from(c),
-                    (None, Some(sig)) => 128 + i64::from(sig),
-                    (None, None) => {
-                        return Err(crate::Error::Exec {
-                            fix: None,
-                            message: format!(
-                                "the command in sandbox {} ended without an exit code",
-                                sandbox.name
-                            ),
-                            class: crate::failure::FailureClass::DockerRejected,
-                            started: true,
-                        })
-                    }
-                };
-                return Ok(ExecOutcome::exited(code));
-            };
-            if !e.killed || !e.escaped.is_empty() {
-                let why = if e.killed {
-                    format!(
-                        "processes {:?} it may have started were left running (started while another command ran)",
-                        e.escaped
-                    )
-                } else {
-                    "the supervisor could not confirm every process of it gone".to_string()
-                };
-                let note = format!(
-                    "odek: could not kill the whole command in sandbox {} ({why}); they keep running until the sandbox is destroyed\n",
-                    sandbox.name
-                );
-                output(StreamKind::Stderr, note.as_bytes());
-            }
-            Ok(cut_outcome(cut, e.killed && e.escaped.is_empty()))
-        }
-        Ended::Failed(why) => {
-            let note = format!("odek: {}\n", crate::text::foreign(&why));
-            output(StreamKind::Stderr, note.as_bytes());
-            Ok(ExecOutcome::exited(127))
-        }
-        Ended::Lost if !running => Err(crate::Error::SandboxStopped {
-            fix: None,
-            message: format!(
-                "sandbox {} stopped while the command ran (killed or out of memory); the command may have partly run and was not retried",
-                sandbox.name
-            ),
-        }),
-        Ended::Lost => Err(crate::Error::Exec {
-            fix: Some(crate::config::advice::Fix::Replace {
-                name: sandbox.name.clone(),
-            }),
-            message: format!(
-                "odek's supervisor in sandbox {} ended while the command ran: the command's status is unknown (it may have partly run)",
-                sandbox.name
-            ),
-            class: crate::failure::FailureClass::DockerRejected,
-            started: true,
-        }),
-    }
-}
-
 /// The uid and gid `plan`'s commands run as: its account's, or its user
 /// when that is numeric (`uid[:gid]`, gid defaulting to the uid) or `root`.
 /// `None` for a user only the image can name.
@@ -643,69 +444,6 @@ pub fn command_ids(plan: &crate::plan::Plan) -> Option<(u32, u32)> {
 
 /// Relay sessions by container ID ([`crate::Client`]'s).
 pub(crate) type Relays = Arc<tokio::sync::Mutex<HashMap<String, Arc<Session>>>>;
-
-impl crate::Client {
-    /// A session with the supervisor of `sandbox` (container `id`) when it
-    /// has one: a live relay this client opened before, else a new one
-    /// (`docker exec --user` [`SUPERVISOR_UID`] of `odek-supervisor relay`),
-    /// checked as a launch checks the owner's. `None` for a container
-    /// without a supervisor ([`crate::hardening::supervised`]).
-    ///
-    /// Errors: the container has a supervisor that cannot be reached
-    /// ([`crate::Error::Exec`]): nothing runs, as the exec API would run
-    /// commands with the container's user (root) and the supervisor's
-    /// capabilities.
-    pub(crate) async fn relay(
-        &self,
-        engine: &dyn crate::engine::DockerApi,
-        name: &str,
-        id: &str,
-    ) -> crate::Result<Option<Arc<Session>>> {
-        let mut relays = self.relays.lock().await;
-        if let Some(s) = relays.get(id) {
-            if s.is_alive() {
-                return Ok(Some(Arc::clone(s)));
-            }
-            relays.remove(id);
-        }
-        let endpoint = engine.endpoint().to_string();
-        let step = crate::failure::Step::Exec;
-        let info = engine
-            .inspect_container(id)
-            .await
-            .map_err(|e| crate::Error::engine(&endpoint, step, e))?;
-        if !info.as_ref().is_some_and(crate::hardening::supervised) {
-            return Ok(None);
-        }
-        let unreachable = |why: String| crate::Error::Exec {
-            fix: Some(crate::config::advice::Fix::Replace {
-                name: name.to_string(),
-            }),
-            message: format!(
-                "odek's supervisor in sandbox {name} could not be reached ({why}); nothing ran"
-            ),
-            class: crate::failure::FailureClass::DockerRejected,
-            started: false,
-        };
-        let spec = crate::engine::ExecSpec {
-            cmd: vec![SUPERVISOR_PATH.into(), "relay".into(), relay_name(name)],
-            env: vec![],
-            working_dir: Some("/".into()),
-            user: Some(format!("{SUPERVISOR_UID}:{SUPERVISOR_UID}")),
-        };
-        let link = engine
-            .exec_session(id, &spec)
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
-        let session = Arc::new(
-            Session::open(link, READY_BUDGET)
-                .await
-                .map_err(unreachable)?,
-        );
-        relays.insert(id.to_string(), Arc::clone(&session));
-        Ok(Some(session))
-    }
-}
 
 /// The abstract socket name a relay of sandbox `name` connects to.
 pub fn relay_name(name: &str) -> String {
@@ -748,13 +486,6 @@ pub fn is_static_executable(path: &std::path::Path) -> std::io::Result<bool> {
 mod tests {
     use super::*;
 
-    fn muxed(stream: u8, payload: &[u8]) -> Vec<u8> {
-        let mut v = vec![stream, 0, 0, 0];
-        v.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        v.extend_from_slice(payload);
-        v
-    }
-
     #[test]
     fn a_dynamic_executable_is_not_static() {
         let sh = std::path::Path::new("/bin/sh");
@@ -768,17 +499,6 @@ mod tests {
         .expect("write");
         assert!(!is_static_executable(&not_elf).expect("readable"));
         let _ = std::fs::remove_file(&not_elf);
-    }
-
-    #[tokio::test]
-    async fn demux_keeps_stdout_and_drops_stderr() {
-        let mut wire = muxed(1, b"ab");
-        wire.extend(muxed(2, b"diag"));
-        wire.extend(muxed(1, b"cd"));
-        let (a, b) = wire.split_at(5);
-        let s = demux(std::io::Cursor::new(b.to_vec()), a.to_vec());
-        let got: Vec<Vec<u8>> = s.map(|r| r.expect("read")).collect().await;
-        assert_eq!(got.concat(), b"abcd");
     }
 
     fn link_from(frames: Vec<Frame>) -> (Link, tokio::io::DuplexStream) {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use odek_core::engine::{Quirks, StreamKind};
-use odek_core::{CancellationToken, Command, Error, ExecRequest, LaunchOptions};
+use odek_core::{CancellationToken, Command, Error, ExecOptions, ExecRequest, LaunchOptions};
 
 fn cancel_after(t: &CancellationToken, d: Duration) {
     let t = t.clone();
@@ -97,11 +97,16 @@ async fn an_exec_cancelled_mid_command_is_killed() {
     let token = CancellationToken::new();
     cancel_after(&token, Duration::from_millis(50));
     let sink = |_: StreamKind, _: &[u8]| {};
-    let err = s
+    let opts = ExecOptions {
+        cancel: Some(token.clone()),
+    };
+    let outcome = s
         .odek
-        .exec_cancellable(&sb, &req, &sink, &token)
+        .exec(&sb, &req, &opts, &sink)
         .await
-        .expect_err("cancelled");
+        .expect("a cancelled outcome");
+    assert!(outcome.cancelled && outcome.killed, "{outcome:?}");
+    let err = outcome.cancelled_as_error(&sb).expect_err("cancelled");
     let Error::Cancelled { message, .. } = &err else {
         panic!("not Cancelled: {err:?}")
     };
@@ -111,5 +116,38 @@ async fn an_exec_cancelled_mid_command_is_killed() {
     assert!(
         execs.len() >= 2,
         "a kill exec follows the command: {execs:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_token_cancelled_before_the_exec_runs_nothing() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    let before = s.fake.calls_of(odek_core::engine::Op::Exec).len();
+    let req = ExecRequest {
+        command: Command::Argv(vec!["true".into()]),
+        env: Vec::new(),
+        timeout: None,
+        workdir: None,
+    };
+    let token = CancellationToken::new();
+    token.cancel();
+    let opts = ExecOptions {
+        cancel: Some(token),
+    };
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let err = s
+        .odek
+        .exec(&sb, &req, &opts, &sink)
+        .await
+        .expect_err("cancelled");
+    let Error::Cancelled { message, .. } = &err else {
+        panic!("not Cancelled: {err:?}")
+    };
+    assert_eq!(message, "the command was cancelled by the caller");
+    assert_eq!(
+        s.fake.calls_of(odek_core::engine::Op::Exec).len(),
+        before,
+        "no exec ran"
     );
 }

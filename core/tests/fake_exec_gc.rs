@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::*;
 use odek_core::engine::{ContainerSpec, DockerApi, EngineErrorKind, Fault, Op, Quirks, StreamKind};
 use odek_core::labels::{self, Owner};
-use odek_core::{Command, ExecRequest, FailureClass, Isolation};
+use odek_core::{CancellationToken, Command, ExecOptions, ExecRequest, FailureClass, Isolation};
 
 fn req(command: Command) -> ExecRequest {
     ExecRequest {
@@ -58,7 +58,12 @@ async fn exit_code_and_output_pass_through() {
     let sink = out.sink();
     let r = s
         .odek
-        .exec(&sb, &req(Command::Shell("exit 3".into())), &sink)
+        .exec(
+            &sb,
+            &req(Command::Shell("exit 3".into())),
+            &ExecOptions::default(),
+            &sink,
+        )
         .await
         .expect("a non-zero exit is not an error");
     assert_eq!(r.exit_code, 3);
@@ -85,7 +90,11 @@ async fn exec_runs_argv_in_the_workspace_with_extra_env() {
         workdir: None,
     };
     let sink = |_: StreamKind, _: &[u8]| {};
-    let r = s.odek.exec(&sb, &request, &sink).await.expect("exec");
+    let r = s
+        .odek
+        .exec(&sb, &request, &ExecOptions::default(), &sink)
+        .await
+        .expect("exec");
     assert_eq!(r.exit_code, 0);
     let spec = &spy.execs()[0];
     assert_eq!(
@@ -141,7 +150,7 @@ async fn a_command_that_outlives_its_timeout_is_killed_by_its_tag() {
     let sink = stderr_sink(&err);
     let out = s
         .odek
-        .exec(&sb, &r, &sink)
+        .exec(&sb, &r, &ExecOptions::default(), &sink)
         .await
         .expect("a timeout is not an error");
     assert!(out.timed_out && out.killed && !out.cancelled, "{out:?}");
@@ -185,7 +194,12 @@ async fn a_command_that_outlives_its_timeout_is_killed_by_its_tag() {
     // Each exec has its own tag.
     s.fake.set_quirks(Quirks::default());
     s.odek
-        .exec(&sb, &req(Command::Shell("true".into())), &sink)
+        .exec(
+            &sb,
+            &req(Command::Shell("true".into())),
+            &ExecOptions::default(),
+            &sink,
+        )
         .await
         .expect("exec");
     assert_ne!(tag_of(&spy.execs()[0]), tag_of(&spy.execs()[4]));
@@ -208,7 +222,11 @@ async fn a_command_that_exited_but_whose_output_is_still_open_keeps_its_status()
     let mut r = req(Command::Shell("sleep 30 & exit 3".into()));
     r.timeout = Some(Duration::from_millis(100));
     let sink = |_: StreamKind, _: &[u8]| {};
-    let out = s.odek.exec(&sb, &r, &sink).await.expect("exec");
+    let out = s
+        .odek
+        .exec(&sb, &r, &ExecOptions::default(), &sink)
+        .await
+        .expect("exec");
     assert_eq!(out.exit_code, 3, "{out:?}");
     assert!(!out.timed_out && !out.killed, "{out:?}");
     let execs = spy.execs();
@@ -238,7 +256,11 @@ async fn an_untagged_exec_process_means_the_command_may_still_run() {
     r.timeout = Some(Duration::from_millis(100));
     let sink = |_: StreamKind, _: &[u8]| {};
     let started = std::time::Instant::now();
-    let out = s.odek.exec(&sb, &r, &sink).await.expect("exec");
+    let out = s
+        .odek
+        .exec(&sb, &r, &ExecOptions::default(), &sink)
+        .await
+        .expect("exec");
     assert!(out.timed_out && !out.killed, "{out:?}");
     assert!(
         started.elapsed() < Duration::from_secs(4),
@@ -261,7 +283,11 @@ async fn an_exited_command_whose_output_stays_open_too_long_is_timed_out() {
     let mut r = req(Command::Shell("sleep 300 & exit 0".into()));
     r.timeout = Some(Duration::from_millis(100));
     let sink = |_: StreamKind, _: &[u8]| {};
-    let out = s.odek.exec(&sb, &r, &sink).await.expect("exec");
+    let out = s
+        .odek
+        .exec(&sb, &r, &ExecOptions::default(), &sink)
+        .await
+        .expect("exec");
     assert!(out.timed_out && out.killed, "{out:?}");
     let modes: Vec<String> = spy.execs()[1..].iter().map(|e| e.cmd[5].clone()).collect();
     assert_eq!(modes, ["main", "kill", "count"]);
@@ -274,7 +300,11 @@ async fn a_command_that_ends_in_time_is_not_killed() {
     let mut r = req(Command::Shell("true".into()));
     r.timeout = Some(Duration::from_secs(30));
     let sink = |_: StreamKind, _: &[u8]| {};
-    let out = s.odek.exec(&sb, &r, &sink).await.expect("exec");
+    let out = s
+        .odek
+        .exec(&sb, &r, &ExecOptions::default(), &sink)
+        .await
+        .expect("exec");
     assert!(!out.timed_out && !out.killed && !out.cancelled, "{out:?}");
     assert_eq!(spy.execs().len(), 1, "no kill exec");
 }
@@ -311,7 +341,11 @@ async fn a_kill_that_fails_or_leaves_processes_is_said_and_not_claimed() {
         r.timeout = Some(Duration::from_millis(50));
         let err = Mutex::new(Vec::new());
         let sink = stderr_sink(&err);
-        let out = s.odek.exec(&sb, &r, &sink).await.expect("timeout");
+        let out = s
+            .odek
+            .exec(&sb, &r, &ExecOptions::default(), &sink)
+            .await
+            .expect("timeout");
         assert!(out.timed_out && !out.killed, "{kill_exit}: {out:?}");
         drop(sink);
         let msg = String::from_utf8(err.into_inner().expect("lock")).expect("utf8");
@@ -334,12 +368,16 @@ async fn a_cancelled_command_is_killed_and_says_cancelled() {
     });
     let r = req(Command::Argv(vec!["sleep".into(), "300".into()]));
     let sink = |_: StreamKind, _: &[u8]| {};
-    let cancel = tokio::time::sleep(Duration::from_millis(50));
-    let out = s
-        .odek
-        .exec_until(&sb, &r, &sink, cancel)
-        .await
-        .expect("cancel is not an error");
+    let token = CancellationToken::new();
+    let opts = ExecOptions {
+        cancel: Some(token.clone()),
+    };
+    let cancel = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        token.cancel();
+    };
+    let (out, ()) = tokio::join!(s.odek.exec(&sb, &r, &opts, &sink), cancel);
+    let out = out.expect("cancel is not an error");
     assert!(out.cancelled && out.killed && !out.timed_out, "{out:?}");
     assert_eq!(out.exit_code, 130);
     let execs = spy.execs();
@@ -355,7 +393,12 @@ async fn exec_on_a_removed_container_is_an_error() {
     let sink = |_: StreamKind, _: &[u8]| {};
     let err = s
         .odek
-        .exec(&sb, &req(Command::Shell("true".into())), &sink)
+        .exec(
+            &sb,
+            &req(Command::Shell("true".into())),
+            &ExecOptions::default(),
+            &sink,
+        )
         .await
         .expect_err("container gone");
     assert_eq!(err.class(), FailureClass::DockerRejected, "{err}");
@@ -374,7 +417,12 @@ async fn exec_in_a_stopped_sandbox_says_how_to_get_a_new_one() {
     let sink = |_: StreamKind, _: &[u8]| {};
     let err = s
         .odek
-        .exec(&sb, &req(Command::Shell("true".into())), &sink)
+        .exec(
+            &sb,
+            &req(Command::Shell("true".into())),
+            &ExecOptions::default(),
+            &sink,
+        )
         .await
         .expect_err("stopped");
     assert_eq!(err.class(), FailureClass::DockerRejected, "{err}");
@@ -394,7 +442,12 @@ async fn exec_with_the_daemon_gone_is_daemon_unreachable() {
     let sink = |_: StreamKind, _: &[u8]| {};
     let err = s
         .odek
-        .exec(&sb, &req(Command::Shell("true".into())), &sink)
+        .exec(
+            &sb,
+            &req(Command::Shell("true".into())),
+            &ExecOptions::default(),
+            &sink,
+        )
         .await
         .expect_err("unreachable");
     assert_eq!(err.class(), FailureClass::DaemonUnreachable, "{err}");
@@ -413,18 +466,22 @@ async fn empty_or_nul_commands_are_refused_before_docker() {
     ] {
         let err = s
             .odek
-            .exec(&sb, &req(bad), &sink)
+            .exec(&sb, &req(bad), &ExecOptions::default(), &sink)
             .await
             .expect_err("refused");
         assert_eq!(err.class(), FailureClass::Config, "{err}");
     }
     let mut bad_env = req(Command::Shell("true".into()));
     bad_env.env = vec![("1BAD".into(), "x".into())];
-    assert!(s.odek.exec(&sb, &bad_env, &sink).await.is_err());
+    assert!(s
+        .odek
+        .exec(&sb, &bad_env, &ExecOptions::default(), &sink)
+        .await
+        .is_err());
     bad_env.env = vec![("ODEK_EXEC_ID".into(), "x".into())];
     let err = s
         .odek
-        .exec(&sb, &bad_env, &sink)
+        .exec(&sb, &bad_env, &ExecOptions::default(), &sink)
         .await
         .expect_err("reserved");
     assert!(err.to_string().contains("reserved"), "{err}");
@@ -446,7 +503,12 @@ async fn fallback_exec_runs_on_the_host() {
     let sink = out.sink();
     let r = s
         .odek
-        .exec(&sb, &req(Command::Shell("echo hi".into())), &sink)
+        .exec(
+            &sb,
+            &req(Command::Shell("echo hi".into())),
+            &ExecOptions::default(),
+            &sink,
+        )
         .await
         .expect("runs on the host");
     assert_eq!(r.exit_code, 0);
@@ -456,7 +518,12 @@ async fn fallback_exec_runs_on_the_host() {
     let sink = out.sink();
     let r = s
         .odek
-        .exec(&sb, &req(Command::Shell("pwd; exit 7".into())), &sink)
+        .exec(
+            &sb,
+            &req(Command::Shell("pwd; exit 7".into())),
+            &ExecOptions::default(),
+            &sink,
+        )
         .await
         .expect("runs");
     assert_eq!(r.exit_code, 7);
@@ -488,7 +555,12 @@ async fn a_host_command_that_cannot_start_exits_127_or_126_like_a_shell() {
         };
         let out = s
             .odek
-            .exec(&sb, &req(Command::Argv(argv.clone())), &sink)
+            .exec(
+                &sb,
+                &req(Command::Argv(argv.clone())),
+                &ExecOptions::default(),
+                &sink,
+            )
             .await
             .expect("a status, not an odek error");
         assert_eq!(out.exit_code, code, "{argv:?}");
@@ -510,7 +582,7 @@ async fn fallback_exec_times_out_with_124() {
     let started = std::time::Instant::now();
     let out = s
         .odek
-        .exec(&sb, &r, &sink)
+        .exec(&sb, &r, &ExecOptions::default(), &sink)
         .await
         .expect("timeout is not an error");
     assert!(out.timed_out);
@@ -570,7 +642,11 @@ async fn a_timed_out_host_command_is_killed_with_its_children() {
     let (mut r, pidfile) = forks_a_child(&s.workdir);
     r.timeout = Some(Duration::from_millis(500));
     let sink = |_: StreamKind, _: &[u8]| {};
-    let out = s.odek.exec(&sb, &r, &sink).await.expect("timeout");
+    let out = s
+        .odek
+        .exec(&sb, &r, &ExecOptions::default(), &sink)
+        .await
+        .expect("timeout");
     assert!(out.timed_out && out.killed, "{out:?}");
     let pid = child_pid(&pidfile).await;
     assert!(dies(pid).await, "the background child {pid} still runs");
@@ -583,17 +659,19 @@ async fn a_cancelled_host_command_is_killed_with_its_children() {
     let (r, pidfile) = forks_a_child(&s.workdir);
     let sink = |_: StreamKind, _: &[u8]| {};
     let seen = std::sync::atomic::AtomicU32::new(0);
+    let token = CancellationToken::new();
+    let opts = ExecOptions {
+        cancel: Some(token.clone()),
+    };
     let cancel = async {
         let pid = child_pid(&pidfile).await;
         // Positive control: the child runs until the cancellation.
         assert!(alive(pid), "the child {pid} should be running");
         seen.store(pid, std::sync::atomic::Ordering::SeqCst);
+        token.cancel();
     };
-    let out = s
-        .odek
-        .exec_until(&sb, &r, &sink, cancel)
-        .await
-        .expect("cancel");
+    let (out, ()) = tokio::join!(s.odek.exec(&sb, &r, &opts, &sink), cancel);
+    let out = out.expect("cancel");
     assert!(out.cancelled && out.killed, "{out:?}");
     let pid = seen.load(std::sync::atomic::Ordering::SeqCst);
     assert!(pid > 0);

@@ -14,7 +14,7 @@ use odek_core::engine::{ContainerInfo, ContainerSpec, DockerApi, MountInfo, Op};
 use odek_core::inventory::GcOptions;
 use odek_core::labels::{self, Owner};
 use odek_core::secret::Secret;
-use odek_core::{Command, ExecRequest, FailureClass};
+use odek_core::{Command, ExecOptions, ExecRequest, FailureClass};
 
 /// Launches a sandbox through a spy and returns it with the create request
 /// odek sent (a template for containers made behind odek's back).
@@ -320,7 +320,7 @@ async fn a_sandbox_whose_live_settings_were_loosened_is_refused_naming_the_diffe
         workdir: None,
     };
     s.odek
-        .exec(&found, &req, &|_, _| {})
+        .exec(&found, &req, &ExecOptions::default(), &|_, _| {})
         .await
         .expect("control exec");
     let execs = spy.execs().len();

@@ -36,7 +36,7 @@ use odek_core::approval::{Approval, Decision};
 use odek_core::engine::StreamKind;
 #[cfg(feature = "testing")]
 use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork};
-use odek_core::{describe, CancellationToken, LaunchOptions, Plan, Silent};
+use odek_core::{describe, CancellationToken, ExecOptions, LaunchOptions, Plan, Silent};
 
 use boundary::{c_string, guard, guard_state, json_arg, out_arg, str_arg, write_json};
 use error::{Code, Failure};
@@ -509,16 +509,10 @@ pub unsafe extern "C" fn odek_exec_cancellable(
         let request = req.into_core().map_err(invalid)?;
         let capture = api::ExecResult::capture();
         let sink = |kind: StreamKind, bytes: &[u8]| capture.write(kind, bytes);
-        let outcome = runtime()?.block_on(async {
-            match &cancel {
-                Some(t) => {
-                    h.odek
-                        .exec_cancellable(&h.sandbox, &request, &sink, t)
-                        .await
-                }
-                None => h.odek.exec(&h.sandbox, &request, &sink).await,
-            }
-        })?;
+        let opts = ExecOptions { cancel };
+        let outcome = runtime()?
+            .block_on(h.odek.exec(&h.sandbox, &request, &opts, &sink))?
+            .cancelled_as_error(&h.sandbox)?;
         let result = api::ExecResult::new(&outcome, capture.finish());
         // SAFETY: checked non-NULL.
         unsafe { write_json(result_json_out, &result) }

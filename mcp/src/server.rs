@@ -6,7 +6,7 @@ use std::sync::Arc;
 use odek_core::api::{self, ExecMembers};
 use odek_core::describe::{render_prompt, render_tool};
 use odek_core::exec::{Capture, Keep};
-use odek_core::{Client, Command, ExecRequest};
+use odek_core::{Client, Command, ExecOptions, ExecRequest};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -150,7 +150,14 @@ impl OdekMcp {
         let outcome = self
             .sandboxes
             .odek()
-            .exec_until(&sandbox, &req, &sink, ctx.ct.cancelled())
+            .exec(
+                &sandbox,
+                &req,
+                &ExecOptions {
+                    cancel: Some(ctx.ct.clone()),
+                },
+                &sink,
+            )
             .await
             .map_err(|e| refusal(Refusal::during_exec(e)))?;
         if outcome.cancelled {

@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use odek_core::api;
 use odek_core::narrow::NarrowRequest;
@@ -216,29 +217,19 @@ pub struct NarrowArgs {
     pub request: NarrowRequest,
 }
 
-/// The members `sandbox_narrow` takes: `sandbox_id` and the core request's.
-const NARROW_MEMBERS: &[&str] = &[
-    "sandbox_id",
-    "networks",
-    "compose_project",
-    "network_mode",
-    "pids_limit",
-    "memory",
-    "cpus",
-    "readonly",
-    "image",
-];
+/// The members `sandbox_narrow` takes: `sandbox_id` and the core request's
+/// ([`NarrowRequest::MEMBERS`]: all but its `schema` tag).
+static NARROW_MEMBERS: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| [&["sandbox_id"], NarrowRequest::MEMBERS].concat());
 
 impl<'de> Deserialize<'de> for NarrowArgs {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<NarrowArgs, D::Error> {
         use serde::de::Error;
         let mut members = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let expected: &'static [&'static str] = NARROW_MEMBERS.as_slice();
         // `schema` too: the tag belongs to the C ABI's document.
-        if let Some(k) = members
-            .keys()
-            .find(|k| !NARROW_MEMBERS.contains(&k.as_str()))
-        {
-            return Err(D::Error::unknown_field(k, NARROW_MEMBERS));
+        if let Some(k) = members.keys().find(|k| !expected.contains(&k.as_str())) {
+            return Err(D::Error::unknown_field(k, expected));
         }
         let sandbox_id = match members.remove("sandbox_id") {
             None => None,

@@ -106,7 +106,7 @@ impl Fix {
             Fix::Reap { .. } => "`odek sandbox gc` removes it".to_string(),
             Fix::NoSupervisor => format!(
                 "set {}= (empty) in the environment to run sandboxes without odek's supervisor",
-                crate::supervisor::SUPERVISOR_ENV
+                crate::config::SUPERVISOR_ENV
             ),
         }
     }

@@ -328,6 +328,13 @@ pub fn validate_user(origin: &str, value: &str) -> Result<(), ConfigError> {
 /// cancellation (the Engine API has no call to signal an exec).
 pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
 
+/// The environment variable naming the static `odek-supervisor` binary on
+/// the host (issue 21; `cargo xtask dist` installs it as
+/// `libexec/odek/odek-supervisor`). Unset or empty, sandboxes run commands
+/// through the exec API: the supervisor is opt-in until the whole test
+/// suite runs with it.
+pub const SUPERVISOR_ENV: &str = "ODEK_SUPERVISOR";
+
 /// An env key: `[A-Za-z_][A-Za-z0-9_]*`, ≤ 256 bytes, not the reserved
 /// [`EXEC_TAG_ENV`] → else [`ConfigError::InvalidValue`] for
 /// key `sandbox_env`.

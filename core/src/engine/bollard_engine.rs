@@ -776,7 +776,7 @@ impl DockerApi for BollardEngine {
         attach_stdin(&self.endpoint.address, v, id, self.timeouts.call).await
     }
 
-    async fn attach_session(&self, id: &str) -> Result<crate::supervisor::Link, EngineError> {
+    async fn attach_session(&self, id: &str) -> Result<super::Link, EngineError> {
         let v = self.negotiate().await?.1.api_version;
         attach_session(&self.endpoint.address, v, id, self.timeouts.call).await
     }
@@ -785,7 +785,7 @@ impl DockerApi for BollardEngine {
         &self,
         container_id: &str,
         spec: &ExecSpec,
-    ) -> Result<crate::supervisor::Link, EngineError> {
+    ) -> Result<super::Link, EngineError> {
         let d = self.client().await?;
         let config = ExecConfig {
             attach_stdout: Some(true),
@@ -835,7 +835,7 @@ impl DockerApi for BollardEngine {
                 }
             })
             .boxed();
-        Ok(crate::supervisor::Link {
+        Ok(super::Link {
             output,
             input: Box::new(input),
             keep: None,

@@ -1104,7 +1104,7 @@ impl DockerApi for FakeEngine {
         })))
     }
 
-    async fn attach_session(&self, id: &str) -> Result<crate::supervisor::Link, EngineError> {
+    async fn attach_session(&self, id: &str) -> Result<super::Link, EngineError> {
         self.enter(Op::AttachContainer, id)?;
         Err(EngineError::new(
             Op::AttachContainer,
@@ -1113,11 +1113,7 @@ impl DockerApi for FakeEngine {
         ))
     }
 
-    async fn exec_session(
-        &self,
-        id: &str,
-        _spec: &ExecSpec,
-    ) -> Result<crate::supervisor::Link, EngineError> {
+    async fn exec_session(&self, id: &str, _spec: &ExecSpec) -> Result<super::Link, EngineError> {
         self.enter(Op::Exec, id)?;
         Err(EngineError::new(
             Op::Exec,

@@ -151,16 +151,12 @@ impl DockerApi for Foreign {
         safe(self.0.attach_stdin(id).await)
     }
 
-    async fn attach_session(&self, id: &str) -> Result<crate::supervisor::Link, EngineError> {
+    async fn attach_session(&self, id: &str) -> Result<super::Link, EngineError> {
         // The stream is the supervisor's protocol, checked frame by frame.
         safe(self.0.attach_session(id).await)
     }
 
-    async fn exec_session(
-        &self,
-        id: &str,
-        spec: &ExecSpec,
-    ) -> Result<crate::supervisor::Link, EngineError> {
+    async fn exec_session(&self, id: &str, spec: &ExecSpec) -> Result<super::Link, EngineError> {
         safe(self.0.exec_session(id, spec).await)
     }
 

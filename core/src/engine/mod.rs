@@ -165,7 +165,7 @@ pub struct ContainerSpec {
     /// supervised sandbox (issue 21).
     #[serde(default)]
     pub entrypoint: Option<Vec<String>>,
-    /// `--cap-add` (only the supervisor's, [`crate::supervisor::SUPERVISOR_CAPS`]).
+    /// `--cap-add` (only the supervisor's SETUID, SETGID, KILL and SETPCAP).
     #[serde(default)]
     pub cap_add: Vec<String>,
     /// `HostConfig.LogConfig.Type`; `None` keeps the engine's default. A
@@ -471,6 +471,18 @@ pub struct ExecSpec {
     pub user: Option<String>,
 }
 
+/// A byte stream to odek's supervisor in a sandbox (issue 21): its stdout
+/// (demultiplexed by the engine port) and its stdin
+/// ([`DockerApi::attach_session`], [`DockerApi::exec_session`]).
+pub struct Link {
+    /// The supervisor's stdout, in chunks cut anywhere.
+    pub output: futures_util::stream::BoxStream<'static, std::io::Result<Vec<u8>>>,
+    /// Its stdin.
+    pub input: Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+    /// Anything that must live as long as the stream (a fork registration).
+    pub keep: Option<Box<dyn Send + Sync>>,
+}
+
 /// Which stream a chunk of exec output came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -760,16 +772,12 @@ pub trait DockerApi: Send + Sync {
     /// connection closes when the returned link is dropped. An engine that
     /// cannot ([`EngineErrorKind::Rejected`]) gets sandboxes without a
     /// supervisor.
-    async fn attach_session(&self, id: &str) -> Result<crate::supervisor::Link, EngineError>;
+    async fn attach_session(&self, id: &str) -> Result<Link, EngineError>;
 
     /// Runs `spec` in container `id` through the exec API with its stdin
     /// and stdout attached as a stream (a relay to the supervisor, issue
     /// 21), returning that stream; the exec's stderr is logged.
-    async fn exec_session(
-        &self,
-        id: &str,
-        spec: &ExecSpec,
-    ) -> Result<crate::supervisor::Link, EngineError>;
+    async fn exec_session(&self, id: &str, spec: &ExecSpec) -> Result<Link, EngineError>;
 
     /// How the engine isolates containers (`GET /info`): rootless, user
     /// namespaces (SPEC §6.1 "user").

@@ -313,13 +313,13 @@ pub(super) async fn attach_stdin(
 /// ways (issue 21). As [`attach_stdin`], the connection's descriptor is
 /// registered for forks the moment the socket exists, and the registration
 /// lives as long as the returned link's `keep`. The output is Docker's
-/// multiplexed stream, split by [`crate::supervisor::demux`].
+/// multiplexed stream, split by [`demux`].
 pub(super) async fn attach_session(
     address: &Address,
     v: ApiVersion,
     id: &str,
     budget: Duration,
-) -> Result<crate::supervisor::Link, EngineError> {
+) -> Result<super::Link, EngineError> {
     use std::os::fd::AsRawFd;
     path_id(Op::AttachContainer, id)?;
     let unreachable = |e: std::io::Error| {
@@ -336,10 +336,10 @@ pub(super) async fn attach_session(
         conn: impl Conn + 'static,
         leftover: Vec<u8>,
         registered: super::owner_fds::Registered,
-    ) -> crate::supervisor::Link {
+    ) -> super::Link {
         let (read, write) = tokio::io::split(conn);
-        crate::supervisor::Link {
-            output: crate::supervisor::demux(read, leftover),
+        super::Link {
+            output: demux(read, leftover),
             input: Box::new(write),
             keep: Some(Box::new(registered)),
         }
@@ -447,4 +447,84 @@ pub(super) fn wait_json(body: &[u8]) -> Option<serde_json::Value> {
     let start = body.iter().position(|&b| b == b'{')?;
     let end = body.iter().rposition(|&b| b == b'}')?;
     serde_json::from_slice(body.get(start..=end)?).ok()
+}
+
+/// Splits Docker's multiplexed stream (a non-TTY attach or exec: 8-byte
+/// headers `[stream, 0, 0, 0, len: u32 BE]`) into the stdout bytes; stderr
+/// chunks go to the log (the supervisor's own diagnostics).
+pub(super) fn demux(
+    read: impl tokio::io::AsyncRead + Send + Unpin + 'static,
+    leftover: Vec<u8>,
+) -> futures_util::stream::BoxStream<'static, std::io::Result<Vec<u8>>> {
+    use tokio::io::AsyncReadExt;
+    struct St<R> {
+        read: R,
+        buf: Vec<u8>,
+        done: bool,
+    }
+    let st = St {
+        read,
+        buf: leftover,
+        done: false,
+    };
+    use futures_util::StreamExt;
+    futures_util::stream::unfold(st, |mut st| async move {
+        loop {
+            if st.buf.len() >= 8 {
+                let len = u32::from_be_bytes([st.buf[4], st.buf[5], st.buf[6], st.buf[7]]) as usize;
+                if st.buf.len() >= 8 + len {
+                    let kind = st.buf[0];
+                    let payload: Vec<u8> = st.buf[8..8 + len].to_vec();
+                    st.buf.drain(..8 + len);
+                    match kind {
+                        1 => return Some((Ok(payload), st)),
+                        _ => {
+                            tracing::debug!(
+                                "supervisor stderr: {}",
+                                crate::text::foreign(&String::from_utf8_lossy(&payload))
+                            );
+                            continue;
+                        }
+                    }
+                }
+            }
+            if st.done {
+                return None;
+            }
+            let mut chunk = vec![0u8; 64 * 1024];
+            match st.read.read(&mut chunk).await {
+                Ok(0) => return None,
+                Ok(n) => st.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => {
+                    st.done = true;
+                    return Some((Err(e), st));
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+#[cfg(test)]
+mod demux_tests {
+    use super::demux;
+    use futures_util::StreamExt;
+
+    fn muxed(stream: u8, payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![stream, 0, 0, 0];
+        v.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        v.extend_from_slice(payload);
+        v
+    }
+
+    #[tokio::test]
+    async fn demux_keeps_stdout_and_drops_stderr() {
+        let mut wire = muxed(1, b"ab");
+        wire.extend(muxed(2, b"diag"));
+        wire.extend(muxed(1, b"cd"));
+        let (a, b) = wire.split_at(5);
+        let s = demux(std::io::Cursor::new(b.to_vec()), a.to_vec());
+        let got: Vec<Vec<u8>> = s.map(|r| r.expect("read")).collect().await;
+        assert_eq!(got.concat(), b"abcd");
+    }
 }

@@ -83,7 +83,7 @@ impl Stream {
 
 /// Stdout and stderr of one command, each kept under the same policy and
 /// limit. [`Capture::write`] is the exec's output sink:
-/// `client.exec(&sandbox, &req, &|kind, bytes| capture.write(kind, bytes))`.
+/// `client.exec(&sandbox, &req, &opts, &|kind, bytes| capture.write(kind, bytes))`.
 #[derive(Debug)]
 pub struct Capture {
     keep: Keep,

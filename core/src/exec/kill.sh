@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# The kill exec of core/src/exec.rs (KILL_SCRIPT there documents it), run as
+# The kill exec of core/src/exec/kill.rs (KILL_SCRIPT there documents it), run as
 # /bin/sh -c SCRIPT odek-kill TAG MODE PROBE RECENT.
 tag=$1 mode=$2 probe=$3 recent=$4
 command -v cat >/dev/null 2>&1 || exit 3

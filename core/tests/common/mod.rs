@@ -645,7 +645,7 @@ impl DockerApi for Spy {
         r
     }
 
-    async fn attach_session(&self, id: &str) -> Result<odek_core::supervisor::Link, EngineError> {
+    async fn attach_session(&self, id: &str) -> Result<odek_core::engine::Link, EngineError> {
         let r = self.fake.attach_session(id).await;
         self.after(Op::AttachContainer);
         r
@@ -655,7 +655,7 @@ impl DockerApi for Spy {
         &self,
         id: &str,
         spec: &ExecSpec,
-    ) -> Result<odek_core::supervisor::Link, EngineError> {
+    ) -> Result<odek_core::engine::Link, EngineError> {
         let r = self.fake.exec_session(id, spec).await;
         self.after(Op::Exec);
         r

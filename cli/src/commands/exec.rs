@@ -1,0 +1,142 @@
+//! `odek sandbox exec`, and what it shares with `odek run`: the exec
+//! request from the flags and the exit status of a command.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use odek_core::{CancellationToken, Client, ExecOptions, ExecRequest};
+
+use crate::output::{print_anyhow, sink};
+use crate::{ExecFlags, EXIT_REFUSED};
+
+use super::signals::Signals;
+use super::{json_for_terminal, odek_home};
+
+/// Exit code from a command status (0..=255).
+pub(super) fn exit_of(code: i64) -> ExitCode {
+    ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(255))
+}
+
+/// How the CLI names an exec request's members in a refusal.
+const EXEC_FLAGS: odek_core::api::ExecMembers = odek_core::api::ExecMembers {
+    argv: "COMMAND",
+    shell: "COMMAND",
+    timeout: "--timeout",
+};
+
+/// The core's request from `-e`, `--timeout` and the command, parsed as
+/// every front end's is (`odek_core::api::ExecRequest::into_core_as`).
+pub(super) fn exec_request(flags: &ExecFlags, cmd: &[String]) -> anyhow::Result<ExecRequest> {
+    let mut env = std::collections::BTreeMap::new();
+    for kv in &flags.env {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("-e {kv:?}: write KEY=VALUE"))?;
+        env.insert(k.to_string(), v.to_string());
+    }
+    let req = odek_core::api::ExecRequest {
+        argv: Some(cmd.to_vec()),
+        env,
+        timeout_secs: flags.timeout,
+        ..Default::default()
+    };
+    Ok(req.into_core_as(&EXEC_FLAGS)?)
+}
+
+/// Exit status when a command could not finish in a sandbox that is up
+/// (`odek run` after launch, `odek sandbox exec`): 137 when the sandbox was
+/// killed under it; 125 when nothing ran (odek refused, Docker refused the
+/// exec, the sandbox could not be found); 255 when the command may have
+/// partly run and its status is unknown (daemon lost mid-exec).
+pub(super) fn exit_after_start(e: &odek_core::Error) -> ExitCode {
+    use odek_core::Error as E;
+    match e {
+        E::SandboxStopped { .. } => ExitCode::from(crate::exit::KILLED),
+        E::Exec { started: false, .. } => ExitCode::from(EXIT_REFUSED),
+        E::Exec { started: true, .. } => ExitCode::from(crate::exit::LOST),
+        E::Unreachable {
+            step: odek_core::Step::Exec,
+            ..
+        } => ExitCode::from(crate::exit::LOST),
+        _ => ExitCode::from(EXIT_REFUSED),
+    }
+}
+
+pub(super) async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitCode {
+    let mut signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("odek: error: cannot install signal handlers: {e}");
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    let mut signalled = 0u8;
+    // As the bindings' exec result keeps it.
+    let capture = odek_core::api::ExecResult::capture();
+    let result = async {
+        let req = exec_request(&args.exec, &args.cmd)?;
+        let sandbox = odek.attach(&args.name, &odek_home()?).await?;
+        // A signal cancels the command: the signal task fires the token.
+        let token = CancellationToken::new();
+        let opts = ExecOptions {
+            cancel: Some(token.clone()),
+        };
+        let on_signal = async {
+            signalled = signals.next().await;
+            token.cancel();
+            std::future::pending::<std::convert::Infallible>().await
+        };
+        let exec = async {
+            if args.json {
+                odek.exec(&sandbox, &req, &opts, &|k, b| capture.write(k, b))
+                    .await
+            } else {
+                odek.exec(&sandbox, &req, &opts, &sink).await
+            }
+        };
+        // The exec is polled first, so it has started before a signal that
+        // is already pending cancels it: killed, as one arriving mid-command.
+        let outcome = tokio::select! {
+            biased;
+            outcome = exec => outcome?,
+            never = on_signal => match never {},
+        };
+        Ok::<_, anyhow::Error>((sandbox.name, outcome))
+    }
+    .await;
+    if args.json {
+        if let Ok((_, o)) = &result {
+            match json_for_terminal(&odek_core::api::ExecResult::new(o, capture.finish())) {
+                Ok(text) => outln!("{text}"),
+                Err(e) => print_anyhow(&e),
+            }
+        }
+    }
+    match result {
+        Ok((name, o)) if o.cancelled => {
+            if o.killed {
+                errln!(
+                    "odek: interrupted; the command was killed (every process carrying its ODEK_EXEC_ID tag, and their children); sandbox {name} keeps running"
+                );
+            } else {
+                errln!("odek: interrupted; the command could not be killed (see above); `odek sandbox down {name}` stops it");
+            }
+            ExitCode::from(signalled)
+        }
+        Ok((name, o)) => {
+            if o.timed_out && o.killed {
+                errln!("odek: the command did not finish within the timeout and was killed (every process carrying its ODEK_EXEC_ID tag, and their children)");
+            } else if o.timed_out {
+                errln!("odek: the command did not finish within the timeout and could not be killed (see above); `odek sandbox down {name}` stops it");
+            }
+            exit_of(o.exit_code)
+        }
+        Err(e) => {
+            print_anyhow(&e);
+            match e.downcast_ref::<odek_core::Error>() {
+                Some(oe) => exit_after_start(oe),
+                None => ExitCode::from(EXIT_REFUSED),
+            }
+        }
+    }
+}

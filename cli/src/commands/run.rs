@@ -1,0 +1,136 @@
+//! `odek run`: resolve → launch → exec → destroy.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use odek_core::launch::{LaunchGuard, LaunchProgress};
+use odek_core::{Client, LaunchOptions};
+
+use crate::approve;
+use crate::output::{print_anyhow, print_error, say, sink, Stderr};
+use crate::{Cli, EXIT_REFUSED};
+
+use super::exec::{exec_request, exit_after_start, exit_of};
+use super::signals::{interruptible, Interrupted, Signals};
+use super::verbose_plan;
+
+/// `odek run`: resolve → launch → exec → destroy; CMD's status, or 125.
+pub(super) async fn run(
+    cli: &Cli,
+    odek: &Client,
+    reporter: &Stderr,
+    args: &crate::RunArgs,
+) -> ExitCode {
+    let guard = LaunchGuard::new(None, false);
+    let mut signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("odek: error: cannot install signal handlers: {e}");
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    let flow = run_flow(
+        cli,
+        odek,
+        reporter,
+        args,
+        guard.name(),
+        guard.progress().clone(),
+    );
+    // Dropping the flow on a signal cancels it (and kills a host command in
+    // fallback).
+    match interruptible(odek, guard.clone(), &mut signals, flow).await {
+        Ok(code) => code,
+        Err(Interrupted(code)) => ExitCode::from(code),
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+async fn run_flow(
+    cli: &Cli,
+    odek: &Client,
+    reporter: &Stderr,
+    args: &crate::RunArgs,
+    name: &str,
+    progress: Arc<LaunchProgress>,
+) -> ExitCode {
+    let refuse = |e: &anyhow::Error| {
+        print_anyhow(e);
+        ExitCode::from(EXIT_REFUSED)
+    };
+    let req = match exec_request(&args.exec, &args.cmd) {
+        Ok(r) => r,
+        Err(e) => return refuse(&e),
+    };
+    // Check the command and its env before any container exists.
+    if let Err(e) = req.check() {
+        print_error(&e);
+        return ExitCode::from(EXIT_REFUSED);
+    }
+    let inputs = match args.sandbox.inputs(&cli.workdir) {
+        Ok(i) => i,
+        Err(e) => return refuse(&e),
+    };
+    let plan = match odek.resolve(&inputs, reporter).await {
+        Ok(p) => p,
+        Err(e) => {
+            print_error(&e);
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    verbose_plan(cli, odek, &plan);
+    let approval = match approve::obtain(odek, &plan).await {
+        Ok(a) => a,
+        Err(e) => {
+            print_error(&e);
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    let opts = LaunchOptions {
+        name: Some(name.to_string()),
+        approval,
+        progress: Some(progress),
+        ..Default::default()
+    };
+    let sandbox = match odek.launch(&plan, &opts, reporter).await {
+        Ok(s) => s,
+        Err(e) => {
+            print_error(&e);
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    // A broken stderr loses odek's own lines, not the command: it still
+    // runs and its status passes through. Only a host run whose loud
+    // warning (SPEC §6.3) could not be written, or went to /dev/null (a
+    // closed stderr included), is refused: nobody was told.
+    let said = say(&sandbox.startup_line()) && !crate::output::stderr_is_null();
+    if !said && matches!(sandbox.isolation, odek_core::Isolation::Fallback(_)) {
+        let _ = odek.destroy(&sandbox).await;
+        return ExitCode::from(EXIT_REFUSED);
+    }
+    let outcome = odek
+        .exec(&sandbox, &req, &odek_core::ExecOptions::default(), &sink)
+        .await;
+    let removed = odek.destroy(&sandbox).await;
+    if let Err(e) = &removed {
+        print_error(e);
+    }
+    match outcome {
+        Ok(o) => {
+            if o.timed_out {
+                let then = match (&sandbox.container_id, o.killed) {
+                    (Some(_), _) => "the sandbox was removed",
+                    (None, true) => "it was killed with its process group on the host",
+                    (None, false) => "odek could not kill its process group on the host",
+                };
+                errln!("odek: the command did not finish within the timeout; {then}");
+            }
+            exit_of(o.exit_code)
+        }
+        Err(e) => {
+            print_error(&e);
+            exit_after_start(&e)
+        }
+    }
+}

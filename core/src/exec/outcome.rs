@@ -1,0 +1,108 @@
+//! How an exec ended: exited, timed out or cancelled.
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::sandbox::Sandbox;
+
+/// The outcome of an exec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecOutcome {
+    /// The command's exit code (124 after a timeout; 128+N when killed by
+    /// signal N on the host; 130 after a cancellation).
+    pub exit_code: i64,
+    /// True when the timeout elapsed first.
+    pub timed_out: bool,
+    /// True when the caller cancelled the command
+    /// ([`ExecOptions::cancel`](super::ExecOptions::cancel)).
+    #[serde(default)]
+    pub cancelled: bool,
+    /// After a timeout or cancellation: true when odek killed the command
+    /// and saw none of its processes left; false when the kill failed or
+    /// could not be confirmed (a line on the command's stderr says why).
+    /// False when the command ended by itself.
+    #[serde(default)]
+    pub killed: bool,
+}
+
+impl ExecOutcome {
+    pub(crate) fn exited(code: i64) -> ExecOutcome {
+        ExecOutcome {
+            exit_code: code,
+            timed_out: false,
+            cancelled: false,
+            killed: false,
+        }
+    }
+
+    /// The outcome, or for a command its caller cancelled
+    /// ([`ExecOptions::cancel`](super::ExecOptions::cancel))
+    /// [`Error::Cancelled`] saying whether it was killed in `sandbox`: for
+    /// callers that report a cancellation as an error (the C ABI's
+    /// `odek_exec_cancellable`).
+    ///
+    /// Errors: [`Error::Cancelled`] when `self.cancelled`.
+    pub fn cancelled_as_error(self, sandbox: &Sandbox) -> Result<ExecOutcome> {
+        if !self.cancelled {
+            return Ok(self);
+        }
+        Err(Error::Cancelled {
+            fix: None,
+            message: if self.killed {
+                format!(
+                    "the command was cancelled by the caller; it was killed in sandbox {}",
+                    sandbox.name
+                )
+            } else {
+                format!(
+                    "the command was cancelled by the caller; odek could not confirm it was killed in sandbox {} (it ends when the sandbox is destroyed)",
+                    sandbox.name
+                )
+            },
+        })
+    }
+}
+
+/// Exit code reported after a timeout (as `timeout(1)`).
+const TIMEOUT_EXIT: i64 = 124;
+
+/// How a command ended early.
+#[derive(Clone, Copy)]
+pub(crate) enum Cut {
+    Timeout,
+    Cancelled,
+}
+
+/// Runs `work` until it ends, the timeout elapses or `cancel` completes.
+pub(super) async fn cut_short<T>(
+    work: impl Future<Output = T>,
+    timeout: Option<Duration>,
+    cancel: impl Future<Output = ()>,
+) -> std::result::Result<T, Cut> {
+    let deadline = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = work => Ok(r),
+        () = deadline => Err(Cut::Timeout),
+        () = cancel => Err(Cut::Cancelled),
+    }
+}
+
+pub(crate) fn cut_outcome(cut: Cut, killed: bool) -> ExecOutcome {
+    ExecOutcome {
+        exit_code: match cut {
+            Cut::Timeout => TIMEOUT_EXIT,
+            Cut::Cancelled => 130,
+        },
+        timed_out: matches!(cut, Cut::Timeout),
+        cancelled: matches!(cut, Cut::Cancelled),
+        killed,
+    }
+}

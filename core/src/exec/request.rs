@@ -1,0 +1,138 @@
+//! What to run: the command, its env, timeout and workdir, as every front
+//! end hands it to [`Client::exec`](crate::Client::exec), and the checks
+//! made before anything runs.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cancel::CancellationToken;
+use crate::error::{Error, Result};
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Command {
+    /// An argv, run as is (no shell).
+    Argv(Vec<String>),
+    /// A string run by `/bin/sh -c`.
+    Shell(String),
+}
+
+impl Command {
+    pub(crate) fn argv(&self) -> Vec<String> {
+        match self {
+            Command::Argv(v) => v.clone(),
+            Command::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
+        }
+    }
+}
+
+/// An exec request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecRequest {
+    /// The command.
+    pub command: Command,
+    /// Extra `KEY=value` pairs for this command (values never logged).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// Stop the command after this long: it and its descendants are sent
+    /// SIGKILL and the outcome says `timed_out` (exit code 124). In a sandbox
+    /// the kill needs `/bin/sh` and `cat` in the image and misses processes
+    /// that cleared their environment; when it fails, a line on the command's
+    /// stderr says so and the process keeps running until the sandbox is
+    /// destroyed.
+    #[serde(default, with = "opt_secs")]
+    pub timeout: Option<Duration>,
+    /// Working directory (default `/workspace`, or the host workdir).
+    #[serde(default)]
+    pub workdir: Option<String>,
+}
+
+/// How [`Client::exec`](crate::Client::exec) runs a request: what the
+/// caller controls rather than sends, as [`crate::LaunchOptions`] are a
+/// launch's.
+#[derive(Clone, Debug, Default)]
+pub struct ExecOptions {
+    /// Stops the command when it fires (SPEC §10.1): the command and its
+    /// descendants are killed the way a timeout kills them and the outcome
+    /// says `cancelled` (exit code 130;
+    /// [`ExecOutcome::cancelled_as_error`](super::ExecOutcome::cancelled_as_error)
+    /// turns it into [`Error::Cancelled`] for callers that report a
+    /// cancellation as an error). A token already cancelled when the call
+    /// starts runs nothing: [`Error::Cancelled`]. `None`: not cancellable.
+    pub cancel: Option<CancellationToken>,
+}
+
+/// A timeout given in seconds, as odek accepts it everywhere (CLI
+/// `--timeout`, the C ABI's `timeout_secs`, [`ExecRequest`] JSON): finite,
+/// positive and below 10^9 s. `None` for anything else.
+pub fn timeout_from_secs(secs: f64) -> Option<Duration> {
+    (secs.is_finite() && secs > 0.0 && secs < 1e9).then(|| Duration::from_secs_f64(secs))
+}
+
+mod opt_secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let v: Option<f64> = Option::deserialize(d)?;
+        match v {
+            None => Ok(None),
+            Some(s) => super::timeout_from_secs(s).map(Some).ok_or_else(|| {
+                serde::de::Error::custom("timeout must be a positive number of seconds below 1e9")
+            }),
+        }
+    }
+}
+
+impl ExecRequest {
+    /// Checks the request without running anything (what
+    /// [`Client::exec`](crate::Client::exec) checks first): a non-empty argv
+    /// without NUL bytes, valid env keys (not the reserved
+    /// [`EXEC_TAG_ENV`](super::EXEC_TAG_ENV)), values without NUL bytes.
+    ///
+    /// Errors: [`Error::Usage`] or [`Error::Config`] naming the problem.
+    pub fn check(&self) -> Result<()> {
+        validate(self)
+    }
+}
+
+pub(super) fn validate(req: &ExecRequest) -> Result<()> {
+    let argv = req.command.argv();
+    if argv.is_empty() || argv[0].is_empty() {
+        return Err(Error::Usage(
+            "exec needs a command (the argv was empty, or its first element was the empty string)"
+                .into(),
+        ));
+    }
+    if argv.iter().any(|a| a.contains('\0')) {
+        return Err(Error::Usage(
+            "exec arguments must not contain NUL bytes".into(),
+        ));
+    }
+    for (k, v) in &req.env {
+        // Also refuses the reserved EXEC_TAG_ENV.
+        crate::config::validate_env_key_as(
+            "the command's env (-e, or env in an exec request)",
+            "env",
+            k,
+        )
+        .map_err(Error::Config)?;
+        if v.contains('\0') {
+            return Err(Error::Usage(format!(
+                "the command's env (-e, or env in an exec request): {k} contains a NUL byte"
+            )));
+        }
+    }
+    Ok(())
+}

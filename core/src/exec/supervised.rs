@@ -1,0 +1,206 @@
+//! Commands through odek's supervisor (issue 21; docs/SANDBOXING.md, "The
+//! supervisor"): over the owner's session, or a relay for a process that
+//! does not own the sandbox.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use odek_supervisor::proto;
+
+use crate::engine::{OutputSink, StreamKind};
+use crate::supervisor::{
+    relay_name, Ended, Session, READY_BUDGET, SUPERVISOR_PATH, SUPERVISOR_UID,
+};
+
+/// Runs `req` in `sandbox` through its owner `session` (issue 21): the
+/// command runs as the plan's account, its timeout and a cancel kill its
+/// whole tree, and the supervisor confirms the kill from the kernel.
+///
+/// Errors: the command could not start (its program missing, the
+/// directory absent) is an exit as the exec API reports it (127 or 126,
+/// the reason on stderr); the session ending before the command's report
+/// is [`crate::Error::Exec`] saying its status is unknown (never a
+/// success).
+pub(crate) async fn exec(
+    session: &Session,
+    engine: Option<&dyn crate::engine::DockerApi>,
+    sandbox: &crate::sandbox::Sandbox,
+    req: &crate::exec::ExecRequest,
+    output: OutputSink<'_>,
+    cancel: impl Future<Output = ()>,
+) -> crate::Result<crate::exec::ExecOutcome> {
+    use crate::exec::{cut_outcome, Cut, ExecOutcome};
+    let Some((uid, gid)) = crate::supervisor::command_ids(&sandbox.plan) else {
+        return Err(crate::Error::Exec {
+            fix: None,
+            message: format!(
+                "sandbox {} has a supervisor but its plan names no account",
+                sandbox.name
+            ),
+            class: crate::failure::FailureClass::DockerRejected,
+            started: false,
+        });
+    };
+    let start = proto::Start {
+        argv: req.command.argv(),
+        env: req.env.clone(),
+        cwd: req.workdir.clone().unwrap_or_else(|| "/workspace".into()),
+        uid,
+        gid,
+        groups: vec![],
+        tty: None,
+        stdin: false,
+        timeout_ms: req
+            .timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+    };
+    let ended = session.run(&start, output, cancel, None).await;
+    // A lost session: the container's own state tells a stopped sandbox
+    // (docker kill, out of memory) from a supervisor that ended.
+    let running = match (&ended, engine, sandbox.container_id.as_deref()) {
+        (Ended::Lost, Some(engine), Some(id)) => {
+            let mut running = true;
+            for _ in 0..4 {
+                running = matches!(engine.inspect_container(id).await, Ok(Some(i)) if i.running);
+                if !running {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            running
+        }
+        _ => true,
+    };
+    match ended {
+        Ended::Exit(e) => {
+            let cut = if e.timed_out {
+                Some(Cut::Timeout)
+            } else if e.cancelled {
+                Some(Cut::Cancelled)
+            } else {
+                None
+            };
+            let Some(cut) = cut else {
+                let code = match (e.code, e.signal) {
+                    (Some(c), _) => i64::from(c),
+                    (None, Some(sig)) => 128 + i64::from(sig),
+                    (None, None) => {
+                        return Err(crate::Error::Exec {
+                            fix: None,
+                            message: format!(
+                                "the command in sandbox {} ended without an exit code",
+                                sandbox.name
+                            ),
+                            class: crate::failure::FailureClass::DockerRejected,
+                            started: true,
+                        })
+                    }
+                };
+                return Ok(ExecOutcome::exited(code));
+            };
+            if !e.killed || !e.escaped.is_empty() {
+                let why = if e.killed {
+                    format!(
+                        "processes {:?} it may have started were left running (started while another command ran)",
+                        e.escaped
+                    )
+                } else {
+                    "the supervisor could not confirm every process of it gone".to_string()
+                };
+                let note = format!(
+                    "odek: could not kill the whole command in sandbox {} ({why}); they keep running until the sandbox is destroyed\n",
+                    sandbox.name
+                );
+                output(StreamKind::Stderr, note.as_bytes());
+            }
+            Ok(cut_outcome(cut, e.killed && e.escaped.is_empty()))
+        }
+        Ended::Failed(why) => {
+            let note = format!("odek: {}\n", crate::text::foreign(&why));
+            output(StreamKind::Stderr, note.as_bytes());
+            Ok(ExecOutcome::exited(127))
+        }
+        Ended::Lost if !running => Err(crate::Error::SandboxStopped {
+            fix: None,
+            message: format!(
+                "sandbox {} stopped while the command ran (killed or out of memory); the command may have partly run and was not retried",
+                sandbox.name
+            ),
+        }),
+        Ended::Lost => Err(crate::Error::Exec {
+            fix: Some(crate::config::advice::Fix::Replace {
+                name: sandbox.name.clone(),
+            }),
+            message: format!(
+                "odek's supervisor in sandbox {} ended while the command ran: the command's status is unknown (it may have partly run)",
+                sandbox.name
+            ),
+            class: crate::failure::FailureClass::DockerRejected,
+            started: true,
+        }),
+    }
+}
+
+impl crate::Client {
+    /// A session with the supervisor of `sandbox` (container `id`) when it
+    /// has one: a live relay this client opened before, else a new one
+    /// (`docker exec --user` [`SUPERVISOR_UID`] of `odek-supervisor relay`),
+    /// checked as a launch checks the owner's. `None` for a container
+    /// without a supervisor ([`crate::hardening::supervised`]).
+    ///
+    /// Errors: the container has a supervisor that cannot be reached
+    /// ([`crate::Error::Exec`]): nothing runs, as the exec API would run
+    /// commands with the container's user (root) and the supervisor's
+    /// capabilities.
+    pub(crate) async fn relay(
+        &self,
+        engine: &dyn crate::engine::DockerApi,
+        name: &str,
+        id: &str,
+    ) -> crate::Result<Option<Arc<Session>>> {
+        let mut relays = self.relays.lock().await;
+        if let Some(s) = relays.get(id) {
+            if s.is_alive() {
+                return Ok(Some(Arc::clone(s)));
+            }
+            relays.remove(id);
+        }
+        let endpoint = engine.endpoint().to_string();
+        let step = crate::failure::Step::Exec;
+        let info = engine
+            .inspect_container(id)
+            .await
+            .map_err(|e| crate::Error::engine(&endpoint, step, e))?;
+        if !info.as_ref().is_some_and(crate::hardening::supervised) {
+            return Ok(None);
+        }
+        let unreachable = |why: String| crate::Error::Exec {
+            fix: Some(crate::config::advice::Fix::Replace {
+                name: name.to_string(),
+            }),
+            message: format!(
+                "odek's supervisor in sandbox {name} could not be reached ({why}); nothing ran"
+            ),
+            class: crate::failure::FailureClass::DockerRejected,
+            started: false,
+        };
+        let spec = crate::engine::ExecSpec {
+            cmd: vec![SUPERVISOR_PATH.into(), "relay".into(), relay_name(name)],
+            env: vec![],
+            working_dir: Some("/".into()),
+            user: Some(format!("{SUPERVISOR_UID}:{SUPERVISOR_UID}")),
+        };
+        let link = engine
+            .exec_session(id, &spec)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let session = Arc::new(
+            Session::open(link, READY_BUDGET)
+                .await
+                .map_err(unreachable)?,
+        );
+        relays.insert(id.to_string(), Arc::clone(&session));
+        Ok(Some(session))
+    }
+}
