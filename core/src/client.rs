@@ -19,7 +19,7 @@ pub struct Client {
     pub(crate) engine: std::result::Result<Arc<dyn DockerApi>, EndpointError>,
     surface: Surface,
     /// Relay sessions with the supervisors of sandboxes this process does
-    /// not own, by container ID (issue 21), kept for the client's life.
+    /// not own, by container ID, kept for the client's life.
     pub(crate) relays: crate::supervisor::Relays,
 }
 

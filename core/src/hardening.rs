@@ -62,7 +62,7 @@ pub(crate) fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
     out.extend(seccomp::problem(&info.security_opt));
     // A supervised sandbox's container user is root, so that the
     // supervisor can confine itself; each command gets the plan's user from
-    // the supervisor (issue 21).
+    // the supervisor.
     if let Some(u) = plan.user.as_ref().filter(|_| !supervised) {
         if info.user != *u {
             out.push(format!("the user is {}, planned {}", q(&info.user), q(u)));
@@ -73,8 +73,8 @@ pub(crate) fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
 }
 
 /// True when `info` has exactly the shape odek gives a sandbox whose
-/// process is its supervisor (issue 21,
-/// [`crate::supervisor::Supervision::apply`]): the supervisor as the
+/// process is its supervisor
+/// ([`crate::supervisor::Supervision::apply`]): the supervisor as the
 /// entrypoint, user `0:0`, the capabilities added exactly
 /// [`crate::supervisor::SUPERVISOR_CAPS`], and the binary bind-mounted
 /// read-only. Anything else is checked as an unsupervised sandbox.

@@ -455,7 +455,7 @@ impl Client {
         // changes nothing (SPEC §6.1: stronger than "by digest").
         let mut spec = container_spec(plan, &name, &image_id, opts, &launch_id);
         spec.binds.extend(account_binds);
-        // Issue 21: odek's supervisor as the sandbox's process, when this
+        // odek's supervisor as the sandbox's process, when this
         // host has one and the sandbox can use it.
         let supervision =
             crate::supervisor::Supervision::for_plan(plan, &engine.endpoint().address);
@@ -659,7 +659,7 @@ impl Client {
         // The first failure ends both (the container is removed anyway).
         // A supervised sandbox's process is the supervisor: its first frame
         // (Ready, from a process confined to its own uid) stands for the
-        // idle process (issue 21).
+        // idle process.
         // A detached one's (no owner session) is asked through a relay.
         let no_supervisor = |why: String| Error::Rejected {
             fix: Some(crate::config::advice::Fix::NoSupervisor),

@@ -1,4 +1,4 @@
-//! The core's side of odek's supervisor (issue 21; docs/SANDBOXING.md, "The
+//! The core's side of odek's supervisor (docs/SANDBOXING.md, "The
 //! supervisor"): a [`Session`] speaks the framed protocol of
 //! [`odek_supervisor::proto`] over a byte stream to the sandbox's
 //! `odek-supervisor` — the owner's attachment to the container (the owner
@@ -328,7 +328,7 @@ pub fn host_binary() -> Option<std::path::PathBuf> {
         .map(std::path::PathBuf::from)
 }
 
-/// A launch's supervisor (issue 21): the host binary bind-mounted
+/// A launch's supervisor: the host binary bind-mounted
 /// read-only at [`SUPERVISOR_PATH`] and the user its commands run as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Supervision {

@@ -194,7 +194,12 @@ pub fn confine(uid: u32, gid: u32) -> Result<(), String> {
         "prctl(PR_SET_KEEPCAPS, 0)",
         prctl(PR_SET_KEEPCAPS, 0).into(),
     )?;
-    step("prctl(PR_SET_DUMPABLE)", prctl(PR_SET_DUMPABLE, 0).into())?;
+    // Dumpable, on purpose: a non-dumpable process's /proc entries belong to
+    // root, so a root command (with no capability at all) could list
+    // /proc/<supervisor>/fd. Dumpable, they belong to this uid, which no
+    // command has; ptrace and the fd links still need this uid and a
+    // superset of its capabilities, which no other process holds.
+    step("prctl(PR_SET_DUMPABLE)", prctl(PR_SET_DUMPABLE, 1).into())?;
     step(
         "prctl(PR_SET_CHILD_SUBREAPER)",
         prctl(PR_SET_CHILD_SUBREAPER, 1).into(),

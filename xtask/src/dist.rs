@@ -169,7 +169,7 @@ pub(crate) fn dist(prefix: &Path, with_wheel: bool) -> R {
     let rel = target_dir().join("release");
     no_test_exports(&rel.join("libodek.so"), &rel.join("libodek.a"))?;
     copy(&rel.join("odek"), &prefix.join("bin/odek"), 0o755)?;
-    // The supervisor (issue 21), opt-in: ODEK_SUPERVISOR names it.
+    // The supervisor, opt-in: ODEK_SUPERVISOR names it.
     crate::supervisor()?;
     if let Some(sup) = std::env::var_os("ODEK_SUPERVISOR_BIN") {
         copy(

@@ -232,7 +232,7 @@ fn docker_up() -> R {
     Ok(())
 }
 
-/// Builds the static `odek-supervisor` (issue 21) into `target/static` and
+/// Builds the static `odek-supervisor` into `target/static` and
 /// points `ODEK_SUPERVISOR_BIN` at it for every later step (the
 /// supervisor's own tests and the e2e tests of supervised sandboxes),
 /// unless the caller set it already. The supervisor is opt-in

@@ -69,7 +69,7 @@ pub enum Fix {
         /// A detached launch (`odek sandbox up`): gc keeps it.
         detached: bool,
     },
-    /// Run without odek's supervisor (issue 21): `ODEK_SUPERVISOR=` (empty)
+    /// Run without odek's supervisor: `ODEK_SUPERVISOR=` (empty)
     /// in the environment of the process that launches.
     NoSupervisor,
 }

@@ -329,7 +329,7 @@ pub fn validate_user(origin: &str, value: &str) -> Result<(), ConfigError> {
 pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
 
 /// The environment variable naming the static `odek-supervisor` binary on
-/// the host (issue 21; `cargo xtask dist` installs it as
+/// the host (`cargo xtask dist` installs it as
 /// `libexec/odek/odek-supervisor`). Unset or empty, sandboxes run commands
 /// through the exec API: the supervisor is opt-in until the whole test
 /// suite runs with it.

@@ -162,7 +162,7 @@ pub struct ContainerSpec {
     /// arguments.
     pub cmd: Vec<String>,
     /// `Entrypoint`: `None` keeps the image's; the supervisor's path for a
-    /// supervised sandbox (issue 21).
+    /// supervised sandbox.
     #[serde(default)]
     pub entrypoint: Option<Vec<String>>,
     /// `--cap-add` (only the supervisor's SETUID, SETGID, KILL and SETPCAP).
@@ -471,7 +471,7 @@ pub struct ExecSpec {
     pub user: Option<String>,
 }
 
-/// A byte stream to odek's supervisor in a sandbox (issue 21): its stdout
+/// A byte stream to odek's supervisor in a sandbox: its stdout
 /// (demultiplexed by the engine port) and its stdin
 /// ([`DockerApi::attach_session`], [`DockerApi::exec_session`]).
 pub struct Link {

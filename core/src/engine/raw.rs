@@ -310,7 +310,7 @@ pub(super) async fn attach_stdin(
 
 /// `POST /containers/{id}/attach?stream=1&stdin=1&stdout=1&stderr=1`: the
 /// owner link of a sandbox whose process is odek's supervisor, used both
-/// ways (issue 21). As [`attach_stdin`], the connection's descriptor is
+/// ways. As [`attach_stdin`], the connection's descriptor is
 /// registered for forks the moment the socket exists, and the registration
 /// lives as long as the returned link's `keep`. The output is Docker's
 /// multiplexed stream, split by [`demux`].

@@ -55,7 +55,7 @@ impl Client {
         let Some(id) = &sandbox.container_id else {
             return exec_on_host(sandbox, req, output, cancel).await;
         };
-        // Issue 21: through the sandbox's supervisor when this process
+        // through the sandbox's supervisor when this process
         // holds its owner session.
         if let Some(session) = sandbox.owner.session() {
             let engine = self.engine().ok();

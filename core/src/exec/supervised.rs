@@ -1,4 +1,4 @@
-//! Commands through odek's supervisor (issue 21; docs/SANDBOXING.md, "The
+//! Commands through odek's supervisor (docs/SANDBOXING.md, "The
 //! supervisor"): over the owner's session, or a relay for a process that
 //! does not own the sandbox.
 
@@ -13,7 +13,7 @@ use crate::supervisor::{
     relay_name, Ended, Session, READY_BUDGET, SUPERVISOR_PATH, SUPERVISOR_UID,
 };
 
-/// Runs `req` in `sandbox` through its owner `session` (issue 21): the
+/// Runs `req` in `sandbox` through its owner `session`: the
 /// command runs as the plan's account, its timeout and a cancel kill its
 /// whole tree, and the supervisor confirms the kill from the kernel.
 ///

@@ -1,4 +1,4 @@
-//! odek's supervisor in the sandbox (issue 21, SANDBOXING.md "The
+//! odek's supervisor in the sandbox (SANDBOXING.md, "The
 //! supervisor"), through the `odek` command line: commands of any user —
 //! root included — cannot signal it, stop it or reach its descriptors; a
 //! timeout kills a command's whole tree; a background job that keeps the
@@ -43,6 +43,8 @@ echo "sup=$sup"
 kill -STOP "$sup" 2>/dev/null && echo ATTACK_STOPPED
 kill -9 "$sup" 2>/dev/null && echo ATTACK_KILLED
 ls "/proc/$sup/fd" >/dev/null 2>&1 && echo ATTACK_FDS
+( exec 9<"/proc/$sup/fd/0" ) 2>/dev/null && echo ATTACK_FD0
+( exec 9>"/proc/$sup/fd/1" ) 2>/dev/null && echo ATTACK_FD1
 cat "/proc/$sup/environ" >/dev/null 2>&1 && echo ATTACK_ENVIRON
 grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status
 sleep 30 & k=$!
@@ -67,6 +69,8 @@ fn assert_attacks_failed(out: &std::process::Output, want_uid: u32) {
         "ATTACK_STOPPED",
         "ATTACK_KILLED",
         "ATTACK_FDS",
+        "ATTACK_FD0",
+        "ATTACK_FD1",
         "ATTACK_ENVIRON",
     ] {
         assert!(!text.contains(attack), "{attack} succeeded: {ctx}");
