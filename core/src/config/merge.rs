@@ -185,6 +185,7 @@ pub const PROCESS_ENV_VARS: &[&str] = &[
     "ODEK_APPROVE_PROJECT_SANDBOX",
     "ODEK_HOME",
     "ODEK_DOCKER_TIMEOUT",
+    super::validate::SUPERVISOR_ENV,
 ];
 
 /// One source's layer with its [`Source`] per key.
