@@ -76,10 +76,10 @@ pub(crate) fn problems(plan: &Plan, info: &ContainerInfo) -> Vec<String> {
 /// process is its supervisor
 /// ([`crate::supervisor::Supervision::apply`]): the supervisor as the
 /// entrypoint, user `0:0`, the capabilities added exactly
-/// [`crate::supervisor::SUPERVISOR_CAPS`], and the binary bind-mounted
-/// read-only. Anything else is checked as an unsupervised sandbox.
+/// [`crate::supervisor::SUPERVISOR_CAPS`], the image's healthcheck off,
+/// and the binary's directory bind-mounted read-only. Anything else is checked as an unsupervised sandbox.
 pub(crate) fn supervised(info: &ContainerInfo) -> bool {
-    use crate::supervisor::{SUPERVISOR_CAPS, SUPERVISOR_PATH};
+    use crate::supervisor::{SUPERVISOR_CAPS, SUPERVISOR_DIR, SUPERVISOR_PATH};
     let mut added: Vec<String> = info
         .hardening
         .cap_add
@@ -93,13 +93,14 @@ pub(crate) fn supervised(info: &ContainerInfo) -> bool {
     let mut want: Vec<String> = SUPERVISOR_CAPS.iter().map(|c| c.to_string()).collect();
     want.sort();
     info.entrypoint == [SUPERVISOR_PATH]
+        && info.healthcheck_disabled
         && info.user == "0:0"
         && added == want
         && info
             .hardening
             .mounts
             .iter()
-            .any(|m| m.kind == "bind" && m.destination == SUPERVISOR_PATH && !m.rw)
+            .any(|m| m.kind == "bind" && m.destination == SUPERVISOR_DIR && !m.rw)
 }
 
 /// The binds must be exactly `/workspace` and the planned volumes, with the
@@ -136,7 +137,7 @@ fn mount_problems(plan: &Plan, info: &ContainerInfo, supervised: bool) -> Vec<St
             continue;
         }
         // The supervisor's binary ([`supervised`] checked it is read-only).
-        if supervised && m.kind == "bind" && m.destination == crate::supervisor::SUPERVISOR_PATH {
+        if supervised && m.kind == "bind" && m.destination == crate::supervisor::SUPERVISOR_DIR {
             continue;
         }
         match want.iter().position(|(src, dst, rw)| {

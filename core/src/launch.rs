@@ -242,6 +242,7 @@ pub fn container_spec(
         entrypoint: None,
         cap_add: Vec::new(),
         log_driver: None,
+        no_healthcheck: false,
         env,
         working_dir: "/workspace".into(),
         user: plan.user.clone(),

@@ -23,7 +23,12 @@ use tokio::sync::mpsc;
 
 use crate::engine::{Link, OutputSink, StreamKind};
 
-/// Where the supervisor binary is mounted in every sandbox that has one.
+/// The directory mounted read-only in every supervised sandbox (a mount
+/// point, so no command can rename or replace it): it holds only
+/// [`SUPERVISOR_PATH`].
+pub const SUPERVISOR_DIR: &str = "/.odek";
+
+/// Where the supervisor binary is in every sandbox that has one.
 pub const SUPERVISOR_PATH: &str = "/.odek/odek-supervisor";
 
 /// The uid and gid the supervisor runs as, which no command is ever given
@@ -51,7 +56,15 @@ pub enum Ended {
     Lost,
 }
 
-type Routes = Arc<Mutex<HashMap<u32, mpsc::UnboundedSender<Frame>>>>;
+type Routes = Arc<Mutex<HashMap<u32, mpsc::Sender<Frame>>>>;
+
+/// Frames queued per command before the session's reader waits (a slow
+/// output sink slows the stream instead of growing memory).
+const ROUTE_QUEUE: usize = 64;
+
+/// How long a command may take to report its end after odek asked for its
+/// kill (its timeout, a cancel, or [`Session::run`]'s own deadline).
+pub const KILL_WAIT: Duration = Duration::from_secs(10);
 
 /// One session with a sandbox's supervisor.
 pub struct Session {
@@ -178,16 +191,20 @@ impl Session {
     /// awaited (it says `cancelled`). `stdin` (when `start.stdin`) feeds the
     /// command; its end closes the command's stdin.
     ///
-    /// A command whose session ends before its report is [`Ended::Lost`].
+    /// A command whose session ends before its report is [`Ended::Lost`];
+    /// so is one that outlives `deadline` (odek's own watchdog, beyond the
+    /// supervisor's timeout) by [`KILL_WAIT`] after its kill was asked
+    /// for, or a cancel by as much.
     pub async fn run(
         &self,
         start: &proto::Start,
         output: OutputSink<'_>,
         cancel: impl Future<Output = ()>,
         stdin: Option<BoxStream<'_, Vec<u8>>>,
+        deadline: Option<Duration>,
     ) -> Ended {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = mpsc::channel(ROUTE_QUEUE);
         lock(&self.routes).insert(id, tx);
         let _route = RouteGuard {
             routes: &self.routes,
@@ -221,41 +238,66 @@ impl Session {
         };
         tokio::pin!(feed);
         tokio::pin!(cancel);
-        let mut cancelled = false;
+        let watchdog = async {
+            match deadline {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(watchdog);
+        // Set once odek asked for the kill: the report must come by then.
+        let mut killed_by: Option<tokio::time::Instant> = None;
         loop {
-            let frame = tokio::select! {
-                f = rx.recv() => f,
-                () = &mut feed => continue,
-                () = &mut cancel, if !cancelled => {
-                    cancelled = true;
-                    let kill = Frame { kind: Kind::Kill, id, payload: vec![] };
-                    if !self.send(&kill).await {
+            let give_up = async {
+                match killed_by {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let ask_kill = tokio::select! {
+                f = rx.recv() => {
+                    let Some(frame) = f else {
                         return Ended::Lost;
+                    };
+                    match frame.kind {
+                        Kind::Stdout => output(StreamKind::Stdout, &frame.payload),
+                        Kind::Stderr => output(StreamKind::Stderr, &frame.payload),
+                        Kind::Exit => {
+                            return match frame.parse::<proto::Exit>() {
+                                Ok(e) => Ended::Exit(e),
+                                Err(_) => Ended::Lost,
+                            }
+                        }
+                        Kind::Failed => {
+                            return Ended::Failed(
+                                frame
+                                    .parse::<proto::Failed>()
+                                    .map(|f| f.message)
+                                    .unwrap_or_else(|e| e.to_string()),
+                            )
+                        }
+                        _ => {}
                     }
-                    continue;
+                    false
+                }
+                () = &mut feed => false,
+                () = &mut cancel, if killed_by.is_none() => true,
+                () = &mut watchdog, if killed_by.is_none() => true,
+                () = give_up => {
+                    tracing::warn!("the supervisor did not report a killed command within {} s", KILL_WAIT.as_secs());
+                    return Ended::Lost;
                 }
             };
-            let Some(frame) = frame else {
-                return Ended::Lost;
-            };
-            match frame.kind {
-                Kind::Stdout => output(StreamKind::Stdout, &frame.payload),
-                Kind::Stderr => output(StreamKind::Stderr, &frame.payload),
-                Kind::Exit => {
-                    return match frame.parse::<proto::Exit>() {
-                        Ok(e) => Ended::Exit(e),
-                        Err(_) => Ended::Lost,
-                    }
+            if ask_kill {
+                killed_by = Some(tokio::time::Instant::now() + KILL_WAIT);
+                let kill = Frame {
+                    kind: Kind::Kill,
+                    id,
+                    payload: vec![],
+                };
+                if !self.send(&kill).await {
+                    return Ended::Lost;
                 }
-                Kind::Failed => {
-                    return Ended::Failed(
-                        frame
-                            .parse::<proto::Failed>()
-                            .map(|f| f.message)
-                            .unwrap_or_else(|e| e.to_string()),
-                    )
-                }
-                _ => {}
             }
         }
     }
@@ -300,7 +342,9 @@ async fn read_frames(
                     }
                     let tx = lock(&routes).get(&frame.id).cloned();
                     if let Some(tx) = tx {
-                        let _ = tx.send(frame);
+                        // Waits while the command's queue is full; a command
+                        // gone meanwhile drops the frame.
+                        let _ = tx.send(frame).await;
                     }
                 }
                 Ok(None) => break,
@@ -328,12 +372,14 @@ pub fn host_binary() -> Option<std::path::PathBuf> {
         .map(std::path::PathBuf::from)
 }
 
-/// A launch's supervisor: the host binary bind-mounted
-/// read-only at [`SUPERVISOR_PATH`] and the user its commands run as.
+/// A launch's supervisor: odek's private copy of the host binary, whose
+/// directory is bind-mounted read-only at [`SUPERVISOR_DIR`], and the user
+/// its commands run as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Supervision {
-    /// The static binary on the host.
-    pub binary: std::path::PathBuf,
+    /// The directory of odek's copy of the binary
+    /// (`$ODEK_HOME/supervisor/<sha256 prefix>/`).
+    pub dir: std::path::PathBuf,
     /// The commands' uid (the plan's account).
     pub uid: u32,
     /// The commands' gid.
@@ -346,6 +392,9 @@ impl Supervision {
     /// ([`host_binary`]) or one that is not a static executable, an
     /// engine that cannot see this host's files (not a Unix socket), a
     /// plan without a numeric user, or one with the supervisor's own uid.
+    /// The binary is read once, through one descriptor, and copied into
+    /// `$ODEK_HOME` (private to the operator): what the engine mounts is
+    /// that copy, never the path named later again.
     pub fn for_plan(
         plan: &crate::plan::Plan,
         address: &crate::engine::Address,
@@ -358,24 +407,24 @@ impl Supervision {
             return None;
         }
         let binary = host_binary()?;
-        match is_static_executable(&binary) {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::debug!(
-                    "{} is not a static executable; sandboxes run without odek's supervisor",
-                    crate::text::shown(&binary)
-                );
-                return None;
-            }
-            Err(e) => {
-                tracing::debug!(
-                    "{} cannot be read ({e}); sandboxes run without odek's supervisor",
-                    crate::text::shown(&binary)
-                );
-                return None;
-            }
+        let off = |why: String| -> Option<Supervision> {
+            tracing::warn!(
+                "{}: {why}; sandboxes run without odek's supervisor",
+                crate::text::shown(&binary)
+            );
+            None
+        };
+        let bytes = match read_binary(&binary) {
+            Ok(b) => b,
+            Err(e) => return off(format!("cannot be read ({e})")),
+        };
+        if !is_static_elf(&bytes) {
+            return off("not a static executable".into());
         }
-        Some(Supervision { binary, uid, gid })
+        match private_copy(&bytes, &plan.odek_home) {
+            Ok(dir) => Some(Supervision { dir, uid, gid }),
+            Err(e) => off(format!("cannot be copied into ODEK_HOME ({e})")),
+        }
     }
 
     /// Makes `spec` (SPEC §6.1's create request) start the supervisor: the
@@ -399,10 +448,11 @@ impl Supervision {
         spec.cap_add = SUPERVISOR_CAPS.iter().map(|c| c.to_string()).collect();
         spec.log_driver = Some("none".into());
         spec.binds.push(crate::engine::BindMount {
-            source: self.binary.display().to_string(),
-            target: SUPERVISOR_PATH.into(),
+            source: self.dir.display().to_string(),
+            target: SUPERVISOR_DIR.into(),
             read_only: true,
         });
+        spec.no_healthcheck = true;
     }
 
     /// The [`proto::Start`] of a command in this sandbox.
@@ -450,36 +500,79 @@ pub fn relay_name(name: &str) -> String {
     format!("odek-supervisor.{name}")
 }
 
-/// True when `path` is an ELF executable without an interpreter (a static
-/// binary runs unchanged on glibc, musl and busybox images).
-///
-/// Errors: the file cannot be read.
-pub fn is_static_executable(path: &std::path::Path) -> std::io::Result<bool> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(path)?;
-    let mut h = [0u8; 64];
-    if f.read(&mut h)? < 64 || &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
-        // Only 64-bit little-endian ELF is read here.
-        return Ok(false);
+/// The largest supervisor binary odek reads (16 MiB).
+const MAX_BINARY: u64 = 16 << 20;
+
+/// `path`'s bytes, read through one descriptor (a regular file of at most
+/// [`MAX_BINARY`]).
+fn read_binary(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() || meta.len() > MAX_BINARY {
+        return Err(std::io::Error::other(
+            "not a regular file of at most 16 MiB",
+        ));
     }
-    let u16_at = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]);
-    let e_type = u16_at(16);
-    let phoff = u64::from_le_bytes(h[32..40].try_into().unwrap_or_default());
-    let phentsize = u64::from(u16_at(54));
-    let phnum = u64::from(u16_at(56));
-    if !(e_type == 2 || e_type == 3) || phentsize < 4 || phnum > 256 {
-        return Ok(false);
-    }
-    for i in 0..phnum {
-        f.seek(SeekFrom::Start(phoff + i * phentsize))?;
-        let mut t = [0u8; 4];
-        f.read_exact(&mut t)?;
-        if u32::from_le_bytes(t) == 3 {
-            // PT_INTERP: needs the image's dynamic loader.
-            return Ok(false);
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_BINARY + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Writes `bytes` as `<home>/supervisor/<sha256 prefix>/odek-supervisor`
+/// (mode 0755 in a 0755 directory, made whole before it is renamed into
+/// place) unless that copy exists with the same content; returns its
+/// directory.
+fn private_copy(bytes: &[u8], home: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    use sha2::Digest;
+    use std::os::unix::fs::PermissionsExt;
+    let digest = hex::encode(sha2::Sha256::digest(bytes));
+    let root = home.join("supervisor");
+    let dir = root.join(&digest[..32]);
+    let file = dir.join("odek-supervisor");
+    if let Ok(existing) = read_binary(&file) {
+        if existing == bytes {
+            return Ok(dir);
         }
     }
-    Ok(true)
+    std::fs::create_dir_all(&root)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".odek-supervisor-")
+        .tempdir_in(&root)?;
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))?;
+    let staged = tmp.path().join("odek-supervisor");
+    std::fs::write(&staged, bytes)?;
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o755))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(tmp.keep(), &dir)?;
+    Ok(dir)
+}
+
+/// True when `bytes` are an ELF executable without an interpreter (a
+/// static binary runs unchanged on glibc, musl and busybox images). Only
+/// 64-bit little-endian ELF is accepted.
+pub fn is_static_elf(bytes: &[u8]) -> bool {
+    let Some(h) = bytes.get(..64) else {
+        return false;
+    };
+    if &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
+        return false;
+    }
+    let u16_at = |o: usize| usize::from(u16::from_le_bytes([h[o], h[o + 1]]));
+    let e_type = u16_at(16);
+    let phoff = u64::from_le_bytes(h[32..40].try_into().unwrap_or_default()) as usize;
+    let (phentsize, phnum) = (u16_at(54), u16_at(56));
+    if !(e_type == 2 || e_type == 3) || phentsize < 4 {
+        return false;
+    }
+    (0..phnum).all(|i| {
+        let at = phoff.saturating_add(i.saturating_mul(phentsize));
+        match bytes.get(at..at.saturating_add(4)) {
+            // PT_INTERP (3): needs the image's dynamic loader.
+            Some(t) => u32::from_le_bytes([t[0], t[1], t[2], t[3]]) != 3,
+            None => false,
+        }
+    })
 }
 
 #[cfg(test)]
@@ -488,17 +581,42 @@ mod tests {
 
     #[test]
     fn a_dynamic_executable_is_not_static() {
-        let sh = std::path::Path::new("/bin/sh");
-        assert!(!is_static_executable(sh).expect("readable"));
-        let not_elf = std::env::temp_dir().join(format!("odek-not-elf-{}", std::process::id()));
-        std::fs::write(
-            &not_elf,
-            b"#!/bin/sh
-",
-        )
-        .expect("write");
-        assert!(!is_static_executable(&not_elf).expect("readable"));
-        let _ = std::fs::remove_file(&not_elf);
+        let sh = read_binary(std::path::Path::new("/bin/sh")).expect("readable");
+        assert!(sh.starts_with(b"\x7fELF"));
+        assert!(!is_static_elf(&sh));
+        assert!(!is_static_elf(b"#!/bin/sh\n"));
+        // The same header with its PT_INTERP entry renamed is static.
+        let mut patched = sh.clone();
+        let phoff = u64::from_le_bytes(sh[32..40].try_into().expect("8 bytes")) as usize;
+        let (size, num) = (
+            usize::from(u16::from_le_bytes([sh[54], sh[55]])),
+            usize::from(u16::from_le_bytes([sh[56], sh[57]])),
+        );
+        for i in 0..num {
+            let at = phoff + i * size;
+            if patched[at..at + 4] == 3u32.to_le_bytes() {
+                patched[at..at + 4].copy_from_slice(&1u32.to_le_bytes());
+            }
+        }
+        assert!(is_static_elf(&patched));
+    }
+
+    #[test]
+    fn the_private_copy_is_made_once_and_replaced_when_changed() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let a = private_copy(b"one", home.path()).expect("copy");
+        assert_eq!(
+            std::fs::read(a.join("odek-supervisor")).expect("read"),
+            b"one"
+        );
+        assert_eq!(private_copy(b"one", home.path()).expect("again"), a);
+        std::fs::write(a.join("odek-supervisor"), b"tampered").expect("write");
+        let b = private_copy(b"one", home.path()).expect("repaired");
+        assert_eq!(a, b);
+        assert_eq!(
+            std::fs::read(b.join("odek-supervisor")).expect("read"),
+            b"one"
+        );
     }
 
     fn link_from(frames: Vec<Frame>) -> (Link, tokio::io::DuplexStream) {
@@ -575,7 +693,9 @@ mod tests {
             stdin: false,
             timeout_ms: None,
         };
-        let ended = s.run(&start, &sink, std::future::pending(), None).await;
+        let ended = s
+            .run(&start, &sink, std::future::pending(), None, None)
+            .await;
         assert_eq!(
             ended,
             Ended::Exit(proto::Exit {
@@ -615,7 +735,7 @@ mod tests {
             timeout_ms: None,
         };
         let sink = |_: StreamKind, _: &[u8]| {};
-        let run = s.run(&start, &sink, std::future::pending(), None);
+        let run = s.run(&start, &sink, std::future::pending(), None, None);
         let end = async {
             tokio::time::sleep(Duration::from_millis(50)).await;
             drop(tx);
@@ -623,6 +743,49 @@ mod tests {
         let (ended, ()) = tokio::join!(run, end);
         assert_eq!(ended, Ended::Lost);
         assert!(!s.is_alive());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_command_past_odeks_deadline_is_killed_then_given_up_on() {
+        let (link, mut peer) = link_from(vec![ready(SUPERVISOR_UID)]);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        let start = proto::Start {
+            argv: vec!["sleep".into(), "99".into()],
+            env: vec![],
+            cwd: "/".into(),
+            uid: 1000,
+            gid: 1000,
+            groups: vec![],
+            tty: None,
+            stdin: false,
+            timeout_ms: None,
+        };
+        let sink = |_: StreamKind, _: &[u8]| {};
+        let t0 = tokio::time::Instant::now();
+        let ended = s
+            .run(
+                &start,
+                &sink,
+                std::future::pending(),
+                None,
+                Some(Duration::from_secs(3)),
+            )
+            .await;
+        assert_eq!(ended, Ended::Lost);
+        assert!(t0.elapsed() >= Duration::from_secs(3) + KILL_WAIT);
+        // What odek sent: the Start, then the Kill of the same command.
+        let mut wire = vec![0u8; 4096];
+        let n = tokio::io::AsyncReadExt::read(&mut peer, &mut wire)
+            .await
+            .expect("read");
+        let mut d = Decoder::new();
+        d.push(&wire[..n]);
+        let first = d.next_frame().expect("valid").expect("a frame");
+        let second = d.next_frame().expect("valid").expect("a frame");
+        assert_eq!((first.kind, second.kind), (Kind::Start, Kind::Kill));
+        assert_eq!(first.id, second.id);
     }
 
     fn tokio_stream_from(

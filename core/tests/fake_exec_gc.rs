@@ -696,6 +696,7 @@ async fn stale(s: &Setup, name: &str, owner: BTreeMap<String, String>) -> String
         entrypoint: None,
         cap_add: Vec::new(),
         log_driver: None,
+        no_healthcheck: false,
         env: Vec::new(),
         working_dir: "/workspace".into(),
         user: None,

@@ -124,23 +124,35 @@ pub fn cap_eff() -> String {
         .unwrap_or_default()
 }
 
-/// The signals tini forwards, plus `SIGPIPE`: the supervisor ignores them
-/// (the owner link, not a signal, ends it).
-pub const IGNORED: [libc::c_int; 7] = [
-    libc::SIGPIPE,
-    libc::SIGTERM,
-    libc::SIGINT,
-    libc::SIGHUP,
-    libc::SIGQUIT,
-    libc::SIGUSR1,
-    libc::SIGUSR2,
+/// Signals the supervisor keeps their default action for: the ones it
+/// cannot ignore, SIGCHLD (handled by the event loop), and the faults a
+/// bug of its own raises (tini does not forward these).
+pub const DEFAULT_SIGNALS: [libc::c_int; 9] = [
+    libc::SIGKILL,
+    libc::SIGSTOP,
+    libc::SIGCHLD,
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGTRAP,
+    libc::SIGSYS,
 ];
 
-/// Ignores [`IGNORED`].
+/// Ignores every other signal, real-time ones included. tini (pid 1, root)
+/// forwards to its child every signal it receives but the faults and
+/// SIGTTIN/SIGTTOU, and a root command may signal tini (same uid): so a
+/// `kill -TSTP 1` or `kill -ALRM 1` would stop or end the supervisor if
+/// it kept their default actions. The owner link, not a signal, ends it.
 fn ignore_signals() -> io::Result<()> {
-    for sig in IGNORED {
-        // SAFETY: SIG_IGN is a valid disposition for these signals.
-        if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR {
+    for sig in 1..=libc::SIGRTMAX() {
+        if DEFAULT_SIGNALS.contains(&sig) {
+            continue;
+        }
+        // SAFETY: SIG_IGN is a valid disposition for every signal but
+        // SIGKILL and SIGSTOP (kept above); glibc's internal real-time
+        // signals refuse it, which is not an error here.
+        if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR && sig < libc::SIGRTMIN() {
             return Err(io::Error::last_os_error());
         }
     }
@@ -148,7 +160,7 @@ fn ignore_signals() -> io::Result<()> {
 }
 
 /// Drops the supervisor to `uid`/`gid` keeping only [`KEPT`], non-dumpable,
-/// a child subreaper, ignoring [`IGNORED`].
+/// a child subreaper, ignoring every signal but [`DEFAULT_SIGNALS`].
 ///
 /// Errors: the step that failed, for stderr (the caller exits 70).
 pub fn confine(uid: u32, gid: u32) -> Result<(), String> {
@@ -194,12 +206,12 @@ pub fn confine(uid: u32, gid: u32) -> Result<(), String> {
         "prctl(PR_SET_KEEPCAPS, 0)",
         prctl(PR_SET_KEEPCAPS, 0).into(),
     )?;
-    // Dumpable, on purpose: a non-dumpable process's /proc entries belong to
-    // root, so a root command (with no capability at all) could list
-    // /proc/<supervisor>/fd. Dumpable, they belong to this uid, which no
-    // command has; ptrace and the fd links still need this uid and a
-    // superset of its capabilities, which no other process holds.
-    step("prctl(PR_SET_DUMPABLE)", prctl(PR_SET_DUMPABLE, 1).into())?;
+    // Not dumpable: ptrace and /proc/<pid>/fd links then need
+    // CAP_SYS_PTRACE, which no process in the sandbox has — not even one
+    // that gained this uid and a superset of its capabilities (a `docker
+    // exec` as root). The price: its /proc entries belong to root, so a
+    // root command can list the numbers of its descriptors (not open them).
+    step("prctl(PR_SET_DUMPABLE)", prctl(PR_SET_DUMPABLE, 0).into())?;
     step(
         "prctl(PR_SET_CHILD_SUBREAPER)",
         prctl(PR_SET_CHILD_SUBREAPER, 1).into(),

@@ -118,7 +118,14 @@ pub fn kill_tree(tree: &Tree, reaped: &mut Vec<(i32, i32)>) -> Outcome {
     let mut targets: BTreeMap<i32, u64> = BTreeMap::new();
     let mut escaped: BTreeSet<i32> = BTreeSet::new();
     let excluded = |pid: i32| pid <= 1 || pid == tree.me || tree.other_roots.contains(&pid);
+    let mut settled = false;
     for _pass in 0..100 {
+        // The process group at once, atomically with respect to fork (a
+        // fork chain that outruns the walk is still caught here).
+        if tree.root > 1 {
+            // SAFETY: a signal to a process group; no memory involved.
+            unsafe { libc::kill(-tree.root, libc::SIGKILL) };
+        }
         let procs = scan();
         let before = targets.len();
         for p in &procs {
@@ -159,9 +166,11 @@ pub fn kill_tree(tree: &Tree, reaped: &mut Vec<(i32, i32)>) -> Outcome {
         }
         reap(reaped);
         if targets.len() == before && before > 0 {
+            settled = true;
             break;
         }
         if targets.is_empty() {
+            settled = true;
             break;
         }
     }
@@ -174,7 +183,9 @@ pub fn kill_tree(tree: &Tree, reaped: &mut Vec<(i32, i32)>) -> Outcome {
             .map(|(&pid, _)| pid)
             .collect();
         if alive.is_empty() {
-            break true;
+            // A walk that never settled (a fork chain outrunning it) may
+            // have missed a newcomer: not confirmed.
+            break settled;
         }
         if Instant::now() >= deadline {
             break false;

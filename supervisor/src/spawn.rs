@@ -227,10 +227,40 @@ pub fn spawn(
     }
     drop((tty, child_in, child_out, child_err, err_w));
 
-    // Wait for exec (EOF) or the child's report (step, errno).
+    // Wait for exec (EOF) or the child's report (step, errno) — for at most
+    // EXEC_REPORT_BUDGET: once the child has the command's uid, a process of
+    // that uid can SIGSTOP it before its exec, and the supervisor must not
+    // wait on it for ever.
     let mut report = [0u8; 5];
     let mut got = 0;
+    let deadline = std::time::Instant::now() + EXEC_REPORT_BUDGET;
     while got < report.len() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut pfd = libc::pollfd {
+            fd: err_r.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd on the stack.
+        let ready = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(60_000) as libc::c_int) };
+        if ready == 0 {
+            // SAFETY: the child we forked; SIGKILL ends it even when stopped.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+            }
+            return Err(format!(
+                "the command did not start within {} s (stopped before its exec?)",
+                EXEC_REPORT_BUDGET.as_secs()
+            ));
+        }
+        if ready < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
         match sys::read(err_r.as_raw_fd(), &mut report[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
@@ -258,6 +288,9 @@ pub fn spawn(
         (s, _) => format!("setting up the command ({}): {err}", Step::from_byte(s)),
     })
 }
+
+/// How long the supervisor waits for a forked command to reach its exec.
+const EXEC_REPORT_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The child's fds before `dup2` (-1: none).
 struct ChildFds {

@@ -626,6 +626,8 @@ impl DockerApi for BollardEngine {
             nano_cpus: host.nano_cpus.unwrap_or(0),
             user: config.user.clone().unwrap_or_default(),
             entrypoint: config.entrypoint.clone().unwrap_or_default(),
+            healthcheck_disabled: config.healthcheck.as_ref().and_then(|h| h.test.as_deref())
+                == Some(&["NONE".to_string()][..]),
             cap_drop: host.cap_drop.unwrap_or_default(),
             security_opt: host.security_opt.unwrap_or_default(),
             env: config.env.unwrap_or_default(),
@@ -1052,6 +1054,10 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         image: Some(spec.image.clone()),
         cmd: Some(spec.cmd.clone()),
         entrypoint: spec.entrypoint.clone(),
+        healthcheck: spec.no_healthcheck.then(|| bollard::models::HealthConfig {
+            test: Some(vec!["NONE".into()]),
+            ..Default::default()
+        }),
         env: Some(spec.env.clone()),
         working_dir: Some(spec.working_dir.clone()),
         user: spec.user.clone(),

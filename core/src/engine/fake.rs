@@ -856,6 +856,7 @@ impl DockerApi for FakeEngine {
             nano_cpus: spec.nano_cpus.unwrap_or(0),
             user: spec.user.clone().unwrap_or_default(),
             entrypoint: spec.entrypoint.clone().unwrap_or_default(),
+            healthcheck_disabled: spec.no_healthcheck,
             cap_drop: spec.cap_drop.clone(),
             security_opt: q
                 .security_opt

@@ -173,6 +173,11 @@ pub struct ContainerSpec {
     /// protocol, which a log driver would copy (and slow).
     #[serde(default)]
     pub log_driver: Option<String>,
+    /// `Healthcheck: {Test: ["NONE"]}`: the image's `HEALTHCHECK` never runs
+    /// (a supervised sandbox's would run as the container's user, root,
+    /// with the supervisor's capabilities).
+    #[serde(default)]
+    pub no_healthcheck: bool,
     /// `KEY=value` pairs. Values are user data: never logged.
     pub env: Vec<String>,
     /// Working directory inside the container.
@@ -394,6 +399,9 @@ pub struct ContainerInfo {
     /// `Config.Entrypoint` (empty when unset).
     #[serde(default)]
     pub entrypoint: Vec<String>,
+    /// `Config.Healthcheck.Test` is `["NONE"]`.
+    #[serde(default)]
+    pub healthcheck_disabled: bool,
     /// `HostConfig.CapDrop`.
     pub cap_drop: Vec<String>,
     /// `HostConfig.SecurityOpt`.

@@ -55,7 +55,10 @@ pub(crate) async fn exec(
             .timeout
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
     };
-    let ended = session.run(&start, output, cancel, None).await;
+    // odek's own watchdog: the supervisor kills at the timeout; if it has
+    // not reported a little later, odek asks again and then gives up.
+    let deadline = req.timeout.map(|t| t + Duration::from_secs(5));
+    let ended = session.run(&start, output, cancel, None, deadline).await;
     // A lost session: the container's own state tells a stopped sandbox
     // (docker kill, out of memory) from a supervisor that ended.
     let running = match (&ended, engine, sandbox.container_id.as_deref()) {

@@ -308,6 +308,7 @@ async fn probe(
         entrypoint: None,
         cap_add: Vec::new(),
         log_driver: None,
+        no_healthcheck: false,
         env: Vec::new(),
         working_dir: "/".into(),
         user: None,

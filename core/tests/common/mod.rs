@@ -725,6 +725,7 @@ pub async fn add_peer(
         entrypoint: None,
         cap_add: Vec::new(),
         log_driver: None,
+        no_healthcheck: false,
         env: Vec::new(),
         working_dir: "/".into(),
         user: None,

@@ -42,7 +42,10 @@ done
 echo "sup=$sup"
 kill -STOP "$sup" 2>/dev/null && echo ATTACK_STOPPED
 kill -9 "$sup" 2>/dev/null && echo ATTACK_KILLED
-ls "/proc/$sup/fd" >/dev/null 2>&1 && echo ATTACK_FDS
+for s in TSTP ALRM USR1 36; do kill -s "$s" 1 2>/dev/null || kill "-$s" 1 2>/dev/null; done
+sleep 0.3
+st=$(cut -d' ' -f3 "/proc/$sup/stat" 2>/dev/null)
+{ [ "$st" = T ] || [ -z "$st" ]; } && echo ATTACK_VIA_INIT
 ( exec 9<"/proc/$sup/fd/0" ) 2>/dev/null && echo ATTACK_FD0
 ( exec 9>"/proc/$sup/fd/1" ) 2>/dev/null && echo ATTACK_FD1
 cat "/proc/$sup/environ" >/dev/null 2>&1 && echo ATTACK_ENVIRON
@@ -68,7 +71,7 @@ fn assert_attacks_failed(out: &std::process::Output, want_uid: u32) {
     for attack in [
         "ATTACK_STOPPED",
         "ATTACK_KILLED",
-        "ATTACK_FDS",
+        "ATTACK_VIA_INIT",
         "ATTACK_FD0",
         "ATTACK_FD1",
         "ATTACK_ENVIRON",
