@@ -145,15 +145,19 @@ pub const DEFAULT_SIGNALS: [libc::c_int; 9] = [
 /// `kill -TSTP 1` or `kill -ALRM 1` would stop or end the supervisor if
 /// it kept their default actions. The owner link, not a signal, ends it.
 fn ignore_signals() -> io::Result<()> {
-    for sig in 1..=libc::SIGRTMAX() {
+    // The standard signals, then the real-time ones glibc leaves to
+    // programs (it keeps the two below SIGRTMIN for itself).
+    for sig in (1..32).chain(libc::SIGRTMIN()..=libc::SIGRTMAX()) {
         if DEFAULT_SIGNALS.contains(&sig) {
             continue;
         }
         // SAFETY: SIG_IGN is a valid disposition for every signal but
-        // SIGKILL and SIGSTOP (kept above); glibc's internal real-time
-        // signals refuse it, which is not an error here.
-        if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR && sig < libc::SIGRTMIN() {
-            return Err(io::Error::last_os_error());
+        // SIGKILL and SIGSTOP, which are kept above.
+        if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR {
+            return Err(io::Error::other(format!(
+                "signal {sig}: {}",
+                io::Error::last_os_error()
+            )));
         }
     }
     Ok(())

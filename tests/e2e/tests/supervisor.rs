@@ -49,6 +49,8 @@ st=$(cut -d' ' -f3 "/proc/$sup/stat" 2>/dev/null)
 ( exec 9<"/proc/$sup/fd/0" ) 2>/dev/null && echo ATTACK_FD0
 ( exec 9>"/proc/$sup/fd/1" ) 2>/dev/null && echo ATTACK_FD1
 cat "/proc/$sup/environ" >/dev/null 2>&1 && echo ATTACK_ENVIRON
+mv /.odek /.odek-moved 2>/dev/null && echo ATTACK_RENAME
+( : > /.odek/odek-supervisor ) 2>/dev/null && echo ATTACK_REPLACE
 grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status
 sleep 30 & k=$!
 kill -9 "$k" && echo CONTROL_KILLED
@@ -75,6 +77,8 @@ fn assert_attacks_failed(out: &std::process::Output, want_uid: u32) {
         "ATTACK_FD0",
         "ATTACK_FD1",
         "ATTACK_ENVIRON",
+        "ATTACK_RENAME",
+        "ATTACK_REPLACE",
     ] {
         assert!(!text.contains(attack), "{attack} succeeded: {ctx}");
     }
@@ -251,4 +255,66 @@ fn without_a_supervisor_the_sandbox_runs_the_idle_process() {
     assert!(caps.trim() == "null" || caps.trim() == "[]", "{caps}");
     assert!(exec.status.success(), "{}", stderr(&exec));
     assert!(down.status.success(), "{}", stderr(&down));
+}
+
+#[test]
+fn an_images_healthcheck_never_runs_in_a_supervised_sandbox() {
+    supervisor_bin();
+    let p = Project::new();
+    // The image's HEALTHCHECK would run as the container's user (root) with
+    // the supervisor's capabilities: it is switched off.
+    let tag = odek_e2e::unique("odek-test/healthcheck");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        format!(
+            "FROM {BASE_IMAGE}\nLABEL dev.odek.test=supervisor\nHEALTHCHECK --interval=1s --start-period=1s CMD touch /tmp/healthcheck-ran\n"
+        ),
+    )
+    .expect("write Dockerfile");
+    let built = docker(&[
+        "build",
+        "-q",
+        "-t",
+        &format!("{tag}:1"),
+        &dir.path().display().to_string(),
+    ]);
+    assert!(!built.trim().is_empty(), "docker build failed");
+    let image = format!("{tag}:1");
+    // Positive control: under plain Docker the healthcheck runs.
+    let id = docker(&[
+        "run",
+        "-d",
+        "--rm",
+        "--label",
+        "dev.odek.test=supervisor",
+        &image,
+        "sleep",
+        "20",
+    ]);
+    let id = id.trim().to_string();
+    let ran = odek_e2e::wait_until(Duration::from_secs(10), || {
+        odek_e2e::docker_ok(&["exec", &id, "test", "-e", "/tmp/healthcheck-ran"])
+    });
+    docker(&["rm", "-f", &id]);
+    assert!(ran, "the control's healthcheck never ran");
+    let out = sup(
+        &p,
+        &[
+            "run",
+            "--sandbox-image",
+            &image,
+            "--",
+            "sh",
+            "-c",
+            "sleep 4; ls /tmp/healthcheck-ran 2>/dev/null && echo HEALTHCHECK_RAN; echo done",
+        ],
+    );
+    docker(&["rmi", "-f", &image]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("done"), "{}", stdout(&out));
+    assert!(
+        !stdout(&out).contains("HEALTHCHECK_RAN"),
+        "the image's healthcheck ran in the sandbox"
+    );
 }
