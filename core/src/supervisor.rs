@@ -170,6 +170,22 @@ impl Session {
         &self.ready
     }
 
+    /// Ok when the supervisor is bound to run commands only as
+    /// `uid`:`gid` (`serve --commands`, which odek always passes); the
+    /// reason otherwise: a supervisor that is not was not started by odek
+    /// for this plan, and nothing is sent to it.
+    pub fn check_bound(&self, uid: u32, gid: u32) -> Result<(), String> {
+        match self.ready.commands {
+            Some(ids) if ids == [uid, gid] => Ok(()),
+            Some([u, g]) => Err(format!(
+                "its supervisor runs commands as {u}:{g}, not the plan's {uid}:{gid}"
+            )),
+            None => Err(format!(
+                "its supervisor is not bound to the plan's account {uid}:{gid}"
+            )),
+        }
+    }
+
     /// False once the stream ended.
     pub fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
@@ -443,6 +459,8 @@ impl Supervision {
             id,
             "--relay".into(),
             relay_name(&spec.name),
+            "--commands".into(),
+            format!("{}:{}", self.uid, self.gid),
         ];
         spec.user = Some("0:0".into());
         spec.cap_add = SUPERVISOR_CAPS.iter().map(|c| c.to_string()).collect();
@@ -646,8 +664,28 @@ mod tests {
                 gid: uid,
                 cap_eff: "0".into(),
                 relay: "r".into(),
+                commands: Some([1000, 1000]),
             },
         )
+    }
+
+    #[tokio::test]
+    async fn only_a_supervisor_bound_to_the_plans_account_is_used() {
+        let (link, _peer) = link_from(vec![ready(SUPERVISOR_UID)]);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        assert_eq!(s.check_bound(1000, 1000), Ok(()));
+        let err = s.check_bound(0, 0).expect_err("0:0 is not bound");
+        assert!(err.contains("1000:1000") && err.contains("0:0"), "{err}");
+        let mut unbound: proto::Ready = ready(SUPERVISOR_UID).parse().expect("a Ready");
+        unbound.commands = None;
+        let (link, _peer) = link_from(vec![Frame::json(Kind::Ready, 0, &unbound)]);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        let err = s.check_bound(1000, 1000).expect_err("unbound");
+        assert!(err.contains("not bound"), "{err}");
     }
 
     #[tokio::test]

@@ -1,11 +1,13 @@
 //! `odek-supervisor`: the long-lived process of every sandbox (see the
 //! library's docs and docs/SANDBOXING.md, "The supervisor").
 //!
-//! - `odek-supervisor serve --uid S --gid S --relay NAME`: confine itself to
-//!   uid/gid S with only SETUID, SETGID, KILL and SETPCAP, listen on the
-//!   abstract socket `\0NAME`, and serve the protocol
-//!   ([`odek_supervisor::proto`]) on stdin/stdout (the owner link) and on
-//!   each relay connection from uid S.
+//! - `odek-supervisor serve --uid S --gid S --relay NAME [--commands U:G]`:
+//!   confine itself to uid/gid S with only SETUID, SETGID, KILL and
+//!   SETPCAP, listen on the abstract socket `\0NAME`, and serve the
+//!   protocol ([`odek_supervisor::proto`]) on stdin/stdout (the owner link)
+//!   and on each relay connection from uid S. With `--commands`, every
+//!   command runs as uid U, gid G and no supplementary group: a `Start`
+//!   naming another account is refused (odek always passes it).
 //! - `odek-supervisor relay NAME`: copy stdin/stdout to and from `\0NAME`
 //!   (what `docker exec --user S` runs to get a session).
 //!
@@ -30,12 +32,11 @@ pub(crate) fn log(line: &str) {
 }
 
 /// The usage text.
-const USAGE: &str =
-    "usage: odek-supervisor serve --uid S --gid S --relay NAME\n       odek-supervisor relay NAME";
+const USAGE: &str = "usage: odek-supervisor serve --uid S --gid S --relay NAME [--commands U:G]\n       odek-supervisor relay NAME";
 
 /// Parsed `serve` options.
-fn serve_args(args: &[String]) -> Result<(u32, u32, String), String> {
-    let (mut uid, mut gid, mut relay) = (None, None, None);
+fn serve_args(args: &[String]) -> Result<server::Options, String> {
+    let (mut uid, mut gid, mut relay, mut commands) = (None, None, None, None);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
@@ -43,6 +44,14 @@ fn serve_args(args: &[String]) -> Result<(u32, u32, String), String> {
             "--uid" => uid = Some(val()?.parse::<u32>().map_err(|e| format!("--uid: {e}"))?),
             "--gid" => gid = Some(val()?.parse::<u32>().map_err(|e| format!("--gid: {e}"))?),
             "--relay" => relay = Some(val()?),
+            "--commands" => {
+                let v = val()?;
+                let ids = v
+                    .split_once(':')
+                    .and_then(|(u, g)| Some([u.parse::<u32>().ok()?, g.parse::<u32>().ok()?]))
+                    .ok_or(format!("--commands {v:?}: want UID:GID"))?;
+                commands = Some(ids);
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -51,14 +60,26 @@ fn serve_args(args: &[String]) -> Result<(u32, u32, String), String> {
     if uid == 0 {
         return Err("--uid 0 would leave the supervisor root".into());
     }
-    Ok((uid, gid, relay.ok_or("--relay is required")?))
+    if let Some([u, g]) = commands {
+        if u == uid || g == gid {
+            return Err(format!(
+                "--commands {u}:{g} shares the supervisor's own uid or gid"
+            ));
+        }
+    }
+    Ok(server::Options {
+        uid,
+        gid,
+        relay: relay.ok_or("--relay is required")?,
+        commands,
+    })
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("serve") => match serve_args(&args[1..]) {
-            Ok((uid, gid, relay)) => server::serve(uid, gid, relay),
+            Ok(options) => server::serve(options),
             Err(e) => {
                 log(&format!("odek-supervisor: {e}\n{USAGE}"));
                 std::process::exit(70);

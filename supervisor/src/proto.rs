@@ -288,6 +288,12 @@ pub struct Ready {
     pub cap_eff: String,
     /// The abstract socket a relay connects to (without the leading NUL).
     pub relay: String,
+    /// `[uid, gid]`: the only account its commands may run as (`serve
+    /// --commands UID:GID`, which odek always passes), without
+    /// supplementary groups; every other `Start` is refused. `None`: not
+    /// bound (the supervisor's own tests only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<[u32; 2]>,
 }
 
 /// [`Kind::Started`]: the command runs.

@@ -96,10 +96,23 @@ enum Tag {
     Drain(usize),
 }
 
+/// `serve`'s options (see the binary's usage).
+pub struct Options {
+    /// The supervisor's own uid.
+    pub uid: u32,
+    /// Its gid.
+    pub gid: u32,
+    /// The relay's abstract socket name.
+    pub relay: String,
+    /// The only `[uid, gid]` commands may run as, when bound.
+    pub commands: Option<[u32; 2]>,
+}
+
 /// The supervisor's state.
 pub struct Server {
     uid: u32,
     gid: u32,
+    commands: Option<[u32; 2]>,
     relay: String,
     me: i32,
     cap_last: u32,
@@ -117,14 +130,14 @@ pub struct Server {
 
 /// Confines the process, binds the relay socket and serves until the owner
 /// link ends (then exits 0). A setup failure exits 70.
-pub fn serve(uid: u32, gid: u32, relay: String) -> ! {
+pub fn serve(options: Options) -> ! {
     let base_env = std::env::vars_os()
         .map(|(k, v)| {
             use std::os::unix::ffi::OsStringExt;
             (k.into_vec(), v.into_vec())
         })
         .collect();
-    let server = match setup(uid, gid, relay, base_env) {
+    let server = match setup(options, base_env) {
         Ok(s) => s,
         Err(e) => {
             log(&format!("odek-supervisor: {e}"));
@@ -135,7 +148,13 @@ pub fn serve(uid: u32, gid: u32, relay: String) -> ! {
 }
 
 /// Everything before the loop.
-fn setup(uid: u32, gid: u32, relay: String, base_env: spawn::Env) -> Result<Server, String> {
+fn setup(options: Options, base_env: spawn::Env) -> Result<Server, String> {
+    let Options {
+        uid,
+        gid,
+        relay,
+        commands,
+    } = options;
     let cap_last = confine::cap_last_cap().map_err(|e| format!("cap_last_cap: {e}"))?;
     confine::confine(uid, gid)?;
     // Inherited fds beyond stdio never reach a command.
@@ -174,6 +193,7 @@ fn setup(uid: u32, gid: u32, relay: String, base_env: spawn::Env) -> Result<Serv
     let mut server = Server {
         uid,
         gid,
+        commands,
         relay,
         me: std::process::id() as i32,
         cap_last,
@@ -204,6 +224,7 @@ impl Server {
             gid: self.gid,
             cap_eff: confine::cap_eff(),
             relay: self.relay.clone(),
+            commands: self.commands,
         };
         s.send(&Frame::json(Kind::Ready, 0, &ready));
         self.sessions.insert(sid, s);
@@ -588,6 +609,16 @@ impl Server {
     fn start(&mut self, sid: Sid, id: u32, start: Start) {
         let refuse = if start.uid == self.uid {
             Some(format!("uid {} is the supervisor's own", start.uid))
+        } else if start.gid == self.gid || start.groups.contains(&self.gid) {
+            Some(format!("gid {} is the supervisor's own", self.gid))
+        } else if let Some(bound) = self
+            .commands
+            .filter(|&b| b != [start.uid, start.gid] || !start.groups.is_empty())
+        {
+            Some(format!(
+                "commands run as {}:{} without supplementary groups, not {}:{} {:?}",
+                bound[0], bound[1], start.uid, start.gid, start.groups
+            ))
         } else if start.argv.is_empty() {
             Some("empty argv".to_string())
         } else if self.cmds.iter().any(|c| c.sid == sid && c.id == id) {

@@ -287,6 +287,11 @@ struct Sup {
 impl Sup {
     /// Starts a container of `image` with `extra` docker-run options.
     fn new(image: &str, extra: &[&str]) -> Sup {
+        Sup::serving(image, extra, &[])
+    }
+
+    /// As [`Sup::new`], with `serve_extra` after `serve`'s own arguments.
+    fn serving(image: &str, extra: &[&str], serve_extra: &[&str]) -> Sup {
         let name = container_name();
         let mut c = Command::new("docker");
         c.args([
@@ -304,7 +309,8 @@ impl Sup {
         .args(extra)
         .arg(image)
         .args(["serve", "--uid", &S.to_string(), "--gid", &S.to_string()])
-        .args(["--relay", RELAY]);
+        .args(["--relay", RELAY])
+        .args(serve_extra);
         let mut owner = Link::spawn(c);
         let ready = owner.ready();
         Sup { name, owner, ready }
@@ -669,6 +675,58 @@ fn a_root_command_has_no_power_over_the_supervisor() {
     sup.ping();
     let r = sup.owner.run(8, &sh("echo alive"));
     assert_eq!(r.out(), "alive\n");
+}
+
+#[test]
+fn a_bound_supervisor_runs_commands_only_as_its_account() {
+    let _guard = shared();
+    let mut sup = Sup::serving(BASE, &[], &["--commands", "1000:1000"]);
+    assert_eq!(sup.ready.commands, Some([1000, 1000]));
+    // Positive control: the bound account runs.
+    let r = sup.owner.run(1, &sh("id -u; id -g; id -G"));
+    assert_eq!(r.out(), "1000\n1000\n1000\n");
+    // Root, another uid or gid, or a supplementary group: refused.
+    for (id, (uid, gid, groups)) in [
+        (0, 0, vec![]),
+        (0, 1000, vec![]),
+        (1000, 0, vec![]),
+        (1001, 1000, vec![]),
+        (1000, 1000, vec![0]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut s = sh("touch /tmp/ran");
+        (s.uid, s.gid, s.groups) = (uid, gid, groups.clone());
+        let m = sup
+            .owner
+            .start(10 + id as u32, &s)
+            .expect_err("a Start for another account ran");
+        assert!(m.contains("1000:1000"), "{uid}:{gid} {groups:?}: {m}");
+    }
+    // The supervisor's own gid, even when bound elsewhere, and nothing ran.
+    let mut s = sh("touch /tmp/ran");
+    s.gid = S;
+    assert!(sup.owner.start(20, &s).unwrap_err().contains("supervisor"));
+    let r = sup
+        .owner
+        .run(21, &sh("test -e /tmp/ran && echo ran || echo none"));
+    assert_eq!(r.out(), "none\n");
+}
+
+#[test]
+fn serve_refuses_commands_sharing_its_ids() {
+    let _guard = shared();
+    for ids in [format!("{S}:1000"), format!("1000:{S}"), "x:1".into()] {
+        let out = Command::new(bin())
+            .args(["serve", "--uid", &S.to_string(), "--gid", &S.to_string()])
+            .args(["--relay", "x", "--commands", &ids])
+            .output()
+            .expect("run the supervisor binary");
+        assert_eq!(out.status.code(), Some(70), "{ids}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--commands"), "{ids}: {err}");
+    }
 }
 
 #[test]

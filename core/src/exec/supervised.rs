@@ -42,6 +42,15 @@ pub(crate) async fn exec(
             started: false,
         });
     };
+    // The supervisor must be bound to this account (`serve --commands`).
+    if let Err(why) = session.check_bound(uid, gid) {
+        return Err(crate::Error::Exec {
+            fix: None,
+            message: format!("sandbox {}: {why}; nothing ran", sandbox.name),
+            class: crate::failure::FailureClass::DockerRejected,
+            started: false,
+        });
+    }
     let start = proto::Start {
         argv: req.command.argv(),
         env: req.env.clone(),
