@@ -126,6 +126,42 @@ pub struct Server {
     drains: Vec<OwnedFd>,
     reaped: Vec<(i32, i32)>,
     buf: Vec<u8>,
+    notices: NoticeBudget,
+}
+
+/// At most [`NOTICE_BURST`] notices per [`NOTICE_WINDOW`]: a command that
+/// provokes them in a loop (connecting to the relay socket) cannot flood
+/// the owner's stderr or the session's buffer. The first notice of a later
+/// window says how many were not shown.
+struct NoticeBudget {
+    window: Instant,
+    sent: u32,
+    dropped: u64,
+}
+
+/// Notices shown per window.
+const NOTICE_BURST: u32 = 5;
+/// The notice window.
+const NOTICE_WINDOW: Duration = Duration::from_secs(10);
+
+impl NoticeBudget {
+    /// What to send now for one more notice `text`: nothing when over
+    /// budget, else the text, preceded by a count of the notices dropped.
+    fn admit(&mut self, now: Instant, text: &str) -> Option<String> {
+        if now.duration_since(self.window) >= NOTICE_WINDOW {
+            self.window = now;
+            self.sent = 0;
+        }
+        if self.sent >= NOTICE_BURST {
+            self.dropped += 1;
+            return None;
+        }
+        self.sent += 1;
+        Some(match std::mem::take(&mut self.dropped) {
+            0 => text.to_string(),
+            n => format!("({n} more notices not shown) {text}"),
+        })
+    }
 }
 
 /// Confines the process, binds the relay socket and serves until the owner
@@ -207,6 +243,11 @@ fn setup(options: Options, base_env: spawn::Env) -> Result<Server, String> {
         drains: vec![],
         reaped: vec![],
         buf: vec![0; OUTPUT_CHUNK],
+        notices: NoticeBudget {
+            window: Instant::now(),
+            sent: 0,
+            dropped: 0,
+        },
     };
     server.add_session(Session::owner());
     Ok(server)
@@ -238,8 +279,12 @@ impl Server {
         }
     }
 
-    /// Sends a Notice on the owner session.
+    /// Sends a Notice on the owner session, within its budget.
     fn notice(&mut self, text: &str) {
+        let Some(text) = self.notices.admit(Instant::now(), text) else {
+            return;
+        };
+        let text = text.as_str();
         log(&format!("odek-supervisor: {text}"));
         let f = Frame {
             kind: Kind::Notice,
@@ -734,5 +779,31 @@ impl Server {
             c.stdin_open = false;
             c.stdin = None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notices_beyond_the_burst_are_counted_and_said_later() {
+        let t0 = Instant::now();
+        let mut b = NoticeBudget {
+            window: t0,
+            sent: 0,
+            dropped: 0,
+        };
+        let shown: Vec<_> = (0..50)
+            .filter_map(|i| b.admit(t0, &format!("n{i}")))
+            .collect();
+        assert_eq!(shown, ["n0", "n1", "n2", "n3", "n4"]);
+        assert_eq!(b.admit(t0 + NOTICE_WINDOW / 2, "x"), None);
+        let later = b.admit(t0 + NOTICE_WINDOW, "next");
+        assert_eq!(later.as_deref(), Some("(46 more notices not shown) next"));
+        assert_eq!(
+            b.admit(t0 + NOTICE_WINDOW, "again").as_deref(),
+            Some("again")
+        );
     }
 }

@@ -778,6 +778,28 @@ fn relay_sessions_only_for_the_supervisor_uid() {
         .expect("a Notice about the refused relay");
     let text = String::from_utf8_lossy(&notice.payload);
     assert!(text.contains("uid 1000"), "{text}");
+    // A command that connects in a loop gets a few notices through, not
+    // one per connection, and the supervisor goes on serving.
+    let r = sup.owner.run(
+        9,
+        &sh(&format!(
+            "for i in $(seq 40); do /.odek/odek-supervisor relay {RELAY} </dev/null 2>/dev/null; done; echo done"
+        )),
+    );
+    assert_eq!(r.out(), "done\n");
+    sup.ping();
+    let mut shown = 0;
+    while sup
+        .owner
+        .next_where(Duration::from_millis(300), |f| f.kind == Kind::Notice)
+        .is_some()
+    {
+        shown += 1;
+    }
+    assert!(
+        (1..=5).contains(&shown),
+        "{shown} notices for 40 connections"
+    );
 
     // uid S gets a session of its own.
     let mut good = sup.relay(&S.to_string());
