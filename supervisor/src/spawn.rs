@@ -88,6 +88,27 @@ pub fn merge_env(base: &[(Vec<u8>, Vec<u8>)], overlay: &[(String, String)]) -> R
     Ok(env)
 }
 
+/// Whether a command of `uid` needs its own `HOME`: it is not root, named
+/// none itself, and inherited root's (`/root`, which Docker gives the
+/// supervisor's environment as the container's user is root) or none.
+pub fn needs_home(uid: u32, env: &Env, named: bool) -> bool {
+    let inherited = env.iter().find(|(k, _)| k == b"HOME").map(|(_, v)| v);
+    uid != 0 && !named && inherited.is_none_or(|h| h == b"/root")
+}
+
+/// The home of `uid` in `passwd` (the image's `/etc/passwd`), else `/`:
+/// what the exec API gives a user.
+pub fn home_in(uid: u32, passwd: &str) -> Vec<u8> {
+    passwd
+        .lines()
+        .find_map(|line| {
+            let f: Vec<&str> = line.split(':').collect();
+            (f.len() >= 7 && f[2].parse::<u32>().ok() == Some(uid) && f[5].starts_with('/'))
+                .then(|| f[5].as_bytes().to_vec())
+        })
+        .unwrap_or_else(|| b"/".to_vec())
+}
+
 /// The paths `execvp` would try for `argv0` under `path`.
 fn candidates(argv0: &str, path: &str) -> Vec<String> {
     if argv0.contains('/') {
@@ -132,7 +153,16 @@ pub fn spawn(
     if argv0.is_empty() {
         return Err("empty program name".into());
     }
-    let env = merge_env(base_env, &start.env)?;
+    let mut env = merge_env(base_env, &start.env)?;
+    let named = start.env.iter().any(|(k, _)| k == "HOME");
+    if needs_home(start.uid, &env, named) {
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        let home = home_in(start.uid, &passwd);
+        match env.iter_mut().find(|(k, _)| k == b"HOME") {
+            Some(slot) => slot.1 = home,
+            None => env.push((b"HOME".to_vec(), home)),
+        }
+    }
     let path = env
         .iter()
         .find(|(k, _)| k == b"PATH")
@@ -428,5 +458,32 @@ fn child_main(p: &ChildPlan) -> ! {
             last = libc::EACCES;
         }
         fail(r, Step::Exec, last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(home: Option<&str>) -> Env {
+        let mut e = vec![(b"PATH".to_vec(), b"/bin".to_vec())];
+        if let Some(h) = home {
+            e.push((b"HOME".to_vec(), h.as_bytes().to_vec()));
+        }
+        e
+    }
+
+    #[test]
+    fn a_non_root_command_never_inherits_roots_home() {
+        assert!(needs_home(1000, &env(Some("/root")), false));
+        assert!(needs_home(1000, &env(None), false));
+        assert!(!needs_home(0, &env(Some("/root")), false));
+        assert!(!needs_home(1000, &env(Some("/home/odek")), false));
+        assert!(!needs_home(1000, &env(Some("/root")), true));
+        let passwd =
+            "root:x:0:0:root:/root:/bin/sh\ndaemon:x:1:1:d:/usr/sbin:/bin/false\nbad:x:7\n";
+        assert_eq!(home_in(1, passwd), b"/usr/sbin");
+        assert_eq!(home_in(7, passwd), b"/");
+        assert_eq!(home_in(1000, passwd), b"/");
     }
 }

@@ -423,6 +423,16 @@ fn ready_exit_codes_env_cwd_ids_and_streams() {
     s.cwd = "/tmp".into();
     assert_eq!(sup.owner.run(4, &s).out(), "/tmp\n");
 
+    // HOME: root's only for root; another uid gets its passwd home or /.
+    assert_eq!(sup.owner.run(30, &sh("echo $HOME")).out(), "/\n");
+    let mut s = sh("echo $HOME");
+    (s.uid, s.gid) = (0, 0);
+    assert_eq!(sup.owner.run(31, &s).out(), "/root\n");
+    (s.uid, s.gid) = (1, 1);
+    assert_eq!(sup.owner.run(32, &s).out(), "/usr/sbin\n");
+    s.env = vec![("HOME".into(), "/tmp".into())];
+    assert_eq!(sup.owner.run(33, &s).out(), "/tmp\n");
+
     let r = sup.owner.run(5, &sh("id -u; id -g; id -G"));
     assert_eq!(r.out(), "1000\n1000\n1000\n");
     let mut s = sh("id -u; id -g; id -G");
