@@ -136,8 +136,18 @@ fn mount_problems(plan: &Plan, info: &ContainerInfo, supervised: bool) -> Vec<St
         if m.kind == "volume" && anonymous {
             continue;
         }
-        // The supervisor's binary ([`supervised`] checked it is read-only).
+        // The supervisor's binary ([`supervised`] checked it is read-only):
+        // odek's own copy, a directory under `$ODEK_HOME/supervisor/`.
         if supervised && m.kind == "bind" && m.destination == crate::supervisor::SUPERVISOR_DIR {
+            let ours = std::path::Path::new(&m.source)
+                .parent()
+                .is_some_and(|p| p == plan.odek_home.join("supervisor"));
+            if !ours {
+                out.push(format!(
+                    "the supervisor is mounted from {}, not odek's copy under $ODEK_HOME/supervisor",
+                    q(&m.source)
+                ));
+            }
             continue;
         }
         match want.iter().position(|(src, dst, rw)| {

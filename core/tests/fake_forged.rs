@@ -290,6 +290,25 @@ fn loosenings() -> Vec<(&'static str, Loosen)> {
             Box::new(|c| c.hardening.mounts.clear()),
         ),
         (
+            // Shaped as a supervised sandbox, its binary from elsewhere.
+            "not odek's copy under $ODEK_HOME/supervisor",
+            Box::new(|c| {
+                c.entrypoint = vec!["/.odek/odek-supervisor".into()];
+                c.healthcheck_disabled = true;
+                c.user = "0:0".into();
+                c.hardening.cap_add = ["SETUID", "SETGID", "KILL", "SETPCAP"]
+                    .map(String::from)
+                    .to_vec();
+                c.hardening.mounts.push(MountInfo {
+                    kind: "bind".into(),
+                    name: String::new(),
+                    source: "/tmp/odek/supervisor/0123".into(),
+                    destination: "/.odek".into(),
+                    rw: false,
+                })
+            }),
+        ),
+        (
             "unplanned \"volume\" mount",
             Box::new(|c| {
                 c.hardening.mounts.push(MountInfo {
