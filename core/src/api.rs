@@ -677,6 +677,7 @@ mod tests {
             timed_out: true,
             cancelled: false,
             killed: true,
+            supervised: false,
         };
         let capture = crate::exec::Capture::new(crate::exec::Keep::Head, 2);
         capture.write(crate::engine::StreamKind::Stdout, b"abc");
