@@ -192,9 +192,7 @@ impl Client {
             cpus: plan.cpus.as_ref().map(|c| c.text.clone()),
             user: plan.user.clone(),
             account: plan.account.clone(),
-            supervisor: engine.map(|e| {
-                crate::supervisor::Supervision::state_for(plan, e.as_ref())
-            }),
+            supervisor: engine.map(|e| crate::supervisor::Supervision::state_for(plan, e.as_ref())),
         }
     }
 

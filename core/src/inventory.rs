@@ -338,9 +338,7 @@ impl Client {
             supervisor: Some(if crate::hardening::supervised(&info) {
                 crate::supervisor::SupervisorState::on()
             } else {
-                crate::supervisor::SupervisorState::off(
-                    "the sandbox was launched without it",
-                )
+                crate::supervisor::SupervisorState::off("the sandbox was launched without it")
             }),
             plan,
             applied,

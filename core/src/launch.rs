@@ -501,8 +501,7 @@ impl Client {
         // odek's supervisor as the sandbox's process, when this host has
         // one and the sandbox can use it; otherwise the exec API's path,
         // said once per process.
-        let mut supervision =
-            crate::supervisor::Supervision::for_plan(plan, engine.as_ref());
+        let mut supervision = crate::supervisor::Supervision::for_plan(plan, engine.as_ref());
         loop {
             let state = match &supervision {
                 Ok(_) => crate::supervisor::SupervisorState::on(),
@@ -523,7 +522,13 @@ impl Client {
                 launch_id: &launch_id,
             };
             match self
-                .create_and_start(&attempt, &spec, supervision.as_ref().ok(), state, &mut warnings)
+                .create_and_start(
+                    &attempt,
+                    &spec,
+                    supervision.as_ref().ok(),
+                    state,
+                    &mut warnings,
+                )
                 .await?
             {
                 Started::Ready(sandbox) => return Ok(*sandbox),
@@ -585,21 +590,20 @@ impl Client {
                     // The connection broke: one attempt tells whether it landed.
                     Duration::ZERO
                 };
-                let removal =
-                    match crate::inventory::reap(engine, &name, launch_id, wait).await {
-                        Reaped::Removed => Removal::Removed,
-                        Reaped::NotOurs => Removal::NotOurs { name: name.clone() },
-                        Reaped::Absent => Removal::Absent {
-                            name: name.clone(),
-                            detached: opts.detached,
-                            waited: wait,
-                        },
-                        Reaped::Failed(why) => Removal::Left {
-                            name: name.clone(),
-                            detached: opts.detached,
-                            why: Some(why),
-                        },
-                    };
+                let removal = match crate::inventory::reap(engine, &name, launch_id, wait).await {
+                    Reaped::Removed => Removal::Removed,
+                    Reaped::NotOurs => Removal::NotOurs { name: name.clone() },
+                    Reaped::Absent => Removal::Absent {
+                        name: name.clone(),
+                        detached: opts.detached,
+                        waited: wait,
+                    },
+                    Reaped::Failed(why) => Removal::Left {
+                        name: name.clone(),
+                        detached: opts.detached,
+                        why: Some(why),
+                    },
+                };
                 return Err(Error::engine(&endpoint, Step::Create, e).with_removal(removal));
             }
             Err(e) => return Err(Error::engine(&endpoint, Step::Create, e)),

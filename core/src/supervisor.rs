@@ -439,7 +439,9 @@ pub fn host_binary() -> Result<std::path::PathBuf, String> {
 /// JSON, the environment (`odek.environment/1`) and the config view
 /// (`odek.config-view/1`) as `"supervisor": {"on": true, "reason": null,
 /// "not_held": []}`.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct SupervisorState {
     /// True when commands run through odek's supervisor.
     pub on: bool,
@@ -623,7 +625,10 @@ fn usable(
     if let Some(why) = engine.no_supervisor() {
         return Err(why.into());
     }
-    if !matches!(engine.endpoint().address, crate::engine::Address::Unix { .. }) {
+    if !matches!(
+        engine.endpoint().address,
+        crate::engine::Address::Unix { .. }
+    ) {
         return Err(
             "the engine is not reached by a local Unix socket, so it cannot mount this host's binary"
                 .into(),

@@ -174,10 +174,9 @@ impl Client {
             }
         }
         let supervisor = match (&plan.isolation, self.engine()) {
-            (Isolation::Container, Ok(e)) => Some(crate::supervisor::Supervision::state_for(
-                plan,
-                e.as_ref(),
-            )),
+            (Isolation::Container, Ok(e)) => {
+                Some(crate::supervisor::Supervision::state_for(plan, e.as_ref()))
+            }
             _ => None,
         };
         let (isolation, fallback_reason) = match &plan.isolation {

@@ -26,9 +26,9 @@ pub(crate) fn library_dir() -> Option<PathBuf> {
     // SAFETY: dli_fname is a NUL-terminated path the loader owns for as
     // long as the object stays loaded (copied at once).
     let name = unsafe { CStr::from_ptr(info.dli_fname) };
-    let path = PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
-        name.to_bytes(),
-    ));
+    let path = PathBuf::from(
+        <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name.to_bytes()),
+    );
     // The main program's name is its argv[0], which may be a bare name
     // found on PATH: the kernel's record says where it is.
     let path = if name.to_bytes().contains(&b'/') {
@@ -54,7 +54,10 @@ mod tests {
     #[test]
     fn the_library_is_found_where_its_code_is() {
         let dir = super::library_dir().expect("dladdr names this test's binary");
-        let exe = std::env::current_exe().expect("exe").canonicalize().expect("canonical");
+        let exe = std::env::current_exe()
+            .expect("exe")
+            .canonicalize()
+            .expect("canonical");
         assert_eq!(Some(dir.as_path()), exe.parent());
     }
 }

@@ -409,5 +409,8 @@ fn through_the_supervisor_an_orphan_of_the_command_is_killed_with_it() {
     assert_eq!(out.status.code(), Some(124), "{err}");
     assert!(err.contains("was killed"), "{err}");
     std::thread::sleep(Duration::from_secs(5));
-    assert!(!d.p.path().join("late").exists(), "the orphan ran on: {err}");
+    assert!(
+        !d.p.path().join("late").exists(),
+        "the orphan ran on: {err}"
+    );
 }

@@ -371,7 +371,15 @@ fn a_supervisor_that_does_not_start_is_replaced_by_the_exec_api_and_nothing_is_l
     // An owned sandbox (`odek run`), then a detached one (`sandbox up`).
     let out = p.run_odek_env(
         &[("ODEK_SUPERVISOR", &fake)],
-        &["run", "--sandbox-image", BASE_IMAGE, "--", "sh", "-c", "echo ran"],
+        &[
+            "run",
+            "--sandbox-image",
+            BASE_IMAGE,
+            "--",
+            "sh",
+            "-c",
+            "echo ran",
+        ],
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -395,11 +403,23 @@ fn a_supervisor_that_does_not_start_is_replaced_by_the_exec_api_and_nothing_is_l
     let name = stdout(&up).trim().to_string();
     let left = p.leftovers();
     let entrypoint = docker(&["inspect", "-f", "{{json .Config.Entrypoint}}", &name]);
-    let exec = p.run_odek(&["sandbox", "exec", &name, "--", "echo", "through the exec API"]);
+    let exec = p.run_odek(&[
+        "sandbox",
+        "exec",
+        &name,
+        "--",
+        "echo",
+        "through the exec API",
+    ]);
     let down = p.run_odek(&["sandbox", "down", &name]);
     assert_eq!(left.len(), 1, "one sandbox, the first removed: {left:?}");
     assert!(!entrypoint.contains("odek-supervisor"), "{entrypoint}");
-    assert_eq!(stdout(&exec).trim(), "through the exec API", "{}", stderr(&exec));
+    assert_eq!(
+        stdout(&exec).trim(),
+        "through the exec API",
+        "{}",
+        stderr(&exec)
+    );
     assert!(down.status.success(), "{}", stderr(&down));
     assert!(p.leftovers().is_empty(), "left: {:?}", p.leftovers());
 }
