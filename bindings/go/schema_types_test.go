@@ -41,10 +41,11 @@ var wireDocs = []wireDoc{
 	{file: "approval-request.json", def: "EnvKeyView", typ: reflect.TypeOf(EnvKey{})},
 	{file: "approval-request.json", def: "NetworkCard", typ: reflect.TypeOf(NetworkCard{})},
 	{file: "approval.json", typ: reflect.TypeOf(wireApproval{})},
-	{file: "sandbox-info.json", typ: reflect.TypeOf(wireSandboxInfo{}), unread: []string{"applied"}},
+	{file: "sandbox-info.json", typ: reflect.TypeOf(wireSandboxInfo{}), unread: []string{"applied", "supervisor"}},
 	{file: "environment.json", typ: reflect.TypeOf(wireEnvironment{})},
 	{file: "environment.json", def: "Workspace", typ: reflect.TypeOf(Workspace{})},
 	{file: "environment.json", def: "Peer", typ: reflect.TypeOf(Peer{})},
+	{file: "environment.json", def: "SupervisorState", typ: reflect.TypeOf(Supervisor{})},
 	{file: "exec-result.json", typ: reflect.TypeOf(wireExecResult{})},
 	{file: "config-view.json", typ: reflect.TypeOf(wireConfigView{}), unread: []string{"pending_approval"}},
 	{file: "config-view.json", def: "ImageView", typ: reflect.TypeOf(ViewImage{}), unread: []string{

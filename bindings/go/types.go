@@ -508,8 +508,23 @@ type Environment struct {
 	// Account is the account odek gave that user (nil for root, a name, or
 	// the image's user).
 	Account *Account `json:"account"`
+	// Supervisor says whether commands run through odek's supervisor, and
+	// if not why (nil on the host).
+	Supervisor *Supervisor `json:"supervisor"`
 
 	raw string
+}
+
+// Supervisor says whether a sandbox's commands run through odek's
+// supervisor; when not, why, and which guarantees then do not hold
+// (docs/SANDBOXING.md, "The supervisor").
+type Supervisor struct {
+	// On is true when commands run through the supervisor.
+	On bool `json:"on"`
+	// Reason says why it is off (nil when on).
+	Reason *string `json:"reason"`
+	// NotHeld names the guarantees that do not hold while it is off.
+	NotHeld []string `json:"not_held"`
 }
 
 // JSON is the environment document as libodek produced it.
@@ -684,6 +699,9 @@ type ConfigView struct {
 	Masks    []string
 	Sources  map[string]Source
 	Warnings []Warning
+	// Supervisor says whether a sandbox launched now would have odek's
+	// supervisor, and if not why (nil without a container or an engine).
+	Supervisor *Supervisor
 
 	raw string
 }
@@ -730,6 +748,7 @@ type wireConfigView struct {
 	Masks       []string          `json:"masks"`
 	Sources     map[string]Source `json:"sources"`
 	Warnings    []Warning         `json:"warnings"`
+	Supervisor  *Supervisor       `json:"supervisor"`
 }
 
 func parseConfigView(doc string) (*ConfigView, error) {
@@ -748,7 +767,7 @@ func parseConfigView(doc string) (*ConfigView, error) {
 		CPUs: deref(w.CPUs), User: deref(w.User), UserChoice: deref(w.UserChoice),
 		Account: w.Account, Readonly: w.Readonly, Workdir: w.Workdir,
 		EnvKeys: w.EnvKeys, Volumes: w.Volumes, Masks: w.Masks, Sources: w.Sources,
-		Warnings: w.Warnings, raw: doc,
+		Warnings: w.Warnings, Supervisor: w.Supervisor, raw: doc,
 	}
 	v.Image.Digest = deref(w.Image.Digest)
 	v.Image.ID = deref(w.Image.ID)

@@ -14,6 +14,14 @@ checkout (pip builds local directories in place), not from an sdist.
 Packagers who build libodek separately (the Nix package) set
 ``ODEK_PREBUILT_LIBODEK=/path/to/libodek.so``: that file is bundled instead
 and cargo is not run.
+
+The wheel also carries odek's supervisor, a static ``odek-supervisor``, as
+``odek/odek-supervisor`` beside ``libodek.so``, where libodek looks for it
+(docs/SANDBOXING.md, "The supervisor"): ``ODEK_SUPERVISOR_BIN`` names a
+built one (``cargo xtask`` sets it); otherwise cargo builds it
+(``-C target-feature=+crt-static``, release, into
+``$CARGO_TARGET_DIR/static``). A binary that is not a static executable
+fails the build.
 """
 
 from __future__ import annotations
@@ -38,6 +46,45 @@ import elfdeps  # noqa: E402
 
 LIB = "libodek.so"
 PREBUILT = os.environ.get("ODEK_PREBUILT_LIBODEK")
+SUPERVISOR = "odek-supervisor"
+
+
+def supervisor_binary() -> Path:
+    """The static supervisor to bundle: ``ODEK_SUPERVISOR_BIN``, or one cargo
+    builds now. Raises when it is not a static ELF executable."""
+    given = os.environ.get("ODEK_SUPERVISOR_BIN")
+    if given:
+        path = Path(given)
+    else:
+        import subprocess
+
+        host = next(
+            line.split(": ", 1)[1]
+            for line in subprocess.run(["rustc", "-vV"], check=True, capture_output=True, text=True).stdout.splitlines()
+            if line.startswith("host: ")
+        )
+        target = Path(os.environ.get("CARGO_TARGET_DIR") or HERE.parents[1] / "target") / "static"
+        env = dict(os.environ, RUSTFLAGS="-C target-feature=+crt-static", CARGO_TARGET_DIR=str(target))
+        subprocess.run(
+            ["cargo", "build", "--release", "-p", "odek-supervisor", "--bin", SUPERVISOR, "--target", host],
+            check=True,
+            cwd=HERE.parents[1],
+            env=env,
+        )
+        path = target / host / "release" / SUPERVISOR
+    if not elfdeps.is_static_executable(str(path)):
+        raise RuntimeError(f"odek wheel: {path} is not a static executable (build it with -C target-feature=+crt-static)")
+    return path
+
+
+class BuildPySupervisor(build_py):
+    """Bundles the static supervisor as ``odek/odek-supervisor``."""
+
+    def run(self) -> None:
+        super().run()
+        dest = Path(self.build_lib) / "odek" / SUPERVISOR
+        shutil.copyfile(supervisor_binary(), dest)
+        os.chmod(dest, 0o755)
 
 
 class BdistWheel(bdist_wheel):
@@ -60,7 +107,7 @@ cmdclass = {"bdist_wheel": BdistWheel}
 
 if PREBUILT:
 
-    class BuildPyPrebuilt(build_py):
+    class BuildPyPrebuilt(BuildPySupervisor):
         def run(self) -> None:
             super().run()
             dest = Path(self.build_lib) / "odek" / LIB
@@ -82,6 +129,7 @@ else:
             return os.path.join(os.path.dirname(path), LIB)
 
     cmdclass["build_rust"] = BuildRust
+    cmdclass["build_py"] = BuildPySupervisor
 
     def crate_types(manifest: Path) -> str:
         """ffi/Cargo.toml's ``crate-type`` list, comma-joined."""

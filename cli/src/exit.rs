@@ -48,7 +48,7 @@ pub const TABLE: &[Row] = &[
         status: "124",
         help: "124 after --timeout",
         short: "`--timeout` elapsed",
-        long: "`--timeout` elapsed: every process carrying the command's `ODEK_EXEC_ID` tag (the command and the descendants that kept it) is stopped, then killed with SIGKILL, and odek says \"was killed\" only once none is left ([SANDBOXING.md](SANDBOXING.md#timeouts-and-signals)); `run` then removes the sandbox",
+        long: "`--timeout` elapsed: the command is killed with its whole tree — through odek's supervisor its process group, session and descendants, confirmed from the kernel; without it every process carrying the command's `ODEK_EXEC_ID` tag (the command and the descendants that kept it), stopped, then killed with SIGKILL — and odek says \"was killed\" only once none is left ([SANDBOXING.md](SANDBOXING.md#timeouts-and-signals)); `run` then removes the sandbox",
     },
     Row {
         status: "125",

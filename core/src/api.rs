@@ -435,6 +435,10 @@ pub struct SandboxInfo<'a> {
     pub plan: &'a Plan,
     /// The settings the container was created with (null on the host).
     pub applied: &'a Option<crate::sandbox::Applied>,
+    /// Whether commands run through odek's supervisor, and if not why and
+    /// what then does not hold (docs/SANDBOXING.md, "The supervisor");
+    /// null on the host.
+    pub supervisor: &'a Option<crate::supervisor::SupervisorState>,
 }
 
 impl<'a> SandboxInfo<'a> {
@@ -449,6 +453,7 @@ impl<'a> SandboxInfo<'a> {
             warnings: &s.warnings,
             plan: &s.plan,
             applied: &s.applied,
+            supervisor: &s.supervisor,
         }
     }
 }
@@ -677,6 +682,7 @@ mod tests {
             timed_out: true,
             cancelled: false,
             killed: true,
+            supervised: false,
         };
         let capture = crate::exec::Capture::new(crate::exec::Keep::Head, 2);
         capture.write(crate::engine::StreamKind::Stdout, b"abc");

@@ -98,6 +98,11 @@ pub struct Environment {
     /// `HOME`), for a non-root numeric user.
     #[serde(default)]
     pub account: Option<crate::account::Account>,
+    /// Whether commands run through odek's supervisor, and if not why and
+    /// what then does not hold (docs/SANDBOXING.md, "The supervisor");
+    /// `None` on the host.
+    #[serde(default)]
+    pub supervisor: Option<crate::supervisor::SupervisorState>,
 }
 
 /// True when `peer` is listed among the services of a network: every
@@ -187,6 +192,7 @@ impl Client {
             cpus: plan.cpus.as_ref().map(|c| c.text.clone()),
             user: plan.user.clone(),
             account: plan.account.clone(),
+            supervisor: engine.map(|e| crate::supervisor::Supervision::state_for(plan, e.as_ref())),
         }
     }
 
@@ -219,6 +225,7 @@ impl Client {
             cpus: plan.cpus.as_ref().map(|c| c.text.clone()),
             user: plan.user.clone(),
             account: plan.account.clone(),
+            supervisor: None,
         };
         let Some(id) = &sandbox.container_id else {
             let (iso, reason) = match &sandbox.isolation {
@@ -269,6 +276,21 @@ impl Client {
             memory_bytes: Some(me.memory_bytes).filter(|m| *m > 0),
             cpus: live_cpus(plan, me.nano_cpus),
             user: Some(me.user.clone()).filter(|u| !u.is_empty()),
+            // The container's own shape says; the launch's reason when it
+            // has one.
+            supervisor: Some(if crate::hardening::supervised(&me) {
+                crate::supervisor::SupervisorState::on()
+            } else {
+                sandbox
+                    .supervisor
+                    .clone()
+                    .filter(|s| !s.on)
+                    .unwrap_or_else(|| {
+                        crate::supervisor::SupervisorState::off(
+                            "the sandbox was launched without it",
+                        )
+                    })
+            }),
             ..base
         };
         describe_container(engine.as_ref(), &me, base).await
@@ -547,6 +569,16 @@ pub fn render_prompt(env: &Environment) -> String {
     if !limits.is_empty() {
         s.push_str(&format!("- Limits: {}.\n", limits.join(", ")));
     }
+    if let Some(sup) = &env.supervisor {
+        s.push_str(&format!(
+            "- odek's supervisor: {}.\n",
+            if sup.on {
+                "on (commands, their timeouts and kills go through it)".to_string()
+            } else {
+                format!("{}; commands run through Docker's exec API", sup.shown())
+            }
+        ));
+    }
     if !env.networks.is_empty() || env.omitted_networks > 0 {
         s.push_str(
             "\nOther containers on the attached networks answer to the names below; use a name as the host name to reach them. \
@@ -631,6 +663,7 @@ mod tests {
             cpus: None,
             user: None,
             account: None,
+            supervisor: None,
         }
     }
 

@@ -335,6 +335,11 @@ impl Client {
             container_id: Some(info.id.clone()),
             isolation: Isolation::Container,
             warnings: plan.warnings.clone(),
+            supervisor: Some(if crate::hardening::supervised(&info) {
+                crate::supervisor::SupervisorState::on()
+            } else {
+                crate::supervisor::SupervisorState::off("the sandbox was launched without it")
+            }),
             plan,
             applied,
             // Found by name: its owner, if any, is another process.

@@ -158,6 +158,48 @@ enum Ready<'a> {
     Relay(&'a str),
 }
 
+/// What every attempt of one launch shares ([`Client::launch`]).
+#[derive(Clone, Copy)]
+struct Attempt<'a> {
+    engine: &'a dyn DockerApi,
+    plan: &'a Plan,
+    opts: &'a LaunchOptions,
+    reporter: &'a dyn Reporter,
+    secret: &'a crate::secret::Secret,
+    image_id: &'a str,
+    name: &'a str,
+    launch_id: &'a str,
+}
+
+/// How one attempt of a launch ended, short of a refusal.
+enum Started {
+    /// The sandbox is ready.
+    Ready(Box<Sandbox>),
+    /// Its supervisor did not start (why), and its container was removed.
+    NoSupervisor(String),
+}
+
+/// How the refusal of a sandbox whose supervisor did not start begins.
+const NO_SUPERVISOR_PREFIX: &str = "odek's supervisor did not start in the sandbox: ";
+
+/// Why the supervisor did not start, when `err` says that it did not
+/// ([`Fix::NoSupervisor`](crate::config::advice::Fix::NoSupervisor)).
+fn supervisor_failure(err: &Error) -> Option<String> {
+    match err {
+        Error::Rejected {
+            fix: Some(crate::config::advice::Fix::NoSupervisor),
+            message,
+            ..
+        } => Some(
+            message
+                .strip_prefix(NO_SUPERVISOR_PREFIX)
+                .unwrap_or(message)
+                .to_string(),
+        ),
+        _ => None,
+    }
+}
+
 /// What an owned sandbox's owner attached to before start.
 enum Attached {
     /// The idle process's stdin.
@@ -456,14 +498,81 @@ impl Client {
         // changes nothing (SPEC §6.1: stronger than "by digest").
         let mut spec = container_spec(plan, &name, &image_id, opts, &launch_id);
         spec.binds.extend(account_binds);
-        // odek's supervisor as the sandbox's process, when this
-        // host has one and the sandbox can use it.
-        let supervision =
-            crate::supervisor::Supervision::for_plan(plan, &engine.endpoint().address);
-        if let Some(s) = &supervision {
+        // odek's supervisor as the sandbox's process, when this host has
+        // one and the sandbox can use it; otherwise the exec API's path,
+        // said once per process.
+        let mut supervision = crate::supervisor::Supervision::for_plan(plan, engine.as_ref());
+        loop {
+            let state = match &supervision {
+                Ok(_) => crate::supervisor::SupervisorState::on(),
+                Err(why) => crate::supervisor::SupervisorState::off(why.clone()),
+            };
+            if let Some(w) = crate::supervisor::off_warning_once(&state) {
+                reporter.warning(&w);
+                warnings.push(w);
+            }
+            let attempt = Attempt {
+                engine: engine.as_ref(),
+                plan,
+                opts,
+                reporter,
+                secret: &secret,
+                image_id: &image_id,
+                name: &name,
+                launch_id: &launch_id,
+            };
+            match self
+                .create_and_start(
+                    &attempt,
+                    &spec,
+                    supervision.as_ref().ok(),
+                    state,
+                    &mut warnings,
+                )
+                .await?
+            {
+                Started::Ready(sandbox) => return Ok(*sandbox),
+                // The supervisor did not start in a container that is now
+                // removed: the same launch once more, through the exec
+                // API (a performance fallback, never a security one).
+                Started::NoSupervisor(why) => {
+                    supervision = Err(format!("it did not start in the sandbox: {why}"));
+                    tracing::warn!(sandbox = %name, "odek's supervisor did not start ({why}); launching again without it");
+                }
+            }
+        }
+    }
+
+    /// One create → start → verify of a launch, with `supervision` or
+    /// without ([`Client::launch`]): the sandbox, or
+    /// [`Started::NoSupervisor`] when its supervisor did not start (the
+    /// container removed), or the launch's refusal.
+    async fn create_and_start(
+        &self,
+        attempt: &Attempt<'_>,
+        spec: &ContainerSpec,
+        supervision: Option<&crate::supervisor::Supervision>,
+        state: crate::supervisor::SupervisorState,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Started> {
+        let Attempt {
+            engine,
+            plan,
+            opts,
+            reporter,
+            secret,
+            image_id,
+            name,
+            launch_id,
+        } = *attempt;
+        let endpoint = engine.endpoint().to_string();
+        let image_id = image_id.to_string();
+        let name = name.to_string();
+        let mut spec = spec.clone();
+        if let Some(s) = supervision {
             s.apply(&mut spec);
         }
-        labels::sign(&secret, &name, &mut spec.labels);
+        labels::sign(secret, &name, &mut spec.labels);
         if let Some(p) = &opts.progress {
             p.set(Stage::Creating);
         }
@@ -481,21 +590,20 @@ impl Client {
                     // The connection broke: one attempt tells whether it landed.
                     Duration::ZERO
                 };
-                let removal =
-                    match crate::inventory::reap(engine.as_ref(), &name, &launch_id, wait).await {
-                        Reaped::Removed => Removal::Removed,
-                        Reaped::NotOurs => Removal::NotOurs { name: name.clone() },
-                        Reaped::Absent => Removal::Absent {
-                            name: name.clone(),
-                            detached: opts.detached,
-                            waited: wait,
-                        },
-                        Reaped::Failed(why) => Removal::Left {
-                            name: name.clone(),
-                            detached: opts.detached,
-                            why: Some(why),
-                        },
-                    };
+                let removal = match crate::inventory::reap(engine, &name, launch_id, wait).await {
+                    Reaped::Removed => Removal::Removed,
+                    Reaped::NotOurs => Removal::NotOurs { name: name.clone() },
+                    Reaped::Absent => Removal::Absent {
+                        name: name.clone(),
+                        detached: opts.detached,
+                        waited: wait,
+                    },
+                    Reaped::Failed(why) => Removal::Left {
+                        name: name.clone(),
+                        detached: opts.detached,
+                        why: Some(why),
+                    },
+                };
                 return Err(Error::engine(&endpoint, Step::Create, e).with_removal(removal));
             }
             Err(e) => return Err(Error::engine(&endpoint, Step::Create, e)),
@@ -534,7 +642,7 @@ impl Client {
                     None => (None, None),
                 };
                 self.finish(
-                    engine.as_ref(),
+                    engine,
                     plan,
                     &created,
                     &image_id,
@@ -561,16 +669,17 @@ impl Client {
                     reporter.warning(&w);
                     warnings.push(w);
                 }
-                Ok(Sandbox {
+                Ok(Started::Ready(Box::new(Sandbox {
                     schema: SANDBOX_SCHEMA.into(),
                     name,
                     container_id: Some(created.id),
                     isolation: Isolation::Container,
                     plan: plan.clone(),
                     applied: Some(applied),
-                    warnings,
+                    warnings: std::mem::take(warnings),
+                    supervisor: Some(state),
                     owner: OwnerLink(owned.map(Arc::new)),
-                })
+                })))
             }
             Err(err) => {
                 let removed = engine.remove_container(&created.id).await.is_ok();
@@ -579,6 +688,9 @@ impl Client {
                 // is gone, so the refusal is said once it is.
                 if removed {
                     removed_exit(wait.take()).await;
+                }
+                if let (true, Some(why)) = (removed, supervisor_failure(&err)) {
+                    return Ok(Started::NoSupervisor(why));
                 }
                 Err(err.with_removal(if removed {
                     Removal::Removed
@@ -665,7 +777,7 @@ impl Client {
         let no_supervisor = |why: String| Error::Rejected {
             fix: Some(crate::config::advice::Fix::NoSupervisor),
             step: Step::Verify,
-            message: format!("odek's supervisor did not start in the sandbox: {why}"),
+            message: format!("{NO_SUPERVISOR_PREFIX}{why}"),
             removal: None,
         };
         let idle = async {

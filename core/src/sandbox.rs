@@ -54,6 +54,11 @@ pub struct Sandbox {
     pub applied: Option<Applied>,
     /// Every warning of resolve and launch.
     pub warnings: Vec<Warning>,
+    /// Whether commands run through odek's supervisor, and if not why
+    /// (docs/SANDBOXING.md, "The supervisor"). `None` on the host, and for
+    /// a sandbox found by name whose container could not be read.
+    #[serde(default)]
+    pub supervisor: Option<crate::supervisor::SupervisorState>,
     /// The launching process's attachment to the container's stdin, for an
     /// owned (not detached) sandbox: the engine removes the container once
     /// the last clone of this value is dropped, or this process dies
@@ -130,6 +135,7 @@ impl Sandbox {
             plan: plan.clone(),
             applied: None,
             warnings,
+            supervisor: None,
             owner: OwnerLink::default(),
         }
     }
@@ -147,7 +153,7 @@ impl Sandbox {
                     })
                     .collect();
                 format!(
-                    "odek: sandbox network={} pids={} image={} networks={} user={} endpoint={}",
+                    "odek: sandbox network={} pids={} image={} networks={} user={} endpoint={} supervisor={}",
                     a.network_summary,
                     a.pids_limit,
                     crate::text::shown(self.plan.image.reference.to_string()),
@@ -161,7 +167,10 @@ impl Sandbox {
                         "-".to_string()
                     } else {
                         crate::text::shown(&a.endpoint)
-                    }
+                    },
+                    self.supervisor
+                        .as_ref()
+                        .map_or_else(|| "-".to_string(), |s| s.shown())
                 )
             }
             (Isolation::Fallback(f), _) => format!(

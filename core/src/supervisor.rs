@@ -379,13 +379,153 @@ async fn read_frames(
     lock(&routes).clear();
 }
 
-/// The supervisor binary on this host: [`SUPERVISOR_ENV`] when set and not
-/// empty. `None` otherwise: sandboxes then run commands through the exec
-/// API.
-pub fn host_binary() -> Option<std::path::PathBuf> {
-    std::env::var_os(SUPERVISOR_ENV)
-        .filter(|v| !v.is_empty())
-        .map(std::path::PathBuf::from)
+/// The installed binary's file name, looked for beside odek
+/// ([`host_binary`]).
+pub const BINARY_NAME: &str = "odek-supervisor";
+
+/// The directory of the library odek runs in (libodek), set once by the C
+/// ABI when it loads; `None` in the CLI and `odek mcp`, which look beside
+/// their own executable.
+static LIBRARY_DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Tells the core where the library it is linked into lives (libodek's
+/// own file's directory): [`host_binary`] then looks for the supervisor
+/// there (`<dir>/odek-supervisor`, then `<dir>/../libexec/odek/odek-supervisor`)
+/// instead of beside the running executable (a Python or Go program's
+/// interpreter). Process-wide; the first call wins, later ones are
+/// ignored. Called once by the C ABI (`ffi/`) when it loads.
+pub fn set_library_dir(dir: std::path::PathBuf) {
+    let _ = LIBRARY_DIR.set(dir);
+}
+
+/// Where [`host_binary`] looks when [`SUPERVISOR_ENV`] is unset, in order:
+/// `<dir>/odek-supervisor` and `<dir>/../libexec/odek/odek-supervisor`,
+/// `<dir>` being the library's directory ([`set_library_dir`]) or else the
+/// running executable's.
+pub fn candidates() -> Vec<std::path::PathBuf> {
+    let dir = match LIBRARY_DIR.get() {
+        Some(d) => Some(d.clone()),
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(std::path::Path::to_path_buf)),
+    };
+    match dir {
+        Some(d) => vec![
+            d.join(BINARY_NAME),
+            d.join("../libexec/odek").join(BINARY_NAME),
+        ],
+        None => Vec::new(),
+    }
+}
+
+/// The supervisor binary on this host (docs/CONFIG.md, `ODEK_SUPERVISOR`):
+/// [`SUPERVISOR_ENV`] when set and not empty; set but empty turns the
+/// supervisor off; unset, the first of [`candidates`] that exists.
+///
+/// Errors: why there is none, for people ("turned off by
+/// ODEK_SUPERVISOR=", "no odek-supervisor beside …"). Sandboxes then run
+/// commands through the exec API.
+pub fn host_binary() -> Result<std::path::PathBuf, String> {
+    match std::env::var_os(SUPERVISOR_ENV) {
+        Some(v) if v.is_empty() => Err(format!("turned off by {SUPERVISOR_ENV}=")),
+        Some(v) => Ok(std::path::PathBuf::from(v)),
+        None => {
+            let looked = candidates();
+            looked
+                .iter()
+                .find(|p| p.symlink_metadata().is_ok())
+                .cloned()
+                .ok_or_else(|| {
+                    let shown: Vec<String> = looked.iter().map(crate::text::shown).collect();
+                    format!(
+                        "no {BINARY_NAME} installed (looked for {}; {SUPERVISOR_ENV} names another)",
+                        if shown.is_empty() {
+                            "odek's own directory, which is unknown".to_string()
+                        } else {
+                            shown.join(" and ")
+                        }
+                    )
+                })
+        }
+    }
+}
+
+/// Whether a sandbox has odek's supervisor, and if not why, with what then
+/// does not hold (docs/SANDBOXING.md, "The supervisor"). In the sandbox
+/// JSON, the environment (`odek.environment/1`) and the config view
+/// (`odek.config-view/1`) as `"supervisor": {"on": true, "reason": null,
+/// "not_held": []}`.
+#[derive(
+    Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct SupervisorState {
+    /// True when commands run through odek's supervisor.
+    pub on: bool,
+    /// Why it is off (`None` when on).
+    pub reason: Option<String>,
+    /// The guarantees that need the supervisor and so do not hold while it
+    /// is off ([`NOT_HELD_WITHOUT`]); empty when on.
+    pub not_held: Vec<String>,
+}
+
+/// What does not hold in a sandbox without odek's supervisor (the exec
+/// API's path): docs/SECURITY.md, "Known gaps".
+pub const NOT_HELD_WITHOUT: [&str; 2] = [
+    "owner link held from inside: a command can hold the idle process's stdin open or stop it, and the sandbox outlives its owner until gc",
+    "kill that trusts the image's shell: a timeout's kill runs the image's /bin/sh, which a root command can replace so that it reports processes killed that run on",
+];
+
+impl SupervisorState {
+    /// The supervisor is on.
+    pub fn on() -> SupervisorState {
+        SupervisorState {
+            on: true,
+            reason: None,
+            not_held: Vec::new(),
+        }
+    }
+
+    /// It is off for `reason`.
+    pub fn off(reason: impl Into<String>) -> SupervisorState {
+        SupervisorState {
+            on: false,
+            reason: Some(reason.into()),
+            not_held: NOT_HELD_WITHOUT.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// `on`, or `off (<reason>)` (the startup line's and config view's
+    /// words; the reason escaped, [`crate::text::foreign`]).
+    pub fn shown(&self) -> String {
+        match (&self.on, &self.reason) {
+            (true, _) => "on".into(),
+            (false, Some(r)) => format!("off ({})", crate::text::foreign(r)),
+            (false, None) => "off".into(),
+        }
+    }
+}
+
+/// Set once this process said that its sandboxes run without the
+/// supervisor.
+static SAID_OFF: AtomicBool = AtomicBool::new(false);
+
+/// The once-per-process warning that sandboxes run without the supervisor
+/// (`None` after the first call): the exec API's path, a performance
+/// fallback, with what then does not hold. Also logged (tracing, warn).
+pub(crate) fn off_warning_once(state: &SupervisorState) -> Option<crate::warning::Warning> {
+    if state.on || SAID_OFF.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    let text = format!(
+        "odek's supervisor is {}: commands run through Docker's exec API (slower), and these do not hold: {}",
+        state.shown(),
+        state.not_held.join("; ")
+    );
+    tracing::warn!("{text}");
+    Some(crate::warning::Warning::new(
+        crate::warning::WarningKind::SupervisorOff,
+        text,
+    ))
 }
 
 /// A launch's supervisor: odek's private copy of the host binary, whose
@@ -403,43 +543,42 @@ pub struct Supervision {
 }
 
 impl Supervision {
-    /// The supervisor for `plan`'s sandbox, or `None` when it runs without
-    /// one (commands through the exec API, as before): no binary named
-    /// ([`host_binary`]) or one that is not a static executable, an
-    /// engine that cannot see this host's files (not a Unix socket), a
-    /// plan without a numeric user, or one with the supervisor's own uid.
-    /// The binary is read once, through one descriptor, and copied into
-    /// `$ODEK_HOME` (private to the operator): what the engine mounts is
-    /// that copy, never the path named later again.
+    /// The supervisor for `plan`'s sandbox on the engine at `address`.
+    /// The binary ([`host_binary`]) is read once, through one descriptor,
+    /// checked to be a static executable and copied into `$ODEK_HOME`
+    /// (private to the operator): what the engine mounts is that copy,
+    /// never the path named later again.
+    ///
+    /// Errors: why the sandbox runs without one (commands through the exec
+    /// API, as before), for people: no binary or one turned off
+    /// ([`host_binary`]), one that cannot be read or is not a static
+    /// executable, or cannot be copied; an engine that cannot see this
+    /// host's files (not a Unix socket); a plan without a numeric user, or
+    /// with the supervisor's own uid.
     pub fn for_plan(
         plan: &crate::plan::Plan,
-        address: &crate::engine::Address,
-    ) -> Option<Supervision> {
-        if !matches!(address, crate::engine::Address::Unix { .. }) {
-            return None;
-        }
-        let (uid, gid) = command_ids(plan)?;
-        if uid == SUPERVISOR_UID || gid == SUPERVISOR_UID {
-            return None;
-        }
-        let binary = host_binary()?;
-        let off = |why: String| -> Option<Supervision> {
-            tracing::warn!(
-                "{}: {why}; sandboxes run without odek's supervisor",
-                crate::text::shown(&binary)
-            );
-            None
-        };
-        let bytes = match read_binary(&binary) {
-            Ok(b) => b,
-            Err(e) => return off(format!("cannot be read ({e})")),
-        };
-        if !is_static_elf(&bytes) {
-            return off("not a static executable".into());
-        }
+        engine: &dyn crate::engine::DockerApi,
+    ) -> Result<Supervision, String> {
+        let (binary, bytes, uid, gid) = usable(plan, engine)?;
         match private_copy(&bytes, &plan.odek_home) {
-            Ok(dir) => Some(Supervision { dir, uid, gid }),
-            Err(e) => off(format!("cannot be copied into ODEK_HOME ({e})")),
+            Ok(dir) => Ok(Supervision { dir, uid, gid }),
+            Err(e) => Err(format!(
+                "{} cannot be copied into ODEK_HOME ({e})",
+                crate::text::shown(&binary)
+            )),
+        }
+    }
+
+    /// Whether a launch of `plan` on `engine` would have the supervisor
+    /// ([`Supervision::for_plan`] without the copy): for `odek config
+    /// view` and the environment's forecast.
+    pub fn state_for(
+        plan: &crate::plan::Plan,
+        engine: &dyn crate::engine::DockerApi,
+    ) -> SupervisorState {
+        match usable(plan, engine) {
+            Ok(_) => SupervisorState::on(),
+            Err(why) => SupervisorState::off(why),
         }
     }
 
@@ -493,6 +632,47 @@ impl Supervision {
             timeout_ms: timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         }
     }
+}
+
+/// The binary's path and bytes and the commands' uid and gid when `plan`
+/// on `engine` can have the supervisor; why not otherwise.
+fn usable(
+    plan: &crate::plan::Plan,
+    engine: &dyn crate::engine::DockerApi,
+) -> Result<(std::path::PathBuf, Vec<u8>, u32, u32), String> {
+    if let Some(why) = engine.no_supervisor() {
+        return Err(why.into());
+    }
+    if !matches!(
+        engine.endpoint().address,
+        crate::engine::Address::Unix { .. }
+    ) {
+        return Err(
+            "the engine is not reached by a local Unix socket, so it cannot mount this host's binary"
+                .into(),
+        );
+    }
+    let Some((uid, gid)) = command_ids(plan) else {
+        return Err(format!(
+            "the sandbox user {} is not numeric (the supervisor starts commands by uid and gid)",
+            crate::text::shown(plan.user.as_deref().unwrap_or("(the image's own)"))
+        ));
+    };
+    if uid == SUPERVISOR_UID || gid == SUPERVISOR_UID {
+        return Err(format!(
+            "the sandbox user is uid or gid {SUPERVISOR_UID}, the supervisor's own"
+        ));
+    }
+    let binary = host_binary()?;
+    let bytes = read_binary(&binary)
+        .map_err(|e| format!("{} cannot be read ({e})", crate::text::shown(&binary)))?;
+    if !is_static_elf(&bytes) {
+        return Err(format!(
+            "{} is not a static executable",
+            crate::text::shown(&binary)
+        ));
+    }
+    Ok((binary, bytes, uid, gid))
 }
 
 /// The uid and gid `plan`'s commands run as: its account's, or its user
@@ -617,6 +797,42 @@ mod tests {
             }
         }
         assert!(is_static_elf(&patched));
+    }
+
+    #[test]
+    fn the_library_directory_decides_where_the_binary_is_looked_for() {
+        set_library_dir("/opt/odek/lib".into());
+        // The first call wins.
+        set_library_dir("/elsewhere".into());
+        assert_eq!(
+            candidates(),
+            vec![
+                std::path::PathBuf::from("/opt/odek/lib/odek-supervisor"),
+                std::path::PathBuf::from("/opt/odek/lib/../libexec/odek/odek-supervisor"),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_off_state_names_its_reason_and_what_does_not_hold() {
+        let off = SupervisorState::off("turned off by ODEK_SUPERVISOR=");
+        assert_eq!(off.shown(), "off (turned off by ODEK_SUPERVISOR=)");
+        assert_eq!(off.not_held.len(), NOT_HELD_WITHOUT.len());
+        assert!(off.not_held[0].starts_with("owner link held from inside"));
+        assert!(off.not_held[1].starts_with("kill that trusts the image's shell"));
+        let on = SupervisorState::on();
+        assert_eq!(on.shown(), "on");
+        assert!(on.not_held.is_empty());
+        assert_eq!(
+            serde_json::to_value(&on).expect("json"),
+            serde_json::json!({"on": true, "reason": null, "not_held": []})
+        );
+        // Said once per process, and never for "on".
+        assert!(off_warning_once(&on).is_none());
+        let first = off_warning_once(&off).expect("the first time");
+        assert_eq!(first.kind, crate::warning::WarningKind::SupervisorOff);
+        assert!(first.message.contains("owner link held from inside"));
+        assert!(off_warning_once(&off).is_none());
     }
 
     #[test]

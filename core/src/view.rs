@@ -126,6 +126,11 @@ pub struct ConfigView {
     /// Project settings that take effect only once approved (SPEC §7):
     /// config keys, empty when nothing waits for approval.
     pub pending_approval: Vec<String>,
+    /// Whether a sandbox launched now would have odek's supervisor, and if
+    /// not why and what then does not hold (docs/SANDBOXING.md, "The
+    /// supervisor"); `None` without a container or an engine.
+    #[serde(default)]
+    pub supervisor: Option<crate::supervisor::SupervisorState>,
 }
 
 impl Client {
@@ -168,6 +173,12 @@ impl Client {
                 );
             }
         }
+        let supervisor = match (&plan.isolation, self.engine()) {
+            (Isolation::Container, Ok(e)) => {
+                Some(crate::supervisor::Supervision::state_for(plan, e.as_ref()))
+            }
+            _ => None,
+        };
         let (isolation, fallback_reason) = match &plan.isolation {
             Isolation::Container => ("container", None),
             Isolation::Fallback(f) => ("fallback", Some(f.reason.clone())),
@@ -217,6 +228,7 @@ impl Client {
                 .filter(|a| a.standing().is_none())
                 .map(|a| a.knobs.clone())
                 .unwrap_or_default(),
+            supervisor,
         }
     }
 }
@@ -281,6 +293,19 @@ impl ConfigView {
             );
             if let Some(o) = &self.endpoint_owner {
                 line("  owner", o.clone(), "of the socket".into());
+            }
+        }
+        if let Some(sup) = &self.supervisor {
+            line(
+                "supervisor",
+                sup.shown(),
+                match std::env::var_os(crate::config::SUPERVISOR_ENV) {
+                    Some(_) => crate::config::SUPERVISOR_ENV.to_string(),
+                    None => "installed beside odek".into(),
+                },
+            );
+            for gap in &sup.not_held {
+                line("  not held", gap.clone(), "without the supervisor".into());
             }
         }
         let mut img = self.image.reference.clone();

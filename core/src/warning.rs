@@ -35,6 +35,10 @@ pub enum WarningKind {
     /// effective uid or root, or lies where another user can replace it:
     /// that user's daemon receives the sandbox and its environment (SPEC §6.2).
     DockerSocketNotYours,
+    /// Sandboxes run without odek's supervisor (docs/SANDBOXING.md, "The
+    /// supervisor"): commands go through the exec API, and the guarantees
+    /// that need the supervisor do not hold. Said once per process.
+    SupervisorOff,
     /// Anything else worth telling.
     Other,
 }

@@ -87,7 +87,7 @@ async fn launch_applies_the_hardening_defaults() {
         sb.startup_line(),
         "odek: sandbox network=none pids=4096 image=odek-test/base:1 networks=-".to_string()
             + &default_user_field()
-            + " endpoint=unix:///fake/docker.sock"
+            + " endpoint=unix:///fake/docker.sock supervisor=off (the in-memory test engine runs no supervisor)"
     );
 }
 
@@ -187,7 +187,7 @@ async fn attached_networks_only_first_is_network_mode_and_rest_connected() {
         sb.startup_line(),
         "odek: sandbox network=attached pids=4096 image=odek-test/base:1 networks=shop_backend,shop_default".to_string()
             + &default_user_field()
-            + " endpoint=unix:///fake/docker.sock"
+            + " endpoint=unix:///fake/docker.sock supervisor=off (the in-memory test engine runs no supervisor)"
     );
     assert!(
         sb.applied.as_ref().expect("applied").internet,

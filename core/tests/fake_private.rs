@@ -203,7 +203,8 @@ async fn a_named_docker_socket_another_user_owns_is_warned_of_in_the_plan_and_th
     );
     let sb = s.launch(&plan).await.expect("launch");
     assert!(
-        sb.startup_line().ends_with(&format!(" endpoint={uri}")),
+        sb.startup_line()
+            .contains(&format!(" endpoint={uri} supervisor=")),
         "{}",
         sb.startup_line()
     );

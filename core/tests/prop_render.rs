@@ -143,6 +143,7 @@ fn environments() -> impl Strategy<Value = (Environment, Environment, Vec<String
                     cpus: Some("0.5".into()),
                     user: None,
                     account: None,
+                    supervisor: None,
                 };
                 let placeholder = Environment {
                     networks: placeholders,
@@ -315,6 +316,7 @@ fn nonces_are_unique_over_ten_thousand_renders() {
         cpus: None,
         user: None,
         account: None,
+        supervisor: None,
     };
     let mut seen = HashSet::new();
     for _ in 0..10_000 {

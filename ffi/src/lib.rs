@@ -23,6 +23,7 @@ mod boundary;
 mod error;
 mod fork;
 mod handles;
+mod locate;
 
 pub use error::odek_code_t::*;
 pub use error::*;
@@ -132,6 +133,7 @@ pub unsafe extern "C" fn odek_client_new(
 ) -> *mut odek_error_t {
     guard_state(|| {
         out_arg(out, "out")?;
+        locate::tell_core();
         // SAFETY: per the function contract.
         let opts: api::ClientOptions = unsafe { json_arg(options_json, "options_json")? };
         let odek = match (opts.engine().map_err(invalid)?, &opts.docker_host) {

@@ -534,6 +534,7 @@ mod tests {
             timed_out: false,
             cancelled: false,
             killed: false,
+            supervised: false,
         };
         let r = ExecResult {
             sandbox_id: "sbx-1".into(),

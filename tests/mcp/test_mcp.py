@@ -67,7 +67,9 @@ class Project:
         self.home.mkdir()
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ODEK_")}
+        # ODEK_SUPERVISOR stays: `cargo xtask` points it at the static
+        # supervisor, so the server runs supervised sandboxes as installed.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ODEK_") or k == "ODEK_SUPERVISOR"}
         env["ODEK_HOME"] = str(self.home)
         env.update(extra)
         return env

@@ -169,15 +169,17 @@ pub(crate) fn dist(prefix: &Path, with_wheel: bool) -> R {
     let rel = target_dir().join("release");
     no_test_exports(&rel.join("libodek.so"), &rel.join("libodek.a"))?;
     copy(&rel.join("odek"), &prefix.join("bin/odek"), 0o755)?;
-    // The supervisor, opt-in: ODEK_SUPERVISOR names it.
+    // The supervisor where the installed odek finds it
+    // (`<bin>/../libexec/odek/odek-supervisor`); the wheel carries the same
+    // binary beside its libodek.so (bindings/python/setup.py reads
+    // ODEK_SUPERVISOR_BIN).
     crate::supervisor()?;
-    if let Some(sup) = std::env::var_os("ODEK_SUPERVISOR_BIN") {
-        copy(
-            Path::new(&sup),
-            &prefix.join("libexec/odek/odek-supervisor"),
-            0o755,
-        )?;
-    }
+    let sup = std::env::var_os("ODEK_SUPERVISOR_BIN").ok_or("no static odek-supervisor built")?;
+    copy(
+        Path::new(&sup),
+        &prefix.join("libexec/odek/odek-supervisor"),
+        0o755,
+    )?;
     copy(
         &rel.join("libodek.so"),
         &prefix.join("lib/libodek.so"),
@@ -303,7 +305,12 @@ fn check_wheel(wheel: &Path, prefix: &Path, tmp: &Path) -> R {
         .args(["-m", "zipfile", "-e"])
         .arg(wheel)
         .arg(&unpacked))?;
-    for f in ["odek/__init__.py", "odek/py.typed", "odek/libodek.so"] {
+    for f in [
+        "odek/__init__.py",
+        "odek/py.typed",
+        "odek/libodek.so",
+        "odek/odek-supervisor",
+    ] {
         if !unpacked.join(f).is_file() {
             return Err(format!("{name} lacks {f}"));
         }
@@ -323,6 +330,20 @@ fn check_wheel(wheel: &Path, prefix: &Path, tmp: &Path) -> R {
     if a != b {
         return Err(format!(
             "{name}'s libodek.so differs from {}/lib/libodek.so: not one release build",
+            prefix.display()
+        ));
+    }
+    // The supervisor beside libodek.so, where libodek looks for it: the
+    // static binary the prefix installs.
+    let sup = unpacked.join("odek/odek-supervisor");
+    let a = io(&sup, std::fs::read(&sup))?;
+    let b = io(
+        prefix,
+        std::fs::read(prefix.join("libexec/odek/odek-supervisor")),
+    )?;
+    if a != b {
+        return Err(format!(
+            "{name}'s odek-supervisor differs from {}/libexec/odek/odek-supervisor",
             prefix.display()
         ));
     }
@@ -371,6 +392,7 @@ fn python_wheel(wheel: &Path, tmp: &Path) -> R {
          assert 'site-packages' in pkg.parts, pkg\n\
          assert lib == pkg / 'libodek.so', (lib, pkg)\n\
          assert (pkg / 'py.typed').is_file()\n\
+         assert (pkg / 'odek-supervisor').is_file()\n\
          print('odek', odek.version(), 'from', lib)",
     ]))?;
     // Typed (py.typed): the installed package passes mypy --strict.
@@ -392,7 +414,9 @@ fn python_wheel(wheel: &Path, tmp: &Path) -> R {
         .arg("--rootdir")
         .arg(&tests)
         .arg(&tests)
-        .env("ODEK_TEST_REPO", root()))
+        .env("ODEK_TEST_REPO", root())
+        // The installed library finds the supervisor beside itself.
+        .env_remove("ODEK_SUPERVISOR"))
 }
 
 /// README's fresh-clone recipe: `pip install ./bindings/python` in a venv.

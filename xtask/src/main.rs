@@ -234,11 +234,19 @@ fn docker_up() -> R {
 
 /// Builds the static `odek-supervisor` into `target/static` and
 /// points `ODEK_SUPERVISOR_BIN` at it for every later step (the
-/// supervisor's own tests and the e2e tests of supervised sandboxes),
-/// unless the caller set it already. The supervisor is opt-in
-/// (`ODEK_SUPERVISOR`), so the rest of the suite runs without it.
+/// supervisor's own tests), unless the caller set it already; and
+/// `ODEK_SUPERVISOR` too, unless the caller set it (empty: off), so that
+/// every odek the suites run — the CLI, `odek mcp`, libodek under Python,
+/// Go and C — has the supervisor, as an installed odek does. The harness
+/// names the binary rather than relying on discovery beside
+/// `target/debug/odek`: there cargo's own (dynamic) build of
+/// `odek-supervisor` lies, which discovery rightly refuses.
 pub(crate) fn supervisor() -> R {
-    if std::env::var_os("ODEK_SUPERVISOR_BIN").is_some() {
+    if let Some(bin) = std::env::var_os("ODEK_SUPERVISOR_BIN") {
+        if std::env::var_os("ODEK_SUPERVISOR").is_none() {
+            // Single-threaded here: no other thread reads the environment.
+            std::env::set_var("ODEK_SUPERVISOR", bin);
+        }
         return Ok(());
     }
     let host = Command::new("rustc")
@@ -267,6 +275,9 @@ pub(crate) fn supervisor() -> R {
     let bin = target.join(&host).join("release/odek-supervisor");
     // Single-threaded here: no other thread reads the environment.
     std::env::set_var("ODEK_SUPERVISOR_BIN", &bin);
+    if std::env::var_os("ODEK_SUPERVISOR").is_none() {
+        std::env::set_var("ODEK_SUPERVISOR", &bin);
+    }
     Ok(())
 }
 
@@ -278,6 +289,7 @@ fn images() -> R {
 
 fn demo() -> R {
     images()?;
+    supervisor()?;
     sh(cargo().args(["build", "--quiet", "-p", "odek-cli"]))?;
     sh(Command::new("bash").args(["tests/fixtures/compose/up.sh", "shop"]))?;
     let workdir = target_dir().join("demo-project");
@@ -442,6 +454,7 @@ fn e2e() -> R {
 
 fn script(path: &str) -> R {
     images()?;
+    supervisor()?;
     sh(Command::new("bash").arg(path))
 }
 

@@ -120,6 +120,33 @@ def read(path: str) -> ElfDeps:
     return ElfDeps(arch=arch, needed=needed, versions=versions)
 
 
+PT_INTERP = 3
+
+
+def is_static_executable(path: str) -> bool:
+    """True for a 64-bit little-endian ELF executable without a ``PT_INTERP``
+    program header (no dynamic loader: it runs unchanged on glibc, musl and
+    busybox images) — the check odek's core makes before it mounts the
+    supervisor (``is_static_elf``)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return False
+    e_type, = struct.unpack_from("<H", data, 16)
+    e_phoff, = struct.unpack_from("<Q", data, 32)
+    e_phentsize, e_phnum = struct.unpack_from("<HH", data, 54)
+    if e_type not in (2, 3) or e_phentsize < 4:
+        return False
+    for i in range(e_phnum):
+        at = e_phoff + i * e_phentsize
+        if at + 4 > len(data):
+            return False
+        p_type, = struct.unpack_from("<I", data, at)
+        if p_type == PT_INTERP:
+            return False
+    return True
+
+
 def main(argv: List[str]) -> int:
     for p in argv[1:]:
         d = read(p)

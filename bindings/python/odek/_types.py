@@ -194,6 +194,15 @@ class ApprovalDoc(TypedDict):
     via: str
 
 
+class SupervisorDoc(TypedDict):
+    """Whether commands run through odek's supervisor; when not, why and
+    which guarantees then do not hold (docs/SANDBOXING.md, "The supervisor")."""
+
+    on: bool
+    reason: Optional[str]
+    not_held: List[str]
+
+
 class SandboxInfoDoc(TypedDict):
     """``odek.sandbox-info/1``."""
 
@@ -205,6 +214,7 @@ class SandboxInfoDoc(TypedDict):
     warnings: List[WarningDoc]
     plan: PlanDoc
     applied: Optional[Dict[str, Any]]
+    supervisor: Optional[SupervisorDoc]
 
 
 class WorkspaceDoc(TypedDict):
@@ -246,6 +256,7 @@ class EnvironmentDoc(TypedDict):
     cpus: Optional[str]
     user: Optional[str]
     account: Optional[AccountDoc]
+    supervisor: Optional[SupervisorDoc]
 
 
 class ExecResultDoc(TypedDict):
@@ -316,6 +327,7 @@ class ConfigViewDoc(TypedDict):
     sources: Dict[str, Dict[str, Any]]
     warnings: List[WarningDoc]
     pending_approval: List[str]
+    supervisor: Optional[SupervisorDoc]
 
 
 #: Each wire document and where its schema is: (file in ffi/schema, name in
@@ -333,6 +345,7 @@ WIRE_DOCUMENTS: Dict[type, Tuple[str, Optional[str]]] = {
     ApprovalDoc: ("approval.json", None),
     SandboxInfoDoc: ("sandbox-info.json", None),
     EnvironmentDoc: ("environment.json", None),
+    SupervisorDoc: ("environment.json", "SupervisorState"),
     WorkspaceDoc: ("environment.json", "Workspace"),
     EnvNetworkDoc: ("environment.json", "EnvNetwork"),
     PeerDoc: ("environment.json", "Peer"),

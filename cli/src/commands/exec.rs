@@ -116,7 +116,8 @@ pub(super) async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitC
         Ok((name, o)) if o.cancelled => {
             if o.killed {
                 errln!(
-                    "odek: interrupted; the command was killed (every process carrying its ODEK_EXEC_ID tag, and their children); sandbox {name} keeps running"
+                    "odek: interrupted; the command was killed ({}); sandbox {name} keeps running",
+                    killed_what(&o)
                 );
             } else {
                 errln!("odek: interrupted; the command could not be killed (see above); `odek sandbox down {name}` stops it");
@@ -125,7 +126,10 @@ pub(super) async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitC
         }
         Ok((name, o)) => {
             if o.timed_out && o.killed {
-                errln!("odek: the command did not finish within the timeout and was killed (every process carrying its ODEK_EXEC_ID tag, and their children)");
+                errln!(
+                    "odek: the command did not finish within the timeout and was killed ({})",
+                    killed_what(&o)
+                );
             } else if o.timed_out {
                 errln!("odek: the command did not finish within the timeout and could not be killed (see above); `odek sandbox down {name}` stops it");
             }
@@ -138,5 +142,20 @@ pub(super) async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitC
                 None => ExitCode::from(EXIT_REFUSED),
             }
         }
+    }
+}
+
+/// What a confirmed kill of `o`'s command reached, by the path it ran:
+/// the supervisor kills the command's process group, session and
+/// descendants and confirms from the kernel; the exec API's kill finds
+/// every process carrying the command's `ODEK_EXEC_ID` tag.
+fn killed_what(o: &odek_core::ExecOutcome) -> String {
+    if o.supervised {
+        "its process group, session and descendants; odek's supervisor saw none left".into()
+    } else {
+        format!(
+            "every process carrying its {} tag, and their children",
+            odek_core::exec::EXEC_TAG_ENV
+        )
     }
 }

@@ -639,6 +639,10 @@ fn not_found(op: Op, what: &str) -> EngineError {
 
 #[async_trait]
 impl DockerApi for FakeEngine {
+    fn no_supervisor(&self) -> Option<&'static str> {
+        Some("the in-memory test engine runs no supervisor")
+    }
+
     fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }

@@ -53,6 +53,10 @@ impl DockerApi for Foreign {
         self.0.endpoint()
     }
 
+    fn no_supervisor(&self) -> Option<&'static str> {
+        self.0.no_supervisor()
+    }
+
     async fn version(&self) -> Result<EngineInfo, EngineError> {
         safe(self.0.version().await)
     }

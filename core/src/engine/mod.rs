@@ -695,6 +695,14 @@ pub trait DockerApi: Send + Sync {
     /// Where this engine is reached (for messages and verbose output).
     fn endpoint(&self) -> &Endpoint;
 
+    /// Why this engine cannot run odek's supervisor in its sandboxes, when
+    /// it cannot for a reason of its own (the in-memory engine runs no
+    /// process); `None` by default, the engine's address then decides
+    /// ([`crate::supervisor::Supervision::for_plan`]).
+    fn no_supervisor(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Pings the daemon and negotiates the API version (SPEC §6.2).
     async fn version(&self) -> Result<EngineInfo, EngineError>;
 

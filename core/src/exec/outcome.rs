@@ -26,6 +26,13 @@ pub struct ExecOutcome {
     /// False when the command ended by itself.
     #[serde(default)]
     pub killed: bool,
+    /// True when the command ran through odek's supervisor (its timeout or
+    /// cancel kills its process group and tree, confirmed from the kernel);
+    /// false through the exec API (the kill finds the processes carrying
+    /// the command's [`EXEC_TAG_ENV`](crate::exec::EXEC_TAG_ENV) tag) or on
+    /// the host.
+    #[serde(default)]
+    pub supervised: bool,
 }
 
 impl ExecOutcome {
@@ -35,6 +42,15 @@ impl ExecOutcome {
             timed_out: false,
             cancelled: false,
             killed: false,
+            supervised: false,
+        }
+    }
+
+    /// The same outcome, marked as the supervisor's.
+    pub(crate) fn through_supervisor(self) -> ExecOutcome {
+        ExecOutcome {
+            supervised: true,
+            ..self
         }
     }
 
@@ -104,5 +120,6 @@ pub(crate) fn cut_outcome(cut: Cut, killed: bool) -> ExecOutcome {
         timed_out: matches!(cut, Cut::Timeout),
         cancelled: matches!(cut, Cut::Cancelled),
         killed,
+        supervised: false,
     }
 }

@@ -109,7 +109,7 @@ pub(crate) async fn exec(
                         })
                     }
                 };
-                return Ok(ExecOutcome::exited(code));
+                return Ok(ExecOutcome::exited(code).through_supervisor());
             };
             if !e.killed || !e.escaped.is_empty() {
                 let why = if e.killed {
@@ -126,12 +126,12 @@ pub(crate) async fn exec(
                 );
                 output(StreamKind::Stderr, note.as_bytes());
             }
-            Ok(cut_outcome(cut, e.killed && e.escaped.is_empty()))
+            Ok(cut_outcome(cut, e.killed && e.escaped.is_empty()).through_supervisor())
         }
         Ended::Failed(why) => {
             let note = format!("odek: {}\n", crate::text::foreign(&why));
             output(StreamKind::Stderr, note.as_bytes());
-            Ok(ExecOutcome::exited(127))
+            Ok(ExecOutcome::exited(127).through_supervisor())
         }
         Ended::Lost if !running => Err(crate::Error::SandboxStopped {
             fix: None,

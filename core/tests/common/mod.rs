@@ -513,6 +513,10 @@ impl DockerApi for Spy {
         self.fake.endpoint()
     }
 
+    fn no_supervisor(&self) -> Option<&'static str> {
+        self.fake.no_supervisor()
+    }
+
     async fn version(&self) -> Result<EngineInfo, EngineError> {
         let over = self.version_override.lock().expect("lock").clone();
         if let Some(info) = over {

@@ -85,6 +85,14 @@ fn assert_fresh(bin: &Path) {
     });
 }
 
+/// What the suite's odek gets as `ODEK_SUPERVISOR`: the caller's value
+/// when set (empty: off), else `ODEK_SUPERVISOR_BIN` (the static binary
+/// `cargo xtask` builds), else nothing (odek then looks beside itself,
+/// where cargo's dynamic build lies, and says the supervisor is off).
+pub fn supervisor_env() -> Option<std::ffi::OsString> {
+    std::env::var_os("ODEK_SUPERVISOR").or_else(|| std::env::var_os("ODEK_SUPERVISOR_BIN"))
+}
+
 /// Runs a command, returning its output; panics when it cannot start.
 pub fn run(cmd: &mut Command) -> Output {
     cmd.output()
@@ -159,6 +167,9 @@ pub struct Project {
     pub home: tempfile::TempDir,
     /// Who runs odek here; `None`: the suite's own identity.
     pub operator: Option<Operator>,
+    /// Every odek of this project runs with `ODEK_SUPERVISOR=` (empty):
+    /// sandboxes through the exec API ([`Project::exec_api`]).
+    pub exec_api: bool,
 }
 
 impl Project {
@@ -197,7 +208,16 @@ impl Project {
                 .expect("tempdir"),
             home,
             operator,
+            exec_api: false,
         }
+    }
+
+    /// The same project with the supervisor turned off (`ODEK_SUPERVISOR=`):
+    /// for the tests of the exec API's path (the fallback, which must stay
+    /// covered while the supervisor is the default).
+    pub fn exec_api(mut self) -> Project {
+        self.exec_api = true;
+        self
     }
 
     /// The project directory (canonical).
@@ -205,9 +225,10 @@ impl Project {
         self.dir.path().canonicalize().expect("canonical tempdir")
     }
 
-    /// `odek -C <dir> <args>` with a clean `ODEK_*` environment (but for
-    /// `ODEK_SUPERVISOR`, which `cargo xtask` points at the static
-    /// supervisor so that the suite runs supervised sandboxes).
+    /// `odek -C <dir> <args>` with a clean `ODEK_*` environment but for
+    /// `ODEK_SUPERVISOR` ([`supervisor_env`]): the suite runs supervised
+    /// sandboxes, as users do. A test of the exec API's path sets
+    /// `ODEK_SUPERVISOR=` (empty) on the command.
     pub fn odek(&self, args: &[&str]) -> Command {
         let mut c = Command::new(odek_bin());
         c.current_dir(self.path())
@@ -221,6 +242,15 @@ impl Project {
             {
                 c.env_remove(&k);
             }
+        }
+        match supervisor_env() {
+            _ if self.exec_api => {
+                c.env("ODEK_SUPERVISOR", "");
+            }
+            Some(sup) => {
+                c.env("ODEK_SUPERVISOR", sup);
+            }
+            None => {}
         }
         match self.operator {
             Some(op) => op.command(c),

@@ -186,7 +186,7 @@ impl Operator {
                 None => c.env_remove(k),
             };
         }
-        if let Some(sup) = std::env::var_os("ODEK_SUPERVISOR").filter(|s| !s.is_empty()) {
+        if let Some(sup) = crate::supervisor_env().filter(|s| !s.is_empty()) {
             if !cmd.get_envs().any(|(k, _)| k == "ODEK_SUPERVISOR") {
                 c.env("ODEK_SUPERVISOR", reachable(Path::new(&sup)));
             }

@@ -292,6 +292,9 @@ fn odek_without_the_default_socket(
         .env("ODEK_HOME", p.home.path())
         .env("XDG_RUNTIME_DIR", xdg)
         .current_dir(p.path());
+    if let Some(sup) = odek_e2e::supervisor_env() {
+        c.env("ODEK_SUPERVISOR", sup);
+    }
     if let Some(h) = docker_host {
         c.env("DOCKER_HOST", h);
     }
@@ -390,7 +393,10 @@ fn a_default_socket_another_user_owns_is_not_used() {
     assert_eq!(out.status.code(), Some(0), "{e}");
     let line = startup_line(&out).unwrap_or_else(|| panic!("no startup line:\n{e}"));
     assert!(
-        line.ends_with(&format!(" endpoint=unix://{}", theirs.display())),
+        line.contains(&format!(
+            " endpoint=unix://{} supervisor=",
+            theirs.display()
+        )),
         "{line}"
     );
     assert!(accepted.load(Ordering::SeqCst) > 0, "{e}");
@@ -430,7 +436,10 @@ fn a_docker_host_to_another_users_socket_is_used_naming_its_owner() {
     );
     assert!(e.lines().any(|l| l == warning), "no {warning:?} in:\n{e}");
     let line = startup_line(&out).unwrap_or_else(|| panic!("no startup line:\n{e}"));
-    assert!(line.ends_with(&format!(" endpoint={host}")), "{line}");
+    assert!(
+        line.contains(&format!(" endpoint={host} supervisor=")),
+        "{line}"
+    );
     assert!(accepted.load(Ordering::SeqCst) > 0, "{e}");
     assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
     // The config view names the owner too.

@@ -21,7 +21,17 @@ impl Detached {
     }
 
     fn up_on(image: &str) -> Detached {
-        let p = Project::new();
+        Detached::up_in(Project::new(), image)
+    }
+
+    /// A sandbox without odek's supervisor (`ODEK_SUPERVISOR=`): its
+    /// commands run through the exec API, killed by their `ODEK_EXEC_ID`
+    /// tag — the fallback's own kill, which these tests pin.
+    fn up_exec_api() -> Detached {
+        Detached::up_in(Project::new().exec_api(), BASE_IMAGE)
+    }
+
+    fn up_in(p: Project, image: &str) -> Detached {
         let out = p.odek_ok(&["sandbox", "up", "--sandbox-image", image]);
         let name = stdout(&out).trim().to_string();
         Detached { p, name }
@@ -179,10 +189,10 @@ fn sigterm_to_sandbox_exec_kills_the_command_and_exits_143() {
 }
 
 #[test]
-fn a_kill_that_cannot_run_is_reported_not_claimed() {
+fn through_the_exec_api_a_kill_that_cannot_run_is_reported_not_claimed() {
     // The command removes `cat`, which the kill needs: odek must say it could
     // not kill, not that it did (and the process really is still there).
-    let sb = Detached::up();
+    let sb = Detached::up_exec_api();
     let out = sb.exec_timed("3", "mv /usr/bin/cat /usr/bin/cat.moved && sleep 306");
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(124), "{err}");
@@ -299,11 +309,11 @@ fn a_child_that_rewrites_its_environment_is_killed_with_its_parent() {
 }
 
 #[test]
-fn a_command_that_rewrites_its_own_environment_is_not_claimed_killed() {
+fn through_the_exec_api_a_command_that_rewrites_its_own_environment_is_not_claimed_killed() {
     // The command's own process renamed: odek cannot tell it from another
     // program's exec, so it says it could not confirm the kill (and does
     // not wait for a status past the timeout).
-    let d = Detached::up();
+    let d = Detached::up_exec_api();
     let t0 = Instant::now();
     let out = d.exec_timed("1", "exec perl -e '$0=q(odek-renamed); sleep 30'");
     let took = t0.elapsed();
@@ -340,12 +350,12 @@ fn the_kill_works_under_busybox_ash() {
 }
 
 #[test]
-fn an_untagged_orphan_or_a_forged_tag_makes_the_kill_unconfirmed() {
+fn through_the_exec_api_an_untagged_orphan_or_a_forged_tag_makes_the_kill_unconfirmed() {
     // A process that dropped the tag and left its parent (now docker-init's
     // child), and one whose tag odek never made: odek cannot tell them from
     // another program's, so it must not claim the kill (a review found
     // "was killed" while both wrote their files afterwards).
-    let d = Detached::up();
+    let d = Detached::up_exec_api();
     for script in [
         "(env -i sh -c 'sleep 6; touch /workspace/late' >/dev/null 2>&1 &); sleep 100",
         "exec env ODEK_EXEC_ID=x sh -c 'sleep 6; touch /workspace/late'",
@@ -362,13 +372,13 @@ fn an_untagged_orphan_or_a_forged_tag_makes_the_kill_unconfirmed() {
 }
 
 #[test]
-fn an_orphan_named_like_the_idle_process_makes_the_kill_unconfirmed() {
+fn through_the_exec_api_an_orphan_named_like_the_idle_process_makes_the_kill_unconfirmed() {
     // A shell copied under the idle process's name `cat`, orphaned (docker-
     // init's child) and untagged, in a fresh sandbox so that no earlier
     // stranger decides the outcome: only docker-init's first child is the
     // idle process, so this one is a stranger (a review found it spared and
     // "was killed" claimed while its child ran on).
-    let d = Detached::up();
+    let d = Detached::up_exec_api();
     let script = "mkdir -p /workspace/.x && cp /bin/sh /workspace/.x/cat && \
          echo 'PATH=/usr/bin:/bin; sleep 7; touch /workspace/late' > /workspace/.x/s && \
          (cd /workspace/.x && env -i PATH=/workspace/.x cat < s >/dev/null 2>&1 &); sleep 100";
@@ -382,5 +392,25 @@ fn an_orphan_named_like_the_idle_process_makes_the_kill_unconfirmed() {
         d.processes("sleep 7").len() == 1,
         "the orphan's child is not running: {:?}",
         d.processes("")
+    );
+}
+
+#[test]
+fn through_the_supervisor_an_orphan_of_the_command_is_killed_with_it() {
+    // The exec API cannot tell an untagged orphan from another program's
+    // (above); the supervisor adopts it (a subreaper) and kills it with the
+    // command that started it.
+    let d = Detached::up();
+    let out = d.exec_timed(
+        "1",
+        "(env -i sh -c 'sleep 4; touch /workspace/late' >/dev/null 2>&1 &); sleep 100",
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(124), "{err}");
+    assert!(err.contains("was killed"), "{err}");
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(
+        !d.p.path().join("late").exists(),
+        "the orphan ran on: {err}"
     );
 }

@@ -93,7 +93,11 @@ fn startup_absent(out: &Output) -> bool {
 
 /// The daemon comes back after the fault: odek removes the container itself.
 fn recovers(rule: Rule, extra: &[&str]) -> Duration {
-    let p = Project::new().with_known_images();
+    recovers_in(Project::new().with_known_images(), rule, extra)
+}
+
+/// [`recovers`] in project `p` (e.g. one through the exec API).
+fn recovers_in(p: Project, rule: Rule, extra: &[&str]) -> Duration {
     let proxy = FaultProxy::start(vec![rule]);
     let (out, took) = run_through(&p, &proxy, extra);
     assert_daemon_unreachable(&p, &out, &proxy);
@@ -112,8 +116,12 @@ fn recovers(rule: Rule, extra: &[&str]) -> Duration {
 /// the container, but once odek has exited its connection is gone, and the
 /// engine removes the container by itself — no orphan is left for gc.
 fn vanishes_owned(rule: Rule, extra: &[&str]) -> Duration {
+    vanishes_owned_in(Project::new().with_known_images(), rule, extra)
+}
+
+/// [`vanishes_owned`] in project `p` (e.g. one through the exec API).
+fn vanishes_owned_in(p: Project, rule: Rule, extra: &[&str]) -> Duration {
     let _gc = gc_lock();
-    let p = Project::new().with_known_images();
     let proxy = FaultProxy::start(vec![rule]);
     let (out, took) = run_through(&p, &proxy, extra);
     assert_daemon_unreachable(&p, &out, &proxy);
@@ -220,8 +228,21 @@ const TWO_CONNECTS: &[&str] = &["--sandbox-network", "bridge"];
 // ---------------------------------------------------------------------------
 
 #[test]
-fn proxy_relays_a_complete_run() {
+fn through_the_exec_api_proxy_relays_a_complete_run() {
+    proxy_relays_a_complete_run(true);
+}
+
+#[test]
+fn through_the_supervisor_proxy_relays_a_complete_run() {
+    proxy_relays_a_complete_run(false);
+}
+
+/// The launch sequence and the command as the daemon saw them: through the
+/// exec API (the idle process listed, one exec), or through the supervisor
+/// (the owner's attachment carries the command: no listing, no exec).
+fn proxy_relays_a_complete_run(exec_api: bool) {
     let p = Project::new().with_known_images();
+    let p = if exec_api { p.exec_api() } else { p };
     let proxy = FaultProxy::observer();
     let mut cmd = p.odek(&[
         "run",
@@ -248,8 +269,18 @@ fn proxy_relays_a_complete_run() {
     assert_eq!(proxy.count(START.0, START.1), 1, "{ctx}");
     assert_eq!(proxy.count(CONNECT.0, CONNECT.1), 2, "{ctx}");
     assert!(proxy.count(VERIFY.0, VERIFY.1) >= 1, "{ctx}");
-    assert!(proxy.count(TOP.0, TOP.1) >= 1, "{ctx}");
-    assert_eq!(proxy.count("POST", "/exec/*/start"), 1, "{ctx}");
+    if exec_api {
+        assert!(proxy.count(TOP.0, TOP.1) >= 1, "{ctx}");
+        assert_eq!(proxy.count("POST", "/exec/*/start"), 1, "{ctx}");
+    } else {
+        assert_eq!(proxy.count(TOP.0, TOP.1), 0, "{ctx}");
+        assert_eq!(proxy.count("POST", "/exec/*/start"), 0, "{ctx}");
+        assert!(
+            stderr(&out).contains("supervisor=on"),
+            "the startup line does not say supervisor=on:\n{ctx}"
+        );
+    }
+    assert_eq!(proxy.count("POST", "/containers/*/attach"), 1, "{ctx}");
     assert_eq!(proxy.count("DELETE", "/containers/*"), 1, "{ctx}");
     assert!(p.leftovers().is_empty());
 }
@@ -291,14 +322,25 @@ fn connection_dropped_during_verify() {
     recovers(rule(VERIFY, 1, Action::Drop, Then::Relay), &[]);
 }
 
+// The idle process's listing is the exec API's path (a supervised sandbox
+// is ready at its supervisor's first frame instead).
+
 #[test]
-fn connection_dropped_during_the_process_listing() {
-    recovers(rule(TOP, 1, Action::Drop, Then::Relay), &[]);
+fn through_the_exec_api_connection_dropped_during_the_process_listing() {
+    recovers_in(
+        Project::new().with_known_images().exec_api(),
+        rule(TOP, 1, Action::Drop, Then::Relay),
+        &[],
+    );
 }
 
 #[test]
-fn process_listing_stalls_then_times_out_and_is_removed() {
-    let took = recovers(rule(TOP, 1, Action::Stall, Then::Relay), &[]);
+fn through_the_exec_api_process_listing_stalls_then_times_out_and_is_removed() {
+    let took = recovers_in(
+        Project::new().with_known_images().exec_api(),
+        rule(TOP, 1, Action::Stall, Then::Relay),
+        &[],
+    );
     assert!(
         took >= Duration::from_secs(3),
         "no timeout waited: {took:?}"
@@ -405,8 +447,12 @@ fn daemon_vanishes_during_second_connect() {
 }
 
 #[test]
-fn daemon_vanishes_during_the_process_listing() {
-    vanishes_owned(rule(TOP, 1, Action::Drop, Then::Refuse), &[]);
+fn through_the_exec_api_daemon_vanishes_during_the_process_listing() {
+    vanishes_owned_in(
+        Project::new().with_known_images().exec_api(),
+        rule(TOP, 1, Action::Drop, Then::Refuse),
+        &[],
+    );
 }
 
 #[test]
@@ -482,10 +528,11 @@ fn create_that_lands_after_the_timeout_leaves_no_container() {
 // host (the marker command would create the host file).
 // ---------------------------------------------------------------------------
 
-/// Runs the marker command with the exec start's answer lost; returns the
-/// output after checking the common expectations.
+/// Runs the marker command with the exec start's answer lost (the exec
+/// API's path: a supervised sandbox's commands go over its owner's
+/// attachment); returns the output after checking the common expectations.
 fn lost_at_exec_start(then: Then) -> (Project, Output) {
-    let p = Project::new().with_known_images();
+    let p = Project::new().with_known_images().exec_api();
     let proxy = FaultProxy::start(vec![Rule::new(
         "POST",
         "/exec/*/start",
@@ -514,7 +561,7 @@ fn lost_at_exec_start(then: Then) -> (Project, Output) {
 }
 
 #[test]
-fn exec_stream_lost_is_an_error_and_the_container_is_removed() {
+fn through_the_exec_api_exec_stream_lost_is_an_error_and_the_container_is_removed() {
     let (p, out) = lost_at_exec_start(Then::Relay);
     assert!(
         p.leftovers().is_empty(),
@@ -525,7 +572,7 @@ fn exec_stream_lost_is_an_error_and_the_container_is_removed() {
 }
 
 #[test]
-fn daemon_vanishes_during_exec_orphan_reaped_by_gc() {
+fn through_the_exec_api_daemon_vanishes_during_exec_orphan_reaped_by_gc() {
     let _gc = gc_lock();
     let (p, out) = lost_at_exec_start(Then::Refuse);
     let left = p.leftovers();

@@ -23,14 +23,41 @@ fn gc_lock() -> std::sync::MutexGuard<'static, ()> {
     GC.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `sh -c 'touch <host marker>; sleep 60'`: in the container the host
-/// path does not exist, so only a host execution creates the marker.
+/// `sh -c 'echo run >> /workspace/started; touch <host marker>; sleep
+/// 60'`: in the container the host path does not exist, so only a host
+/// execution creates the marker; each run in the sandbox adds a line to
+/// `started` ([`runs_in_sandbox`]), whichever way it ran (the exec API or
+/// odek's supervisor, whose commands the proxy does not see).
 fn sleeper(p: &Project) -> Vec<String> {
     vec![
         "sh".into(),
         "-c".into(),
-        format!("{}; sleep 60", p.marker_cmd()),
+        format!(
+            "echo run >> /workspace/started; {}; sleep 60",
+            p.marker_cmd()
+        ),
     ]
+}
+
+/// How many times [`sleeper`] started in `p`'s sandbox.
+fn runs_in_sandbox(p: &Project) -> usize {
+    std::fs::read_to_string(p.path().join("started"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// Waits (≤ 30 s) until [`sleeper`] runs in container `id`: its `sleep 60`
+/// in the container's process list.
+fn wait_for_the_sleep(id: &str, proxy: &FaultProxy) {
+    let seen = wait_until(Duration::from_secs(30), || {
+        let out = odek_e2e::run(Command::new("docker").args(["top", id]));
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("sleep 60")
+    });
+    assert!(
+        seen,
+        "the command never started in {id}:\n{}",
+        proxy.transcript()
+    );
 }
 
 /// Spawns `odek run --sandbox-compose odeke2e … -- <cmd>` through `proxy`.
@@ -274,14 +301,16 @@ fn a_second_sigint_stops_waiting_for_a_create_that_does_not_answer() {
 /// Spawns a run of [`sleeper`] and waits until its exec started.
 fn running_sleeper(p: &Project, proxy: &FaultProxy) -> (Child, String) {
     let child = spawn_run(p, proxy, &sleeper(p), "10");
-    assert!(
-        proxy.wait_for("POST", "/exec/*/start", 1, Duration::from_secs(30)),
-        "the command never started:\n{}",
-        proxy.transcript()
-    );
-    // The exec start is relayed; let the process inside begin.
-    std::thread::sleep(Duration::from_millis(500));
-    let id = the_container(p, proxy);
+    let mut id = String::new();
+    let created = wait_until(Duration::from_secs(30), || match p.leftovers().as_slice() {
+        [one] => {
+            id = one.clone();
+            true
+        }
+        _ => false,
+    });
+    assert!(created, "no sandbox appeared:\n{}", proxy.transcript());
+    wait_for_the_sleep(&id, proxy);
     (child, id)
 }
 
@@ -479,12 +508,7 @@ fn kill_under_sandbox_exec(p: &Project) -> Killed {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn odek sandbox exec");
-    assert!(
-        proxy.wait_for("POST", "/exec/*/start", 1, Duration::from_secs(30)),
-        "{}",
-        proxy.transcript()
-    );
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for_the_sleep(&name, &proxy);
     let k = kill_container_under(child, &proxy, &name);
     eprintln!(
         "docker kill under odek sandbox exec: exit {:?} after {:?}",
@@ -513,7 +537,12 @@ fn assert_fails_fast_without_retry(p: &Project, k: &Killed) {
         !p.marker().exists(),
         "the command was retried on the host\n{ctx}"
     );
-    assert_eq!(k.execs, 1, "the command was run more than once\n{ctx}");
+    assert_eq!(
+        runs_in_sandbox(p),
+        1,
+        "the command was run more than once ({} execs)\n{ctx}",
+        k.execs
+    );
 }
 
 /// odek says the sandbox stopped under the command (exec.rs has that

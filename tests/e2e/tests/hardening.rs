@@ -69,9 +69,9 @@ fn pids_limit_flag_is_applied() {
     assert!(line.contains("pids=64"), "{line}");
 }
 
-#[test]
-fn pid_1_is_the_init_and_the_idle_process_is_its_child() {
-    let p = Project::new();
+/// PID 1 is the init, and the command is not its child; returns the
+/// command lines of PID 1's other children.
+fn pid_1_children(p: &Project) -> (Vec<String>, String) {
     let out = p.odek_ok(&[
         "run",
         "--sandbox-image",
@@ -88,23 +88,43 @@ fn pid_1_is_the_init_and_the_idle_process_is_its_child() {
         comm == "docker-init" || comm == "tini",
         "PID 1 is {comm:?}, not the init:\n{o}"
     );
-    // Some process other than the command itself is PID 1's child and idles.
-    let idle: Vec<&str> = ps
+    let children: Vec<String> = ps
         .lines()
         .filter(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             f.len() >= 3 && f[1] == "1" && f[0] != "1"
         })
+        .map(str::to_string)
         .collect();
+    // The command is not under the init (it comes from `docker exec`, or
+    // from the supervisor).
     assert!(
-        idle.iter()
+        !children.iter().any(|l| l.contains("ps -eo")),
+        "the command runs as PID 1's child:\n{o}"
+    );
+    (children, o)
+}
+
+#[test]
+fn through_the_exec_api_pid_1_is_the_init_and_the_idle_process_is_its_child() {
+    let p = Project::new().exec_api();
+    let (children, o) = pid_1_children(&p);
+    assert!(
+        children
+            .iter()
             .any(|l| l.split_whitespace().nth(2) == Some("cat")),
         "no idle process `cat` as PID 1's child:\n{o}"
     );
-    // The exec'd command is not under the init (it comes from `docker exec`).
+}
+
+#[test]
+fn pid_1_is_the_init_and_odeks_supervisor_is_its_only_child() {
+    let p = Project::new();
+    let (children, o) = pid_1_children(&p);
+    assert_eq!(children.len(), 1, "{o}");
     assert!(
-        !idle.iter().any(|l| l.contains("ps -eo")),
-        "the command runs as PID 1's child:\n{o}"
+        children[0].contains("/.odek/odek-supervisor serve"),
+        "PID 1's child is not odek's supervisor:\n{o}"
     );
 }
 

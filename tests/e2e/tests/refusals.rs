@@ -325,11 +325,12 @@ fn a_sandbox_whose_idle_process_cannot_start_is_refused_with_the_reason() {
 }
 
 #[test]
-fn a_sandbox_whose_path_has_no_sleep_is_refused_with_the_reason() {
+fn through_the_exec_api_a_sandbox_whose_path_has_no_cat_is_refused_with_the_reason() {
     // The operator's own sandbox_env hides `cat`: docker-init cannot
     // start the idle process (exit 127), whether or not the inspect right
-    // after start still finds the container running.
-    let p = Project::new();
+    // after start still finds the container running. (odek's supervisor
+    // is started by its absolute path, and needs no PATH.)
+    let p = Project::new().exec_api();
     std::fs::write(
         p.home.path().join("config.json"),
         r#"{"sandbox_env": {"PATH": "/nonexistent"}}"#,
@@ -386,16 +387,43 @@ impl Drop for ImageIgnoringArgs {
 }
 
 #[test]
-fn an_image_whose_entrypoint_ignores_the_idle_command_is_refused() {
+fn through_the_exec_api_an_image_whose_entrypoint_ignores_the_idle_command_is_refused() {
     // The container runs, but not odek's idle process: odek does not hand
     // out a sandbox whose main process it did not choose.
     let image = ImageIgnoringArgs::build();
     let err = refused(
         &["--sandbox-image", &image.0, "--sandbox-network", "none"],
-        &[],
+        &[("ODEK_SUPERVISOR", "")],
         "did not start within 5 s",
     );
     assert!(err.contains("sleep 3600"), "names what runs instead: {err}");
+}
+
+#[test]
+fn through_the_supervisor_an_images_entrypoint_never_runs() {
+    // odek's supervisor replaces the image's ENTRYPOINT: the sandbox's
+    // main process is odek's own, and the command runs.
+    let image = ImageIgnoringArgs::build();
+    let p = Project::new();
+    let out = p.run_odek(&[
+        "run",
+        "--sandbox-image",
+        &image.0,
+        "--sandbox-network",
+        "none",
+        "--",
+        "sh",
+        "-c",
+        "ps -eo args= | grep -c '^sleep 3600' || true",
+    ]);
+    let err = odek_e2e::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        odek_e2e::stdout(&out).trim(),
+        "0",
+        "the image's entrypoint ran: {err}"
+    );
+    assert!(p.leftovers().is_empty(), "{:?}", p.leftovers());
 }
 
 #[test]

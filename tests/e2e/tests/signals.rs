@@ -59,7 +59,8 @@ fn start_sleeper_with_home(
 /// The engine removes a sandbox whose owner died (SPEC §6.1 owner
 /// lifetime) unless a process in it holds the idle `cat`'s stdin open
 /// (docs/SECURITY.md, known gaps): starts one in container `id`, so that a
-/// SIGKILL of its owner leaves an orphan for gc.
+/// SIGKILL of its owner leaves an orphan for gc. Only a sandbox without
+/// odek's supervisor has that gap (its projects are [`Project::exec_api`]).
 fn keep_alive_from_inside(id: &str) {
     docker(&[
         "exec",
@@ -144,8 +145,8 @@ fn sigterm_removes_the_sandbox_and_exits_143() {
 }
 
 #[test]
-fn sigkill_leaves_a_sandbox_that_gc_removes_but_gc_keeps_detached_ones() {
-    let p = Project::new();
+fn through_the_exec_api_sigkill_leaves_a_sandbox_that_gc_removes_but_gc_keeps_detached_ones() {
+    let p = Project::new().exec_api();
     // A detached sandbox that gc must keep.
     let up = p.odek_ok(&["sandbox", "up", "--sandbox-image", BASE_IMAGE]);
     let detached = stdout(&up).trim().to_string();
@@ -207,11 +208,13 @@ fn name_of(id: &str) -> String {
 }
 
 #[test]
-fn gc_reaps_the_current_workdir_by_default_every_workdir_with_all_and_nothing_on_dry_run() {
+fn through_the_exec_api_gc_reaps_the_current_workdir_by_default_every_workdir_with_all_and_nothing_on_dry_run(
+) {
     // Two projects sharing one $ODEK_HOME (the same user's odek), each
-    // leaving an orphan of a SIGKILLed run.
-    let a = Project::new();
-    let b = Project::new();
+    // leaving an orphan of a SIGKILLed run (kept alive from inside, which
+    // only a sandbox without the supervisor allows).
+    let a = Project::new().exec_api();
+    let b = Project::new().exec_api();
     let home = a.home.path();
     let (mut run_a, orphan_a) = start_sleeper_with_home(&a, home, &[]);
     let (mut run_b, orphan_b) = start_sleeper_with_home(&b, home, &[]);

@@ -7,12 +7,15 @@
 //! the sandbox runs the idle process as before.
 //!
 //! `cargo xtask e2e` builds the static supervisor and names it in
-//! `ODEK_SUPERVISOR_BIN`; these tests pass it to odek as `ODEK_SUPERVISOR`
-//! (the opt-in). Run without it, they fail saying so (never skipped).
+//! `ODEK_SUPERVISOR_BIN` and `ODEK_SUPERVISOR` (the whole suite runs with
+//! the supervisor on, as users do); these tests pass it to odek as
+//! `ODEK_SUPERVISOR` themselves. Run without it, they fail saying so (never
+//! skipped). The discovery of an installed supervisor, and the fallback
+//! when it is missing or does not start, are shown here too.
 
 use std::time::{Duration, Instant};
 
-use odek_e2e::{docker, operators, stderr, stdout, Project, BASE_IMAGE};
+use odek_e2e::{docker, operators, startup_line, stderr, stdout, Project, BASE_IMAGE};
 
 /// The supervisor binary the suite uses; a failure names how to get one.
 fn supervisor_bin() -> String {
@@ -317,4 +320,160 @@ fn an_images_healthcheck_never_runs_in_a_supervised_sandbox() {
         !stdout(&out).contains("HEALTHCHECK_RAN"),
         "the image's healthcheck ran in the sandbox"
     );
+}
+
+/// A static x86-64 ELF executable that exits 0 at once (`exit(0)` by
+/// syscall, one PT_LOAD, no interpreter): what odek accepts as a supervisor
+/// binary, which then never says Ready.
+fn exits_at_once() -> Vec<u8> {
+    let code: [u8; 12] = [
+        0xb8, 0x3c, 0, 0, 0, // mov eax, 60 (exit)
+        0x31, 0xff, // xor edi, edi
+        0x0f, 0x05, // syscall
+        0x90, 0x90, 0x90,
+    ];
+    let base: u64 = 0x40_0000;
+    let total = (64 + 56 + code.len()) as u64;
+    let mut e = Vec::new();
+    e.extend_from_slice(b"\x7fELF\x02\x01\x01\x00");
+    e.extend_from_slice(&[0; 8]);
+    e.extend_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+    e.extend_from_slice(&0x3eu16.to_le_bytes()); // x86-64
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.extend_from_slice(&(base + 120).to_le_bytes()); // entry
+    e.extend_from_slice(&64u64.to_le_bytes()); // phoff
+    e.extend_from_slice(&0u64.to_le_bytes()); // shoff
+    e.extend_from_slice(&0u32.to_le_bytes());
+    for v in [64u16, 56, 1, 0, 0, 0] {
+        e.extend_from_slice(&v.to_le_bytes());
+    }
+    e.extend_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+    e.extend_from_slice(&5u32.to_le_bytes()); // R+X
+    for v in [0u64, base, base, total, total, 0x1000] {
+        e.extend_from_slice(&v.to_le_bytes());
+    }
+    e.extend_from_slice(&code);
+    e
+}
+
+#[test]
+fn a_supervisor_that_does_not_start_is_replaced_by_the_exec_api_and_nothing_is_left() {
+    let p = Project::new();
+    let fake = p.home.path().join("fake-supervisor");
+    std::fs::write(&fake, exits_at_once()).expect("write the fake");
+    let fake = fake.display().to_string();
+    // Positive control: the fake runs, and exits 0, on this machine.
+    let ran = std::process::Command::new("sh")
+        .args(["-c", &format!("chmod 755 '{fake}' && '{fake}'")])
+        .status()
+        .expect("run the fake");
+    assert!(ran.success(), "the fake supervisor does not run here");
+    // An owned sandbox (`odek run`), then a detached one (`sandbox up`).
+    let out = p.run_odek_env(
+        &[("ODEK_SUPERVISOR", &fake)],
+        &[
+            "run",
+            "--sandbox-image",
+            BASE_IMAGE,
+            "--",
+            "sh",
+            "-c",
+            "echo ran",
+        ],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&out).trim(), "ran", "{err}");
+    let line = startup_line(&out).unwrap_or_else(|| panic!("no startup line:\n{err}"));
+    assert!(
+        line.contains("supervisor=off (it did not start in the sandbox"),
+        "{line}"
+    );
+    assert_eq!(
+        err.matches("odek's supervisor is off").count(),
+        1,
+        "said once:\n{err}"
+    );
+    assert!(p.leftovers().is_empty(), "left: {:?}", p.leftovers());
+    let up = p.run_odek_env(
+        &[("ODEK_SUPERVISOR", &fake)],
+        &["sandbox", "up", "--sandbox-image", BASE_IMAGE],
+    );
+    assert!(up.status.success(), "{}", stderr(&up));
+    let name = stdout(&up).trim().to_string();
+    let left = p.leftovers();
+    let entrypoint = docker(&["inspect", "-f", "{{json .Config.Entrypoint}}", &name]);
+    let exec = p.run_odek(&[
+        "sandbox",
+        "exec",
+        &name,
+        "--",
+        "echo",
+        "through the exec API",
+    ]);
+    let down = p.run_odek(&["sandbox", "down", &name]);
+    assert_eq!(left.len(), 1, "one sandbox, the first removed: {left:?}");
+    assert!(!entrypoint.contains("odek-supervisor"), "{entrypoint}");
+    assert_eq!(
+        stdout(&exec).trim(),
+        "through the exec API",
+        "{}",
+        stderr(&exec)
+    );
+    assert!(down.status.success(), "{}", stderr(&down));
+    assert!(p.leftovers().is_empty(), "left: {:?}", p.leftovers());
+}
+
+#[test]
+fn an_installed_supervisor_is_found_beside_odek_and_a_missing_one_is_reported() {
+    let bin = supervisor_bin();
+    // The layout `cargo xtask dist --prefix P` installs: P/bin/odek and
+    // P/libexec/odek/odek-supervisor.
+    let prefix = tempfile::tempdir().expect("tempdir");
+    let odek = prefix.path().join("bin/odek");
+    std::fs::create_dir_all(odek.parent().expect("bin")).expect("mkdir bin");
+    std::fs::copy(odek_e2e::odek_bin(), &odek).expect("copy odek");
+    let run = |p: &Project| {
+        let mut c = p.odek(&["run", "--sandbox-image", BASE_IMAGE, "--", "true"]);
+        c.env_remove("ODEK_SUPERVISOR");
+        let mut c2 = std::process::Command::new(&odek);
+        c2.args(c.get_args());
+        c2.current_dir(p.path());
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => c2.env(k, v),
+                None => c2.env_remove(k),
+            };
+        }
+        c2.output().expect("run the installed odek")
+    };
+    // Nothing installed: off, said with where odek looked; the run works.
+    let p = Project::new();
+    let out = run(&p);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let line = startup_line(&out).unwrap_or_else(|| panic!("no startup line:\n{err}"));
+    assert!(
+        line.contains("supervisor=off (no odek-supervisor installed"),
+        "{line}"
+    );
+    assert!(err.contains("owner link held from inside"), "{err}");
+    // Installed: on.
+    let libexec = prefix.path().join("libexec/odek");
+    std::fs::create_dir_all(&libexec).expect("mkdir libexec");
+    std::fs::copy(&bin, libexec.join("odek-supervisor")).expect("install the supervisor");
+    let p = Project::new();
+    let out = run(&p);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let line = startup_line(&out).unwrap_or_else(|| panic!("no startup line:\n{err}"));
+    assert!(line.ends_with("supervisor=on"), "{line}");
+    assert!(!err.contains("supervisor is off"), "{err}");
+    // A dynamic executable beside odek comes first, and is refused.
+    std::fs::copy("/bin/true", prefix.path().join("bin/odek-supervisor")).expect("copy true");
+    let p = Project::new();
+    let out = run(&p);
+    let line = startup_line(&out).unwrap_or_else(|| panic!("no startup line:\n{}", stderr(&out)));
+    assert!(line.contains("is not a static executable)"), "{line}");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
