@@ -252,6 +252,7 @@ func cCodes() map[string]int {
 		"ODEK_E_PANIC":                     C.ODEK_E_PANIC,
 		"ODEK_E_INTERNAL":                  C.ODEK_E_INTERNAL,
 		"ODEK_E_FORKED":                    C.ODEK_E_FORKED,
+		"ODEK_E_REENTRANT":                 C.ODEK_E_REENTRANT,
 		"ODEK_E_CONFIG":                    C.ODEK_E_CONFIG,
 		"ODEK_E_CONFIG_MALFORMED":          C.ODEK_E_CONFIG_MALFORMED,
 		"ODEK_E_NETWORK_MODE":              C.ODEK_E_NETWORK_MODE,
