@@ -8,6 +8,12 @@
 //! inside the library's runtime: a blocking call from it would panic or
 //! wait for itself, so [`check_not_in_callback`] refuses it with
 //! `ODEK_E_REENTRANT` before anything is done.
+//!
+//! NOTE (stdin, not built here): this call has no stdin. When the core's
+//! exec takes stdin bytes (and a terminal), the ABI gets them as a further
+//! addition — e.g. a stream handle with `odek_exec_stream_write_stdin` /
+//! `_close_stdin` made by a separate entry point — never as a change to
+//! this function's parameters, which stay as ABI 1 published them.
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_void};
