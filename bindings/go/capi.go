@@ -65,6 +65,16 @@ static odek_error_t *godek_describe(uintptr_t s, uintptr_t k, char **env, char *
 static odek_error_t *godek_exec(uintptr_t s, const char *req, uintptr_t k, char **out) {
 	return odek_exec_cancellable((const odek_sandbox_t *)s, req, (const odek_cancel_t *)k, out);
 }
+// The output callback of odek_exec_stream: hands each chunk to the Go
+// function godekStreamOutput (stream.go), user_data being a cgo.Handle.
+extern void godekStreamOutput(uintptr_t user, int32_t stream, uint8_t *bytes, size_t len);
+static void godek_on_output(void *user, int32_t stream, const uint8_t *bytes, size_t len) {
+	godekStreamOutput((uintptr_t)user, stream, (uint8_t *)bytes, len);
+}
+static odek_error_t *godek_exec_stream(uintptr_t s, const char *req, uintptr_t k, uintptr_t user, char **out) {
+	return odek_exec_stream((const odek_sandbox_t *)s, req, (const odek_cancel_t *)k, godek_on_output,
+				(void *)user, out);
+}
 static uintptr_t godek_cancel_new(void) {
 	return (uintptr_t)odek_cancel_new();
 }
@@ -236,6 +246,18 @@ func cExec(s uintptr, requestJSON string, cancel uintptr) (string, error) {
 	return takeString(out), nil
 }
 
+// cExecStream runs odek_exec_stream; user is a cgo.Handle of the
+// *ExecStream that godekStreamOutput hands the chunks to.
+func cExecStream(s uintptr, requestJSON string, cancel uintptr, user uintptr) (string, error) {
+	r := cstr(requestJSON)
+	defer freeC(r)
+	var out *C.char
+	if err := takeError(C.godek_exec_stream(C.uintptr_t(s), r, C.uintptr_t(cancel), C.uintptr_t(user), &out)); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
 func cSandboxDestroy(s uintptr) error {
 	return takeError(C.godek_sandbox_destroy(C.uintptr_t(s)))
 }
@@ -252,6 +274,7 @@ func cCodes() map[string]int {
 		"ODEK_E_PANIC":                     C.ODEK_E_PANIC,
 		"ODEK_E_INTERNAL":                  C.ODEK_E_INTERNAL,
 		"ODEK_E_FORKED":                    C.ODEK_E_FORKED,
+		"ODEK_E_REENTRANT":                 C.ODEK_E_REENTRANT,
 		"ODEK_E_CONFIG":                    C.ODEK_E_CONFIG,
 		"ODEK_E_CONFIG_MALFORMED":          C.ODEK_E_CONFIG_MALFORMED,
 		"ODEK_E_NETWORK_MODE":              C.ODEK_E_NETWORK_MODE,
@@ -290,3 +313,10 @@ const cHeaderABIVersion = C.ODEK_ABI_VERSION
 
 // cExecOutputLimit is ODEK_EXEC_OUTPUT_LIMIT as compiled from the header.
 const cExecOutputLimit = C.ODEK_EXEC_OUTPUT_LIMIT
+
+// cStreamStdout and cStreamStderr are ODEK_STREAM_STDOUT and
+// ODEK_STREAM_STDERR as compiled from the header.
+const (
+	cStreamStdout = C.ODEK_STREAM_STDOUT
+	cStreamStderr = C.ODEK_STREAM_STDERR
+)

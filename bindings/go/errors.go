@@ -72,6 +72,7 @@ const (
 	CodePanic                   = 105 // a panic was caught at the boundary (a bug in odek)
 	CodeInternal                = 106 // any other internal failure
 	CodeForked                  = 107 // called in a process forked from libodek's user (see doc.go)
+	CodeReentrant               = 108 // a blocking call from inside a streaming exec's output callback
 	CodeConfig                  = 200 // configuration: generic
 	CodeConfigMalformed         = 201 // a config file is malformed
 	CodeNetworkMode             = 202 // sandbox_network is not none/bridge
@@ -114,6 +115,7 @@ var codeNames = map[int]string{
 	CodePanic:                   "ODEK_E_PANIC",
 	CodeInternal:                "ODEK_E_INTERNAL",
 	CodeForked:                  "ODEK_E_FORKED",
+	CodeReentrant:               "ODEK_E_REENTRANT",
 	CodeConfig:                  "ODEK_E_CONFIG",
 	CodeConfigMalformed:         "ODEK_E_CONFIG_MALFORMED",
 	CodeNetworkMode:             "ODEK_E_NETWORK_MODE",

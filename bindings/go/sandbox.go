@@ -184,36 +184,7 @@ type ExecResult struct {
 // or both of Argv and Shell), ErrDockerRejected (CodeExec) when the command
 // cannot be run, ErrDaemonUnreachable.
 func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
-	m := wireExecRequest{Schema: "odek.exec-request/1", Env: req.Env}
-	if req.Argv != nil {
-		m.Argv = &req.Argv
-	}
-	if req.Shell != "" {
-		m.Shell = &req.Shell
-	}
-	if req.Workdir != "" {
-		m.Workdir = &req.Workdir
-	}
-	if req.Timeout < 0 {
-		return nil, usageError("Exec: negative timeout %v", req.Timeout)
-	}
-	timeout := req.Timeout
-	if dl, ok := ctx.Deadline(); ok {
-		left := time.Until(dl)
-		if left <= 0 {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}
-		if timeout == 0 || left < timeout {
-			timeout = left
-		}
-	}
-	fromCtx := timeout != req.Timeout
-	if timeout > 0 {
-		secs := timeout.Seconds()
-		m.TimeoutSecs = &secs
-	}
-	doc, err := encodeJSON(m)
+	doc, fromCtx, err := execDocument(ctx, "Exec", req)
 	if err != nil {
 		return nil, err
 	}
@@ -227,14 +198,7 @@ func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		if err != nil {
 			return nil, err
 		}
-		var w wireExecResult
-		if err := json.Unmarshal([]byte(out), &w); err != nil {
-			return nil, fmt.Errorf("odek: unexpected exec result document: %w", err)
-		}
-		return &ExecResult{
-			ExitCode: w.ExitCode, Stdout: w.Stdout, Stderr: w.Stderr, TimedOut: w.TimedOut, Killed: w.Killed,
-			StdoutTruncated: w.StdoutTruncated, StderrTruncated: w.StderrTruncated,
-		}, nil
+		return parseExecResult(out)
 	}, nil, nil)
 	if err == nil && res.TimedOut && fromCtx {
 		// The timeout was the context's deadline: report it as such.
@@ -242,4 +206,54 @@ func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		return nil, ctx.Err()
 	}
 	return res, err
+}
+
+// execDocument is the "odek.exec-request/1" document of req for Exec and
+// ExecStream (what), with ctx's deadline as the timeout when it comes
+// sooner (fromCtx: the timeout is the context's). A deadline already passed
+// waits for ctx to end and returns ctx.Err().
+func execDocument(ctx context.Context, what string, req ExecRequest) (doc string, fromCtx bool, err error) {
+	m := wireExecRequest{Schema: "odek.exec-request/1", Env: req.Env}
+	if req.Argv != nil {
+		m.Argv = &req.Argv
+	}
+	if req.Shell != "" {
+		m.Shell = &req.Shell
+	}
+	if req.Workdir != "" {
+		m.Workdir = &req.Workdir
+	}
+	if req.Timeout < 0 {
+		return "", false, usageError("%s: negative timeout %v", what, req.Timeout)
+	}
+	timeout := req.Timeout
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			<-ctx.Done()
+			return "", false, ctx.Err()
+		}
+		if timeout == 0 || left < timeout {
+			timeout = left
+		}
+	}
+	fromCtx = timeout != req.Timeout
+	if timeout > 0 {
+		secs := timeout.Seconds()
+		m.TimeoutSecs = &secs
+	}
+	doc, err = encodeJSON(m)
+	return doc, fromCtx, err
+}
+
+// parseExecResult reads an "odek.exec-result/1" document.
+func parseExecResult(doc string) (*ExecResult, error) {
+	var w wireExecResult
+	if err := json.Unmarshal([]byte(doc), &w); err != nil {
+		return nil, fmt.Errorf("odek: unexpected exec result document: %w", err)
+	}
+	return &ExecResult{
+		ExitCode: w.ExitCode, Stdout: w.Stdout, Stderr: w.Stderr, TimedOut: w.TimedOut, Killed: w.Killed,
+		StdoutTruncated: w.StdoutTruncated, StderrTruncated: w.StderrTruncated,
+	}, nil
 }

@@ -7,9 +7,21 @@
  * the same handle. Functions that talk to Docker block the calling thread
  * until they are done: odek_resolve, odek_approve (with "trust": file I/O),
  * odek_launch, odek_describe, odek_exec, odek_config_view,
- * odek_sandbox_destroy. They run on one process-wide runtime owned by the
- * library; no callbacks or futures cross the boundary. The other functions
- * do not block. Do not call odek from a signal handler.
+ * odek_sandbox_destroy, odek_exec_stream. They run on one process-wide
+ * runtime owned by the library; no futures cross the boundary, and one
+ * callback does: odek_exec_stream's odek_output_fn, called on the thread
+ * that called odek_exec_stream, before that call returns. A blocking call
+ * made from inside that callback (on its thread) returns ODEK_E_REENTRANT
+ * and does nothing. The other functions do not block. Do not call odek
+ * from a signal handler.
+ *
+ * Streaming exec
+ * --------------
+ * odek_exec_stream runs a command as odek_exec does and hands each chunk of
+ * its output (stdout or stderr, ODEK_STREAM_*) to a callback as it arrives,
+ * then writes the same odek.exec-result/1 document. It is an addition
+ * beside odek_exec, so ODEK_ABI_VERSION stays 1; a binding loading an
+ * older libodek finds the symbol missing and says so.
  *
  * fork() without exec
  * -------------------
@@ -37,7 +49,8 @@
  * ------------
  * odek_resolve, odek_launch, odek_describe, odek_exec and odek_config_view
  * each have a _cancellable form taking an odek_cancel_t* (NULL: not
- * cancellable; the plain form is the _cancellable one with NULL). Create
+ * cancellable; the plain form is the _cancellable one with NULL), and
+ * odek_exec_stream takes one too. Create
  * the handle with odek_cancel_new, call odek_cancel from any thread to stop
  * every call given it (ODEK_E_CANCELLED: a launch first removes the
  * container it created, an exec first kills its command as its timeout
@@ -78,6 +91,14 @@
 // Most bytes of stdout or stderr an exec result carries (16 MiB each).
 #define ODEK_EXEC_OUTPUT_LIMIT (16 << 20)
 
+// `stream` of an `odek_output_fn` call: the command's standard output.
+#define ODEK_STREAM_STDOUT 1
+
+// `stream` of an `odek_output_fn` call: the command's standard error
+// (odek's own notes about the command, such as a kill it could not
+// confirm, arrive on this stream too, as in `odek_exec`'s `stderr`).
+#define ODEK_STREAM_STDERR 2
+
 // The stable numeric codes of error objects (`odek_error_code`), one
 // `int32_t` each. Grouped by area: the hundreds digit is the area and the
 // failure class of SPEC §6.3 follows from it (1xx `usage`, 2xx and 3xx
@@ -108,6 +129,12 @@ enum odek_code_t
   // cannot use them, and nothing was done (the parent's sandboxes are
   // left to the parent). Exec the child, or use libodek only in it.
   ODEK_E_FORKED = 107,
+  // A call that blocks (one that talks to Docker: resolve, launch,
+  // describe, exec, config view, destroy) was made from inside an
+  // `odek_exec_stream` output callback, on the thread that runs it.
+  // Nothing was done. Queue the work and make the call after
+  // `odek_exec_stream` returns, or from another thread.
+  ODEK_E_REENTRANT = 108,
   // Configuration (class `config`): generic.
   ODEK_E_CONFIG = 200,
   // A config file is malformed (file, line, column in the message).
@@ -191,6 +218,30 @@ typedef struct odek_error_t odek_error_t;
 
 // Opaque sandbox handle (never dereferenced: an ID in disguise).
 typedef struct odek_sandbox_t odek_sandbox_t;
+
+// Receives one chunk of a command's output during `odek_exec_stream`:
+// `stream` is `ODEK_STREAM_STDOUT` or `ODEK_STREAM_STDERR`, `bytes` the
+// chunk's `len` bytes (raw, not NUL-terminated, `len` > 0), borrowed for
+// the callback only (copy what you keep). `user_data` is the pointer given
+// to `odek_exec_stream`, passed through untouched.
+//
+// Called on the thread that called `odek_exec_stream`, before it returns,
+// one chunk at a time, in the order the output arrived (each stream's
+// bytes in order; how the two streams interleave is the order odek read
+// them). Chunks are as odek received them: a line may be split across
+// chunks, a chunk may hold several lines.
+//
+// The callback must return, and should return promptly: while it runs
+// odek reads no more output (the command blocks once its pipe is full)
+// and acts on neither the timeout nor a cancel. It must not unwind (no
+// C++ exception, no longjmp) out of the call. It may call the functions
+// that do not block — `odek_cancel` (to stop the command: the call then
+// returns `ODEK_E_CANCELLED`), `odek_cancel_new`, `odek_sandbox_info`,
+// `odek_narrow`, `odek_plan_approval_request`, the string and error
+// functions; a blocking one (resolve, launch, describe, exec, config view,
+// destroy) called from the callback's thread returns `ODEK_E_REENTRANT`
+// and does nothing.
+typedef void (*odek_output_fn)(void *user_data, int32_t stream, const uint8_t *bytes, size_t len);
 
 #ifdef __cplusplus
 extern "C" {
@@ -452,7 +503,7 @@ odek_error_t *odek_sandbox_destroy(odek_sandbox_t *sandbox);
 // Creates a cancel handle: pass it to the `_cancellable` forms of the
 // blocking calls (`odek_resolve_cancellable`, `odek_launch_cancellable`,
 // `odek_describe_cancellable`, `odek_exec_cancellable`,
-// `odek_config_view_cancellable`), and call `odek_cancel` from any thread
+// `odek_config_view_cancellable`, `odek_exec_stream`), and call `odek_cancel` from any thread
 // to stop them. One handle may serve several calls, in flight together or
 // one after another; once cancelled it stays cancelled, and a call given it
 // then fails at once with `ODEK_E_CANCELLED`. Free it with
@@ -513,6 +564,37 @@ const char *odek_error_message(const odek_error_t *error);
 // # Safety
 // `error` is NULL or a live error object, freed at most once.
 void odek_error_free(odek_error_t *error);
+
+// Runs a command in the sandbox as `odek_exec_cancellable` does, and
+// hands each chunk of its output to `on_output` as it arrives (see
+// `odek_output_fn`: on the calling thread, before this call returns).
+//
+// `request_json` and `*result_json_out` are exactly `odek_exec`'s (schema
+// `odek.exec-request/1` in, `odek.exec-result/1` out): the result carries
+// the output too, its first `ODEK_EXEC_OUTPUT_LIMIT` bytes of each stream,
+// while the callback sees every byte, however much (odek keeps no more
+// than that limit in memory for the result). `cancel` is NULL (not
+// cancellable) or a handle from `odek_cancel_new`: once `odek_cancel` is
+// called — from another thread, or from the callback — the command and its
+// descendants are killed as after a timeout and the call returns
+// `ODEK_E_CANCELLED`; no result is written. A non-zero exit is not an
+// error. Blocks.
+//
+// Errors: as `odek_exec_cancellable`; `on_output` NULL is
+// `ODEK_E_NULL_POINTER`; called from inside an output callback,
+// `ODEK_E_REENTRANT`. When this call fails before the command starts
+// (arguments, handle, request), the callback is never called.
+//
+// # Safety
+// Valid sandbox handle; NUL-terminated `request_json`; `cancel` NULL or a
+// live cancel handle; `on_output` a function safe to call with
+// `user_data` as documented; writable out.
+odek_error_t *odek_exec_stream(const odek_sandbox_t *sandbox,
+                               const char *request_json,
+                               const odek_cancel_t *cancel,
+                               odek_output_fn on_output,
+                               void *user_data,
+                               char **result_json_out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -41,6 +41,12 @@ pub enum odek_code_t {
     /// cannot use them, and nothing was done (the parent's sandboxes are
     /// left to the parent). Exec the child, or use libodek only in it.
     ODEK_E_FORKED = 107,
+    /// A call that blocks (one that talks to Docker: resolve, launch,
+    /// describe, exec, config view, destroy) was made from inside an
+    /// `odek_exec_stream` output callback, on the thread that runs it.
+    /// Nothing was done. Queue the work and make the call after
+    /// `odek_exec_stream` returns, or from another thread.
+    ODEK_E_REENTRANT = 108,
     /// Configuration (class `config`): generic.
     ODEK_E_CONFIG = 200,
     /// A config file is malformed (file, line, column in the message).
@@ -314,6 +320,7 @@ mod tests {
             (ODEK_E_NULL_POINTER, "usage"),
             (ODEK_E_INTERNAL, "usage"),
             (ODEK_E_FORKED, "usage"),
+            (ODEK_E_REENTRANT, "usage"),
             (ODEK_E_CONFIG, FailureClass::Config.as_str()),
             (ODEK_E_APPROVAL_DENIED, FailureClass::Config.as_str()),
             (ODEK_E_EXEC, FailureClass::DockerRejected.as_str()),

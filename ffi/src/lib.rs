@@ -4,7 +4,9 @@
 //! concurrently, including on the same handle. Functions that talk to Docker
 //! (resolve, approve, launch, describe, exec, config view, destroy) block the
 //! calling thread until done; they run on one process-wide runtime owned by
-//! this library. No callbacks or futures cross the boundary.
+//! this library. No futures cross the boundary, and one callback does:
+//! `odek_exec_stream`'s output callback, called on the calling thread
+//! before that call returns (see `stream`).
 //!
 //! fork() without exec: in a process forked from the one that made
 //! libodek's state, every function that takes or makes a handle returns
@@ -24,10 +26,12 @@ mod error;
 mod fork;
 mod handles;
 mod locate;
+mod stream;
 
 pub use error::odek_code_t::*;
 pub use error::*;
 pub use handles::{odek_cancel_t, odek_client_t, odek_sandbox_t};
+pub use stream::*;
 
 use std::ffi::c_char;
 use std::sync::{Arc, OnceLock};
@@ -55,9 +59,14 @@ pub const ODEK_EXEC_OUTPUT_LIMIT: usize = 16 << 20;
 const _: () = assert!(ODEK_EXEC_OUTPUT_LIMIT == api::EXEC_OUTPUT_LIMIT);
 
 /// The process-wide runtime. `ODEK_E_FORKED` in a process forked from the
-/// one that made libodek's state (the runtime's threads are not there).
+/// one that made libodek's state (the runtime's threads are not there);
+/// `ODEK_E_REENTRANT` on a thread running an `odek_exec_stream` output
+/// callback (that thread is inside the runtime already: blocking on it
+/// again would panic, or wait for itself). Every blocking export asks for
+/// the runtime before it changes anything.
 fn runtime() -> Result<&'static tokio::runtime::Runtime, Failure> {
     fork::check()?;
+    stream::check_not_in_callback()?;
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     Ok(RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
@@ -620,10 +629,12 @@ pub unsafe extern "C" fn odek_sandbox_destroy(sandbox: *mut odek_sandbox_t) -> *
         if sandbox.is_null() {
             return Ok(());
         }
-        // In a forked child: ODEK_E_FORKED, nothing touched.
+        // In a forked child: ODEK_E_FORKED, nothing touched; inside an
+        // output callback ODEK_E_REENTRANT, the handle kept.
         fork::check()?;
+        let rt = runtime()?;
         let h = handles::remove_sandbox(sandbox)?;
-        runtime()?.block_on(h.odek.destroy(&h.sandbox))?;
+        rt.block_on(h.odek.destroy(&h.sandbox))?;
         Ok(())
     })
 }
@@ -643,7 +654,7 @@ async fn cancellable<T>(
 /// Creates a cancel handle: pass it to the `_cancellable` forms of the
 /// blocking calls (`odek_resolve_cancellable`, `odek_launch_cancellable`,
 /// `odek_describe_cancellable`, `odek_exec_cancellable`,
-/// `odek_config_view_cancellable`), and call `odek_cancel` from any thread
+/// `odek_config_view_cancellable`, `odek_exec_stream`), and call `odek_cancel` from any thread
 /// to stop them. One handle may serve several calls, in flight together or
 /// one after another; once cancelled it stays cancelled, and a call given it
 /// then fails at once with `ODEK_E_CANCELLED`. Free it with

@@ -1,8 +1,11 @@
-//! The client that called a tool, as far as a launch needs it: the human
-//! to ask for approval (MCP elicitation, SPEC §7) and where to send
-//! progress notifications while the sandbox starts.
+//! The client that called a tool, as far as a launch and an exec need it:
+//! the human to ask for approval (MCP elicitation, SPEC §7) and where to
+//! send progress notifications while the sandbox starts and while a
+//! command writes output.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use odek_core::cancel::CancellationToken;
@@ -37,6 +40,9 @@ pub(crate) struct Caller {
     /// Cancelled when the client sends `notifications/cancelled` for this
     /// call (or the session ends).
     cancel: CancellationToken,
+    /// The last progress value sent for this call: every notification of
+    /// one call (launch, then output) carries a greater one.
+    sent: Arc<AtomicU64>,
 }
 
 /// The answer to the approval question.
@@ -60,7 +66,63 @@ impl Caller {
             peer: Some(ctx.peer.clone()),
             progress: ctx.meta.get_progress_token(),
             cancel: ctx.ct.clone(),
+            sent: Arc::default(),
         }
+    }
+
+    /// Sends one progress notification with the next progress value.
+    async fn notify(&self, peer: &Peer<RoleServer>, token: &ProgressToken, message: String) {
+        let n = self.sent.fetch_add(1, Ordering::Relaxed) + 1;
+        // Progress values are f64 in MCP; exact up to 2^53 notifications.
+        #[allow(clippy::cast_precision_loss)]
+        let progress = n as f64;
+        let _ = peer
+            .notify_progress(
+                ProgressNotificationParam::new(token.clone(), progress).with_message(message),
+            )
+            .await;
+    }
+
+    /// An output splitter and the task that sends its lines: when the
+    /// caller sent a progress token, each line of a command's output
+    /// written to the splitter goes out as a progress notification while
+    /// the command runs; without one, no splitter and a task that does
+    /// nothing. Run the task beside the exec (`tokio::join!`) and call
+    /// [`crate::output::Lines::finish`] when the exec returns: the task
+    /// then sends what is still queued and ends, so no notification
+    /// follows the tool's result.
+    pub(crate) fn output_progress(
+        &self,
+    ) -> (Option<crate::output::Lines>, impl Future<Output = ()> + '_) {
+        let (lines, queued) = match (&self.peer, &self.progress) {
+            (Some(_), Some(_)) => {
+                let (l, q) = crate::output::Lines::new();
+                (Some(l), Some(q))
+            }
+            _ => (None, None),
+        };
+        let send = async move {
+            let (Some(peer), Some(token), Some(mut queued)) = (&self.peer, &self.progress, queued)
+            else {
+                return;
+            };
+            loop {
+                let line = queued.rx.recv().await;
+                let skipped = queued.skipped.swap(0, Ordering::Relaxed);
+                let ended = line.is_none();
+                if let Some(line) = line {
+                    self.notify(peer, token, line).await;
+                }
+                if skipped > 0 {
+                    self.notify(peer, token, crate::output::skipped_note(skipped))
+                        .await;
+                }
+                if ended {
+                    break;
+                }
+            }
+        };
+        (lines, send)
     }
 
     /// The call's cancellation: fired by the client's
@@ -124,7 +186,6 @@ impl Caller {
         let ticker = async {
             let start = tokio::time::Instant::now();
             let mut tick = tokio::time::interval_at(start + TICK, TICK);
-            let mut n = 0u32;
             loop {
                 let message = tokio::select! {
                     m = rx.recv() => match m {
@@ -136,13 +197,7 @@ impl Caller {
                         start.elapsed().as_secs()
                     ),
                 };
-                n += 1;
-                let _ = peer
-                    .notify_progress(
-                        ProgressNotificationParam::new(token.clone(), f64::from(n))
-                            .with_message(message),
-                    )
-                    .await;
+                self.notify(peer, token, message).await;
             }
         };
         let work = launch(Some(ProgressReporter { tx }));

@@ -17,7 +17,10 @@
 //!   that declare it): the same card, answered once/trust/deny. The
 //!   refusal carries the card.
 //! - Progress: a launch whose tool call carries a progress token reports
-//!   its start, every pull/build line and a tick each second.
+//!   its start, every pull/build line and a tick each second; an `exec`
+//!   whose call carries one sends each line of the command's output as it
+//!   comes (stderr lines prefixed `stderr | `), then returns the whole
+//!   result as without a token.
 //! - Limits: at most `--max-sandboxes` (default 16) sandboxes at once,
 //!   launches in flight included; the one past it is a tool error naming
 //!   the setting. A client's `notifications/cancelled` for a call that
@@ -37,6 +40,7 @@ extern crate odek_core;
 
 mod caller;
 mod limits;
+mod output;
 mod planned;
 mod sandboxes;
 mod server;

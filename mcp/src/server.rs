@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use odek_core::api::{self, ExecMembers};
 use odek_core::describe::{render_prompt, render_tool};
+use odek_core::engine::StreamKind;
 use odek_core::exec::{Capture, Keep};
 use odek_core::{Client, Command, ExecOptions, ExecRequest};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -140,26 +141,36 @@ impl OdekMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ExecResult>, String> {
         let req = exec_request(&args)?;
+        let caller = Caller::of(&ctx);
         let (id, sandbox) = self
             .sandboxes
-            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
+            .get(args.sandbox_id.as_deref(), &caller)
             .await
             .map_err(refusal)?;
         let capture = Capture::new(Keep::HeadAndTail, MAX_OUTPUT_BYTES);
-        let sink = |k, b: &[u8]| capture.write(k, b);
-        let outcome = self
-            .sandboxes
-            .odek()
-            .exec(
-                &sandbox,
-                &req,
-                &ExecOptions {
-                    cancel: Some(ctx.ct.clone()),
-                },
-                &sink,
-            )
-            .await
-            .map_err(|e| refusal(Refusal::during_exec(e)))?;
+        let opts = ExecOptions {
+            cancel: Some(ctx.ct.clone()),
+        };
+        let (lines, send_lines) = caller.output_progress();
+        let sink = |k: StreamKind, b: &[u8]| {
+            capture.write(k, b);
+            if let Some(l) = &lines {
+                l.write(k, b);
+            }
+        };
+        let run = async {
+            let out = self
+                .sandboxes
+                .odek()
+                .exec(&sandbox, &req, &opts, &sink)
+                .await;
+            if let Some(l) = &lines {
+                l.finish();
+            }
+            out
+        };
+        let (outcome, ()) = tokio::join!(run, send_lines);
+        let outcome = outcome.map_err(|e| refusal(Refusal::during_exec(e)))?;
         if outcome.cancelled {
             return Err(format!(
                 "the client cancelled the command; it was {}",

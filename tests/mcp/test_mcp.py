@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import types
 from mcp.types import ElicitResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -196,6 +197,56 @@ def test_timeout_kills_the_command(project):
             assert ps["stdout"].strip() == "0", ps
 
     run(go())
+
+
+def test_exec_streams_output_lines_as_progress(project):
+    """With a progress token, each output line reaches the client as a
+    progress notification while the command runs (shown by ordering: the
+    command waits until the client has seen its first line), stderr lines
+    marked, progress values increasing; the result is the whole output as
+    without a token. Without a token no notification is sent."""
+    seen: list[tuple[float, str | None]] = []
+    notes: list = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, message))
+        if message == "a":
+            (project.dir / "go").touch()
+
+    async def on_message(message):
+        if isinstance(message, types.ProgressNotification):
+            notes.append(message)
+
+    script = "echo a; echo oops >&2; while [ ! -e go ]; do sleep 0.02; done; printf 'b\\nc'; exit 3"
+
+    async def go():
+        async with session(project, compose=False, message_handler=on_message) as (s, _):
+            r = await s.call_tool("exec", {"command": script, "timeout_secs": 60}, progress_callback=on_progress)
+            assert not r.is_error, text_of(r)
+            out = r.structured_content
+            print("\n--- progress ---\n" + "\n".join(f"{p:g} {m}" for p, m in seen))
+            assert (out["exit_code"], out["timed_out"]) == (3, False), out
+            assert (out["stdout"], out["stderr"]) == ("a\nb\nc", "oops\n"), out
+            lines = [m for _, m in seen if m in ("a", "b", "c", "stderr | oops")]
+            assert lines.index("a") < lines.index("b") < lines.index("c"), seen
+            assert "stderr | oops" in lines, seen
+            values = [p for p, _ in seen]
+            assert values == sorted(set(values)), f"progress must increase: {values}"
+            assert notes, "the message handler sees progress notifications (positive control)"
+            path = await ok(s, "exec", command="test -e /.odek/odek-supervisor && echo supervisor || echo exec-api")
+            assert path["stdout"].strip() == ("supervisor" if os.environ.get("ODEK_SUPERVISOR") else "exec-api")
+
+            # No token: the same result, no notification at all.
+            notes.clear()
+            (project.dir / "go").unlink()
+            (project.dir / "go").touch()
+            r = await s.call_tool("exec", {"command": script, "timeout_secs": 60})
+            assert not r.is_error, text_of(r)
+            assert r.structured_content["stdout"] == "a\nb\nc"
+            assert notes == [], notes
+
+    run(go())
+    assert wait_gone(project.dir) == []
 
 
 def test_two_explicit_sandboxes(project):

@@ -23,6 +23,16 @@ pool; see :mod:`odek._async`)::
     async with odek.launch_async(".", {"sandbox_compose_project": "myapp"}) as sandbox:
         result = await sandbox.exec(["redis-cli", "-h", "redis", "ping"], timeout=30)
 
+Output as it comes: :meth:`Sandbox.exec_stream` returns an iterator of
+:class:`OutputChunk` ``(stream, data)`` with the :class:`ExecResult` as its
+``result`` at the end, and :meth:`AsyncSandbox.exec_stream` the same for
+``async for`` (see :mod:`odek._stream`)::
+
+    with sandbox.exec_stream(shell="make test") as run:
+        for chunk in run:
+            print(chunk.stream, chunk.data)
+    print(run.result.exit_code)
+
 A sandbox is required by default: an unreachable daemon or an image that
 cannot be pulled raises instead of falling back to the host. Pass
 ``allow_host_fallback=True`` for SPEC §6.3's implicit mode; a fallback then
@@ -69,11 +79,13 @@ from ._ffi import (
     EXEC_OUTPUT_LIMIT,
     AbiVersionError,
     LibraryError,
+    MissingFunctionError,
     abi_version,
     library_path,
     version,
 )
 from ._results import Description, EnvironmentNetwork, ExecResult, Peer, SandboxInfo
+from ._stream import AsyncExecStream, ExecStream, OutputChunk
 from ._types import Approval, ApprovalRequest, EnvKey, Network, Plan, PlanWarning
 from ._view import ConfigView
 
@@ -106,6 +118,9 @@ __all__ = [
     "EnvironmentNetwork",
     "Peer",
     "ExecResult",
+    "ExecStream",
+    "AsyncExecStream",
+    "OutputChunk",
     "ConfigView",
     "SandboxInfo",
     "OdekError",
@@ -122,4 +137,5 @@ __all__ = [
     "CancelToken",
     "LibraryError",
     "AbiVersionError",
+    "MissingFunctionError",
 ]

@@ -53,10 +53,12 @@ from ._client import (
     PathLike,
     PlanLike,
     Sandbox,
+    _exec_request,
     _resolve_and_launch,
     _warn_launch,
 )
 from ._results import Description, ExecResult, SandboxInfo
+from ._stream import AsyncExecStream
 from ._types import Approval, Plan
 from ._view import ConfigView
 
@@ -194,6 +196,36 @@ class AsyncSandbox:
         """
         return await _run_cancellable(self._executor, self._sync.exec, argv, shell=shell, env=env,
                                       timeout=timeout, workdir=workdir)
+
+    def exec_stream(
+        self,
+        argv: Optional[Sequence[str]] = None,
+        *,
+        shell: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+        workdir: Optional[str] = None,
+        cancel: Optional[CancelToken] = None,
+    ) -> AsyncExecStream:
+        """As :meth:`odek.Sandbox.exec_stream`, for ``async for``: starts
+        the command now (call it from a coroutine: it needs the running
+        loop) and returns an :class:`~odek.AsyncExecStream` of
+        :class:`~odek.OutputChunk` values; ``result`` once it ended::
+
+            async with sandbox.exec_stream(shell="make", timeout=600) as run:
+                async for chunk in run:
+                    print(chunk.stream, chunk.data)
+            print(run.result.exit_code)
+
+        Not a coroutine itself: the chunks reach the event loop from a
+        thread of the stream's own (not the executor). Cancelling the task
+        that iterates kills the command.
+
+        Raises:
+            MissingFunctionError, UsageError, InvalidHandleError: as the sync call.
+        """
+        req = _exec_request(argv, shell, env, timeout, workdir)
+        return AsyncExecStream(self._sync, req, cancel)
 
     async def close(self) -> None:
         """Removes the container and frees the handle; idempotent."""

@@ -6,7 +6,7 @@ import ctypes
 import json as _json
 import os
 import warnings
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union
 
 from . import _cancel, _ffi
 from ._cancel import CancelToken
@@ -14,6 +14,9 @@ from ._managed import Managed
 from ._results import Description, ExecResult, SandboxInfo
 from ._types import Approval, ApprovalRequest, Plan
 from ._view import ConfigView
+
+if TYPE_CHECKING:
+    from ._stream import ExecStream
 
 __all__ = ["Client", "Sandbox", "launch", "narrow"]
 
@@ -438,31 +441,90 @@ class Sandbox(Managed[Any]):
             DockerRejectedError: the command could not be started or waited for (402).
             InvalidHandleError: the sandbox was closed.
         """
-        req: Dict[str, Any] = {}
-        if argv is not None:
-            if isinstance(argv, (str, bytes)):
-                raise TypeError("argv must be a list of str; pass a command line as shell=...")
-            argv = list(argv)
-            if not all(isinstance(a, str) for a in argv):
-                raise TypeError("argv must be a list of str")
-            req["argv"] = argv
-        if shell is not None:
-            if not isinstance(shell, str):
-                raise TypeError("shell must be a str")
-            req["shell"] = shell
-        e = _str_map(env, "env")
-        if e:
-            req["env"] = e
-        if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-                raise TypeError("timeout must be a number of seconds")
-            req["timeout_secs"] = float(timeout)
-        if workdir is not None:
-            req["workdir"] = os.fspath(workdir)
+        req = _exec_request(argv, shell, env, timeout, workdir)
         h = self._handle()
         return ExecResult.from_json(
-            _ffi.call_str("odek_exec_cancellable", h, _dumps(req, "exec request"), _cancel.arg(cancel))
+            _ffi.call_str("odek_exec_cancellable", h, req, _cancel.arg(cancel))
         )
+
+    def exec_stream(
+        self,
+        argv: Optional[Sequence[str]] = None,
+        *,
+        shell: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+        workdir: Optional[str] = None,
+        cancel: Optional[CancelToken] = None,
+    ) -> "ExecStream":
+        """Runs a command in the sandbox and yields its output as it comes.
+
+        Arguments as :meth:`exec`. The command starts now; the returned
+        :class:`ExecStream` is an iterator of :class:`OutputChunk`
+        ``(stream, data)`` — ``stream`` ``"stdout"`` or ``"stderr"``,
+        ``data`` raw bytes — that ends when the command ends; its
+        :attr:`~ExecStream.result` is then the :class:`ExecResult` that
+        :meth:`exec` would return (the same exit code, timeout, output
+        capped at 16 MiB per stream)::
+
+            with sandbox.exec_stream(shell="pytest -x", timeout=600) as run:
+                for chunk in run:
+                    print(chunk.stream, chunk.data.decode(errors="replace"), end="")
+            print(run.result.exit_code)
+
+        Chunks not read yet wait in memory. Closing the stream before the
+        command ended (:meth:`ExecStream.close`, the end of its ``with``
+        block, or dropping it) kills the command as its timeout would; so
+        does ``cancel`` (then give the stream a token of its own: closing
+        the stream cancels it).
+
+        Raises:
+            MissingFunctionError: the loaded libodek predates streaming
+                exec (nothing runs).
+            UsageError: neither or both of ``argv``/``shell``, or a bad timeout.
+            InvalidHandleError: the sandbox was closed.
+            OdekError: a failure of the exec itself is raised by the
+                iteration (after the chunks before it) and by ``result``,
+                as :meth:`exec` would raise it.
+        """
+        from ._stream import ExecStream
+
+        req = _exec_request(argv, shell, env, timeout, workdir)
+        return ExecStream(self, req, cancel)
+
+
+def _exec_request(
+    argv: Optional[Sequence[str]],
+    shell: Optional[str],
+    env: Optional[Mapping[str, str]],
+    timeout: Optional[float],
+    workdir: Optional[str],
+) -> bytes:
+    """The ``odek.exec-request/1`` JSON of :meth:`Sandbox.exec` and
+    :meth:`Sandbox.exec_stream` (type errors raised here; the library checks
+    the rest)."""
+    req: Dict[str, Any] = {}
+    if argv is not None:
+        if isinstance(argv, (str, bytes)):
+            raise TypeError("argv must be a list of str; pass a command line as shell=...")
+        argv = list(argv)
+        if not all(isinstance(a, str) for a in argv):
+            raise TypeError("argv must be a list of str")
+        req["argv"] = argv
+    if shell is not None:
+        if not isinstance(shell, str):
+            raise TypeError("shell must be a str")
+        req["shell"] = shell
+    e = _str_map(env, "env")
+    if e:
+        req["env"] = e
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError("timeout must be a number of seconds")
+        req["timeout_secs"] = float(timeout)
+    if workdir is not None:
+        req["workdir"] = os.fspath(workdir)
+    return _dumps(req, "exec request")
 
 
 def narrow(

@@ -34,6 +34,7 @@ CODES: Dict[str, int] = {
     "PANIC": 105,
     "INTERNAL": 106,
     "FORKED": 107,
+    "REENTRANT": 108,
     "CONFIG": 200,
     "CONFIG_MALFORMED": 201,
     "NETWORK_MODE": 202,

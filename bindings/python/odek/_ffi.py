@@ -31,7 +31,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from ctypes import POINTER, c_char, c_char_p, c_int32, c_uint32
+from ctypes import CFUNCTYPE, POINTER, c_char, c_char_p, c_int32, c_size_t, c_uint8, c_uint32, c_void_p
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -41,6 +41,14 @@ ABI_VERSION = 1
 #: Most bytes of stdout or stderr one exec result carries
 #: (``ODEK_EXEC_OUTPUT_LIMIT``, 16 MiB each).
 EXEC_OUTPUT_LIMIT = 16 << 20
+
+#: ``stream`` of an output callback: the command's standard output
+#: (``ODEK_STREAM_STDOUT``).
+STREAM_STDOUT = 1
+
+#: ``stream`` of an output callback: the command's standard error
+#: (``ODEK_STREAM_STDERR``).
+STREAM_STDERR = 2
 
 #: The library's file name.
 LIB_NAME = "libodek.so"
@@ -72,6 +80,11 @@ ClientPtr = POINTER(odek_client_t)
 SandboxPtr = POINTER(odek_sandbox_t)
 #: ``odek_cancel_t *``
 CancelPtr = POINTER(odek_cancel_t)
+
+#: ``odek_output_fn``: ``void (*)(void *user_data, int32_t stream,
+#: const uint8_t *bytes, size_t len)``, called by ``odek_exec_stream`` on the
+#: calling thread (ctypes takes the GIL for it).
+OutputFn = CFUNCTYPE(None, c_void_p, c_int32, POINTER(c_uint8), c_size_t)
 
 #: name -> (restype, argtypes), in header order. ``None`` restype is ``void``.
 FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
@@ -111,6 +124,10 @@ FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
     "odek_cancel": (ErrorPtr, [CancelPtr]),
     "odek_cancel_free": (ErrorPtr, [CancelPtr]),
     "odek_debug_panic": (ErrorPtr, []),
+    "odek_exec_stream": (
+        ErrorPtr,
+        [SandboxPtr, c_char_p, CancelPtr, OutputFn, c_void_p, POINTER(OwnedStr)],
+    ),
     "odek_error_code": (c_int32, [ErrorPtr]),
     "odek_error_class": (c_char_p, [ErrorPtr]),
     "odek_error_message": (c_char_p, [ErrorPtr]),
@@ -205,11 +222,31 @@ def find_library() -> Path:
 TESTING_ONLY = frozenset({"odek_debug_panic"})
 
 
+#: Exports added within ABI version 1 after its first release, with what
+#: each serves: a library built before them lacks them but is otherwise
+#: compatible, so it loads, and using what needs one raises
+#: :class:`MissingFunctionError` (:func:`require`).
+ADDED_IN_ABI_1 = {
+    "odek_exec_stream": "streaming exec (Sandbox.exec_stream)",
+}
+
+
+class MissingFunctionError(LibraryError):
+    """The loaded ``libodek.so`` is older than this binding and lacks a
+    function a method needs (one of :data:`ADDED_IN_ABI_1`)."""
+
+    def __init__(self, message: str, *, path: str, function: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.function = function
+
+
 def declare(lib: ctypes.CDLL) -> None:
     """Sets ``restype``/``argtypes`` of every function in :data:`FUNCTIONS`
-    (those of :data:`TESTING_ONLY` only when the library exports them)."""
+    (those of :data:`TESTING_ONLY` and :data:`ADDED_IN_ABI_1` only when the
+    library exports them)."""
     for name, (restype, argtypes) in FUNCTIONS.items():
-        if name in TESTING_ONLY and not hasattr(lib, name):
+        if (name in TESTING_ONLY or name in ADDED_IN_ABI_1) and not hasattr(lib, name):
             continue
         fn = getattr(lib, name)
         fn.restype = restype
@@ -263,6 +300,29 @@ def lib() -> ctypes.CDLL:
         _lib_path = path
         _lib = handle
         return handle
+
+
+def require(name: str) -> Any:
+    """The declared function ``name`` of the loaded library.
+
+    Raises:
+        MissingFunctionError: the library predates ``name`` (one of
+            :data:`ADDED_IN_ABI_1`): it says which feature needs it and how
+            to get a newer library.
+    """
+    L = lib()
+    try:
+        return getattr(L, name)
+    except AttributeError:
+        pass
+    feature = ADDED_IN_ABI_1.get(name, name)
+    raise MissingFunctionError(
+        f"{_lib_path} has no {name}, which {feature} needs: it is an older libodek "
+        f"(ABI {ABI_VERSION}, from before {name} was added); install a newer odek "
+        "package or point ODEK_LIB at a newer libodek.so",
+        path=str(_lib_path),
+        function=name,
+    )
 
 
 def library_path() -> Path:
@@ -338,6 +398,7 @@ __all__ = [
     "FUNCTIONS",
     "LibraryError",
     "AbiVersionError",
+    "MissingFunctionError",
     "find_library",
     "lib",
     "library_path",

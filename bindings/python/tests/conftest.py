@@ -34,9 +34,13 @@ IMAGE = "odek-test/base:1"
 PROJECT = os.environ.get("ODEK_TEST_COMPOSE_PROJECT", "odeke2e")
 
 # Keep the caller's ODEK_* switches (ODEK_SANDBOX=false, ODEK_REQUIRE_SANDBOX…)
-# out of the tests; keep only how to find the library.
+# out of the tests; keep only how to find the library, and ODEK_SUPERVISOR
+# (odek's supervisor binary: set, sandboxes run commands through it; the
+# suite runs with it set and unset, as the e2e suite forwards it).
 for _k in list(os.environ):
-    if _k.startswith("ODEK_") and _k not in ("ODEK_LIB", "ODEK_TEST_COMPOSE_PROJECT", "ODEK_TEST_REPO", "ODEK_SUPERVISOR"):
+    if _k.startswith("ODEK_") and _k not in (
+        "ODEK_LIB", "ODEK_TEST_COMPOSE_PROJECT", "ODEK_TEST_REPO", "ODEK_SUPERVISOR",
+    ):
         del os.environ[_k]
 SESSION_HOME = tempfile.mkdtemp(prefix="odek-pytest-home-")
 os.environ["ODEK_HOME"] = SESSION_HOME

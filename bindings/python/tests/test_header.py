@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from ctypes import POINTER, c_char, c_char_p, c_int32, c_uint32
+from ctypes import POINTER, c_char, c_char_p, c_int32, c_uint32, c_void_p
 
 import pytest
 from conftest import BINDING, HEADER
@@ -110,6 +110,8 @@ EXPECTED_CTYPES = {
     "odek_sandbox_t**": POINTER(POINTER(_ffi.odek_sandbox_t)),
     "odek_cancel_t*": POINTER(_ffi.odek_cancel_t),
     "const odek_cancel_t*": POINTER(_ffi.odek_cancel_t),
+    "void*": c_void_p,  # user_data, handed back to the callback untouched
+    "odek_output_fn": _ffi.OutputFn,  # checked against the typedef below
 }
 
 
@@ -169,8 +171,12 @@ def test_pointer_and_integer_kinds_are_not_confused():
     for name, (c_ret, c_args) in prototypes().items():
         restype, argtypes = _ffi.FUNCTIONS[name]
         for c, t in [(c_ret, restype), *zip(c_args, argtypes)]:
-            if c.endswith("*"):
+            if c == "void*":
+                assert t is c_void_p, (name, c, t)
+            elif c.endswith("*"):
                 assert t is c_char_p or issubclass(t, ctypes._Pointer), (name, c, t)
+            elif c == "odek_output_fn":
+                assert issubclass(t, ctypes._CFuncPtr), (name, c, t)
             elif c in int_kinds:
                 size, signed = int_kinds[c]
                 assert ctypes.sizeof(t) == size, (name, c, t)
@@ -192,6 +198,18 @@ def test_opaque_types_are_the_header_typedefs():
         assert getattr(_ffi, name).__name__ == name
 
 
+def test_output_callback_matches_the_header_typedef():
+    src = " ".join(strip_comments(header_text()).split())
+    m = re.search(r"typedef void \(\*odek_output_fn\)\(([^)]*)\);", src)
+    assert m, "no odek_output_fn typedef in the header"
+    params = [normalise(re.match(r"^(.*?)([A-Za-z_]\w*)$", a.strip()).group(1))
+              for a in m.group(1).split(",")]
+    assert params == ["void*", "int32_t", "const uint8_t*", "size_t"]
+    fn = _ffi.OutputFn
+    assert fn._restype_ is None
+    assert fn._argtypes_ == (c_void_p, c_int32, POINTER(ctypes.c_uint8), ctypes.c_size_t)
+
+
 def test_code_table_equals_header_enum():
     header_codes = {k[len("ODEK_E_"):]: v for k, v in enum_codes().items()}
     assert len(header_codes) >= 30
@@ -207,9 +225,11 @@ def test_abi_version_and_output_limit_equal_header():
     m = re.fullmatch(r"\((\d+)\s*<<\s*(\d+)\)", d["ODEK_EXEC_OUTPUT_LIMIT"])
     assert m, d["ODEK_EXEC_OUTPUT_LIMIT"]
     assert int(m.group(1)) << int(m.group(2)) == odek.EXEC_OUTPUT_LIMIT == 16 * 1024 * 1024
-    assert set(d) == {"ODEK_ABI_VERSION", "ODEK_EXEC_OUTPUT_LIMIT"}, (
-        "a #define the binding does not know about"
-    )
+    assert int(d["ODEK_STREAM_STDOUT"]) == _ffi.STREAM_STDOUT
+    assert int(d["ODEK_STREAM_STDERR"]) == _ffi.STREAM_STDERR
+    assert set(d) == {"ODEK_ABI_VERSION", "ODEK_EXEC_OUTPUT_LIMIT", "ODEK_STREAM_STDOUT",
+                      "ODEK_STREAM_STDERR"}, "a #define the binding does not know about"
+
 
 
 def test_loaded_library_reports_the_same_abi_and_exports_every_function():

@@ -13,13 +13,16 @@
  *                        launch -> info -> describe -> exec -> destroy ->
  *                        client_free plus error paths (invalid JSON / UTF-8,
  *                        NULL, destroyed handles); every 10th cycle also exec
- *                        shell, narrow, config view and the approve -> launch
+ *                        shell, exec_stream (plain and cancelled), narrow,
+ *                        config view and the approve -> launch
  *                        flow; every 100th a caught panic. Frees every string
  *                        and error. Run under valgrind for the leak check.
  *                        Fake engine.
  *   smoke real <workdir> real Docker (client "{}"): resolve against Compose
  *                        project "odeke2e" -> launch -> exec redis-cli ping ->
- *                        describe -> destroy; checks no container is left.
+ *                        exec_stream (chunks per stream, a reentrant call
+ *                        refused, a cancel from the callback) -> describe ->
+ *                        destroy; checks no container is left.
  *
  * Every check prints PASS or FAIL; the exit status is 1 when any check failed,
  * 2 on a usage error.
@@ -134,6 +137,55 @@ static int expect_ok(odek_error_t *e, const char *what)
            odek_error_message(e));
     odek_error_free(e);
     return 0;
+}
+
+/* What an odek_output_fn saw (odek_exec_stream); the callback appends each
+ * chunk to its stream's buffer and, when asked, makes calls from inside. */
+struct seen {
+    char out[4096];
+    size_t out_len;
+    char err[4096];
+    size_t err_len;
+    unsigned chunks;
+    int bad_stream;
+    /* at the first chunk: a blocking call (must be ODEK_E_REENTRANT) */
+    odek_sandbox_t *reenter;
+    int32_t reenter_code;
+    /* at the first chunk: cancel the call */
+    odek_cancel_t *cancel;
+};
+
+static void on_output(void *user_data, int32_t stream, const uint8_t *bytes, size_t len)
+{
+    struct seen *s = user_data;
+    char *buf = stream == ODEK_STREAM_STDOUT ? s->out : s->err;
+    size_t *n = stream == ODEK_STREAM_STDOUT ? &s->out_len : &s->err_len;
+    size_t room;
+
+    s->chunks++;
+    if (stream != ODEK_STREAM_STDOUT && stream != ODEK_STREAM_STDERR) {
+        s->bad_stream = 1;
+        return;
+    }
+    room = sizeof s->out - 1 - *n;
+    if (len < room) {
+        room = len;
+    }
+    memcpy(buf + *n, bytes, room);
+    *n += room;
+    buf[*n] = '\0';
+    if (s->reenter != NULL) {
+        char *r = NULL;
+        odek_error_t *e = odek_exec(s->reenter, "{\"argv\":[\"true\"]}", &r);
+        s->reenter_code = e != NULL ? odek_error_code(e) : 0;
+        odek_error_free(e);
+        odek_string_free(r);
+        s->reenter = NULL;
+    }
+    if (s->cancel != NULL) {
+        odek_error_free(odek_cancel(s->cancel));
+        s->cancel = NULL;
+    }
 }
 
 static int contains(const char *hay, const char *needle)
@@ -743,6 +795,40 @@ static void abuse_sandbox_params(struct ctx *c)
     }
     result(s1 == STR_SENTINEL, "odek_exec: out untouched after all errors");
 
+    printf("--- odek_exec_stream\n");
+    {
+        struct seen seen;
+        memset(&seen, 0, sizeof seen);
+        for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            snprintf(what, sizeof what, "odek_exec_stream(sandbox=%s)", bad[i].label);
+            expect_err(odek_exec_stream(bad[i].h, exec_ok, NULL, on_output, &seen, &s1), bad[i].code, what);
+        }
+        expect_err(odek_exec_stream(c->sandbox, NULL, NULL, on_output, &seen, &s1), ODEK_E_NULL_POINTER,
+                   "odek_exec_stream(request=NULL)");
+        expect_err(odek_exec_stream(c->sandbox, exec_ok, NULL, NULL, &seen, &s1), ODEK_E_NULL_POINTER,
+                   "odek_exec_stream(on_output=NULL)");
+        expect_err(odek_exec_stream(c->sandbox, exec_ok, NULL, on_output, &seen, NULL), ODEK_E_NULL_POINTER,
+                   "odek_exec_stream(out=NULL)");
+        expect_err(odek_exec_stream(c->sandbox, BAD_UTF8, NULL, on_output, &seen, &s1), ODEK_E_INVALID_UTF8,
+                   "odek_exec_stream(bad UTF-8)");
+        expect_err(odek_exec_stream(c->sandbox, "{", NULL, on_output, &seen, &s1), ODEK_E_INVALID_JSON,
+                   "odek_exec_stream(invalid JSON)");
+        expect_err(odek_exec_stream(c->sandbox, "{\"argv\":[\"a\"],\"shell\":\"b\"}", NULL, on_output, &seen, &s1),
+                   ODEK_E_INVALID_ARGUMENT, "odek_exec_stream(argv and shell)");
+        expect_err(odek_exec_stream(c->sandbox, exec_ok, (const odek_cancel_t *)(void *)c->client, on_output,
+                                    &seen, &s1),
+                   ODEK_E_INVALID_HANDLE, "odek_exec_stream(client handle as cancel)");
+        result(s1 == STR_SENTINEL, "odek_exec_stream: out untouched after all errors");
+        result(seen.chunks == 0, "odek_exec_stream: no callback on a refused call");
+        if (expect_ok(odek_exec_stream(c->sandbox, exec_ok, NULL, on_output, &seen, &s1),
+                      "odek_exec_stream(fake engine)")) {
+            result(contains(s1, "odek.exec-result/1") && contains(s1, "\"exit_code\":0,"),
+                   "odek_exec_stream: odek_exec's result");
+            odek_string_free(s1);
+            s1 = STR_SENTINEL;
+        }
+    }
+
     printf("--- odek_sandbox_destroy\n");
     expect_err(odek_sandbox_destroy(FAKE_SANDBOX), ODEK_E_INVALID_HANDLE, "odek_sandbox_destroy(0x1234)");
     expect_err(odek_sandbox_destroy(FAKE_SANDBOX2), ODEK_E_INVALID_HANDLE, "odek_sandbox_destroy(0xdeadbeef)");
@@ -983,6 +1069,18 @@ static void extra_cycle(odek_client_t *client, const char *plan, const char *req
         expect_err(odek_exec_cancellable(sb, "{\"argv\":[\"true\"]}", k, &junk), ODEK_E_CANCELLED,
                    "loop: odek_exec_cancellable(cancelled)");
     }
+    if (sb != NULL) {
+        struct seen seen;
+        memset(&seen, 0, sizeof seen);
+        expect_err(odek_exec_stream(sb, "{\"argv\":[\"true\"]}", k, on_output, &seen, &junk), ODEK_E_CANCELLED,
+                   "loop: odek_exec_stream(cancelled)");
+        if (expect_ok(odek_exec_stream(sb, "{\"argv\":[\"true\"]}", NULL, on_output, &seen, &res),
+                      "loop: odek_exec_stream")) {
+            result(contains(res, "odek.exec-result/1"), "loop: exec_stream result schema");
+            odek_string_free(res);
+            res = NULL;
+        }
+    }
     expect_ok(odek_cancel_free(k), "loop: odek_cancel_free");
 
     if (sb != NULL &&
@@ -1182,6 +1280,47 @@ static int run_real(const char *dir)
         result(contains(res, "\"exit_code\":3,"), "real: non-zero exit is a result, not an error");
         odek_string_free(res);
         res = NULL;
+    }
+
+    /* Informational: which path the commands take (ODEK_SUPERVISOR on or off). */
+    if (expect_ok(odek_exec(sb, "{\"shell\":\"test -e /.odek/odek-supervisor && echo supervisor || echo exec API\"}",
+                            &res),
+                  "real: odek_exec (which path)")) {
+        printf("real: commands run through: %s\n", res);
+        odek_string_free(res);
+        res = NULL;
+    }
+    printf("real: step 4b exec_stream\n");
+    {
+        struct seen seen;
+        memset(&seen, 0, sizeof seen);
+        seen.reenter = sb;
+        if (expect_ok(odek_exec_stream(sb, "{\"shell\":\"echo a; echo b >&2; echo c; exit 4\"}", NULL, on_output,
+                                       &seen, &res),
+                      "real: odek_exec_stream")) {
+            printf("real: exec_stream result %s\n", res);
+            result(strcmp(seen.out, "a\nc\n") == 0, "real: stream stdout is a, c (%s)", seen.out);
+            result(strcmp(seen.err, "b\n") == 0, "real: stream stderr is b (%s)", seen.err);
+            result(!seen.bad_stream, "real: every chunk names stdout or stderr");
+            result(seen.reenter_code == ODEK_E_REENTRANT, "real: odek_exec from the callback is ODEK_E_REENTRANT (%d)",
+                   (int)seen.reenter_code);
+            result(contains(res, "\"exit_code\":4,") && contains(res, "\"stdout\":\"a\\nc\\n\"") &&
+                       contains(res, "\"stderr\":\"b\\n\""),
+                   "real: exec_stream result is odek_exec's");
+            odek_string_free(res);
+            res = NULL;
+        }
+        memset(&seen, 0, sizeof seen);
+        seen.cancel = odek_cancel_new();
+        {
+            odek_cancel_t *k = seen.cancel;
+            char *junk = STR_SENTINEL;
+            expect_err(odek_exec_stream(sb, "{\"shell\":\"echo a; sleep 60; echo late\"}", k, on_output, &seen, &junk),
+                       ODEK_E_CANCELLED, "real: odek_cancel from the callback stops the command");
+            result(strcmp(seen.out, "a\n") == 0 && junk == STR_SENTINEL, "real: nothing after the cancel (%s)",
+                   seen.out);
+            expect_ok(odek_cancel_free(k), "real: odek_cancel_free");
+        }
     }
 
     printf("real: step 5 describe\n");
