@@ -132,6 +132,48 @@ async fn a_stored_trust_of_the_parent_counts_while_it_is_in_the_store() {
 }
 
 #[tokio::test]
+async fn an_approval_passed_on_from_a_stored_trust_ends_with_the_trust() {
+    // What odek mcp's sandbox_narrow did: the approval decided from the
+    // parent's standing trust, passed to launch after the trust was revoked.
+    let s = project();
+    let parent = s.resolve().await.expect("resolve");
+    s.odek.approve(&parent, Decision::Trust).expect("trust");
+    let trusted = s.resolve().await.expect("resolve again");
+    let child = narrow(&trusted, &pids_100()).expect("narrow");
+    let stored = child
+        .approval
+        .as_ref()
+        .and_then(|r| r.standing())
+        .expect("standing");
+    assert_eq!(stored.via, odek_core::approval::Via::Stored);
+    let opts = LaunchOptions {
+        approval: Some(stored),
+        ..LaunchOptions::default()
+    };
+    // Control: while the trust is stored, the approval launches.
+    let sb = s
+        .odek
+        .launch(&child, &opts, &s.reporter)
+        .await
+        .expect("trusted");
+    s.odek.destroy(&sb).await.expect("destroy");
+    let key = child.approval.as_ref().expect("request").key.clone();
+    Store::new(&s.odek_home).revoke(&[key]).expect("revoke");
+    let creates = s.fake.calls_of(Op::CreateContainer).len();
+    let err = s
+        .odek
+        .launch(&child, &opts, &s.reporter)
+        .await
+        .expect_err("trust revoked");
+    assert!(
+        matches!(err, Error::Approval(ApprovalError::Required { .. })),
+        "{err:?}"
+    );
+    assert_eq!(s.fake.calls_of(Op::CreateContainer).len(), creates);
+    assert!(s.fake.containers().is_empty());
+}
+
+#[tokio::test]
 async fn a_recorded_plan_gets_its_standing_from_this_environment() {
     let s = project();
     let parent = s.resolve().await.expect("resolve");

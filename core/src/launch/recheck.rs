@@ -20,16 +20,23 @@ pub(crate) async fn recheck(
     let Some(req) = &plan.approval else {
         return Ok(());
     };
-    // Without an explicit approval, a standing one counts: a trust that is
-    // still in the store now (not merely when the plan was made), or
-    // ODEK_APPROVE_PROJECT_SANDBOX=1.
+    // A stored trust counts only while it is in the store now (not merely
+    // when the plan was made): as the standing approval of a launch without
+    // an explicit one, and as an explicit approval that came from it
+    // (`via: stored`, what every front end's approval decision passes on).
+    let revoked = || -> Result<bool, crate::Error> {
+        Ok(!Store::new(&plan.odek_home).trusts(&req.key, req.env_binding.as_deref())?)
+    };
     let standing = match approval {
-        Some(_) => None,
-        None if req.trusted
-            && !Store::new(&plan.odek_home).trusts(&req.key, req.env_binding.as_deref())? =>
-        {
-            None
+        Some(a) if a.via == crate::approval::Via::Stored && revoked()? => {
+            return Err(ApprovalError::Required {
+                config: req.config.clone(),
+                knobs: req.knobs.join(", "),
+            }
+            .into());
         }
+        Some(_) => None,
+        None if req.trusted && revoked()? => None,
         None => req.standing(),
     };
     let Some(approval) = approval.or(standing.as_ref()) else {
