@@ -390,6 +390,20 @@ impl Error {
         }
     }
 
+    /// What became of the container a failed launch made (or may have
+    /// made), when the error says: `Some` only on [`Error::Unreachable`]
+    /// and [`Error::Rejected`] after a create was tried. A front end that
+    /// says "no container was left" says it only when this is `None` or
+    /// [`Removal::Removed`].
+    pub fn removal(&self) -> Option<&Removal> {
+        match self {
+            Error::Unreachable { removal, .. } | Error::Rejected { removal, .. } => {
+                removal.as_ref()
+            }
+            _ => None,
+        }
+    }
+
     /// This error with what became of the launch's container: set on
     /// [`Error::Unreachable`] and [`Error::Rejected`], other errors as they are.
     pub(crate) fn with_removal(mut self, what: Removal) -> Error {

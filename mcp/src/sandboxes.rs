@@ -53,9 +53,18 @@ pub(crate) struct Entry {
 pub(crate) struct Refusal(pub(crate) String);
 
 impl From<Error> for Refusal {
+    /// A launch's refusal. odek mcp never runs a command on the host; that
+    /// no container was left is said only when the error's removal says so
+    /// (the error's own text names what may be left, and the fix).
     fn from(e: Error) -> Refusal {
+        let left = match e.removal() {
+            None | Some(odek_core::error::Removal::Removed) => {
+                "; nothing ran on the host and no container was left"
+            }
+            Some(_) => "; nothing ran on the host (see above for the container)",
+        };
         Refusal(format!(
-            "{e}\n(odek refused: failure class {}; nothing ran on the host and no container was left)",
+            "{e}\n(odek refused: failure class {}{left})",
             e.class()
         ))
     }
@@ -362,7 +371,10 @@ impl Sandboxes {
         if let Err(e) = self.odek.destroy(&entry.sandbox).await {
             // Keep it listed so the caller can try again.
             self.table().insert(id.to_string(), entry);
-            return Err(e.into());
+            return Err(Refusal(format!(
+                "{e}\n(odek: failure class {}; sandbox {id} is still listed: call sandbox_down again)",
+                e.class()
+            )));
         }
         Ok(())
     }
@@ -490,4 +502,35 @@ fn unknown(id: &str) -> Refusal {
         "no sandbox with id {} was launched by this odek MCP server; ids are those sandbox_up, sandbox_narrow or sandbox_list returned in this session (a container name, or another server's id, is not accepted); call sandbox_list to see them, or omit sandbox_id to use this conversation's sandbox",
         odek_core::text::quote(id)
     ))
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+    use odek_core::error::Removal;
+
+    fn rejected(removal: Option<Removal>) -> Error {
+        Error::Rejected {
+            step: odek_core::Step::Start,
+            message: "the daemon refused".into(),
+            fix: None,
+            removal,
+        }
+    }
+
+    #[test]
+    fn no_container_left_is_said_only_when_the_removal_says_so() {
+        for r in [None, Some(Removal::Removed)] {
+            let Refusal(text) = rejected(r).into();
+            assert!(text.contains("no container was left"), "{text}");
+        }
+        let left = Removal::Left {
+            name: "odek-x".into(),
+            detached: false,
+            why: Some("busy".into()),
+        };
+        let Refusal(text) = rejected(Some(left)).into();
+        assert!(!text.contains("no container was left"), "{text}");
+        assert!(text.contains("odek-x"), "{text}");
+    }
 }
