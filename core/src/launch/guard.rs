@@ -145,8 +145,17 @@ impl Interrupted {
             (Stage::Preparing, _) => {
                 "the launch was cancelled by the caller before the sandbox was created (a probe of its image, if any, was removed)".to_string()
             }
-            (_, Reaped::Removed) | (_, Reaped::Absent) => {
+            (_, Reaped::Removed) => {
                 format!("the launch was cancelled by the caller; sandbox {name} was removed")
+            }
+            // Stopped while creating, and none found: the daemon may still
+            // create it.
+            (Stage::Creating, Reaped::Absent) => {
+                fix = Some(self.reap_fix());
+                format!("the launch was cancelled by the caller; no container {name} exists; should the daemon still create it, ")
+            }
+            (_, Reaped::Absent) => {
+                format!("the launch was cancelled by the caller; sandbox {name} is gone")
             }
             (_, Reaped::NotOurs) => format!(
                 "the launch was cancelled by the caller; a container named {name} exists, but this launch did not create it: it was left alone"
@@ -191,5 +200,34 @@ impl Interrupted {
                 "{why}; could not remove sandbox {name} ({e}); {later} once the daemon answers"
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cancelled(stage: Stage, reaped: Reaped) -> String {
+        Interrupted {
+            name: "odek-x".into(),
+            detached: false,
+            stage,
+            reaped,
+        }
+        .cancelled()
+        .to_string()
+    }
+
+    #[test]
+    fn a_cancelled_launch_says_what_was_found() {
+        let m = cancelled(Stage::Created, Reaped::Removed);
+        assert!(m.contains("odek-x was removed"), "{m}");
+        // Nothing found while creating: not "removed", and the fix.
+        let m = cancelled(Stage::Creating, Reaped::Absent);
+        assert!(!m.contains("removed"), "{m}");
+        assert!(m.contains("no container odek-x exists"), "{m}");
+        assert!(m.contains("gc"), "{m}");
+        let m = cancelled(Stage::Created, Reaped::Absent);
+        assert!(m.contains("odek-x is gone"), "{m}");
     }
 }
