@@ -85,6 +85,15 @@ cleanup() {
 trap cleanup EXIT
 mkdir "$STAGE/bin" "$STAGE/user"
 cp "$TARGET/debug/odek" "$TARGET/debug/libodek.so" "$STAGE/bin/"
+# odek's supervisor where an installed odek and libodek find it: beside
+# them (no ODEK_SUPERVISOR reaches the user). ODEK_SUPERVISOR_BIN is the
+# static one `cargo xtask` builds; without it the sandboxes say
+# `supervisor=off (no odek-supervisor installed …)` and run as well.
+if [[ -n ${ODEK_SUPERVISOR_BIN:-} ]]; then
+  cp "$ODEK_SUPERVISOR_BIN" "$STAGE/bin/odek-supervisor"
+else
+  log "ODEK_SUPERVISOR_BIN is not set: the non-root suites run without odek's supervisor"
+fi
 
 # The repository as the user sees it: the checkout when it can read it,
 # else a copy of what the tests read (fixtures, image scripts, the binding).

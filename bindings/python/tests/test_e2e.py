@@ -52,6 +52,14 @@ def test_agent_flow(docker_client, docker_workdir, compose_project):
         backend = [n for n in d.networks if n.name == f"{compose_project}_backend"]
         assert backend and backend[0].internal
         assert "redis" in d.tool
+        # odek's supervisor: on when named (the suite names the static one,
+        # as an installed libodek finds it beside itself); when off, why.
+        sup = d.environment["supervisor"]
+        if os.environ.get("ODEK_SUPERVISOR"):
+            assert sup == {"on": True, "reason": None, "not_held": []}, sup
+            assert sandbox.info.startup_line.endswith(" supervisor=on")
+        else:
+            assert sup["on"] or (sup["reason"] and sup["not_held"]), sup
 
         r = sandbox.exec(PING, timeout=30)
         assert (r.exit_code, r.stdout.strip(), r.timed_out) == (0, "PONG", False)
