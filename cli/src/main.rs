@@ -244,7 +244,7 @@ pub(crate) struct ExecArgs {
 
 /// `odek sandbox shell`.
 #[derive(Args, Debug)]
-#[command(after_help = format!("Runs `/bin/sh -c 'command -v bash >/dev/null && exec bash; exec sh'` as `odek sandbox exec -it NAME` would: the local terminal is the shell's (raw mode, its size followed), every key goes to the shell, and odek exits with the shell's status. Needs a terminal on stdin and odek's supervisor in the sandbox (ODEK_SUPERVISOR when it was launched).\n{}", exit::help("Exit status")))]
+#[command(after_help = format!("Runs `/bin/sh -c 'command -v bash >/dev/null 2>&1 && exec bash; exec sh'` as `odek sandbox exec -it NAME` would: the local terminal is the shell's (raw mode, its size followed), every key goes to the shell, and odek exits with the shell's status. Needs a terminal on stdin and odek's supervisor in the sandbox (ODEK_SUPERVISOR when it was launched).\n{}", exit::help("Exit status")))]
 pub(crate) struct ShellArgs {
     /// Sandbox name (see `odek sandbox ls`).
     pub(crate) name: String,
