@@ -846,20 +846,31 @@ mod tests {
 
     /// A scripted supervisor: reads odek's frames from `peer`, records
     /// them, and reports command 1's exit (as `cancelled` after a Kill)
-    /// once its stdin was closed or its kill asked for.
+    /// once its stdin was closed (and, with `want_resize`, a Resize seen:
+    /// the two streams are independent) or its kill asked for.
     fn fake_supervisor(
         mut peer: tokio::io::DuplexStream,
         out: mpsc::UnboundedSender<std::io::Result<Vec<u8>>>,
+        want_resize: bool,
     ) -> tokio::task::JoinHandle<Vec<Frame>> {
         tokio::spawn(async move {
-            let mut seen = Vec::new();
+            let mut seen: Vec<Frame> = Vec::new();
             let mut d = Decoder::new();
             let mut buf = vec![0u8; 4096];
             loop {
                 while let Some(f) = d.next_frame().expect("valid frames") {
+                    let closed = seen
+                        .iter()
+                        .chain(std::iter::once(&f))
+                        .any(|f| f.kind == Kind::Stdin && f.payload.is_empty());
+                    let resized = !want_resize
+                        || seen
+                            .iter()
+                            .chain(std::iter::once(&f))
+                            .any(|f| f.kind == Kind::Resize);
                     let end = match f.kind {
-                        Kind::Stdin if f.payload.is_empty() => Some(false),
                         Kind::Kill => Some(true),
+                        _ if closed && resized => Some(false),
                         _ => None,
                     };
                     seen.push(f);
@@ -922,7 +933,7 @@ mod tests {
         let s = Session::open(link, Duration::from_secs(1))
             .await
             .expect("ready");
-        let sup = fake_supervisor(peer, tx);
+        let sup = fake_supervisor(peer, tx, true);
         let stdin = futures_util::stream::iter(vec![b"abc".to_vec(), b"def".to_vec()]).boxed();
         let resize = futures_util::stream::iter(vec![proto::WinSize {
             cols: 100,
@@ -1000,7 +1011,7 @@ mod tests {
             for _ in 0..50 {
                 tokio::task::yield_now().await;
             }
-            fake_supervisor(peer, tx)
+            fake_supervisor(peer, tx, false)
                 .await
                 .expect("the fake supervisor")
         };
