@@ -54,7 +54,7 @@ pub const TABLE: &[Row] = &[
         status: "125",
         help: "125 when odek refused (nothing ran)",
         short: "odek refused to set the sandbox up (config, approval, Docker refused, daemon unreachable in explicit mode, …): nothing ran",
-        long: "odek refused: bad `-e` or `--timeout`, config, approval missing or denied, Docker refused the setup, daemon unreachable where no fallback is allowed, no such sandbox … — **nothing ran**",
+        long: "odek refused: bad `-e` or `--timeout`, `-t` without a terminal on stdin, `-i`/`-t` in a sandbox without odek's supervisor, config, approval missing or denied, Docker refused the setup, daemon unreachable where no fallback is allowed, no such sandbox … — **nothing ran**",
     },
     Row {
         status: "129 / 130 / 131 / 143",

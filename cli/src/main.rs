@@ -141,13 +141,15 @@ pub(crate) enum ApprovalsCmd {
 /// `odek run`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = format!("Stdin is not forwarded: the command reads an empty input.\n{}", exit::help("Exit status"))
+    after_help = format!("Without -i, stdin is not forwarded: the command reads an empty input. -i and -t need odek's supervisor in the sandbox (ODEK_SUPERVISOR; docs/SANDBOXING.md).\n{}", exit::help("Exit status"))
 )]
 pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) sandbox: SandboxFlags,
     #[command(flatten)]
     pub(crate) exec: ExecFlags,
+    #[command(flatten)]
+    pub(crate) io: IoFlags,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(crate) cmd: Vec<String>,
@@ -164,6 +166,22 @@ pub(crate) struct ExecFlags {
     pub(crate) timeout: Option<f64>,
 }
 
+/// `-i` and `-t` of a command run in a sandbox.
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub(crate) struct IoFlags {
+    /// Forward odek's stdin to the command (its end closes the command's
+    /// stdin).
+    #[arg(short = 'i', long)]
+    pub(crate) interactive: bool,
+    /// Run the command on a pseudo-terminal of the local terminal's size
+    /// (stdout and stderr are then one stream). Needs a terminal on stdin.
+    /// With -i (-it) the local terminal is in raw mode and every key, Ctrl-C
+    /// included, goes to the command; -t alone forwards no keys and Ctrl-C
+    /// interrupts odek.
+    #[arg(short = 't', long)]
+    pub(crate) tty: bool,
+}
+
 /// `odek sandbox …`.
 #[derive(Subcommand, Debug)]
 pub(crate) enum SandboxCmd {
@@ -171,6 +189,9 @@ pub(crate) enum SandboxCmd {
     Up(UpArgs),
     /// Run a command in a running sandbox.
     Exec(ExecArgs),
+    /// Open an interactive shell in a running sandbox (bash when the image
+    /// has it, else sh).
+    Shell(ShellArgs),
     /// Remove sandboxes.
     Down(DownArgs),
     /// List odek sandboxes on the daemon.
@@ -202,21 +223,33 @@ pub(crate) struct UpArgs {
 
 /// `odek sandbox exec`.
 #[derive(Args, Debug)]
-#[command(after_help = exit::help("Exit status"))]
+#[command(after_help = format!("-i and -t need odek's supervisor in the sandbox (ODEK_SUPERVISOR when it was launched; docs/SANDBOXING.md).\n{}", exit::help("Exit status")))]
 pub(crate) struct ExecArgs {
     /// Sandbox name (see `odek sandbox ls`).
     pub(crate) name: String,
     #[command(flatten)]
     pub(crate) exec: ExecFlags,
+    #[command(flatten)]
+    pub(crate) io: IoFlags,
     /// Capture the command's output and print one JSON result on stdout
     /// (as the bindings' exec result: exit_code, timed_out, killed, stdout,
     /// stderr, stdout_truncated, stderr_truncated); the exit status is the
     /// same as without it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tty")]
     pub(crate) json: bool,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(crate) cmd: Vec<String>,
+}
+
+/// `odek sandbox shell`.
+#[derive(Args, Debug)]
+#[command(after_help = format!("Runs `/bin/sh -c 'command -v bash >/dev/null 2>&1 && exec bash; exec sh'` as `odek sandbox exec -it NAME` would: the local terminal is the shell's (raw mode, its size followed), every key goes to the shell, and odek exits with the shell's status. Needs a terminal on stdin and odek's supervisor in the sandbox (ODEK_SUPERVISOR when it was launched).\n{}", exit::help("Exit status")))]
+pub(crate) struct ShellArgs {
+    /// Sandbox name (see `odek sandbox ls`).
+    pub(crate) name: String,
+    #[command(flatten)]
+    pub(crate) exec: ExecFlags,
 }
 
 /// `odek sandbox down`.

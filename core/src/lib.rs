@@ -51,7 +51,7 @@ pub use client::Client;
 /// Where a fix an error names is worded per surface (`config::advice`).
 pub use config::advice;
 pub use error::{Error, Result};
-pub use exec::{Command, ExecOptions, ExecOutcome, ExecRequest};
+pub use exec::{Command, ExecIo, ExecOptions, ExecOutcome, ExecRequest, WinSize};
 pub use failure::{FailureClass, Step};
 pub use launch::LaunchOptions;
 pub use plan::{Isolation, Plan};

@@ -219,6 +219,24 @@ impl Session {
         stdin: Option<BoxStream<'_, Vec<u8>>>,
         deadline: Option<Duration>,
     ) -> Ended {
+        self.run_io(start, output, cancel, stdin, None, deadline)
+            .await
+    }
+
+    /// [`Session::run`] with terminal resizes: each size `resize` yields is
+    /// sent as a [`Kind::Resize`] frame while the command runs (the
+    /// supervisor applies it to the command's terminal when `start.tty`
+    /// asked for one, and ignores it otherwise). Stdin chunks and resizes
+    /// go out in the order they arrive.
+    pub async fn run_io(
+        &self,
+        start: &proto::Start,
+        output: OutputSink<'_>,
+        cancel: impl Future<Output = ()>,
+        stdin: Option<BoxStream<'_, Vec<u8>>>,
+        resize: Option<BoxStream<'_, proto::WinSize>>,
+        deadline: Option<Duration>,
+    ) -> Ended {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, mut rx) = mpsc::channel(ROUTE_QUEUE);
         lock(&self.routes).insert(id, tx);
@@ -229,26 +247,58 @@ impl Session {
         if !self.is_alive() || !self.send(&Frame::json(Kind::Start, id, start)).await {
             return Ended::Lost;
         }
+        // The one writer of this command's stdin and resize frames, polled
+        // beside everything below (never blocked behind it, nor it behind a
+        // frame sent while it is suspended: see the kill below).
         let feed = async {
-            if let Some(mut s) = stdin {
-                while let Some(chunk) = s.next().await {
-                    for piece in chunk.chunks(proto::OUTPUT_CHUNK) {
-                        let f = Frame {
-                            kind: Kind::Stdin,
-                            id,
-                            payload: piece.to_vec(),
-                        };
-                        if !self.send(&f).await {
-                            return;
+            let mut stdin = stdin;
+            let mut resize = resize;
+            while stdin.is_some() || resize.is_some() {
+                let next_in = async {
+                    match stdin.as_mut() {
+                        Some(s) => s.next().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                let next_size = async {
+                    match resize.as_mut() {
+                        Some(s) => s.next().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                let frames: Vec<Frame> = tokio::select! {
+                    chunk = next_in => match chunk {
+                        Some(chunk) => chunk
+                            .chunks(proto::OUTPUT_CHUNK)
+                            .map(|piece| Frame {
+                                kind: Kind::Stdin,
+                                id,
+                                payload: piece.to_vec(),
+                            })
+                            .collect(),
+                        None => {
+                            // Its end closes the command's stdin.
+                            stdin = None;
+                            vec![Frame {
+                                kind: Kind::Stdin,
+                                id,
+                                payload: vec![],
+                            }]
                         }
+                    },
+                    size = next_size => match size {
+                        Some(ws) => vec![Frame::json(Kind::Resize, id, &ws)],
+                        None => {
+                            resize = None;
+                            vec![]
+                        }
+                    },
+                };
+                for f in &frames {
+                    if !self.send(f).await {
+                        return std::future::pending::<()>().await;
                     }
                 }
-                let close = Frame {
-                    kind: Kind::Stdin,
-                    id,
-                    payload: vec![],
-                };
-                self.send(&close).await;
             }
             std::future::pending::<()>().await
         };
@@ -311,7 +361,13 @@ impl Session {
                     id,
                     payload: vec![],
                 };
-                if !self.send(&kill).await {
+                // The feed may hold the writer, suspended mid-frame: keep
+                // polling it until the kill is written (it never ends).
+                let sent = tokio::select! {
+                    sent = self.send(&kill) => sent,
+                    () = &mut feed => false,
+                };
+                if !sent {
                     return Ended::Lost;
                 }
             }
@@ -1040,6 +1096,188 @@ mod tests {
         let second = d.next_frame().expect("valid").expect("a frame");
         assert_eq!((first.kind, second.kind), (Kind::Start, Kind::Kill));
         assert_eq!(first.id, second.id);
+    }
+
+    /// A scripted supervisor: reads odek's frames from `peer`, records
+    /// them, and reports command 1's exit (as `cancelled` after a Kill)
+    /// once its stdin was closed (and, with `want_resize`, a Resize seen:
+    /// the two streams are independent) or its kill asked for.
+    fn fake_supervisor(
+        mut peer: tokio::io::DuplexStream,
+        out: mpsc::UnboundedSender<std::io::Result<Vec<u8>>>,
+        want_resize: bool,
+    ) -> tokio::task::JoinHandle<Vec<Frame>> {
+        tokio::spawn(async move {
+            let mut seen: Vec<Frame> = Vec::new();
+            let mut d = Decoder::new();
+            let mut buf = vec![0u8; 4096];
+            loop {
+                while let Some(f) = d.next_frame().expect("valid frames") {
+                    let closed = seen
+                        .iter()
+                        .chain(std::iter::once(&f))
+                        .any(|f| f.kind == Kind::Stdin && f.payload.is_empty());
+                    let resized = !want_resize
+                        || seen
+                            .iter()
+                            .chain(std::iter::once(&f))
+                            .any(|f| f.kind == Kind::Resize);
+                    let end = match f.kind {
+                        Kind::Kill => Some(true),
+                        _ if closed && resized => Some(false),
+                        _ => None,
+                    };
+                    seen.push(f);
+                    if let Some(cancelled) = end {
+                        let exit = proto::Exit {
+                            code: Some(0),
+                            cancelled,
+                            killed: cancelled,
+                            ..Default::default()
+                        };
+                        out.send(Ok(Frame::json(Kind::Exit, 1, &exit).encode()))
+                            .expect("odek listens");
+                        return seen;
+                    }
+                }
+                let n = tokio::io::AsyncReadExt::read(&mut peer, &mut buf)
+                    .await
+                    .expect("read");
+                assert!(n > 0, "odek closed the stream early");
+                d.push(&buf[..n]);
+            }
+        })
+    }
+
+    fn open_with_peer(
+        capacity: usize,
+    ) -> (
+        Link,
+        tokio::io::DuplexStream,
+        mpsc::UnboundedSender<std::io::Result<Vec<u8>>>,
+    ) {
+        let (ours, theirs) = tokio::io::duplex(capacity);
+        let (tx, rx) = mpsc::unbounded_channel();
+        tx.send(Ok(ready(SUPERVISOR_UID).encode())).expect("send");
+        let link = Link {
+            output: tokio_stream_from(rx),
+            input: Box::new(ours),
+            keep: None,
+        };
+        (link, theirs, tx)
+    }
+
+    fn tty_start() -> proto::Start {
+        proto::Start {
+            argv: vec!["cat".into()],
+            env: vec![],
+            cwd: "/".into(),
+            uid: 1000,
+            gid: 1000,
+            groups: vec![],
+            tty: Some(proto::WinSize { cols: 80, rows: 24 }),
+            stdin: true,
+            timeout_ms: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn stdin_chunks_resizes_and_the_close_reach_the_supervisor() {
+        let (link, peer, tx) = open_with_peer(1 << 16);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        let sup = fake_supervisor(peer, tx, true);
+        let stdin = futures_util::stream::iter(vec![b"abc".to_vec(), b"def".to_vec()]).boxed();
+        let resize = futures_util::stream::iter(vec![proto::WinSize {
+            cols: 100,
+            rows: 30,
+        }])
+        .boxed();
+        let sink = |_: StreamKind, _: &[u8]| {};
+        let ended = s
+            .run_io(
+                &tty_start(),
+                &sink,
+                std::future::pending(),
+                Some(stdin),
+                Some(resize),
+                None,
+            )
+            .await;
+        assert!(
+            matches!(ended, Ended::Exit(ref e) if !e.cancelled),
+            "{ended:?}"
+        );
+        let seen = sup.await.expect("the fake supervisor");
+        assert_eq!(seen[0].kind, Kind::Start);
+        let start: proto::Start = seen[0].parse().expect("a Start");
+        assert_eq!(start, tty_start());
+        let stdin: Vec<&[u8]> = seen
+            .iter()
+            .filter(|f| f.kind == Kind::Stdin)
+            .map(|f| f.payload.as_slice())
+            .collect();
+        assert_eq!(stdin, [&b"abc"[..], b"def", b""]);
+        let sizes: Vec<proto::WinSize> = seen
+            .iter()
+            .filter(|f| f.kind == Kind::Resize)
+            .map(|f| f.parse().expect("a WinSize"))
+            .collect();
+        assert_eq!(
+            sizes,
+            [proto::WinSize {
+                cols: 100,
+                rows: 30
+            }]
+        );
+        assert!(seen.iter().all(|f| f.id == seen[0].id));
+    }
+
+    /// A cancel while the stdin feed is suspended mid-frame (the stream to
+    /// the supervisor is full) still gets its Kill written: the feed is
+    /// driven while the Kill waits for the writer.
+    #[tokio::test(start_paused = true)]
+    async fn a_cancel_during_a_blocked_stdin_write_still_kills() {
+        let (link, peer, tx) = open_with_peer(1024);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<()>();
+        // One chunk far larger than the stream's buffer, then stdin stays
+        // open: the feed blocks in its write, holding the writer.
+        let stdin = futures_util::stream::iter(vec![vec![b'x'; 256 << 10]])
+            .chain(futures_util::stream::pending())
+            .boxed();
+        let cancel = async {
+            let _ = cancel_rx.await;
+        };
+        let sink = |_: StreamKind, _: &[u8]| {};
+        let start = tty_start();
+        let run = s.run_io(&start, &sink, cancel, Some(stdin), None, None);
+        let drive = async {
+            // Let the feed fill the stream and block, then cancel, then
+            // start reading as the supervisor would.
+            for _ in 0..50 {
+                tokio::task::yield_now().await;
+            }
+            cancel_tx.send(()).expect("cancel");
+            for _ in 0..50 {
+                tokio::task::yield_now().await;
+            }
+            fake_supervisor(peer, tx, false)
+                .await
+                .expect("the fake supervisor")
+        };
+        let (ended, seen) =
+            tokio::time::timeout(Duration::from_secs(30), async { tokio::join!(run, drive) })
+                .await
+                .expect("no deadlock between the stdin feed and the kill");
+        assert!(
+            matches!(ended, Ended::Exit(ref e) if e.cancelled),
+            "{ended:?}"
+        );
+        assert_eq!(seen.last().map(|f| f.kind), Some(Kind::Kill));
     }
 
     fn tokio_stream_from(

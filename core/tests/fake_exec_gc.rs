@@ -848,3 +848,54 @@ async fn gc_scopes_to_a_workdir_and_dry_run_removes_nothing() {
     );
     assert!(s.fake.containers().is_empty());
 }
+
+/// Stdin or a terminal for a sandbox without odek's supervisor (commands
+/// through the exec API) is refused before anything runs, naming the fix;
+/// the same request without them runs (positive control).
+#[tokio::test]
+async fn stdin_or_a_terminal_without_the_supervisor_is_refused_before_anything_runs() {
+    use futures_util::StreamExt;
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let r = req(Command::Argv(vec!["cat".into()]));
+    let asks = [
+        odek_core::ExecIo {
+            stdin: Some(futures_util::stream::iter(vec![b"hi".to_vec()]).boxed()),
+            ..Default::default()
+        },
+        odek_core::ExecIo {
+            tty: Some(odek_core::WinSize { cols: 80, rows: 24 }),
+            ..Default::default()
+        },
+    ];
+    for io in asks {
+        let what = format!("{io:?}");
+        let err = s
+            .odek
+            .exec_io(&sb, &r, &ExecOptions::default(), io, &sink)
+            .await
+            .expect_err("refused");
+        let text = err.to_string();
+        assert!(
+            matches!(err, odek_core::Error::Exec { started: false, .. }),
+            "{what}: {err:?}"
+        );
+        assert!(text.contains("supervisor"), "{text}");
+        assert!(text.contains("ODEK_SUPERVISOR"), "{text}");
+        assert!(s.fake.calls_of(Op::Exec).is_empty(), "{what}: an exec ran");
+    }
+    let plain = s
+        .odek
+        .exec_io(
+            &sb,
+            &r,
+            &ExecOptions::default(),
+            odek_core::ExecIo::default(),
+            &sink,
+        )
+        .await
+        .expect("runs");
+    assert_eq!(plain.exit_code, 0);
+    assert_eq!(s.fake.calls_of(Op::Exec).len(), 1);
+}

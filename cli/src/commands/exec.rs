@@ -10,6 +10,7 @@ use crate::output::{print_anyhow, sink};
 use crate::{ExecFlags, EXIT_REFUSED};
 
 use super::signals::Signals;
+use super::terminal::Interactive;
 use super::{json_for_terminal, odek_home};
 
 /// Exit code from a command status (0..=255).
@@ -63,6 +64,40 @@ pub(super) fn exit_after_start(e: &odek_core::Error) -> ExitCode {
 }
 
 pub(super) async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitCode {
+    let io = Interactive {
+        stdin: args.io.interactive,
+        tty: args.io.tty,
+    };
+    exec_in(odek, &args.name, &args.exec, &args.cmd, io, args.json).await
+}
+
+/// What `odek sandbox shell` runs: bash when the image has it, else sh.
+pub(super) const SHELL: &str = "command -v bash >/dev/null 2>&1 && exec bash; exec sh";
+
+/// `odek sandbox shell NAME`: `odek sandbox exec -it NAME` of [`SHELL`].
+pub(super) async fn sandbox_shell(odek: &Client, args: &crate::ShellArgs) -> ExitCode {
+    let cmd = ["/bin/sh".to_string(), "-c".into(), SHELL.into()];
+    let io = Interactive {
+        stdin: true,
+        tty: true,
+    };
+    exec_in(odek, &args.name, &args.exec, &cmd, io, false).await
+}
+
+/// A command in running sandbox `name`, with `io`'s stdin and terminal;
+/// `json`: its captured result on stdout.
+async fn exec_in(
+    odek: &Client,
+    name: &str,
+    flags: &ExecFlags,
+    cmd: &[String],
+    io: Interactive,
+    json: bool,
+) -> ExitCode {
+    if let Err(why) = io.check() {
+        errln!("odek: error: {why}");
+        return ExitCode::from(EXIT_REFUSED);
+    }
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => {
@@ -74,8 +109,8 @@ pub(super) async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitC
     // As the bindings' exec result keeps it.
     let capture = odek_core::api::ExecResult::capture();
     let result = async {
-        let req = exec_request(&args.exec, &args.cmd)?;
-        let sandbox = odek.attach(&args.name, &odek_home()?).await?;
+        let req = exec_request(flags, cmd)?;
+        let sandbox = odek.attach(name, &odek_home()?).await?;
         // A signal cancels the command: the signal task fires the token.
         let token = CancellationToken::new();
         let opts = ExecOptions {
@@ -86,25 +121,29 @@ pub(super) async fn sandbox_exec(odek: &Client, args: &crate::ExecArgs) -> ExitC
             token.cancel();
             std::future::pending::<std::convert::Infallible>().await
         };
+        let (exec_io, raw) = io.start()?;
         let exec = async {
-            if args.json {
-                odek.exec(&sandbox, &req, &opts, &|k, b| capture.write(k, b))
+            if json {
+                odek.exec_io(&sandbox, &req, &opts, exec_io, &|k, b| capture.write(k, b))
                     .await
             } else {
-                odek.exec(&sandbox, &req, &opts, &sink).await
+                odek.exec_io(&sandbox, &req, &opts, exec_io, &sink).await
             }
         };
         // The exec is polled first, so it has started before a signal that
         // is already pending cancels it: killed, as one arriving mid-command.
         let outcome = tokio::select! {
             biased;
-            outcome = exec => outcome?,
+            outcome = exec => outcome,
             never = on_signal => match never {},
         };
+        // The terminal as it was, before anything more is said.
+        drop(raw);
+        let outcome = outcome?;
         Ok::<_, anyhow::Error>((sandbox.name, outcome))
     }
     .await;
-    if args.json {
+    if json {
         if let Ok((_, o)) = &result {
             match json_for_terminal(&odek_core::api::ExecResult::new(o, capture.finish())) {
                 Ok(text) => outln!("{text}"),

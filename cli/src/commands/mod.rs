@@ -1,6 +1,7 @@
 //! The commands of SPEC §10.3: dispatch here, each command in its file —
-//! `odek run` (run.rs), `odek sandbox exec` and the exec request and exit
-//! statuses it shares with run (exec.rs), `odek sandbox up` (up.rs), the
+//! `odek run` (run.rs), `odek sandbox exec` and `odek sandbox shell` and
+//! the exec request and exit statuses they share with run (exec.rs), the
+//! local terminal of `-i`/`-t` (terminal.rs), `odek sandbox up` (up.rs), the
 //! other `odek sandbox` commands (sandbox.rs), `odek config view`
 //! (config.rs), `odek mcp` (mcp.rs), and the signal path that removes what
 //! an interrupted launch created (signals.rs).
@@ -20,10 +21,11 @@ mod mcp;
 mod run;
 mod sandbox;
 mod signals;
+mod terminal;
 mod up;
 
 use config::config_view;
-use exec::sandbox_exec;
+use exec::{sandbox_exec, sandbox_shell};
 use mcp::mcp;
 use run::run;
 use sandbox::sandbox;
@@ -42,6 +44,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
     let result = match &cli.command {
         Cmd::Run(args) => return run(&cli, &odek, &reporter, args).await,
         Cmd::Sandbox(SandboxCmd::Exec(args)) => return sandbox_exec(&odek, args).await,
+        Cmd::Sandbox(SandboxCmd::Shell(args)) => return sandbox_shell(&odek, args).await,
         Cmd::Sandbox(cmd) => sandbox(&cli, &odek, &reporter, cmd).await,
         Cmd::Config(ConfigCmd::View(args)) => config_view(&cli, &odek, &reporter, args).await,
         Cmd::Approvals(ApprovalsCmd::List { json }) => approve::list(*json),

@@ -12,6 +12,7 @@ use crate::{Cli, EXIT_REFUSED};
 
 use super::exec::{exec_request, exit_after_start, exit_of};
 use super::signals::{interruptible, Interrupted, Signals};
+use super::terminal::Interactive;
 use super::verbose_plan;
 
 /// `odek run`: resolve → launch → exec → destroy; CMD's status, or 125.
@@ -68,6 +69,14 @@ async fn run_flow(
         print_error(&e);
         return ExitCode::from(EXIT_REFUSED);
     }
+    let io = Interactive {
+        stdin: args.io.interactive,
+        tty: args.io.tty,
+    };
+    if let Err(why) = io.check() {
+        errln!("odek: error: {why}");
+        return ExitCode::from(EXIT_REFUSED);
+    }
     let inputs = match args.sandbox.inputs(&cli.workdir) {
         Ok(i) => i,
         Err(e) => return refuse(&e),
@@ -109,9 +118,28 @@ async fn run_flow(
         let _ = odek.destroy(&sandbox).await;
         return ExitCode::from(EXIT_REFUSED);
     }
-    let outcome = odek
-        .exec(&sandbox, &req, &odek_core::ExecOptions::default(), &sink)
-        .await;
+    let outcome = match io.start() {
+        Ok((exec_io, raw)) => {
+            let outcome = odek
+                .exec_io(
+                    &sandbox,
+                    &req,
+                    &odek_core::ExecOptions::default(),
+                    exec_io,
+                    &sink,
+                )
+                .await;
+            // The terminal as it was, before anything more is said.
+            drop(raw);
+            outcome
+        }
+        Err(e) => Err(odek_core::Error::Exec {
+            message: format!("cannot put the terminal in raw mode for -it: {e}; nothing ran"),
+            fix: None,
+            class: odek_core::FailureClass::DockerRejected,
+            started: false,
+        }),
+    };
     let removed = odek.destroy(&sandbox).await;
     if let Err(e) = &removed {
         print_error(e);

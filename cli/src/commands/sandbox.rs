@@ -208,7 +208,7 @@ pub(super) async fn sandbox(
                 out!("{}", odek_core::describe::render_prompt(&env));
             }
         }
-        SandboxCmd::Exec(_) => unreachable!("handled in dispatch"),
+        SandboxCmd::Exec(_) | SandboxCmd::Shell(_) => unreachable!("handled in dispatch"),
     }
     Ok(())
 }

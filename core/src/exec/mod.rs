@@ -22,6 +22,6 @@ pub use capture::{Capture, Captured, Keep};
 pub use kill::KILL_PROBE_ENV;
 pub use outcome::ExecOutcome;
 pub(crate) use outcome::{cut_outcome, Cut};
-pub use request::{timeout_from_secs, Command, ExecOptions, ExecRequest};
+pub use request::{timeout_from_secs, Command, ExecIo, ExecOptions, ExecRequest, WinSize};
 
 pub use crate::config::EXEC_TAG_ENV;

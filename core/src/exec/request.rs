@@ -64,6 +64,64 @@ pub struct ExecOptions {
     pub cancel: Option<CancellationToken>,
 }
 
+/// A terminal size in character cells (`cols` × `rows`), as a command's
+/// pseudo-terminal gets it ([`ExecIo::tty`], [`ExecIo::resize`]).
+pub use odek_supervisor::proto::WinSize;
+
+/// A command's interactive side for
+/// [`Client::exec_io`](crate::Client::exec_io): its stdin, and a
+/// pseudo-terminal with its size (docs/SANDBOXING.md, "Stdin and a
+/// terminal"). `ExecIo::default()` is what
+/// [`Client::exec`](crate::Client::exec) uses: stdin `/dev/null`, no
+/// terminal.
+///
+/// Why a separate argument and not members of [`ExecOptions`]: the options
+/// are `Clone` and `Default` settings a caller keeps and reuses for many
+/// commands, while a stdin stream is consumed by exactly one command (it
+/// cannot be cloned, and sharing it behind an `Arc` would let two commands
+/// race for the same bytes). One `ExecIo` is built for one call and moved
+/// into it.
+///
+/// Needs odek's supervisor in the sandbox (the owner's session or a
+/// relay): commands through the Docker exec API, and commands on the host
+/// (fallback, `--no-sandbox`), refuse a non-default `ExecIo` before
+/// anything runs.
+#[derive(Default)]
+pub struct ExecIo<'a> {
+    /// The command's stdin: each item is written to it as it arrives; the
+    /// stream's end closes it (with a terminal: an end-of-file character,
+    /// Ctrl-D, is typed). `None`: stdin is `/dev/null` (with a terminal:
+    /// nothing is typed).
+    pub stdin: Option<futures_util::stream::BoxStream<'a, Vec<u8>>>,
+    /// Run the command on a new pseudo-terminal of this initial size, as
+    /// Docker's `-t`: its stdin, stdout and stderr are the terminal, and its
+    /// output arrives as one stream,
+    /// [`StreamKind::Stdout`](crate::engine::StreamKind::Stdout) (the
+    /// terminal turns `\n` into `\r\n`). `None`: pipes.
+    pub tty: Option<WinSize>,
+    /// New sizes of the terminal while the command runs (ignored without
+    /// [`ExecIo::tty`]). The stream may end before the command does.
+    pub resize: Option<futures_util::stream::BoxStream<'a, WinSize>>,
+}
+
+impl ExecIo<'_> {
+    /// True when nothing is asked beyond [`Client::exec`](crate::Client::exec):
+    /// no stdin, no terminal, no resizes.
+    pub fn is_plain(&self) -> bool {
+        self.stdin.is_none() && self.tty.is_none() && self.resize.is_none()
+    }
+}
+
+impl std::fmt::Debug for ExecIo<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecIo")
+            .field("stdin", &self.stdin.is_some())
+            .field("tty", &self.tty)
+            .field("resize", &self.resize.is_some())
+            .finish()
+    }
+}
+
 /// A timeout given in seconds, as odek accepts it everywhere (CLI
 /// `--timeout`, the C ABI's `timeout_secs`, [`ExecRequest`] JSON): finite,
 /// positive and below 10^9 s. `None` for anything else.

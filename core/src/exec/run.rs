@@ -13,7 +13,7 @@ use crate::sandbox::Sandbox;
 use super::host::exec_on_host;
 use super::kill::{kill_tagged, main_has_exited, new_exec_tag, KILL_BUDGET};
 use super::outcome::{cut_outcome, cut_short, Cut, ExecOutcome};
-use super::request::{validate, ExecOptions, ExecRequest};
+use super::request::{validate, ExecIo, ExecOptions, ExecRequest};
 use super::EXEC_TAG_ENV;
 
 /// How long odek waits, after a timeout, for the output stream of a command
@@ -42,6 +42,32 @@ impl Client {
         opts: &ExecOptions,
         output: OutputSink<'_>,
     ) -> Result<ExecOutcome> {
+        self.exec_io(sandbox, req, opts, ExecIo::default(), output)
+            .await
+    }
+
+    /// [`Client::exec`] with the command's stdin and, when asked, a
+    /// pseudo-terminal ([`ExecIo`]): stdin bytes are written as the stream
+    /// yields them and its end closes the command's stdin; with
+    /// [`ExecIo::tty`] the output is one stream (stdout) and
+    /// [`ExecIo::resize`] resizes the terminal. A timeout or a cancel kills
+    /// the command's whole tree as in [`Client::exec`].
+    ///
+    /// Errors: those of [`Client::exec`], and, for an `io` that is not
+    /// [`ExecIo::is_plain`], [`Error::Exec`] (not started, nothing ran)
+    /// when the sandbox has no odek supervisor (its commands go through the
+    /// Docker exec API, which odek does not use for stdin or a terminal) or
+    /// the command would run on the host (fallback, `--no-sandbox`); the
+    /// message names the fix: relaunch the sandbox with `ODEK_SUPERVISOR`
+    /// naming the static `odek-supervisor` binary.
+    pub async fn exec_io(
+        &self,
+        sandbox: &Sandbox,
+        req: &ExecRequest,
+        opts: &ExecOptions,
+        io: ExecIo<'_>,
+        output: OutputSink<'_>,
+    ) -> Result<ExecOutcome> {
         if opts.cancel.as_ref().is_some_and(|t| t.is_cancelled()) {
             return Err(crate::cancel::cancelled("the command"));
         }
@@ -53,6 +79,9 @@ impl Client {
             }
         };
         let Some(id) = &sandbox.container_id else {
+            if !io.is_plain() {
+                return Err(io_needs_supervisor(sandbox, "it runs on the host"));
+            }
             return exec_on_host(sandbox, req, output, cancel).await;
         };
         // through the sandbox's supervisor when this process
@@ -60,7 +89,8 @@ impl Client {
         if let Some(session) = sandbox.owner.session() {
             let engine = self.engine().ok();
             let engine = engine.as_ref().map(|e| e.as_ref());
-            return super::supervised::exec(session, engine, sandbox, req, output, cancel).await;
+            return super::supervised::exec(session, engine, sandbox, req, io, output, cancel)
+                .await;
         }
         let engine = self.engine()?;
         // A supervised sandbox this process does not own: through a relay
@@ -72,10 +102,22 @@ impl Client {
                 Some(engine.as_ref()),
                 sandbox,
                 req,
+                io,
                 output,
                 cancel,
             )
             .await;
+        }
+        // Stdin and a terminal are served by the supervisor only: through
+        // the exec API they would need a second attached-exec path (create
+        // with stdin and a TTY, a hijacked stream, resize, and a kill that
+        // still finds the tree by its tag) for sandboxes that are the
+        // fallback of the supervised ones.
+        if !io.is_plain() {
+            return Err(io_needs_supervisor(
+                sandbox,
+                "its commands run through the Docker exec API",
+            ));
         }
         let endpoint = engine.endpoint().to_string();
         let tag = format!("{EXEC_TAG_ENV}={}", new_exec_tag());
@@ -185,6 +227,21 @@ impl Client {
                 }
             }
         }
+    }
+}
+
+/// The refusal of stdin or a terminal for a command that would not run
+/// through odek's supervisor (`why`): nothing ran.
+fn io_needs_supervisor(sandbox: &Sandbox, why: &str) -> Error {
+    Error::Exec {
+        fix: None,
+        message: format!(
+            "stdin and a terminal (-i, -t) need odek's supervisor in the sandbox, and sandbox {} has none ({why}); nothing ran. Set {}=<path of the static odek-supervisor binary> and launch a new sandbox, or run the command without -i/-t",
+            sandbox.name,
+            crate::supervisor::SUPERVISOR_ENV
+        ),
+        class: FailureClass::DockerRejected,
+        started: false,
     }
 }
 

@@ -13,8 +13,9 @@ use crate::supervisor::{
     relay_name, Ended, Session, READY_BUDGET, SUPERVISOR_PATH, SUPERVISOR_UID,
 };
 
-/// Runs `req` in `sandbox` through its owner `session`: the
-/// command runs as the plan's account, its timeout and a cancel kill its
+/// Runs `req` in `sandbox` through its owner `session` (or a relay), with
+/// `io`'s stdin, terminal and resizes: the command runs as the plan's
+/// account, its timeout and a cancel kill its
 /// whole tree, and the supervisor confirms the kill from the kernel.
 ///
 /// Errors: the command could not start (its program missing, the
@@ -27,6 +28,7 @@ pub(crate) async fn exec(
     engine: Option<&dyn crate::engine::DockerApi>,
     sandbox: &crate::sandbox::Sandbox,
     req: &crate::exec::ExecRequest,
+    io: crate::exec::ExecIo<'_>,
     output: OutputSink<'_>,
     cancel: impl Future<Output = ()>,
 ) -> crate::Result<crate::exec::ExecOutcome> {
@@ -58,8 +60,8 @@ pub(crate) async fn exec(
         uid,
         gid,
         groups: vec![],
-        tty: None,
-        stdin: false,
+        tty: io.tty,
+        stdin: io.stdin.is_some(),
         timeout_ms: req
             .timeout
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
@@ -67,7 +69,10 @@ pub(crate) async fn exec(
     // odek's own watchdog: the supervisor kills at the timeout; if it has
     // not reported a little later, odek asks again and then gives up.
     let deadline = req.timeout.map(|t| t + Duration::from_secs(5));
-    let ended = session.run(&start, output, cancel, None, deadline).await;
+    let resize = if io.tty.is_some() { io.resize } else { None };
+    let ended = session
+        .run_io(&start, output, cancel, io.stdin, resize, deadline)
+        .await;
     // A lost session: the container's own state tells a stopped sandbox
     // (docker kill, out of memory) from a supervisor that ended.
     let running = match (&ended, engine, sandbox.container_id.as_deref()) {
