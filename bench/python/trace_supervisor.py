@@ -41,7 +41,9 @@ def main() -> int:
         with client.launch(plan) as sb:
             top = subprocess.run(["docker", "top", sb.container_id, "-o", "pid,args"],
                                  check=True, capture_output=True, text=True).stdout
-            pid = next(l.split()[0] for l in top.splitlines() if "odek-supervisor serve" in l)
+            # Not docker-init (pid 1), whose arguments name the supervisor too.
+            pid = next(l.split()[0] for l in top.splitlines()
+                       if l.split()[1:3] == ["/.odek/odek-supervisor", "serve"])
             for _ in range(20):
                 sb.exec(["true"])
             # Untraced first: the same loop without strace, for comparison.
@@ -53,7 +55,7 @@ def main() -> int:
             log = os.path.join(wd, "strace.log")
             tr = subprocess.Popen(["strace", "-ttt", "-o", log, "-p", pid, "-e",
                                    "trace=read,write,poll,ppoll,clone,clone3,fork,vfork,wait4,waitid"],
-                                  stderr=subprocess.DEVNULL)
+                                  stderr=subprocess.PIPE, text=True)
             time.sleep(1.0)
             spans = []
             for _ in range(a.n):
@@ -61,33 +63,54 @@ def main() -> int:
                 sb.exec(["true"])
                 spans.append((t0, time.time()))
             tr.terminate()
-            tr.wait()
+            _, err = tr.communicate()
+            if err.strip():
+                print(f"strace: {err.strip()}", file=sys.stderr)
             events = []
             with open(log) as f:
                 for line in f:
                     ts, _, rest = line.partition(" ")
                     events.append((float(ts), rest.strip()))
-    to_sup, inside, from_sup, fork_to_reap = [], [], [], []
+    to_sup, inside, from_sup = [], [], []
+    # Inside: Start read -> fork; fork -> the exec report's EOF (the child
+    # reached its exec); -> the reap (wait4 returning the pid); -> Exit.
+    prep, to_exec, run, report = [], [], [], []
+    example = None
     for t0, t1 in spans:
         ev = [(t, r) for t, r in events if t0 <= t <= t1]
         start = next((t for t, r in ev if r.startswith("read(0,")), None)
         exit_ = next((t for t, r in reversed(ev) if r.startswith("write(1,")), None)
-        fork = next((t for t, r in ev if r.startswith(("clone", "fork", "vfork"))), None)
-        reap = next((t for t, r in ev if r.startswith(("wait4", "waitid"))), None)
         if start is None or exit_ is None:
             continue
         to_sup.append(start - t0)
         inside.append(exit_ - start)
         from_sup.append(t1 - exit_)
-        if fork is not None and reap is not None:
-            fork_to_reap.append(reap - fork)
+        fork = next((t for t, r in ev if r.startswith(("clone", "fork", "vfork"))), None)
+        execd = next((t for t, r in ev if fork and t > fork and r.startswith("read(") and r.endswith("= 0")), None)
+        reap = next((t for t, r in ev if fork and t > fork and r.startswith("wait4(")
+                     and not r.endswith("= 0") and not r.endswith("= -1 ECHILD (No child processes)")), None)
+        if fork and execd and reap:
+            prep.append(fork - start)
+            to_exec.append(execd - fork)
+            run.append(reap - execd)
+            report.append(exit_ - reap)
+            if example is None:
+                example = [(round((t - t0) * 1e3, 3), r[:90]) for t, r in ev]
+    if not inside:
+        print("no round trip matched; the first lines of the trace:", events[:8], file=sys.stderr)
     ms = lambda v: f"{statistics.median(v) * 1e3:.3f} ms" if v else "n/a"
     print(f"untraced round trip (median of {a.n}): {ms(plain)}")
     print(f"traced round trip: {ms([b - a for a, b in spans])}, {len(inside)} matched")
     print(f"  caller -> supervisor's read of Start : {ms(to_sup)}")
     print(f"  inside the supervisor (Start..Exit)  : {ms(inside)}")
-    print(f"    of which clone .. wait4 (the child): {ms(fork_to_reap)}")
+    print(f"    Start read -> fork                 : {ms(prep)}")
+    print(f"    fork -> the child's exec (report EOF): {ms(to_exec)}")
+    print(f"    exec -> reaped (true runs, SIGCHLD): {ms(run)}")
+    print(f"    reaped -> Exit written             : {ms(report)}")
     print(f"  supervisor's write of Exit -> caller : {ms(from_sup)}")
+    if example and os.environ.get("TRACE_EXAMPLE"):
+        for e in example:
+            print("   ", *e)
     return 0
 
 

@@ -1,4 +1,4 @@
-//! 7. odek's supervisor (docs/SANDBOXING.md, "The supervisor (opt-in)")
+//! Phase 7, odek's supervisor (docs/SANDBOXING.md, "The supervisor (opt-in)")
 //! against the raw exec-API floor, measured in the same run:
 //!
 //! - the exec round trip of `true` through the supervisor from the core
@@ -441,7 +441,11 @@ async fn supervisor_rss(id: &str) -> Result<Rss> {
     let top = docker(&["top", id, "-o", "pid,args"]).await?;
     let pid: u32 = top
         .lines()
-        .find(|l| l.contains("odek-supervisor serve"))
+        // Not docker-init (pid 1), whose arguments name the supervisor too.
+        .find(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.get(1) == Some(&odek_core::supervisor::SUPERVISOR_PATH) && w.get(2) == Some(&"serve")
+        })
         .and_then(|l| l.split_whitespace().next())
         .and_then(|p| p.parse().ok())
         .with_context(|| format!("no `odek-supervisor serve` in docker top of {id}: {top}"))?;
