@@ -23,8 +23,11 @@ RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -p odek-supervis
 VENV=$REPO/target/mcp-venv
 if [[ ! -x $VENV/bin/python ]] || ! "$VENV/bin/python" -c 'import mcp' 2>/dev/null; then
   echo "==> creating $VENV (pip install mcp)" >&2
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q mcp
+  if ! { python3 -m venv "$VENV" && "$VENV/bin/pip" install -q mcp; }; then
+    # Without the SDK the bench leaves the `odek mcp` row out and says so.
+    echo "warning: could not install the MCP SDK into $VENV; no odek mcp row" >&2
+    rm -rf "$VENV"
+  fi
 fi
 # odek-bench finds both by default (target/static/$HOST/release, target/mcp-venv).
 exec "$REPO/target/release/odek-bench" "$@"
