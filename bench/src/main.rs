@@ -505,7 +505,7 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
         }
         raw::remove_all_labelled(&ctx.raw).await?;
     }
-    if ["launch", "exec", "resolve", "rss"]
+    if ["launch", "exec", "sup", "resolve", "rss"]
         .iter()
         .any(|p| ctx.phase(p))
     {
