@@ -11,7 +11,11 @@
 //! 3. resolution while the daemon holds 10 / 100 / 500 unrelated networks;
 //! 4. describe with 8 networks × 32 peers vs the concurrent-inspect floor;
 //! 5. teardown (odek destroy vs raw remove vs `docker rm -f`) and leftovers;
-//! 6. peak RSS of `odek run -- true`.
+//! 6. peak RSS of `odek run -- true`;
+//! 7. odek's supervisor (`ODEK_SUPERVISOR`): the exec round trip of `true`
+//!    from the core, Python, Go and `odek mcp` against the raw exec-API
+//!    floor, 1,000 sequential and 16 concurrent commands, the supervisor's
+//!    RSS and stripped size. Phases 1, 4 and 6 add a supervised variant.
 //!
 //! Everything it creates is labelled `dev.odek.bench=true` (odek sandboxes
 //! also carry its private workdir), and only that is cleaned up — always,
@@ -21,6 +25,7 @@ mod phases;
 mod proc;
 mod raw;
 mod stats;
+mod supervised;
 mod traced;
 
 use std::collections::BTreeMap;
@@ -72,13 +77,38 @@ pub(crate) struct Args {
     /// Runs of `odek run -- true` under /usr/bin/time -v.
     #[arg(long, default_value_t = 5)]
     pub(crate) rss_runs: usize,
-    /// Phases to run (comma separated): launch,exec,describe,resolve,rss,conn.
+    /// Phases to run (comma separated): launch,exec,sup,describe,resolve,rss,conn.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "launch,exec,describe,resolve,rss,conn"
+        default_value = "launch,exec,sup,describe,resolve,rss,conn"
     )]
     pub(crate) only: Vec<String>,
+    /// The static odek-supervisor binary for the supervised variants
+    /// (default: $ODEK_SUPERVISOR, then $ODEK_SUPERVISOR_BIN, then
+    /// REPO/target/static/<host>/release/odek-supervisor as bench/run.sh
+    /// builds it). The bench's own environment never carries
+    /// ODEK_SUPERVISOR: only the supervised variants get it.
+    #[arg(long)]
+    pub(crate) supervisor: Option<PathBuf>,
+    /// Leave out the supervised variants and phase 7.
+    #[arg(long)]
+    pub(crate) skip_supervisor: bool,
+    /// Measured round trips per variant in phase 7 (interleaved).
+    #[arg(long, default_value_t = 100)]
+    pub(crate) sup_iterations: usize,
+    /// Sequential commands per variant in phase 7 (run in 10 interleaved
+    /// blocks).
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) sequential: usize,
+    /// Concurrent commands on one sandbox in phase 7.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) concurrent: usize,
+    /// Python with the MCP SDK (`pip install mcp`) for the `odek mcp`
+    /// variant (default: REPO/target/mcp-venv/bin/python when present;
+    /// without it the variant is left out and said so).
+    #[arg(long)]
+    pub(crate) mcp_python: Option<PathBuf>,
     /// Skip the Python and Go binding workers.
     #[arg(long)]
     pub(crate) skip_bindings: bool,
@@ -115,6 +145,9 @@ pub(crate) struct Ctx {
     pub(crate) api: ApiVersion,
     /// Container names of sandboxes launched by binding workers.
     pub(crate) worker_sandboxes: Mutex<Vec<String>>,
+    /// The static supervisor binary of the supervised variants (`None`:
+    /// left out).
+    pub(crate) supervisor: Option<PathBuf>,
 }
 
 impl Ctx {
@@ -143,6 +176,60 @@ impl Ctx {
 
     pub(crate) fn release_bin(&self, name: &str) -> PathBuf {
         self.repo.join("target/release").join(name)
+    }
+
+    /// Runs `launch` (an in-process odek launch) with `ODEK_SUPERVISOR`
+    /// naming the supervisor, which odek reads when it builds the create
+    /// request. The bench's environment carries it only meanwhile: nothing
+    /// else of the bench runs concurrently with a launch, and Rust's own
+    /// environment access is locked.
+    pub(crate) async fn supervised<T>(&self, launch: impl std::future::Future<Output = T>) -> T {
+        let Some(bin) = &self.supervisor else {
+            return launch.await;
+        };
+        std::env::set_var(odek_core::supervisor::SUPERVISOR_ENV, bin);
+        let r = launch.await;
+        std::env::remove_var(odek_core::supervisor::SUPERVISOR_ENV);
+        r
+    }
+}
+
+/// The 1-, 5- and 15-minute load averages (/proc/loadavg).
+pub(crate) fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The supervisor binary: the flag, $ODEK_SUPERVISOR, $ODEK_SUPERVISOR_BIN,
+/// or the static build of bench/run.sh; an error when none is a file.
+fn find_supervisor(args: &Args, repo: &Path) -> Result<Option<PathBuf>> {
+    if args.skip_supervisor {
+        return Ok(None);
+    }
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let host = std::env::consts::ARCH.to_string() + "-unknown-linux-gnu";
+    let candidates = [
+        args.supervisor.clone(),
+        env(odek_core::supervisor::SUPERVISOR_ENV),
+        env("ODEK_SUPERVISOR_BIN"),
+        Some(
+            repo.join("target/static")
+                .join(host)
+                .join("release/odek-supervisor"),
+        ),
+    ];
+    match candidates.into_iter().flatten().next() {
+        Some(p) if p.is_file() => Ok(Some(p.canonicalize()?)),
+        Some(p) => bail!(
+            "no supervisor binary at {}: build it with bench/run.sh (or pass --supervisor PATH, or --skip-supervisor)",
+            p.display()
+        ),
+        None => Ok(None),
     }
 }
 
@@ -209,6 +296,11 @@ async fn setup(args: Args) -> Result<Ctx> {
         bail!("--describe-networks must be 1..=8 (odek attaches at most 8)");
     }
     let repo = args.repo.clone().unwrap_or_else(default_repo);
+    let supervisor = find_supervisor(&args, &repo)?;
+    // Only the supervised variants get it (Ctx::supervised, the workers'
+    // own environment): what the other rows measure stays the exec API.
+    // Early, before anything else of the bench runs.
+    std::env::remove_var(odek_core::supervisor::SUPERVISOR_ENV);
     let out_dir = repo.join("target/bench");
     std::fs::create_dir_all(&out_dir)?;
     // Outside the repository on purpose: tests/e2e/cleanup.sh reaps odek
@@ -250,6 +342,7 @@ async fn setup(args: Args) -> Result<Ctx> {
         raw,
         api: info.api_version,
         worker_sandboxes: Mutex::new(Vec::new()),
+        supervisor,
     })
 }
 
@@ -279,11 +372,13 @@ async fn machine(ctx: &Ctx) -> serde_json::Value {
         "host_cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         "endpoint": ctx.endpoint.to_string(),
         "odek_version": odek_core::VERSION,
+        "supervisor": ctx.supervisor.as_ref().map(|p| p.display().to_string()),
     })
 }
 
 async fn real_main(args: Args) -> Result<bool> {
     let ctx = setup(args).await?;
+    let load_start = loadavg();
     let mut results = Results {
         config: serde_json::json!({
             "iterations": ctx.args.iterations,
@@ -301,6 +396,10 @@ async fn real_main(args: Args) -> Result<bool> {
         ..Default::default()
     };
     results.machine = machine(&ctx).await;
+    results.line(format!(
+        "engine {}, load average (1/5/15 min) at start: {load_start}",
+        results.machine["server_version"].as_str().unwrap_or("?")
+    ));
 
     // Leftovers of an interrupted earlier run carry our label: remove them.
     let (c, n) = raw::remove_all_labelled(&ctx.raw).await?;
@@ -347,6 +446,10 @@ async fn real_main(args: Args) -> Result<bool> {
         "run".into(),
         serde_json::json!({ "wall_s": started.elapsed().as_secs_f64() }),
     );
+    let load_end = loadavg();
+    results.line(format!("load average (1/5/15 min) at end: {load_end}"));
+    results.machine["load_start"] = load_start.into();
+    results.machine["load_end"] = load_end.into();
     phases::print_targets(&mut results);
     let out = ctx
         .args
@@ -402,7 +505,7 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
         }
         raw::remove_all_labelled(&ctx.raw).await?;
     }
-    if ["launch", "exec", "resolve", "rss"]
+    if ["launch", "exec", "sup", "resolve", "rss"]
         .iter()
         .any(|p| ctx.phase(p))
     {

@@ -31,7 +31,7 @@ use crate::{Ctx, Results, Target, BENCH_LABEL};
 /// Runs the selected phases in order (launch, exec, describe, resolve, rss,
 /// conn). The first failure aborts the run (cleanup still happens).
 pub async fn run_all(ctx: &Ctx, res: &mut Results) -> Result<()> {
-    let compose = ["launch", "exec", "resolve", "rss"]
+    let compose = ["launch", "exec", "sup", "resolve", "rss"]
         .iter()
         .any(|p| ctx.phase(p));
     if compose {
@@ -45,6 +45,11 @@ pub async fn run_all(ctx: &Ctx, res: &mut Results) -> Result<()> {
     }
     if ctx.phase("exec") {
         exec(ctx, res).await.context("exec phase")?;
+    }
+    if ctx.phase("sup") {
+        crate::supervised::phase(ctx, res)
+            .await
+            .context("supervisor phase")?;
     }
     if ctx.phase("describe") {
         describe(ctx, res).await.context("describe phase")?;
@@ -61,7 +66,7 @@ pub async fn run_all(ctx: &Ctx, res: &mut Results) -> Result<()> {
     Ok(())
 }
 
-fn bench_opts(name: &str) -> LaunchOptions {
+pub(crate) fn bench_opts(name: &str) -> LaunchOptions {
     LaunchOptions {
         name: Some(name.to_string()),
         labels: BTreeMap::from([(BENCH_LABEL.0.to_string(), BENCH_LABEL.1.to_string())]),
@@ -69,7 +74,7 @@ fn bench_opts(name: &str) -> LaunchOptions {
     }
 }
 
-async fn odek_launch(
+pub(crate) async fn odek_launch(
     odek: &Client,
     inputs: &ConfigInputs,
     opts: &LaunchOptions,
@@ -78,14 +83,14 @@ async fn odek_launch(
     Ok(odek.launch(&plan, opts, &Silent).await?)
 }
 
-fn container_of(sb: &Sandbox) -> Result<String> {
+pub(crate) fn container_of(sb: &Sandbox) -> Result<String> {
     sb.container_id
         .clone()
         .context("odek launched no container (fallback?)")
 }
 
 /// Prints a phase table: one row per variant.
-fn table(res: &mut Results, title: &str, s: &Samples, rows: &[(&str, &str)]) {
+pub(crate) fn table(res: &mut Results, title: &str, s: &Samples, rows: &[(&str, &str)]) {
     res.line(format!("\n== {title}"));
     res.line(format!(
         "{:<40} {:>10} {:>10} {:>10} {:>10} {:>4}",
@@ -107,13 +112,18 @@ fn table(res: &mut Results, title: &str, s: &Samples, rows: &[(&str, &str)]) {
 }
 
 /// A ratio of medians (and of p90s) as a line, a JSON value.
-fn ratio(res: &mut Results, label: &str, num: (f64, f64), den: (f64, f64)) -> serde_json::Value {
+pub(crate) fn ratio(
+    res: &mut Results,
+    label: &str,
+    num: (f64, f64),
+    den: (f64, f64),
+) -> serde_json::Value {
     let (m, p) = (num.0 / den.0, num.1 / den.1);
     res.line(format!("  {label:<50} {m:>7.3}× (p90 {p:.3}×)"));
     serde_json::json!({ "median": m, "p90": p })
 }
 
-fn mp(s: &Samples, k: &str) -> (f64, f64) {
+pub(crate) fn mp(s: &Samples, k: &str) -> (f64, f64) {
     (s.median(k), s.p90(k))
 }
 
@@ -135,7 +145,10 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
     let image_ref = plan.image.reference.create_ref();
     let template = Sandbox::host(&plan, Isolation::Container, Vec::new());
     let (n, w) = (ctx.args.iterations, ctx.args.warmup);
-    let variants = ["odek", "odek_cold", "raw", "cli", "raw_preconnect"];
+    let mut variants = vec!["odek", "odek_cold", "raw", "cli", "raw_preconnect"];
+    if ctx.supervisor.is_some() {
+        variants.push("odek_sup");
+    }
     let removers = ["odek_destroy", "raw_remove", "cli_rm"];
     let mut s = Samples::default();
     let mut td = Samples::default();
@@ -148,6 +161,9 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
     for i in 0..w + n {
         let rec = i >= w;
         let mut made: Vec<String> = Vec::new();
+        // Supervised sandboxes: held (their owner session) until removed
+        // after the teardown timings, which stay those of the others.
+        let mut held: Vec<Sandbox> = Vec::new();
         for v in rotation(variants.len(), i) {
             seq += 1;
             let name = format!("odek-bench-l{seq}-{}", variants[v]);
@@ -156,6 +172,20 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
             // outside its timing: it measures the Engine calls only.
             let spec = container_spec(&plan, &name, &image_ref, &opts, "bench");
             let t = Instant::now();
+            if v == 5 {
+                let sb = ctx
+                    .supervised(odek_launch(&ctx.odek, &inputs, &opts))
+                    .await?;
+                let took = t.elapsed();
+                if sb.owner.session().is_none() {
+                    bail!("the supervised launch fell back to the exec API (see odek's warning)");
+                }
+                if rec {
+                    s.push(variants[v], took);
+                }
+                held.push(sb);
+                continue;
+            }
             let id = match v {
                 0 => container_of(&odek_launch(&ctx.odek, &inputs, &opts).await?)?,
                 1 => container_of(&odek_launch(&Client::from_env(), &inputs, &opts).await?)?,
@@ -198,6 +228,9 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
                 td.push(removers[m], t.elapsed());
             }
         }
+        for sb in held {
+            ctx.odek.destroy(&sb).await?;
+        }
     }
 
     table(
@@ -210,6 +243,7 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
             ("raw", "raw API floor (4 calls)"),
             ("cli", "docker run + network connect + inspect"),
             ("raw_preconnect", "raw, connect before start (candidate)"),
+            ("odek_sup", "odek with the supervisor (warm client)"),
         ],
     );
     let mut ratios = serde_json::Map::new();
@@ -253,6 +287,38 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
                     .join(", "),
         );
     }
+    if s.summary("odek_sup").is_some() {
+        ratios.insert(
+            "odek_sup/raw".into(),
+            ratio(
+                res,
+                "odek with the supervisor / raw floor",
+                mp(&s, "odek_sup"),
+                mp(&s, "raw"),
+            ),
+        );
+        ratios.insert(
+            "odek_sup/odek".into(),
+            ratio(
+                res,
+                "odek with the supervisor / odek",
+                mp(&s, "odek_sup"),
+                mp(&s, "odek"),
+            ),
+        );
+        let r = s.median("odek_sup") / s.median("raw");
+        res.target(Target {
+            name: "launch: odek + supervisor ≤ 1.10× raw floor".into(),
+            measured: format!(
+                "{:.1} ms vs {:.1} ms",
+                s.median("odek_sup"),
+                s.median("raw")
+            ),
+            limit: "1.10×".into(),
+            ratio: r,
+            met: r <= 1.10,
+        });
+    }
     let r = s.median("odek") / s.median("raw");
     res.target(Target {
         name: "launch: odek ≤ 1.10× raw floor".into(),
@@ -266,7 +332,7 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
         res,
         &format!(
             "5. teardown: remove a running sandbox (n≈{} each, interleaved)",
-            n * variants.len() / removers.len()
+            n * variants.iter().filter(|v| **v != "odek_sup").count() / removers.len()
         ),
         &td,
         &[
@@ -489,12 +555,15 @@ async fn exec(ctx: &Ctx, res: &mut Results) -> Result<()> {
 }
 
 /// Starts the Python and Go workers (each launches its own sandbox through
-/// its binding, on `engine` "docker" or "fake").
-async fn spawn_workers(
+/// its binding, on `engine` "docker" or "fake"); with `supervised`, their
+/// environment names the supervisor (`ODEK_SUPERVISOR`) and they are called
+/// `python_sup` and `go_sup`.
+pub(crate) async fn spawn_workers(
     ctx: &Ctx,
     go_bin: &std::path::Path,
     engine: &str,
     project: &str,
+    supervised: bool,
 ) -> Result<Vec<Worker>> {
     let lib = ctx.release_bin("libodek.so");
     let worker_args = |cmd: &mut tokio::process::Command| {
@@ -514,8 +583,20 @@ async fn spawn_workers(
     worker_args(&mut py);
     let mut go = tokio::process::Command::new(go_bin);
     worker_args(&mut go);
+    let names = if supervised {
+        let bin = ctx
+            .supervisor
+            .as_ref()
+            .context("no supervisor binary for the supervised workers")?;
+        for c in [&mut py, &mut go] {
+            c.env(odek_core::supervisor::SUPERVISOR_ENV, bin);
+        }
+        ["python_sup", "go_sup"]
+    } else {
+        ["python", "go"]
+    };
     let mut workers = Vec::new();
-    for (name, cmd) in [("python", py), ("go", go)] {
+    for (name, cmd) in names.into_iter().zip([py, go]) {
         let w = Worker::spawn(name, cmd, Duration::from_secs(120)).await?;
         if engine == "docker" {
             ctx.worker_sandboxes
@@ -540,7 +621,7 @@ async fn exec_in(ctx: &Ctx, res: &mut Results, sb: &Sandbox, id: &str) -> Result
             );
         }
         let bin = proc::build_go_worker(&ctx.repo, &ctx.out_dir, &ctx.args.go).await?;
-        workers = spawn_workers(ctx, &bin, "docker", &ctx.args.project).await?;
+        workers = spawn_workers(ctx, &bin, "docker", &ctx.args.project, false).await?;
         go_bin = Some(bin);
     }
     let mut variants: Vec<&str> = vec!["odek", "raw", "cli"];
@@ -697,7 +778,7 @@ async fn exec_fake(
     let sb = fodek
         .launch(&plan, &LaunchOptions::default(), &Silent)
         .await?;
-    let mut workers = spawn_workers(ctx, go_bin, "fake", "shop").await?;
+    let mut workers = spawn_workers(ctx, go_bin, "fake", "shop", false).await?;
     let req = ExecRequest {
         command: odek_core::Command::Argv(vec!["true".into()]),
         env: Vec::new(),
@@ -807,10 +888,29 @@ async fn describe(ctx: &Ctx, res: &mut Results) -> Result<()> {
         );
     }
 
+    // The same describe of a supervised sandbox on the same networks (it
+    // and the plain one see each other as one more peer per network).
+    let sbs = match ctx.supervisor {
+        Some(_) => Some(
+            ctx.supervised(odek_launch(
+                &ctx.odek,
+                &inputs,
+                &bench_opts("odek-bench-describe-sup"),
+            ))
+            .await?,
+        ),
+        None => None,
+    };
     let (n, w) = (ctx.args.iterations, ctx.args.warmup);
-    let variants = ["odek", "floor", "chain"];
+    let mut variants = vec!["odek", "floor", "chain"];
+    if sbs.is_some() {
+        variants.push("odek_sup");
+    }
     let mut s = Samples::default();
-    eprintln!("odek-bench: 4. describe ({n} iterations + {w} warm-up, 3 variants)");
+    eprintln!(
+        "odek-bench: 4. describe ({n} iterations + {w} warm-up, {} variants)",
+        variants.len()
+    );
     for i in 0..w + n {
         let rec = i >= w;
         for v in rotation(variants.len(), i) {
@@ -818,6 +918,11 @@ async fn describe(ctx: &Ctx, res: &mut Results) -> Result<()> {
             match v {
                 0 => {
                     ctx.odek.describe(&sb).await?;
+                }
+                3 => {
+                    if let Some(x) = &sbs {
+                        ctx.odek.describe(x).await?;
+                    }
                 }
                 1 => {
                     // The floor: every inspect describe needs, all at once,
@@ -875,6 +980,7 @@ async fn describe(ctx: &Ctx, res: &mut Results) -> Result<()> {
             ("odek", "odek describe"),
             ("floor", "floor: all inspects concurrently"),
             ("chain", "raw chain: self → nets → peers"),
+            ("odek_sup", "odek describe, supervised sandbox"),
         ],
     );
     let mut ratios = serde_json::Map::new();
@@ -942,6 +1048,27 @@ async fn describe(ctx: &Ctx, res: &mut Results) -> Result<()> {
         env.omitted_names,
         odek_core::describe::MAX_NAMES_PER_NETWORK
     ));
+    if let Some(x) = &sbs {
+        let r = s.median("odek_sup") / s.median("floor");
+        ratio(
+            res,
+            "odek (supervised sandbox) / concurrent floor",
+            mp(&s, "odek_sup"),
+            mp(&s, "floor"),
+        );
+        res.target(Target {
+            name: format!("describe ({nn}×{pp}), supervised ≤ 1.5× floor"),
+            measured: format!(
+                "{:.1} ms vs {:.1} ms",
+                s.median("odek_sup"),
+                s.median("floor")
+            ),
+            limit: "1.5×".into(),
+            ratio: r,
+            met: r <= 1.5,
+        });
+        ctx.odek.destroy(x).await?;
+    }
     let r = s.median("odek") / s.median("floor");
     res.target(Target {
         name: format!("describe ({nn}×{pp}): odek ≤ 1.5× concurrent-inspect floor"),
@@ -1233,7 +1360,20 @@ fn wall_ms(v: &str) -> Option<f64> {
 }
 
 async fn time_v(program: &std::path::Path, args: &[&str]) -> Result<(f64, f64)> {
-    let out = tokio::process::Command::new("/usr/bin/time")
+    time_v_env(program, args, None).await
+}
+
+/// [`time_v`] with `ODEK_SUPERVISOR` set to `supervisor` when given.
+async fn time_v_env(
+    program: &std::path::Path,
+    args: &[&str],
+    supervisor: Option<&std::path::Path>,
+) -> Result<(f64, f64)> {
+    let mut cmd = tokio::process::Command::new("/usr/bin/time");
+    if let Some(bin) = supervisor {
+        cmd.env(odek_core::supervisor::SUPERVISOR_ENV, bin);
+    }
+    let out = cmd
         .arg("-v")
         .arg(program)
         .args(args)
@@ -1287,25 +1427,27 @@ async fn rss(ctx: &Ctx, res: &mut Results) -> Result<()> {
         .networks[0]
         .id
         .clone();
+    let run_true = [
+        "-C",
+        &wd,
+        "run",
+        "--sandbox",
+        "--sandbox-image",
+        &ctx.args.image,
+        "--sandbox-compose",
+        &ctx.args.project,
+        "--",
+        "true",
+    ];
     for i in 0..ctx.args.rss_runs.max(1) {
-        let (kib, wall) = time_v(
-            &odek,
-            &[
-                "-C",
-                &wd,
-                "run",
-                "--sandbox",
-                "--sandbox-image",
-                &ctx.args.image,
-                "--sandbox-compose",
-                &ctx.args.project,
-                "--",
-                "true",
-            ],
-        )
-        .await?;
+        let (kib, wall) = time_v(&odek, &run_true).await?;
         s.push_ms("odek_rss_mib", kib / 1024.0);
         s.push_ms("odek_wall_ms", wall);
+        if let Some(bin) = &ctx.supervisor {
+            let (kib, wall) = time_v_env(&odek, &run_true, Some(bin)).await?;
+            s.push_ms("odek_sup_rss_mib", kib / 1024.0);
+            s.push_ms("odek_sup_wall_ms", wall);
+        }
         // For context: the docker CLI's own footprint for a similar run.
         let name = format!("odek-bench-rss-{i}");
         let label = format!("{}={}", BENCH_LABEL.0, BENCH_LABEL.1);
@@ -1345,6 +1487,14 @@ async fn rss(ctx: &Ctx, res: &mut Results) -> Result<()> {
         peak,
         s.median("odek_wall_ms")
     ));
+    let sup_peak = s.summary("odek_sup_rss_mib").map(|x| x.max_ms);
+    if let Some(p) = sup_peak {
+        res.line(format!(
+            "  … with the supervisor (ODEK_SUPERVISOR): median {:.1} MiB, max {p:.1} MiB; wall median {:.0} ms",
+            s.median("odek_sup_rss_mib"),
+            s.median("odek_sup_wall_ms")
+        ));
+    }
     res.line(format!(
         "  docker run --rm … true (CLI process)   : median {:.1} MiB; wall median {:.0} ms",
         s.median("docker_rss_mib"),
@@ -1362,6 +1512,15 @@ async fn rss(ctx: &Ctx, res: &mut Results) -> Result<()> {
         ratio: peak / 30.0,
         met: peak <= 30.0,
     });
+    if let Some(p) = sup_peak {
+        res.target(Target {
+            name: "peak RSS of odek run -- true, supervisor ≤ 30 MiB".into(),
+            measured: format!("{p:.1} MiB (max of runs)"),
+            limit: "30 MiB".into(),
+            ratio: p / 30.0,
+            met: p <= 30.0,
+        });
+    }
     // The samples are MiB and ms, stored under the generic *_ms fields.
     res.phases.insert("rss".into(), serde_json::json!({ "units": "odek_rss_mib/docker_rss_mib in MiB, *_wall_ms in ms", "variants": s.to_json() }));
     Ok(())

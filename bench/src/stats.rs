@@ -11,6 +11,7 @@ pub struct Summary {
     pub n: usize,
     pub median_ms: f64,
     pub p90_ms: f64,
+    pub p95_ms: f64,
     pub min_ms: f64,
     pub max_ms: f64,
     pub mean_ms: f64,
@@ -41,6 +42,7 @@ pub fn summarize(samples: &[f64]) -> Summary {
         n: s.len(),
         median_ms: quantile(&s, 0.5),
         p90_ms: quantile(&s, 0.9),
+        p95_ms: quantile(&s, 0.95),
         min_ms: s.first().copied().unwrap_or(f64::NAN),
         max_ms: s.last().copied().unwrap_or(f64::NAN),
         mean_ms: mean,
@@ -81,6 +83,15 @@ impl Samples {
 
     pub fn p90(&self, name: &str) -> f64 {
         self.summary(name).map_or(f64::NAN, |s| s.p90_ms)
+    }
+
+    pub fn p95(&self, name: &str) -> f64 {
+        self.summary(name).map_or(f64::NAN, |s| s.p95_ms)
+    }
+
+    /// The sum of a variant's samples (ms).
+    pub fn total(&self, name: &str) -> f64 {
+        self.data.get(name).map_or(f64::NAN, |v| v.iter().sum())
     }
 
     pub fn names(&self) -> &[String] {
