@@ -86,7 +86,7 @@ pub(crate) struct Args {
     pub(crate) only: Vec<String>,
     /// The static odek-supervisor binary for the supervised variants
     /// (default: $ODEK_SUPERVISOR, then $ODEK_SUPERVISOR_BIN, then
-    /// REPO/target/static/<host>/release/odek-supervisor as bench/run.sh
+    /// `REPO/target/static/<host>/release/odek-supervisor` as bench/run.sh
     /// builds it). The bench's own environment never carries
     /// ODEK_SUPERVISOR: only the supervised variants get it.
     #[arg(long)]
