@@ -234,7 +234,12 @@ def test_exec_streams_output_lines_as_progress(project):
             assert values == sorted(set(values)), f"progress must increase: {values}"
             assert notes, "the message handler sees progress notifications (positive control)"
             path = await ok(s, "exec", command="test -e /.odek/odek-supervisor && echo supervisor || echo exec-api")
-            assert path["stdout"].strip() == ("supervisor" if os.environ.get("ODEK_SUPERVISOR") else "exec-api")
+            # The path follows what odek says of the sandbox: the supervisor
+            # named (ODEK_SUPERVISOR) or found beside odek (the nonroot suite).
+            sup = (await ok(s, "describe"))["environment"]["supervisor"]
+            if os.environ.get("ODEK_SUPERVISOR"):
+                assert sup["on"], sup
+            assert path["stdout"].strip() == ("supervisor" if sup["on"] else "exec-api"), sup
 
             # No token: the same result, no notification at all.
             notes.clear()
