@@ -37,10 +37,43 @@ fn parse_stat(pid: i32, s: &str) -> Option<Proc> {
     })
 }
 
-/// One process, `None` when it is gone.
+/// One process, `None` when it is gone. A thread-group leader that
+/// exited by itself (`SYS_exit`, not `exit_group`) shows `Z` while its
+/// other threads run on: its state is then that of a live thread, so that
+/// it is killed (SIGKILL ends the whole group) and never counted dead.
 pub fn stat(pid: i32) -> Option<Proc> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(pid, &s)
+    let mut p = parse_stat(pid, &s)?;
+    if p.state == b'Z' {
+        p.state = group_state(b'Z', &thread_states(pid));
+    }
+    Some(p)
+}
+
+/// The states of `pid`'s threads (`/proc/<pid>/task/*/stat`).
+fn thread_states(pid: i32) -> Vec<u8> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return vec![];
+    };
+    dir.filter_map(|e| {
+        let tid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+        Some(parse_stat(tid, &s)?.state)
+    })
+    .collect()
+}
+
+/// A thread group's state: the leader's, unless the leader is a zombie
+/// and another thread is not (then the first such thread's).
+fn group_state(leader: u8, threads: &[u8]) -> u8 {
+    if leader != b'Z' {
+        return leader;
+    }
+    threads
+        .iter()
+        .copied()
+        .find(|&t| t != b'Z' && t != b'X')
+        .unwrap_or(leader)
 }
 
 /// Every process of the PID namespace.
@@ -233,6 +266,15 @@ mod tests {
             (p.state, p.ppid, p.pgrp, p.session, p.start),
             (b'S', 7, 42, 42, 12345)
         );
+    }
+
+    #[test]
+    fn a_zombie_leader_with_a_live_thread_is_alive() {
+        assert_eq!(group_state(b'Z', b"ZS"), b'S');
+        assert_eq!(group_state(b'Z', b"Z"), b'Z');
+        assert_eq!(group_state(b'Z', &[]), b'Z');
+        assert_eq!(group_state(b'Z', b"ZX"), b'Z');
+        assert_eq!(group_state(b'R', b"RS"), b'R');
     }
 
     #[test]

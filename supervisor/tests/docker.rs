@@ -566,6 +566,32 @@ fn timeouts_kill_the_whole_tree() {
     assert!(r.exit.timed_out && r.exit.killed, "{:?}", r.exit);
     assert!(r.exit.escaped.is_empty(), "{:?}", r.exit);
 
+    // A process whose leader thread exited alone (SYS_exit) shows `Z`
+    // while its other thread runs on: it is killed, not counted dead.
+    let mut s = sh("cat > /tmp/zl && chmod +x /tmp/zl");
+    s.stdin = true;
+    sup.owner.start(6, &s).unwrap();
+    for payload in [zombie_leader_elf(), vec![]] {
+        sup.owner.send(&Frame {
+            kind: Kind::Stdin,
+            id: 6,
+            payload,
+        });
+    }
+    assert_eq!(sup.owner.collect(6, WAIT).exit.code, Some(0));
+    let live = "cat /proc/[0-9]*/task/*/stat 2>/dev/null | grep -c '(zl) [RSD]'";
+    // Positive control: without a timeout it lives on past its command.
+    let r = sup
+        .owner
+        .run(7, &sh(&format!("(setsid /tmp/zl &); sleep 0.3; {live}")));
+    assert_eq!(r.out(), "1\n", "the test program did not run as planned");
+    let mut s = sh("pkill -9 zl; (setsid /tmp/zl &) ; sleep 60");
+    s.timeout_ms = Some(1000);
+    let r = sup.owner.run(8, &s);
+    assert!(r.exit.timed_out && r.exit.killed, "{:?}", r.exit);
+    let r = sup.owner.run(9, &sh(live));
+    assert_eq!(r.out(), "0\n", "a thread of the killed tree runs on");
+
     std::thread::sleep(Duration::from_secs(4));
     let r = sup.owner.run(4, &sh("ls /tmp"));
     assert!(
@@ -906,4 +932,52 @@ fn a_malformed_frame_ends_the_owner_session() {
     let (status, stderr) = sup.owner.finish();
     assert!(status.success(), "{status}");
     assert!(stderr.contains("unknown frame kind"), "{stderr}");
+}
+
+/// A static x86-64 ELF whose main thread starts a second thread (which
+/// loops on `pause`) and then ends alone with `SYS_exit`: the leader shows
+/// `Z` in `/proc` while the process lives on.
+fn zombie_leader_elf() -> Vec<u8> {
+    let code: [u8; 49] = [
+        0xB8, 0x38, 0, 0, 0, // mov eax, 56 (clone)
+        0xBF, 0x00, 0x0F, 0x01, 0x00, // mov edi, CLONE_VM|FS|FILES|SIGHAND|THREAD
+        0x48, 0xC7, 0xC6, 0x00, 0x80, 0x40, 0x00, // mov rsi, 0x408000 (stack)
+        0x31, 0xD2, // xor edx, edx
+        0x45, 0x31, 0xD2, // xor r10d, r10d
+        0x45, 0x31, 0xC0, // xor r8d, r8d
+        0x0F, 0x05, // syscall
+        0x85, 0xC0, // test eax, eax
+        0x74, 0x09, // jz thread
+        0xB8, 0x3C, 0, 0, 0, // mov eax, 60 (exit: this thread only)
+        0x31, 0xFF, // xor edi, edi
+        0x0F, 0x05, // syscall
+        0xB8, 0x22, 0, 0, 0, // thread: mov eax, 34 (pause)
+        0x0F, 0x05, // syscall
+        0xEB, 0xF7, // jmp thread
+    ];
+    let base: u64 = 0x40_0000;
+    let entry = base + 64 + 56;
+    let size = (64 + 56 + code.len()) as u64;
+    let mut e = Vec::new();
+    e.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    e.extend_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+    e.extend_from_slice(&62u16.to_le_bytes()); // x86-64
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.extend_from_slice(&entry.to_le_bytes());
+    e.extend_from_slice(&64u64.to_le_bytes()); // program headers
+    e.extend_from_slice(&0u64.to_le_bytes()); // no section headers
+    e.extend_from_slice(&0u32.to_le_bytes());
+    for v in [64u16, 56, 1, 64, 0, 0] {
+        e.extend_from_slice(&v.to_le_bytes());
+    }
+    e.extend_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+    e.extend_from_slice(&7u32.to_le_bytes()); // RWX
+    e.extend_from_slice(&0u64.to_le_bytes()); // offset
+    e.extend_from_slice(&base.to_le_bytes()); // vaddr
+    e.extend_from_slice(&base.to_le_bytes()); // paddr
+    e.extend_from_slice(&size.to_le_bytes()); // filesz
+    e.extend_from_slice(&0x1_0000u64.to_le_bytes()); // memsz
+    e.extend_from_slice(&0x1000u64.to_le_bytes()); // align
+    e.extend_from_slice(&code);
+    e
 }
