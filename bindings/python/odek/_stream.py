@@ -33,7 +33,7 @@ import asyncio
 import ctypes
 import queue
 import threading
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, cast
 
 from . import _cancel, _ffi
 from ._cancel import CancelToken
@@ -145,7 +145,7 @@ class ExecStream:
             raise StopIteration
         kind, value = self._queue.get()
         if kind == "chunk":
-            return value
+            return cast(OutputChunk, value)
         self._end = (kind, value)
         if kind == "error":
             raise value
@@ -174,7 +174,7 @@ class ExecStream:
         kind, value = self._end
         if kind == "error":
             raise value
-        return value
+        return cast(ExecResult, value)
 
     def wait(self) -> ExecResult:
         """Reads (and drops) the chunks not read yet, waits for the command's
@@ -244,7 +244,7 @@ class AsyncExecStream:
             self._call.cancel()
             raise
         if kind == "chunk":
-            return value
+            return cast(OutputChunk, value)
         self._end = (kind, value)
         if kind == "error":
             raise value
@@ -266,7 +266,7 @@ class AsyncExecStream:
         kind, value = self._end
         if kind == "error":
             raise value
-        return value
+        return cast(ExecResult, value)
 
     async def wait(self) -> ExecResult:
         """Reads (and drops) the chunks not read yet and returns :attr:`result`."""
