@@ -145,9 +145,10 @@ type ExecRequest struct {
 	// Env adds environment variables for the command.
 	Env map[string]string
 	// Timeout ends the wait after this long (0: none): the result then has
-	// ExitCode 124 and TimedOut set, and the command's processes (those
-	// carrying its ODEK_EXEC_ID tag, and their children) are stopped and
-	// killed with SIGKILL; Killed is true only when none was left. A context
+	// ExitCode 124 and TimedOut set, and the command's processes are killed
+	// with SIGKILL (through odek's supervisor: its process group, session
+	// and descendants; without it: those carrying its ODEK_EXEC_ID tag, and
+	// their children); Killed is true only when none was left. A context
 	// deadline that comes sooner is passed on as the timeout.
 	Timeout time.Duration
 	// Workdir is the command's working directory in the sandbox (default

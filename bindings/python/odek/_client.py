@@ -423,9 +423,10 @@ class Sandbox(Managed[Any]):
             env (dict[str, str] | None): extra environment variables.
             timeout (float | None): seconds; when it expires the result has
                 ``exit_code`` 124 and ``timed_out`` True, and the command's
-                processes (those carrying its ``ODEK_EXEC_ID`` tag, and their
-                children) are stopped and killed with SIGKILL; ``killed`` is
-                True only when none was left. ``None``: wait as long as it
+                processes are killed with SIGKILL (through odek's supervisor:
+                its process group, session and descendants; without it: those
+                carrying its ``ODEK_EXEC_ID`` tag, and their children);
+                ``killed`` is True only when none was left. ``None``: wait as long as it
                 takes.
             workdir (str | None): working directory inside the sandbox
                 (default ``/workspace``).

@@ -37,11 +37,14 @@ pub struct ExecRequest {
     #[serde(default)]
     pub env: Vec<(String, String)>,
     /// Stop the command after this long: it and its descendants are sent
-    /// SIGKILL and the outcome says `timed_out` (exit code 124). In a sandbox
+    /// SIGKILL and the outcome says `timed_out` (exit code 124). Through
+    /// odek's supervisor the kill covers the command's process group,
+    /// session and descendants and is confirmed from `/proc`
+    /// (docs/SANDBOXING.md, "The supervisor"). Without it (the exec API)
     /// the kill needs `/bin/sh` and `cat` in the image and misses processes
-    /// that cleared their environment; when it fails, a line on the command's
-    /// stderr says so and the process keeps running until the sandbox is
-    /// destroyed.
+    /// that cleared their environment; when it fails, a line on the
+    /// command's stderr says so and the process keeps running until the
+    /// sandbox is destroyed.
     #[serde(default, with = "opt_secs")]
     pub timeout: Option<Duration>,
     /// Working directory (default `/workspace`, or the host workdir).
