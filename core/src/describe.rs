@@ -561,7 +561,7 @@ pub fn render_prompt(env: &Environment) -> String {
         limits.push(format!("at most {p} processes"));
     }
     if let Some(m) = env.memory_bytes {
-        limits.push(format!("{} MiB of memory", m / (1024 * 1024)));
+        limits.push(format!("{} of memory", crate::text::memory(m)));
     }
     if let Some(c) = &env.cpus {
         limits.push(format!("{c} CPUs"));

@@ -28,6 +28,18 @@ use std::borrow::Cow;
 /// Longest name shown (longer ones are omitted, never truncated).
 pub(crate) const MAX_NAME_LEN: usize = 63;
 
+/// A memory limit as people read it: `512 MiB` when it is a whole number
+/// of MiB (as `--sandbox-memory 512m` gives), else `N bytes`. The one
+/// spelling of `config view` and the environment block (SPEC §9, §10.4).
+pub(crate) fn memory(bytes: i64) -> String {
+    const MIB: i64 = 1024 * 1024;
+    if bytes > 0 && bytes % MIB == 0 {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
 /// The name if it may be shown (SPEC §9.3): `[A-Za-z0-9][A-Za-z0-9_.-]{0,62}`,
 /// verbatim. A name containing `untrusted_content` (any case) — the wrapper's
 /// word — is omitted too: rewritten it would name nothing that resolves.
@@ -226,6 +238,13 @@ mod tests {
     /// Every control, escape and bidi character a hostile build step or
     /// registry could send.
     const HOSTILE: &str = "a\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}]52;c;Zm9v\u{7}\r\nodek: sandbox network=none\tx\u{7f}\u{9b}31m\u{9d}0;t\u{9c}\u{202e}evil\u{2066}\u{2028}\u{200b}\u{feff}z";
+
+    #[test]
+    fn memory_is_mib_when_whole_else_bytes() {
+        assert_eq!(memory(512 * 1024 * 1024), "512 MiB");
+        assert_eq!(memory(6 * 1024 * 1024 + 512), "6291968 bytes");
+        assert_eq!(memory(1536 * 1024), "1572864 bytes");
+    }
 
     #[test]
     fn foreign_text_is_one_line_with_every_control_escaped_visibly() {

@@ -364,7 +364,7 @@ impl ConfigView {
         line(
             "memory",
             self.memory_bytes
-                .map(|m| format!("{m} bytes"))
+                .map(crate::text::memory)
                 .unwrap_or_else(|| "unlimited".into()),
             src(names::sandbox_memory),
         );

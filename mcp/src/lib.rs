@@ -44,6 +44,7 @@ mod output;
 mod planned;
 mod sandboxes;
 mod server;
+mod stderr;
 pub mod tools;
 
 use odek_core::config::ConfigInputs;
@@ -55,9 +56,7 @@ pub use limits::{Limits, DEFAULT_MAX_SANDBOXES, MAX_SANDBOXES_ENV, MAX_SANDBOXES
 pub use sandboxes::MCP_ID_LABEL;
 pub use server::OdekMcp;
 
-/// Prints warnings and progress to stderr (MCP clients log a server's
-/// stderr): core's reporter, as the CLI's.
-pub use odek_core::stderr::StderrReporter;
+pub use stderr::StderrReporter;
 
 /// Why [`serve_stdio`] returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

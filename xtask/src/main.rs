@@ -232,7 +232,8 @@ fn docker_up() -> R {
     Ok(())
 }
 
-/// Builds the static `odek-supervisor` into `target/static` and
+/// Builds the static `odek-supervisor` into `static/` of the target
+/// directory (`CARGO_TARGET_DIR`, else `target/`) and
 /// points `ODEK_SUPERVISOR_BIN` at it for every later step (the
 /// supervisor's own tests), unless the caller set it already; and
 /// `ODEK_SUPERVISOR` too, unless the caller set it (empty: off), so that
@@ -257,12 +258,12 @@ pub(crate) fn supervisor() -> R {
         .lines()
         .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
         .ok_or("rustc -vV names no host triple")?;
-    let target = root().join("target/static");
+    let target = target_dir().join("static");
+    eprintln!("xtask: building the static odek-supervisor (release; a few minutes the first time)");
     sh(cargo()
         .args([
             "build",
             "--release",
-            "--quiet",
             "-p",
             "odek-supervisor",
             "--bin",
@@ -290,7 +291,8 @@ fn images() -> R {
 fn demo() -> R {
     images()?;
     supervisor()?;
-    sh(cargo().args(["build", "--quiet", "-p", "odek-cli"]))?;
+    eprintln!("xtask: building odek (a few minutes the first time)");
+    sh(cargo().args(["build", "-p", "odek-cli"]))?;
     sh(Command::new("bash").args(["tests/fixtures/compose/up.sh", "shop"]))?;
     let workdir = target_dir().join("demo-project");
     std::fs::create_dir_all(&workdir).map_err(|e| e.to_string())?;
