@@ -10,7 +10,9 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"unsafe"
 )
 
 var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -334,6 +336,16 @@ func TestDaemonUnreachable(t *testing.T) {
 	}
 }
 
+// spin is busy work for a goroutine (not inlined: a real call on its stack).
+//
+//go:noinline
+func spin(n int) int {
+	for i := 0; i < 1000; i++ {
+		n = n*31 + i
+	}
+	return n
+}
+
 // Implicit mode with no daemon: a loud fallback to the host, not an error.
 func TestFallbackWithoutDaemon(t *testing.T) {
 	ctx := context.Background()
@@ -370,6 +382,48 @@ func TestFallbackWithoutDaemon(t *testing.T) {
 	if d.Environment.Isolation != IsolationFallback || d.Environment.FallbackReason == "" ||
 		d.Environment.Workspace.Path != dir {
 		t.Errorf("environment %+v", d.Environment)
+	}
+	// Commands on the host: libodek reaps its child (tokio; through a pidfd
+	// on this kernel, so no SIGCHLD handler of its own). Any handler that
+	// non-Go code installs must carry SA_ONSTACK or the Go runtime aborts
+	// the program ("non-Go code set up signal handler without SA_ONSTACK
+	// flag") when the signal lands on a running goroutine.
+	// Several, while goroutines run on their own stacks, so that some
+	// SIGCHLD lands on a Go thread that is running Go code.
+	stop := make(chan struct{})
+	defer close(stop)
+	for g := 0; g < 4; g++ {
+		go func() {
+			n := 0
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					n = spin(n)
+				}
+			}
+		}()
+	}
+	for i := 0; i < 50; i++ {
+		res, err := sb.Exec(ctx, ExecRequest{Shell: "echo on-the-host; exit 3"})
+		if err != nil {
+			t.Fatalf("Exec (fallback): %v", err)
+		}
+		if res.ExitCode != 3 || strings.TrimSpace(res.Stdout) != "on-the-host" {
+			t.Fatalf("host exec result %+v", res)
+		}
+	}
+	// Whether a SIGCHLD happened to land on a running goroutine above is
+	// chance; the flag itself is not: read the handler's flags back.
+	var act struct{ handler, flags, restorer, mask uint64 }
+	if _, _, e := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(syscall.SIGCHLD), 0,
+		uintptr(unsafe.Pointer(&act)), 8, 0, 0); e != 0 {
+		t.Fatalf("rt_sigaction: %v", e)
+	}
+	const saOnstack = 0x08000000
+	if act.flags&saOnstack == 0 {
+		t.Errorf("SIGCHLD handler flags %#x lack SA_ONSTACK after a host exec", act.flags)
 	}
 }
 
