@@ -1143,3 +1143,31 @@ fn a_crash_loop_ends_the_sandbox() {
     let (status, _) = sup.owner.finish();
     assert_eq!(status.code(), Some(71), "{status}");
 }
+
+/// Not a test: the median round trip of `true` over the owner link, for
+/// comparing two binaries (`ODEK_SUPERVISOR_BIN`), e.g. the keeper's relay
+/// hop. `cargo test -p odek-supervisor --test docker -- --ignored
+/// --nocapture round_trip_median`.
+#[test]
+#[ignore]
+fn round_trip_median() {
+    let _guard = exclusive();
+    let mut sup = Sup::new(BASE, &[]);
+    let n = 300;
+    let mut took: Vec<Duration> = (0..n + 20)
+        .map(|i| {
+            let t = Instant::now();
+            let r = sup.owner.run(i + 1, &cmd(&["true"]));
+            assert_eq!(r.exit.code, Some(0));
+            t.elapsed()
+        })
+        .skip(20)
+        .collect();
+    took.sort();
+    println!(
+        "round trip of true over the owner link ({}): median {:.3} ms, p90 {:.3} ms (N={n})",
+        bin().display(),
+        took[took.len() / 2].as_secs_f64() * 1e3,
+        took[took.len() * 9 / 10].as_secs_f64() * 1e3
+    );
+}
