@@ -245,3 +245,40 @@ def test_docker_which_path(docker_sandbox):
     if os.environ.get("ODEK_SUPERVISOR"):
         assert on, docker_sandbox.info.startup_line
     assert r.stdout.strip() == ("supervisor" if on else "exec-api"), r
+
+
+def test_stdin_on_the_host_is_refused_and_runs_nothing(host_sandbox, workdir):
+    """Stdin is served by odek's supervisor only: on the host the stream
+    raises (402) and the command never ran."""
+    with pytest.raises(odek.DockerRejectedError) as e:
+        host_sandbox.exec_stream(shell="cat > ran", stdin=b"x").wait()
+    assert "supervisor" in str(e.value)
+    assert not os.path.exists(os.path.join(workdir, "ran"))
+    with pytest.raises(TypeError):
+        host_sandbox.exec_stream(shell="cat > ran", stdin="text")
+    run = host_sandbox.exec_stream(argv=["true"])
+    with pytest.raises(RuntimeError):
+        run.write(b"x")
+    assert run.wait().exit_code == 0  # positive control, without stdin
+
+
+@pytest.mark.docker
+def test_docker_stdin_round_trip(docker_sandbox, docker_workdir):
+    """Bytes written while the command runs reach its stdin, the close ends
+    it; bytes given at the start are written and closed."""
+    if not docker_sandbox.info.startup_line.endswith(" supervisor=on"):
+        with pytest.raises(odek.DockerRejectedError):
+            docker_sandbox.exec_stream(shell="cat > ran", stdin=b"x").wait()
+        assert not os.path.exists(os.path.join(docker_workdir, "ran"))
+        return
+    run = docker_sandbox.exec_stream(argv=["cat"], stdin=True, timeout=60)
+    run.write(b"hello ")
+    run.write(b"\x00world\n")
+    run.close_stdin()
+    result = run.wait()
+    assert result.exit_code == 0, result
+    assert result.stdout == "hello \x00world\n", result
+    with pytest.raises(odek.OdekError):
+        run.write(b"late")
+    r = docker_sandbox.exec_stream(shell="wc -c", stdin=b"abc" * 1000, timeout=60).wait()
+    assert r.stdout.strip() == "3000", r
