@@ -1407,7 +1407,11 @@ mod tests {
     }
 
     /// Reads odek's frames from `peer` until `n` have come.
-    async fn frames_from(peer: &mut tokio::io::DuplexStream, d: &mut Decoder, n: usize) -> Vec<Frame> {
+    async fn frames_from(
+        peer: &mut tokio::io::DuplexStream,
+        d: &mut Decoder,
+        n: usize,
+    ) -> Vec<Frame> {
         let mut got = Vec::new();
         let mut buf = vec![0u8; 4096];
         while got.len() < n {

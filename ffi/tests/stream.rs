@@ -345,9 +345,8 @@ fn stdin_on_the_host_is_refused_before_anything_runs_and_the_handle_keeps_its_ru
         assert!(!h.is_null());
         assert_eq!(take_error(odek_stdin_write(h, b"abc".as_ptr(), 3)), None);
         assert_eq!(take_error(odek_stdin_write(h, null(), 0)), None);
-        let req = cstring(
-            &serde_json::json!({"shell": "cat > ran", "timeout_secs": 30.0}).to_string(),
-        );
+        let req =
+            cstring(&serde_json::json!({"shell": "cat > ran", "timeout_secs": 30.0}).to_string());
         let mut out: *mut c_char = null_mut();
         let e = odek_exec_stream_stdin(
             host.sandbox,
@@ -373,7 +372,10 @@ fn stdin_on_the_host_is_refused_before_anything_runs_and_the_handle_keeps_its_ru
             null_mut(),
             &mut out,
         );
-        assert_eq!(take_error(e).map(|e| e.0), Some(ODEK_E_INVALID_ARGUMENT as i32));
+        assert_eq!(
+            take_error(e).map(|e| e.0),
+            Some(ODEK_E_INVALID_ARGUMENT as i32)
+        );
         // After the exec (or a close), writes are refused; close is
         // idempotent.
         let (code, m) = take_error(odek_stdin_write(h, b"x".as_ptr(), 1)).expect("closed");

@@ -361,7 +361,9 @@ impl Keeper {
         } else {
             format!("{why} ({})", how(status))
         };
-        log(&format!("odek-supervisor: the server (pid {pid}) died: {reason}"));
+        log(&format!(
+            "odek-supervisor: the server (pid {pid}) died: {reason}"
+        ));
         let now = Instant::now();
         self.deaths.push_back(now);
         while self
@@ -382,7 +384,11 @@ impl Keeper {
                 start,
                 me: self.me,
                 overlapped: true,
-                other_roots: roots.keys().copied().filter(|&p| p != root).collect::<BTreeSet<_>>(),
+                other_roots: roots
+                    .keys()
+                    .copied()
+                    .filter(|&p| p != root)
+                    .collect::<BTreeSet<_>>(),
             };
             killed &= kill::kill_tree(&tree, &mut reaped).confirmed;
         }

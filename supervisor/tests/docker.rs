@@ -988,7 +988,15 @@ fn zombie_leader_elf() -> Vec<u8> {
 /// root, which has the container's CAP_KILL (no command has it).
 fn kill_from_outside(name: &str, pid: u32) {
     let out = Command::new("docker")
-        .args(["exec", "-u", "0", name, "sh", "-c", &format!("kill -9 {pid}")])
+        .args([
+            "exec",
+            "-u",
+            "0",
+            name,
+            "sh",
+            "-c",
+            &format!("kill -9 {pid}"),
+        ])
         .output()
         .unwrap();
     assert!(
@@ -1033,7 +1041,8 @@ fn a_killed_server_restarts_its_commands_are_unknown_and_the_owner_link_holds() 
     assert_ne!(r.pid, server);
     assert!(r.reason.contains("signal 9"), "{r:?}");
     // Until the core's Resume, its frames are dropped: this one never runs.
-    sup.owner.send(&Frame::json(Kind::Start, 2, &sh("touch /tmp/early")));
+    sup.owner
+        .send(&Frame::json(Kind::Start, 2, &sh("touch /tmp/early")));
     resume(&mut sup);
     let run = sup.owner.run(
         3,

@@ -520,16 +520,35 @@ fn a_killed_supervisor_server_leaves_the_command_unknown_and_the_next_runs() {
         // command can: see the attacks above).
         let t = Instant::now();
         while docker(&["exec", &name, "sh", "-c", "pgrep -x sleep || true"]).is_empty() {
-            assert!(t.elapsed() < Duration::from_secs(20), "the command never ran");
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "the command never ran"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
-        docker(&["exec", "-u", "0", &name, "sh", "-c", &format!("kill -9 {before}")]);
+        docker(&[
+            "exec",
+            "-u",
+            "0",
+            &name,
+            "sh",
+            "-c",
+            &format!("kill -9 {before}"),
+        ]);
         let running = running.join().expect("the exec thread");
         (running, server_pid(&name))
     });
     let next = sup(
         &p,
-        &["sandbox", "exec", &name, "--", "sh", "-c", "echo ok; pgrep -x sleep || echo gone"],
+        &[
+            "sandbox",
+            "exec",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            "echo ok; pgrep -x sleep || echo gone",
+        ],
     );
     let down = p.run_odek(&["sandbox", "down", &name]);
     // Unknown, never a success: the CLI's 255 and a message saying so.
@@ -540,7 +559,10 @@ fn a_killed_supervisor_server_leaves_the_command_unknown_and_the_next_runs() {
         stderr(&running)
     );
     assert!(!stdout(&running).contains("finished"));
-    assert!(!after.is_empty() && after != before, "{before} then {after:?}");
+    assert!(
+        !after.is_empty() && after != before,
+        "{before} then {after:?}"
+    );
     // The next command runs, on the new server; the old one's tree is gone.
     assert!(next.status.success(), "{}", stderr(&next));
     assert_eq!(stdout(&next), "ok\ngone\n", "{}", stderr(&next));
