@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import subprocess
 import threading
 import warnings
 
@@ -282,3 +283,44 @@ def test_docker_stdin_round_trip(docker_sandbox, docker_workdir):
         run.write(b"late")
     r = docker_sandbox.exec_stream(shell="wc -c", stdin=b"abc" * 1000, timeout=60).wait()
     assert r.stdout.strip() == "3000", r
+
+
+SERVER_PID = (
+    'for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = odek-server ] '
+    '&& echo "${p#/proc/}"; done; true'
+)
+
+
+def _server_pid(container: str) -> str:
+    """The supervisor's server in the container, found from outside
+    (``docker exec`` as root; no command of the sandbox can signal it)."""
+    out = subprocess.run(["docker", "exec", "-u", "0", container, "sh", "-c", SERVER_PID],
+                         check=True, capture_output=True, text=True).stdout.split()
+    assert len(out) == 1, out
+    return out[0]
+
+
+@pytest.mark.docker
+def test_docker_a_killed_supervisor_server_leaves_the_command_unknown(docker_sandbox):
+    """Through the owner's session (the binding holds it): the server killed
+    from outside mid-command makes that command's status unknown (an error,
+    never an exit status), the restart is said in it, and the next command
+    runs on the new server."""
+    if not docker_sandbox.info.startup_line.endswith(" supervisor=on"):
+        # No supervisor (the exec API's path), as ODEK_SUPERVISOR says.
+        assert not os.environ.get("ODEK_SUPERVISOR"), docker_sandbox.info.startup_line
+        return
+    container = docker_sandbox.info.container_id
+    before = _server_pid(container)
+    run = docker_sandbox.exec_stream(shell="echo started; sleep 30; echo finished", timeout=60)
+    assert next(iter(run)).data == b"started\n"
+    subprocess.run(["docker", "exec", "-u", "0", container, "sh", "-c", f"kill -9 {before}"],
+                   check=True)
+    with pytest.raises(odek.DockerRejectedError) as e:
+        run.wait()
+    assert e.value.code == 402, e.value
+    assert "restarted" in str(e.value) and "status is unknown" in str(e.value), e.value
+    after = _server_pid(container)
+    assert after != before
+    r = docker_sandbox.exec(shell="echo ok; pgrep -x sleep || echo gone", timeout=30)
+    assert (r.exit_code, r.stdout) == (0, "ok\ngone\n"), r
