@@ -10,7 +10,8 @@
 //! - M concurrent commands on one sandbox (default 16): the wall time of the
 //!   batch, i.e. the throughput;
 //! - the supervisor's RSS inside the running sandbox (VmRSS and VmHWM of its
-//!   host pid, after the load above) and its binary's size, stripped.
+//!   host pids, keeper and server summed, after the load above) and its
+//!   binary's size, stripped.
 
 use std::time::{Duration, Instant};
 
@@ -370,7 +371,7 @@ async fn measure(ctx: &Ctx, res: &mut Results, plain: &Sandbox, sup: &Sandbox) -
     let (size, stripped) = stripped_size(ctx)?;
     res.line("\n== 7d. the supervisor's footprint".to_string());
     res.line(format!(
-        "  RSS in the sandbox (host pid {}): idle after launch VmRSS {:.2} MiB; after 7a–7c VmRSS {:.2} MiB, VmHWM {:.2} MiB",
+        "  RSS in the sandbox (keeper + server, keeper's host pid {}): idle after launch VmRSS {:.2} MiB; after 7a–7c VmRSS {:.2} MiB, VmHWM {:.2} MiB",
         rss_loaded.pid,
         rss_idle.rss_kib / 1024.0,
         rss_loaded.rss_kib / 1024.0,
@@ -435,34 +436,45 @@ struct Rss {
     hwm_kib: f64,
 }
 
-/// VmRSS and VmHWM of the supervisor's `serve` process in container `id`,
-/// found by its host pid (`docker top`).
+/// VmRSS and VmHWM of the supervisor's `serve` processes (its keeper and
+/// server) in container `id`, summed, found by their host pids (`docker
+/// top`); `pid` is the keeper's.
 async fn supervisor_rss(id: &str) -> Result<Rss> {
     let top = docker(&["top", id, "-o", "pid,args"]).await?;
-    let pid: u32 = top
+    // The keeper and its server (a fork: the same arguments); not
+    // docker-init (pid 1), whose arguments name the supervisor too. Their
+    // VmRSS and VmHWM are summed, which counts the binary's shared file
+    // pages twice: an upper bound.
+    let pids: Vec<u32> = top
         .lines()
-        // Not docker-init (pid 1), whose arguments name the supervisor too.
-        .find(|l| {
+        .filter(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
             w.get(1) == Some(&odek_core::supervisor::SUPERVISOR_PATH) && w.get(2) == Some(&"serve")
         })
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|p| p.parse().ok())
-        .with_context(|| format!("no `odek-supervisor serve` in docker top of {id}: {top}"))?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status"))?;
-    let field = |k: &str| -> f64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(k))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(f64::NAN)
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    let Some(&pid) = pids.first() else {
+        bail!("no `odek-supervisor serve` in docker top of {id}: {top}");
     };
+    let (mut rss_kib, mut hwm_kib) = (0.0, 0.0);
+    for p in &pids {
+        let status = std::fs::read_to_string(format!("/proc/{p}/status"))
+            .with_context(|| format!("reading /proc/{p}/status"))?;
+        let field = |k: &str| -> f64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(k))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(f64::NAN)
+        };
+        rss_kib += field("VmRSS:");
+        hwm_kib += field("VmHWM:");
+    }
     Ok(Rss {
         pid,
-        rss_kib: field("VmRSS:"),
-        hwm_kib: field("VmHWM:"),
+        rss_kib,
+        hwm_kib,
     })
 }
 

@@ -75,6 +75,23 @@ static odek_error_t *godek_exec_stream(uintptr_t s, const char *req, uintptr_t k
 	return odek_exec_stream((const odek_sandbox_t *)s, req, (const odek_cancel_t *)k, godek_on_output,
 				(void *)user, out);
 }
+static odek_error_t *godek_exec_stream_stdin(uintptr_t s, const char *req, uintptr_t k, uintptr_t p, uintptr_t user,
+					     char **out) {
+	return odek_exec_stream_stdin((const odek_sandbox_t *)s, req, (const odek_cancel_t *)k, (const odek_stdin_t *)p,
+				      godek_on_output, (void *)user, out);
+}
+static uintptr_t godek_stdin_new(void) {
+	return (uintptr_t)odek_stdin_new();
+}
+static odek_error_t *godek_stdin_write(uintptr_t p, const uint8_t *bytes, size_t len) {
+	return odek_stdin_write((const odek_stdin_t *)p, bytes, len);
+}
+static odek_error_t *godek_stdin_close(uintptr_t p) {
+	return odek_stdin_close((const odek_stdin_t *)p);
+}
+static odek_error_t *godek_stdin_free(uintptr_t p) {
+	return odek_stdin_free((odek_stdin_t *)p);
+}
 static uintptr_t godek_cancel_new(void) {
 	return (uintptr_t)odek_cancel_new();
 }
@@ -257,6 +274,35 @@ func cExecStream(s uintptr, requestJSON string, cancel uintptr, user uintptr) (s
 	}
 	return takeString(out), nil
 }
+
+// cExecStreamStdin runs odek_exec_stream_stdin with the stdin handle p.
+func cExecStreamStdin(s uintptr, requestJSON string, cancel uintptr, p uintptr, user uintptr) (string, error) {
+	r := cstr(requestJSON)
+	defer freeC(r)
+	var out *C.char
+	if err := takeError(C.godek_exec_stream_stdin(C.uintptr_t(s), r, C.uintptr_t(cancel), C.uintptr_t(p), C.uintptr_t(user), &out)); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
+// cStdinNew makes a stdin handle (odek_stdin_new); 0 when none could be made.
+func cStdinNew() uintptr { return uintptr(C.godek_stdin_new()) }
+
+// cStdinWrite queues b for the command's stdin (odek_stdin_write; b is
+// copied by the library).
+func cStdinWrite(p uintptr, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return takeError(C.godek_stdin_write(C.uintptr_t(p), (*C.uint8_t)(unsafe.Pointer(&b[0])), C.size_t(len(b))))
+}
+
+// cStdinClose closes the command's stdin after what was written.
+func cStdinClose(p uintptr) error { return takeError(C.godek_stdin_close(C.uintptr_t(p))) }
+
+// cStdinFree frees the handle (odek_stdin_free).
+func cStdinFree(p uintptr) error { return takeError(C.godek_stdin_free(C.uintptr_t(p))) }
 
 func cSandboxDestroy(s uintptr) error {
 	return takeError(C.godek_sandbox_destroy(C.uintptr_t(s)))

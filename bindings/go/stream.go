@@ -60,6 +60,27 @@ type ExecStream struct {
 // A Go program is linked against the libodek it was built with, so an
 // older library without odek_exec_stream fails at link time, not here.
 func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest) (*ExecStream, error) {
+	return s.execStream(ctx, req, nil)
+}
+
+// ExecStreamInput is ExecStream with stdin: what is read from stdin reaches
+// the command's stdin as it comes (copied by a goroutine of its own), and
+// stdin's io.EOF closes it (the command reads end-of-file). Reading stops
+// when the command ends; a read error other than io.EOF closes the
+// command's stdin too.
+//
+// Stdin is served by odek's supervisor (the default in a sandbox): in a
+// sandbox without it, or when the command runs on the host, Wait returns an
+// *Error (CodeExec) and nothing ran. Errors here: as ExecStream's, and
+// ErrUsage for a nil stdin.
+func (s *Sandbox) ExecStreamInput(ctx context.Context, req ExecRequest, stdin io.Reader) (*ExecStream, error) {
+	if stdin == nil {
+		return nil, usageError("ExecStreamInput: stdin is nil (use ExecStream for a command without stdin)")
+	}
+	return s.execStream(ctx, req, stdin)
+}
+
+func (s *Sandbox) execStream(ctx context.Context, req ExecRequest, stdin io.Reader) (*ExecStream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -78,9 +99,24 @@ func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest) (*ExecStream,
 		done:   make(chan struct{}),
 	}
 	st.Stdout, st.Stderr = st.stdout, st.stderr
+	var pipe uintptr
+	if stdin != nil {
+		if pipe = cStdinNew(); pipe == 0 {
+			return nil, &Error{Code: CodeForked, Class: ClassUsage, Message: "odek_stdin_new failed (a forked process)"}
+		}
+		go copyStdin(pipe, stdin)
+	}
 	user := cgo.NewHandle(st)
 	go func() {
-		out, err := cExecStream(h, doc, st.cancel, uintptr(user))
+		var out string
+		var err error
+		if pipe != 0 {
+			out, err = cExecStreamStdin(h, doc, st.cancel, pipe, uintptr(user))
+			// The copier's later writes fail on the freed handle and stop it.
+			_ = cStdinFree(pipe)
+		} else {
+			out, err = cExecStream(h, doc, st.cancel, uintptr(user))
+		}
 		runtime.KeepAlive(s)
 		user.Delete()
 		st.stdout.closeWrite()
@@ -118,6 +154,24 @@ func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest) (*ExecStream,
 		}()
 	}
 	return st, nil
+}
+
+// copyStdin writes what r yields to the stdin handle p until r ends (then
+// closes it) or a write fails (the command ended, the handle was freed).
+func copyStdin(p uintptr, r io.Reader) {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if cStdinWrite(p, buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = cStdinClose(p)
+			return
+		}
+	}
 }
 
 // kill cancels the call (the command is killed as a timeout would) unless

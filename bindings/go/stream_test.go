@@ -144,6 +144,19 @@ func TestFakeExecStream(t *testing.T) {
 	if _, err := sb.ExecStream(dead, ExecRequest{Argv: []string{"true"}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("ended context: %v", err)
 	}
+	// Stdin needs odek's supervisor, which the fake's sandbox has not:
+	// Wait's CodeExec, and a nil stdin is a usage error.
+	st, err = sb.ExecStreamInput(ctx, ExecRequest{Argv: []string{"cat"}}, strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oe *Error
+	if _, err := st.Wait(); !errors.As(err, &oe) || oe.Code != CodeExec || !strings.Contains(oe.Message, "supervisor") {
+		t.Errorf("stdin without the supervisor: %v", err)
+	}
+	if _, err := sb.ExecStreamInput(ctx, ExecRequest{Argv: []string{"cat"}}, nil); !errors.Is(err, ErrUsage) {
+		t.Errorf("nil stdin: %v", err)
+	}
 	_ = sb.Close()
 	if _, err := sb.ExecStream(ctx, ExecRequest{Shell: "true"}); !errors.Is(err, ErrInvalidHandle) {
 		t.Errorf("after Close: %v", err)
@@ -179,4 +192,28 @@ func TestDockerExecStream(t *testing.T) {
 		t.Fatalf("commands run through %+v %v, want %s", res, err, want)
 	}
 	checkStream(t, sb, dir)
+	if want != "supervisor" {
+		return
+	}
+	// Stdin through the supervisor: what the reader yields, as it comes
+	// (a pipe written while the command runs), then its EOF closes it.
+	pr, pw := io.Pipe()
+	st, err := sb.ExecStreamInput(ctx, ExecRequest{Argv: []string{"cat"}, Timeout: time.Minute}, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(st.Stdout)
+	if _, err := pw.Write([]byte("one\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "one\n" {
+		t.Fatalf("echoed line %q, %v", line, err)
+	}
+	_, _ = pw.Write([]byte("two\x00\n"))
+	_ = pw.Close()
+	rest, _ := io.ReadAll(r)
+	res, err = st.Wait()
+	if err != nil || res.ExitCode != 0 || string(rest) != "two\x00\n" {
+		t.Errorf("stdin round trip: %q %+v %v", rest, res, err)
+	}
 }

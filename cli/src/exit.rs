@@ -14,7 +14,8 @@ pub const REFUSED: u8 = 125;
 pub const PANIC: u8 = 101;
 /// The sandbox was killed or stopped under the command.
 pub const KILLED: u8 = 137;
-/// The daemon was lost after the command started: its status is unknown.
+/// The daemon, or odek's supervisor's server, was lost after the command
+/// started: its status is unknown.
 pub const LOST: u8 = 255;
 /// A usage error of every command but `odek run`.
 pub const USAGE: u8 = 2;
@@ -76,9 +77,9 @@ pub const TABLE: &[Row] = &[
     },
     Row {
         status: "255",
-        help: "255 when the daemon was lost while it ran (it may have partly run)",
-        short: "the Docker daemon was lost after the command started: its status is unknown",
-        long: "the Docker daemon was lost after the command started: it may have partly run, its status is unknown. Both commands map exec failures the same way: Docker refusing the exec is 125 (nothing ran); an exec that ended without a status is 255. A command that does not exist or cannot be executed exits 126 or 127, as in a shell: in the sandbox Docker reports it (126, with the runtime's `OCI runtime exec failed …` message on the command's output, as `docker exec` does), on the host (fallback, `--no-sandbox`) odek does (127 not found, 126 not executable, message on stderr)",
+        help: "255 when the daemon or odek's supervisor was lost while it ran (it may have partly run)",
+        short: "the Docker daemon, or the sandbox's supervisor, was lost after the command started: its status is unknown",
+        long: "the Docker daemon was lost after the command started, or odek's supervisor in the sandbox restarted while it ran ([SANDBOXING.md](SANDBOXING.md#a-server-that-dies): the command's processes are killed and the next command runs): it may have partly run, its status is unknown. Both commands map exec failures the same way: Docker refusing the exec is 125 (nothing ran); an exec that ended without a status is 255. A command that does not exist or cannot be executed exits 126 or 127, as in a shell: in the sandbox Docker reports it (126, with the runtime's `OCI runtime exec failed …` message on the command's output, as `docker exec` does), on the host (fallback, `--no-sandbox`) odek does (127 not found, 126 not executable, message on stderr)",
     },
 ];
 

@@ -7,7 +7,10 @@
 //! One task per session reads frames and routes them to the command they
 //! are about; commands overlap. When the stream ends, every command still
 //! running learns that its status is unknown ([`Ended::Lost`]); never a
-//! success.
+//! success. When the supervisor's server died and its keeper started a new
+//! one ([`Kind::Restarted`], on the owner's stream), every command of the
+//! old server learns the same ([`Ended::Restarted`]), and the session goes
+//! on with the new server once odek answered [`Kind::Resume`].
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -54,9 +57,39 @@ pub enum Ended {
     Failed(String),
     /// The session ended first: the command's status is unknown.
     Lost,
+    /// The supervisor's server died while the command ran and a new one
+    /// serves the session: the command's status is unknown (its tree was
+    /// killed by the keeper when `killed`).
+    Restarted(proto::Restarted),
 }
 
 type Routes = Arc<Mutex<HashMap<u32, mpsc::Sender<Frame>>>>;
+
+/// What a session knows of its supervisor's restarts.
+#[derive(Debug, Default)]
+struct RestartNews {
+    /// The last [`Kind::Restarted`].
+    last: Option<proto::Restarted>,
+    /// No command was running when it came, so no result said it: the next
+    /// command's note says it ([`Session::take_unsaid_restart`]).
+    unsaid: bool,
+}
+
+type Writer = Arc<tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
+
+/// Writes `frame`; false (and the session marked dead) on failure.
+async fn write_frame(
+    w: &mut (dyn AsyncWrite + Send + Unpin),
+    frame: &Frame,
+    alive: &AtomicBool,
+) -> bool {
+    let bytes = frame.encode();
+    let ok = w.write_all(&bytes).await.is_ok() && w.flush().await.is_ok();
+    if !ok {
+        alive.store(false, Ordering::Release);
+    }
+    ok
+}
 
 /// Frames queued per command before the session's reader waits (a slow
 /// output sink slows the stream instead of growing memory).
@@ -68,8 +101,13 @@ pub const KILL_WAIT: Duration = Duration::from_secs(10);
 
 /// One session with a sandbox's supervisor.
 pub struct Session {
-    writer: tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>,
+    writer: Writer,
     routes: Routes,
+    /// Restarts seen so far (a command started in an earlier generation and
+    /// without a report is [`Ended::Restarted`]).
+    generation: Arc<AtomicU32>,
+    /// The last restart, and whether nobody was told of it yet.
+    news: Arc<Mutex<RestartNews>>,
     next_id: AtomicU32,
     alive: Arc<AtomicBool>,
     ready: proto::Ready,
@@ -148,15 +186,25 @@ impl Session {
         }
         let routes: Routes = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
+        let writer: Writer = Arc::new(tokio::sync::Mutex::new(input));
+        let generation = Arc::new(AtomicU32::new(0));
+        let news = Arc::new(Mutex::new(RestartNews::default()));
         let reader = tokio::spawn(read_frames(
             output,
             decoder,
-            Arc::clone(&routes),
-            Arc::clone(&alive),
+            Shared {
+                routes: Arc::clone(&routes),
+                alive: Arc::clone(&alive),
+                writer: Arc::clone(&writer),
+                generation: Arc::clone(&generation),
+                news: Arc::clone(&news),
+            },
         ));
         Ok(Session {
-            writer: tokio::sync::Mutex::new(input),
+            writer,
             routes,
+            generation,
+            news,
             next_id: AtomicU32::new(1),
             alive,
             ready,
@@ -193,12 +241,19 @@ impl Session {
 
     async fn send(&self, frame: &Frame) -> bool {
         let mut w = self.writer.lock().await;
-        let bytes = frame.encode();
-        let ok = w.write_all(&bytes).await.is_ok() && w.flush().await.is_ok();
-        if !ok {
-            self.alive.store(false, Ordering::Release);
+        write_frame(&mut **w, frame, &self.alive).await
+    }
+
+    /// The last restart of the supervisor's server, when no command's
+    /// result has said it yet (taken: said once). For the note of the next
+    /// command.
+    pub fn take_unsaid_restart(&self) -> Option<proto::Restarted> {
+        let mut news = lock(&self.news);
+        if std::mem::take(&mut news.unsaid) {
+            news.last.clone()
+        } else {
+            None
         }
-        ok
     }
 
     /// Runs one command: sends `start`, streams its output to `output`,
@@ -239,14 +294,37 @@ impl Session {
     ) -> Ended {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, mut rx) = mpsc::channel(ROUTE_QUEUE);
-        lock(&self.routes).insert(id, tx);
+        // The route, the generation and the Start under the writer's lock,
+        // which the reader holds while it handles a restart: a Start
+        // written before odek's Resume (which the keeper drops) belongs to
+        // the old generation and ends Restarted, never waits forever.
+        let generation = {
+            let mut w = self.writer.lock().await;
+            let generation = self.generation.load(Ordering::Acquire);
+            lock(&self.routes).insert(id, tx);
+            if !self.is_alive()
+                || !write_frame(&mut **w, &Frame::json(Kind::Start, id, start), &self.alive).await
+            {
+                lock(&self.routes).remove(&id);
+                return Ended::Lost;
+            }
+            generation
+        };
         let _route = RouteGuard {
             routes: &self.routes,
             id,
         };
-        if !self.is_alive() || !self.send(&Frame::json(Kind::Start, id, start)).await {
-            return Ended::Lost;
-        }
+        // The end of the route: the session ended, or the server restarted
+        // since the Start.
+        let unknown = || {
+            let last = lock(&self.news).last.clone();
+            match last {
+                Some(r) if self.generation.load(Ordering::Acquire) != generation => {
+                    Ended::Restarted(r)
+                }
+                _ => Ended::Lost,
+            }
+        };
         // The one writer of this command's stdin and resize frames, polled
         // beside everything below (never blocked behind it, nor it behind a
         // frame sent while it is suspended: see the kill below).
@@ -323,7 +401,7 @@ impl Session {
             let ask_kill = tokio::select! {
                 f = rx.recv() => {
                     let Some(frame) = f else {
-                        return Ended::Lost;
+                        return unknown();
                     };
                     match frame.kind {
                         Kind::Stdout => output(StreamKind::Stdout, &frame.payload),
@@ -390,19 +468,67 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// What the reader shares with its [`Session`].
+struct Shared {
+    routes: Routes,
+    alive: Arc<AtomicBool>,
+    writer: Writer,
+    generation: Arc<AtomicU32>,
+    news: Arc<Mutex<RestartNews>>,
+}
+
 /// The session's reader: routes each frame to its command; session frames
 /// (id 0: notices) are logged. At the stream's end every route is dropped,
-/// so each waiting command sees [`Ended::Lost`].
+/// so each waiting command sees [`Ended::Lost`]. A [`Kind::Restarted`]
+/// drops every route too (each waiting command sees
+/// [`Ended::Restarted`]) and is answered by [`Kind::Resume`], all under
+/// the writer's lock ([`Session::run_io`] registers a route and writes its
+/// Start under it).
 async fn read_frames(
     mut output: BoxStream<'static, std::io::Result<Vec<u8>>>,
     mut decoder: Decoder,
-    routes: Routes,
-    alive: Arc<AtomicBool>,
+    shared: Shared,
 ) {
+    let Shared {
+        routes,
+        alive,
+        writer,
+        generation,
+        news,
+    } = shared;
     'stream: loop {
         loop {
             match decoder.next_frame() {
                 Ok(Some(frame)) => {
+                    if frame.id == 0 && frame.kind == Kind::Restarted {
+                        let Ok(r) = frame.parse::<proto::Restarted>() else {
+                            tracing::warn!("the supervisor's Restarted frame is invalid");
+                            break 'stream;
+                        };
+                        tracing::warn!(
+                            "odek's supervisor restarted its server ({}); {} command(s) it ran have an unknown status",
+                            crate::text::foreign(&r.reason),
+                            r.commands
+                        );
+                        let mut w = writer.lock().await;
+                        generation.fetch_add(1, Ordering::AcqRel);
+                        {
+                            let mut routes = lock(&routes);
+                            let mut news = lock(&news);
+                            news.unsaid = routes.is_empty();
+                            news.last = Some(r);
+                            routes.clear();
+                        }
+                        let resume = Frame {
+                            kind: Kind::Resume,
+                            id: 0,
+                            payload: vec![],
+                        };
+                        if !write_frame(&mut **w, &resume, &alive).await {
+                            break 'stream;
+                        }
+                        continue;
+                    }
                     if frame.id == 0 {
                         if frame.kind == Kind::Notice {
                             tracing::warn!(
@@ -1278,6 +1404,141 @@ mod tests {
             "{ended:?}"
         );
         assert_eq!(seen.last().map(|f| f.kind), Some(Kind::Kill));
+    }
+
+    /// Reads odek's frames from `peer` until `n` have come.
+    async fn frames_from(
+        peer: &mut tokio::io::DuplexStream,
+        d: &mut Decoder,
+        n: usize,
+    ) -> Vec<Frame> {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 4096];
+        while got.len() < n {
+            while let Some(f) = d.next_frame().expect("valid frames") {
+                got.push(f);
+            }
+            if got.len() >= n {
+                break;
+            }
+            let k = tokio::io::AsyncReadExt::read(peer, &mut buf)
+                .await
+                .expect("read");
+            assert!(k > 0, "odek closed the stream");
+            d.push(&buf[..k]);
+        }
+        got
+    }
+
+    fn restarted(generation: u32, commands: u32) -> Frame {
+        Frame::json(
+            Kind::Restarted,
+            0,
+            &proto::Restarted {
+                generation,
+                pid: 99,
+                reason: "killed by signal 9".into(),
+                commands,
+                killed: true,
+            },
+        )
+    }
+
+    fn sleep_start() -> proto::Start {
+        proto::Start {
+            argv: vec!["sleep".into(), "30".into()],
+            env: vec![],
+            cwd: "/".into(),
+            uid: 1000,
+            gid: 1000,
+            groups: vec![],
+            tty: None,
+            stdin: false,
+            timeout_ms: None,
+        }
+    }
+
+    /// A restart of the server mid-command: that command's status is
+    /// unknown (never an exit, never a success), odek answers Resume after
+    /// the Start it sent, and the next command runs on the session.
+    #[tokio::test]
+    async fn a_restart_mid_command_is_unknown_and_the_next_command_runs() {
+        let (link, mut peer, tx) = open_with_peer(1 << 16);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        let sink = |_: StreamKind, _: &[u8]| {};
+        let start = sleep_start();
+        let run = s.run(&start, &sink, std::future::pending(), None, None);
+        let script = async {
+            let mut d = Decoder::new();
+            let first = frames_from(&mut peer, &mut d, 1).await;
+            assert_eq!(first[0].kind, Kind::Start);
+            // A late Exit of the old command after the restart must not
+            // count: it is sent after Restarted and ignored.
+            tx.send(Ok(restarted(1, 1).encode())).expect("send");
+            tx.send(Ok(Frame::json(
+                Kind::Exit,
+                first[0].id,
+                &proto::Exit {
+                    code: Some(0),
+                    ..Default::default()
+                },
+            )
+            .encode()))
+                .expect("send");
+            let resume = frames_from(&mut peer, &mut d, 1).await;
+            assert_eq!(resume[0].kind, Kind::Resume);
+            (d, first[0].id)
+        };
+        let (ended, (mut d, old_id)) = tokio::join!(run, script);
+        match &ended {
+            Ended::Restarted(r) => assert_eq!((r.generation, r.commands), (1, 1)),
+            other => panic!("{other:?}"),
+        }
+        assert!(s.is_alive());
+        // Said by that command's result: no note for the next one.
+        assert_eq!(s.take_unsaid_restart(), None);
+        let run = s.run(&start, &sink, std::future::pending(), None, None);
+        let script = async {
+            let f = frames_from(&mut peer, &mut d, 1).await;
+            assert_eq!(f[0].kind, Kind::Start);
+            assert_ne!(f[0].id, old_id);
+            tx.send(Ok(Frame::json(
+                Kind::Exit,
+                f[0].id,
+                &proto::Exit {
+                    code: Some(3),
+                    ..Default::default()
+                },
+            )
+            .encode()))
+                .expect("send");
+        };
+        let (ended, ()) = tokio::join!(run, script);
+        assert_eq!(
+            ended,
+            Ended::Exit(proto::Exit {
+                code: Some(3),
+                ..Default::default()
+            })
+        );
+    }
+
+    /// A restart while no command runs is said once, by the next command.
+    #[tokio::test]
+    async fn a_restart_between_commands_is_said_once() {
+        let (link, mut peer, tx) = open_with_peer(1 << 16);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        tx.send(Ok(restarted(1, 0).encode())).expect("send");
+        let mut d = Decoder::new();
+        let f = frames_from(&mut peer, &mut d, 1).await;
+        assert_eq!(f[0].kind, Kind::Resume);
+        let said = s.take_unsaid_restart().expect("not said yet");
+        assert_eq!(said.reason, "killed by signal 9");
+        assert_eq!(s.take_unsaid_restart(), None, "said twice");
     }
 
     fn tokio_stream_from(

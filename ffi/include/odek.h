@@ -219,6 +219,9 @@ typedef struct odek_error_t odek_error_t;
 // Opaque sandbox handle (never dereferenced: an ID in disguise).
 typedef struct odek_sandbox_t odek_sandbox_t;
 
+// Opaque stdin handle (never dereferenced: an ID in disguise).
+typedef struct odek_stdin_t odek_stdin_t;
+
 // Receives one chunk of a command's output during `odek_exec_stream`:
 // `stream` is `ODEK_STREAM_STDOUT` or `ODEK_STREAM_STDERR`, `bytes` the
 // chunk's `len` bytes (raw, not NUL-terminated, `len` > 0), borrowed for
@@ -595,6 +598,68 @@ odek_error_t *odek_exec_stream(const odek_sandbox_t *sandbox,
                                odek_output_fn on_output,
                                void *user_data,
                                char **result_json_out);
+
+// A new stdin handle for one `odek_exec_stream_stdin` call: bytes written
+// with `odek_stdin_write` (before or during the call) reach the command's
+// stdin in order; `odek_stdin_close` ends it (the command reads
+// end-of-file once it has read the rest). Free it with `odek_stdin_free`
+// after the call (freeing closes it). NULL only in a process forked from
+// the one that made libodek's state.
+odek_stdin_t *odek_stdin_new(void);
+
+// Queues `len` bytes of `bytes` (copied; `len` 0 does nothing) for the
+// command's stdin. Does not block (odek holds what the command has not
+// read yet), so it may be called from an output callback.
+//
+// Errors: `stdin` NULL, or `bytes` NULL with `len` > 0:
+// `ODEK_E_NULL_POINTER`; an unknown or freed handle:
+// `ODEK_E_INVALID_HANDLE`; after `odek_stdin_close`, or once the exec
+// that took it has ended: `ODEK_E_INVALID_ARGUMENT` (nothing written).
+//
+// # Safety
+// `stdin` NULL or from `odek_stdin_new`; `bytes` valid for `len` bytes.
+odek_error_t *odek_stdin_write(const odek_stdin_t *stdin, const uint8_t *bytes, size_t len);
+
+// Closes the command's stdin after the bytes already written. Does not
+// block; idempotent.
+//
+// Errors: `stdin` NULL: `ODEK_E_NULL_POINTER`; an unknown or freed
+// handle: `ODEK_E_INVALID_HANDLE`.
+//
+// # Safety
+// `stdin` NULL or from `odek_stdin_new`.
+odek_error_t *odek_stdin_close(const odek_stdin_t *stdin);
+
+// Frees a stdin handle (closing it). NULL is a no-op; a freed or unknown
+// handle is `ODEK_E_INVALID_HANDLE`.
+//
+// # Safety
+// `stdin` NULL or from `odek_stdin_new`.
+odek_error_t *odek_stdin_free(odek_stdin_t *stdin);
+
+// `odek_exec_stream` with stdin: the command's stdin is fed from `stdin`
+// (a handle from `odek_stdin_new`, used by this call only) until
+// `odek_stdin_close`; `on_output` may be NULL here (the output is then in
+// the result only). Everything else — the request and result JSON, the
+// callback's thread and rules, `cancel` — is `odek_exec_stream`'s.
+//
+// Stdin is served by odek's supervisor (the default in a sandbox): in a
+// sandbox without it, or when the command would run on the host, the call
+// fails before anything runs, naming the fix.
+//
+// Errors: as `odek_exec_stream`; `stdin` NULL: `ODEK_E_NULL_POINTER`; a
+// handle another call already took: `ODEK_E_INVALID_ARGUMENT`; no
+// supervisor: `ODEK_E_EXEC` (nothing ran).
+//
+// # Safety
+// As `odek_exec_stream`; `stdin` from `odek_stdin_new`.
+odek_error_t *odek_exec_stream_stdin(const odek_sandbox_t *sandbox,
+                                     const char *request_json,
+                                     const odek_cancel_t *cancel,
+                                     const odek_stdin_t *stdin,
+                                     odek_output_fn on_output,
+                                     void *user_data,
+                                     char **result_json_out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -29,6 +29,22 @@ pub struct odek_cancel_t {
     _private: (),
 }
 
+/// Opaque stdin handle (never dereferenced: an ID in disguise).
+#[allow(non_camel_case_types)]
+pub struct odek_stdin_t {
+    _private: (),
+}
+
+/// What a stdin handle stands for: the bytes written and not yet taken
+/// by the command, and whether it is closed. One exec takes the receiving
+/// end; writes go to it while it runs.
+pub struct StdinPipe {
+    /// The writing end; `None` once closed.
+    pub tx: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Vec<u8>>>>,
+    /// The reading end, until an exec takes it.
+    pub rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>>>,
+}
+
 /// What a client handle stands for.
 pub struct Client {
     /// The core client.
@@ -47,6 +63,7 @@ enum Entry {
     Client(Arc<Client>),
     Sandbox(Arc<SandboxHandle>),
     Cancel(CancellationToken),
+    Stdin(Arc<StdinPipe>),
 }
 
 /// The table, locked. `ODEK_E_FORKED` in a process forked from the one
@@ -166,5 +183,41 @@ pub fn remove_cancel(h: *mut odek_cancel_t) -> Result<CancellationToken, Failure
             _ => Err(invalid("cancel")),
         },
         _ => Err(invalid("cancel")),
+    }
+}
+
+/// Registers a stdin pipe; returns its handle.
+pub fn insert_stdin() -> Result<*mut odek_stdin_t, Failure> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let pipe = StdinPipe {
+        tx: Mutex::new(Some(tx)),
+        rx: Mutex::new(Some(rx)),
+    };
+    let id = next_id();
+    table()?.insert(id, Entry::Stdin(Arc::new(pipe)));
+    Ok(std::ptr::without_provenance_mut(id))
+}
+
+/// Looks a stdin pipe up (NULL or unknown: `ODEK_E_INVALID_HANDLE`).
+pub fn stdin(h: *const odek_stdin_t) -> Result<Arc<StdinPipe>, Failure> {
+    match table()?.get(&h.addr()) {
+        Some(Entry::Stdin(p)) => Ok(Arc::clone(p)),
+        _ => Err(invalid("stdin")),
+    }
+}
+
+/// Unregisters a stdin pipe (closing it: the command's stdin ends once
+/// what was written is read).
+pub fn remove_stdin(h: *mut odek_stdin_t) -> Result<(), Failure> {
+    let mut t = table()?;
+    match t.get(&h.addr()) {
+        Some(Entry::Stdin(_)) => match t.remove(&h.addr()) {
+            Some(Entry::Stdin(p)) => {
+                p.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+                Ok(())
+            }
+            _ => Err(invalid("stdin")),
+        },
+        _ => Err(invalid("stdin")),
     }
 }

@@ -30,7 +30,7 @@ mod stream;
 
 pub use error::odek_code_t::*;
 pub use error::*;
-pub use handles::{odek_cancel_t, odek_client_t, odek_sandbox_t};
+pub use handles::{odek_cancel_t, odek_client_t, odek_sandbox_t, odek_stdin_t};
 pub use stream::*;
 
 use std::ffi::c_char;

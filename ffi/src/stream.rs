@@ -9,11 +9,13 @@
 //! wait for itself, so [`check_not_in_callback`] refuses it with
 //! `ODEK_E_REENTRANT` before anything is done.
 //!
-//! NOTE (stdin, not built here): this call has no stdin. When the core's
-//! exec takes stdin bytes (and a terminal), the ABI gets them as a further
-//! addition — e.g. a stream handle with `odek_exec_stream_write_stdin` /
-//! `_close_stdin` made by a separate entry point — never as a change to
-//! this function's parameters, which stay as ABI 1 published them.
+//! Stdin: `odek_exec_stream` has none (its parameters stay as ABI 1
+//! published them); `odek_exec_stream_stdin`, an addition within ABI 1,
+//! takes a stdin handle (`odek_stdin_new`) whose bytes the caller writes
+//! with `odek_stdin_write` — from another thread, or from the output
+//! callback, neither blocks — and ends with `odek_stdin_close`. Stdin is
+//! served by odek's supervisor only (as the CLI's `-i`): in a sandbox
+//! without it, or on the host, the call is refused before anything runs.
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_void};
@@ -24,7 +26,7 @@ use odek_core::ExecOptions;
 
 use crate::boundary::{guard_state, json_arg, out_arg, write_json};
 use crate::error::{odek_error_t, Code, Failure};
-use crate::handles::{self, odek_cancel_t, odek_sandbox_t};
+use crate::handles::{self, odek_cancel_t, odek_sandbox_t, odek_stdin_t};
 
 /// `stream` of an `odek_output_fn` call: the command's standard output.
 pub const ODEK_STREAM_STDOUT: i32 = 1;
@@ -182,6 +184,184 @@ pub unsafe extern "C" fn odek_exec_stream(
         let outcome = rt
             .block_on(h.odek.exec(&h.sandbox, &request, &opts, &sink))?
             .cancelled_as_error(&h.sandbox)?;
+        let result = api::ExecResult::new(&outcome, capture.finish());
+        // SAFETY: checked non-NULL.
+        unsafe { write_json(result_json_out, &result) }
+    })
+}
+
+/// A new stdin handle for one `odek_exec_stream_stdin` call: bytes written
+/// with `odek_stdin_write` (before or during the call) reach the command's
+/// stdin in order; `odek_stdin_close` ends it (the command reads
+/// end-of-file once it has read the rest). Free it with `odek_stdin_free`
+/// after the call (freeing closes it). NULL only in a process forked from
+/// the one that made libodek's state.
+#[no_mangle]
+pub extern "C" fn odek_stdin_new() -> *mut odek_stdin_t {
+    handles::insert_stdin().unwrap_or(std::ptr::null_mut())
+}
+
+/// Queues `len` bytes of `bytes` (copied; `len` 0 does nothing) for the
+/// command's stdin. Does not block (odek holds what the command has not
+/// read yet), so it may be called from an output callback.
+///
+/// Errors: `stdin` NULL, or `bytes` NULL with `len` > 0:
+/// `ODEK_E_NULL_POINTER`; an unknown or freed handle:
+/// `ODEK_E_INVALID_HANDLE`; after `odek_stdin_close`, or once the exec
+/// that took it has ended: `ODEK_E_INVALID_ARGUMENT` (nothing written).
+///
+/// # Safety
+/// `stdin` NULL or from `odek_stdin_new`; `bytes` valid for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn odek_stdin_write(
+    stdin: *const odek_stdin_t,
+    bytes: *const u8,
+    len: usize,
+) -> *mut odek_error_t {
+    guard_state(|| {
+        if stdin.is_null() {
+            return Err(Failure::new(Code::ODEK_E_NULL_POINTER, "stdin is NULL"));
+        }
+        if len > 0 && bytes.is_null() {
+            return Err(Failure::new(
+                Code::ODEK_E_NULL_POINTER,
+                "bytes is NULL with len > 0",
+            ));
+        }
+        let pipe = handles::stdin(stdin)?;
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: non-NULL and valid for len bytes (the function contract).
+        let chunk = unsafe { std::slice::from_raw_parts(bytes, len) }.to_vec();
+        let tx = pipe.tx.lock().unwrap_or_else(|e| e.into_inner());
+        let closed = || {
+            Failure::new(
+                Code::ODEK_E_INVALID_ARGUMENT,
+                "the command's stdin is closed (odek_stdin_close was called, or the command ended): nothing was written",
+            )
+        };
+        match tx.as_ref() {
+            Some(tx) => tx.send(chunk).map_err(|_| closed()),
+            None => Err(closed()),
+        }
+    })
+}
+
+/// Closes the command's stdin after the bytes already written. Does not
+/// block; idempotent.
+///
+/// Errors: `stdin` NULL: `ODEK_E_NULL_POINTER`; an unknown or freed
+/// handle: `ODEK_E_INVALID_HANDLE`.
+///
+/// # Safety
+/// `stdin` NULL or from `odek_stdin_new`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_stdin_close(stdin: *const odek_stdin_t) -> *mut odek_error_t {
+    guard_state(|| {
+        if stdin.is_null() {
+            return Err(Failure::new(Code::ODEK_E_NULL_POINTER, "stdin is NULL"));
+        }
+        let pipe = handles::stdin(stdin)?;
+        pipe.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Ok(())
+    })
+}
+
+/// Frees a stdin handle (closing it). NULL is a no-op; a freed or unknown
+/// handle is `ODEK_E_INVALID_HANDLE`.
+///
+/// # Safety
+/// `stdin` NULL or from `odek_stdin_new`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_stdin_free(stdin: *mut odek_stdin_t) -> *mut odek_error_t {
+    crate::boundary::guard(|| {
+        if stdin.is_null() {
+            return Ok(());
+        }
+        crate::fork::check()?;
+        handles::remove_stdin(stdin)
+    })
+}
+
+/// `odek_exec_stream` with stdin: the command's stdin is fed from `stdin`
+/// (a handle from `odek_stdin_new`, used by this call only) until
+/// `odek_stdin_close`; `on_output` may be NULL here (the output is then in
+/// the result only). Everything else — the request and result JSON, the
+/// callback's thread and rules, `cancel` — is `odek_exec_stream`'s.
+///
+/// Stdin is served by odek's supervisor (the default in a sandbox): in a
+/// sandbox without it, or when the command would run on the host, the call
+/// fails before anything runs, naming the fix.
+///
+/// Errors: as `odek_exec_stream`; `stdin` NULL: `ODEK_E_NULL_POINTER`; a
+/// handle another call already took: `ODEK_E_INVALID_ARGUMENT`; no
+/// supervisor: `ODEK_E_EXEC` (nothing ran).
+///
+/// # Safety
+/// As `odek_exec_stream`; `stdin` from `odek_stdin_new`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_exec_stream_stdin(
+    sandbox: *const odek_sandbox_t,
+    request_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    stdin: *const odek_stdin_t,
+    on_output: odek_output_fn,
+    user_data: *mut c_void,
+    result_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    guard_state(|| {
+        out_arg(result_json_out, "result_json_out")?;
+        if stdin.is_null() {
+            return Err(Failure::new(
+                Code::ODEK_E_NULL_POINTER,
+                "stdin is NULL: odek_exec_stream_stdin needs a handle from odek_stdin_new (odek_exec_stream runs without stdin)",
+            ));
+        }
+        let h = handles::sandbox(sandbox)?;
+        let cancel = handles::cancel(cancel)?;
+        let pipe = handles::stdin(stdin)?;
+        // SAFETY: per the function contract.
+        let req: api::ExecRequest = unsafe { json_arg(request_json, "request_json")? };
+        let request = req.into_core().map_err(crate::invalid)?;
+        let Some(mut rx) = pipe.rx.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Err(Failure::new(
+                Code::ODEK_E_INVALID_ARGUMENT,
+                "this stdin handle was already given to another exec: make one per call with odek_stdin_new",
+            ));
+        };
+        let rt = crate::runtime()?;
+        let capture = api::ExecResult::capture();
+        let user = UserData(user_data);
+        let sink = |kind: StreamKind, bytes: &[u8]| {
+            capture.write(kind, bytes);
+            let Some(on_output) = on_output else {
+                return;
+            };
+            if bytes.is_empty() {
+                return;
+            }
+            let stream = match kind {
+                StreamKind::Stdout => ODEK_STREAM_STDOUT,
+                StreamKind::Stderr => ODEK_STREAM_STDERR,
+            };
+            let _mark = InCallback::enter();
+            // SAFETY: the caller's callback with its own user_data and a
+            // chunk valid for the call (the function contract).
+            unsafe { on_output(user.get(), stream, bytes.as_ptr(), bytes.len()) };
+        };
+        use futures_util::StreamExt;
+        let input = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed();
+        let io = odek_core::ExecIo {
+            stdin: Some(input),
+            tty: None,
+            resize: None,
+        };
+        let opts = ExecOptions { cancel };
+        let ran = rt.block_on(h.odek.exec_io(&h.sandbox, &request, &opts, io, &sink));
+        // The exec is over: later writes are refused.
+        pipe.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let outcome = ran?.cancelled_as_error(&h.sandbox)?;
         let result = api::ExecResult::new(&outcome, capture.finish());
         // SAFETY: checked non-NULL.
         unsafe { write_json(result_json_out, &result) }

@@ -330,3 +330,89 @@ fn refusals_run_nothing_and_never_call_back() {
     assert_eq!(r["exit_code"], 0);
     assert!(host.path("ran").exists());
 }
+
+/// `odek_exec_stream_stdin` on the host: stdin is served by odek's
+/// supervisor only, so the call is refused (`ODEK_E_EXEC`) and nothing runs
+/// (the marker file is not created); the handle's own rules hold: writes
+/// after close are refused, a handle is used by one exec only, NULLs are
+/// refused, free is once.
+#[test]
+fn stdin_on_the_host_is_refused_before_anything_runs_and_the_handle_keeps_its_rules() {
+    let host = Host::new();
+    // SAFETY: handles from odek_stdin_new; valid byte slices.
+    unsafe {
+        let h = odek_stdin_new();
+        assert!(!h.is_null());
+        assert_eq!(take_error(odek_stdin_write(h, b"abc".as_ptr(), 3)), None);
+        assert_eq!(take_error(odek_stdin_write(h, null(), 0)), None);
+        let req =
+            cstring(&serde_json::json!({"shell": "cat > ran", "timeout_secs": 30.0}).to_string());
+        let mut out: *mut c_char = null_mut();
+        let e = odek_exec_stream_stdin(
+            host.sandbox,
+            req.as_ptr(),
+            null(),
+            h,
+            None,
+            null_mut(),
+            &mut out,
+        );
+        let (code, message) = take_error(e).expect("refused");
+        assert_eq!(code, ODEK_E_EXEC as i32, "{message}");
+        assert!(message.contains("supervisor"), "{message}");
+        assert!(out.is_null());
+        assert!(!host.path("ran").exists(), "the command ran");
+        // The handle was taken by that call: another exec is refused.
+        let e = odek_exec_stream_stdin(
+            host.sandbox,
+            req.as_ptr(),
+            null(),
+            h,
+            None,
+            null_mut(),
+            &mut out,
+        );
+        assert_eq!(
+            take_error(e).map(|e| e.0),
+            Some(ODEK_E_INVALID_ARGUMENT as i32)
+        );
+        // After the exec (or a close), writes are refused; close is
+        // idempotent.
+        let (code, m) = take_error(odek_stdin_write(h, b"x".as_ptr(), 1)).expect("closed");
+        assert_eq!(code, ODEK_E_INVALID_ARGUMENT as i32, "{m}");
+        assert_eq!(take_error(odek_stdin_close(h)), None);
+        assert_eq!(take_error(odek_stdin_close(h)), None);
+        // NULLs.
+        let e = odek_exec_stream_stdin(
+            host.sandbox,
+            req.as_ptr(),
+            null(),
+            null(),
+            None,
+            null_mut(),
+            &mut out,
+        );
+        assert_eq!(take_error(e).map(|e| e.0), Some(ODEK_E_NULL_POINTER as i32));
+        assert_eq!(
+            take_error(odek_stdin_write(null(), b"x".as_ptr(), 1)).map(|e| e.0),
+            Some(ODEK_E_NULL_POINTER as i32)
+        );
+        let fresh = odek_stdin_new();
+        assert_eq!(
+            take_error(odek_stdin_write(fresh, null(), 1)).map(|e| e.0),
+            Some(ODEK_E_NULL_POINTER as i32)
+        );
+        assert_eq!(take_error(odek_stdin_close(fresh)), None);
+        assert_eq!(
+            take_error(odek_stdin_write(fresh, b"x".as_ptr(), 1)).map(|e| e.0),
+            Some(ODEK_E_INVALID_ARGUMENT as i32)
+        );
+        assert_eq!(take_error(odek_stdin_free(fresh)), None);
+        assert_eq!(take_error(odek_stdin_free(h)), None);
+        assert_eq!(
+            take_error(odek_stdin_free(h)).map(|e| e.0),
+            Some(ODEK_E_INVALID_HANDLE as i32)
+        );
+        assert_eq!(take_error(odek_stdin_free(null_mut())), None);
+    }
+}

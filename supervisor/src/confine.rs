@@ -164,7 +164,10 @@ fn ignore_signals() -> io::Result<()> {
 }
 
 /// Drops the supervisor to `uid`/`gid` keeping only [`KEPT`], non-dumpable,
-/// a child subreaper, ignoring every signal but [`DEFAULT_SIGNALS`].
+/// ignoring every signal but [`DEFAULT_SIGNALS`]. Called once by the keeper
+/// before it forks a server: the ids, capabilities, the dumpable flag and
+/// signal dispositions are inherited by fork (the server makes itself a
+/// child subreaper, which is not).
 ///
 /// Errors: the step that failed, for stderr (the caller exits 70).
 pub fn confine(uid: u32, gid: u32) -> Result<(), String> {
@@ -216,10 +219,6 @@ pub fn confine(uid: u32, gid: u32) -> Result<(), String> {
     // exec` as root). The price: its /proc entries belong to root, so a
     // root command can list the numbers of its descriptors (not open them).
     step("prctl(PR_SET_DUMPABLE)", prctl(PR_SET_DUMPABLE, 0).into())?;
-    step(
-        "prctl(PR_SET_CHILD_SUBREAPER)",
-        prctl(PR_SET_CHILD_SUBREAPER, 1).into(),
-    )?;
     ignore_signals().map_err(|e| format!("ignoring signals: {e}"))?;
     // Confirm from the kernel: the ids stuck and nothing beyond KEPT is left.
     let mut ids = [0u32; 3];

@@ -234,14 +234,14 @@ pub fn kill_tree(tree: &Tree, reaped: &mut Vec<(i32, i32)>) -> Outcome {
     Outcome { confirmed, escaped }
 }
 
-/// Kills every process of the namespace but pid 1 and `me`, until none is
-/// left (up to 5 s), reaping.
-pub fn kill_everything(me: i32, reaped: &mut Vec<(i32, i32)>) {
+/// Kills every process of the namespace but pid 1 and `spare` (the
+/// supervisor's own processes), until none is left (up to 5 s), reaping.
+pub fn kill_everything(spare: &[i32], reaped: &mut Vec<(i32, i32)>) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let alive: Vec<i32> = scan()
             .into_iter()
-            .filter(|p| p.pid > 1 && p.pid != me && p.state != b'Z')
+            .filter(|p| p.pid > 1 && !spare.contains(&p.pid) && p.state != b'Z')
             .map(|p| p.pid)
             .collect();
         reap(reaped);

@@ -5,16 +5,20 @@
 //!   confine itself to uid/gid S with only SETUID, SETGID, KILL and
 //!   SETPCAP, listen on the abstract socket `\0NAME`, and serve the
 //!   protocol ([`odek_supervisor::proto`]) on stdin/stdout (the owner link)
-//!   and on each relay connection from uid S. With `--commands`, every
+//!   and on each relay connection from uid S. The process stays the
+//!   *keeper* of the owner link and forks the *server* that runs commands
+//!   (`keeper.rs`), restarting it when it dies. With `--commands`, every
 //!   command runs as uid U, gid G and no supplementary group: a `Start`
 //!   naming another account is refused (odek always passes it).
 //! - `odek-supervisor relay NAME`: copy stdin/stdout to and from `\0NAME`
 //!   (what `docker exec --user S` runs to get a session).
 //!
-//! Single-threaded (fork is safe); every unsafe block is a system call.
+//! Single-threaded, keeper and server alike (fork is safe); every unsafe
+//! block is a system call.
 #![allow(unsafe_code)]
 
 mod confine;
+mod keeper;
 mod kill;
 mod pty;
 mod relay;
@@ -79,7 +83,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("serve") => match serve_args(&args[1..]) {
-            Ok(options) => server::serve(options),
+            Ok(options) => keeper::run(options),
             Err(e) => {
                 log(&format!("odek-supervisor: {e}\n{USAGE}"));
                 std::process::exit(70);

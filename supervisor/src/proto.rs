@@ -17,12 +17,22 @@
 //! [`Kind::Exit`]. Commands overlap freely. The end of the stream that
 //! carries the owner's session kills every process in the sandbox and ends
 //! the supervisor (and so the container).
+//!
+//! The owner's stream is held by the supervisor's *keeper* (the container's
+//! process), which relays whole frames to and from a *server* it forked.
+//! When the server dies, the keeper kills the process trees of the
+//! commands it was running, starts a new one and sends [`Kind::Restarted`]
+//! (never a partial frame: the keeper decodes both directions). From then
+//! on it drops every frame of the core until the core answers
+//! [`Kind::Resume`]: a command the core started before it read
+//! `Restarted` never runs, and every command it had in flight has an
+//! unknown status. A relay's stream ends with the server that served it.
 
 use serde::{Deserialize, Serialize};
 
 /// The protocol version this crate speaks; [`Ready::version`] carries the
 /// supervisor's.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The largest payload of one frame, in bytes (1 MiB). A longer frame is a
 /// protocol error that ends the session.
@@ -30,6 +40,15 @@ pub const MAX_PAYLOAD: usize = 1 << 20;
 
 /// The largest output payload the supervisor sends in one frame (64 KiB).
 pub const OUTPUT_CHUNK: usize = 64 * 1024;
+
+/// Server deaths the keeper restarts from within [`RESTART_WINDOW_SECS`];
+/// one more ends the sandbox (a [`Kind::Notice`] says so, then the keeper
+/// exits 71 after killing every process), so that a broken server does
+/// not spin.
+pub const MAX_RESTARTS: usize = 3;
+
+/// The window of [`MAX_RESTARTS`], in seconds.
+pub const RESTART_WINDOW_SECS: u64 = 60;
 
 /// Bytes before a frame's payload: the length, kind and id.
 pub const HEADER_LEN: usize = 9;
@@ -51,6 +70,10 @@ pub enum Kind {
     Kill = 0x04,
     /// Core → supervisor: answered by [`Kind::Pong`] with the same payload.
     Ping = 0x05,
+    /// Core → keeper, id 0, on the owner's stream: the answer to
+    /// [`Kind::Restarted`]; the keeper forwards the core's frames to the
+    /// new server again from here on.
+    Resume = 0x06,
     /// Supervisor → core, id 0, first frame of a session ([`Ready`] JSON).
     Ready = 0x81,
     /// Supervisor → core: the command runs ([`Started`] JSON).
@@ -71,6 +94,17 @@ pub enum Kind {
     /// Supervisor → core, id 0: something the operator should know about the
     /// session (UTF-8 text), e.g. a refused relay connection.
     Notice = 0x88,
+    /// Keeper → core, id 0, on the owner's stream: the server died and a new
+    /// one serves ([`Restarted`] JSON); every command of the old one has an
+    /// unknown status. The core answers [`Kind::Resume`].
+    Restarted = 0x89,
+    /// Server → keeper only (never reaches the core): a command's root
+    /// started ([`Tracked`] JSON), so that the keeper can kill its tree
+    /// if the server dies.
+    Tracked = 0x90,
+    /// Server → keeper only: the command's root with this pid ([`Tracked`]
+    /// JSON) was reaped or killed.
+    Untracked = 0x91,
 }
 
 impl Kind {
@@ -82,6 +116,7 @@ impl Kind {
             0x03 => Kind::Resize,
             0x04 => Kind::Kill,
             0x05 => Kind::Ping,
+            0x06 => Kind::Resume,
             0x81 => Kind::Ready,
             0x82 => Kind::Started,
             0x83 => Kind::Stdout,
@@ -90,6 +125,9 @@ impl Kind {
             0x86 => Kind::Failed,
             0x87 => Kind::Pong,
             0x88 => Kind::Notice,
+            0x89 => Kind::Restarted,
+            0x90 => Kind::Tracked,
+            0x91 => Kind::Untracked,
             _ => return None,
         })
     }
@@ -294,6 +332,34 @@ pub struct Ready {
     /// bound (the supervisor's own tests only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commands: Option<[u32; 2]>,
+}
+
+/// [`Kind::Restarted`]: the keeper started a new server after the last
+/// one died.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restarted {
+    /// How many servers died in this sandbox so far (1 after the first).
+    pub generation: u32,
+    /// The new server's process ID.
+    pub pid: u32,
+    /// How the old one ended (`killed by signal 9`, `exited with status 70`,
+    /// `sent an invalid frame: …`).
+    pub reason: String,
+    /// The commands it was running (their trees killed by the keeper).
+    pub commands: u32,
+    /// Every process of those trees was seen gone (from `/proc`).
+    pub killed: bool,
+}
+
+/// [`Kind::Tracked`] / [`Kind::Untracked`]: a command's root process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tracked {
+    /// Its pid in the sandbox's PID namespace.
+    pub pid: u32,
+    /// Its start time in clock ticks after boot (`/proc/<pid>/stat` field
+    /// 22; 0 for [`Kind::Untracked`]), which tells it from a later process
+    /// with the same pid.
+    pub start: u64,
 }
 
 /// [`Kind::Started`]: the command runs.

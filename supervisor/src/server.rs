@@ -97,6 +97,7 @@ enum Tag {
 }
 
 /// `serve`'s options (see the binary's usage).
+#[derive(Clone)]
 pub struct Options {
     /// The supervisor's own uid.
     pub uid: u32,
@@ -115,6 +116,8 @@ pub struct Server {
     commands: Option<[u32; 2]>,
     relay: String,
     me: i32,
+    /// The keeper (the server's parent), never a target of a kill.
+    keeper: i32,
     cap_last: u32,
     base_env: spawn::Env,
     listener: OwnedFd,
@@ -164,16 +167,18 @@ impl NoticeBudget {
     }
 }
 
-/// Confines the process, binds the relay socket and serves until the owner
-/// link ends (then exits 0). A setup failure exits 70.
-pub fn serve(options: Options) -> ! {
+/// Serves on fds 0/1 (the keeper's socket, which carries the owner's
+/// session) and on `listener` (the relay socket the keeper bound) until
+/// the owner session ends (then exits 0). The process is already confined
+/// by the keeper ([`crate::keeper`]); a setup failure exits 70.
+pub fn serve(options: Options, listener: OwnedFd) -> ! {
     let base_env = std::env::vars_os()
         .map(|(k, v)| {
             use std::os::unix::ffi::OsStringExt;
             (k.into_vec(), v.into_vec())
         })
         .collect();
-    let server = match setup(options, base_env) {
+    let server = match setup(options, listener, base_env) {
         Ok(s) => s,
         Err(e) => {
             log(&format!("odek-supervisor: {e}"));
@@ -184,7 +189,7 @@ pub fn serve(options: Options) -> ! {
 }
 
 /// Everything before the loop.
-fn setup(options: Options, base_env: spawn::Env) -> Result<Server, String> {
+fn setup(options: Options, listener: OwnedFd, base_env: spawn::Env) -> Result<Server, String> {
     let Options {
         uid,
         gid,
@@ -192,10 +197,13 @@ fn setup(options: Options, base_env: spawn::Env) -> Result<Server, String> {
         commands,
     } = options;
     let cap_last = confine::cap_last_cap().map_err(|e| format!("cap_last_cap: {e}"))?;
-    confine::confine(uid, gid)?;
-    // Inherited fds beyond stdio never reach a command.
-    for fd in 3..1024 {
-        let _ = sys::set_cloexec(fd);
+    // Orphans of the commands come to the server (not inherited by fork,
+    // so set here): the tree kill sees them and reaps them.
+    if confine::prctl(confine::PR_SET_CHILD_SUBREAPER, 1) < 0 {
+        return Err(format!(
+            "prctl(PR_SET_CHILD_SUBREAPER): {}",
+            io::Error::last_os_error()
+        ));
     }
     let (chld_r, chld_w) = sys::pipe().map_err(|e| format!("pipe: {e}"))?;
     sys::set_nonblock(chld_r.as_raw_fd()).map_err(|e| format!("pipe: {e}"))?;
@@ -211,20 +219,6 @@ fn setup(options: Options, base_env: spawn::Env) -> Result<Server, String> {
             return Err(format!("sigaction: {}", io::Error::last_os_error()));
         }
     }
-    let listener = sys::unix_socket(true).map_err(|e| format!("socket: {e}"))?;
-    let (addr, len) = sys::abstract_addr(&relay).map_err(|e| format!("relay name: {e}"))?;
-    // SAFETY: addr is a valid sockaddr_un of length len.
-    sys::cvt(unsafe {
-        libc::bind(
-            listener.as_raw_fd(),
-            (&addr as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    })
-    .map_err(|e| format!("bind @{relay}: {e}"))?;
-    // SAFETY: integer arguments only.
-    sys::cvt(unsafe { libc::listen(listener.as_raw_fd(), 16) })
-        .map_err(|e| format!("listen: {e}"))?;
     session::owner_nonblocking().map_err(|e| format!("stdin/stdout: {e}"))?;
     let mut server = Server {
         uid,
@@ -232,6 +226,8 @@ fn setup(options: Options, base_env: spawn::Env) -> Result<Server, String> {
         commands,
         relay,
         me: std::process::id() as i32,
+        // SAFETY: getppid has no failure mode.
+        keeper: unsafe { libc::getppid() },
         cap_last,
         base_env,
         listener,
@@ -251,6 +247,28 @@ fn setup(options: Options, base_env: spawn::Env) -> Result<Server, String> {
     };
     server.add_session(Session::owner());
     Ok(server)
+}
+
+/// Binds and listens on the relay's abstract socket `\0name`
+/// (non-blocking, close-on-exec): done once by the keeper, so that the
+/// name is never free while the sandbox lives (a command could bind it
+/// between two servers otherwise).
+pub fn relay_listener(name: &str) -> Result<OwnedFd, String> {
+    let listener = sys::unix_socket(true).map_err(|e| format!("socket: {e}"))?;
+    let (addr, len) = sys::abstract_addr(name).map_err(|e| format!("relay name: {e}"))?;
+    // SAFETY: addr is a valid sockaddr_un of length len.
+    sys::cvt(unsafe {
+        libc::bind(
+            listener.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    })
+    .map_err(|e| format!("bind @{name}: {e}"))?;
+    // SAFETY: integer arguments only.
+    sys::cvt(unsafe { libc::listen(listener.as_raw_fd(), 16) })
+        .map_err(|e| format!("listen: {e}"))?;
+    Ok(listener)
 }
 
 impl Server {
@@ -291,6 +309,24 @@ impl Server {
             id: 0,
             payload: text.as_bytes().to_vec(),
         };
+        if let Some(owner) = self.sessions.values_mut().find(|s| s.owner) {
+            owner.send(&f);
+        }
+    }
+
+    /// Tells the keeper (on the owner session, whose stream it reads) that a
+    /// command's root started ([`Kind::Tracked`]) or is gone
+    /// ([`Kind::Untracked`]): if this server dies, the keeper kills the
+    /// trees of the roots it was told of and not told gone.
+    fn ledger(&mut self, kind: Kind, pid: i32, start: u64) {
+        let f = Frame::json(
+            kind,
+            0,
+            &proto::Tracked {
+                pid: pid as u32,
+                start,
+            },
+        );
         if let Some(owner) = self.sessions.values_mut().find(|s| s.owner) {
             owner.send(&f);
         }
@@ -442,6 +478,7 @@ impl Server {
     /// discarding its pipes until EOF.
     fn root_exited(&mut self, i: usize, status: i32) {
         let mut cmd = self.cmds.remove(i);
+        self.ledger(Kind::Untracked, cmd.pid, 0);
         for is_err in [false, true] {
             let fd = if is_err { &cmd.err } else { &cmd.out };
             let Some(fd) = fd.as_ref().map(|f| f.as_raw_fd()) else {
@@ -489,9 +526,15 @@ impl Server {
             start: cmd.start,
             me: self.me,
             overlapped: cmd.overlapped,
-            other_roots: self.cmds.iter().map(|c| c.pid).collect::<BTreeSet<_>>(),
+            other_roots: self
+                .cmds
+                .iter()
+                .map(|c| c.pid)
+                .chain(std::iter::once(self.keeper))
+                .collect::<BTreeSet<_>>(),
         };
         let outcome = kill::kill_tree(&tree, &mut self.reaped);
+        self.ledger(Kind::Untracked, cmd.pid, 0);
         self.retire(&mut cmd);
         if let Some(s) = self.sessions.get_mut(&cmd.sid) {
             s.drop_output(cmd.id);
@@ -520,7 +563,7 @@ impl Server {
             log(&format!(
                 "odek-supervisor: owner session ended ({why}); killing every process"
             ));
-            kill::kill_everything(self.me, &mut self.reaped);
+            kill::kill_everything(&[self.me, self.keeper], &mut self.reaped);
             std::process::exit(0);
         }
         while let Some(i) = self.cmds.iter().position(|c| c.sid == sid) {
@@ -688,6 +731,7 @@ impl Server {
             c.overlapped = true;
         }
         let start_ticks = kill::stat(child.pid).map_or(0, |p| p.start);
+        self.ledger(Kind::Tracked, child.pid, start_ticks);
         self.cmds.push(Cmd {
             sid,
             id,

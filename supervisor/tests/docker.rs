@@ -10,7 +10,9 @@
 //! builds one.
 #![allow(clippy::unwrap_used)]
 
-use odek_supervisor::proto::{Decoder, Exit, Failed, Frame, Kind, Ready, Start, Started, WinSize};
+use odek_supervisor::proto::{
+    Decoder, Exit, Failed, Frame, Kind, Ready, Restarted, Start, Started, WinSize, MAX_RESTARTS,
+};
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -980,4 +982,201 @@ fn zombie_leader_elf() -> Vec<u8> {
     e.extend_from_slice(&0x1000u64.to_le_bytes()); // align
     e.extend_from_slice(&code);
     e
+}
+
+/// SIGKILL to `pid` from outside the sandbox's commands: `docker exec` as
+/// root, which has the container's CAP_KILL (no command has it).
+fn kill_from_outside(name: &str, pid: u32) {
+    let out = Command::new("docker")
+        .args([
+            "exec",
+            "-u",
+            "0",
+            name,
+            "sh",
+            "-c",
+            &format!("kill -9 {pid}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "docker exec kill -9 {pid}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The next Restarted frame (nothing about command `id` may come first).
+fn restarted(sup: &mut Sup, id: u32) -> Restarted {
+    let f = sup
+        .owner
+        .next_where(WAIT, |f| f.kind == Kind::Restarted || f.id == id)
+        .unwrap_or_else(|| panic!("no Restarted frame; stderr: {}", sup.owner.stderr()));
+    assert_eq!(f.kind, Kind::Restarted, "{f:?} came before Restarted");
+    f.parse().unwrap()
+}
+
+/// The core's answer to Restarted.
+fn resume(sup: &mut Sup) {
+    sup.owner.send(&Frame {
+        kind: Kind::Resume,
+        id: 0,
+        payload: vec![],
+    });
+}
+
+#[test]
+fn a_killed_server_restarts_its_commands_are_unknown_and_the_owner_link_holds() {
+    let _guard = shared();
+    let mut sup = Sup::new(BASE, &[]);
+    let server = sup.ready.pid;
+    sup.owner
+        .start(1, &sh("sleep 30; touch /tmp/late"))
+        .expect("started");
+    kill_from_outside(&sup.name, server);
+    // Command 1 gets no Exit (its status is unknown): the keeper says the
+    // server restarted, and killed command 1's tree.
+    let r = restarted(&mut sup, 1);
+    assert_eq!((r.generation, r.commands, r.killed), (1, 1, true), "{r:?}");
+    assert_ne!(r.pid, server);
+    assert!(r.reason.contains("signal 9"), "{r:?}");
+    // Until the core's Resume, its frames are dropped: this one never runs.
+    sup.owner
+        .send(&Frame::json(Kind::Start, 2, &sh("touch /tmp/early")));
+    resume(&mut sup);
+    let run = sup.owner.run(
+        3,
+        &sh("test -e /tmp/early && echo ran || echo none; pgrep -x sleep || echo gone"),
+    );
+    assert_eq!(run.out(), "none\ngone\n", "{:?}", run);
+    assert!(
+        sup.owner
+            .next_where(Duration::from_millis(500), |f| f.id == 1
+                || f.id == 2
+                || f.kind == Kind::Tracked)
+            .is_none(),
+        "a frame about a dropped command, or the server's ledger, reached the core"
+    );
+    sup.ping();
+    // The owner link still holds: its end kills everything, the container
+    // goes within 10 s.
+    sup.owner.start(4, &cmd(&["sleep", "300"])).unwrap();
+    let t = Instant::now();
+    drop(sup.owner.stdin.take());
+    loop {
+        if let Some(status) = sup.owner.child.try_wait().unwrap() {
+            assert!(status.success(), "docker run: {status}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the container did not end"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let inspect = Command::new("docker")
+        .args(["inspect", &sup.name])
+        .output()
+        .unwrap();
+    assert!(!inspect.status.success(), "container still exists");
+}
+
+#[test]
+fn no_command_can_make_the_server_restart_and_the_outside_can() {
+    let _guard = shared();
+    let mut sup = Sup::new(BASE, &[]);
+    let server = sup.ready.pid;
+    // Root, and the plain account: every fatal signal to the server and to
+    // its keeper (the server's parent) is refused.
+    let script = format!(
+        "k=$(awk '/^PPid/{{print $2}}' /proc/{server}/status); echo keeper=$k; \
+         for p in {server} $k; do for s in KILL SEGV ABRT BUS TERM INT; do kill -s $s $p 2>/dev/null && echo SIGNALLED $s $p; done; done; \
+         sleep 30 & kill -9 $! && echo CONTROL; echo done"
+    );
+    for (id, root) in [(1, true), (2, false)] {
+        let mut s = sh(&script);
+        if root {
+            (s.uid, s.gid) = (0, 0);
+        }
+        let r = sup.owner.run(id, &s);
+        let out = r.out();
+        assert!(out.contains("CONTROL\ndone\n"), "{out}");
+        assert!(!out.contains("keeper=\n"), "no keeper found: {out}");
+        assert!(!out.contains("SIGNALLED"), "a command signalled: {out}");
+    }
+    sup.ping();
+    assert!(
+        sup.owner
+            .next_where(Duration::from_millis(500), |f| f.kind == Kind::Restarted)
+            .is_none(),
+        "the server restarted after a command's signals"
+    );
+    let r = sup.owner.run(3, &sh("echo alive"));
+    assert_eq!(r.out(), "alive\n");
+    // Positive control: the same kill from outside restarts it.
+    kill_from_outside(&sup.name, server);
+    let r = restarted(&mut sup, u32::MAX);
+    assert_eq!(r.commands, 0, "{r:?}");
+    resume(&mut sup);
+    let r = sup.owner.run(4, &sh("echo again"));
+    assert_eq!(r.out(), "again\n");
+}
+
+#[test]
+fn a_crash_loop_ends_the_sandbox() {
+    let _guard = shared();
+    let mut sup = Sup::new(BASE, &[]);
+    let mut server = sup.ready.pid;
+    for n in 1..=MAX_RESTARTS as u32 {
+        kill_from_outside(&sup.name, server);
+        let r = restarted(&mut sup, u32::MAX);
+        assert_eq!(r.generation, n);
+        server = r.pid;
+        resume(&mut sup);
+    }
+    kill_from_outside(&sup.name, server);
+    let notice = sup
+        .owner
+        .next_where(WAIT, |f| f.kind == Kind::Notice)
+        .expect("a notice");
+    let text = String::from_utf8_lossy(&notice.payload).into_owned();
+    assert!(
+        text.contains(&format!("died {} times", MAX_RESTARTS + 1)),
+        "{text}"
+    );
+    let t = Instant::now();
+    while sup.owner.child.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < WAIT, "the container did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, _) = sup.owner.finish();
+    assert_eq!(status.code(), Some(71), "{status}");
+}
+
+/// Not a test: the median round trip of `true` over the owner link, for
+/// comparing two binaries (`ODEK_SUPERVISOR_BIN`), e.g. the keeper's relay
+/// hop. `cargo test -p odek-supervisor --test docker -- --ignored
+/// --nocapture round_trip_median`.
+#[test]
+#[ignore]
+fn round_trip_median() {
+    let _guard = exclusive();
+    let mut sup = Sup::new(BASE, &[]);
+    let n = 300;
+    let mut took: Vec<Duration> = (0..n + 20)
+        .map(|i| {
+            let t = Instant::now();
+            let r = sup.owner.run(i + 1, &cmd(&["true"]));
+            assert_eq!(r.exit.code, Some(0));
+            t.elapsed()
+        })
+        .skip(20)
+        .collect();
+    took.sort();
+    println!(
+        "round trip of true over the owner link ({}): median {:.3} ms, p90 {:.3} ms (N={n})",
+        bin().display(),
+        took[took.len() / 2].as_secs_f64() * 1e3,
+        took[took.len() * 9 / 10].as_secs_f64() * 1e3
+    );
 }

@@ -457,6 +457,7 @@ class Sandbox(Managed[Any]):
         timeout: Optional[float] = None,
         workdir: Optional[str] = None,
         cancel: Optional[CancelToken] = None,
+        stdin: Union[bytes, bool, None] = None,
     ) -> "ExecStream":
         """Runs a command in the sandbox and yields its output as it comes.
 
@@ -472,6 +473,13 @@ class Sandbox(Managed[Any]):
                 for chunk in run:
                     print(chunk.stream, chunk.data.decode(errors="replace"), end="")
             print(run.result.exit_code)
+
+        ``stdin``: ``None`` (the default) gives the command no stdin
+        (``/dev/null``); ``bytes`` are written to it and then it is closed;
+        ``True`` opens it for :meth:`ExecStream.write` and
+        :meth:`ExecStream.close_stdin` while the command runs. Stdin is served
+        by odek's supervisor (the default in a sandbox); without it the
+        stream raises :class:`DockerRejectedError` (402) and nothing runs.
 
         Chunks not read yet wait in memory. Closing the stream before the
         command ended (:meth:`ExecStream.close`, the end of its ``with``
@@ -491,7 +499,9 @@ class Sandbox(Managed[Any]):
         from ._stream import ExecStream
 
         req = _exec_request(argv, shell, env, timeout, workdir)
-        return ExecStream(self, req, cancel)
+        if stdin is False:
+            stdin = None
+        return ExecStream(self, req, cancel, stdin)
 
 
 def _exec_request(

@@ -81,6 +81,14 @@ SandboxPtr = POINTER(odek_sandbox_t)
 #: ``odek_cancel_t *``
 CancelPtr = POINTER(odek_cancel_t)
 
+
+class odek_stdin_t(ctypes.Structure):
+    """Opaque stdin handle (``odek_stdin_t``); never dereferenced."""
+
+
+#: ``odek_stdin_t *``
+StdinPtr = POINTER(odek_stdin_t)
+
 #: ``odek_output_fn``: ``void (*)(void *user_data, int32_t stream,
 #: const uint8_t *bytes, size_t len)``, called by ``odek_exec_stream`` on the
 #: calling thread (ctypes takes the GIL for it).
@@ -127,6 +135,16 @@ FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
     "odek_exec_stream": (
         ErrorPtr,
         [SandboxPtr, c_char_p, CancelPtr, OutputFn, c_void_p, POINTER(OwnedStr)],
+    ),
+    "odek_stdin_new": (StdinPtr, []),
+    # bytes: ``const uint8_t *`` (c_char_p passes a bytes object's buffer;
+    # the length is given, so NUL bytes are data).
+    "odek_stdin_write": (ErrorPtr, [StdinPtr, c_char_p, c_size_t]),
+    "odek_stdin_close": (ErrorPtr, [StdinPtr]),
+    "odek_stdin_free": (ErrorPtr, [StdinPtr]),
+    "odek_exec_stream_stdin": (
+        ErrorPtr,
+        [SandboxPtr, c_char_p, CancelPtr, StdinPtr, OutputFn, c_void_p, POINTER(OwnedStr)],
     ),
     "odek_error_code": (c_int32, [ErrorPtr]),
     "odek_error_class": (c_char_p, [ErrorPtr]),
@@ -228,6 +246,11 @@ TESTING_ONLY = frozenset({"odek_debug_panic"})
 #: :class:`MissingFunctionError` (:func:`require`).
 ADDED_IN_ABI_1 = {
     "odek_exec_stream": "streaming exec (Sandbox.exec_stream)",
+    "odek_stdin_new": "stdin for a command (Sandbox.exec_stream(stdin=...))",
+    "odek_stdin_write": "stdin for a command (Sandbox.exec_stream(stdin=...))",
+    "odek_stdin_close": "stdin for a command (Sandbox.exec_stream(stdin=...))",
+    "odek_stdin_free": "stdin for a command (Sandbox.exec_stream(stdin=...))",
+    "odek_exec_stream_stdin": "stdin for a command (Sandbox.exec_stream(stdin=...))",
 }
 
 

@@ -72,9 +72,22 @@ class _Call:
     that object can cancel the call)."""
 
     def __init__(self, sandbox: Any, request: bytes, cancel: Optional[CancelToken],
-                 put: _Put) -> None:
-        fn = _ffi.require("odek_exec_stream")
+                 put: _Put, stdin: Any = None) -> None:
+        # stdin: None (no stdin), True (written with write/close_stdin),
+        # or bytes (written, then closed).
+        if stdin is not None and stdin is not True and not isinstance(stdin, (bytes, bytearray)):
+            raise TypeError("stdin must be bytes or True")
+        fn = _ffi.require("odek_exec_stream_stdin" if stdin is not None else "odek_exec_stream")
         handle = sandbox._handle()
+        self.stdin: Any = None
+        if stdin is not None:
+            self.stdin = _ffi.require("odek_stdin_new")()
+            if not self.stdin:
+                raise _ffi.LibraryError("odek_stdin_new failed (a forked process?)")
+            if stdin is not True:
+                self.write(bytes(stdin))
+                self.close_stdin()
+        pipe = self.stdin
         self.token = cancel if cancel is not None else CancelToken()
         own = cancel is None
         token_arg = _cancel.arg(self.token)
@@ -94,7 +107,10 @@ class _Call:
             keep = (sandbox, callback)
             out = _ffi.OwnedStr()
             try:
-                err = fn(handle, request, token_arg, callback, None, ctypes.byref(out))
+                if pipe is not None:
+                    err = fn(handle, request, token_arg, pipe, callback, None, ctypes.byref(out))
+                else:
+                    err = fn(handle, request, token_arg, callback, None, ctypes.byref(out))
                 _ffi.check(err)
                 item: Any = ("done", ExecResult.from_json(_ffi.take_string(out)))
             except BaseException as e:  # noqa: BLE001 (delivered to the reader)
@@ -102,6 +118,11 @@ class _Call:
             finally:
                 if own:
                     token.close()
+                if pipe is not None:
+                    try:
+                        _ffi.check(_ffi.require("odek_stdin_free")(pipe))
+                    except BaseException:  # noqa: BLE001 (freed once; nothing to report to)
+                        pass
                 del keep
             try:
                 put(item)
@@ -116,6 +137,18 @@ class _Call:
         token only records it)."""
         self.token.cancel()
 
+    def write(self, data: bytes) -> None:
+        """Queues ``data`` for the command's stdin (does not block)."""
+        if self.stdin is None:
+            raise RuntimeError("this command was started without stdin (exec_stream(stdin=True))")
+        _ffi.check(_ffi.require("odek_stdin_write")(self.stdin, bytes(data), len(data)))
+
+    def close_stdin(self) -> None:
+        """Ends the command's stdin after what was written; idempotent."""
+        if self.stdin is None:
+            raise RuntimeError("this command was started without stdin (exec_stream(stdin=True))")
+        _ffi.check(_ffi.require("odek_stdin_close")(self.stdin))
+
 
 class ExecStream:
     """The output of a running command, chunk by chunk
@@ -129,10 +162,26 @@ class ExecStream:
     :meth:`close`: closing it before the command ended kills the command.
     """
 
-    def __init__(self, sandbox: Any, request: bytes, cancel: Optional[CancelToken]) -> None:
+    def __init__(self, sandbox: Any, request: bytes, cancel: Optional[CancelToken],
+                 stdin: Any = None) -> None:
         self._queue: "queue.Queue[Any]" = queue.Queue()
-        self._call = _Call(sandbox, request, cancel, self._queue.put)
+        self._call = _Call(sandbox, request, cancel, self._queue.put, stdin)
         self._end: Optional[Any] = None
+
+    def write(self, data: bytes) -> None:
+        """Writes ``data`` to the command's stdin (started with
+        ``stdin=True``); does not block.
+
+        Raises:
+            RuntimeError: the command was started without stdin.
+            InvalidArgumentError: stdin was closed, or the command ended.
+        """
+        self._call.write(data)
+
+    def close_stdin(self) -> None:
+        """Closes the command's stdin after what was written (it reads
+        end-of-file); idempotent."""
+        self._call.close_stdin()
 
     def __repr__(self) -> str:
         return f"ExecStream({'ended' if self._end is not None else 'running'})"

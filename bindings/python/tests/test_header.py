@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from ctypes import POINTER, c_char, c_char_p, c_int32, c_uint32, c_void_p
+from ctypes import POINTER, c_char, c_char_p, c_int32, c_size_t, c_uint32, c_void_p
 
 import pytest
 from conftest import BINDING, HEADER
@@ -110,6 +110,10 @@ EXPECTED_CTYPES = {
     "odek_sandbox_t**": POINTER(POINTER(_ffi.odek_sandbox_t)),
     "odek_cancel_t*": POINTER(_ffi.odek_cancel_t),
     "const odek_cancel_t*": POINTER(_ffi.odek_cancel_t),
+    "odek_stdin_t*": POINTER(_ffi.odek_stdin_t),
+    "const odek_stdin_t*": POINTER(_ffi.odek_stdin_t),
+    "const uint8_t*": c_char_p,  # a bytes object's buffer; its length is passed beside it
+    "size_t": c_size_t,
     "void*": c_void_p,  # user_data, handed back to the callback untouched
     "odek_output_fn": _ffi.OutputFn,  # checked against the typedef below
 }
@@ -167,7 +171,7 @@ def test_declaration_matches_header_prototype(name):
 def test_pointer_and_integer_kinds_are_not_confused():
     # Independent of the exact mapping: pointers stay pointers, ints stay ints
     # of the same width and signedness.
-    int_kinds = {"uint32_t": (4, False), "int32_t": (4, True)}
+    int_kinds = {"uint32_t": (4, False), "int32_t": (4, True), "size_t": (ctypes.sizeof(c_size_t), False)}
     for name, (c_ret, c_args) in prototypes().items():
         restype, argtypes = _ffi.FUNCTIONS[name]
         for c, t in [(c_ret, restype), *zip(c_args, argtypes)]:
@@ -193,6 +197,7 @@ def test_opaque_types_are_the_header_typedefs():
         ("odek_client_t", "odek_client_t"),
         ("odek_error_t", "odek_error_t"),
         ("odek_sandbox_t", "odek_sandbox_t"),
+        ("odek_stdin_t", "odek_stdin_t"),
     }
     for _, name in typedefs:
         assert getattr(_ffi, name).__name__ == name

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import subprocess
 import threading
 import warnings
 
@@ -245,3 +246,81 @@ def test_docker_which_path(docker_sandbox):
     if os.environ.get("ODEK_SUPERVISOR"):
         assert on, docker_sandbox.info.startup_line
     assert r.stdout.strip() == ("supervisor" if on else "exec-api"), r
+
+
+def test_stdin_on_the_host_is_refused_and_runs_nothing(host_sandbox, workdir):
+    """Stdin is served by odek's supervisor only: on the host the stream
+    raises (402) and the command never ran."""
+    with pytest.raises(odek.DockerRejectedError) as e:
+        host_sandbox.exec_stream(shell="cat > ran", stdin=b"x").wait()
+    assert "supervisor" in str(e.value)
+    assert not os.path.exists(os.path.join(workdir, "ran"))
+    with pytest.raises(TypeError):
+        host_sandbox.exec_stream(shell="cat > ran", stdin="text")
+    run = host_sandbox.exec_stream(argv=["true"])
+    with pytest.raises(RuntimeError):
+        run.write(b"x")
+    assert run.wait().exit_code == 0  # positive control, without stdin
+
+
+@pytest.mark.docker
+def test_docker_stdin_round_trip(docker_sandbox, docker_workdir):
+    """Bytes written while the command runs reach its stdin, the close ends
+    it; bytes given at the start are written and closed."""
+    if not docker_sandbox.info.startup_line.endswith(" supervisor=on"):
+        with pytest.raises(odek.DockerRejectedError):
+            docker_sandbox.exec_stream(shell="cat > ran", stdin=b"x").wait()
+        assert not os.path.exists(os.path.join(docker_workdir, "ran"))
+        return
+    run = docker_sandbox.exec_stream(argv=["cat"], stdin=True, timeout=60)
+    run.write(b"hello ")
+    run.write(b"\x00world\n")
+    run.close_stdin()
+    result = run.wait()
+    assert result.exit_code == 0, result
+    assert result.stdout == "hello \x00world\n", result
+    with pytest.raises(odek.OdekError):
+        run.write(b"late")
+    r = docker_sandbox.exec_stream(shell="wc -c", stdin=b"abc" * 1000, timeout=60).wait()
+    assert r.stdout.strip() == "3000", r
+
+
+SERVER_PID = (
+    'for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = odek-server ] '
+    '&& echo "${p#/proc/}"; done; true'
+)
+
+
+def _server_pid(container: str) -> str:
+    """The supervisor's server in the container, found from outside
+    (``docker exec`` as root; no command of the sandbox can signal it)."""
+    out = subprocess.run(["docker", "exec", "-u", "0", container, "sh", "-c", SERVER_PID],
+                         check=True, capture_output=True, text=True).stdout.split()
+    assert len(out) == 1, out
+    return out[0]
+
+
+@pytest.mark.docker
+def test_docker_a_killed_supervisor_server_leaves_the_command_unknown(docker_sandbox):
+    """Through the owner's session (the binding holds it): the server killed
+    from outside mid-command makes that command's status unknown (an error,
+    never an exit status), the restart is said in it, and the next command
+    runs on the new server."""
+    if not docker_sandbox.info.startup_line.endswith(" supervisor=on"):
+        # No supervisor (the exec API's path), as ODEK_SUPERVISOR says.
+        assert not os.environ.get("ODEK_SUPERVISOR"), docker_sandbox.info.startup_line
+        return
+    container = docker_sandbox.info.container_id
+    before = _server_pid(container)
+    run = docker_sandbox.exec_stream(shell="echo started; sleep 30; echo finished", timeout=60)
+    assert next(iter(run)).data == b"started\n"
+    subprocess.run(["docker", "exec", "-u", "0", container, "sh", "-c", f"kill -9 {before}"],
+                   check=True)
+    with pytest.raises(odek.DockerRejectedError) as e:
+        run.wait()
+    assert e.value.code == 402, e.value
+    assert "restarted" in str(e.value) and "status is unknown" in str(e.value), e.value
+    after = _server_pid(container)
+    assert after != before
+    r = docker_sandbox.exec(shell="echo ok; pgrep -x sleep || echo gone", timeout=30)
+    assert (r.exit_code, r.stdout) == (0, "ok\ngone\n"), r

@@ -21,8 +21,11 @@ use crate::supervisor::{
 /// Errors: the command could not start (its program missing, the
 /// directory absent) is an exit as the exec API reports it (127 or 126,
 /// the reason on stderr); the session ending before the command's report
-/// is [`crate::Error::Exec`] saying its status is unknown (never a
-/// success).
+/// is [`crate::Error::Exec`] with `started: true` saying its status is
+/// unknown (never a success), as is a command whose supervisor's server
+/// died and was restarted while it ran ([`Ended::Restarted`]); the next
+/// command runs on the new server, and when no result said the restart,
+/// the next command's stderr says it once.
 pub(crate) async fn exec(
     session: &Session,
     engine: Option<&dyn crate::engine::DockerApi>,
@@ -70,6 +73,14 @@ pub(crate) async fn exec(
     // not reported a little later, odek asks again and then gives up.
     let deadline = req.timeout.map(|t| t + Duration::from_secs(5));
     let resize = if io.tty.is_some() { io.resize } else { None };
+    if let Some(r) = session.take_unsaid_restart() {
+        let note = format!(
+            "odek: odek's supervisor in sandbox {} restarted its server since the last command ({}); commands run as before\n",
+            sandbox.name,
+            crate::text::foreign(&r.reason)
+        );
+        output(StreamKind::Stderr, note.as_bytes());
+    }
     let ended = session
         .run_io(&start, output, cancel, io.stdin, resize, deadline)
         .await;
@@ -145,12 +156,27 @@ pub(crate) async fn exec(
                 sandbox.name
             ),
         }),
-        Ended::Lost => Err(crate::Error::Exec {
-            fix: Some(crate::config::advice::Fix::Replace {
-                name: sandbox.name.clone(),
-            }),
+        Ended::Restarted(r) => Err(crate::Error::Exec {
+            fix: None,
             message: format!(
-                "odek's supervisor in sandbox {} ended while the command ran: the command's status is unknown (it may have partly run)",
+                "odek's supervisor in sandbox {} restarted while the command ran (its server {}): the command's status is unknown (it may have partly run; {}); the next command runs on the new server",
+                sandbox.name,
+                crate::text::foreign(&r.reason),
+                if r.killed {
+                    "its processes were killed"
+                } else {
+                    "odek could not confirm that all its processes were killed"
+                }
+            ),
+            class: crate::failure::FailureClass::DockerRejected,
+            started: true,
+        }),
+        // The container runs: the server that served this session died (a
+        // relay's stream ends with it; the keeper starts another).
+        Ended::Lost => Err(crate::Error::Exec {
+            fix: None,
+            message: format!(
+                "odek's supervisor in sandbox {} ended this command's session while it ran (its server died; the next command starts a new session): the command's status is unknown (it may have partly run)",
                 sandbox.name
             ),
             class: crate::failure::FailureClass::DockerRejected,

@@ -477,3 +477,94 @@ fn an_installed_supervisor_is_found_beside_odek_and_a_missing_one_is_reported() 
     assert!(line.contains("is not a static executable)"), "{line}");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+/// The pid of the supervisor's server in sandbox `name`, found from outside
+/// (`docker exec` as root; its `/proc/<pid>/comm` is `odek-server`).
+fn server_pid(name: &str) -> String {
+    docker(&[
+        "exec",
+        "-u",
+        "0",
+        name,
+        "sh",
+        "-c",
+        r#"for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = odek-server ] && echo "${p#/proc/}"; done; true"#,
+    ])
+}
+
+#[test]
+fn a_killed_supervisor_server_leaves_the_command_unknown_and_the_next_runs() {
+    supervisor_bin();
+    let p = Project::new();
+    let out = sup(&p, &["sandbox", "up", "--sandbox-image", BASE_IMAGE]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let name = stdout(&out).trim().to_string();
+    let before = server_pid(&name);
+    assert!(!before.is_empty() && !before.contains('\n'), "{before:?}");
+    let (running, after) = std::thread::scope(|s| {
+        let running = s.spawn(|| {
+            sup(
+                &p,
+                &[
+                    "sandbox",
+                    "exec",
+                    &name,
+                    "--",
+                    "sh",
+                    "-c",
+                    "sleep 30; echo finished",
+                ],
+            )
+        });
+        // Once the command runs, the server is killed from outside (no
+        // command can: see the attacks above).
+        let t = Instant::now();
+        while docker(&["exec", &name, "sh", "-c", "pgrep -x sleep || true"]).is_empty() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "the command never ran"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        docker(&[
+            "exec",
+            "-u",
+            "0",
+            &name,
+            "sh",
+            "-c",
+            &format!("kill -9 {before}"),
+        ]);
+        let running = running.join().expect("the exec thread");
+        (running, server_pid(&name))
+    });
+    let next = sup(
+        &p,
+        &[
+            "sandbox",
+            "exec",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            "echo ok; pgrep -x sleep || echo gone",
+        ],
+    );
+    let down = p.run_odek(&["sandbox", "down", &name]);
+    // Unknown, never a success: the CLI's 255 and a message saying so.
+    assert_eq!(running.status.code(), Some(255), "{}", stderr(&running));
+    assert!(
+        stderr(&running).contains("status is unknown"),
+        "{}",
+        stderr(&running)
+    );
+    assert!(!stdout(&running).contains("finished"));
+    assert!(
+        !after.is_empty() && after != before,
+        "{before} then {after:?}"
+    );
+    // The next command runs, on the new server; the old one's tree is gone.
+    assert!(next.status.success(), "{}", stderr(&next));
+    assert_eq!(stdout(&next), "ok\ngone\n", "{}", stderr(&next));
+    assert!(down.status.success(), "{}", stderr(&down));
+}
