@@ -77,15 +77,24 @@ impl NarrowRequest {
 
 /// [`NarrowRequest::network_mode`] from its text, for every front end that
 /// deserializes a request (the C ABI, MCP's `sandbox_narrow`): the config
-/// rule's parse and refusal (which points to `sandbox_networks`), not
-/// serde's "unknown variant".
+/// rule's parse, not serde's "unknown variant"; its refusal names the
+/// request's own members ([`network_mode_refusal`]), which are the same
+/// on both, never a command-line flag.
 fn network_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NetworkMode>, D::Error> {
     Option::<String>::deserialize(d)?
         .map(|text| {
             crate::config::parse_network_mode("network_mode", &text)
-                .map_err(serde::de::Error::custom)
+                .map_err(|_| serde::de::Error::custom(network_mode_refusal(&text)))
         })
         .transpose()
+}
+
+/// Why a narrowing request's `network_mode` of `text` is refused.
+fn network_mode_refusal(text: &str) -> String {
+    format!(
+        "network_mode must be \"none\" or \"bridge\" (got {}); to keep some of the parent's Docker networks ask for `networks` or `compose_project`",
+        crate::text::quote(text)
+    )
 }
 
 /// Why a child cannot have what it asked for. Class config.
@@ -295,11 +304,12 @@ mod tests {
         assert_eq!(absent.network_mode, None);
         for bad in ["host", "None", " none", "container:x"] {
             let e = parse(bad.into()).expect_err(bad).to_string();
-            let want = crate::config::parse_network_mode("network_mode", bad)
-                .expect_err(bad)
-                .to_string();
-            assert_eq!(e, want);
-            assert!(e.contains("sandbox_networks"), "{e}");
+            assert!(crate::config::parse_network_mode("network_mode", bad).is_err());
+            assert_eq!(e, network_mode_refusal(bad));
+            // The request's members, never a CLI flag (the C ABI and MCP
+            // show this text).
+            assert!(e.contains("`networks`"), "{e}");
+            assert!(!e.contains("--"), "{e}");
         }
         assert!(parse(5.into())
             .expect_err("a number")

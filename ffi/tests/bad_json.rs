@@ -1318,7 +1318,7 @@ fn rows(w: &World) -> Vec<Row> {
             Narrow,
             narrow(r#"{"network_mode": "host"}"#),
             ARG,
-            "sandbox_network must be \"none\" or \"bridge\" (got \"host\")",
+            "network_mode must be \"none\" or \"bridge\" (got \"host\"); to keep some of the parent's Docker networks ask for `networks`",
         ),
         row(
             "narrow: none to bridge",

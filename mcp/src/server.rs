@@ -172,14 +172,10 @@ impl OdekMcp {
         let (outcome, ()) = tokio::join!(run, send_lines);
         let outcome = outcome.map_err(|e| refusal(Refusal::during_exec(e)))?;
         if outcome.cancelled {
-            return Err(format!(
-                "the client cancelled the command; it was {}",
-                if outcome.killed {
-                    "killed"
-                } else {
-                    "signalled but its end could not be confirmed"
-                }
-            ));
+            // The core's words for a command cut short, in MCP's terms.
+            return Err(outcome
+                .cut_short_text(&sandbox, false, odek_core::advice::Surface::Mcp)
+                .unwrap_or_default());
         }
         Ok(Json(ExecResult {
             sandbox_id: id,
@@ -518,9 +514,11 @@ mod tests {
                 .expect_err("refused")
                 .to_string()
         };
-        // The core's parse of the network mode, and its message.
+        // The core's parse of the network mode, and its message, which
+        // names the tool's arguments and no command-line flag.
         let e = refused(serde_json::json!({"network_mode": "host"}));
-        assert!(e.contains("sandbox_networks"), "{e}");
+        assert!(e.contains("`networks`"), "{e}");
+        assert!(!e.contains("--"), "{e}");
         // The C ABI's schema tag is not an argument of the tool.
         let e = refused(serde_json::json!({"schema": "odek.narrow-request/1"}));
         assert!(
