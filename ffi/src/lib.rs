@@ -58,14 +58,6 @@ pub const ODEK_EXEC_OUTPUT_LIMIT: usize = 16 << 20;
 // the core's (`api::ExecResult::capture`, which `odek_exec` uses).
 const _: () = assert!(ODEK_EXEC_OUTPUT_LIMIT == api::EXEC_OUTPUT_LIMIT);
 
-/// Most seconds a stopped launch waits for the answer to a create request
-/// already on its way, so that it knows whether a container exists to
-/// remove (`odek_launch_cancellable`).
-pub const ODEK_CREATE_SETTLE_SECS: u64 = 10;
-
-// A literal for the header, as above; the value is the core's `CREATE_SETTLE`.
-const _: () = assert!(ODEK_CREATE_SETTLE_SECS == odek_core::inventory::CREATE_SETTLE.as_secs());
-
 /// The process-wide runtime. `ODEK_E_FORKED` in a process forked from the
 /// one that made libodek's state (the runtime's threads are not there);
 /// `ODEK_E_REENTRANT` on a thread running an `odek_exec_stream` output
@@ -358,9 +350,9 @@ pub unsafe extern "C" fn odek_launch(
 
 /// `odek_launch`, stopped by `cancel` (NULL: not cancellable): once
 /// `odek_cancel` is called the launch stops, removes the container it
-/// created (a create request on its way is given up to
-/// `ODEK_CREATE_SETTLE_SECS` seconds to answer first) and returns
-/// `ODEK_E_CANCELLED`; no handle is written.
+/// created (a create request on its way is first given a bounded time to
+/// answer, the core's `CREATE_SETTLE`) and returns `ODEK_E_CANCELLED`; no
+/// handle is written.
 ///
 /// # Safety
 /// As `odek_launch`; `cancel` is NULL or a live cancel handle.
