@@ -148,7 +148,7 @@ pub fn refresh_standing(
             .meta()
             .values()
             .any(|m| m.project_dir == req.project_dir);
-    req.approved_by_env = crate::config::truthy(env, "ODEK_APPROVE_PROJECT_SANDBOX")?;
+    req.approved_by_env = crate::config::truthy(env, crate::config::APPROVE_ENV)?;
     req.card = req.render_card();
     Ok(())
 }

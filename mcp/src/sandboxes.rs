@@ -254,8 +254,9 @@ impl Sandboxes {
                 if let (Some(a), Some(req)) = (&a, &plan.approval) {
                     match a.via {
                         Via::Env => errln!(
-                            "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
-                            odek_core::text::shown(&req.config)
+                            "odek: project settings of {} approved by {}=1",
+                            odek_core::text::shown(&req.config),
+                            odek_core::config::APPROVE_ENV
                         ),
                         Via::Once | Via::Trust => errln!(
                             "odek: project settings of {} approved by the user through the MCP client ({})",
@@ -273,9 +274,10 @@ impl Sandboxes {
                 };
                 if env_refused {
                     return Err(Refusal(format!(
-                        "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and ODEK_APPROVE_PROJECT_SANDBOX=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, review them and restart the server, or trust them with `odek run` in a terminal (answer t).\n\n{}",
+                        "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and {}=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, review them and restart the server, or trust them with `odek run` in a terminal (answer t).\n\n{}",
                         odek_core::text::shown(&req.config),
                         req.knobs.join(", "),
+                        odek_core::config::APPROVE_ENV,
                         req.render_card()
                     )));
                 }

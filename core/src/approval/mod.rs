@@ -33,7 +33,7 @@ pub const PREVIOUSLY_TRUSTED: &str = "this project was trusted before with other
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ApprovalError {
     /// Launch was called for a plan that needs approval without one.
-    #[error("{} asks for project sandbox settings ({}); this needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set ODEK_APPROVE_PROJECT_SANDBOX=1", crate::text::shown(.config), crate::text::shown(.knobs))]
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set {}=1", crate::text::shown(.config), crate::text::shown(.knobs), crate::config::APPROVE_ENV)]
     Required {
         /// The project config file.
         config: String,
@@ -41,7 +41,7 @@ pub enum ApprovalError {
         knobs: String,
     },
     /// No terminal to ask on, no env approval, no stored trust.
-    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set ODEK_APPROVE_PROJECT_SANDBOX=1 to approve it for this run", crate::text::shown(.config), crate::text::shown(.knobs))]
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set {}=1 to approve it for this run", crate::text::shown(.config), crate::text::shown(.knobs), crate::config::APPROVE_ENV)]
     NonInteractive {
         /// The project config file.
         config: String,
