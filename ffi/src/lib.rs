@@ -562,7 +562,7 @@ pub unsafe extern "C" fn odek_narrow(
         let parent: Plan = unsafe { json_arg(parent_plan_json, "parent_plan_json")? };
         // SAFETY: per the function contract.
         let req: api::NarrowRequest = unsafe { json_arg(request_json, "request_json")? };
-        req.check_schema().map_err(invalid)?;
+        req.check().map_err(invalid)?;
         let child = odek_core::narrow::narrow(&parent, &req)
             .map_err(|e| Failure::from(odek_core::Error::Narrow(e)))?;
         // SAFETY: checked non-NULL.

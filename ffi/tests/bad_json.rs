@@ -1314,6 +1314,13 @@ fn rows(w: &World) -> Vec<Row> {
             "not one of the parent's",
         ),
         row(
+            "narrow: an empty network name",
+            Narrow,
+            narrow(r#"{"networks": ["shop_default", ""]}"#),
+            ARG,
+            "networks has an empty item",
+        ),
+        row(
             "narrow: network mode host",
             Narrow,
             narrow(r#"{"network_mode": "host"}"#),

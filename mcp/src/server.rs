@@ -285,6 +285,9 @@ impl OdekMcp {
             .get(args.sandbox_id.as_deref(), &caller)
             .await
             .map_err(refusal)?;
+        args.request
+            .check()
+            .map_err(|e| refusal(odek_core::Error::from(e).into()))?;
         let place = self.sandboxes.reserve().map_err(refusal)?;
         let plan = odek_core::narrow::narrow(&parent.plan, &args.request)
             .map_err(|e| refusal(odek_core::Error::from(e).into()))?;
