@@ -509,8 +509,17 @@ def test_exec_misuse(fake_client, workdir):
             sandbox.exec(["echo", 1])
         with pytest.raises(TypeError):
             sandbox.exec(["x"], timeout="5")
-        with pytest.raises(ValueError):
-            sandbox.exec(["x"], timeout=float("nan"))
+        # NaN, infinity and numbers beyond a float: the binding's own typed
+        # usage error, as for any other bad timeout (not ValueError or
+        # OverflowError from inside), for exec and exec_stream alike.
+        for bad in (float("nan"), float("inf"), -float("inf"), 10**400, 1e300):
+            with pytest.raises(odek.UsageError) as ei:
+                sandbox.exec(["x"], timeout=bad)
+            assert ei.value.code == odek.CODES["INVALID_ARGUMENT"], bad
+            assert ei.value.failure_class == "usage", bad
+            if bad != 1e300:  # refused by libodek when the stream starts
+                with pytest.raises(odek.UsageError):
+                    sandbox.exec_stream(["x"], timeout=bad)
         assert sandbox.exec(["still", "usable"]).exit_code == 0
 
 
