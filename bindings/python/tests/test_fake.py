@@ -256,6 +256,14 @@ def test_project_settings_need_approval(fake_client, workdir):
         ("shop_default", False, "shop"), ("shop_backend", True, "shop")}
     assert len(req.key) == 64 and not req.trusted and not req.standing
     assert {e.key: e.reads for e in req.env} == {"TOKEN": ("HOME",), "MODE": ()}
+    # Whether a question is needed is libodek's decision ("standing"), not
+    # the binding's reading of trusted/approved_by_env.
+    doc = json.loads(req.json)
+    assert doc["standing"] is None
+    for trusted, by_env, standing, want in ((True, True, None, False), (False, False, "env", True),
+                                             (False, False, "stored", True)):
+        edited = dict(doc, trusted=trusted, approved_by_env=by_env, standing=standing)
+        assert odek.ApprovalRequest.from_json(json.dumps(edited)).standing is want, edited
     card = req.card()
     # the CLI's own card, carried in the request
     assert card == json.loads(req.json)["card"] == req.card_text

@@ -156,6 +156,14 @@ pub struct ApprovalRequest {
     pub dockerfile_sha256: Option<String>,
     /// `ODEK_APPROVE_PROJECT_SANDBOX=1` is set.
     pub approved_by_env: bool,
+    /// The core's decision ([`ApprovalRequest::standing`]): how the plan
+    /// is approved without a question — `"stored"` (a trust in the store)
+    /// or `"env"` (`ODEK_APPROVE_PROJECT_SANDBOX=1`) — or null when the
+    /// operator must be asked (or `approve` called). The bindings read
+    /// this; they do not decide from `trusted` and `approved_by_env`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub standing: Option<Via>,
     /// What happens when the sandbox cannot be made (the image cannot be
     /// pulled or built, the daemon is unreachable): `false` — refused,
     /// nothing runs (always, since a project setting makes the sandbox
