@@ -266,6 +266,30 @@ func TestFakeApprovalRequired(t *testing.T) {
 	if byEnv.Approval == nil || !byEnv.Approval.ApprovedByEnv || byEnv.NeedsApproval() {
 		t.Errorf("approved by env: %+v", byEnv.Approval)
 	}
+	// Whether a question is needed is libodek's decision (the document's
+	// "standing"), not the binding's reading of Trusted/ApprovedByEnv.
+	var doc map[string]any
+	if err := json.Unmarshal(byEnv.Approval.JSON(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["standing"] != "env" {
+		t.Errorf("standing %v, want env", doc["standing"])
+	}
+	for _, c := range []struct {
+		trusted, byEnv bool
+		standing       any
+		want           bool
+	}{{true, true, nil, false}, {false, false, "env", true}, {false, false, "stored", true}} {
+		doc["trusted"], doc["approved_by_env"], doc["standing"] = c.trusted, c.byEnv, c.standing
+		edited, _ := json.Marshal(doc)
+		a, err := parseApprovalRequest(string(edited))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.standing() != c.want {
+			t.Errorf("%+v: standing %v", c, a.standing())
+		}
+	}
 	sb, err = c.Launch(ctx, byEnv, nil)
 	if err != nil {
 		t.Fatalf("Launch approved by env: %v", err)

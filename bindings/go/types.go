@@ -360,13 +360,18 @@ type ApprovalRequest struct {
 	Card string `json:"card"`
 
 	raw string
+	// standingVia is libodek's decision ("stored", "env"), "" when the
+	// operator must be asked.
+	standingVia string
 }
 
 // JSON is the approval request document as libodek produced it.
 func (a *ApprovalRequest) JSON() []byte { return []byte(a.raw) }
 
-// standing tells whether the request is granted without a question.
-func (a *ApprovalRequest) standing() bool { return a.Trusted || a.ApprovedByEnv }
+// standing tells whether the request is granted without a question: a
+// stored trust or ODEK_APPROVE_PROJECT_SANDBOX=1, as libodek decided it (the
+// document's "standing").
+func (a *ApprovalRequest) standing() bool { return a.standingVia != "" }
 
 // wireApprovalRequest is "odek.approval-request/1" as read.
 type wireApprovalRequest struct {
@@ -375,6 +380,7 @@ type wireApprovalRequest struct {
 	Image                   *string `json:"image"`
 	Network                 *string `json:"network"`
 	RequestedComposeProject *string `json:"requested_compose_project"`
+	Standing                *string `json:"standing"`
 }
 
 func parseApprovalRequest(doc string) (*ApprovalRequest, error) {
@@ -389,6 +395,7 @@ func parseApprovalRequest(doc string) (*ApprovalRequest, error) {
 	a.Image = deref(w.Image)
 	a.Network = deref(w.Network)
 	a.RequestedComposeProject = deref(w.RequestedComposeProject)
+	a.standingVia = deref(w.Standing)
 	a.raw = doc
 	return &a, nil
 }

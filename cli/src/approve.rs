@@ -19,8 +19,9 @@ pub async fn obtain(odek: &Client, plan: &Plan) -> Result<Option<Approval>, odek
         Decided::Launch(a) => {
             match a.as_ref().map(|a| a.via) {
                 Some(Via::Env) => errln!(
-                    "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
-                    odek_core::text::shown(&req.config)
+                    "odek: project settings of {} approved by {}=1",
+                    odek_core::text::shown(&req.config),
+                    odek_core::config::APPROVE_ENV
                 ),
                 Some(Via::Trust) => errln!(
                     "odek: trusted; key {} stored in {}",

@@ -32,7 +32,8 @@ pub struct Row {
     pub help: &'static str,
     /// README's meaning column (markdown).
     pub short: &'static str,
-    /// docs/CLI.md's meaning column (markdown).
+    /// docs/CLI.md's meaning column (markdown); `{CREATE_SETTLE}` stands
+    /// for the core's constant (`odek_core::inventory::create_settle_text`).
     pub long: &'static str,
 }
 
@@ -61,7 +62,7 @@ pub const TABLE: &[Row] = &[
         status: "129 / 130 / 131 / 143",
         help: "130/143/129/131 after SIGINT/SIGTERM/SIGHUP/SIGQUIT (`run` removes the sandbox, `sandbox exec` kills the command and leaves the sandbox up)",
         short: "interrupted by SIGHUP / SIGINT / SIGQUIT / SIGTERM; the sandbox was removed",
-        long: "odek got SIGHUP / SIGINT / SIGQUIT / SIGTERM. `odek run` removes the sandbox first (a create still in flight is waited for up to 10 s; what is left is for `odek sandbox gc`); `odek sandbox exec` kills the command as a timeout does and leaves the sandbox up; a command on the host (fallback, `--no-sandbox`) is killed with its process group",
+        long: "odek got SIGHUP / SIGINT / SIGQUIT / SIGTERM. `odek run` removes the sandbox first (a create still in flight is waited for up to {CREATE_SETTLE}; what is left is for `odek sandbox gc`); `odek sandbox exec` kills the command as a timeout does and leaves the sandbox up; a command on the host (fallback, `--no-sandbox`) is killed with its process group",
     },
     Row {
         status: "101",
@@ -96,7 +97,14 @@ pub fn help(lead: &str) -> String {
 pub fn markdown(long: bool) -> String {
     let mut out = String::from("| status | meaning |\n|---|---|\n");
     for r in TABLE {
-        let meaning = if long { r.long } else { r.short };
+        let meaning = if long {
+            r.long.replace(
+                "{CREATE_SETTLE}",
+                &odek_core::inventory::create_settle_text(),
+            )
+        } else {
+            r.short.to_string()
+        };
         out.push_str(&format!("| {} | {meaning} |\n", r.status));
     }
     if long {

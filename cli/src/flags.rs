@@ -174,29 +174,13 @@ impl SandboxFlags {
                 "--sandbox-user cannot be set for a sub-agent: it keeps the parent's user"
             );
         }
-        let network_mode = match self.value(names::sandbox_network) {
-            None => None,
-            Some(v) => Some(odek_core::config::parse_network_mode(
-                "flag --sandbox-network",
-                v,
-            )?),
-        };
-        let networks = self
-            .value(names::sandbox_networks)
-            .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
-        Ok(odek_core::narrow::NarrowRequest {
-            schema: None,
-            networks,
-            compose_project: self.value(names::sandbox_compose_project).map(String::from),
-            network_mode,
-            pids_limit: self
-                .value(names::sandbox_pids_limit)
-                .and_then(|n| n.parse().ok()),
-            memory: self.value(names::sandbox_memory).map(String::from),
-            cpus: self.value(names::sandbox_cpus).map(String::from),
-            readonly: (self.value(names::sandbox_readonly) == Some("true")).then_some(true),
-            image: self.value(names::sandbox_image).map(String::from),
-        })
+        // The core's parse of settings into a request, with its checks (an
+        // empty item is refused as through the C ABI and MCP).
+        Ok(odek_core::narrow::NarrowRequest::from_settings(|key| {
+            self.given
+                .get(key)
+                .map(|(flag, v)| (format!("flag {flag}"), v.clone()))
+        })?)
     }
 }
 

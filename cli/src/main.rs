@@ -102,7 +102,7 @@ pub(crate) enum Cmd {
 /// `odek mcp`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Speaks the Model Context Protocol on stdin/stdout; logs go to stderr. Tools: exec, describe, sandbox_up, sandbox_down, sandbox_list, sandbox_narrow (docs/MCP.md).\nThe sandbox is always on: an unreachable daemon or a missing network is a tool error, never a command on the host. Project settings needing approval are refused unless trusted (`odek approvals`) or ODEK_APPROVE_PROJECT_SANDBOX=1 is set.\nEvery sandbox the server launched is removed when the client disconnects or on SIGINT/SIGTERM/SIGHUP; after SIGKILL, `odek sandbox gc --all` removes them.\n\nExample (Claude Code):\n  claude mcp add odek -- odek mcp --sandbox-compose shop --sandbox-image my-tools:1"
+    after_help = format!("Speaks the Model Context Protocol on stdin/stdout; logs go to stderr. Tools: exec, describe, sandbox_up, sandbox_down, sandbox_list, sandbox_narrow (docs/MCP.md).\nThe sandbox is always on: an unreachable daemon or a missing network is a tool error, never a command on the host. Project settings needing approval are refused unless trusted (`odek approvals`) or {}=1 is set.\nEvery sandbox the server launched is removed when the client disconnects or on SIGINT/SIGTERM/SIGHUP/SIGQUIT; after SIGKILL, `odek sandbox gc --all` removes them.\n\nExample (Claude Code):\n  claude mcp add odek -- odek mcp --sandbox-compose shop --sandbox-image my-tools:1", odek_core::config::APPROVE_ENV)
 )]
 pub(crate) struct McpArgs {
     #[command(flatten)]

@@ -11,7 +11,7 @@ pub use odek_core::stderr::StderrReporter as Stderr;
 
 /// Prints an odek error as one paragraph with its failure class.
 pub fn print_error(e: &Error) {
-    errln!("odek: error ({}): {e}", e.class());
+    errln!("odek: error ({}): {e}", e.reported_class());
 }
 
 /// Prints any other error.

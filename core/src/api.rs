@@ -407,7 +407,8 @@ impl ExecRequest {
 }
 
 impl NarrowRequest {
-    /// Checks the schema tag. Error: an unknown tag.
+    /// Checks the schema tag (part of [`NarrowRequest::check`]). Error: an
+    /// unknown tag.
     pub fn check_schema(&self) -> Result<(), RequestError> {
         check_schema_tag(self.schema.as_deref(), "odek.narrow-request/")
     }

@@ -148,7 +148,8 @@ pub fn refresh_standing(
             .meta()
             .values()
             .any(|m| m.project_dir == req.project_dir);
-    req.approved_by_env = crate::config::truthy(env, "ODEK_APPROVE_PROJECT_SANDBOX")?;
+    req.approved_by_env = crate::config::truthy(env, crate::config::APPROVE_ENV)?;
+    req.standing = req.standing().map(|a| a.via);
     req.card = req.render_card();
     Ok(())
 }
@@ -262,9 +263,11 @@ pub(crate) fn request(
         env_binding,
         dockerfile_sha256: dockerfile,
         approved_by_env: settings.approve_project,
+        standing: None,
         host_fallback: plan.fallback_allowed(),
         card: String::new(),
     };
+    req.standing = req.standing().map(|a| a.via);
     req.card = req.render_card();
     Ok(Some(req))
 }

@@ -12,7 +12,7 @@ use crate::approval::ApprovalError;
 use crate::config::advice::{fix_text, Fix, Surface};
 use crate::config::ConfigError;
 use crate::engine::{EndpointError, EngineError, EngineErrorKind};
-use crate::failure::{FailureClass, Step};
+use crate::failure::{ErrorClass, FailureClass, Step};
 use crate::image::ImageError;
 use crate::network::NetworkError;
 use crate::secret::SecretError;
@@ -108,7 +108,7 @@ pub enum Error {
         reason: String,
     },
     /// A caller-chosen sandbox name breaks the naming rule (config).
-    #[error("sandbox name {} is refused: a name must start with \"{prefix}\" followed by letters, digits, '_', '.' or '-' (at most 64 bytes), because a sandbox is reachable by its name on the networks it joins and any other name could shadow a service such as \"postgres\"; try --name {prefix}<name>", shown(.name), prefix = crate::labels::SANDBOX_NAME_PREFIX)]
+    #[error("{}", invalid_name_text(.name, Surface::Cli))]
     InvalidName {
         /// The name as given.
         name: String,
@@ -145,7 +145,7 @@ pub enum NotFound {
         name: String,
     },
     /// The daemon's inspect found nothing by that name or ID.
-    #[error("no sandbox named {}; see `odek sandbox ls`", quote(.name))]
+    #[error("no sandbox named {}{}", quote(.name), unlisted_hint(Surface::Cli))]
     Unlisted {
         /// The name (or ID) as given.
         name: String,
@@ -156,6 +156,38 @@ pub enum NotFound {
         /// The sandbox's name.
         name: String,
     },
+}
+
+impl NotFound {
+    /// The message in `surface`'s words: only the CLI is pointed at
+    /// `odek sandbox ls`.
+    pub fn render(&self, surface: Surface) -> String {
+        match self {
+            NotFound::Unlisted { name } => {
+                format!("no sandbox named {}{}", quote(name), unlisted_hint(surface))
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+fn unlisted_hint(surface: Surface) -> &'static str {
+    match surface {
+        Surface::Cli => "; see `odek sandbox ls`",
+        Surface::Library | Surface::Mcp => "",
+    }
+}
+
+fn invalid_name_text(name: &str, surface: Surface) -> String {
+    let prefix = crate::labels::SANDBOX_NAME_PREFIX;
+    let try_it = match surface {
+        Surface::Cli => format!("try --name {prefix}<name>"),
+        Surface::Library | Surface::Mcp => format!("try {prefix}<name>"),
+    };
+    format!(
+        "sandbox name {} is refused: a name must start with \"{prefix}\" followed by letters, digits, '_', '.' or '-' (at most 64 bytes), because a sandbox is reachable by its name on the networks it joins and any other name could shadow a service such as \"postgres\"; {try_it}",
+        shown(name)
+    )
 }
 
 /// A container that is not a sandbox this user's odek can use.
@@ -311,7 +343,7 @@ impl std::fmt::Display for Removal {
 impl Error {
     /// The message with its advice in `surface`'s words ([`crate::config::advice`]):
     /// `Display` is [`Surface::Cli`]'s; the C ABI and the bindings show
-    /// [`Surface::Library`]'s.
+    /// [`Surface::Library`]'s, `odek mcp` [`Surface::Mcp`]'s.
     pub fn render(&self, surface: Surface) -> String {
         match self {
             Error::Config(e) => e.render(surface),
@@ -334,7 +366,18 @@ impl Error {
             | Error::Cancelled { message, fix } => {
                 format!("{message}{}", fix_text(fix, surface))
             }
-            other => other.to_string(),
+            Error::NotFound(e) => e.render(surface),
+            Error::InvalidName { name } => invalid_name_text(name, surface),
+            // The rest carry no advice that differs by surface (a test
+            // renders every variant on each surface and looks for flags).
+            Error::Network(_)
+            | Error::Approval(_)
+            | Error::Narrow(_)
+            | Error::Endpoint(_)
+            | Error::NotASandbox(_)
+            | Error::InvalidPlan { .. }
+            | Error::Secret(_)
+            | Error::Usage(_) => self.to_string(),
         }
     }
 
@@ -366,6 +409,24 @@ impl Error {
             Error::Unreachable { .. } => FailureClass::DaemonUnreachable,
             Error::Rejected { .. } | Error::SandboxStopped { .. } => FailureClass::DockerRejected,
             Error::Exec { class, .. } => *class,
+        }
+    }
+
+    /// The class every surface reports this error with ([`ErrorClass`]):
+    /// the CLI, `odek mcp` and the C ABI's `odek_error_class` all show
+    /// this. A request the caller got wrong ([`Error::Usage`], not found,
+    /// not a sandbox, an invalid plan or name, the launch key) is `usage`;
+    /// a cancellation `cancelled`; everything else its [`Error::class`].
+    pub fn reported_class(&self) -> ErrorClass {
+        match self {
+            Error::Usage(_)
+            | Error::NotFound(_)
+            | Error::NotASandbox(_)
+            | Error::InvalidPlan { .. }
+            | Error::InvalidName { .. }
+            | Error::Secret(_) => ErrorClass::Usage,
+            Error::Cancelled { .. } => ErrorClass::Cancelled,
+            other => ErrorClass::Failure(other.class()),
         }
     }
 
@@ -414,5 +475,167 @@ impl Error {
     }
 }
 
+/// A request that parses but cannot be carried out is a usage error
+/// ([`ErrorClass::Usage`]) on every surface.
+impl From<crate::api::RequestError> for Error {
+    fn from(e: crate::api::RequestError) -> Error {
+        Error::Usage(e.0)
+    }
+}
+
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::advice::Fix;
+    use crate::narrow::NarrowError;
+
+    /// One error of each kind that carries advice, with every fix.
+    fn advised() -> Vec<Error> {
+        let fixes = [
+            Fix::PassWorkdir { dir: "d".into() },
+            Fix::PassOrEnterWorkdir { dir: "d".into() },
+            Fix::RunFrom { dir: "d".into() },
+            Fix::ImageOrUser,
+            Fix::Replace {
+                name: "odek-1".into(),
+            },
+            Fix::Reap {
+                name: "odek-1".into(),
+                detached: true,
+            },
+            Fix::Reap {
+                name: "odek-1".into(),
+                detached: false,
+            },
+            Fix::NoSupervisor,
+            Fix::Stop {
+                name: "odek-1".into(),
+            },
+        ];
+        let mut out: Vec<Error> = vec![
+            ConfigError::InvalidNetworkMode {
+                origin: "odek.json".into(),
+                value: "\"host\"".into(),
+            }
+            .into(),
+            ImageError::PullFailed {
+                reference: "x:1".into(),
+                message: "m".into(),
+            }
+            .into(),
+            ImageError::DockerfileUnusable {
+                path: "/p/Dockerfile.odek".into(),
+                reason: "is a directory".into(),
+            }
+            .into(),
+            Error::InvalidName { name: "x".into() },
+            NotFound::Unlisted { name: "x".into() }.into(),
+            NotFound::Unknown { name: "x".into() }.into(),
+            Error::Narrow(NarrowError { reason: "r".into() }),
+            Error::Unreachable {
+                endpoint: "unix:///x".into(),
+                step: Step::Create,
+                kind: EngineErrorKind::Timeout,
+                message: "m".into(),
+                removal: Some(Removal::Absent {
+                    name: "odek-1".into(),
+                    detached: true,
+                    waited: std::time::Duration::from_secs(10),
+                }),
+            },
+        ];
+        for fix in fixes {
+            let fix = Some(fix);
+            out.push(
+                ConfigError::Workdir {
+                    path: "/w".into(),
+                    reason: "r; ".into(),
+                    fix: fix.clone(),
+                }
+                .into(),
+            );
+            out.push(Error::Rejected {
+                step: Step::Start,
+                message: "m; ".into(),
+                fix: fix.clone(),
+                removal: Some(Removal::Left {
+                    name: "odek-1".into(),
+                    detached: false,
+                    why: None,
+                }),
+            });
+            out.push(Error::Exec {
+                message: "m; ".into(),
+                fix: fix.clone(),
+                class: FailureClass::DockerRejected,
+                started: false,
+            });
+            out.push(Error::SandboxStopped {
+                message: "m; ".into(),
+                fix: fix.clone(),
+            });
+            out.push(Error::Cancelled {
+                message: "m; ".into(),
+                fix,
+            });
+        }
+        out
+    }
+
+    /// MCP and the C ABI never show a command-line flag, `-C` or an
+    /// `odek sandbox down`/`ls` command; the CLI's words are `Display`.
+    #[test]
+    fn only_the_cli_is_told_flags_and_commands() {
+        for e in advised() {
+            assert_eq!(e.render(Surface::Cli), e.to_string());
+            for surface in [Surface::Library, Surface::Mcp] {
+                let text = e.render(surface);
+                for cli_only in ["--", "-C ", "odek sandbox down", "odek sandbox ls"] {
+                    assert!(
+                        !text.contains(cli_only),
+                        "{surface:?} shows {cli_only:?}: {text}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The class follows the variant: a request the caller got wrong is
+    /// `usage` on every surface, a cancellation `cancelled`, the rest
+    /// their SPEC §6.3 class.
+    #[test]
+    fn reported_classes() {
+        assert_eq!(Error::Usage("x".into()).reported_class(), ErrorClass::Usage);
+        assert_eq!(
+            Error::from(crate::api::RequestError("x".into())).reported_class(),
+            ErrorClass::Usage
+        );
+        assert_eq!(
+            Error::from(NotFound::Gone { name: "x".into() }).reported_class(),
+            ErrorClass::Usage
+        );
+        assert_eq!(
+            Error::Cancelled {
+                message: "x".into(),
+                fix: None
+            }
+            .reported_class(),
+            ErrorClass::Cancelled
+        );
+        for e in advised() {
+            match e.reported_class() {
+                ErrorClass::Failure(c) => assert_eq!(c, e.class(), "{e:?}"),
+                _ => assert!(
+                    matches!(
+                        e,
+                        Error::InvalidName { .. } | Error::NotFound(_) | Error::Cancelled { .. }
+                    ),
+                    "{e:?}"
+                ),
+            }
+        }
+    }
+}

@@ -44,6 +44,41 @@ impl std::fmt::Display for FailureClass {
     }
 }
 
+/// The class a front end reports an error with — the CLI's `odek: error
+/// (CLASS)`, MCP's `failure class CLASS`, the C ABI's `odek_error_class` —
+/// decided once, by the core error's variant ([`crate::Error::reported_class`]):
+/// SPEC §6.3's four classes ([`FailureClass`]), plus `usage` (a request the
+/// caller got wrong: an empty argv, a bad name, no such sandbox; the C ABI's
+/// 1xx codes) and `cancelled` (the caller cancelled the call).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// A request the caller got wrong (nothing was done).
+    Usage,
+    /// One of SPEC §6.3's classes.
+    Failure(FailureClass),
+    /// The caller cancelled the call.
+    Cancelled,
+}
+
+impl ErrorClass {
+    /// The kebab-case name every surface shows: `"usage"`, `"config"`,
+    /// `"docker-rejected"`, `"image-unavailable"`, `"daemon-unreachable"`,
+    /// `"cancelled"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Usage => "usage",
+            ErrorClass::Failure(c) => c.as_str(),
+            ErrorClass::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A launch step, for messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -40,6 +40,19 @@ pub enum Reaped {
 /// exists (the CLI's signal path, cancellation, an abandoned image probe).
 pub const CREATE_SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a stopped launch (the CLI's signal path, a cancelled launch of
+/// the C ABI or MCP) waits for the removal of an image probe it had made
+/// before it returns: as long as the probe's own removal may look for a
+/// create still on its way ([`CREATE_SETTLE`]), so that nothing is left
+/// when the process exits right after; the wait ends as soon as the
+/// removal does.
+pub const PROBE_SETTLE: std::time::Duration = CREATE_SETTLE;
+
+/// [`CREATE_SETTLE`] as documents say it: `"10 s"`.
+pub fn create_settle_text() -> String {
+    format!("{} s", CREATE_SETTLE.as_secs())
+}
+
 /// Removes the container named `name` if the launch `launch_id` created it
 /// (its [`labels::LAUNCH`] label), looking again every 250 ms for up to
 /// `wait` while no container has the name (a create still in flight).

@@ -138,10 +138,6 @@ pub fn validate_sandbox_name(name: &str) -> Result<()> {
     }
 }
 
-/// How long a cancelled launch waits for its image probe's removal before
-/// it returns (the removal goes on in the background after that).
-const PROBE_SETTLE: Duration = Duration::from_secs(2);
-
 /// A fresh sandbox name, `odek-<12 hex>`.
 pub fn new_sandbox_name() -> String {
     let b: [u8; 6] = rand::rng().random();
@@ -358,7 +354,8 @@ impl Client {
     /// With [`LaunchOptions::cancel`], the launch stops when the token
     /// fires: the container it created (found by name and launch ID, never
     /// one it did not create) is removed before this returns, a create
-    /// request on its way first given up to 10 s to answer
+    /// request on its way first given up to
+    /// [`CREATE_SETTLE`](crate::inventory::CREATE_SETTLE) to answer
     /// ([`LaunchGuard`]). A token cancelled before the call makes it fail at
     /// once.
     ///
@@ -393,14 +390,10 @@ impl Client {
             guard.settle(&mut work, std::future::pending::<()>()).await;
         }
         drop(work);
-        // A probe the launch had made to read its image is removed too: a
-        // short wait, so that a probe whose create may still land (looked
-        // for by name for up to 10 s) is removed by its task in the
-        // background while the caller goes on (a server's cap frees its
-        // place now).
-        let ended = guard
-            .reap(self, PROBE_SETTLE, std::future::pending::<()>())
-            .await;
+        // A probe the launch had made to read its image is removed too
+        // (waiting up to `inventory::PROBE_SETTLE`, as the CLI's signal
+        // path does).
+        let ended = guard.reap(self, std::future::pending::<()>()).await;
         Err(ended.cancelled())
     }
 

@@ -73,19 +73,130 @@ impl NarrowRequest {
         "readonly",
         "image",
     ];
+
+    /// Checks the request before it is applied, as every surface gets it
+    /// (the C ABI's and MCP's JSON, the CLI's flags through
+    /// [`NarrowRequest::from_settings`]): its schema tag, and no empty item
+    /// — a network name, Compose project, memory, CPU limit or image that
+    /// is the empty string (or only spaces) asks for nothing a caller
+    /// meant. Errors: a usage error ([`crate::api::RequestError`]) naming
+    /// the member.
+    pub fn check(&self) -> Result<(), crate::api::RequestError> {
+        self.check_schema()?;
+        let blank = |s: &String| s.trim().is_empty();
+        let empty = [
+            ("networks", self.networks.iter().flatten().any(blank)),
+            (
+                "compose_project",
+                self.compose_project.as_ref().is_some_and(blank),
+            ),
+            ("memory", self.memory.as_ref().is_some_and(blank)),
+            ("cpus", self.cpus.as_ref().is_some_and(blank)),
+            ("image", self.image.as_ref().is_some_and(blank)),
+        ];
+        match empty.iter().find(|(_, e)| *e) {
+            Some((member, _)) => Err(crate::api::RequestError(format!(
+                "{member} has an empty item: leave the member out to keep the parent's, or name what the sub-agent keeps"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// A request from settings given as text by config key, as a command
+    /// line gives them (`odek sandbox up --parent`'s `--sandbox-*` flags):
+    /// `value(key)` is the origin to name in a refusal (`"flag
+    /// --sandbox-networks"`) and the text. A list (`sandbox_networks`) is
+    /// split at commas; `sandbox_network` is parsed by the config rule,
+    /// `sandbox_pids_limit` as a number, `sandbox_readonly` as `true` (on)
+    /// or `false` (unset). The request is checked ([`NarrowRequest::check`]).
+    ///
+    /// Errors: an empty item or a value that does not parse (usage, naming
+    /// the origin); a network mode other than none/bridge (config).
+    pub fn from_settings(
+        value: impl Fn(&str) -> Option<(String, String)>,
+    ) -> Result<NarrowRequest, crate::Error> {
+        use crate::config::names;
+        let usage = |origin: &str, why: String| crate::Error::Usage(format!("{origin}: {why}"));
+        let text = |key: &str| value(key).map(|(_, v)| v);
+        let networks = match value(names::sandbox_networks) {
+            None => None,
+            Some((origin, v)) => {
+                let items: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+                if items.iter().any(String::is_empty) {
+                    return Err(usage(
+                        &origin,
+                        format!(
+                            "has an empty item ({}); write names separated by commas",
+                            crate::text::quote(&v)
+                        ),
+                    ));
+                }
+                Some(items)
+            }
+        };
+        let network_mode = match value(names::sandbox_network) {
+            None => None,
+            Some((origin, v)) => Some(crate::config::parse_network_mode(&origin, &v)?),
+        };
+        let pids_limit = match value(names::sandbox_pids_limit) {
+            None => None,
+            Some((origin, v)) => Some(v.trim().parse::<i64>().map_err(|_| {
+                usage(
+                    &origin,
+                    format!(
+                        "must be a whole number of processes (got {})",
+                        crate::text::quote(&v)
+                    ),
+                )
+            })?),
+        };
+        let readonly = match value(names::sandbox_readonly) {
+            None => None,
+            Some((_, v)) if v == "true" => Some(true),
+            Some((_, v)) if v == "false" => None,
+            Some((origin, v)) => {
+                return Err(usage(
+                    &origin,
+                    format!("must be true or false (got {})", crate::text::quote(&v)),
+                ))
+            }
+        };
+        let req = NarrowRequest {
+            schema: None,
+            networks,
+            compose_project: text(names::sandbox_compose_project),
+            network_mode,
+            pids_limit,
+            memory: text(names::sandbox_memory),
+            cpus: text(names::sandbox_cpus),
+            readonly,
+            image: text(names::sandbox_image),
+        };
+        req.check()?;
+        Ok(req)
+    }
 }
 
 /// [`NarrowRequest::network_mode`] from its text, for every front end that
 /// deserializes a request (the C ABI, MCP's `sandbox_narrow`): the config
-/// rule's parse and refusal (which points to `sandbox_networks`), not
-/// serde's "unknown variant".
+/// rule's parse, not serde's "unknown variant"; its refusal names the
+/// request's own members ([`network_mode_refusal`]), which are the same
+/// on both, never a command-line flag.
 fn network_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NetworkMode>, D::Error> {
     Option::<String>::deserialize(d)?
         .map(|text| {
             crate::config::parse_network_mode("network_mode", &text)
-                .map_err(serde::de::Error::custom)
+                .map_err(|_| serde::de::Error::custom(network_mode_refusal(&text)))
         })
         .transpose()
+}
+
+/// Why a narrowing request's `network_mode` of `text` is refused.
+fn network_mode_refusal(text: &str) -> String {
+    format!(
+        "network_mode must be \"none\" or \"bridge\" (got {}); to keep some of the parent's Docker networks ask for `networks` or `compose_project`",
+        crate::text::quote(text)
+    )
 }
 
 /// Why a child cannot have what it asked for. Class config.
@@ -280,6 +391,55 @@ mod tests {
         );
     }
 
+    /// An empty item is a usage refusal, from JSON (the C ABI, MCP) and
+    /// from a command line's settings alike.
+    #[test]
+    fn an_empty_item_is_refused_on_every_surface() {
+        for json in [
+            r#"{"networks": [""]}"#,
+            r#"{"networks": ["a", " "]}"#,
+            r#"{"compose_project": ""}"#,
+            r#"{"memory": ""}"#,
+            r#"{"cpus": ""}"#,
+            r#"{"image": ""}"#,
+        ] {
+            let req: NarrowRequest = serde_json::from_str(json).expect(json);
+            let e = crate::Error::from(req.check().expect_err(json));
+            assert_eq!(e.reported_class(), crate::ErrorClass::Usage, "{json}");
+        }
+        let flags = |pairs: &'static [(&'static str, &'static str)]| {
+            NarrowRequest::from_settings(move |key| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(k, v)| (format!("flag for {k}"), v.to_string()))
+            })
+        };
+        for bad in [
+            &[("sandbox_networks", "")][..],
+            &[("sandbox_networks", "a,,b")],
+            &[("sandbox_networks", "a, ")],
+            &[("sandbox_compose_project", "")],
+            &[("sandbox_memory", " ")],
+            &[("sandbox_pids_limit", "lots")],
+        ] {
+            let e = flags(bad).expect_err("refused");
+            assert_eq!(e.reported_class(), crate::ErrorClass::Usage, "{bad:?}: {e}");
+        }
+        let req = flags(&[
+            ("sandbox_networks", "a, b"),
+            ("sandbox_network", "none"),
+            ("sandbox_pids_limit", "64"),
+            ("sandbox_readonly", "true"),
+        ])
+        .expect("valid");
+        assert_eq!(req.networks, Some(vec!["a".to_string(), "b".to_string()]));
+        assert_eq!(req.network_mode, Some(NetworkMode::None));
+        assert_eq!(req.pids_limit, Some(64));
+        assert_eq!(req.readonly, Some(true));
+        assert!(flags(&[("sandbox_network", "host")]).is_err());
+    }
+
     /// Every front end that deserializes a request gets the config rule's
     /// parse of `network_mode` and its refusal.
     #[test]
@@ -295,11 +455,12 @@ mod tests {
         assert_eq!(absent.network_mode, None);
         for bad in ["host", "None", " none", "container:x"] {
             let e = parse(bad.into()).expect_err(bad).to_string();
-            let want = crate::config::parse_network_mode("network_mode", bad)
-                .expect_err(bad)
-                .to_string();
-            assert_eq!(e, want);
-            assert!(e.contains("sandbox_networks"), "{e}");
+            assert!(crate::config::parse_network_mode("network_mode", bad).is_err());
+            assert_eq!(e, network_mode_refusal(bad));
+            // The request's members, never a CLI flag (the C ABI and MCP
+            // show this text).
+            assert!(e.contains("`networks`"), "{e}");
+            assert!(!e.contains("--"), "{e}");
         }
         assert!(parse(5.into())
             .expect_err("a number")

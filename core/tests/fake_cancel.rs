@@ -151,3 +151,77 @@ async fn a_token_cancelled_before_the_exec_runs_nothing() {
         "no exec ran"
     );
 }
+
+/// How a command cut short ended is worded once, in the core
+/// (`ExecOutcome::cut_short_text`), for each surface: the CLI's lines as
+/// `odek sandbox exec` and `odek run` print them; MCP and a library are
+/// never told a command-line command, and the C ABI's cancelled error is
+/// the library's words.
+#[tokio::test]
+async fn a_command_cut_short_is_worded_by_the_core_for_each_surface() {
+    use odek_core::advice::Surface;
+    use odek_core::ExecOutcome;
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    let name = &sb.name;
+    let outcome = |timed_out, cancelled, killed, supervised| ExecOutcome {
+        exit_code: if timed_out { 124 } else { 130 },
+        timed_out,
+        cancelled,
+        killed,
+        supervised,
+    };
+    let cli = |o: ExecOutcome, removed| o.cut_short_text(&sb, removed, Surface::Cli).unwrap();
+    assert_eq!(
+        cli(outcome(true, false, true, true), false),
+        "the command did not finish within the timeout and was killed (its process group, session and descendants; odek's supervisor saw none left)"
+    );
+    assert_eq!(
+        cli(outcome(true, false, false, false), false),
+        format!("the command did not finish within the timeout and could not be killed (see above); `odek sandbox down {name}` stops it")
+    );
+    assert_eq!(
+        cli(outcome(false, true, true, false), false),
+        format!("interrupted; the command was killed (every process carrying its ODEK_EXEC_ID tag, and their children); sandbox {name} keeps running")
+    );
+    assert_eq!(
+        cli(outcome(true, false, true, true), true),
+        "the command did not finish within the timeout and was killed (its process group, session and descendants; odek's supervisor saw none left); the sandbox was removed"
+    );
+    assert_eq!(
+        outcome(false, false, false, false).cut_short_text(&sb, false, Surface::Cli),
+        None
+    );
+    for o in [
+        outcome(true, false, false, false),
+        outcome(false, true, false, true),
+        outcome(false, true, true, true),
+    ] {
+        for surface in [Surface::Mcp, Surface::Library] {
+            let t = o.cut_short_text(&sb, false, surface).unwrap();
+            assert!(!t.contains("odek sandbox"), "{surface:?}: {t}");
+            assert!(!t.contains("see above"), "{surface:?}: {t}");
+        }
+    }
+    assert!(outcome(false, true, false, true)
+        .cut_short_text(&sb, false, Surface::Mcp)
+        .unwrap()
+        .starts_with("the client cancelled the command; it could not be killed"));
+    // The C ABI's error: the library's words, the fix a field.
+    let err = outcome(false, true, false, true)
+        .cancelled_as_error(&sb)
+        .expect_err("cancelled");
+    assert_eq!(
+        err.render(Surface::Library),
+        outcome(false, true, false, true)
+            .cut_short_text(&sb, false, Surface::Library)
+            .unwrap()
+    );
+    assert!(matches!(
+        err,
+        Error::Cancelled {
+            fix: Some(odek_core::advice::Fix::Stop { .. }),
+            ..
+        }
+    ));
+}

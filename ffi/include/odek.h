@@ -100,11 +100,11 @@
 #define ODEK_STREAM_STDERR 2
 
 // The stable numeric codes of error objects (`odek_error_code`), one
-// `int32_t` each. Grouped by area: the hundreds digit is the area and the
-// failure class of SPEC §6.3 follows from it (1xx `usage`, 2xx and 3xx
-// `config`, 4xx `docker-rejected`, 5xx `image-unavailable`, 6xx
-// `daemon-unreachable`, 7xx `cancelled`). Values never change meaning; new
-// codes are only added.
+// `int32_t` each. Grouped by area, the hundreds digit: 1xx usage, 2xx and
+// 3xx config, 4xx docker-rejected, 5xx image-unavailable, 6xx
+// daemon-unreachable, 7xx cancelled; the class `odek_error_class` reports
+// is the core's for the error, which is the area's. Values never change
+// meaning; new codes are only added.
 enum odek_code_t
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : int32_t
@@ -370,8 +370,9 @@ odek_error_t *odek_launch(const odek_client_t *client,
 
 // `odek_launch`, stopped by `cancel` (NULL: not cancellable): once
 // `odek_cancel` is called the launch stops, removes the container it
-// created (a create request on its way is given up to 10 s to answer
-// first) and returns `ODEK_E_CANCELLED`; no handle is written.
+// created (a create request on its way is first given a bounded time to
+// answer, the core's `CREATE_SETTLE`) and returns `ODEK_E_CANCELLED`; no
+// handle is written.
 //
 // # Safety
 // As `odek_launch`; `cancel` is NULL or a live cancel handle.

@@ -1,7 +1,10 @@
 //! Error objects and their stable numeric codes (SPEC §10.1).
 //!
-//! Codes never change meaning. They are grouped by area; the hundreds digit
-//! is the area and the failure class of SPEC §6.3 follows from it.
+//! Codes never change meaning. They are grouped by area (the hundreds
+//! digit). The class of an error the core made is the core's
+//! ([`odek_core::Error::reported_class`], as the CLI and MCP show it); an
+//! error of the ABI itself (1xx: NULL pointers, bad JSON, handles) is
+//! `usage`.
 
 use std::ffi::{c_char, CStr, CString};
 
@@ -10,14 +13,14 @@ use odek_core::config::ConfigError;
 use odek_core::engine::{EndpointError, EngineErrorKind};
 use odek_core::image::ImageError;
 use odek_core::network::NetworkError;
-use odek_core::{Error, FailureClass};
+use odek_core::{Error, ErrorClass, FailureClass};
 
 /// The stable numeric codes of error objects (`odek_error_code`), one
-/// `int32_t` each. Grouped by area: the hundreds digit is the area and the
-/// failure class of SPEC §6.3 follows from it (1xx `usage`, 2xx and 3xx
-/// `config`, 4xx `docker-rejected`, 5xx `image-unavailable`, 6xx
-/// `daemon-unreachable`, 7xx `cancelled`). Values never change meaning; new
-/// codes are only added.
+/// `int32_t` each. Grouped by area, the hundreds digit: 1xx usage, 2xx and
+/// 3xx config, 4xx docker-rejected, 5xx image-unavailable, 6xx
+/// daemon-unreachable, 7xx cancelled; the class `odek_error_class` reports
+/// is the core's for the error, which is the area's. Values never change
+/// meaning; new codes are only added.
 #[repr(i32)]
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -115,19 +118,15 @@ pub enum odek_code_t {
 
 pub(crate) use odek_code_t as Code;
 
-impl odek_code_t {
-    /// The failure class of the code's area, as a static C string: SPEC
-    /// §6.3's classes, `usage` for ABI misuse, `cancelled` for a call the
-    /// caller cancelled.
-    pub fn class(self) -> &'static CStr {
-        match self as i32 / 100 {
-            2 | 3 => c"config",
-            4 => c"docker-rejected",
-            5 => c"image-unavailable",
-            6 => c"daemon-unreachable",
-            7 => c"cancelled",
-            _ => c"usage",
-        }
+/// A class's name as a static C string (`odek_error_class`).
+pub fn class_name(class: ErrorClass) -> &'static CStr {
+    match class {
+        ErrorClass::Usage => c"usage",
+        ErrorClass::Cancelled => c"cancelled",
+        ErrorClass::Failure(FailureClass::Config) => c"config",
+        ErrorClass::Failure(FailureClass::DockerRejected) => c"docker-rejected",
+        ErrorClass::Failure(FailureClass::ImageUnavailable) => c"image-unavailable",
+        ErrorClass::Failure(FailureClass::DaemonUnreachable) => c"daemon-unreachable",
     }
 }
 
@@ -213,6 +212,7 @@ fn engine_code(kind: EngineErrorKind) -> odek_code_t {
 #[allow(non_camel_case_types)]
 pub struct odek_error_t {
     code: odek_code_t,
+    class: ErrorClass,
     message: CString,
 }
 
@@ -220,16 +220,43 @@ pub struct odek_error_t {
 #[derive(Debug)]
 pub(crate) struct Failure {
     code: odek_code_t,
+    class: ErrorClass,
     message: String,
 }
 
 impl Failure {
-    /// A failure with a code and message.
+    /// A failure of the ABI itself (a NULL pointer, bad JSON, a handle, a
+    /// panic): class `usage`, or `cancelled` for [`Code::ODEK_E_CANCELLED`].
+    /// An error the core made goes through `From<Error>`, which takes the
+    /// core's class.
     pub fn new(code: Code, message: impl Into<String>) -> Failure {
         Failure {
             code,
+            class: if code == Code::ODEK_E_CANCELLED {
+                ErrorClass::Cancelled
+            } else {
+                ErrorClass::Usage
+            },
             message: message.into(),
         }
+    }
+
+    /// The code (tests).
+    #[cfg(test)]
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    /// The class (tests).
+    #[cfg(test)]
+    pub fn class(&self) -> ErrorClass {
+        self.class
+    }
+
+    /// The message (tests).
+    #[cfg(test)]
+    pub fn message(&self) -> &str {
+        &self.message
     }
 
     /// Allocates the error object handed to C.
@@ -237,6 +264,7 @@ impl Failure {
         let msg = self.message.replace('\0', "\u{fffd}");
         Box::into_raw(Box::new(odek_error_t {
             code: self.code,
+            class: self.class,
             message: CString::new(msg).expect("NUL bytes were replaced"),
         }))
     }
@@ -250,6 +278,7 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         Failure {
             code: code_of(&e),
+            class: e.reported_class(),
             message: e.render(odek_core::advice::Surface::Library),
         }
     }
@@ -277,7 +306,7 @@ pub unsafe extern "C" fn odek_error_code(error: *const odek_error_t) -> i32 {
 pub unsafe extern "C" fn odek_error_class(error: *const odek_error_t) -> *const c_char {
     // SAFETY: per the contract.
     match unsafe { error.as_ref() } {
-        Some(e) => e.code.class().as_ptr(),
+        Some(e) => class_name(e.class).as_ptr(),
         None => c"".as_ptr(),
     }
 }
@@ -312,31 +341,62 @@ pub unsafe extern "C" fn odek_error_free(error: *mut odek_error_t) {
 mod tests {
     use super::*;
 
-    /// The class of every area is the core's name for it (SPEC §6.3).
+    /// An error of the ABI itself is `usage` (a cancellation `cancelled`).
     #[test]
-    fn class_names_match_the_core() {
+    fn abi_failures_are_usage() {
         use odek_code_t::*;
-        let cases = [
-            (ODEK_E_NULL_POINTER, "usage"),
-            (ODEK_E_INTERNAL, "usage"),
-            (ODEK_E_FORKED, "usage"),
-            (ODEK_E_REENTRANT, "usage"),
-            (ODEK_E_CONFIG, FailureClass::Config.as_str()),
-            (ODEK_E_APPROVAL_DENIED, FailureClass::Config.as_str()),
-            (ODEK_E_EXEC, FailureClass::DockerRejected.as_str()),
-            (
-                ODEK_E_IMAGE_UNAVAILABLE,
-                FailureClass::ImageUnavailable.as_str(),
-            ),
-            (
-                ODEK_E_DAEMON_TIMEOUT,
-                FailureClass::DaemonUnreachable.as_str(),
-            ),
-            (ODEK_E_CANCELLED, "cancelled"),
-        ];
-        for (code, class) in cases {
-            assert_eq!(code.class().to_str(), Ok(class), "{code:?}");
+        for code in [
+            ODEK_E_NULL_POINTER,
+            ODEK_E_INVALID_ARGUMENT,
+            ODEK_E_INTERNAL,
+            ODEK_E_FORKED,
+            ODEK_E_REENTRANT,
+        ] {
+            assert_eq!(Failure::new(code, "x").class(), ErrorClass::Usage);
         }
+        assert_eq!(
+            Failure::new(ODEK_E_CANCELLED, "x").class(),
+            ErrorClass::Cancelled
+        );
+    }
+
+    /// The area (hundreds digit) each class's codes lie in.
+    fn area(class: ErrorClass) -> &'static [i32] {
+        match class {
+            ErrorClass::Usage => &[1],
+            ErrorClass::Failure(FailureClass::Config) => &[2, 3],
+            ErrorClass::Failure(FailureClass::DockerRejected) => &[4],
+            ErrorClass::Failure(FailureClass::ImageUnavailable) => &[5],
+            ErrorClass::Failure(FailureClass::DaemonUnreachable) => &[6],
+            ErrorClass::Cancelled => &[7],
+        }
+    }
+
+    /// An empty argv is the same class through the C ABI as through the CLI
+    /// and MCP (both print `reported_class`): `usage`, with
+    /// `ODEK_E_INVALID_ARGUMENT`; so is a request that does not parse.
+    #[test]
+    fn a_bad_exec_request_is_usage_as_on_every_surface() {
+        let req = odek_core::ExecRequest {
+            command: odek_core::Command::Argv(vec![]),
+            env: vec![],
+            timeout: None,
+            workdir: None,
+        };
+        let e = req.check().unwrap_err();
+        let f = Failure::from(e.clone());
+        assert_eq!(f.code(), Code::ODEK_E_INVALID_ARGUMENT);
+        assert_eq!(f.class(), e.reported_class());
+        assert_eq!(f.class(), ErrorClass::Usage);
+        assert_eq!(class_name(f.class()).to_str(), Ok("usage"));
+        let bad = odek_core::api::ExecRequest::default()
+            .into_core()
+            .unwrap_err();
+        let f = Failure::from(Error::from(bad));
+        assert_eq!(
+            (f.code(), f.class()),
+            (Code::ODEK_E_INVALID_ARGUMENT, ErrorClass::Usage)
+        );
     }
 
     /// The code of an error follows its variant and fields, never its text:
@@ -502,6 +562,14 @@ mod tests {
             for (e, want) in &cases {
                 covered(e);
                 assert_eq!(code_of(e), *want, "text {t:?}: {e:?}");
+                // The class is the core's, and lies in the code's area.
+                let f = Failure::from(e.clone());
+                assert_eq!(f.class(), e.reported_class(), "{e:?}");
+                assert!(
+                    area(f.class()).contains(&(*want as i32 / 100)),
+                    "{e:?}: class {} but code {want:?}",
+                    f.class()
+                );
             }
         }
         // The key is not looked at either: only `InvalidImage` is the

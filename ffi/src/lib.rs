@@ -350,8 +350,9 @@ pub unsafe extern "C" fn odek_launch(
 
 /// `odek_launch`, stopped by `cancel` (NULL: not cancellable): once
 /// `odek_cancel` is called the launch stops, removes the container it
-/// created (a create request on its way is given up to 10 s to answer
-/// first) and returns `ODEK_E_CANCELLED`; no handle is written.
+/// created (a create request on its way is first given a bounded time to
+/// answer, the core's `CREATE_SETTLE`) and returns `ODEK_E_CANCELLED`; no
+/// handle is written.
 ///
 /// # Safety
 /// As `odek_launch`; `cancel` is NULL or a live cancel handle.
@@ -561,7 +562,7 @@ pub unsafe extern "C" fn odek_narrow(
         let parent: Plan = unsafe { json_arg(parent_plan_json, "parent_plan_json")? };
         // SAFETY: per the function contract.
         let req: api::NarrowRequest = unsafe { json_arg(request_json, "request_json")? };
-        req.check_schema().map_err(invalid)?;
+        req.check().map_err(invalid)?;
         let child = odek_core::narrow::narrow(&parent, &req)
             .map_err(|e| Failure::from(odek_core::Error::Narrow(e)))?;
         // SAFETY: checked non-NULL.

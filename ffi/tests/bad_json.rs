@@ -1314,11 +1314,18 @@ fn rows(w: &World) -> Vec<Row> {
             "not one of the parent's",
         ),
         row(
+            "narrow: an empty network name",
+            Narrow,
+            narrow(r#"{"networks": ["shop_default", ""]}"#),
+            ARG,
+            "networks has an empty item",
+        ),
+        row(
             "narrow: network mode host",
             Narrow,
             narrow(r#"{"network_mode": "host"}"#),
             ARG,
-            "sandbox_network must be \"none\" or \"bridge\" (got \"host\")",
+            "network_mode must be \"none\" or \"bridge\" (got \"host\"); to keep some of the parent's Docker networks ask for `networks`",
         ),
         row(
             "narrow: none to bridge",

@@ -26,7 +26,7 @@
 //!   the setting. A client's `notifications/cancelled` for a call that
 //!   launches a sandbox undoes the launch (the core's cancellable launch).
 //! - Lifecycle: every sandbox the server launched is removed when the
-//!   client disconnects (stdin EOF) and on SIGINT/SIGTERM/SIGHUP. After
+//!   client disconnects (stdin EOF) and on SIGINT/SIGTERM/SIGHUP/SIGQUIT. After
 //!   SIGKILL its sandboxes carry this process as their owner, so
 //!   `odek sandbox gc` removes them.
 
@@ -50,7 +50,6 @@ pub mod tools;
 use odek_core::config::ConfigInputs;
 use odek_core::Client;
 use rmcp::ServiceExt;
-use tokio::signal::unix::{signal, SignalKind};
 
 pub use limits::{Limits, DEFAULT_MAX_SANDBOXES, MAX_SANDBOXES_ENV, MAX_SANDBOXES_FLAG};
 pub use sandboxes::MCP_ID_LABEL;
@@ -64,7 +63,7 @@ pub enum Stopped {
     /// The client closed stdin (or the session ended).
     Disconnected,
     /// A signal; carries the exit status it calls for (130 SIGINT, 143
-    /// SIGTERM, 129 SIGHUP).
+    /// SIGTERM, 129 SIGHUP, 131 SIGQUIT: `odek_core::signals`).
     Signal(u8),
 }
 
@@ -89,9 +88,9 @@ pub async fn serve_stdio(
     inputs: ConfigInputs,
     limits: Limits,
 ) -> std::io::Result<Stopped> {
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut hup = signal(SignalKind::hangup())?;
+    // SIGINT, SIGTERM, SIGHUP and SIGQUIT: the core's table, as the CLI's.
+    let mut signals = odek_core::signals::Signals::install()?;
+    let odek = odek.with_surface(odek_core::advice::Surface::Mcp);
     let server = OdekMcp::new(odek, inputs, limits).await;
     let keeper = server.clone();
     errln!(
@@ -108,9 +107,7 @@ pub async fn serve_stdio(
     };
     let stopped = tokio::select! {
         _ = serving => Stopped::Disconnected,
-        _ = int.recv() => Stopped::Signal(130),
-        _ = term.recv() => Stopped::Signal(143),
-        _ = hup.recv() => Stopped::Signal(129),
+        status = signals.next() => Stopped::Signal(status),
     };
     for line in keeper.shutdown().await {
         errln!("odek: {line}");

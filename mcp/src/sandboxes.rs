@@ -47,6 +47,12 @@ pub(crate) struct Entry {
     _slot: Arc<Slot>,
 }
 
+/// An error's message as an MCP client reads it: its advice in MCP's
+/// words (settings, tools), never a command-line flag.
+pub(crate) fn mcp_words(e: &Error) -> String {
+    e.render(odek_core::advice::Surface::Mcp)
+}
+
 /// A refusal shown to the client as a tool error: the text names the cause
 /// and the fix.
 #[derive(Debug)]
@@ -64,8 +70,9 @@ impl From<Error> for Refusal {
             Some(_) => "; nothing ran on the host (see above for the container)",
         };
         Refusal(format!(
-            "{e}\n(odek refused: failure class {}{left})",
-            e.class()
+            "{}\n(odek refused: failure class {}{left})",
+            mcp_words(&e),
+            e.reported_class()
         ))
     }
 }
@@ -78,7 +85,11 @@ impl Refusal {
 
     /// An error of a command in a running sandbox (it may have partly run).
     pub(crate) fn during_exec(e: Error) -> Refusal {
-        Refusal(format!("{e}\n(odek: failure class {})", e.class()))
+        Refusal(format!(
+            "{}\n(odek: failure class {})",
+            mcp_words(&e),
+            e.reported_class()
+        ))
     }
 }
 
@@ -243,8 +254,9 @@ impl Sandboxes {
                 if let (Some(a), Some(req)) = (&a, &plan.approval) {
                     match a.via {
                         Via::Env => errln!(
-                            "odek: project settings of {} approved by ODEK_APPROVE_PROJECT_SANDBOX=1",
-                            odek_core::text::shown(&req.config)
+                            "odek: project settings of {} approved by {}=1",
+                            odek_core::text::shown(&req.config),
+                            odek_core::config::APPROVE_ENV
                         ),
                         Via::Once | Via::Trust => errln!(
                             "odek: project settings of {} approved by the user through the MCP client ({})",
@@ -262,9 +274,10 @@ impl Sandboxes {
                 };
                 if env_refused {
                     return Err(Refusal(format!(
-                        "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and ODEK_APPROVE_PROJECT_SANDBOX=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, review them and restart the server, or trust them with `odek run` in a terminal (answer t).\n\n{}",
+                        "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and {}=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, review them and restart the server, or trust them with `odek run` in a terminal (answer t).\n\n{}",
                         odek_core::text::shown(&req.config),
                         req.knobs.join(", "),
+                        odek_core::config::APPROVE_ENV,
                         req.render_card()
                     )));
                 }
@@ -279,8 +292,8 @@ impl Sandboxes {
                 };
                 return Err(Refusal(format!(
                     "{}\n(odek refused: failure class {}; the MCP server cannot ask at a terminal. Nothing was launched.){note}\n\n{}",
-                    e,
-                    e.class(),
+                    mcp_words(&e),
+                    e.reported_class(),
                     req.render_card()
                 )));
             }
@@ -372,8 +385,9 @@ impl Sandboxes {
             // Keep it listed so the caller can try again.
             self.table().insert(id.to_string(), entry);
             return Err(Refusal(format!(
-                "{e}\n(odek: failure class {}; sandbox {id} is still listed: call sandbox_down again)",
-                e.class()
+                "{}\n(odek: failure class {}; sandbox {id} is still listed: call sandbox_down again)",
+                mcp_words(&e),
+                e.reported_class()
             )));
         }
         Ok(())
@@ -472,8 +486,9 @@ impl Asker for Elicit<'_> {
                     config: req.config.clone(),
                 });
                 Err(Refusal(format!(
-                    "{e} (asked through the MCP client: {why})\n(odek refused: failure class {}; nothing ran and no container was left. The next call that launches a sandbox asks again; or trust the settings with `odek run` in a terminal (answer t).)\n\n{}",
-                    e.class(),
+                    "{} (asked through the MCP client: {why})\n(odek refused: failure class {}; nothing ran and no container was left. The next call that launches a sandbox asks again; or trust the settings with `odek run` in a terminal (answer t).)\n\n{}",
+                    mcp_words(&e),
+                    e.reported_class(),
                     req.render_card()
                 )))
             }

@@ -82,9 +82,10 @@ impl OdekMcp {
                 // what the agent gets: say that first (SPEC §7).
                 let pending = match &plan.approval {
                     Some(req) if req.standing().is_none() => format!(
-                        "NOT APPROVED YET: {} asks for sandbox settings ({}) that the operator has not approved, so every tool call that launches a sandbox asks the user through the MCP client (if it supports elicitation) or is refused until they are approved (`odek run` in a terminal, answer `t`; or ODEK_APPROVE_PROJECT_SANDBOX=1 for this server). If approved, the sandbox will have:\n\n",
+                        "NOT APPROVED YET: {} asks for sandbox settings ({}) that the operator has not approved, so every tool call that launches a sandbox asks the user through the MCP client (if it supports elicitation) or is refused until they are approved (`odek run` in a terminal, answer `t`; or {}=1 for this server). If approved, the sandbox will have:\n\n",
                         req.config,
-                        req.knobs.join(", ")
+                        req.knobs.join(", "),
+                        odek_core::config::APPROVE_ENV
                     ),
                     _ => String::new(),
                 };
@@ -172,14 +173,10 @@ impl OdekMcp {
         let (outcome, ()) = tokio::join!(run, send_lines);
         let outcome = outcome.map_err(|e| refusal(Refusal::during_exec(e)))?;
         if outcome.cancelled {
-            return Err(format!(
-                "the client cancelled the command; it was {}",
-                if outcome.killed {
-                    "killed"
-                } else {
-                    "signalled but its end could not be confirmed"
-                }
-            ));
+            // The core's words for a command cut short, in MCP's terms.
+            return Err(outcome
+                .cut_short_text(&sandbox, false, odek_core::advice::Surface::Mcp)
+                .unwrap_or_default());
         }
         Ok(Json(ExecResult {
             sandbox_id: id,
@@ -288,6 +285,9 @@ impl OdekMcp {
             .get(args.sandbox_id.as_deref(), &caller)
             .await
             .map_err(refusal)?;
+        args.request
+            .check()
+            .map_err(|e| refusal(odek_core::Error::from(e).into()))?;
         let place = self.sandboxes.reserve().map_err(refusal)?;
         let plan = odek_core::narrow::narrow(&parent.plan, &args.request)
             .map_err(|e| refusal(odek_core::Error::from(e).into()))?;
@@ -518,9 +518,11 @@ mod tests {
                 .expect_err("refused")
                 .to_string()
         };
-        // The core's parse of the network mode, and its message.
+        // The core's parse of the network mode, and its message, which
+        // names the tool's arguments and no command-line flag.
         let e = refused(serde_json::json!({"network_mode": "host"}));
-        assert!(e.contains("sandbox_networks"), "{e}");
+        assert!(e.contains("`networks`"), "{e}");
+        assert!(!e.contains("--"), "{e}");
         // The C ABI's schema tag is not an argument of the tool.
         let e = refused(serde_json::json!({"schema": "odek.narrow-request/1"}));
         assert!(

@@ -874,7 +874,7 @@ def test_client_disconnect_removes_sandboxes(project):
     assert containers_for(project.dir) == []
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129), (signal.SIGQUIT, 131)])
 def test_signal_removes_sandboxes(project, sig, code):
     raw = Raw(project)
     launch_two(raw)

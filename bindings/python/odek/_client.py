@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import ctypes
 import json as _json
+import math
 import os
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union
 
 from . import _cancel, _ffi
 from ._cancel import CancelToken
+from ._errors import CODES, UsageError
 from ._managed import Managed
 from ._results import Description, ExecResult, SandboxInfo
 from ._types import Approval, ApprovalRequest, Plan
@@ -532,7 +534,19 @@ def _exec_request(
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise TypeError("timeout must be a number of seconds")
-        req["timeout_secs"] = float(timeout)
+        try:
+            secs = float(timeout)
+        except OverflowError:  # an int too big for a float
+            secs = math.inf
+        if not math.isfinite(secs):
+            # JSON carries no NaN or infinity, so libodek cannot be asked:
+            # the same typed refusal it gives any other bad timeout.
+            raise UsageError(
+                CODES["INVALID_ARGUMENT"],
+                "usage",
+                f"timeout must be a positive number of seconds below 1000000000 (got {timeout!r})",
+            )
+        req["timeout_secs"] = secs
     if workdir is not None:
         req["workdir"] = os.fspath(workdir)
     return _dumps(req, "exec request")

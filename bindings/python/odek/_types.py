@@ -181,6 +181,7 @@ class ApprovalRequestDoc(TypedDict):
     env_binding: Optional[str]
     dockerfile_sha256: Optional[str]
     approved_by_env: bool
+    standing: Optional[str]
     host_fallback: bool
     card: str
 
@@ -464,6 +465,9 @@ class ApprovalRequest:
         previously_trusted (bool): the store trusts this project directory
             with other settings or networks (review what changed).
         card_text (str): the card the ``odek`` CLI prompts with (see :meth:`card`).
+        standing_via (str | None): libodek's decision: ``"stored"`` or
+            ``"env"`` when the plan is approved without a question (see
+            :attr:`standing`), ``None`` when the operator must be asked.
     """
 
     json: str = field(repr=False)
@@ -484,6 +488,7 @@ class ApprovalRequest:
     approved_by_env: bool
     previously_trusted: bool = False
     card_text: str = field(default="", repr=False)
+    standing_via: Optional[str] = None
 
     @classmethod
     def from_json(cls, text: str) -> "ApprovalRequest":
@@ -515,13 +520,15 @@ class ApprovalRequest:
             approved_by_env=bool(d.get("approved_by_env", False)),
             previously_trusted=bool(d.get("previously_trusted", False)),
             card_text=str(d.get("card") or ""),
+            standing_via=d.get("standing"),
         )
 
     @property
     def standing(self) -> bool:
         """True when no question is needed: a stored trust or
-        ``ODEK_APPROVE_PROJECT_SANDBOX=1`` already approves the plan."""
-        return self.trusted or self.approved_by_env
+        ``ODEK_APPROVE_PROJECT_SANDBOX=1`` already approves the plan, as
+        libodek decided it (:attr:`standing_via`)."""
+        return self.standing_via is not None
 
     def card(self) -> str:
         """A plain-text card listing everything asked for (for a prompt): the

@@ -256,6 +256,14 @@ def test_project_settings_need_approval(fake_client, workdir):
         ("shop_default", False, "shop"), ("shop_backend", True, "shop")}
     assert len(req.key) == 64 and not req.trusted and not req.standing
     assert {e.key: e.reads for e in req.env} == {"TOKEN": ("HOME",), "MODE": ()}
+    # Whether a question is needed is libodek's decision ("standing"), not
+    # the binding's reading of trusted/approved_by_env.
+    doc = json.loads(req.json)
+    assert doc["standing"] is None
+    for trusted, by_env, standing, want in ((True, True, None, False), (False, False, "env", True),
+                                             (False, False, "stored", True)):
+        edited = dict(doc, trusted=trusted, approved_by_env=by_env, standing=standing)
+        assert odek.ApprovalRequest.from_json(json.dumps(edited)).standing is want, edited
     card = req.card()
     # the CLI's own card, carried in the request
     assert card == json.loads(req.json)["card"] == req.card_text
@@ -509,8 +517,17 @@ def test_exec_misuse(fake_client, workdir):
             sandbox.exec(["echo", 1])
         with pytest.raises(TypeError):
             sandbox.exec(["x"], timeout="5")
-        with pytest.raises(ValueError):
-            sandbox.exec(["x"], timeout=float("nan"))
+        # NaN, infinity and numbers beyond a float: the binding's own typed
+        # usage error, as for any other bad timeout (not ValueError or
+        # OverflowError from inside), for exec and exec_stream alike.
+        for bad in (float("nan"), float("inf"), -float("inf"), 10**400, 1e300):
+            with pytest.raises(odek.UsageError) as ei:
+                sandbox.exec(["x"], timeout=bad)
+            assert ei.value.code == odek.CODES["INVALID_ARGUMENT"], bad
+            assert ei.value.failure_class == "usage", bad
+            if bad != 1e300:  # refused by libodek when the stream starts
+                with pytest.raises(odek.UsageError):
+                    sandbox.exec_stream(["x"], timeout=bad)
         assert sandbox.exec(["still", "usable"]).exit_code == 0
 
 

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use odek_core::advice::Surface;
 use odek_core::{CancellationToken, Client, ExecOptions, ExecRequest};
 
 use crate::output::{print_anyhow, sink};
@@ -26,7 +27,10 @@ const EXEC_FLAGS: odek_core::api::ExecMembers = odek_core::api::ExecMembers {
 };
 
 /// The core's request from `-e`, `--timeout` and the command, parsed as
-/// every front end's is (`odek_core::api::ExecRequest::into_core_as`).
+/// every front end's is (`odek_core::api::ExecRequest::into_core_as`) and
+/// checked (`odek_core::exec::ExecRequest::check`: an empty command, NUL
+/// bytes, a reserved env key), before any call to the engine. Errors: a
+/// usage error (`odek_core::Error`) naming the flag or the command.
 pub(super) fn exec_request(flags: &ExecFlags, cmd: &[String]) -> anyhow::Result<ExecRequest> {
     let mut env = std::collections::BTreeMap::new();
     for kv in &flags.env {
@@ -41,7 +45,11 @@ pub(super) fn exec_request(flags: &ExecFlags, cmd: &[String]) -> anyhow::Result<
         timeout_secs: flags.timeout,
         ..Default::default()
     };
-    Ok(req.into_core_as(&EXEC_FLAGS)?)
+    let req = req
+        .into_core_as(&EXEC_FLAGS)
+        .map_err(odek_core::Error::from)?;
+    req.check()?;
+    Ok(req)
 }
 
 /// Exit status when a command could not finish in a sandbox that is up
@@ -109,6 +117,8 @@ async fn exec_in(
     // As the bindings' exec result keeps it.
     let capture = odek_core::api::ExecResult::capture();
     let result = async {
+        // Checked before the sandbox is attached: a refused request makes
+        // no engine call.
         let req = exec_request(flags, cmd)?;
         let sandbox = odek.attach(name, &odek_home()?).await?;
         // A signal cancels the command: the signal task fires the token.
@@ -140,7 +150,7 @@ async fn exec_in(
         // The terminal as it was, before anything more is said.
         drop(raw);
         let outcome = outcome?;
-        Ok::<_, anyhow::Error>((sandbox.name, outcome))
+        Ok::<_, anyhow::Error>((sandbox, outcome))
     }
     .await;
     if json {
@@ -152,27 +162,16 @@ async fn exec_in(
         }
     }
     match result {
-        Ok((name, o)) if o.cancelled => {
-            if o.killed {
-                errln!(
-                    "odek: interrupted; the command was killed ({}); sandbox {name} keeps running",
-                    killed_what(&o)
-                );
+        Ok((sandbox, o)) => {
+            // How a command cut short ended: the core's words.
+            if let Some(text) = o.cut_short_text(&sandbox, false, Surface::Cli) {
+                errln!("odek: {text}");
+            }
+            if o.cancelled {
+                ExitCode::from(signalled)
             } else {
-                errln!("odek: interrupted; the command could not be killed (see above); `odek sandbox down {name}` stops it");
+                exit_of(o.exit_code)
             }
-            ExitCode::from(signalled)
-        }
-        Ok((name, o)) => {
-            if o.timed_out && o.killed {
-                errln!(
-                    "odek: the command did not finish within the timeout and was killed ({})",
-                    killed_what(&o)
-                );
-            } else if o.timed_out {
-                errln!("odek: the command did not finish within the timeout and could not be killed (see above); `odek sandbox down {name}` stops it");
-            }
-            exit_of(o.exit_code)
         }
         Err(e) => {
             print_anyhow(&e);
@@ -184,17 +183,68 @@ async fn exec_in(
     }
 }
 
-/// What a confirmed kill of `o`'s command reached, by the path it ran:
-/// the supervisor kills the command's process group, session and
-/// descendants and confirms from the kernel; the exec API's kill finds
-/// every process carrying the command's `ODEK_EXEC_ID` tag.
-fn killed_what(o: &odek_core::ExecOutcome) -> String {
-    if o.supervised {
-        "its process group, session and descendants; odek's supervisor saw none left".into()
-    } else {
-        format!(
-            "every process carrying its {} tag, and their children",
-            odek_core::exec::EXEC_TAG_ENV
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use odek_core::engine::FakeEngine;
+
+    use super::*;
+
+    /// `odek sandbox exec NAME -- ''` (or a NUL byte in the command, or a
+    /// bad `-e`) is refused with 125 before any engine call: nothing is
+    /// attached, inspected or run.
+    #[tokio::test]
+    async fn a_bad_command_is_refused_before_the_sandbox_is_attached() {
+        let cases: [(&[&str], &[&str]); 4] = [
+            (&[""], &[]),
+            (&["", "x"], &[]),
+            (&["ls\0"], &[]),
+            (&["ls"], &["=x"]),
+        ];
+        for (cmd, env) in cases {
+            let fake = FakeEngine::new();
+            let odek = Client::with_engine(Arc::new(fake.clone()));
+            let flags = ExecFlags {
+                env: env.iter().map(|s| s.to_string()).collect(),
+                timeout: None,
+            };
+            let cmd: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+            let code = exec_in(
+                &odek,
+                "odek-e2e",
+                &flags,
+                &cmd,
+                Interactive::default(),
+                false,
+            )
+            .await;
+            assert_eq!(code, ExitCode::from(EXIT_REFUSED), "{cmd:?} {env:?}");
+            assert!(
+                fake.calls().is_empty(),
+                "{cmd:?} {env:?}: the engine was called: {:?}",
+                fake.calls()
+            );
+        }
+    }
+
+    /// The refusal of an empty command is a usage error, as through the C
+    /// ABI and MCP.
+    #[test]
+    fn an_empty_command_is_a_usage_error() {
+        let e = exec_request(&ExecFlags::default(), &["".to_string()]).unwrap_err();
+        let e = e.downcast_ref::<odek_core::Error>().expect("a core error");
+        assert_eq!(e.reported_class(), odek_core::ErrorClass::Usage);
+        let e = exec_request(
+            &ExecFlags {
+                env: vec![],
+                timeout: Some(f64::NAN),
+            },
+            &["ls".to_string()],
         )
+        .unwrap_err();
+        let e = e.downcast_ref::<odek_core::Error>().expect("a core error");
+        assert_eq!(e.reported_class(), odek_core::ErrorClass::Usage);
+        assert!(e.to_string().contains("--timeout"), "{e}");
     }
 }

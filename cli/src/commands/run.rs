@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use odek_core::advice::Surface;
 use odek_core::launch::{LaunchGuard, LaunchProgress};
 use odek_core::{Client, LaunchOptions};
 
@@ -60,15 +61,11 @@ async fn run_flow(
         print_anyhow(e);
         ExitCode::from(EXIT_REFUSED)
     };
+    // The command and its env are checked before any container exists.
     let req = match exec_request(&args.exec, &args.cmd) {
         Ok(r) => r,
         Err(e) => return refuse(&e),
     };
-    // Check the command and its env before any container exists.
-    if let Err(e) = req.check() {
-        print_error(&e);
-        return ExitCode::from(EXIT_REFUSED);
-    }
     let io = Interactive {
         stdin: args.io.interactive,
         tty: args.io.tty,
@@ -146,13 +143,9 @@ async fn run_flow(
     }
     match outcome {
         Ok(o) => {
-            if o.timed_out {
-                let then = match (&sandbox.container_id, o.killed) {
-                    (Some(_), _) => "the sandbox was removed",
-                    (None, true) => "it was killed with its process group on the host",
-                    (None, false) => "odek could not kill its process group on the host",
-                };
-                errln!("odek: the command did not finish within the timeout; {then}");
+            // A command cut short (its timeout): the core's words.
+            if let Some(text) = o.cut_short_text(&sandbox, true, Surface::Cli) {
+                errln!("odek: {text}");
             }
             exit_of(o.exit_code)
         }

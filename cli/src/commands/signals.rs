@@ -4,9 +4,6 @@
 
 use odek_core::launch::LaunchGuard;
 use odek_core::Client;
-use tokio::signal::unix::{signal, SignalKind};
-
-use odek_core::inventory::CREATE_SETTLE;
 
 /// Exit status after a panic in odek's own code (Rust's usual one), once
 /// the sandbox is removed.
@@ -16,8 +13,9 @@ use crate::exit::PANIC as EXIT_PANIC;
 /// panics, or SIGINT/SIGTERM/SIGHUP/SIGQUIT arrives. On a signal or a panic
 /// the work is dropped and the launch's container is removed by `guard`
 /// (SPEC §6.1: any failure after create removes the container); on a signal
-/// a create call in flight is first given up to 10 s to answer (a second
-/// signal stops the wait). What happened is said on stderr, with how to
+/// a create call in flight is first given up to
+/// [`CREATE_SETTLE`](odek_core::inventory::CREATE_SETTLE) to answer (a
+/// second signal stops the wait). What happened is said on stderr, with how to
 /// remove a container odek could not: `odek sandbox gc` for an ephemeral
 /// one, `odek sandbox down` for a `detached` one (gc keeps those). Errors:
 /// [`Interrupted`] with the exit status the signal calls for (130, 143,
@@ -45,7 +43,7 @@ pub(super) async fn interruptible<T>(
     drop(work);
     // A probe the launch had made to read its image is removed too (on a
     // task the dropped launch left): wait for it before exiting.
-    let ended = guard.reap(odek, CREATE_SETTLE, signals.next()).await;
+    let ended = guard.reap(odek, signals.next()).await;
     errln!("odek: {}", ended.stopped_line(why));
     Err(Interrupted(status))
 }
@@ -88,35 +86,9 @@ impl std::fmt::Display for Interrupted {
 }
 
 /// SIGINT, SIGTERM, SIGHUP and SIGQUIT, caught so that odek can clean up
-/// before it exits with 128 + the signal's number.
-pub(super) struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-    quit: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    pub(super) fn install() -> std::io::Result<Signals> {
-        Ok(Signals {
-            int: signal(SignalKind::interrupt())?,
-            term: signal(SignalKind::terminate())?,
-            hup: signal(SignalKind::hangup())?,
-            quit: signal(SignalKind::quit())?,
-        })
-    }
-
-    /// Waits for the next of them; returns the exit status it calls for
-    /// (130, 143, 129 or 131).
-    pub(super) async fn next(&mut self) -> u8 {
-        tokio::select! {
-            _ = self.int.recv() => 130,
-            _ = self.term.recv() => 143,
-            _ = self.hup.recv() => 129,
-            _ = self.quit.recv() => 131,
-        }
-    }
-}
+/// before it exits with 128 + the signal's number: the core's one table,
+/// which `odek mcp` catches too.
+pub(super) use odek_core::signals::Signals;
 
 #[cfg(test)]
 mod tests {

@@ -33,7 +33,7 @@ pub const PREVIOUSLY_TRUSTED: &str = "this project was trusted before with other
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ApprovalError {
     /// Launch was called for a plan that needs approval without one.
-    #[error("{} asks for project sandbox settings ({}); this needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set ODEK_APPROVE_PROJECT_SANDBOX=1", crate::text::shown(.config), crate::text::shown(.knobs))]
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval before launch: approve the plan's approval request (answer y or t at the odek prompt, or call approve in the bindings), or set {}=1", crate::text::shown(.config), crate::text::shown(.knobs), crate::config::APPROVE_ENV)]
     Required {
         /// The project config file.
         config: String,
@@ -41,7 +41,7 @@ pub enum ApprovalError {
         knobs: String,
     },
     /// No terminal to ask on, no env approval, no stored trust.
-    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set ODEK_APPROVE_PROJECT_SANDBOX=1 to approve it for this run", crate::text::shown(.config), crate::text::shown(.knobs))]
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set {}=1 to approve it for this run", crate::text::shown(.config), crate::text::shown(.knobs), crate::config::APPROVE_ENV)]
     NonInteractive {
         /// The project config file.
         config: String,
@@ -156,6 +156,14 @@ pub struct ApprovalRequest {
     pub dockerfile_sha256: Option<String>,
     /// `ODEK_APPROVE_PROJECT_SANDBOX=1` is set.
     pub approved_by_env: bool,
+    /// The core's decision ([`ApprovalRequest::standing`]): how the plan
+    /// is approved without a question — `"stored"` (a trust in the store)
+    /// or `"env"` (`ODEK_APPROVE_PROJECT_SANDBOX=1`) — or null when the
+    /// operator must be asked (or `approve` called). The bindings read
+    /// this; they do not decide from `trusted` and `approved_by_env`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub standing: Option<Via>,
     /// What happens when the sandbox cannot be made (the image cannot be
     /// pulled or built, the daemon is unreachable): `false` — refused,
     /// nothing runs (always, since a project setting makes the sandbox

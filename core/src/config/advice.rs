@@ -2,10 +2,10 @@
 //! error names is a value ([`Fix`]) and each surface words it: the command
 //! line as a flag, `-C DIR` or an `odek sandbox …` command; a program using
 //! libodek (the C ABI, Python, Go) as a setting, the `workdir` argument or
-//! closing the sandbox. [`crate::Error::render`] shows an error on a
-//! surface; its `Display` is the command line's words. The MCP server is
-//! configured with the command line's flags, so it shows the command line's
-//! words.
+//! closing the sandbox; an MCP client (`odek mcp`) as a setting or a
+//! tool (`sandbox_down`). [`crate::Error::render`] shows an error on a
+//! surface; its `Display` is the command line's words, which only the
+//! command line shows.
 
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +22,9 @@ pub enum Surface {
     /// settings keys (`sandbox_image`), the `workdir` argument, closing the
     /// sandbox handle.
     Library,
+    /// An agent talking to `odek mcp`: settings keys (the server's
+    /// settings), its tools (`sandbox_down`); never a flag or `-C`.
+    Mcp,
 }
 
 /// How a library caller removes a sandbox (the CLI's `odek sandbox down`).
@@ -72,28 +75,45 @@ pub enum Fix {
     /// Run without odek's supervisor: `ODEK_SUPERVISOR=` (empty)
     /// in the environment of the process that launches.
     NoSupervisor,
+    /// What stops a command odek could not kill: removing its sandbox
+    /// (`odek sandbox down NAME`; library: closing it; MCP: `sandbox_down`).
+    Stop {
+        /// The sandbox's name.
+        name: String,
+    },
 }
 
 impl Fix {
     /// The fix in `surface`'s words.
     pub fn render(&self, surface: Surface) -> String {
-        let lib = surface == Surface::Library;
+        let lib = surface != Surface::Cli;
+        let mcp = surface == Surface::Mcp;
         match self {
+            Fix::PassWorkdir { dir } | Fix::PassOrEnterWorkdir { dir } if mcp => {
+                format!("start the MCP server in {dir}")
+            }
             Fix::PassWorkdir { dir } if lib => format!("pass {dir} as `workdir`"),
             Fix::PassWorkdir { dir } => format!("pass {dir} with -C DIR"),
             Fix::PassOrEnterWorkdir { dir } if lib => format!("pass {dir} as `workdir`"),
             Fix::PassOrEnterWorkdir { dir } => {
                 format!("pass {dir} with -C DIR (or run odek from inside it)")
             }
+            Fix::RunFrom { dir } if mcp => format!("start the MCP server in {dir}"),
             Fix::RunFrom { dir } if lib => format!("resolve with `workdir` set to {dir}"),
             Fix::RunFrom { dir } => format!("run odek from (or pass -C) {dir}"),
             Fix::ImageOrUser => format!(
                 "use another image, or set a user the image defines (or root) with {}, ODEK_SANDBOX_USER or the user config",
                 surface.setting(names::sandbox_user)
             ),
+            Fix::Replace { .. } if mcp => {
+                "remove it with the `sandbox_down` tool and launch a new one".to_string()
+            }
             Fix::Replace { .. } if lib => format!("remove it by {CLOSE} and launch a new one"),
             Fix::Replace { name } => {
                 format!("remove it with `odek sandbox down {name}` and launch a new one")
+            }
+            Fix::Reap { detached: true, .. } if mcp => {
+                "the `sandbox_down` tool removes it".to_string()
             }
             Fix::Reap { detached: true, .. } if lib => format!("{CLOSE} removes it"),
             Fix::Reap {
@@ -108,6 +128,9 @@ impl Fix {
                 "set {}= (empty) in the environment to run sandboxes without odek's supervisor",
                 crate::config::SUPERVISOR_ENV
             ),
+            Fix::Stop { .. } if mcp => "the `sandbox_down` tool stops it".to_string(),
+            Fix::Stop { .. } if lib => format!("{CLOSE} stops it"),
+            Fix::Stop { name } => format!("`odek sandbox down {name}` stops it"),
         }
     }
 }
@@ -137,7 +160,8 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
 
 impl Surface {
     /// How this surface names the config key `key`: the CLI by its flag
-    /// (`--sandbox-image`), a library as "the `sandbox_image` setting".
+    /// (`--sandbox-image`), a library and MCP as "the `sandbox_image`
+    /// setting".
     pub fn setting(self, key: &str) -> String {
         match (self, crate::config::key(key).and_then(|k| k.flag)) {
             (Surface::Cli, Some(flag)) => flag.long.to_string(),
@@ -146,8 +170,8 @@ impl Surface {
     }
 
     /// How this surface shows a value for `key`: the CLI as its flag with
-    /// an example (`--sandbox-networks a,b`), a library in words ("a list
-    /// of network names").
+    /// an example (`--sandbox-networks a,b`), a library and MCP in words
+    /// ("a list of network names").
     pub fn value(self, key: &str) -> String {
         let (cli, library) = EXAMPLES
             .iter()
@@ -155,7 +179,7 @@ impl Surface {
             .map_or(("VALUE", "a value"), |(_, c, l)| (*c, *l));
         match self {
             Surface::Cli => format!("{} {cli}", self.setting(key)),
-            Surface::Library => library.to_string(),
+            Surface::Library | Surface::Mcp => library.to_string(),
         }
     }
 }
@@ -188,6 +212,10 @@ mod tests {
                 name: "odek-1".into(),
                 detached: false,
             },
+            Fix::NoSupervisor,
+            Fix::Stop {
+                name: "odek-1".into(),
+            },
         ]
     }
 
@@ -198,16 +226,20 @@ mod tests {
         }
     }
 
-    /// A library caller is never told a flag, `-C` or an `odek sandbox down`
-    /// command it cannot type.
+    /// A library caller and an MCP client are never told a flag, `-C` or
+    /// an `odek sandbox down` command they cannot type.
     #[test]
     fn a_library_caller_is_told_settings_and_arguments() {
         for fix in every_fix() {
             let cli = fix.render(Surface::Cli);
-            let lib = fix.render(Surface::Library);
-            assert_ne!(cli, lib, "{fix:?}");
-            for cli_only in ["-C", "--sandbox", "odek sandbox down"] {
-                assert!(!lib.contains(cli_only), "{fix:?}: {lib}");
+            for surface in [Surface::Library, Surface::Mcp] {
+                let other = fix.render(surface);
+                if fix != Fix::NoSupervisor {
+                    assert_ne!(cli, other, "{fix:?}");
+                }
+                for cli_only in ["-C", "--sandbox", "odek sandbox down", "--"] {
+                    assert!(!other.contains(cli_only), "{surface:?} {fix:?}: {other}");
+                }
             }
         }
     }

@@ -177,12 +177,16 @@ pub(crate) fn truthy(env: &BTreeMap<String, String>, var: &str) -> Result<bool, 
         })
 }
 
+/// `ODEK_APPROVE_PROJECT_SANDBOX`: when true (`1`), project settings that
+/// need approval are approved for this run without asking (SPEC §7).
+pub const APPROVE_ENV: &str = "ODEK_APPROVE_PROJECT_SANDBOX";
+
 /// The process-level switches odek reads from the environment besides the
 /// per-key variables of [`env_var_of`] (SPEC §3.1, CONFIG.md).
 pub const PROCESS_ENV_VARS: &[&str] = &[
     "ODEK_REQUIRE_SANDBOX",
     "ODEK_SANDBOX_NETWORK_LENIENT",
-    "ODEK_APPROVE_PROJECT_SANDBOX",
+    APPROVE_ENV,
     "ODEK_HOME",
     "ODEK_DOCKER_TIMEOUT",
     super::validate::SUPERVISOR_ENV,
@@ -337,7 +341,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         env: env_vars,
         volumes,
         require_sandbox: truthy(env, "ODEK_REQUIRE_SANDBOX")?,
-        approve_project: truthy(env, "ODEK_APPROVE_PROJECT_SANDBOX")?,
+        approve_project: truthy(env, APPROVE_ENV)?,
         warnings,
         root_owned,
     };

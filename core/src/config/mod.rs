@@ -24,7 +24,7 @@ pub(crate) use keys::container_only_keys;
 pub use keys::{env_var_of, key, names, Flag, Key, Kind, Layer, KEYS, KNOWN_KEYS};
 pub(crate) use merge::truthy;
 pub use merge::{
-    load, odek_home, ConfigInputs, SandboxTurnedOff, Settings, DEFAULT_MEMORY,
+    load, odek_home, ConfigInputs, SandboxTurnedOff, Settings, APPROVE_ENV, DEFAULT_MEMORY,
     DEFAULT_MEMORY_BYTES, PROCESS_ENV_VARS,
 };
 pub(crate) use parse::layer_from_env;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::advice::{fix_text, Fix, Surface};
 use crate::error::{Error, Result};
 use crate::sandbox::Sandbox;
 
@@ -56,7 +57,8 @@ impl ExecOutcome {
 
     /// The outcome, or for a command its caller cancelled
     /// ([`ExecOptions::cancel`](super::ExecOptions::cancel))
-    /// [`Error::Cancelled`] saying whether it was killed in `sandbox`: for
+    /// [`Error::Cancelled`] saying whether it was killed in `sandbox`
+    /// ([`ExecOutcome::cut_short_text`]'s words, with the fix a field): for
     /// callers that report a cancellation as an error (the C ABI's
     /// `odek_exec_cancellable`).
     ///
@@ -65,20 +67,80 @@ impl ExecOutcome {
         if !self.cancelled {
             return Ok(self);
         }
-        Err(Error::Cancelled {
-            fix: None,
-            message: if self.killed {
-                format!(
-                    "the command was cancelled by the caller; it was killed in sandbox {}",
-                    sandbox.name
-                )
-            } else {
-                format!(
-                    "the command was cancelled by the caller; odek could not confirm it was killed in sandbox {} (it ends when the sandbox is destroyed)",
-                    sandbox.name
-                )
-            },
-        })
+        let (message, fix) = self
+            .cut_short(sandbox, false, Surface::Library)
+            .unwrap_or_default();
+        Err(Error::Cancelled { message, fix })
+    }
+
+    /// What a front end says of a command its timeout or its caller cut
+    /// short, in `surface`'s words; `None` when it ran to its end. The
+    /// one text of the CLI (`odek run`, `odek sandbox exec`; without
+    /// `odek: `), MCP's `exec` and the C ABI's cancelled exec: who cut it
+    /// (the timeout; a signal on the CLI, the client on MCP, the caller in
+    /// a library), whether it was killed and what the kill reached, and
+    /// what became of `sandbox` — `removed` (`odek run` removes it after
+    /// the command), else it keeps running, with what stops the command
+    /// when it could not be killed ([`Fix::Stop`]).
+    pub fn cut_short_text(
+        &self,
+        sandbox: &Sandbox,
+        removed: bool,
+        surface: Surface,
+    ) -> Option<String> {
+        self.cut_short(sandbox, removed, surface)
+            .map(|(message, fix)| format!("{message}{}", fix_text(&fix, surface)))
+    }
+
+    /// [`ExecOutcome::cut_short_text`] up to its fix, and the fix.
+    fn cut_short(
+        &self,
+        sandbox: &Sandbox,
+        removed: bool,
+        surface: Surface,
+    ) -> Option<(String, Option<Fix>)> {
+        let subject = if self.timed_out {
+            "the command did not finish within the timeout and"
+        } else if self.cancelled {
+            match surface {
+                Surface::Cli => "interrupted; the command",
+                Surface::Mcp => "the client cancelled the command; it",
+                Surface::Library => "the command was cancelled by the caller; it",
+            }
+        } else {
+            return None;
+        };
+        let host = sandbox.container_id.is_none();
+        let what = if host {
+            "its process group on the host".to_string()
+        } else if self.supervised {
+            "its process group, session and descendants; odek's supervisor saw none left".into()
+        } else {
+            format!(
+                "every process carrying its {} tag, and their children",
+                crate::exec::EXEC_TAG_ENV
+            )
+        };
+        let see = match surface {
+            Surface::Cli => "see above",
+            Surface::Library | Surface::Mcp => "its stderr says why",
+        };
+        let mut message = if self.killed {
+            format!("{subject} was killed ({what})")
+        } else {
+            format!("{subject} could not be killed ({see})")
+        };
+        let name = &sandbox.name;
+        let mut fix = None;
+        if removed && !host {
+            message.push_str("; the sandbox was removed");
+        } else if !host && !self.killed {
+            message.push_str("; ");
+            fix = Some(Fix::Stop { name: name.clone() });
+        } else if !host && self.cancelled {
+            message.push_str(&format!("; sandbox {name} keeps running"));
+        }
+        Some((message, fix))
     }
 }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::config::advice::Fix;
-use crate::inventory::{Reaped, CREATE_SETTLE};
+use crate::inventory::{Reaped, CREATE_SETTLE, PROBE_SETTLE};
 use crate::launch::{new_sandbox_name, LaunchOptions, LaunchProgress, Stage};
 
 /// The name and progress of one launch, and the cleanup when it is stopped.
@@ -82,8 +82,8 @@ impl LaunchGuard {
     /// what it waits for and how long.
     pub fn settling_line(&self) -> String {
         format!(
-            "interrupted while the container was being created; waiting up to {} s for the daemon's answer to remove it (interrupt again to stop waiting)",
-            CREATE_SETTLE.as_secs()
+            "interrupted while the container was being created; waiting up to {} for the daemon's answer to remove it (interrupt again to stop waiting)",
+            crate::inventory::create_settle_text()
         )
     }
 
@@ -109,12 +109,12 @@ impl LaunchGuard {
         }
     }
 
-    /// After the launch was dropped: waits up to `probe_wait` (or until
-    /// `stop` fires) for the removal of an image probe the launch made,
-    /// then removes the launch's container if it made one.
-    pub async fn reap(self, odek: &Client, probe_wait: Duration, stop: impl Future) -> Interrupted {
+    /// After the launch was dropped: waits up to [`PROBE_SETTLE`] (or
+    /// until `stop` fires) for the removal of an image probe the launch
+    /// made, then removes the launch's container if it made one.
+    pub async fn reap(self, odek: &Client, stop: impl Future) -> Interrupted {
         tokio::select! {
-            _ = crate::launch::settle_probes(probe_wait) => {}
+            _ = crate::launch::settle_probes(PROBE_SETTLE) => {}
             _ = stop => {}
         }
         let stage = self.progress.get();
