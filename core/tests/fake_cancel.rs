@@ -171,7 +171,10 @@ async fn a_command_cut_short_is_worded_by_the_core_for_each_surface() {
         killed,
         supervised,
     };
-    let cli = |o: ExecOutcome, removed| o.cut_short_text(&sb, removed, Surface::Cli).unwrap();
+    let cli = |o: ExecOutcome, removed| {
+        o.cut_short_text(&sb, removed, Surface::Cli)
+            .expect("a text")
+    };
     assert_eq!(
         cli(outcome(true, false, true, true), false),
         "the command did not finish within the timeout and was killed (its process group, session and descendants; odek's supervisor saw none left)"
@@ -198,14 +201,14 @@ async fn a_command_cut_short_is_worded_by_the_core_for_each_surface() {
         outcome(false, true, true, true),
     ] {
         for surface in [Surface::Mcp, Surface::Library] {
-            let t = o.cut_short_text(&sb, false, surface).unwrap();
+            let t = o.cut_short_text(&sb, false, surface).expect("a text");
             assert!(!t.contains("odek sandbox"), "{surface:?}: {t}");
             assert!(!t.contains("see above"), "{surface:?}: {t}");
         }
     }
     assert!(outcome(false, true, false, true)
         .cut_short_text(&sb, false, Surface::Mcp)
-        .unwrap()
+        .expect("a text")
         .starts_with("the client cancelled the command; it could not be killed"));
     // The C ABI's error: the library's words, the fix a field.
     let err = outcome(false, true, false, true)
@@ -215,7 +218,7 @@ async fn a_command_cut_short_is_worded_by_the_core_for_each_surface() {
         err.render(Surface::Library),
         outcome(false, true, false, true)
             .cut_short_text(&sb, false, Surface::Library)
-            .unwrap()
+            .expect("a text")
     );
     assert!(matches!(
         err,

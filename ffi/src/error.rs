@@ -253,12 +253,6 @@ impl Failure {
         self.class
     }
 
-    /// The message (tests).
-    #[cfg(test)]
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
     /// Allocates the error object handed to C.
     pub fn into_raw(self) -> *mut odek_error_t {
         let msg = self.message.replace('\0', "\u{fffd}");
@@ -383,7 +377,7 @@ mod tests {
             timeout: None,
             workdir: None,
         };
-        let e = req.check().unwrap_err();
+        let e = req.check().expect_err("refused");
         let f = Failure::from(e.clone());
         assert_eq!(f.code(), Code::ODEK_E_INVALID_ARGUMENT);
         assert_eq!(f.class(), e.reported_class());
@@ -391,7 +385,7 @@ mod tests {
         assert_eq!(class_name(f.class()).to_str(), Ok("usage"));
         let bad = odek_core::api::ExecRequest::default()
             .into_core()
-            .unwrap_err();
+            .expect_err("refused");
         let f = Failure::from(Error::from(bad));
         assert_eq!(
             (f.code(), f.class()),

@@ -232,7 +232,8 @@ mod tests {
     /// ABI and MCP.
     #[test]
     fn an_empty_command_is_a_usage_error() {
-        let e = exec_request(&ExecFlags::default(), &["".to_string()]).unwrap_err();
+        let e = exec_request(&ExecFlags::default(), &["".to_string()])
+            .expect_err("an empty command is refused");
         let e = e.downcast_ref::<odek_core::Error>().expect("a core error");
         assert_eq!(e.reported_class(), odek_core::ErrorClass::Usage);
         let e = exec_request(
@@ -242,7 +243,7 @@ mod tests {
             },
             &["ls".to_string()],
         )
-        .unwrap_err();
+        .expect_err("a NaN timeout is refused");
         let e = e.downcast_ref::<odek_core::Error>().expect("a core error");
         assert_eq!(e.reported_class(), odek_core::ErrorClass::Usage);
         assert!(e.to_string().contains("--timeout"), "{e}");
