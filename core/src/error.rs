@@ -494,27 +494,7 @@ mod tests {
 
     /// One error of each kind that carries advice, with every fix.
     fn advised() -> Vec<Error> {
-        let fixes = [
-            Fix::PassWorkdir { dir: "d".into() },
-            Fix::PassOrEnterWorkdir { dir: "d".into() },
-            Fix::RunFrom { dir: "d".into() },
-            Fix::ImageOrUser,
-            Fix::Replace {
-                name: "odek-1".into(),
-            },
-            Fix::Reap {
-                name: "odek-1".into(),
-                detached: true,
-            },
-            Fix::Reap {
-                name: "odek-1".into(),
-                detached: false,
-            },
-            Fix::NoSupervisor,
-            Fix::Stop {
-                name: "odek-1".into(),
-            },
-        ];
+        let fixes = crate::config::advice::every_fix();
         let mut out: Vec<Error> = vec![
             ConfigError::InvalidNetworkMode {
                 origin: "odek.json".into(),

@@ -163,31 +163,67 @@ pub unsafe extern "C" fn odek_exec_stream(
         // SAFETY: per the function contract.
         let req: api::ExecRequest = unsafe { json_arg(request_json, "request_json")? };
         let request = req.into_core().map_err(crate::invalid)?;
-        let rt = crate::runtime()?;
-        let capture = api::ExecResult::capture();
-        let user = UserData(user_data);
-        let sink = |kind: StreamKind, bytes: &[u8]| {
-            capture.write(kind, bytes);
-            if bytes.is_empty() {
-                return;
-            }
-            let stream = match kind {
-                StreamKind::Stdout => ODEK_STREAM_STDOUT,
-                StreamKind::Stderr => ODEK_STREAM_STDERR,
-            };
-            let _mark = InCallback::enter();
-            // SAFETY: the caller's callback with its own user_data and a
-            // chunk valid for the call (the function contract).
-            unsafe { on_output(user.get(), stream, bytes.as_ptr(), bytes.len()) };
-        };
-        let opts = ExecOptions { cancel };
-        let outcome = rt
-            .block_on(h.odek.exec(&h.sandbox, &request, &opts, &sink))?
-            .cancelled_as_error(&h.sandbox)?;
-        let result = api::ExecResult::new(&outcome, capture.finish());
-        // SAFETY: checked non-NULL.
-        unsafe { write_json(result_json_out, &result) }
+        // SAFETY: per the function contract.
+        unsafe {
+            run_and_write(
+                &h,
+                &request,
+                cancel,
+                odek_core::ExecIo::default(),
+                Some(on_output),
+                user_data,
+                result_json_out,
+            )
+        }
     })
+}
+
+/// The body both streaming entries share: runs `request` on the sandbox
+/// with `io`, hands each non-empty chunk to `on_output` (when given, marked
+/// as inside a callback) and to the capture, and writes the result JSON to
+/// `result_json_out`. A cancelled command is `ODEK_E_CANCELLED` and writes
+/// nothing. `after` runs once the exec has ended, before the result is
+/// judged (the stdin entry refuses later writes there).
+///
+/// # Safety
+/// `on_output` safe to call with `user_data`; `result_json_out` writable
+/// and non-NULL.
+unsafe fn run_and_write(
+    h: &handles::SandboxHandle,
+    request: &odek_core::ExecRequest,
+    cancel: Option<odek_core::CancellationToken>,
+    io: odek_core::ExecIo<'_>,
+    on_output: odek_output_fn,
+    user_data: *mut c_void,
+    result_json_out: *mut *mut c_char,
+) -> Result<(), Failure> {
+    let rt = crate::runtime()?;
+    let capture = api::ExecResult::capture();
+    let user = UserData(user_data);
+    let sink = |kind: StreamKind, bytes: &[u8]| {
+        capture.write(kind, bytes);
+        let Some(on_output) = on_output else {
+            return;
+        };
+        if bytes.is_empty() {
+            return;
+        }
+        let stream = match kind {
+            StreamKind::Stdout => ODEK_STREAM_STDOUT,
+            StreamKind::Stderr => ODEK_STREAM_STDERR,
+        };
+        let _mark = InCallback::enter();
+        // SAFETY: the caller's callback with its own user_data and a
+        // chunk valid for the call (the function contract).
+        unsafe { on_output(user.get(), stream, bytes.as_ptr(), bytes.len()) };
+    };
+    let opts = ExecOptions { cancel };
+    let outcome = rt
+        .block_on(h.odek.exec_io(&h.sandbox, request, &opts, io, &sink))?
+        .cancelled_as_error(&h.sandbox)?;
+    let result = api::ExecResult::new(&outcome, capture.finish());
+    // SAFETY: non-NULL (the function contract).
+    unsafe { write_json(result_json_out, &result) }
 }
 
 /// A new stdin handle for one `odek_exec_stream_stdin` call: bytes written
@@ -330,26 +366,6 @@ pub unsafe extern "C" fn odek_exec_stream_stdin(
                 "this stdin handle was already given to another exec: make one per call with odek_stdin_new",
             ));
         };
-        let rt = crate::runtime()?;
-        let capture = api::ExecResult::capture();
-        let user = UserData(user_data);
-        let sink = |kind: StreamKind, bytes: &[u8]| {
-            capture.write(kind, bytes);
-            let Some(on_output) = on_output else {
-                return;
-            };
-            if bytes.is_empty() {
-                return;
-            }
-            let stream = match kind {
-                StreamKind::Stdout => ODEK_STREAM_STDOUT,
-                StreamKind::Stderr => ODEK_STREAM_STDERR,
-            };
-            let _mark = InCallback::enter();
-            // SAFETY: the caller's callback with its own user_data and a
-            // chunk valid for the call (the function contract).
-            unsafe { on_output(user.get(), stream, bytes.as_ptr(), bytes.len()) };
-        };
         use futures_util::StreamExt;
         let input = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed();
         let io = odek_core::ExecIo {
@@ -357,13 +373,20 @@ pub unsafe extern "C" fn odek_exec_stream_stdin(
             tty: None,
             resize: None,
         };
-        let opts = ExecOptions { cancel };
-        let ran = rt.block_on(h.odek.exec_io(&h.sandbox, &request, &opts, io, &sink));
+        // SAFETY: per the function contract.
+        let ran = unsafe {
+            run_and_write(
+                &h,
+                &request,
+                cancel,
+                io,
+                on_output,
+                user_data,
+                result_json_out,
+            )
+        };
         // The exec is over: later writes are refused.
         pipe.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let outcome = ran?.cancelled_as_error(&h.sandbox)?;
-        let result = api::ExecResult::new(&outcome, capture.finish());
-        // SAFETY: checked non-NULL.
-        unsafe { write_json(result_json_out, &result) }
+        ran
     })
 }

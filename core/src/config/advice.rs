@@ -185,39 +185,40 @@ impl Surface {
 }
 
 #[cfg(test)]
+/// One of each fix (tests here and in `error.rs`).
+pub(crate) fn every_fix() -> Vec<Fix> {
+    vec![
+        Fix::PassWorkdir {
+            dir: "the project directory".into(),
+        },
+        Fix::PassOrEnterWorkdir {
+            dir: "an existing project directory".into(),
+        },
+        Fix::RunFrom {
+            dir: "a project directory".into(),
+        },
+        Fix::ImageOrUser,
+        Fix::Replace {
+            name: "odek-1".into(),
+        },
+        Fix::Reap {
+            name: "odek-1".into(),
+            detached: true,
+        },
+        Fix::Reap {
+            name: "odek-1".into(),
+            detached: false,
+        },
+        Fix::NoSupervisor,
+        Fix::Stop {
+            name: "odek-1".into(),
+        },
+    ]
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
-
-    /// One of each fix.
-    fn every_fix() -> Vec<Fix> {
-        vec![
-            Fix::PassWorkdir {
-                dir: "the project directory".into(),
-            },
-            Fix::PassOrEnterWorkdir {
-                dir: "an existing project directory".into(),
-            },
-            Fix::RunFrom {
-                dir: "a project directory".into(),
-            },
-            Fix::ImageOrUser,
-            Fix::Replace {
-                name: "odek-1".into(),
-            },
-            Fix::Reap {
-                name: "odek-1".into(),
-                detached: true,
-            },
-            Fix::Reap {
-                name: "odek-1".into(),
-                detached: false,
-            },
-            Fix::NoSupervisor,
-            Fix::Stop {
-                name: "odek-1".into(),
-            },
-        ]
-    }
 
     #[test]
     fn the_cli_words_are_the_display() {
