@@ -64,12 +64,7 @@ pub const EXEC_RESULT_SCHEMA: &str = "odek.exec-result/1";
 /// `ODEK_EXEC_OUTPUT_LIMIT` and `odek sandbox exec --json`.
 pub const EXEC_OUTPUT_LIMIT: usize = 16 << 20;
 
-/// A request that parses but cannot be carried out as given: the C ABI's
-/// `ODEK_E_INVALID_ARGUMENT`. The message names the member and what is
-/// accepted.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RequestError(pub String);
+pub use crate::error::RequestError;
 
 /// Checks a request's optional `"schema"` tag: absent, or `<family>` + a
 /// version (`"odek.exec-request/1"` for family `"odek.exec-request/"`).

@@ -36,7 +36,7 @@ pub enum Error {
     Approval(#[from] ApprovalError),
     /// Narrowing a sub-agent's sandbox (SPEC §8): class config.
     #[error(transparent)]
-    Narrow(#[from] crate::narrow::NarrowError),
+    Narrow(#[from] NarrowError),
     /// The daemon endpoint is malformed (config) or has no socket (unreachable).
     #[error(transparent)]
     Endpoint(#[from] EndpointError),
@@ -477,10 +477,25 @@ impl Error {
 
 /// A request that parses but cannot be carried out is a usage error
 /// ([`ErrorClass::Usage`]) on every surface.
-impl From<crate::api::RequestError> for Error {
-    fn from(e: crate::api::RequestError) -> Error {
+impl From<RequestError> for Error {
+    fn from(e: RequestError) -> Error {
         Error::Usage(e.0)
     }
+}
+
+/// A request that parses but cannot be carried out as given: the C ABI's
+/// `ODEK_E_INVALID_ARGUMENT`. The message names the member and what is
+/// accepted. (Here, with the other errors; `api` re-exports it.)
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RequestError(pub String);
+
+/// Why a child cannot have what it asked for. Class config. (Here, with the other errors; `narrow` re-exports it.)
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[error("a sub-agent sandbox can only narrow its parent's: {reason}")]
+pub struct NarrowError {
+    /// What would widen.
+    pub reason: String,
 }
 
 /// `Result` with [`Error`].
@@ -489,8 +504,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::advice::Fix;
-    use crate::narrow::NarrowError;
 
     /// One error of each kind that carries advice, with every fix.
     fn advised() -> Vec<Error> {
@@ -590,7 +603,7 @@ mod tests {
     fn reported_classes() {
         assert_eq!(Error::Usage("x".into()).reported_class(), ErrorClass::Usage);
         assert_eq!(
-            Error::from(crate::api::RequestError("x".into())).reported_class(),
+            Error::from(RequestError("x".into())).reported_class(),
             ErrorClass::Usage
         );
         assert_eq!(

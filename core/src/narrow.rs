@@ -79,9 +79,9 @@ impl NarrowRequest {
     /// [`NarrowRequest::from_settings`]): its schema tag, and no empty item
     /// — a network name, Compose project, memory, CPU limit or image that
     /// is the empty string (or only spaces) asks for nothing a caller
-    /// meant. Errors: a usage error ([`crate::api::RequestError`]) naming
+    /// meant. Errors: a usage error ([`crate::error::RequestError`]) naming
     /// the member.
-    pub fn check(&self) -> Result<(), crate::api::RequestError> {
+    pub fn check(&self) -> Result<(), crate::error::RequestError> {
         self.check_schema()?;
         let blank = |s: &String| s.trim().is_empty();
         let empty = [
@@ -95,7 +95,7 @@ impl NarrowRequest {
             ("image", self.image.as_ref().is_some_and(blank)),
         ];
         match empty.iter().find(|(_, e)| *e) {
-            Some((member, _)) => Err(crate::api::RequestError(format!(
+            Some((member, _)) => Err(crate::error::RequestError(format!(
                 "{member} has an empty item: leave the member out to keep the parent's, or name what the sub-agent keeps"
             ))),
             None => Ok(()),
@@ -199,13 +199,7 @@ fn network_mode_refusal(text: &str) -> String {
     )
 }
 
-/// Why a child cannot have what it asked for. Class config.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
-#[error("a sub-agent sandbox can only narrow its parent's: {reason}")]
-pub struct NarrowError {
-    /// What would widen.
-    pub reason: String,
-}
+pub use crate::error::NarrowError;
 
 fn refuse<T>(reason: impl Into<String>) -> Result<T, NarrowError> {
     Err(NarrowError {

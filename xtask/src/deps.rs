@@ -41,6 +41,24 @@ pub(crate) fn deps_cmd(args: &[String]) -> R {
     Ok(())
 }
 
+/// The lint step: core's modules (tests aside) form no cycle, so each
+/// layer can be read, tested and changed without the ones above it. A
+/// cycle is an error naming its modules and the command that shows the
+/// edges.
+pub(crate) fn no_cycles() -> R {
+    let graph = scan(&root().join("core/src"), false)?;
+    let found = cycles(&graph);
+    if found.is_empty() {
+        println!("xtask: core's module graph has no cycle");
+        return Ok(());
+    }
+    let list: Vec<String> = found.iter().map(|c| c.join(", ")).collect();
+    Err(format!(
+        "core's modules form a cycle ({}): `cargo xtask deps` shows who uses whom; move the shared item down a layer",
+        list.join("; ")
+    ))
+}
+
 /// Reads core/src into a [`Graph`].
 fn scan(src: &Path, tests: bool) -> Result<Graph, String> {
     let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));

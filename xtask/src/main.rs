@@ -399,6 +399,7 @@ fn lint() -> R {
     sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
     checks::citations()?;
     checks::shellcheck()?;
+    deps::no_cycles()?;
     sh(cargo().args([
         "clippy",
         "--workspace",
