@@ -139,3 +139,37 @@ fn clippy_forbids_command_outside_exec_host_rs() {
         );
     }
 }
+
+/// Every config key is spelled once, in `core/src/config/keys.rs`: the
+/// production code of core, the CLI, `odek mcp` and the C ABI names a key
+/// through the table (`keys::names::…`, `KEYS`), never as a string
+/// literal, so renaming or adding a key cannot leave a second spelling
+/// behind. Tests may spell keys (they check the documented names).
+#[test]
+fn config_keys_are_spelled_only_in_the_key_table() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let table = repo.join("core/src/config/keys.rs");
+    let mut files = Vec::new();
+    for dir in ["core/src", "cli/src", "mcp/src", "ffi/src"] {
+        sources(&repo.join(dir), &mut files);
+    }
+    let mut found = Vec::new();
+    for f in files {
+        if f == table {
+            continue;
+        }
+        let code = production_code(&std::fs::read_to_string(&f).expect("read"));
+        for key in odek_core::config::KNOWN_KEYS {
+            if code.contains(&format!("\"{key}\"")) {
+                found.push(format!("{}: \"{key}\"", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "config keys spelled outside the key table: {found:#?}"
+    );
+    // The guard itself sees a literal.
+    let planted = production_code("fn f() { pick(&r, \"sandbox_memory\"); }");
+    assert!(planted.contains("\"sandbox_memory\""));
+}
