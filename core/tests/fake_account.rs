@@ -240,6 +240,58 @@ async fn a_launch_cancelled_while_it_reads_the_image_leaves_no_probe() {
     assert!(s.fake.calls_of(Op::StartContainer).is_empty());
 }
 
+/// A launch cancelled while its image probe's create request is on its
+/// way: the create's answer is not lost — the probe it made is removed by
+/// its ID as soon as the answer comes — and the cancelled launch ends then,
+/// not after the whole create settle time (10 s) spent looking by name for
+/// a container the dropped request would never have made. (An MCP server
+/// holds the launch's place under its cap until then.)
+#[tokio::test]
+async fn a_launch_cancelled_while_the_probe_is_created_removes_it_at_once() {
+    let (s, spy) = spied();
+    let s = numeric_user(s);
+    let plan = s.resolve().await.expect("resolve");
+    let token = odek_core::CancellationToken::new();
+    let t = token.clone();
+    spy.slow_probe_create(std::time::Duration::from_millis(300), move || t.cancel());
+    let started = std::time::Instant::now();
+    let err = s
+        .odek
+        .launch(
+            &plan,
+            &odek_core::LaunchOptions {
+                cancel: Some(token.clone()),
+                ..Default::default()
+            },
+            &s.reporter,
+        )
+        .await
+        .expect_err("cancelled");
+    let took = started.elapsed();
+    assert!(matches!(err, odek_core::Error::Cancelled { .. }), "{err:?}");
+    assert_eq!(spy.probe_specs().len(), 1, "the probe's create was sent");
+    assert!(
+        s.fake.containers().is_empty(),
+        "the probe was left: {:?}",
+        s.fake.containers()
+    );
+    assert!(
+        s.fake
+            .probe_calls()
+            .iter()
+            .filter(|c| c.op == Op::RemoveContainer)
+            .count()
+            == 1,
+        "the probe was removed by its ID: {:?}",
+        s.fake.probe_calls()
+    );
+    assert!(
+        took < odek_core::inventory::CREATE_SETTLE / 2,
+        "the cancelled launch took {took:?}: it waited for a container by name"
+    );
+    assert!(s.fake.calls_of(Op::StartContainer).is_empty());
+}
+
 /// A fake image `odek-test/trap:1` with `path` set to `what`.
 fn trap(path: &str, what: Option<FakePath>) -> Setup {
     let fake = shop_fake();

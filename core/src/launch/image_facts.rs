@@ -326,24 +326,44 @@ async fn probe(
         stdin_once: false,
         auto_remove: false,
     };
-    // A launch dropped from here on (a signal, a cancellation) removes the
-    // probe from a task: by its ID once created, else by its name and
-    // launch ID, waiting out a create still in flight.
+    // The create runs on a task of its own, so that its answer is never
+    // lost: a launch dropped from here on (a signal, a cancellation)
+    // removes the probe from a task, by the ID that answer gives (or by
+    // its name and launch ID when the answer was an error: a lost answer
+    // may still have made it), without waiting out a create that was never
+    // sent.
+    let create = tokio::spawn({
+        let (engine, spec) = (engine.clone(), spec.clone());
+        async move { engine.create_container(&spec).await }
+    });
     let mut guard = ProbeGuard {
         engine: engine.clone(),
         name: name.clone(),
         launch_id: launch_id.clone(),
+        create: Some(create),
         id: None,
         done: false,
     };
-    let created = match engine.create_container(&spec).await {
-        Ok(c) => c,
-        Err(e) => {
+    let answer = match guard.create.as_mut() {
+        Some(create) => create.await,
+        None => unreachable!("set just above"),
+    };
+    guard.create = None;
+    let created = match answer {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
             guard.done = true;
             // A lost answer may still have made it.
             let _ =
                 crate::inventory::reap(engine.as_ref(), &name, &launch_id, Duration::ZERO).await;
             return Err(failed(e));
+        }
+        Err(join) => {
+            // The task panicked or the runtime is shutting down: the guard
+            // reaps by name, waiting out a create that may be in flight.
+            return Err(Error::Usage(format!(
+                "the image probe's create did not finish: {join}"
+            )));
         }
     };
     guard.id = Some(created.id.clone());
@@ -422,6 +442,9 @@ struct ProbeGuard {
     engine: Arc<dyn DockerApi>,
     name: String,
     launch_id: String,
+    /// The create's task while its answer has not been read.
+    create:
+        Option<tokio::task::JoinHandle<Result<crate::engine::Created, crate::engine::EngineError>>>,
     id: Option<String>,
     done: bool,
 }
@@ -435,8 +458,28 @@ impl Drop for ProbeGuard {
             return;
         };
         let engine = self.engine.clone();
-        let (name, launch_id, id) = (self.name.clone(), self.launch_id.clone(), self.id.take());
+        let (name, launch_id, mut id) = (self.name.clone(), self.launch_id.clone(), self.id.take());
+        let create = self.create.take();
         let task = rt.spawn(async move {
+            if let Some(create) = create {
+                // The create's own answer, as soon as it comes (at most
+                // CREATE_SETTLE): its ID, or no container at all.
+                match tokio::time::timeout(crate::inventory::CREATE_SETTLE, create).await {
+                    Ok(Ok(Ok(c))) => id = Some(c.id),
+                    Ok(Ok(Err(_))) => {
+                        // A lost answer may still have made it.
+                        let _ = crate::inventory::reap(
+                            engine.as_ref(),
+                            &name,
+                            &launch_id,
+                            Duration::ZERO,
+                        )
+                        .await;
+                        return;
+                    }
+                    Ok(Err(_)) | Err(_) => {}
+                }
+            }
             match id {
                 Some(id) => {
                     let _ = engine.remove_container(&id).await;

@@ -394,6 +394,9 @@ pub struct Spy {
     hooks: Mutex<Vec<(Op, bool, Hook)>>,
     /// IDs of image probes (containers labelled `dev.odek.probe`).
     probes: Mutex<std::collections::BTreeSet<String>>,
+    /// A probe's create: run this when the request arrives, then answer
+    /// after the delay (a create in flight; see [`Spy::slow_probe_create`]).
+    slow_probe_create: Mutex<Option<(std::time::Duration, Box<dyn FnOnce() + Send>)>>,
 }
 
 /// Something done to the fake right after a call (see [`Spy::after_call`]).
@@ -411,7 +414,19 @@ impl Spy {
             aliases: Mutex::new(BTreeMap::new()),
             hooks: Mutex::new(Vec::new()),
             probes: Mutex::new(Default::default()),
+            slow_probe_create: Mutex::new(None),
         })
+    }
+
+    /// The next image probe's create request runs `on_request` as it
+    /// arrives and is answered `delay` later (the container is made then):
+    /// a launch cancelled while that create is in flight.
+    pub fn slow_probe_create(
+        &self,
+        delay: std::time::Duration,
+        on_request: impl FnOnce() + Send + 'static,
+    ) {
+        *self.slow_probe_create.lock().expect("lock") = Some((delay, Box::new(on_request)));
     }
 
     /// Runs `f` on the fake once, right after the next call of `op` (e.g. a
@@ -573,8 +588,16 @@ impl DockerApi for Spy {
 
     async fn create_container(&self, spec: &ContainerSpec) -> Result<Created, EngineError> {
         self.specs.lock().expect("lock").push(spec.clone());
-        let r = self.fake.create_container(spec).await;
         let probe = spec.labels.contains_key(odek_core::labels::PROBE);
+        let slow = match probe {
+            true => self.slow_probe_create.lock().expect("lock").take(),
+            false => None,
+        };
+        if let Some((delay, on_request)) = slow {
+            on_request();
+            tokio::time::sleep(delay).await;
+        }
+        let r = self.fake.create_container(spec).await;
         if let (true, Ok(c)) = (probe, &r) {
             self.probes.lock().expect("lock").insert(c.id.clone());
         }
