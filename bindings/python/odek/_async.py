@@ -206,6 +206,7 @@ class AsyncSandbox:
         timeout: Optional[float] = None,
         workdir: Optional[str] = None,
         cancel: Optional[CancelToken] = None,
+        stdin: Union[bytes, bool, None] = None,
     ) -> AsyncExecStream:
         """As :meth:`odek.Sandbox.exec_stream`, for ``async for``: starts
         the command now (call it from a coroutine: it needs the running
@@ -219,13 +220,17 @@ class AsyncSandbox:
 
         Not a coroutine itself: the chunks reach the event loop from a
         thread of the stream's own (not the executor). Cancelling the task
-        that iterates kills the command.
+        that iterates kills the command. ``stdin`` as the sync call's
+        (``bytes``, or ``True`` for :meth:`~odek.AsyncExecStream.write` and
+        :meth:`~odek.AsyncExecStream.close_stdin`, which never block the
+        loop); without odek's supervisor the stream raises
+        :class:`DockerRejectedError` (402) and nothing runs.
 
         Raises:
             MissingFunctionError, UsageError, InvalidHandleError: as the sync call.
         """
         req = _exec_request(argv, shell, env, timeout, workdir)
-        return AsyncExecStream(self._sync, req, cancel)
+        return AsyncExecStream(self._sync, req, cancel, None if stdin is False else stdin)
 
     async def close(self) -> None:
         """Removes the container and frees the handle; idempotent."""

@@ -267,7 +267,8 @@ class AsyncExecStream:
     Use ``async with`` or ``await stream.aclose()``.
     """
 
-    def __init__(self, sandbox: Any, request: bytes, cancel: Optional[CancelToken]) -> None:
+    def __init__(self, sandbox: Any, request: bytes, cancel: Optional[CancelToken],
+                 stdin: Any = None) -> None:
         loop = asyncio.get_running_loop()
         self._queue: "asyncio.Queue[Any]" = asyncio.Queue()
         q = self._queue
@@ -275,8 +276,17 @@ class AsyncExecStream:
         def put(item: Any) -> None:
             loop.call_soon_threadsafe(q.put_nowait, item)
 
-        self._call = _Call(sandbox, request, cancel, put)
+        self._call = _Call(sandbox, request, cancel, put, stdin)
         self._end: Optional[Any] = None
+
+    def write(self, data: bytes) -> None:
+        """As :meth:`ExecStream.write` (started with ``stdin=True``); does
+        not block, so it may be called from the event loop."""
+        self._call.write(data)
+
+    def close_stdin(self) -> None:
+        """As :meth:`ExecStream.close_stdin`; idempotent."""
+        self._call.close_stdin()
 
     def __repr__(self) -> str:
         return f"AsyncExecStream({'ended' if self._end is not None else 'running'})"

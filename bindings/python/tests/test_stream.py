@@ -285,6 +285,38 @@ def test_docker_stdin_round_trip(docker_sandbox, docker_workdir):
     assert r.stdout.strip() == "3000", r
 
 
+@pytest.mark.docker
+def test_docker_async_stdin_round_trip(docker_sandbox, docker_workdir):
+    """The asyncio stream takes stdin as the sync one does: written from
+    the event loop while the command runs (never blocking it), closed to
+    end it; without the supervisor it raises 402 and nothing ran."""
+    s = odek.AsyncSandbox(docker_sandbox)
+
+    async def go():
+        if not docker_sandbox.info.startup_line.endswith(" supervisor=on"):
+            with pytest.raises(odek.DockerRejectedError):
+                await s.exec_stream(shell="cat > ran", stdin=b"x").wait()
+            return None
+        run = s.exec_stream(argv=["cat"], stdin=True, timeout=60)
+        run.write(b"async ")
+        run.write(b"\x00in\n")
+        run.close_stdin()
+        seen = b""
+        async for chunk in run:
+            seen += chunk.data
+        r = await s.exec_stream(shell="wc -c", stdin=b"xy" * 500, timeout=60).wait()
+        return seen, run.result, r
+
+    out = asyncio.run(go())
+    if out is None:
+        assert not os.path.exists(os.path.join(docker_workdir, "ran"))
+        return
+    seen, result, r = out
+    assert seen == b"async \x00in\n", seen
+    assert result.exit_code == 0, result
+    assert r.stdout.strip() == "1000", r
+
+
 SERVER_PID = (
     'for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = odek-server ] '
     '&& echo "${p#/proc/}"; done; true'
