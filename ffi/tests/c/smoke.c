@@ -829,6 +829,36 @@ static void abuse_sandbox_params(struct ctx *c)
         }
     }
 
+    printf("--- odek_stdin_* and odek_exec_stream_stdin\n");
+    {
+        odek_stdin_t *in = odek_stdin_new();
+        result(in != NULL, "odek_stdin_new");
+        expect_err(odek_stdin_write(NULL, (const uint8_t *)"x", 1), ODEK_E_NULL_POINTER, "odek_stdin_write(NULL)");
+        expect_err(odek_stdin_write(in, NULL, 1), ODEK_E_NULL_POINTER, "odek_stdin_write(bytes=NULL, len=1)");
+        expect_ok(odek_stdin_write(in, NULL, 0), "odek_stdin_write(bytes=NULL, len=0)");
+        expect_ok(odek_stdin_write(in, (const uint8_t *)"a\0b", 3), "odek_stdin_write(3 bytes)");
+        expect_err(odek_stdin_write((const odek_stdin_t *)(void *)c->client, (const uint8_t *)"x", 1),
+                   ODEK_E_INVALID_HANDLE, "odek_stdin_write(client handle as stdin)");
+        expect_err(odek_exec_stream_stdin(c->sandbox, exec_ok, NULL, NULL, NULL, NULL, &s1), ODEK_E_NULL_POINTER,
+                   "odek_exec_stream_stdin(stdin=NULL)");
+        expect_err(odek_exec_stream_stdin(c->sandbox, exec_ok, NULL, in, NULL, NULL, NULL), ODEK_E_NULL_POINTER,
+                   "odek_exec_stream_stdin(out=NULL)");
+        /* The fake engine runs no supervisor: refused before anything runs. */
+        expect_err(odek_exec_stream_stdin(c->sandbox, exec_ok, NULL, in, NULL, NULL, &s1), ODEK_E_EXEC,
+                   "odek_exec_stream_stdin(no supervisor)");
+        expect_err(odek_exec_stream_stdin(c->sandbox, exec_ok, NULL, in, NULL, NULL, &s1), ODEK_E_INVALID_ARGUMENT,
+                   "odek_exec_stream_stdin(a handle another call took)");
+        result(s1 == STR_SENTINEL, "odek_exec_stream_stdin: out untouched after all errors");
+        expect_err(odek_stdin_write(in, (const uint8_t *)"x", 1), ODEK_E_INVALID_ARGUMENT,
+                   "odek_stdin_write after the exec ended");
+        expect_ok(odek_stdin_close(in), "odek_stdin_close");
+        expect_ok(odek_stdin_close(in), "odek_stdin_close again (idempotent)");
+        expect_err(odek_stdin_close(NULL), ODEK_E_NULL_POINTER, "odek_stdin_close(NULL)");
+        expect_ok(odek_stdin_free(in), "odek_stdin_free");
+        expect_err(odek_stdin_free(in), ODEK_E_INVALID_HANDLE, "odek_stdin_free(freed again)");
+        expect_ok(odek_stdin_free(NULL), "odek_stdin_free(NULL)");
+    }
+
     printf("--- odek_sandbox_destroy\n");
     expect_err(odek_sandbox_destroy(FAKE_SANDBOX), ODEK_E_INVALID_HANDLE, "odek_sandbox_destroy(0x1234)");
     expect_err(odek_sandbox_destroy(FAKE_SANDBOX2), ODEK_E_INVALID_HANDLE, "odek_sandbox_destroy(0xdeadbeef)");
@@ -1321,6 +1351,35 @@ static int run_real(const char *dir)
                    seen.out);
             expect_ok(odek_cancel_free(k), "real: odek_cancel_free");
         }
+    }
+
+    printf("real: step 4c exec_stream_stdin\n");
+    {
+        int supervised = 0;
+        odek_stdin_t *in = odek_stdin_new();
+        char *junk = STR_SENTINEL;
+        if (expect_ok(odek_exec(sb, "{\"shell\":\"test -e /.odek/odek-supervisor && echo yes || echo no\"}", &res),
+                      "real: odek_exec (supervisor?)")) {
+            supervised = contains(res, "\"stdout\":\"yes\\n\"");
+            odek_string_free(res);
+            res = NULL;
+        }
+        expect_ok(odek_stdin_write(in, (const uint8_t *)"he\0llo", 6), "real: odek_stdin_write");
+        expect_ok(odek_stdin_close(in), "real: odek_stdin_close");
+        if (supervised) {
+            if (expect_ok(odek_exec_stream_stdin(sb, "{\"argv\":[\"od\",\"-c\"]}", NULL, in, NULL, NULL, &res),
+                          "real: odek_exec_stream_stdin (od -c)")) {
+                result(contains(res, "h   e  \\\\0   l   l   o") && contains(res, "\"exit_code\":0,"),
+                       "real: stdin bytes (a NUL among them) reached the command (%s)", res);
+                odek_string_free(res);
+                res = NULL;
+            }
+        } else {
+            expect_err(odek_exec_stream_stdin(sb, "{\"argv\":[\"cat\"]}", NULL, in, NULL, NULL, &junk), ODEK_E_EXEC,
+                       "real: odek_exec_stream_stdin without the supervisor is refused");
+            result(junk == STR_SENTINEL, "real: no result after the refusal");
+        }
+        expect_ok(odek_stdin_free(in), "real: odek_stdin_free");
     }
 
     printf("real: step 5 describe\n");
