@@ -500,27 +500,53 @@ fn ready_exit_codes_env_cwd_ids_and_streams() {
     sup.ping();
 }
 
-#[test]
-fn terminal_and_resize() {
-    let _guard = shared();
-    let mut sup = Sup::new(BASE, &[]);
+/// What every image must get the same (ids 100-107): an exit code and a
+/// signal, env, cwd, the command's user, stdout and stderr apart, a stdin
+/// round trip through `cat` (a NUL among the bytes), and a terminal that
+/// `tty` sees and whose resize `stty size` sees. Busybox, Debian and a
+/// read-only root run it.
+fn portable_basics(sup: &mut Sup) {
+    let r = sup.owner.run(100, &sh("exit 3"));
+    assert_eq!((r.exit.code, r.exit.signal), (Some(3), None));
+    let r = sup.owner.run(101, &sh("kill -TERM $$"));
+    assert_eq!((r.exit.code, r.exit.signal), (None, Some(15)));
+    let mut s = sh("echo \"$FOO\"; pwd; id -u; echo err >&2");
+    s.env = vec![("FOO".into(), "bar".into())];
+    s.cwd = "/tmp".into();
+    let r = sup.owner.run(102, &s);
+    assert_eq!(r.out(), "bar\n/tmp\n1000\n");
+    assert_eq!(String::from_utf8_lossy(&r.stderr), "err\n");
+    let mut s = cmd(&["cat"]);
+    s.stdin = true;
+    sup.owner.start(103, &s).expect("cat starts");
+    for payload in [b"a\0b".to_vec(), b"c\n".to_vec(), vec![]] {
+        sup.owner.send(&Frame {
+            kind: Kind::Stdin,
+            id: 103,
+            payload,
+        });
+    }
+    let r = sup.owner.collect(103, WAIT);
+    assert_eq!(
+        (r.exit.code, r.stdout.as_slice()),
+        (Some(0), &b"a\0bc\n"[..])
+    );
     let mut s = cmd(&["tty"]);
     s.tty = Some(WinSize { cols: 80, rows: 24 });
-    let r = sup.owner.run(1, &s);
+    let r = sup.owner.run(104, &s);
     assert!(r.out().starts_with("/dev/pts/"), "{:?}", r.out());
-
     let mut s = sh("stty size; read x; stty size");
     s.tty = Some(WinSize { cols: 80, rows: 24 });
     s.stdin = true;
-    sup.owner.start(2, &s).unwrap();
+    sup.owner.start(105, &s).expect("stty starts");
     let first = sup
         .owner
-        .next_where(WAIT, |f| f.id == 2 && f.kind == Kind::Stdout)
+        .next_where(WAIT, |f| f.id == 105 && f.kind == Kind::Stdout)
         .expect("first stty size");
     assert_eq!(String::from_utf8_lossy(&first.payload), "24 80\r\n");
     sup.owner.send(&Frame::json(
         Kind::Resize,
-        2,
+        105,
         &WinSize {
             cols: 132,
             rows: 50,
@@ -528,12 +554,19 @@ fn terminal_and_resize() {
     ));
     sup.owner.send(&Frame {
         kind: Kind::Stdin,
-        id: 2,
+        id: 105,
         payload: b"\n".to_vec(),
     });
-    let r = sup.owner.collect(2, WAIT);
+    let r = sup.owner.collect(105, WAIT);
     assert!(r.out().ends_with("50 132\r\n"), "{:?}", r.out());
     assert_eq!(r.exit.code, Some(0));
+}
+
+#[test]
+fn terminal_and_resize() {
+    let _guard = shared();
+    let mut sup = Sup::new(BASE, &[]);
+    portable_basics(&mut sup);
 }
 
 #[test]
@@ -865,6 +898,7 @@ fn relay_sessions_only_for_the_supervisor_uid() {
 fn read_only_root_and_noexec_tmp() {
     let _guard = shared();
     let mut sup = Sup::new(BASE, &["--read-only", "--tmpfs", "/tmp:noexec"]);
+    portable_basics(&mut sup);
     let r = sup.owner.run(1, &sh("echo hi; touch /x"));
     assert_eq!(r.out(), "hi\n");
     assert_ne!(r.exit.code, Some(0));
@@ -882,6 +916,7 @@ fn read_only_root_and_noexec_tmp() {
 fn busybox_image() {
     let _guard = shared();
     let mut sup = Sup::new(BUSYBOX, &[]);
+    portable_basics(&mut sup);
     let r = sup.owner.run(1, &sh("id -u; echo $0"));
     assert_eq!(r.out(), "1000\n/bin/sh\n");
     let mut s = sh("sleep 30 & sleep 30");
