@@ -575,9 +575,9 @@ async fn every_sandbox_has_a_default_memory_limit_a_project_can_only_lower() {
     );
     let view = s.odek.config_view(&plan).await;
     assert!(
-        view.render_text().lines().any(|l| l.starts_with("memory")
-            && l.contains("4096 MiB")
-            && l.ends_with("(default)")),
+        view.render_text()
+            .lines()
+            .any(|l| l.starts_with("memory") && l.contains("4096 MiB") && l.ends_with("(default)")),
         "{}",
         view.render_text()
     );

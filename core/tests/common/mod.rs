@@ -396,8 +396,12 @@ pub struct Spy {
     probes: Mutex<std::collections::BTreeSet<String>>,
     /// A probe's create: run this when the request arrives, then answer
     /// after the delay (a create in flight; see [`Spy::slow_probe_create`]).
-    slow_probe_create: Mutex<Option<(std::time::Duration, Box<dyn FnOnce() + Send>)>>,
+    slow_probe_create: Mutex<Option<SlowCreate>>,
 }
+
+/// A delay and what runs when the request arrives (see
+/// [`Spy::slow_probe_create`]).
+type SlowCreate = (std::time::Duration, Box<dyn FnOnce() + Send>);
 
 /// Something done to the fake right after a call (see [`Spy::after_call`]).
 type Hook = Box<dyn FnOnce(&FakeEngine) + Send>;
