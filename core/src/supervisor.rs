@@ -1201,9 +1201,8 @@ mod tests {
             process: "7-1".into(),
             cursor: Some(0),
         };
-        let Answer::Reply { output, frame } = s
-            .request(Kind::Poll, &poll, Duration::from_secs(5))
-            .await
+        let Answer::Reply { output, frame } =
+            s.request(Kind::Poll, &poll, Duration::from_secs(5)).await
         else {
             panic!("no reply");
         };
@@ -1217,7 +1216,8 @@ mod tests {
         assert_eq!(frame.parse::<proto::Polled>().expect("Polled"), polled);
         // Nothing more comes: no answer within the budget is Lost.
         assert_eq!(
-            s.request(Kind::Poll, &poll, Duration::from_millis(50)).await,
+            s.request(Kind::Poll, &poll, Duration::from_millis(50))
+                .await,
             Answer::Lost
         );
         let (link, _peer) = link_from(vec![

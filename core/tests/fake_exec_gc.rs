@@ -910,17 +910,16 @@ async fn background_processes_without_the_supervisor_are_refused_before_anything
     let sb = s.up().await.expect("launch");
     let containers = s.fake.containers().len();
     let r = req(Command::Argv(vec!["sleep".into(), "300".into()]));
-    let err = s
-        .odek
-        .exec_background(&sb, &r)
-        .await
-        .expect_err("refused");
+    let err = s.odek.exec_background(&sb, &r).await.expect_err("refused");
     let text = err.to_string();
     assert!(
         matches!(err, odek_core::Error::Exec { started: false, .. }),
         "{err:?}"
     );
-    assert!(text.contains("background processes need odek's supervisor"), "{text}");
+    assert!(
+        text.contains("background processes need odek's supervisor"),
+        "{text}"
+    );
     assert!(text.contains("ODEK_SUPERVISOR"), "{text}");
     let id = odek_core::exec::ProcessId("1-1".into());
     for err in [
@@ -936,7 +935,11 @@ async fn background_processes_without_the_supervisor_are_refused_before_anything
         );
     }
     assert!(s.fake.calls_of(Op::Exec).is_empty(), "an exec ran");
-    assert_eq!(s.fake.containers().len(), containers, "a container was made");
+    assert_eq!(
+        s.fake.containers().len(),
+        containers,
+        "a container was made"
+    );
     let sink = |_: StreamKind, _: &[u8]| {};
     let ran = s
         .odek

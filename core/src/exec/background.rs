@@ -105,10 +105,7 @@ impl ProcessOutput {
             .collect()
     }
 
-    fn from_polled(
-        polled: proto::Polled,
-        output: Vec<(StreamKind, Vec<u8>)>,
-    ) -> ProcessOutput {
+    fn from_polled(polled: proto::Polled, output: Vec<(StreamKind, Vec<u8>)>) -> ProcessOutput {
         ProcessOutput {
             process_id: ProcessId(polled.process),
             pid: polled.pid,
