@@ -792,6 +792,27 @@ fn a_background_server_answers_later_commands_and_its_kill_ends_it() {
         .poll(11, &started.process, Some(after.next + 1))
         .expect_err("beyond");
     assert!(bad.contains("beyond"), "{bad}");
+    // An ended one's kill ends what is left of its session.
+    let left = sup
+        .owner
+        .background(12, &sh("sleep 301 & echo forked"))
+        .expect("spawned");
+    let (_, ended) = sup.owner.poll_until(13, &left.process, |r, p| {
+        p.exit.is_some() && r.out() == "forked\n"
+    });
+    assert_eq!(ended.exit.and_then(|e| e.code), Some(0));
+    assert!(
+        sup.ps(14).contains("sleep 301"),
+        "the leftover is not running"
+    );
+    let killed = sup.owner.kill_process(15, &left.process).expect("killed");
+    assert_eq!(
+        killed.exit.and_then(|e| e.code),
+        Some(0),
+        "its own status stands"
+    );
+    let ps = sup.ps(16);
+    assert!(!ps.contains("sleep 301"), "left running:\n{ps}");
     sup.ping();
 }
 
