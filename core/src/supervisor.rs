@@ -453,6 +453,104 @@ impl Session {
     }
 }
 
+/// What a request ([`Session::request`]) got back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The supervisor's answer (`frame`: [`Kind::Spawned`] or
+    /// [`Kind::Polled`]) and the output frames that came before it, in
+    /// order.
+    Reply {
+        /// `(stream, bytes)` as sent.
+        output: Vec<(StreamKind, Vec<u8>)>,
+        /// The closing frame.
+        frame: Frame,
+    },
+    /// The supervisor refused (its reason).
+    Failed(String),
+    /// The session ended first, or no answer came within the budget.
+    Lost,
+    /// The server died and a new one serves since the request was sent.
+    Restarted(proto::Restarted),
+}
+
+impl Session {
+    /// True when the supervisor serves background processes
+    /// ([`proto::Ready::background`]); an older one would end the session
+    /// on their frames, so nothing is sent to it.
+    pub fn serves_background(&self) -> bool {
+        self.ready.background.is_some()
+    }
+
+    /// The last restart of the supervisor's server this session saw.
+    pub fn last_restart(&self) -> Option<proto::Restarted> {
+        lock(&self.news).last.clone()
+    }
+
+    /// Sends one request frame (`kind`: [`Kind::Background`],
+    /// [`Kind::Poll`] or [`Kind::KillProcess`], with `payload` as JSON)
+    /// and waits up to `budget` for its answer.
+    pub async fn request<T: serde::Serialize>(
+        &self,
+        kind: Kind,
+        payload: &T,
+        budget: Duration,
+    ) -> Answer {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, mut rx) = mpsc::channel(ROUTE_QUEUE);
+        let generation = {
+            let mut w = self.writer.lock().await;
+            let generation = self.generation.load(Ordering::Acquire);
+            lock(&self.routes).insert(id, tx);
+            if !self.is_alive()
+                || !write_frame(&mut **w, &Frame::json(kind, id, payload), &self.alive).await
+            {
+                lock(&self.routes).remove(&id);
+                return Answer::Lost;
+            }
+            generation
+        };
+        let _route = RouteGuard {
+            routes: &self.routes,
+            id,
+        };
+        let mut output = vec![];
+        let answer = async {
+            while let Some(frame) = rx.recv().await {
+                match frame.kind {
+                    Kind::Stdout => output.push((StreamKind::Stdout, frame.payload)),
+                    Kind::Stderr => output.push((StreamKind::Stderr, frame.payload)),
+                    Kind::Failed => {
+                        return Some(Answer::Failed(
+                            frame
+                                .parse::<proto::Failed>()
+                                .map(|f| f.message)
+                                .unwrap_or_else(|e| e.to_string()),
+                        ))
+                    }
+                    Kind::Spawned | Kind::Polled => {
+                        return Some(Answer::Reply {
+                            output: std::mem::take(&mut output),
+                            frame,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            None
+        };
+        match tokio::time::timeout(budget, answer).await {
+            Ok(Some(a)) => a,
+            Ok(None) => match self.last_restart() {
+                Some(r) if self.generation.load(Ordering::Acquire) != generation => {
+                    Answer::Restarted(r)
+                }
+                _ => Answer::Lost,
+            },
+            Err(_) => Answer::Lost,
+        }
+    }
+}
+
 struct RouteGuard<'a> {
     routes: &'a Routes,
     id: u32,
@@ -1063,8 +1161,93 @@ mod tests {
                 cap_eff: "0".into(),
                 relay: "r".into(),
                 commands: Some([1000, 1000]),
+                background: Some(proto::BackgroundLimits {
+                    max_processes: proto::MAX_BACKGROUND as u32,
+                    buffer_bytes: proto::BACKGROUND_BUFFER as u64,
+                }),
             },
         )
+    }
+
+    #[tokio::test]
+    async fn a_background_request_gets_its_output_and_answer() {
+        let polled = proto::Polled {
+            process: "7-1".into(),
+            pid: 40,
+            cursor: 3,
+            next: 9,
+            dropped: 3,
+            exit: None,
+        };
+        let (link, _peer) = link_from(vec![
+            ready(SUPERVISOR_UID),
+            Frame {
+                kind: Kind::Stdout,
+                id: 1,
+                payload: b"abc".to_vec(),
+            },
+            Frame {
+                kind: Kind::Stderr,
+                id: 1,
+                payload: b"def".to_vec(),
+            },
+            Frame::json(Kind::Polled, 1, &polled),
+        ]);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        assert!(s.serves_background());
+        let poll = proto::Poll {
+            process: "7-1".into(),
+            cursor: Some(0),
+        };
+        let Answer::Reply { output, frame } =
+            s.request(Kind::Poll, &poll, Duration::from_secs(5)).await
+        else {
+            panic!("no reply");
+        };
+        assert_eq!(
+            output,
+            vec![
+                (StreamKind::Stdout, b"abc".to_vec()),
+                (StreamKind::Stderr, b"def".to_vec())
+            ]
+        );
+        assert_eq!(frame.parse::<proto::Polled>().expect("Polled"), polled);
+        // Nothing more comes: no answer within the budget is Lost.
+        assert_eq!(
+            s.request(Kind::Poll, &poll, Duration::from_millis(50))
+                .await,
+            Answer::Lost
+        );
+        let (link, _peer) = link_from(vec![
+            ready(SUPERVISOR_UID),
+            Frame::json(
+                Kind::Failed,
+                1,
+                &proto::Failed {
+                    message: "no such process".into(),
+                },
+            ),
+        ]);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        assert_eq!(
+            s.request(Kind::Poll, &poll, Duration::from_secs(5)).await,
+            Answer::Failed("no such process".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn an_older_supervisor_serves_no_background_processes() {
+        let mut old: proto::Ready = ready(SUPERVISOR_UID).parse().expect("a Ready");
+        old.background = None;
+        let (link, _peer) = link_from(vec![Frame::json(Kind::Ready, 0, &old)]);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        assert!(!s.serves_background());
     }
 
     #[tokio::test]

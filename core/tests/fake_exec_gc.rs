@@ -899,3 +899,53 @@ async fn stdin_or_a_terminal_without_the_supervisor_is_refused_before_anything_r
     assert_eq!(plain.exit_code, 0);
     assert_eq!(s.fake.calls_of(Op::Exec).len(), 1);
 }
+
+/// Background processes in a sandbox without odek's supervisor (commands
+/// through the exec API) are refused before anything runs, naming the fix:
+/// odek implements them in the supervisor only; a foreground exec of the
+/// same command runs (positive control).
+#[tokio::test]
+async fn background_processes_without_the_supervisor_are_refused_before_anything_runs() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    let containers = s.fake.containers().len();
+    let r = req(Command::Argv(vec!["sleep".into(), "300".into()]));
+    let err = s.odek.exec_background(&sb, &r).await.expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        matches!(err, odek_core::Error::Exec { started: false, .. }),
+        "{err:?}"
+    );
+    assert!(
+        text.contains("background processes need odek's supervisor"),
+        "{text}"
+    );
+    assert!(text.contains("ODEK_SUPERVISOR"), "{text}");
+    let id = odek_core::exec::ProcessId("1-1".into());
+    for err in [
+        s.odek
+            .process_output(&sb, &id, None)
+            .await
+            .expect_err("refused"),
+        s.odek.process_kill(&sb, &id).await.expect_err("refused"),
+    ] {
+        assert!(
+            matches!(err, odek_core::Error::Exec { started: false, .. }),
+            "{err:?}"
+        );
+    }
+    assert!(s.fake.calls_of(Op::Exec).is_empty(), "an exec ran");
+    assert_eq!(
+        s.fake.containers().len(),
+        containers,
+        "a container was made"
+    );
+    let sink = |_: StreamKind, _: &[u8]| {};
+    let ran = s
+        .odek
+        .exec(&sb, &r, &ExecOptions::default(), &sink)
+        .await
+        .expect("runs");
+    assert_eq!(ran.exit_code, 0);
+    assert_eq!(s.fake.calls_of(Op::Exec).len(), 1);
+}

@@ -19,8 +19,9 @@ use crate::limits::Limits;
 use crate::planned;
 use crate::sandboxes::{Refusal, Sandboxes};
 use crate::tools::{
-    DescribeResult, DownArgs, DownResult, ExecArgs, ExecResult, ListResult, NarrowArgs,
-    SandboxInfo, SandboxRef, UpArgs, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_OUTPUT_BYTES,
+    BackgroundStarted, DescribeResult, DownArgs, DownResult, ExecArgs, ExecReply, ExecResult,
+    ListResult, NarrowArgs, ProcessKillArgs, ProcessOutputArgs, ProcessResult, SandboxInfo,
+    SandboxRef, UpArgs, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_OUTPUT_BYTES,
 };
 
 /// How to use the tools, before the environment block.
@@ -140,7 +141,7 @@ impl OdekMcp {
         &self,
         Parameters(args): Parameters<ExecArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<ExecResult>, String> {
+    ) -> Result<Json<ExecReply>, String> {
         let req = exec_request(&args)?;
         let caller = Caller::of(&ctx);
         let (id, sandbox) = self
@@ -148,6 +149,18 @@ impl OdekMcp {
             .get(args.sandbox_id.as_deref(), &caller)
             .await
             .map_err(refusal)?;
+        if args.background == Some(true) {
+            let process = self
+                .sandboxes
+                .odek()
+                .exec_background(&sandbox, &req)
+                .await
+                .map_err(|e| refusal(e.into()))?;
+            return Ok(Json(ExecReply::Background(BackgroundStarted {
+                sandbox_id: id,
+                process_id: process.0,
+            })));
+        }
         let capture = Capture::new(Keep::HeadAndTail, MAX_OUTPUT_BYTES);
         let opts = ExecOptions {
             cancel: Some(ctx.ct.clone()),
@@ -178,10 +191,62 @@ impl OdekMcp {
                 .cut_short_text(&sandbox, false, odek_core::advice::Surface::Mcp)
                 .unwrap_or_default());
         }
-        Ok(Json(ExecResult {
+        Ok(Json(ExecReply::Ran(ExecResult {
             sandbox_id: id,
             result: api::ExecResult::new(&outcome, capture.finish()),
-        }))
+        })))
+    }
+
+    #[tool(
+        name = "process_output",
+        description = "Output of a background process (`exec` with `background`) since `cursor` (default: the oldest byte kept; odek keeps its last 1 MiB), at most 128 KiB a call: pass `next_cursor` back for what follows (`more` says there is more now). `dropped_bytes` counts output lost before `cursor`; `running` is false and `exit_code` set once it ended.",
+        annotations(read_only_hint = true)
+    )]
+    async fn process_output(
+        &self,
+        Parameters(args): Parameters<ProcessOutputArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<ProcessResult>, String> {
+        let (id, sandbox) = self
+            .sandboxes
+            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
+            .await
+            .map_err(refusal)?;
+        let out = self
+            .sandboxes
+            .odek()
+            .process_output(
+                &sandbox,
+                &odek_core::exec::ProcessId(args.process_id),
+                args.cursor,
+            )
+            .await
+            .map_err(|e| refusal(e.into()))?;
+        Ok(Json(ProcessResult::new(id, &out)))
+    }
+
+    #[tool(
+        name = "process_kill",
+        description = "Kills a background process (`exec` with `background`) and everything it started, and returns its status (no output: `process_output` still reads it).",
+        annotations(destructive_hint = true)
+    )]
+    async fn process_kill(
+        &self,
+        Parameters(args): Parameters<ProcessKillArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<ProcessResult>, String> {
+        let (id, sandbox) = self
+            .sandboxes
+            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
+            .await
+            .map_err(refusal)?;
+        let out = self
+            .sandboxes
+            .odek()
+            .process_kill(&sandbox, &odek_core::exec::ProcessId(args.process_id))
+            .await
+            .map_err(|e| refusal(e.into()))?;
+        Ok(Json(ProcessResult::new(id, &out)))
     }
 
     #[tool(
@@ -322,7 +387,11 @@ fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
         argv: args.argv.clone(),
         shell: args.command.clone(),
         env: args.env.clone().unwrap_or_default(),
-        timeout_secs: Some(args.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS)),
+        // A background command has no timeout unless one is given.
+        timeout_secs: match args.background {
+            Some(true) => args.timeout_secs,
+            _ => Some(args.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS)),
+        },
         ..Default::default()
     }
     .into_core_as(&EXEC_ARGS)

@@ -51,6 +51,174 @@ pub struct ExecArgs {
     /// first use.
     #[serde(default)]
     pub sandbox_id: Option<String>,
+    /// Start the command in the background and return at once with its
+    /// `process_id` (read its output with `process_output`, end it with
+    /// `process_kill`; it ends with the sandbox). No timeout unless
+    /// `timeout_secs` is given.
+    #[serde(default)]
+    pub background: Option<bool>,
+}
+
+/// `exec` result: a command that ran ([`ExecResult`]) or one started in
+/// the background ([`BackgroundStarted`]).
+#[derive(Clone, Debug)]
+pub enum ExecReply {
+    /// It ran to its end (or its timeout).
+    Ran(ExecResult),
+    /// It runs in the background.
+    Background(BackgroundStarted),
+}
+
+impl Serialize for ExecReply {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ExecReply::Ran(r) => r.serialize(s),
+            ExecReply::Background(b) => b.serialize(s),
+        }
+    }
+}
+
+impl JsonSchema for ExecReply {
+    fn schema_name() -> Cow<'static, str> {
+        "ExecResult".into()
+    }
+
+    /// [`ExecResult`]'s schema with `process_id` added and its `required`
+    /// list moved into an `anyOf`: either a finished command's members or
+    /// a background start's (`sandbox_id`, `process_id`).
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let mut schema = ExecResult::json_schema(generator);
+        let obj = schema.ensure_object();
+        let required = obj.remove("required").unwrap_or_default();
+        if let Some(serde_json::Value::Object(props)) = obj.get_mut("properties") {
+            props.insert(
+                "process_id".into(),
+                serde_json::json!({
+                    "description": "With `background`: the process's id for `process_output` and `process_kill` (then only it and `sandbox_id` are returned).",
+                    "type": "string"
+                }),
+            );
+        }
+        obj.insert(
+            "anyOf".into(),
+            serde_json::json!([
+                { "required": required },
+                { "required": ["sandbox_id", "process_id"] }
+            ]),
+        );
+        schema
+    }
+}
+
+/// `exec` with `background`: the process started.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct BackgroundStarted {
+    /// The sandbox it runs in.
+    pub sandbox_id: String,
+    /// Its id for `process_output` and `process_kill`.
+    pub process_id: String,
+}
+
+/// `process_output` arguments.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessOutputArgs {
+    /// The id `exec` with `background` returned.
+    pub process_id: String,
+    /// Return output from this offset on (the `next_cursor` of the last
+    /// call); default: from the oldest byte kept.
+    #[serde(default)]
+    pub cursor: Option<u64>,
+    /// The sandbox it runs in; default: this conversation's sandbox.
+    #[serde(default)]
+    pub sandbox_id: Option<String>,
+}
+
+/// `process_kill` arguments.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessKillArgs {
+    /// The id `exec` with `background` returned.
+    pub process_id: String,
+    /// The sandbox it runs in; default: this conversation's sandbox.
+    #[serde(default)]
+    pub sandbox_id: Option<String>,
+}
+
+/// `process_output` and `process_kill` result.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct ProcessResult {
+    /// The sandbox it runs in.
+    pub sandbox_id: String,
+    /// The process.
+    pub process_id: String,
+    /// Its root process's pid in the sandbox.
+    pub pid: u32,
+    /// The offset (bytes of stdout and stderr together) of the first byte
+    /// returned.
+    pub cursor: u64,
+    /// Pass this as `cursor` next time for the output that follows.
+    pub next_cursor: u64,
+    /// Bytes before `cursor` that were dropped: odek keeps the last 1 MiB
+    /// of each background process's output.
+    pub dropped_bytes: u64,
+    /// True when more output is kept after `next_cursor` (this call
+    /// returned at most 128 KiB): call again.
+    pub more: bool,
+    /// Standard output since `cursor` (UTF-8, invalid bytes replaced).
+    pub stdout: String,
+    /// Standard error since `cursor` (UTF-8, invalid bytes replaced).
+    pub stderr: String,
+    /// True while its main process runs.
+    pub running: bool,
+    /// Its exit code once it ended (128 + N when signal N ended it; 137
+    /// after `process_kill`).
+    pub exit_code: Option<i64>,
+    /// True when `process_kill` (or its timeout) ended it.
+    pub killed: bool,
+    /// True when its timeout ended it.
+    pub timed_out: bool,
+}
+
+impl ProcessResult {
+    /// The tool's result from the core's, with at most [`MAX_OUTPUT_BYTES`]
+    /// of output from `out.cursor` (`more` says when there is more).
+    pub fn new(sandbox_id: String, out: &odek_core::exec::ProcessOutput) -> ProcessResult {
+        use odek_core::engine::StreamKind;
+        let mut left = MAX_OUTPUT_BYTES;
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let mut taken = 0u64;
+        for (kind, bytes) in &out.chunks {
+            let n = bytes.len().min(left);
+            let dest = if *kind == StreamKind::Stderr {
+                &mut stderr
+            } else {
+                &mut stdout
+            };
+            dest.extend_from_slice(&bytes[..n]);
+            left -= n;
+            taken += n as u64;
+            if left == 0 {
+                break;
+            }
+        }
+        let next_cursor = out.cursor + taken;
+        ProcessResult {
+            sandbox_id,
+            process_id: out.process_id.0.clone(),
+            pid: out.pid,
+            cursor: out.cursor,
+            next_cursor,
+            dropped_bytes: out.dropped_bytes,
+            more: next_cursor < out.next_cursor,
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            running: out.exit.is_none(),
+            exit_code: out.exit.as_ref().map(|e| e.exit_code),
+            killed: out.exit.as_ref().is_some_and(|e| e.killed),
+            timed_out: out.exit.as_ref().is_some_and(|e| e.timed_out),
+        }
+    }
 }
 
 /// `exec` result: the core's exec result ([`api::ExecResult`], the one

@@ -22,6 +22,7 @@ mod keeper;
 mod kill;
 mod pty;
 mod relay;
+mod ring;
 mod server;
 mod session;
 mod spawn;

@@ -53,6 +53,16 @@ pub const RESTART_WINDOW_SECS: u64 = 60;
 /// Bytes before a frame's payload: the length, kind and id.
 pub const HEADER_LEN: usize = 9;
 
+/// Background processes one server keeps at once, running or ended
+/// ([`Kind::Background`]): a new one evicts the oldest ended one; when all
+/// of them run, the new one is refused ([`Kind::Failed`]).
+pub const MAX_BACKGROUND: usize = 32;
+
+/// Output bytes kept per background process (1 MiB, stdout and stderr
+/// together): older bytes are dropped first, and a [`Polled`] from a
+/// cursor before what is kept says how many were lost.
+pub const BACKGROUND_BUFFER: usize = 1 << 20;
+
 /// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -74,6 +84,25 @@ pub enum Kind {
     /// [`Kind::Restarted`]; the keeper forwards the core's frames to the
     /// new server again from here on.
     Resume = 0x06,
+    /// Core → supervisor: start a background command ([`Start`] JSON,
+    /// without `stdin` or `tty`): it runs with no attached caller, its
+    /// output goes into a buffer of [`BACKGROUND_BUFFER`] bytes, and it
+    /// ends with the sandbox, on [`Kind::KillProcess`] or at its own
+    /// `timeout_ms`, never with the session that started it. Answered by
+    /// [`Kind::Spawned`] or [`Kind::Failed`]. Only sent to a supervisor
+    /// whose [`Ready::background`] is set.
+    Background = 0x07,
+    /// Core → supervisor: a background process's output since a cursor
+    /// ([`Poll`] JSON). Answered by [`Kind::Stdout`] / [`Kind::Stderr`]
+    /// frames with the request's id (the output, in the order written),
+    /// then [`Kind::Polled`]; or by [`Kind::Failed`] (unknown process,
+    /// cursor beyond the end).
+    Poll = 0x08,
+    /// Core → supervisor: kill a background process's tree ([`ProcessRef`]
+    /// JSON; also what is left of an ended one's session). Answered by
+    /// [`Kind::Polled`] (no output, its status after the kill) or
+    /// [`Kind::Failed`].
+    KillProcess = 0x09,
     /// Supervisor → core, id 0, first frame of a session ([`Ready`] JSON).
     Ready = 0x81,
     /// Supervisor → core: the command runs ([`Started`] JSON).
@@ -98,6 +127,11 @@ pub enum Kind {
     /// one serves ([`Restarted`] JSON); every command of the old one has an
     /// unknown status. The core answers [`Kind::Resume`].
     Restarted = 0x89,
+    /// Supervisor → core: a background command runs ([`Spawned`] JSON).
+    Spawned = 0x8a,
+    /// Supervisor → core: the end of a [`Kind::Poll`] or
+    /// [`Kind::KillProcess`] answer ([`Polled`] JSON).
+    Polled = 0x8b,
     /// Server → keeper only (never reaches the core): a command's root
     /// started ([`Tracked`] JSON), so that the keeper can kill its tree
     /// if the server dies.
@@ -117,6 +151,9 @@ impl Kind {
             0x04 => Kind::Kill,
             0x05 => Kind::Ping,
             0x06 => Kind::Resume,
+            0x07 => Kind::Background,
+            0x08 => Kind::Poll,
+            0x09 => Kind::KillProcess,
             0x81 => Kind::Ready,
             0x82 => Kind::Started,
             0x83 => Kind::Stdout,
@@ -126,6 +163,8 @@ impl Kind {
             0x87 => Kind::Pong,
             0x88 => Kind::Notice,
             0x89 => Kind::Restarted,
+            0x8a => Kind::Spawned,
+            0x8b => Kind::Polled,
             0x90 => Kind::Tracked,
             0x91 => Kind::Untracked,
             _ => return None,
@@ -332,6 +371,75 @@ pub struct Ready {
     /// bound (the supervisor's own tests only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commands: Option<[u32; 2]>,
+    /// The supervisor serves background processes ([`Kind::Background`],
+    /// [`Kind::Poll`], [`Kind::KillProcess`]) within these limits; `None`
+    /// (a supervisor before them, same [`VERSION`]): it does not, and
+    /// those frames must not be sent (it would end the session on them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<BackgroundLimits>,
+}
+
+/// [`Ready::background`]: what a server keeps of background processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackgroundLimits {
+    /// At most this many at once ([`MAX_BACKGROUND`]).
+    pub max_processes: u32,
+    /// Output bytes kept per process ([`BACKGROUND_BUFFER`]).
+    pub buffer_bytes: u64,
+}
+
+/// [`Kind::Spawned`]: a background command runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spawned {
+    /// Its name for [`Kind::Poll`] and [`Kind::KillProcess`]: `<server
+    /// pid>-<n>`, never reused by this server, and unknown to a server
+    /// restarted after it (whose pid differs).
+    pub process: String,
+    /// Its root's process ID in the sandbox (also its process group and
+    /// session ID).
+    pub pid: u32,
+}
+
+/// [`Kind::Poll`]: which output to read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Poll {
+    /// The process ([`Spawned::process`]).
+    pub process: String,
+    /// Output offset to read from (bytes of stdout and stderr together since
+    /// the process started); `None`: from the oldest byte kept.
+    #[serde(default)]
+    pub cursor: Option<u64>,
+}
+
+/// [`Kind::KillProcess`]: which process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessRef {
+    /// The process ([`Spawned::process`]).
+    pub process: String,
+}
+
+/// [`Kind::Polled`]: where the output sent before it starts and ends, and
+/// the process's status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Polled {
+    /// The process.
+    pub process: String,
+    /// Its root's pid.
+    pub pid: u32,
+    /// The offset of the first byte sent (the cursor asked for, or the
+    /// oldest byte kept when that was dropped).
+    pub cursor: u64,
+    /// The cursor for the next poll: the offset after the last byte sent.
+    pub next: u64,
+    /// Bytes between the cursor asked for and [`Polled::cursor`] that the
+    /// buffer no longer held (dropped to stay within [`BACKGROUND_BUFFER`]).
+    pub dropped: u64,
+    /// How it ended; `None` while its root runs. Its output may still grow
+    /// after that while a process it started keeps the pipes open.
+    #[serde(default)]
+    pub exit: Option<Exit>,
 }
 
 /// [`Kind::Restarted`]: the keeper started a new server after the last

@@ -2,12 +2,14 @@
 //! relay listener and sessions, the commands' pipes, and SIGCHLD.
 
 use crate::kill::{self, Tree};
+use crate::ring::Ring;
 use crate::session::{self, Session, HIGH_WATER};
 use crate::spawn;
 use crate::sys;
 use crate::{confine, log};
 use odek_supervisor::proto::{
-    self, Exit, Failed, Frame, Kind, Ready, Start, Started, WinSize, OUTPUT_CHUNK,
+    self, BackgroundLimits, Exit, Failed, Frame, Kind, Poll, Polled, ProcessRef, Ready, Spawned,
+    Start, Started, WinSize, BACKGROUND_BUFFER, MAX_BACKGROUND, OUTPUT_CHUNK,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -40,6 +42,26 @@ const DRAIN_LIMIT: usize = 4 << 20;
 /// A session's key.
 type Sid = u64;
 
+/// The [`Cmd::sid`] of background commands: no session (sessions count
+/// from 1), so no session's end or frames reach them.
+const BG_SID: Sid = 0;
+
+/// One background process ([`Kind::Background`]), running or ended.
+struct Bg {
+    /// Its root pid.
+    pid: i32,
+    /// The root's start time (ticks after boot).
+    start: u64,
+    /// Its output.
+    ring: Ring,
+    /// How its root ended, once it has.
+    exit: Option<Exit>,
+    /// Its pipes once the root ended (read until EOF into `ring`).
+    out: Option<OwnedFd>,
+    /// See `out`.
+    err: Option<OwnedFd>,
+}
+
 /// One running command.
 struct Cmd {
     /// Its session.
@@ -68,6 +90,8 @@ struct Cmd {
     close_after: bool,
     /// Another foreground command was alive since this one started.
     overlapped: bool,
+    /// A background command (`sid` is [`BG_SID`], `id` its number).
+    bg: bool,
 }
 
 impl Cmd {
@@ -94,6 +118,8 @@ enum Tag {
     Out(Sid, u32, bool),
     In(Sid, u32),
     Drain(usize),
+    /// A background process's pipe after its root ended.
+    Bg(u32, bool),
 }
 
 /// `serve`'s options (see the binary's usage).
@@ -130,6 +156,10 @@ pub struct Server {
     reaped: Vec<(i32, i32)>,
     buf: Vec<u8>,
     notices: NoticeBudget,
+    /// Background processes by number, oldest first.
+    bgs: BTreeMap<u32, Bg>,
+    /// The next background process's number.
+    next_bg: u32,
 }
 
 /// At most [`NOTICE_BURST`] notices per [`NOTICE_WINDOW`]: a command that
@@ -244,6 +274,8 @@ fn setup(options: Options, listener: OwnedFd, base_env: spawn::Env) -> Result<Se
             sent: 0,
             dropped: 0,
         },
+        bgs: BTreeMap::new(),
+        next_bg: 1,
     };
     server.add_session(Session::owner());
     Ok(server)
@@ -284,6 +316,10 @@ impl Server {
             cap_eff: confine::cap_eff(),
             relay: self.relay.clone(),
             commands: self.commands,
+            background: Some(BackgroundLimits {
+                max_processes: MAX_BACKGROUND as u32,
+                buffer_bytes: BACKGROUND_BUFFER as u64,
+            }),
         };
         s.send(&Frame::json(Kind::Ready, 0, &ready));
         self.sessions.insert(sid, s);
@@ -378,6 +414,14 @@ impl Server {
             for (i, d) in self.drains.iter().enumerate() {
                 add(d.as_raw_fd(), libc::POLLIN, Tag::Drain(i));
             }
+            for (&n, b) in &self.bgs {
+                if let Some(f) = &b.out {
+                    add(f.as_raw_fd(), libc::POLLIN, Tag::Bg(n, false));
+                }
+                if let Some(f) = &b.err {
+                    add(f.as_raw_fd(), libc::POLLIN, Tag::Bg(n, true));
+                }
+            }
             let timeout = self.poll_timeout();
             // SAFETY: fds is a valid array of fds.len() pollfds.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
@@ -410,6 +454,7 @@ impl Server {
                     }
                     Tag::Out(sid, id, is_err) => self.command_output(sid, id, is_err),
                     Tag::In(sid, id) => self.command_input(sid, id),
+                    Tag::Bg(n, is_err) => self.bg_output(n, is_err),
                     Tag::Drain(i) => {
                         let fd = self.drains[i].as_raw_fd();
                         match sys::read(fd, &mut self.buf) {
@@ -478,7 +523,11 @@ impl Server {
     /// discarding its pipes until EOF.
     fn root_exited(&mut self, i: usize, status: i32) {
         let mut cmd = self.cmds.remove(i);
-        self.ledger(Kind::Untracked, cmd.pid, 0);
+        if !cmd.bg {
+            // A background process stays tracked (its tree is killed if the
+            // server dies) until it is killed or evicted.
+            self.ledger(Kind::Untracked, cmd.pid, 0);
+        }
         for is_err in [false, true] {
             let fd = if is_err { &cmd.err } else { &cmd.out };
             let Some(fd) = fd.as_ref().map(|f| f.as_raw_fd()) else {
@@ -489,6 +538,12 @@ impl Server {
                 match sys::read(fd, &mut self.buf) {
                     Ok(n) if n > 0 => {
                         total += n;
+                        if cmd.bg {
+                            if let Some(b) = self.bgs.get_mut(&cmd.id) {
+                                b.ring.push(is_err, &self.buf[..n]);
+                            }
+                            continue;
+                        }
                         let kind = if is_err { Kind::Stderr } else { Kind::Stdout };
                         let f = Frame {
                             kind,
@@ -506,6 +561,17 @@ impl Server {
             signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
             ..Exit::default()
         };
+        if cmd.bg {
+            // Its pipes stay read (into its buffer) until EOF: processes it
+            // started may still write.
+            if let Some(b) = self.bgs.get_mut(&cmd.id) {
+                b.exit = Some(exit);
+                b.out = cmd.out.take();
+                b.err = cmd.err.take();
+            }
+            self.retire(&mut cmd);
+            return;
+        }
         self.send(cmd.sid, &Frame::json(Kind::Exit, cmd.id, &exit));
         self.retire(&mut cmd);
     }
@@ -539,15 +605,19 @@ impl Server {
         if let Some(s) = self.sessions.get_mut(&cmd.sid) {
             s.drop_output(cmd.id);
         }
-        if report {
-            let exit = Exit {
-                code: None,
-                signal: Some(libc::SIGKILL),
-                timed_out,
-                cancelled: !timed_out,
-                killed: outcome.confirmed,
-                escaped: outcome.escaped,
-            };
+        let exit = Exit {
+            code: None,
+            signal: Some(libc::SIGKILL),
+            timed_out,
+            cancelled: !timed_out,
+            killed: outcome.confirmed,
+            escaped: outcome.escaped,
+        };
+        if cmd.bg {
+            if let Some(b) = self.bgs.get_mut(&cmd.id) {
+                b.exit = Some(exit);
+            }
+        } else if report {
             self.send(cmd.sid, &Frame::json(Kind::Exit, cmd.id, &exit));
         }
     }
@@ -650,6 +720,18 @@ impl Server {
                 let start: Start = f.parse().map_err(|e| e.to_string())?;
                 self.start(sid, f.id, start);
             }
+            Kind::Background => {
+                let start: Start = f.parse().map_err(|e| e.to_string())?;
+                self.background(sid, f.id, start);
+            }
+            Kind::Poll => {
+                let poll: Poll = f.parse().map_err(|e| e.to_string())?;
+                self.poll_process(sid, f.id, poll);
+            }
+            Kind::KillProcess => {
+                let which: ProcessRef = f.parse().map_err(|e| e.to_string())?;
+                self.kill_process(sid, f.id, which);
+            }
             Kind::Stdin => {
                 if let Some(i) = find(&self.cmds, f.id) {
                     let c = &mut self.cmds[i];
@@ -695,6 +777,17 @@ impl Server {
 
     /// Starts a command, answering Started or Failed.
     fn start(&mut self, sid: Sid, id: u32, start: Start) {
+        match self.spawn_cmd(sid, id, &start, false) {
+            Ok(pid) => self.send(
+                sid,
+                &Frame::json(Kind::Started, id, &Started { pid: pid as u32 }),
+            ),
+            Err(message) => self.send(sid, &Frame::json(Kind::Failed, id, &Failed { message })),
+        }
+    }
+
+    /// Checks and spawns a command as `(sid, id)`; its root pid, or why not.
+    fn spawn_cmd(&mut self, sid: Sid, id: u32, start: &Start, bg: bool) -> Result<i32, String> {
         let refuse = if start.uid == self.uid {
             Some(format!("uid {} is the supervisor's own", start.uid))
         } else if start.gid == self.gid || start.groups.contains(&self.gid) {
@@ -714,17 +807,10 @@ impl Server {
         } else {
             None
         };
-        let result = match refuse {
-            Some(m) => Err(m),
-            None => spawn::spawn(&start, &self.base_env, self.cap_last),
-        };
-        let child = match result {
-            Ok(c) => c,
-            Err(message) => {
-                self.send(sid, &Frame::json(Kind::Failed, id, &Failed { message }));
-                return;
-            }
-        };
+        if let Some(m) = refuse {
+            return Err(m);
+        }
+        let child = spawn::spawn(start, &self.base_env, self.cap_last)?;
         let started_at = Instant::now();
         let overlapped = !self.cmds.is_empty();
         for c in &mut self.cmds {
@@ -748,17 +834,190 @@ impl Server {
             inq: vec![],
             close_after: false,
             overlapped,
+            bg,
         });
-        self.send(
-            sid,
-            &Frame::json(
-                Kind::Started,
-                id,
-                &Started {
-                    pid: child.pid as u32,
-                },
-            ),
+        Ok(child.pid)
+    }
+
+    /// The name a background process `n` is known by ([`Spawned::process`]).
+    fn bg_name(&self, n: u32) -> String {
+        format!("{}-{n}", self.me)
+    }
+
+    /// The number of the background process named `process`, when this
+    /// server has it.
+    fn bg_number(&self, process: &str) -> Option<u32> {
+        let (server, n) = process.split_once('-')?;
+        if server != self.me.to_string() {
+            return None;
+        }
+        let n: u32 = n.parse().ok()?;
+        self.bgs.contains_key(&n).then_some(n)
+    }
+
+    /// The refusal of an unknown background process.
+    fn unknown_bg(&mut self, sid: Sid, id: u32, process: &str) {
+        let message = format!(
+            "no background process {:?} in this supervisor (not started here, evicted after it ended, or started by a server that has since died)",
+            process.chars().take(64).collect::<String>()
         );
+        self.send(sid, &Frame::json(Kind::Failed, id, &Failed { message }));
+    }
+
+    /// Starts a background command, answering Spawned or Failed: at most
+    /// [`MAX_BACKGROUND`] are kept (the oldest ended one is evicted to make
+    /// room); no stdin, no terminal.
+    fn background(&mut self, sid: Sid, id: u32, start: Start) {
+        let admitted = if start.stdin || start.tty.is_some() {
+            Err("a background command has no stdin and no terminal".to_string())
+        } else if self.bgs.len() >= MAX_BACKGROUND {
+            match self
+                .bgs
+                .iter()
+                .find(|(_, b)| b.exit.is_some())
+                .map(|(&n, b)| (n, b.pid))
+            {
+                Some((n, pid)) => {
+                    self.bgs.remove(&n);
+                    self.ledger(Kind::Untracked, pid, 0);
+                    Ok(())
+                }
+                None => Err(format!(
+                    "{MAX_BACKGROUND} background processes already run in this sandbox (the most it keeps); kill one before starting another"
+                )),
+            }
+        } else {
+            Ok(())
+        };
+        let n = self.next_bg;
+        let spawned = admitted.and_then(|()| self.spawn_cmd(BG_SID, n, &start, true));
+        match spawned {
+            Ok(pid) => {
+                self.next_bg += 1;
+                let started = self.cmds.last().map_or(0, |c| c.start);
+                self.bgs.insert(
+                    n,
+                    Bg {
+                        pid,
+                        start: started,
+                        ring: Ring::new(BACKGROUND_BUFFER),
+                        exit: None,
+                        out: None,
+                        err: None,
+                    },
+                );
+                let process = self.bg_name(n);
+                self.send(
+                    sid,
+                    &Frame::json(
+                        Kind::Spawned,
+                        id,
+                        &Spawned {
+                            process,
+                            pid: pid as u32,
+                        },
+                    ),
+                );
+            }
+            Err(message) => self.send(sid, &Frame::json(Kind::Failed, id, &Failed { message })),
+        }
+    }
+
+    /// Answers a Poll: the output since its cursor as Stdout/Stderr frames,
+    /// then Polled.
+    fn poll_process(&mut self, sid: Sid, id: u32, poll: Poll) {
+        let Some(n) = self.bg_number(&poll.process) else {
+            return self.unknown_bg(sid, id, &poll.process);
+        };
+        let Some(b) = self.bgs.get(&n) else {
+            return;
+        };
+        let read = match b.ring.read(poll.cursor) {
+            Ok(r) => r,
+            Err(message) => {
+                return self.send(sid, &Frame::json(Kind::Failed, id, &Failed { message }));
+            }
+        };
+        let mut frames = vec![];
+        for (is_err, bytes) in &read.chunks {
+            for piece in bytes.chunks(OUTPUT_CHUNK) {
+                frames.push(Frame {
+                    kind: if *is_err { Kind::Stderr } else { Kind::Stdout },
+                    id,
+                    payload: piece.to_vec(),
+                });
+            }
+        }
+        let polled = Polled {
+            process: poll.process,
+            pid: b.pid as u32,
+            cursor: read.cursor,
+            next: read.next,
+            dropped: read.dropped,
+            exit: b.exit.clone(),
+        };
+        frames.push(Frame::json(Kind::Polled, id, &polled));
+        for f in &frames {
+            self.send(sid, f);
+        }
+    }
+
+    /// Kills a background process's tree (a running root's, or what is
+    /// left of an ended one's session) and answers Polled.
+    fn kill_process(&mut self, sid: Sid, id: u32, which: ProcessRef) {
+        let Some(n) = self.bg_number(&which.process) else {
+            return self.unknown_bg(sid, id, &which.process);
+        };
+        if let Some(i) = self.cmds.iter().position(|c| c.bg && c.id == n) {
+            self.kill_cmd(i, false, true);
+        } else if let Some(b) = self.bgs.get_mut(&n) {
+            let (root, start) = (b.pid, b.start);
+            self.drains.extend(b.out.take());
+            self.drains.extend(b.err.take());
+            let tree = Tree {
+                root,
+                start,
+                me: self.me,
+                overlapped: true,
+                other_roots: self
+                    .cmds
+                    .iter()
+                    .map(|c| c.pid)
+                    .chain(std::iter::once(self.keeper))
+                    .collect::<BTreeSet<_>>(),
+            };
+            kill::kill_tree(&tree, &mut self.reaped);
+            self.ledger(Kind::Untracked, root, 0);
+        }
+        let Some(b) = self.bgs.get(&n) else {
+            return;
+        };
+        let end = b.ring.end();
+        let polled = Polled {
+            process: which.process,
+            pid: b.pid as u32,
+            cursor: end,
+            next: end,
+            dropped: 0,
+            exit: b.exit.clone(),
+        };
+        self.send(sid, &Frame::json(Kind::Polled, id, &polled));
+    }
+
+    /// Reads a background process's pipe after its root ended.
+    fn bg_output(&mut self, n: u32, is_err: bool) {
+        let Some(b) = self.bgs.get_mut(&n) else {
+            return;
+        };
+        let slot = if is_err { &mut b.err } else { &mut b.out };
+        let Some(fd) = slot.as_ref().map(|f| f.as_raw_fd()) else {
+            return;
+        };
+        match sys::read(fd, &mut self.buf) {
+            Ok(n) if n > 0 => b.ring.push(is_err, &self.buf[..n]),
+            Err(e) if sys::would_block(&e) => {}
+            _ => *slot = None,
+        }
     }
 
     /// Reads one chunk of a command's output and forwards it.
@@ -773,6 +1032,11 @@ impl Server {
         };
         match sys::read(fd, &mut self.buf) {
             Ok(0) => *slot = None,
+            Ok(n) if c.bg => {
+                if let Some(b) = self.bgs.get_mut(&id) {
+                    b.ring.push(is_err, &self.buf[..n]);
+                }
+            }
             Ok(n) => {
                 let kind = if is_err { Kind::Stderr } else { Kind::Stdout };
                 let f = Frame {

@@ -11,7 +11,8 @@
 #![allow(clippy::unwrap_used)]
 
 use odek_supervisor::proto::{
-    Decoder, Exit, Failed, Frame, Kind, Ready, Restarted, Start, Started, WinSize, MAX_RESTARTS,
+    Decoder, Exit, Failed, Frame, Kind, Poll, Polled, ProcessRef, Ready, Restarted, Spawned, Start,
+    Started, WinSize, BACKGROUND_BUFFER, MAX_BACKGROUND, MAX_RESTARTS,
 };
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -229,6 +230,84 @@ impl Link {
                 }
                 other => panic!("unexpected {other:?} for {id}"),
             }
+        }
+    }
+
+    /// Sends Background and returns the Spawned or the Failed message.
+    fn background(&mut self, id: u32, start: &Start) -> Result<Spawned, String> {
+        self.send(&Frame::json(Kind::Background, id, start));
+        let f = self
+            .next_where(WAIT, |f| {
+                f.id == id && matches!(f.kind, Kind::Spawned | Kind::Failed)
+            })
+            .unwrap_or_else(|| panic!("no Spawned/Failed for {id}; stderr: {}", self.stderr()));
+        match f.kind {
+            Kind::Spawned => Ok(f.parse().unwrap()),
+            _ => Err(f.parse::<Failed>().unwrap().message),
+        }
+    }
+
+    /// Sends `kind` (Poll or KillProcess) with `payload` and collects the
+    /// output frames and the Polled, or the Failed message.
+    fn ask(&mut self, id: u32, f: Frame) -> Result<(Run, Polled), String> {
+        self.send(&f);
+        let mut run = Run::default();
+        loop {
+            let f = self
+                .next_where(WAIT, |f| f.id == id)
+                .unwrap_or_else(|| panic!("no Polled for {id}; stderr: {}", self.stderr()));
+            match f.kind {
+                Kind::Stdout => run.stdout.extend_from_slice(&f.payload),
+                Kind::Stderr => run.stderr.extend_from_slice(&f.payload),
+                Kind::Polled => return Ok((run, f.parse().unwrap())),
+                Kind::Failed => return Err(f.parse::<Failed>().unwrap().message),
+                other => panic!("unexpected {other:?} for {id}"),
+            }
+        }
+    }
+
+    /// A background process's output since `cursor`.
+    fn poll(
+        &mut self,
+        id: u32,
+        process: &str,
+        cursor: Option<u64>,
+    ) -> Result<(Run, Polled), String> {
+        let poll = Poll {
+            process: process.into(),
+            cursor,
+        };
+        self.ask(id, Frame::json(Kind::Poll, id, &poll))
+    }
+
+    /// Kills a background process.
+    fn kill_process(&mut self, id: u32, process: &str) -> Result<Polled, String> {
+        let which = ProcessRef {
+            process: process.into(),
+        };
+        self.ask(id, Frame::json(Kind::KillProcess, id, &which))
+            .map(|(_, p)| p)
+    }
+
+    /// Polls until `pred` holds for the output so far (from cursor 0).
+    fn poll_until(
+        &mut self,
+        id: u32,
+        process: &str,
+        pred: impl Fn(&Run, &Polled) -> bool,
+    ) -> (Run, Polled) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let (run, polled) = self.poll(id, process, Some(0)).expect("polled");
+            if pred(&run, &polled) {
+                return (run, polled);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never true: {:?} {polled:?}",
+                run.out()
+            );
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -666,6 +745,194 @@ fn background_jobs_outlive_their_command_without_delaying_it() {
     assert!(r.out().starts_with("go\n") || r.out().contains("go\n"));
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     sup.ping();
+}
+
+#[test]
+fn a_background_server_answers_later_commands_and_its_kill_ends_it() {
+    let _guard = shared();
+    let mut sup = Sup::new(BASE, &[]);
+    assert_eq!(
+        sup.ready
+            .background
+            .map(|b| (b.max_processes, b.buffer_bytes)),
+        Some((MAX_BACKGROUND as u32, BACKGROUND_BUFFER as u64))
+    );
+    let started = sup
+        .owner
+        .background(
+            1,
+            &sh("echo starting; echo oops >&2; exec redis-server --port 7002 --save '' --appendonly no"),
+        )
+        .expect("spawned");
+    // The Spawned came at once; the server keeps running, unattached.
+    let (run, polled) = sup.owner.poll_until(2, &started.process, |r, _| {
+        r.out().contains("Ready to accept connections")
+    });
+    assert!(run.out().starts_with("starting\n"), "{}", run.out());
+    assert_eq!(String::from_utf8_lossy(&run.stderr), "oops\n");
+    assert_eq!(
+        (polled.cursor, polled.dropped, polled.exit.clone()),
+        (0, 0, None)
+    );
+    assert_eq!(polled.pid, started.pid);
+    // A later command reaches it.
+    let r = sup.owner.run(3, &cmd(&["redis-cli", "-p", "7002", "ping"]));
+    assert_eq!(r.out(), "PONG\n");
+    // From the cursor: only what came after.
+    let (later, again) = sup
+        .owner
+        .poll(4, &started.process, Some(polled.next))
+        .expect("polled");
+    assert_eq!(again.cursor, polled.next);
+    assert_eq!(
+        again.next,
+        polled.next + later.stdout.len() as u64 + later.stderr.len() as u64
+    );
+    // A later command's timeout leaves it alone.
+    let mut s = sh("sleep 30");
+    s.timeout_ms = Some(300);
+    let r = sup.owner.run(5, &s);
+    assert!(r.exit.timed_out, "{:?}", r.exit);
+    assert_eq!(
+        sup.owner
+            .run(6, &cmd(&["redis-cli", "-p", "7002", "ping"]))
+            .out(),
+        "PONG\n"
+    );
+    // A relay session sees it, and its end does not end it.
+    let mut relay = sup.relay(&S.to_string());
+    relay.ready();
+    relay
+        .poll(1, &started.process, None)
+        .expect("seen by a relay");
+    drop(relay);
+    // The kill ends its tree; the status says so, and stays readable.
+    let killed = sup.owner.kill_process(7, &started.process).expect("killed");
+    let exit = killed.exit.expect("ended");
+    assert!(exit.cancelled && exit.killed, "{exit:?}");
+    let (_, after) = sup
+        .owner
+        .poll(8, &started.process, None)
+        .expect("still known");
+    assert_eq!(after.exit.map(|e| e.cancelled), Some(true));
+    let ps = sup.ps(9);
+    assert!(!ps.contains("redis-server"), "left running:\n{ps}");
+    // Unknown names and cursors beyond the end are refused.
+    let bad = sup.owner.poll(10, "1-999", None).expect_err("unknown");
+    assert!(bad.contains("no background process"), "{bad}");
+    let bad = sup
+        .owner
+        .poll(11, &started.process, Some(after.next + 1))
+        .expect_err("beyond");
+    assert!(bad.contains("beyond"), "{bad}");
+    // An ended one's kill ends what is left of its session.
+    let left = sup
+        .owner
+        .background(12, &sh("sleep 301 & echo forked"))
+        .expect("spawned");
+    let (_, ended) = sup.owner.poll_until(13, &left.process, |r, p| {
+        p.exit.is_some() && r.out() == "forked\n"
+    });
+    assert_eq!(ended.exit.and_then(|e| e.code), Some(0));
+    assert!(
+        sup.ps(14).contains("sleep 301"),
+        "the leftover is not running"
+    );
+    let killed = sup.owner.kill_process(15, &left.process).expect("killed");
+    assert_eq!(
+        killed.exit.and_then(|e| e.code),
+        Some(0),
+        "its own status stands"
+    );
+    let ps = sup.ps(16);
+    assert!(!ps.contains("sleep 301"), "left running:\n{ps}");
+    sup.ping();
+}
+
+#[test]
+fn background_output_is_bounded_and_ended_processes_are_evicted() {
+    let _guard = shared();
+    let mut sup = Sup::new(BASE, &[]);
+    // 3 MiB of output: the first 2 MiB are dropped, and the poll says so.
+    let big = sup
+        .owner
+        .background(1, &sh("head -c 3145728 /dev/zero; echo done >&2"))
+        .expect("spawned");
+    let (run, polled) = sup.owner.poll_until(2, &big.process, |r, p| {
+        p.exit.is_some() && r.stderr.ends_with(b"done\n")
+    });
+    assert_eq!(polled.exit.as_ref().and_then(|e| e.code), Some(0));
+    assert_eq!(polled.next, 3 * 1024 * 1024 + 5);
+    assert_eq!(polled.cursor, polled.next - BACKGROUND_BUFFER as u64);
+    assert_eq!(polled.dropped, polled.cursor);
+    assert_eq!(run.stdout.len() + run.stderr.len(), BACKGROUND_BUFFER);
+    // No stdin, no terminal.
+    let mut s = cmd(&["cat"]);
+    s.stdin = true;
+    let no = sup.owner.background(3, &s).expect_err("refused");
+    assert!(no.contains("no stdin"), "{no}");
+    // MAX_BACKGROUND running: the next is refused; once one ended, it is
+    // evicted to make room (the oldest ended first).
+    let mut names = vec![];
+    for i in 1..MAX_BACKGROUND {
+        names.push(
+            sup.owner
+                .background(100 + i as u32, &cmd(&["sleep", "300"]))
+                .expect("spawned")
+                .process,
+        );
+    }
+    sup.owner.kill_process(4, &names[0]).expect("killed");
+    let spare = sup
+        .owner
+        .background(5, &cmd(&["sleep", "300"]))
+        .expect("room after evicting an ended one");
+    sup.owner
+        .background(10, &cmd(&["sleep", "300"]))
+        .expect("room after evicting the other ended one");
+    let refused = sup
+        .owner
+        .background(6, &cmd(&["sleep", "300"]))
+        .expect_err("full");
+    assert!(refused.contains("already run"), "{refused}");
+    // The oldest ended ones went first: `big`, then the killed one.
+    assert!(sup.owner.poll(7, &big.process, None).is_err());
+    assert!(sup.owner.poll(8, &names[0], None).is_err());
+    assert!(sup.owner.poll(9, &spare.process, None).is_ok());
+    sup.ping();
+}
+
+#[test]
+fn background_processes_end_with_the_server_and_the_sandbox() {
+    let _guard = shared();
+    let mut sup = Sup::new(BASE, &[]);
+    let server = sup.ready.pid;
+    // Its root exits at once; what it started keeps the pipe and runs.
+    let bg = sup
+        .owner
+        .background(1, &sh("sleep 300 & echo forked"))
+        .expect("spawned");
+    let (_, polled) = sup.owner.poll_until(2, &bg.process, |r, p| {
+        p.exit.is_some() && r.out() == "forked\n"
+    });
+    assert_eq!(polled.exit.and_then(|e| e.code), Some(0));
+    assert!(sup.ps(3).contains("sleep 300"));
+    kill_from_outside(&sup.name, server);
+    let r = restarted(&mut sup, 999);
+    assert!(r.killed, "{r:?}");
+    resume(&mut sup);
+    // The new server does not know it, and its tree is gone.
+    let unknown = sup.owner.poll(4, &bg.process, None).expect_err("unknown");
+    assert!(unknown.contains("no background process"), "{unknown}");
+    let ps = sup.ps(5);
+    assert!(!ps.contains("sleep 300"), "left running:\n{ps}");
+    // The owner link's end ends everything.
+    sup.owner
+        .background(6, &cmd(&["sleep", "300"]))
+        .expect("spawned");
+    drop(sup.owner.stdin.take());
+    let (status, _) = sup.owner.finish();
+    assert!(status.success(), "docker run: {status}");
 }
 
 /// `yes` under a 2 s timeout.

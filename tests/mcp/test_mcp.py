@@ -136,10 +136,13 @@ def test_tools_and_instructions(project):
     async def go():
         async with session(project) as (s, init):
             tools = {t.name: t for t in (await s.list_tools()).tools}
-            assert set(tools) == {"exec", "describe", "sandbox_up", "sandbox_down", "sandbox_list", "sandbox_narrow"}
+            assert set(tools) == {"exec", "describe", "sandbox_up", "sandbox_down", "sandbox_list", "sandbox_narrow",
+                                  "process_output", "process_kill"}
+            assert tools["process_output"].annotations.read_only_hint is True
+            assert tools["process_kill"].annotations.destructive_hint is True
             for t in tools.values():
                 assert t.input_schema["type"] == "object"
-            assert set(tools["exec"].input_schema["properties"]) >= {"command", "argv", "env", "timeout_secs", "sandbox_id"}
+            assert set(tools["exec"].input_schema["properties"]) >= {"command", "argv", "env", "timeout_secs", "sandbox_id", "background"}
             assert "timed_out" in tools["exec"].output_schema["properties"]
             ins = init.instructions
             print("\n--- instructions ---\n" + ins)
@@ -695,6 +698,69 @@ def test_build_output_reaches_progress_and_stderr_escaped(project, tmp_path):
     built = [m for m in messages if m.startswith("build | ")]
     assert any("A\\x1b]0;pwned\\x07B" in m for m in built), messages
     assert f"odek: build | {FORGED}" in stderr, stderr
+    assert wait_gone(project.dir) == []
+
+
+async def output_until(s: ClientSession, pid: str, pred, **args) -> dict:
+    """process_output from cursor 0 until `pred(result)` (20 s at most)."""
+    deadline = time.monotonic() + 20
+    while True:
+        r = await ok(s, "process_output", process_id=pid, cursor=0, **args)
+        if pred(r):
+            return r
+        assert time.monotonic() < deadline, r
+        await asyncio.sleep(0.1)
+
+
+def test_background_server_answers_a_later_exec_and_process_kill_ends_it(project):
+    """A server started with `background` answers a later exec; its output
+    comes by cursor; process_kill ends it (process_output then says ended);
+    sandbox_down ends everything. A background job that keeps stdout open
+    (`sleep 30 &`) holds neither its call nor the next."""
+    async def go():
+        async with session(project, compose=False) as (s, _):
+            r = await ok(s, "exec", background=True,
+                         command="echo starting; exec redis-server --port 7002 --save '' --appendonly no")
+            assert set(r) == {"sandbox_id", "process_id"}, r
+            pid = r["process_id"]
+            first = await output_until(s, pid, lambda o: "Ready to accept connections" in o["stdout"])
+            assert first["stdout"].startswith("starting\n"), first
+            assert (first["cursor"], first["dropped_bytes"], first["running"], first["exit_code"]) == (0, 0, True, None)
+            assert first["next_cursor"] == len(first["stdout"].encode()) + len(first["stderr"].encode())
+            # A later exec reaches it.
+            ping = await ok(s, "exec", command="redis-cli -p 7002 ping")
+            assert (ping["exit_code"], ping["stdout"]) == (0, "PONG\n"), ping
+            # From the cursor on: only what came since.
+            since = await ok(s, "process_output", process_id=pid, cursor=first["next_cursor"])
+            assert since["cursor"] == first["next_cursor"] and since["running"], since
+            assert "starting" not in since["stdout"]
+            # The foreground case: a background job holding stdout does not
+            # hold the call (its timeout never fires) or the next.
+            held = await ok(s, "exec", command="sleep 30 & echo started", timeout_secs=20)
+            assert (held["exit_code"], held["stdout"], held["timed_out"]) == (0, "started\n", False), held
+            nxt = await ok(s, "exec", command="pgrep -x sleep >/dev/null && echo still", timeout_secs=20)
+            assert (nxt["stdout"], nxt["timed_out"]) == ("still\n", False), nxt
+            # process_kill ends it, and process_output then says it ended.
+            k = await ok(s, "process_kill", process_id=pid)
+            assert (k["running"], k["killed"], k["exit_code"]) == (False, True, 137), k
+            after = await ok(s, "process_output", process_id=pid, cursor=first["next_cursor"])
+            assert (after["running"], after["killed"]) == (False, True), after
+            gone = await ok(s, "exec", command="redis-cli -p 7002 ping; pgrep -x redis-server || echo gone")
+            assert "gone" in gone["stdout"] and "PONG" not in gone["stdout"], gone
+            err = await refused(s, "process_output", process_id="1-999")
+            assert "no background process" in err, err
+            # Another one, ended by sandbox_down with its sandbox.
+            sb = r["sandbox_id"]
+            r2 = await ok(s, "exec", background=True, command="sleep 300", sandbox_id=sb)
+            await output_until(s, r2["process_id"], lambda o: o["running"], sandbox_id=sb)
+            names = containers_for(project.dir)
+            assert len(names) == 1
+            await ok(s, "sandbox_down", sandbox_id=sb)
+            assert wait_gone(project.dir) == []
+            err = await refused(s, "process_output", process_id=r2["process_id"], sandbox_id=sb)
+            assert "no sandbox with id" in err, err
+
+    run(go())
     assert wait_gone(project.dir) == []
 
 

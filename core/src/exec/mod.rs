@@ -10,6 +10,7 @@
 //! the command and the descendants that kept its environment. On the host the
 //! command runs in its own process group, and the group is SIGKILLed.
 
+mod background;
 mod capture;
 mod host;
 mod kill;
@@ -18,6 +19,7 @@ mod request;
 mod run;
 mod supervised;
 
+pub use background::{ProcessExit, ProcessId, ProcessOutput, BACKGROUND_BUFFER, MAX_BACKGROUND};
 pub use capture::{Capture, Captured, Keep};
 pub use kill::KILL_PROBE_ENV;
 pub use outcome::ExecOutcome;

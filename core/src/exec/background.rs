@@ -1,0 +1,357 @@
+//! Background processes (docs/SANDBOXING.md, "Background processes"):
+//! commands odek's supervisor keeps running with no attached caller.
+//! [`Client::exec_background`] returns at once with a [`ProcessId`];
+//! [`Client::process_output`] reads what the process wrote since a cursor
+//! and its status; [`Client::process_kill`] kills its whole tree. They end
+//! with the sandbox, never with the call or the session that started them,
+//! nor with another command's timeout.
+//!
+//! Only the supervisor serves them: a sandbox without one (its commands go
+//! through the Docker exec API) or a run on the host is refused before
+//! anything runs, naming the fix (launch a new sandbox with the supervisor
+//! on). The exec API cannot keep a process's output without a second,
+//! unbounded mechanism, which is what the supervisor replaced.
+
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use odek_supervisor::proto::{self, Kind};
+use serde::{Deserialize, Serialize};
+
+use crate::client::Client;
+use crate::engine::StreamKind;
+use crate::error::{Error, Result};
+use crate::failure::FailureClass;
+use crate::sandbox::Sandbox;
+use crate::supervisor::{Answer, Session};
+
+use super::request::{validate, ExecRequest};
+
+pub use proto::{BACKGROUND_BUFFER, MAX_BACKGROUND};
+
+/// How long a background request (start, output, kill) may take to be
+/// answered; a kill waits up to 2 s for the tree to be gone.
+const ANSWER_BUDGET: Duration = Duration::from_secs(15);
+
+/// A background process's name, as the supervisor gave it (`<server
+/// pid>-<n>`: never reused in the sandbox, and unknown once the server that
+/// started it died).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ProcessId(pub String);
+
+impl std::fmt::Display for ProcessId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How a background process's root ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessExit {
+    /// Its exit code, or 128 + the signal that ended it (137 after a kill).
+    pub exit_code: i64,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// Ended by [`Client::process_kill`] (or its own timeout: `timed_out`).
+    pub killed: bool,
+    /// Ended by the timeout its request gave.
+    pub timed_out: bool,
+    /// After a kill: every process of its tree was seen gone (from
+    /// `/proc`); false when that could not be confirmed.
+    pub kill_confirmed: bool,
+}
+
+/// What [`Client::process_output`] and [`Client::process_kill`] return.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessOutput {
+    /// The process.
+    pub process_id: ProcessId,
+    /// Its root's pid in the sandbox.
+    pub pid: u32,
+    /// The offset of the first byte returned (stdout and stderr bytes
+    /// together since the process started).
+    pub cursor: u64,
+    /// The cursor to pass next time: the offset after the last byte
+    /// returned.
+    pub next_cursor: u64,
+    /// Bytes between the cursor asked for and `cursor` that were dropped
+    /// (the buffer keeps the last [`BACKGROUND_BUFFER`] bytes).
+    pub dropped_bytes: u64,
+    /// Output in the order written: `(stream, bytes)`.
+    pub chunks: Vec<(StreamKind, Vec<u8>)>,
+    /// How its root ended; `None` while it runs. Output may still come
+    /// after that while a process it started holds its stdout or stderr.
+    pub exit: Option<ProcessExit>,
+}
+
+impl ProcessOutput {
+    /// The stdout bytes of [`ProcessOutput::chunks`].
+    pub fn stdout(&self) -> Vec<u8> {
+        self.stream(StreamKind::Stdout)
+    }
+
+    /// The stderr bytes of [`ProcessOutput::chunks`].
+    pub fn stderr(&self) -> Vec<u8> {
+        self.stream(StreamKind::Stderr)
+    }
+
+    fn stream(&self, kind: StreamKind) -> Vec<u8> {
+        self.chunks
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .flat_map(|(_, b)| b.iter().copied())
+            .collect()
+    }
+
+    fn from_polled(polled: proto::Polled, output: Vec<(StreamKind, Vec<u8>)>) -> ProcessOutput {
+        ProcessOutput {
+            process_id: ProcessId(polled.process),
+            pid: polled.pid,
+            cursor: polled.cursor,
+            next_cursor: polled.next,
+            dropped_bytes: polled.dropped,
+            chunks: output,
+            exit: polled.exit.map(|e| ProcessExit {
+                exit_code: match (e.code, e.signal) {
+                    (Some(c), _) => i64::from(c),
+                    (None, Some(s)) => 128 + i64::from(s),
+                    (None, None) => -1,
+                },
+                signal: e.signal,
+                killed: e.cancelled || e.timed_out,
+                timed_out: e.timed_out,
+                kill_confirmed: e.killed && e.escaped.is_empty(),
+            }),
+        }
+    }
+}
+
+/// The session a background request goes through.
+enum Through<'a> {
+    Owner(&'a Session),
+    Relay(Arc<Session>),
+}
+
+impl Deref for Through<'_> {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        match self {
+            Through::Owner(s) => s,
+            Through::Relay(s) => s,
+        }
+    }
+}
+
+/// The refusal of a background request in a sandbox without odek's
+/// supervisor (`why`): nothing ran.
+fn needs_supervisor(sandbox: &Sandbox, why: &str) -> Error {
+    Error::Exec {
+        fix: None,
+        message: format!(
+            "background processes need odek's supervisor in the sandbox, and sandbox {} has none ({why}); nothing ran. Set {}=<path of the static odek-supervisor binary> and launch a new sandbox, or run the command in the foreground",
+            sandbox.name,
+            crate::supervisor::SUPERVISOR_ENV
+        ),
+        class: FailureClass::DockerRejected,
+        started: false,
+    }
+}
+
+impl Client {
+    /// The supervisor session for a background request in `sandbox`.
+    async fn background_session<'a>(&self, sandbox: &'a Sandbox) -> Result<Through<'a>> {
+        let Some(id) = &sandbox.container_id else {
+            return Err(needs_supervisor(sandbox, "it runs on the host"));
+        };
+        let through = match sandbox.owner.session() {
+            Some(s) => Through::Owner(s),
+            None => {
+                let engine = self.engine()?;
+                match self.relay(engine.as_ref(), &sandbox.name, id).await? {
+                    Some(s) => Through::Relay(s),
+                    None => {
+                        return Err(needs_supervisor(
+                            sandbox,
+                            "its commands run through the Docker exec API",
+                        ))
+                    }
+                }
+            }
+        };
+        if !through.serves_background() {
+            return Err(needs_supervisor(
+                sandbox,
+                "its supervisor is an older one without background processes",
+            ));
+        }
+        Ok(through)
+    }
+
+    /// Starts `req` in `sandbox` as a background process and returns at
+    /// once with its id. It runs as the plan's account in `/workspace` (or
+    /// `req.workdir`), with stdin `/dev/null` and no terminal, in its own
+    /// process group; its output goes into a buffer of the last
+    /// [`BACKGROUND_BUFFER`] bytes; it ends with the sandbox, on
+    /// [`Client::process_kill`], or after `req.timeout` when one is given
+    /// (no default), never with this call.
+    ///
+    /// Errors: those of [`ExecRequest`]'s checks (config); no supervisor in
+    /// the sandbox, or one without background processes, or a run on the
+    /// host ([`Error::Exec`], `started: false`, naming the fix); the
+    /// supervisor's refusal, e.g. [`MAX_BACKGROUND`] processes already
+    /// running, or the program missing ([`Error::Exec`], `started:
+    /// false`); the session lost before the answer ([`Error::Exec`],
+    /// `started: true`: it may run).
+    pub async fn exec_background(&self, sandbox: &Sandbox, req: &ExecRequest) -> Result<ProcessId> {
+        validate(req)?;
+        let session = self.background_session(sandbox).await?;
+        let Some((uid, gid)) = crate::supervisor::command_ids(&sandbox.plan) else {
+            return Err(Error::Exec {
+                fix: None,
+                message: format!(
+                    "sandbox {} has a supervisor but its plan names no account",
+                    sandbox.name
+                ),
+                class: FailureClass::DockerRejected,
+                started: false,
+            });
+        };
+        if let Err(why) = session.check_bound(uid, gid) {
+            return Err(Error::Exec {
+                fix: None,
+                message: format!("sandbox {}: {why}; nothing ran", sandbox.name),
+                class: FailureClass::DockerRejected,
+                started: false,
+            });
+        }
+        let start = proto::Start {
+            argv: req.command.argv(),
+            env: req.env.clone(),
+            cwd: req.workdir.clone().unwrap_or_else(|| "/workspace".into()),
+            uid,
+            gid,
+            groups: vec![],
+            tty: None,
+            stdin: false,
+            timeout_ms: req
+                .timeout
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        };
+        match session
+            .request(Kind::Background, &start, ANSWER_BUDGET)
+            .await
+        {
+            Answer::Reply { frame, .. } => frame
+                .parse::<proto::Spawned>()
+                .map(|s| ProcessId(s.process))
+                .map_err(|e| lost(sandbox, "the background command", &e.to_string())),
+            Answer::Failed(why) => Err(Error::Exec {
+                fix: None,
+                message: format!(
+                    "the background command did not start in sandbox {}: {}",
+                    sandbox.name,
+                    crate::text::foreign(&why)
+                ),
+                class: FailureClass::DockerRejected,
+                started: false,
+            }),
+            Answer::Lost | Answer::Restarted(_) => Err(lost(
+                sandbox,
+                "the background command",
+                "no answer from odek's supervisor",
+            )),
+        }
+    }
+
+    /// What background process `id` wrote since `cursor` (`None`: from the
+    /// oldest byte kept), the cursor for the next call, how many bytes
+    /// were dropped before what is returned, and its status.
+    ///
+    /// Errors: no supervisor (as [`Client::exec_background`]); an unknown
+    /// process — never started in this sandbox, evicted (the supervisor
+    /// keeps [`MAX_BACKGROUND`], evicting the oldest ended one), or started
+    /// by a supervisor server that has since died, whose processes were
+    /// killed — or a cursor beyond the output's end ([`Error::Usage`]);
+    /// the session lost ([`Error::Exec`]).
+    pub async fn process_output(
+        &self,
+        sandbox: &Sandbox,
+        id: &ProcessId,
+        cursor: Option<u64>,
+    ) -> Result<ProcessOutput> {
+        let session = self.background_session(sandbox).await?;
+        let poll = proto::Poll {
+            process: id.0.clone(),
+            cursor,
+        };
+        let answer = session.request(Kind::Poll, &poll, ANSWER_BUDGET).await;
+        polled(sandbox, &session, id, answer, "its output")
+    }
+
+    /// Kills background process `id`'s whole tree (for one whose root
+    /// ended, what is left of its process group and session) and returns
+    /// its status after the kill (no output: read it with
+    /// [`Client::process_output`], which still knows the process).
+    ///
+    /// Errors: those of [`Client::process_output`].
+    pub async fn process_kill(&self, sandbox: &Sandbox, id: &ProcessId) -> Result<ProcessOutput> {
+        let session = self.background_session(sandbox).await?;
+        let which = proto::ProcessRef {
+            process: id.0.clone(),
+        };
+        let answer = session
+            .request(Kind::KillProcess, &which, ANSWER_BUDGET)
+            .await;
+        polled(sandbox, &session, id, answer, "its kill")
+    }
+}
+
+/// A Poll's or KillProcess's answer as a result.
+fn polled(
+    sandbox: &Sandbox,
+    session: &Session,
+    id: &ProcessId,
+    answer: Answer,
+    what: &str,
+) -> Result<ProcessOutput> {
+    match answer {
+        Answer::Reply { output, frame } => frame
+            .parse::<proto::Polled>()
+            .map(|p| ProcessOutput::from_polled(p, output))
+            .map_err(|e| lost(sandbox, what, &e.to_string())),
+        Answer::Failed(why) => {
+            let restarted = session.last_restart().map_or(String::new(), |r| {
+                format!(
+                    "; odek's supervisor restarted its server in this sandbox ({}), which killed the background processes of the one before",
+                    crate::text::foreign(&r.reason)
+                )
+            });
+            Err(Error::Usage(format!(
+                "background process {} in sandbox {}: {}{restarted}",
+                crate::text::quote(&id.0),
+                sandbox.name,
+                crate::text::foreign(&why)
+            )))
+        }
+        Answer::Lost | Answer::Restarted(_) => Err(lost(
+            sandbox,
+            what,
+            "the supervisor's session ended or did not answer",
+        )),
+    }
+}
+
+/// A request whose answer never came.
+fn lost(sandbox: &Sandbox, what: &str, why: &str) -> Error {
+    Error::Exec {
+        fix: None,
+        message: format!(
+            "{what} in sandbox {}: {why}; its status is unknown",
+            sandbox.name
+        ),
+        class: FailureClass::DockerRejected,
+        started: true,
+    }
+}
