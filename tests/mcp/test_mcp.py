@@ -719,6 +719,14 @@ def test_background_server_answers_a_later_exec_and_process_kill_ends_it(project
     (`sleep 30 &`) holds neither its call nor the next."""
     async def go():
         async with session(project, compose=False) as (s, _):
+            if not (await ok(s, "describe"))["environment"]["supervisor"]["on"]:
+                # Without odek's supervisor (ODEK_SUPERVISOR unset, none
+                # beside odek): refused, naming the fix, and nothing ran.
+                assert not os.environ.get("ODEK_SUPERVISOR")
+                err = await refused(s, "exec", background=True, command="touch /workspace/ran")
+                assert "supervisor" in err and "nothing ran" in err, err
+                assert not (project.dir / "ran").exists()
+                return
             r = await ok(s, "exec", background=True,
                          command="echo starting; exec redis-server --port 7002 --save '' --appendonly no")
             assert set(r) == {"sandbox_id", "process_id"}, r
