@@ -106,7 +106,7 @@ impl OdekMcp {
                 )
             }
         };
-        let mut tool_router = Self::tool_router();
+        let mut tool_router = for_models(Self::tool_router());
         if let Some(route) = tool_router.map.get_mut("exec") {
             route.attr.description = Some(
                 format!(
@@ -251,7 +251,8 @@ impl OdekMcp {
 
     #[tool(
         name = "describe",
-        description = "Describes a sandbox as it is now (SPEC §9): `prompt` is the Execution environment block (network mode, internet, the services reachable by name inside an untrusted-content wrapper), `tool_description` its short variant, `environment` the structured data. Launches the conversation's sandbox when it is not running yet."
+        annotations(read_only_hint = true),
+        description = "Describes a sandbox as it is now: `prompt` is the Execution environment block (network mode, internet, the services reachable by name inside an untrusted-content wrapper), `tool_description` its short variant, `environment` the structured data. Launches the conversation's sandbox when it is not running yet."
     )]
     async fn describe(
         &self,
@@ -304,6 +305,7 @@ impl OdekMcp {
 
     #[tool(
         name = "sandbox_down",
+        annotations(destructive_hint = true),
         description = "Removes a sandbox this server launched (its container and everything running in it)."
     )]
     async fn sandbox_down(
@@ -322,6 +324,7 @@ impl OdekMcp {
 
     #[tool(
         name = "sandbox_list",
+        annotations(read_only_hint = true),
         description = "Lists the sandboxes this server launched and has not removed."
     )]
     async fn sandbox_list(&self) -> Result<Json<ListResult>, String> {
@@ -337,7 +340,7 @@ impl OdekMcp {
 
     #[tool(
         name = "sandbox_narrow",
-        description = "Launches a sub-agent's sandbox narrowed from a parent's resolved settings (SPEC §8): only a subset of the parent's networks (`networks` by name, or `compose_project`); `network_mode` none drops the default bridge and, unless `networks`/`compose_project` name some, every attached network too (no network at all); lower `pids_limit`/`memory`/`cpus`; `readonly` on. Anything wider is refused. Returns the new sandbox's id."
+        description = "Launches a sub-agent's sandbox narrowed from a parent's resolved settings: only a subset of the parent's networks (`networks` by name, or `compose_project`); `network_mode` none drops the default bridge and, unless `networks`/`compose_project` name some, every attached network too (no network at all); lower `pids_limit`/`memory`/`cpus`; `readonly` on. Anything wider is refused. Returns the new sandbox's id."
     )]
     async fn sandbox_narrow(
         &self,
@@ -413,6 +416,64 @@ fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
     Ok(req)
 }
 
+/// The tools as a model sees them: the JSON Schemas come from core's
+/// types, whose docs cite the SPEC's sections for developers; a model has no
+/// SPEC, so every " (SPEC §…)" and "SPEC §…" is taken out of the schemas'
+/// text (tool descriptions are written without them).
+fn for_models(mut router: ToolRouter<OdekMcp>) -> ToolRouter<OdekMcp> {
+    for route in router.map.values_mut() {
+        let mut input = serde_json::Value::Object((*route.attr.input_schema).clone());
+        scrub_spec(&mut input);
+        if let serde_json::Value::Object(o) = input {
+            route.attr.input_schema = std::sync::Arc::new(o);
+        }
+        if let Some(out) = &route.attr.output_schema {
+            let mut output = serde_json::Value::Object((**out).clone());
+            scrub_spec(&mut output);
+            if let serde_json::Value::Object(o) = output {
+                route.attr.output_schema = Some(std::sync::Arc::new(o));
+            }
+        }
+    }
+    router
+}
+
+/// Removes SPEC citations from every string of `v`: " (SPEC §9.1)" and a
+/// bare "SPEC §9.1" (a section number: digits and dots).
+fn scrub_spec(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) if s.contains("SPEC") => *s = without_spec(s),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(scrub_spec),
+        serde_json::Value::Object(o) => o.values_mut().for_each(scrub_spec),
+        _ => {}
+    }
+}
+
+fn without_spec(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("SPEC §") {
+        let after = &rest[at + "SPEC §".len()..];
+        let n = after
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(after.len());
+        // A trailing dot ends the sentence, not the section number.
+        let n = if after[..n].ends_with('.') { n - 1 } else { n };
+        let mut head = &rest[..at];
+        let mut tail = &after[n..];
+        if head.ends_with('(') && tail.starts_with(')') {
+            head = head[..head.len() - 1].trim_end();
+            tail = &tail[1..];
+        } else if head.ends_with(", ") && tail.starts_with(')') {
+            head = &head[..head.len() - 2];
+        }
+        out.push_str(head);
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for OdekMcp {
     /// Routes a tool call. Error text rmcp writes — which may quote the
@@ -476,7 +537,7 @@ mod tests {
     #[test]
     fn tool_schemas_are_the_checked_in_ones() {
         let mut tools = serde_json::Map::new();
-        for t in OdekMcp::tool_router().list_all() {
+        for t in for_models(OdekMcp::tool_router()).list_all() {
             tools.insert(
                 t.name.to_string(),
                 serde_json::json!({"input": t.input_schema, "output": t.output_schema}),
@@ -492,6 +553,33 @@ mod tests {
             text == want,
             "the MCP tools' schemas differ from {TOOL_SCHEMAS} (if intended: ODEK_WRITE_TOOL_SCHEMAS=1 cargo test -p odek-mcp tool_schemas):\n{text}"
         );
+    }
+
+    /// Nothing a model reads cites the SPEC (it has none): the tools'
+    /// descriptions and schemas as listed, and the scrub itself.
+    #[test]
+    fn no_tool_text_cites_the_spec() {
+        for t in for_models(OdekMcp::tool_router()).list_all() {
+            let text = serde_json::to_string(&t).expect("JSON");
+            assert!(!text.contains("SPEC"), "{}: {text}", t.name);
+        }
+        assert_eq!(
+            without_spec("The block (SPEC §9.1);\nthe rest. See SPEC §8. And (x, SPEC §7.4)"),
+            "The block;\nthe rest. See . And (x)"
+        );
+        assert_eq!(without_spec("no citation"), "no citation");
+        // The annotations a client shows: read-only and destructive tools.
+        let tools = for_models(OdekMcp::tool_router()).list_all();
+        let hint = |name: &str| {
+            let t = tools.iter().find(|t| t.name == name).expect("the tool");
+            let a = t.annotations.clone().unwrap_or_default();
+            (a.read_only_hint, a.destructive_hint)
+        };
+        assert_eq!(hint("describe"), (Some(true), None));
+        assert_eq!(hint("sandbox_list"), (Some(true), None));
+        assert_eq!(hint("process_output"), (Some(true), None));
+        assert_eq!(hint("sandbox_down"), (None, Some(true)));
+        assert_eq!(hint("process_kill"), (None, Some(true)));
     }
 
     #[test]

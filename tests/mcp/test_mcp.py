@@ -140,8 +140,14 @@ def test_tools_and_instructions(project):
                                   "process_output", "process_kill"}
             assert tools["process_output"].annotations.read_only_hint is True
             assert tools["process_kill"].annotations.destructive_hint is True
+            for name in ("describe", "sandbox_list"):
+                assert tools[name].annotations.read_only_hint is True, name
+            assert tools["sandbox_down"].annotations.destructive_hint is True
             for t in tools.values():
                 assert t.input_schema["type"] == "object"
+                # A model has no SPEC: nothing it reads cites one.
+                assert "SPEC" not in json.dumps(t.model_dump(mode="json")), t.name
+            assert "SPEC" not in init.instructions
             assert set(tools["exec"].input_schema["properties"]) >= {"command", "argv", "env", "timeout_secs", "sandbox_id", "background"}
             assert "timed_out" in tools["exec"].output_schema["properties"]
             ins = init.instructions
