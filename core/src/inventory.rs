@@ -116,6 +116,11 @@ pub struct Listing {
     /// a verified label.
     #[serde(default)]
     pub probe: bool,
+    /// A ready sandbox of a warm pool ([`crate::pool::Pool`]): its verified
+    /// [`labels::POOL`] label, and no claim recorded for it under this
+    /// `$ODEK_HOME` ([`crate::pool::claimed`]). `odek pool down` removes it.
+    #[serde(default)]
+    pub pool: bool,
 }
 
 impl Listing {
@@ -131,6 +136,7 @@ fn listing(
     state: String,
     l: &BTreeMap<String, String>,
     verified: bool,
+    odek_home: &Path,
 ) -> Listing {
     let detached = l.get(labels::DETACHED).map(String::as_str) == Some("true");
     Listing {
@@ -146,6 +152,7 @@ fn listing(
         workdir: l.get(labels::WORKDIR).cloned(),
         parent: l.get(labels::PARENT).cloned(),
         probe: verified && l.contains_key(labels::PROBE),
+        pool: verified && l.contains_key(labels::POOL) && !crate::pool::claimed(odek_home, &id),
         name,
         id,
         state,
@@ -216,8 +223,8 @@ impl Client {
             .into_iter()
             .map(
                 |c| match labels::verified(secret.as_ref(), &c.name, &c.labels) {
-                    Ok(trusted) => listing(c.id, c.name, c.state, &trusted, true),
-                    Err(_) => listing(c.id, c.name, c.state, &c.labels, false),
+                    Ok(trusted) => listing(c.id, c.name, c.state, &trusted, true, odek_home),
+                    Err(_) => listing(c.id, c.name, c.state, &c.labels, false, odek_home),
                 },
             )
             .collect();
@@ -238,7 +245,12 @@ impl Client {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
         let mut removed = Vec::new();
-        for l in self.list(&opts.odek_home).await? {
+        let all = self.list(&opts.odek_home).await?;
+        if !opts.dry_run {
+            let live: Vec<&str> = all.iter().map(|l| l.id.as_str()).collect();
+            crate::pool::prune_claims(&opts.odek_home, &live);
+        }
+        for l in all {
             if !opts.selects(&l) {
                 continue;
             }
@@ -249,6 +261,42 @@ impl Client {
                     .map_err(|e| Error::engine(&ep, Step::Remove, e))?;
             }
             removed.push(l.name);
+        }
+        Ok(removed)
+    }
+
+    /// Removes this user's ready pooled sandboxes ([`Listing::pool`] under
+    /// `odek_home`: verified, labelled [`labels::POOL`], not claimed),
+    /// whoever's pool they are in, and the claim records of containers that
+    /// are gone. A claimed sandbox, or another user's, is never touched.
+    /// The owning process notices at its next claim (the sandbox fails the
+    /// re-check) and launches afresh. Returns the names removed; with
+    /// `dry_run` those it would remove, removing nothing.
+    ///
+    /// Errors: as [`Client::list`]; a removal the engine refuses (not one
+    /// of a container already gone).
+    pub async fn pool_down(&self, odek_home: &Path, dry_run: bool) -> Result<Vec<String>> {
+        let engine = self.engine()?;
+        let ep = engine.endpoint().to_string();
+        let all = self.list(odek_home).await?;
+        let mut removed = Vec::new();
+        for l in all.iter().filter(|l| l.pool) {
+            if !dry_run {
+                match engine.remove_container(&l.id).await {
+                    Ok(_) => {}
+                    Err(e) if e.kind == EngineErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::engine(&ep, Step::Remove, e)),
+                }
+            }
+            removed.push(l.name.clone());
+        }
+        if !dry_run {
+            let live: Vec<&str> = all
+                .iter()
+                .filter(|l| !l.pool)
+                .map(|l| l.id.as_str())
+                .collect();
+            crate::pool::prune_claims(odek_home, &live);
         }
         Ok(removed)
     }

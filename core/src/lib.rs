@@ -34,6 +34,7 @@ pub mod narrow;
 pub mod network;
 pub(crate) mod ownership;
 pub mod plan;
+pub mod pool;
 pub(crate) mod resolve;
 pub(crate) mod safe_open;
 pub mod sandbox;
