@@ -69,7 +69,12 @@ struct Inner {
     closing: CancellationToken,
     /// Refill launches in flight.
     inflight: tokio::sync::watch::Sender<usize>,
+    /// Told of each sandbox that became ready ([`Pool::on_ready`]).
+    on_ready: Option<ReadyHook>,
 }
+
+/// What [`Pool::on_ready`] calls.
+type ReadyHook = Box<dyn Fn(&Sandbox) + Send + Sync>;
 
 #[derive(Default)]
 struct State {
@@ -106,8 +111,23 @@ impl Pool {
                 state: Mutex::new(State::default()),
                 closing: CancellationToken::new(),
                 inflight: tokio::sync::watch::Sender::new(0),
+                on_ready: None,
             }),
         }
+    }
+
+    /// [`Pool::new`] that calls `hook` with each sandbox once it is ready
+    /// (launched, verified and queued), e.g. to log it.
+    pub fn on_ready(
+        client: Client,
+        size: usize,
+        hook: impl Fn(&Sandbox) + Send + Sync + 'static,
+    ) -> Pool {
+        let mut pool = Pool::new(client, size);
+        if let Some(inner) = Arc::get_mut(&mut pool.inner) {
+            inner.on_ready = Some(Box::new(hook));
+        }
+        pool
     }
 
     /// Ready sandboxes kept per plan.
@@ -184,6 +204,9 @@ impl Pool {
             }
             match launched {
                 Ok(sb) if sb.container_id.is_some() && !st.closed => {
+                    if let Some(hook) = &self.inner.on_ready {
+                        hook(&sb);
+                    }
                     st.ready.entry(key.to_string()).or_default().push_back(sb);
                     None
                 }
@@ -275,11 +298,52 @@ impl Pool {
             }
         }
         let sandbox = client.launch(plan, opts, reporter).await?;
-        self.fill(plan, opts.approval.as_ref());
+        if discarded.is_empty() {
+            self.fill(plan, opts.approval.as_ref());
+        } else {
+            // One ready sandbox failed: check the plan's others now, in the
+            // background, so that the refill counts only good ones.
+            let pool = self.clone();
+            let plan = plan.clone();
+            let approval = opts.approval.clone();
+            tokio::spawn(async move { pool.sweep(&key, &plan, approval.as_ref()).await });
+        }
         Ok(Claimed {
             sandbox,
             from: ClaimedFrom::Fresh { discarded },
         })
+    }
+
+    /// Re-checks every ready sandbox of `plan` (`key`), removes those that
+    /// fail, puts the others back, then refills ([`Pool::fill`]).
+    async fn sweep(&self, key: &str, plan: &Plan, approval: Option<&Approval>) {
+        let client = &self.inner.client;
+        let mut good = Vec::new();
+        for sb in self.take_plan(key) {
+            match client.recheck_ready(&sb, plan, approval).await {
+                Ok(()) => good.push(sb),
+                Err(e) => {
+                    tracing::info!(sandbox = %sb.name, "a ready sandbox failed its re-check ({e}); removed");
+                    let _ = client.destroy(&sb).await;
+                }
+            }
+        }
+        let leftover = {
+            let mut st = self.state();
+            if st.closed {
+                good
+            } else {
+                let q = st.ready.entry(key.to_string()).or_default();
+                for sb in good.into_iter().rev() {
+                    q.push_front(sb);
+                }
+                Vec::new()
+            }
+        };
+        for sb in leftover {
+            let _ = client.destroy(&sb).await;
+        }
+        self.fill(plan, approval);
     }
 
     fn take_plan(&self, key: &str) -> Vec<Sandbox> {

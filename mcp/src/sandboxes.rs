@@ -135,7 +135,12 @@ impl Sandboxes {
             .map(|s| usize::try_from(s.pool.value).unwrap_or(0))
             .unwrap_or(0);
         Sandboxes {
-            pool: Pool::new(odek.clone(), size),
+            pool: Pool::on_ready(odek.clone(), size, |sb| {
+                errln!(
+                    "odek: warm pool: sandbox {} ready",
+                    odek_core::text::shown(&sb.name)
+                );
+            }),
             odek,
             inputs,
             table: Mutex::new(BTreeMap::new()),
@@ -412,7 +417,11 @@ impl Sandboxes {
         errln!(
             "{} (MCP id {id}{})",
             sandbox.startup_line(),
-            if from_pool { ", from the warm pool" } else { "" }
+            if from_pool {
+                ", from the warm pool"
+            } else {
+                ""
+            }
         );
         Ok((id, sandbox))
     }
