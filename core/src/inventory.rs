@@ -310,7 +310,9 @@ impl Client {
     /// `odek_home`), or its plan label unreadable ([`Error::NotASandbox`]);
     /// the key unusable ([`Error::Secret`]); and,
     /// when it runs, [`Error::Rejected`] at verify naming each live setting
-    /// that differs from SPEC §6.1 or its plan (`crate::verify::verify`).
+    /// that differs from SPEC §6.1 or its plan (`crate::verify::verify`),
+    /// or that is a warm pool's ready sandbox, not yet handed over
+    /// ([`crate::pool`]).
     /// A stopped sandbox is returned with `applied: None` (exec and describe
     /// then say it is stopped).
     pub async fn attach(&self, name: &str, odek_home: &Path) -> Result<Sandbox> {
@@ -360,6 +362,22 @@ impl Client {
                     container: info.name.clone(),
                 }
             })?;
+        // A warm pool's ready sandbox is its owner's to hand over once
+        // (docs/SANDBOXING.md, "The warm pool"): nothing runs in it before.
+        if check == Check::Live
+            && trusted.contains_key(labels::POOL)
+            && !crate::pool::claimed(odek_home, &info.id)
+        {
+            return Err(Error::Rejected {
+                fix: None,
+                step: Step::Verify,
+                message: format!(
+                    "sandbox {} is a ready sandbox of a warm pool: its owner hands it over once, and nothing runs in it before (`odek pool down` removes it)",
+                    crate::text::shown(&info.name)
+                ),
+                removal: None,
+            });
+        }
         let plan: Plan = trusted
             .get(labels::PLAN)
             .and_then(|p| serde_json::from_str(p).ok())

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::approval::Approval;
+use crate::approval::{Approval, Via};
 use crate::cancel::CancellationToken;
 use crate::client::Client;
 use crate::error::Result;
@@ -157,8 +157,16 @@ impl Pool {
     /// pool launches nothing. A refill launch that fails is said by
     /// `tracing` and not retried: the next claim launches afresh and tries
     /// again.
+    ///
+    /// An approval given for one launch only ([`Via::Once`]: the user
+    /// answered `y`) launches nothing ahead: it approved that launch, not
+    /// the next ones; a trust, a stored trust or the environment's approval
+    /// stand, and each later claim is approved again by its caller anyway.
     pub fn fill(&self, plan: &Plan, approval: Option<&Approval>) {
-        if self.inner.size == 0 || plan.isolation != Isolation::Container {
+        if self.inner.size == 0
+            || plan.isolation != Isolation::Container
+            || approval.is_some_and(|a| a.via == Via::Once)
+        {
             return;
         }
         let key = plan.pool_key();

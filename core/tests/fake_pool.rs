@@ -323,3 +323,57 @@ async fn the_project_may_lower_the_pool_but_never_raise_it() {
     let err = odek_core::config::load(&s.inputs).expect_err("too large");
     assert!(err.to_string().contains("sandbox_pool"), "{err}");
 }
+
+#[tokio::test]
+async fn an_approval_for_one_launch_fills_nothing_ahead() {
+    let s = Setup::new()
+        .project_config(r#"{"sandbox_compose_project": "shop"}"#)
+        .env("ODEK_APPROVE_PROJECT_SANDBOX", "1");
+    let plan = s.resolve().await.expect("resolve");
+    let req = plan.approval.as_ref().expect("request");
+    let mut once = req.standing().expect("standing");
+    once.via = odek_core::approval::Via::Once;
+    let pool = Pool::new(s.odek.clone(), 2);
+    let opts = LaunchOptions {
+        approval: Some(once.clone()),
+        ..LaunchOptions::default()
+    };
+    let c = pool.claim(&plan, &opts, &s.reporter).await.expect("claim");
+    assert!(matches!(c.from, ClaimedFrom::Fresh { .. }));
+    pool.fill(&plan, Some(&once));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(s.fake.containers().len(), 1, "only the claimed one");
+    // Positive control: the environment's approval stands and fills.
+    pool.fill(&plan, req.standing().as_ref());
+    ready(&pool, &plan, 2).await;
+    pool.drain().await;
+}
+
+#[tokio::test]
+async fn nothing_attaches_to_a_ready_sandbox_before_its_claim() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    let pool = Pool::new(s.odek.clone(), 1);
+    pool.fill(&plan, None);
+    ready(&pool, &plan, 1).await;
+    let name = s.only_container().name;
+    let err = s
+        .odek
+        .attach(&name, &s.odek_home)
+        .await
+        .expect_err("a ready sandbox is refused");
+    assert_eq!(err.class(), FailureClass::DockerRejected, "{err}");
+    assert!(err.to_string().contains("warm pool"), "{err}");
+    // Removing it stays possible (`odek sandbox down`).
+    s.odek.owned(&name, &s.odek_home).await.expect("owned");
+    let claimed = pool
+        .claim(&plan, &LaunchOptions::default(), &s.reporter)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.sandbox.name, name);
+    s.odek
+        .attach(&name, &s.odek_home)
+        .await
+        .expect("a claimed one attaches");
+    pool.drain().await;
+}

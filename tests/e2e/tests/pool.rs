@@ -364,6 +364,22 @@ fn pool_down_removes_the_ready_ones_and_a_sigkilled_owner_leaves_nothing() {
     }
     assert!(kinds.contains(&(claimed.clone(), false)), "{kinds:?}");
 
+    // Nothing runs in a ready one before its owner hands it out; a claimed
+    // one is the claimant's, as any sandbox.
+    let refused = p.run_odek(&["sandbox", "exec", &r[0], "--", "true"]);
+    assert_eq!(
+        refused.status.code(),
+        Some(125),
+        "{}",
+        odek_e2e::stderr(&refused)
+    );
+    assert!(
+        odek_e2e::stderr(&refused).contains("warm pool"),
+        "{}",
+        odek_e2e::stderr(&refused)
+    );
+    p.odek_ok(&["sandbox", "exec", &claimed, "--", "true"]);
+
     let down = p.odek_ok(&["pool", "down", "--json"]);
     let mut removed: Vec<String> = serde_json::from_str(&stdout(&down)).expect("JSON");
     removed.sort();
