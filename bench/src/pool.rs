@@ -1,6 +1,6 @@
-//! 9. The warm pool (docs/SANDBOXING.md, "The warm pool"): a claim from a
-//! full pool — the approval re-check, the path checks and the
-//! inspect-verify included — against a fresh launch of the same plan (the
+//! Phase 9, the warm pool (docs/SANDBOXING.md, "The warm pool"): a claim
+//! from a full pool (the approval re-check, the path checks and the
+//! inspect-verify included) against a fresh launch of the same plan (the
 //! Compose fixture's two networks), interleaved in one run. Before each
 //! measured call the pool is full again (its refills are not timed, and
 //! never run during a measurement).

@@ -271,13 +271,14 @@ impl Pool {
         }
         let key = plan.pool_key();
         let mut discarded = Vec::new();
-        loop {
-            let taken = self
-                .state()
-                .ready
-                .get_mut(&key)
-                .and_then(VecDeque::pop_front);
-            let Some(sandbox) = taken else { break };
+        // Taken under the lock (the guard ends with the statement): no
+        // other claim can take the same one.
+        let taken = self
+            .state()
+            .ready
+            .get_mut(&key)
+            .and_then(VecDeque::pop_front);
+        if let Some(sandbox) = taken {
             match client
                 .recheck_ready(&sandbox, plan, opts.approval.as_ref())
                 .await
@@ -301,7 +302,6 @@ impl Pool {
                             let _ = client.destroy(&other).await;
                         }
                     }
-                    break;
                 }
             }
         }
