@@ -509,7 +509,7 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
         }
         raw::remove_all_labelled(&ctx.raw).await?;
     }
-    if ["launch", "exec", "sup", "resolve", "rss"]
+    if ["launch", "exec", "sup", "resolve", "rss", "pool"]
         .iter()
         .any(|p| ctx.phase(p))
     {
