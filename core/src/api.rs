@@ -123,13 +123,13 @@ pub struct ClientOptions {
 
 impl ClientOptions {
     /// The warm pool's size ([`ClientOptions::sandbox_pool`]). Errors: more
-    /// than [`crate::pool::MAX_POOL`].
+    /// than [`crate::config::MAX_POOL`].
     pub fn pool_size(&self) -> Result<usize, RequestError> {
         let n = usize::from(self.sandbox_pool.unwrap_or(0));
-        if n > crate::pool::MAX_POOL {
+        if n > crate::config::MAX_POOL {
             return Err(RequestError(format!(
                 "sandbox_pool must be 0 (no pool) to {} (got {n})",
-                crate::pool::MAX_POOL
+                crate::config::MAX_POOL
             )));
         }
         Ok(n)

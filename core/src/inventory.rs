@@ -116,9 +116,9 @@ pub struct Listing {
     /// a verified label.
     #[serde(default)]
     pub probe: bool,
-    /// A ready sandbox of a warm pool ([`crate::pool::Pool`]): its verified
+    /// A ready sandbox of a warm pool (`odek_core::pool::Pool`): its verified
     /// [`labels::POOL`] label, and no claim recorded for it under this
-    /// `$ODEK_HOME` ([`crate::pool::claimed`]). `odek pool down` removes it.
+    /// `$ODEK_HOME` (`odek_core::pool::claimed`). `odek pool down` removes it.
     #[serde(default)]
     pub pool: bool,
 }
@@ -152,7 +152,7 @@ fn listing(
         workdir: l.get(labels::WORKDIR).cloned(),
         parent: l.get(labels::PARENT).cloned(),
         probe: verified && l.contains_key(labels::PROBE),
-        pool: verified && l.contains_key(labels::POOL) && !crate::pool::claimed(odek_home, &id),
+        pool: verified && l.contains_key(labels::POOL) && !crate::claims::claimed(odek_home, &id),
         name,
         id,
         state,
@@ -248,7 +248,7 @@ impl Client {
         let all = self.list(&opts.odek_home).await?;
         if !opts.dry_run {
             let live: Vec<&str> = all.iter().map(|l| l.id.as_str()).collect();
-            crate::pool::prune_claims(&opts.odek_home, &live);
+            crate::claims::prune(&opts.odek_home, &live);
         }
         for l in all {
             if !opts.selects(&l) {
@@ -296,7 +296,7 @@ impl Client {
                 .filter(|l| !l.pool)
                 .map(|l| l.id.as_str())
                 .collect();
-            crate::pool::prune_claims(odek_home, &live);
+            crate::claims::prune(odek_home, &live);
         }
         Ok(removed)
     }
@@ -312,7 +312,7 @@ impl Client {
     /// when it runs, [`Error::Rejected`] at verify naming each live setting
     /// that differs from SPEC §6.1 or its plan (`crate::verify::verify`),
     /// or that is a warm pool's ready sandbox, not yet handed over
-    /// ([`crate::pool`]).
+    /// (`odek_core::pool`).
     /// A stopped sandbox is returned with `applied: None` (exec and describe
     /// then say it is stopped).
     pub async fn attach(&self, name: &str, odek_home: &Path) -> Result<Sandbox> {
@@ -366,7 +366,7 @@ impl Client {
         // (docs/SANDBOXING.md, "The warm pool"): nothing runs in it before.
         if check == Check::Live
             && trusted.contains_key(labels::POOL)
-            && !crate::pool::claimed(odek_home, &info.id)
+            && !crate::claims::claimed(odek_home, &info.id)
         {
             return Err(Error::Rejected {
                 fix: None,

@@ -231,7 +231,7 @@ pub fn container_spec(
     } else {
         labels.extend(Owner::current().labels());
     }
-    labels.insert(labels::PLAN.to_string(), plan_label_json(plan));
+    labels.insert(labels::PLAN.to_string(), plan.label_json());
     labels.extend(opts.labels.clone());
     labels.insert(labels::LAUNCH.to_string(), launch_id.to_string());
 
@@ -306,19 +306,6 @@ pub fn container_spec(
         stdin_once: !opts.detached,
         auto_remove: !opts.detached,
     }
-}
-
-/// The plan as JSON for the container label (read back to narrow a child,
-/// SPEC §8), with env values removed: labels travel further than the
-/// container's environment (monitoring exports them), and values may be
-/// secrets. [`crate::Client::attach`] restores them from
-/// `Config.Env`.
-pub(crate) fn plan_label_json(plan: &Plan) -> String {
-    let mut p = plan.clone();
-    for e in &mut p.env {
-        e.value.clear();
-    }
-    serde_json::to_string(&p).unwrap_or_default()
 }
 
 /// True for a create warning that drops a requested limit (SPEC §6.1):

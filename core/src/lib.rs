@@ -16,6 +16,7 @@ pub mod api;
 pub mod approval;
 pub mod approve;
 pub mod cancel;
+mod claims;
 pub(crate) mod client;
 pub mod config;
 pub mod describe;

@@ -145,7 +145,20 @@ impl Plan {
     /// was launched for and reveals no more than that label.
     pub fn pool_label(&self) -> String {
         use sha2::{Digest, Sha256};
-        hex::encode(Sha256::digest(crate::launch::plan_label_json(self)))
+        hex::encode(Sha256::digest(self.label_json()))
+    }
+
+    /// The plan as JSON for the container label (read back to narrow a
+    /// child, SPEC §8), with env values removed: labels travel further than
+    /// the container's environment (monitoring exports them), and values
+    /// may be secrets. [`crate::Client::attach`] restores them from
+    /// `Config.Env`.
+    pub(crate) fn label_json(&self) -> String {
+        let mut p = self.clone();
+        for e in &mut p.env {
+            e.value.clear();
+        }
+        serde_json::to_string(&p).unwrap_or_default()
     }
 
     /// True when a fallback to the host is allowed should the image be

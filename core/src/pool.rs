@@ -14,7 +14,7 @@
 //! replacement in the background. A claimed sandbox is never returned.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::{Path, PathBuf};
+
 use std::sync::{Arc, Mutex};
 
 use crate::approval::{Approval, Via};
@@ -27,9 +27,8 @@ use crate::plan::{Isolation, Plan};
 use crate::resolve::{Reporter, Silent};
 use crate::sandbox::Sandbox;
 
-/// The largest `sandbox_pool` (ready sandboxes per plan), and the most
-/// ready or launching sandboxes one pool holds for all its plans together.
-pub const MAX_POOL: usize = 8;
+pub use crate::claims::claimed;
+pub use crate::config::MAX_POOL;
 
 /// Where a claimed sandbox came from ([`Claimed::from`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,7 +283,19 @@ impl Pool {
                 .await
             {
                 Ok(()) => {
-                    mark_claimed(&plan.odek_home, &sandbox);
+                    // What its launch found (an engine's warning, the
+                    // supervisor off, mounts unverified) was said to nobody
+                    // then: the claimant hears it now, as from a launch.
+                    for w in sandbox
+                        .warnings
+                        .iter()
+                        .filter(|w| !plan.warnings.contains(w))
+                    {
+                        reporter.warning(w);
+                    }
+                    if let Some(id) = &sandbox.container_id {
+                        crate::claims::record(&plan.odek_home, id, &sandbox.name);
+                    }
                     self.fill(plan, opts.approval.as_ref());
                     return Ok(Claimed {
                         sandbox,
@@ -389,47 +400,5 @@ impl Pool {
         let settle = crate::inventory::CREATE_SETTLE + std::time::Duration::from_secs(20);
         let _ = tokio::time::timeout(settle, inflight.wait_for(|n| *n == 0)).await;
         failed
-    }
-}
-
-/// The claim records of `odek_home`: one empty file per claimed
-/// sandbox, named by its container ID.
-fn claims_dir(odek_home: &Path) -> PathBuf {
-    odek_home.join("pool").join("claimed")
-}
-
-/// Records `sandbox` as claimed (no longer ready): `odek pool down` leaves
-/// it alone, `odek sandbox ls` shows it as the claimant's. A record that
-/// cannot be written only makes `pool down` remove a claimed sandbox too.
-fn mark_claimed(odek_home: &Path, sandbox: &Sandbox) {
-    let Some(id) = &sandbox.container_id else {
-        return;
-    };
-    let dir = claims_dir(odek_home);
-    let wrote = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join(id), b""));
-    if let Err(e) = wrote {
-        tracing::warn!(sandbox = %sandbox.name, "the claim of a pooled sandbox could not be recorded: {e}");
-    }
-}
-
-/// True when the pooled sandbox with container ID `id` was claimed by its
-/// owner ([`Pool::claim`] records it under `odek_home`).
-pub fn claimed(odek_home: &Path, id: &str) -> bool {
-    !id.is_empty()
-        && id.bytes().all(|b| b.is_ascii_hexdigit())
-        && claims_dir(odek_home).join(id).exists()
-}
-
-/// Removes the claim records of `odek_home` whose container is not among
-/// `live` (container IDs): called by gc and `pool down` after they listed.
-pub(crate) fn prune_claims(odek_home: &Path, live: &[&str]) {
-    let Ok(entries) = std::fs::read_dir(claims_dir(odek_home)) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        if !live.iter().any(|id| name == *id) {
-            let _ = std::fs::remove_file(e.path());
-        }
     }
 }

@@ -52,6 +52,19 @@ async fn a_claim_hands_over_a_ready_sandbox_once_and_starts_a_replacement() {
         .await
         .expect("claim");
     assert_eq!(claimed.from, ClaimedFrom::Pool);
+    // The launch's own warnings (the fake's mounts cannot be read back)
+    // reach the claimant, as a launch's would.
+    let launched: Vec<_> = claimed
+        .sandbox
+        .warnings
+        .iter()
+        .filter(|w| !plan.warnings.contains(w))
+        .cloned()
+        .collect();
+    assert!(!launched.is_empty(), "{:?}", claimed.sandbox.warnings);
+    for w in &launched {
+        assert!(s.reporter.warnings().contains(w), "{w:?} not reported");
+    }
     let id = claimed.sandbox.container_id.clone().expect("container");
     assert!(before.contains(&id), "a ready one was handed over");
     assert!(

@@ -310,7 +310,7 @@ config_keys! {
     },
     /// `sandbox_pool`: how many ready sandboxes a long-lived owner (`odek
     /// mcp`, a library client) keeps per plan, 0 (off) to
-    /// [`crate::pool::MAX_POOL`]. The flag is `odek mcp`'s own (`run` is
+    /// [`super::MAX_POOL`]. The flag is `odek mcp`'s own (`run` is
     /// one-shot: a pool there would serve nobody).
     sandbox_pool: i64 = Integer {
         env: Some("ODEK_SANDBOX_POOL"),

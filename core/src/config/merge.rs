@@ -136,7 +136,7 @@ pub struct Settings {
     /// `sandbox_volumes`.
     pub volumes: Option<Sourced<Vec<VolumeMount>>>,
     /// `sandbox_pool`: ready sandboxes kept per plan (0 = off, at most
-    /// [`crate::pool::MAX_POOL`]); not part of the plan, so the pool's size
+    /// [`super::MAX_POOL`]); not part of the plan, so the pool's size
     /// never changes which pool a plan claims from.
     #[serde(default = "no_pool")]
     pub pool: Sourced<i64>,

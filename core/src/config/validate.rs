@@ -148,10 +148,15 @@ pub fn normalize_compose_project(value: &str) -> Option<String> {
     (!trimmed.is_empty() && trimmed.len() <= MAX_COMPOSE_PROJECT).then(|| trimmed.to_string())
 }
 
-/// `sandbox_pool` must be 0 (off) to [`crate::pool::MAX_POOL`] → the
-/// value, else [`ConfigError::InvalidValue`].
+/// The largest `sandbox_pool`: ready sandboxes per plan, and the most
+/// ready or launching sandboxes one warm pool holds for all its plans
+/// together (`crate::pool`).
+pub const MAX_POOL: usize = 8;
+
+/// `sandbox_pool` must be 0 (off) to [`MAX_POOL`] → the value, else
+/// [`ConfigError::InvalidValue`].
 pub fn validate_pool(origin: &str, value: i64) -> Result<i64, ConfigError> {
-    let max = crate::pool::MAX_POOL as i64;
+    let max = MAX_POOL as i64;
     if (0..=max).contains(&value) {
         return Ok(value);
     }
