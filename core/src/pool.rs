@@ -81,6 +81,11 @@ struct State {
     ready: BTreeMap<String, VecDeque<Sandbox>>,
     /// Refill launches in flight by key.
     filling: BTreeMap<String, usize>,
+    /// When each key was last filled for (a claim or [`Pool::fill`]), as a
+    /// tick of `tick`: the least recently used plan's ready sandboxes make
+    /// room for another plan's when the pool is at [`MAX_POOL`].
+    used: BTreeMap<String, u64>,
+    tick: u64,
     closed: bool,
 }
 
@@ -157,6 +162,10 @@ impl Pool {
     /// `tracing` and not retried: the next claim launches afresh and tries
     /// again.
     ///
+    /// At most [`MAX_POOL`] sandboxes are ready or launching in all: at
+    /// the cap, the ready sandboxes of the plans least recently filled for
+    /// are removed to make room.
+    ///
     /// An approval given for one launch only ([`Via::Once`]: the user
     /// answered `y`) launches nothing ahead: it approved that launch, not
     /// the next ones; a trust, a stored trust or the environment's approval
@@ -169,20 +178,48 @@ impl Pool {
             return;
         }
         let key = plan.pool_key();
-        let need = {
+        let (need, evicted) = {
             let mut st = self.state();
             if st.closed {
                 return;
             }
+            st.tick += 1;
+            let now = st.tick;
+            st.used.insert(key.clone(), now);
             let have = st.ready.get(&key).map_or(0, VecDeque::len)
                 + st.filling.get(&key).copied().unwrap_or(0);
-            let room = MAX_POOL.saturating_sub(st.held());
-            let need = self.inner.size.saturating_sub(have).min(room);
+            let want = self.inner.size.saturating_sub(have);
+            // At the cap: the least recently used other plans' ready
+            // sandboxes go (a plan resolved again after a change, say,
+            // leaves the old plan's behind).
+            let mut evicted = Vec::new();
+            while MAX_POOL.saturating_sub(st.held()) < want {
+                let oldest = st
+                    .ready
+                    .iter()
+                    .filter(|(k, q)| **k != key && !q.is_empty())
+                    .min_by_key(|(k, _)| st.used.get(*k).copied().unwrap_or(0))
+                    .map(|(k, _)| k.clone());
+                let Some(k) = oldest else { break };
+                if let Some(sb) = st.ready.get_mut(&k).and_then(VecDeque::pop_back) {
+                    evicted.push(sb);
+                }
+            }
+            st.ready.retain(|_, q| !q.is_empty());
+            let need = want.min(MAX_POOL.saturating_sub(st.held()));
             if need > 0 {
                 *st.filling.entry(key.clone()).or_default() += need;
             }
-            need
+            (need, evicted)
         };
+        if !evicted.is_empty() {
+            let client = self.inner.client.clone();
+            tokio::spawn(async move {
+                for sb in evicted {
+                    let _ = client.destroy(&sb).await;
+                }
+            });
+        }
         for _ in 0..need {
             let pool = self.clone();
             let plan = plan.clone();

@@ -390,3 +390,28 @@ async fn nothing_attaches_to_a_ready_sandbox_before_its_claim() {
         .expect("a claimed one attaches");
     pool.drain().await;
 }
+
+#[tokio::test]
+async fn at_the_cap_the_least_recently_used_plan_makes_room() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    let pool = Pool::new(s.odek.clone(), MAX_POOL);
+    pool.fill(&plan, None);
+    ready(&pool, &plan, MAX_POOL).await;
+    let mut other = plan.clone();
+    other.pids_limit = 100;
+    pool.fill(&other, None);
+    ready(&pool, &other, MAX_POOL).await;
+    ready(&pool, &plan, 0).await;
+    // The removed ones are gone: never more than the cap at once (plus
+    // the removals still on their way, none once they are done).
+    for _ in 0..100 {
+        if s.fake.containers().len() == MAX_POOL {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.fake.containers().len(), MAX_POOL);
+    pool.drain().await;
+    assert!(s.fake.containers().is_empty());
+}
