@@ -15,13 +15,17 @@
 //! 7. odek's supervisor (`ODEK_SUPERVISOR`): the exec round trip of `true`
 //!    from the core, Python, Go and `odek mcp` against the raw exec-API
 //!    floor, 1,000 sequential and 16 concurrent commands, the supervisor's
-//!    RSS and stripped size. Phases 1, 4 and 6 add a supervised variant.
+//!    RSS and stripped size. Phases 1, 4 and 6 add a supervised variant;
+//! 8. connections (`conn`);
+//! 9. the warm pool (`pool`): a claim from a full pool, re-check and
+//!    verify included, vs a fresh launch of the same plan.
 //!
 //! Everything it creates is labelled `dev.odek.bench=true` (odek sandboxes
 //! also carry its private workdir), and only that is cleaned up — always,
 //! also on error or Ctrl-C. Output: a table on stdout and a JSON file.
 
 mod phases;
+mod pool;
 mod proc;
 mod raw;
 mod stats;
@@ -77,11 +81,11 @@ pub(crate) struct Args {
     /// Runs of `odek run -- true` under /usr/bin/time -v.
     #[arg(long, default_value_t = 5)]
     pub(crate) rss_runs: usize,
-    /// Phases to run (comma separated): launch,exec,sup,describe,resolve,rss,conn.
+    /// Phases to run (comma separated): launch,exec,sup,describe,resolve,rss,conn,pool.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "launch,exec,sup,describe,resolve,rss,conn"
+        default_value = "launch,exec,sup,describe,resolve,rss,conn,pool"
     )]
     pub(crate) only: Vec<String>,
     /// The static odek-supervisor binary for the supervised variants
@@ -505,7 +509,7 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
         }
         raw::remove_all_labelled(&ctx.raw).await?;
     }
-    if ["launch", "exec", "sup", "resolve", "rss"]
+    if ["launch", "exec", "sup", "resolve", "rss", "pool"]
         .iter()
         .any(|p| ctx.phase(p))
     {

@@ -31,7 +31,7 @@ use crate::{Ctx, Results, Target, BENCH_LABEL};
 /// Runs the selected phases in order (launch, exec, describe, resolve, rss,
 /// conn). The first failure aborts the run (cleanup still happens).
 pub async fn run_all(ctx: &Ctx, res: &mut Results) -> Result<()> {
-    let compose = ["launch", "exec", "sup", "resolve", "rss"]
+    let compose = ["launch", "exec", "sup", "resolve", "rss", "pool"]
         .iter()
         .any(|p| ctx.phase(p));
     if compose {
@@ -62,6 +62,9 @@ pub async fn run_all(ctx: &Ctx, res: &mut Results) -> Result<()> {
     }
     if ctx.phase("conn") {
         conn(ctx, res).await.context("connection phase")?;
+    }
+    if ctx.phase("pool") {
+        crate::pool::phase(ctx, res).await.context("pool phase")?;
     }
     Ok(())
 }

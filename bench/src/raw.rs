@@ -191,6 +191,11 @@ pub async fn remove(d: &Docker, id: &str) -> Result<()> {
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
         }) => Ok(()),
+        // An auto-removed sandbox (its owner let go) already on its way out.
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409,
+            message,
+        }) if message.contains("already in progress") => Ok(()),
         Err(e) => Err(e).context("raw remove"),
     }
 }

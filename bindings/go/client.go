@@ -26,6 +26,14 @@ type ClientOptions struct {
 	// engine for tests with the image odek-test/base:1 and a running Compose
 	// project "shop" (networks shop_default and the internal shop_backend).
 	Engine string
+	// SandboxPool gives the client a warm pool: it keeps this many
+	// sandboxes ready (0–8; 0, the default, none) for each plan it
+	// launched. Launch then hands over a ready sandbox of exactly its plan,
+	// after the approval re-check and the inspect-verify a launch does (a
+	// failing one is removed and a fresh one launched), and starts a
+	// replacement in the background; Close removes the ready ones
+	// (docs/SANDBOXING.md, "The warm pool").
+	SandboxPool uint8
 }
 
 // Client talks to one Docker daemon (or the fake engine). It is safe for
@@ -48,6 +56,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	}
 	h, err := cClientNew(mustJSON(wireClientOptions{
 		Schema: "odek.client-options/1", DockerHost: opts.DockerHost, Engine: opts.Engine,
+		SandboxPool: opts.SandboxPool,
 	}))
 	if err != nil {
 		return nil, err

@@ -662,3 +662,42 @@ func TestFakeOneCallLaunch(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
+
+// TestFakeClientPool: a client with a warm pool (SandboxPool) hands out a
+// working sandbox per Launch, never the same one twice; a pool above 8 is
+// refused.
+func TestFakeClientPool(t *testing.T) {
+	ctx := context.Background()
+	c, err := NewClient(ClientOptions{Engine: "fake", SandboxPool: 2})
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	dir, env := isolated(t)
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 4; i++ {
+		sb, err := c.Launch(ctx, plan, nil)
+		if err != nil {
+			t.Fatalf("Launch %d: %v", i, err)
+		}
+		if seen[sb.Name] {
+			t.Errorf("sandbox %s handed out twice", sb.Name)
+		}
+		seen[sb.Name] = true
+		r, err := sb.Exec(ctx, ExecRequest{Argv: []string{"true"}})
+		if err != nil || r.ExitCode != 0 {
+			t.Errorf("exec: %v %+v", err, r)
+		}
+		if err := sb.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	_, err = NewClient(ClientOptions{Engine: "fake", SandboxPool: 9})
+	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
+}

@@ -800,6 +800,8 @@ type wireClientOptions struct {
 	Schema     string `json:"schema"`
 	DockerHost string `json:"docker_host,omitempty"`
 	Engine     string `json:"engine,omitempty"`
+	// SandboxPool is sent only when set (0 is the default: no pool).
+	SandboxPool uint8 `json:"sandbox_pool,omitempty"`
 }
 
 // wireResolveRequest is "odek.resolve-request/1" as sent. A nil Env is

@@ -143,7 +143,7 @@ impl SandboxFlags {
     /// §8). `ODEK_SANDBOX` is left out: a child is always a sandbox.
     pub(crate) fn env_not_narrowing(env: &BTreeMap<String, String>) -> Vec<odek_core::Warning> {
         KEYS.iter()
-            .filter(|k| k.name != names::sandbox)
+            .filter(|k| k.name != names::sandbox && k.name != names::sandbox_pool)
             .filter_map(|k| {
                 let var = k.env?;
                 env.get(var).filter(|v| !v.is_empty())?;

@@ -97,6 +97,23 @@ pub(crate) enum Cmd {
     },
     /// Serve the sandbox as MCP tools over stdio for an AI agent (docs/MCP.md).
     Mcp(McpArgs),
+    /// Warm pools of ready sandboxes (kept by `odek mcp --sandbox-pool`).
+    #[command(subcommand)]
+    Pool(PoolCmd),
+}
+
+/// `odek pool …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum PoolCmd {
+    /// Remove this user's ready pooled sandboxes (never a claimed one, never another user's).
+    Down {
+        /// Print what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON (the names).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `odek mcp`.
@@ -113,6 +130,11 @@ pub(crate) struct McpArgs {
     /// agent frees one with sandbox_down).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_sandboxes: Option<u32>,
+    /// Ready sandboxes kept per plan, 0 (off) to 8 (the sandbox_pool setting;
+    /// ODEK_SANDBOX_POOL): a launch claims one (re-checked and verified first)
+    /// and a replacement starts in the background (docs/MCP.md).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..=8))]
+    pub(crate) sandbox_pool: Option<i64>,
 }
 
 /// `odek approvals …`.

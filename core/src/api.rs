@@ -105,9 +105,31 @@ pub struct ClientOptions {
     /// (`shop_default`, internal `shop_backend`).
     #[serde(default)]
     pub engine: Option<String>,
+    /// The client's warm pool (docs/SANDBOXING.md, "The warm pool"): how
+    /// many ready sandboxes it keeps per plan it launches, 0 (default: no
+    /// pool) to 8. With a pool, a launch claims a ready sandbox of exactly
+    /// its plan (after the approval re-check and the inspect-verify a
+    /// launch does; a failing one is removed and a fresh one launched) and
+    /// a replacement starts in the background; freeing the client removes
+    /// the ready ones.
+    #[serde(default)]
+    pub sandbox_pool: Option<u8>,
 }
 
 impl ClientOptions {
+    /// The warm pool's size ([`ClientOptions::sandbox_pool`]). Errors: more
+    /// than [`crate::config::MAX_POOL`].
+    pub fn pool_size(&self) -> Result<usize, RequestError> {
+        let n = usize::from(self.sandbox_pool.unwrap_or(0));
+        if n > crate::config::MAX_POOL {
+            return Err(RequestError(format!(
+                "sandbox_pool must be 0 (no pool) to {} (got {n})",
+                crate::config::MAX_POOL
+            )));
+        }
+        Ok(n)
+    }
+
     /// Checks the schema tag and the engine name. Errors: an unknown tag, an
     /// engine other than `docker`/`fake`.
     pub fn engine(&self) -> Result<EngineChoice, RequestError> {

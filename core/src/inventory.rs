@@ -116,6 +116,11 @@ pub struct Listing {
     /// a verified label.
     #[serde(default)]
     pub probe: bool,
+    /// A ready sandbox of a warm pool (`odek_core::pool::Pool`): its verified
+    /// [`labels::POOL`] label, and no claim recorded for it under this
+    /// `$ODEK_HOME` (`odek_core::pool::claimed`). `odek pool down` removes it.
+    #[serde(default)]
+    pub pool: bool,
 }
 
 impl Listing {
@@ -131,6 +136,7 @@ fn listing(
     state: String,
     l: &BTreeMap<String, String>,
     verified: bool,
+    odek_home: &Path,
 ) -> Listing {
     let detached = l.get(labels::DETACHED).map(String::as_str) == Some("true");
     Listing {
@@ -146,6 +152,7 @@ fn listing(
         workdir: l.get(labels::WORKDIR).cloned(),
         parent: l.get(labels::PARENT).cloned(),
         probe: verified && l.contains_key(labels::PROBE),
+        pool: verified && l.contains_key(labels::POOL) && !crate::claims::claimed(odek_home, &id),
         name,
         id,
         state,
@@ -216,8 +223,8 @@ impl Client {
             .into_iter()
             .map(
                 |c| match labels::verified(secret.as_ref(), &c.name, &c.labels) {
-                    Ok(trusted) => listing(c.id, c.name, c.state, &trusted, true),
-                    Err(_) => listing(c.id, c.name, c.state, &c.labels, false),
+                    Ok(trusted) => listing(c.id, c.name, c.state, &trusted, true, odek_home),
+                    Err(_) => listing(c.id, c.name, c.state, &c.labels, false, odek_home),
                 },
             )
             .collect();
@@ -238,7 +245,12 @@ impl Client {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
         let mut removed = Vec::new();
-        for l in self.list(&opts.odek_home).await? {
+        let all = self.list(&opts.odek_home).await?;
+        if !opts.dry_run {
+            let live: Vec<&str> = all.iter().map(|l| l.id.as_str()).collect();
+            crate::claims::prune(&opts.odek_home, &live);
+        }
+        for l in all {
             if !opts.selects(&l) {
                 continue;
             }
@@ -253,6 +265,42 @@ impl Client {
         Ok(removed)
     }
 
+    /// Removes this user's ready pooled sandboxes ([`Listing::pool`] under
+    /// `odek_home`: verified, labelled [`labels::POOL`], not claimed),
+    /// whoever's pool they are in, and the claim records of containers that
+    /// are gone. A claimed sandbox, or another user's, is never touched.
+    /// The owning process notices at its next claim (the sandbox fails the
+    /// re-check) and launches afresh. Returns the names removed; with
+    /// `dry_run` those it would remove, removing nothing.
+    ///
+    /// Errors: as [`Client::list`]; a removal the engine refuses (not one
+    /// of a container already gone).
+    pub async fn pool_down(&self, odek_home: &Path, dry_run: bool) -> Result<Vec<String>> {
+        let engine = self.engine()?;
+        let ep = engine.endpoint().to_string();
+        let all = self.list(odek_home).await?;
+        let mut removed = Vec::new();
+        for l in all.iter().filter(|l| l.pool) {
+            if !dry_run {
+                match engine.remove_container(&l.id).await {
+                    Ok(_) => {}
+                    Err(e) if e.kind == EngineErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::engine(&ep, Step::Remove, e)),
+                }
+            }
+            removed.push(l.name.clone());
+        }
+        if !dry_run {
+            let live: Vec<&str> = all
+                .iter()
+                .filter(|l| !l.pool)
+                .map(|l| l.id.as_str())
+                .collect();
+            crate::claims::prune(odek_home, &live);
+        }
+        Ok(removed)
+    }
+
     /// A sandbox of this user's by container name or ID, with the plan it
     /// was launched from (env values restored from the container's
     /// `Config.Env`), to run commands in, describe or narrow.
@@ -262,7 +310,9 @@ impl Client {
     /// `odek_home`), or its plan label unreadable ([`Error::NotASandbox`]);
     /// the key unusable ([`Error::Secret`]); and,
     /// when it runs, [`Error::Rejected`] at verify naming each live setting
-    /// that differs from SPEC §6.1 or its plan (`crate::verify::verify`).
+    /// that differs from SPEC §6.1 or its plan (`crate::verify::verify`),
+    /// or that is a warm pool's ready sandbox, not yet handed over
+    /// (`odek_core::pool`).
     /// A stopped sandbox is returned with `applied: None` (exec and describe
     /// then say it is stopped).
     pub async fn attach(&self, name: &str, odek_home: &Path) -> Result<Sandbox> {
@@ -312,6 +362,22 @@ impl Client {
                     container: info.name.clone(),
                 }
             })?;
+        // A warm pool's ready sandbox is its owner's to hand over once
+        // (docs/SANDBOXING.md, "The warm pool"): nothing runs in it before.
+        if check == Check::Live
+            && trusted.contains_key(labels::POOL)
+            && !crate::claims::claimed(odek_home, &info.id)
+        {
+            return Err(Error::Rejected {
+                fix: None,
+                step: Step::Verify,
+                message: format!(
+                    "sandbox {} is a ready sandbox of a warm pool: its owner hands it over once, and nothing runs in it before (`odek pool down` removes it)",
+                    crate::text::shown(&info.name)
+                ),
+                removal: None,
+            });
+        }
         let plan: Plan = trusted
             .get(labels::PLAN)
             .and_then(|p| serde_json::from_str(p).ok())

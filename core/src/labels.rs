@@ -66,6 +66,11 @@ pub const MAC_DOMAIN: &str = "odek.sandbox/1";
 /// started (`account`: the sandbox account's `/etc/passwd`, SPEC §6.1
 /// "user"); owned like an ephemeral sandbox so gc reaps one left behind.
 pub const PROBE: &str = "dev.odek.probe";
+/// On a sandbox a warm pool launched (`odek_core::pool::Pool`): its value is
+/// `Plan::pool_label`. Stays on the container once claimed
+/// (labels cannot change); `odek sandbox ls` tells a claimed one by the
+/// owner's claim record (`odek_core::pool::claimed`).
+pub const POOL: &str = "dev.odek.pool";
 /// Prefix of odek's labels.
 pub(crate) const PREFIX: &str = "dev.odek.";
 

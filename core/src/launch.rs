@@ -231,7 +231,7 @@ pub fn container_spec(
     } else {
         labels.extend(Owner::current().labels());
     }
-    labels.insert(labels::PLAN.to_string(), plan_label_json(plan));
+    labels.insert(labels::PLAN.to_string(), plan.label_json());
     labels.extend(opts.labels.clone());
     labels.insert(labels::LAUNCH.to_string(), launch_id.to_string());
 
@@ -306,19 +306,6 @@ pub fn container_spec(
         stdin_once: !opts.detached,
         auto_remove: !opts.detached,
     }
-}
-
-/// The plan as JSON for the container label (read back to narrow a child,
-/// SPEC §8), with env values removed: labels travel further than the
-/// container's environment (monitoring exports them), and values may be
-/// secrets. [`crate::Client::attach`] restores them from
-/// `Config.Env`.
-pub(crate) fn plan_label_json(plan: &Plan) -> String {
-    let mut p = plan.clone();
-    for e in &mut p.env {
-        e.value.clear();
-    }
-    serde_json::to_string(&p).unwrap_or_default()
 }
 
 /// True for a create warning that drops a requested limit (SPEC §6.1):
@@ -842,6 +829,70 @@ impl Client {
             warnings.push(w);
         }
         Ok((applied, warnings, session))
+    }
+}
+
+impl Client {
+    /// What a launch guarantees, run again on a sandbox launched earlier
+    /// for `plan` and kept ready since ([`crate::pool::Pool::claim`]): the
+    /// re-check of SPEC §7.4 (the approval, and the project's networks
+    /// resolved again against `approval`'s network IDs), the working
+    /// directory and volumes still the checked paths (SPEC §3.4), the
+    /// owner's link still held, and the inspect-verify of SPEC §6.1 —
+    /// the same functions a launch calls — with the settings the engine
+    /// shows equal to those verified at launch.
+    ///
+    /// Errors: the re-check's refusals (class approval-required, or the
+    /// engine's); [`Error::Rejected`] at verify when the container stopped,
+    /// vanished, lost its owner or shows other settings. Nothing is removed
+    /// here: the caller discards the sandbox.
+    pub(crate) async fn recheck_ready(
+        &self,
+        sandbox: &Sandbox,
+        plan: &Plan,
+        approval: Option<&crate::approval::Approval>,
+    ) -> Result<()> {
+        let engine = self.engine()?.clone();
+        let endpoint = engine.endpoint().to_string();
+        let refuse = |message: String| Error::Rejected {
+            fix: None,
+            step: Step::Verify,
+            message,
+            removal: None,
+        };
+        recheck(engine.as_ref(), plan, approval).await?;
+        crate::workdir::check_paths(plan)?;
+        let (Some(id), Some(applied)) = (&sandbox.container_id, &sandbox.applied) else {
+            return Err(refuse("the ready sandbox is no container".into()));
+        };
+        let supervised = sandbox.supervisor.as_ref().is_some_and(|s| s.on);
+        if !sandbox.owner.is_held() || (supervised && sandbox.owner.session().is_none()) {
+            return Err(refuse(
+                "the ready sandbox lost its owner's link (its supervisor session ended)".into(),
+            ));
+        }
+        let info = engine
+            .inspect_container(id)
+            .await
+            .map_err(|e| Error::engine(&endpoint, Step::Verify, e))?;
+        let Some(info) = info.filter(|i| i.running) else {
+            return Err(refuse("the ready sandbox is no longer running".into()));
+        };
+        let now = verify(
+            &sandbox.plan,
+            &info,
+            &applied.image_id,
+            &engine.endpoint().address,
+        )
+        .map_err(refuse)?;
+        if &now != applied {
+            return Err(refuse(
+                "the ready sandbox shows other settings than when it was launched".into(),
+            ));
+        }
+        verify_mounts(engine.as_ref(), &sandbox.plan, id, info.pid)?;
+        verify_seccomp(id, info.pid)?;
+        Ok(())
     }
 }
 

@@ -125,6 +125,42 @@ impl Plan {
         }
     }
 
+    /// The key of the warm pool this plan claims from
+    /// ([`crate::pool::Pool`]): 64 lowercase hex digits, the SHA-256 of the
+    /// whole plan's JSON (every field launch uses — image, network IDs,
+    /// limits, user, workdir and its identity, env values, approval — and
+    /// every field a later release adds), so any difference gives another
+    /// key. It covers env values: it is kept in memory, never written to a
+    /// label ([`Plan::pool_label`] is).
+    pub fn pool_key(&self) -> String {
+        use sha2::{Digest, Sha256};
+        hex::encode(Sha256::digest(
+            serde_json::to_vec(self).expect("a plan serializes"),
+        ))
+    }
+
+    /// The value of a ready sandbox's [`crate::labels::POOL`] label: 64 hex
+    /// digits, the SHA-256 of the plan as its `dev.odek.plan` label holds it
+    /// (env values removed), so the label tells which plan a ready sandbox
+    /// was launched for and reveals no more than that label.
+    pub fn pool_label(&self) -> String {
+        use sha2::{Digest, Sha256};
+        hex::encode(Sha256::digest(self.label_json()))
+    }
+
+    /// The plan as JSON for the container label (read back to narrow a
+    /// child, SPEC §8), with env values removed: labels travel further than
+    /// the container's environment (monitoring exports them), and values
+    /// may be secrets. [`crate::Client::attach`] restores them from
+    /// `Config.Env`.
+    pub(crate) fn label_json(&self) -> String {
+        let mut p = self.clone();
+        for e in &mut p.env {
+            e.value.clear();
+        }
+        serde_json::to_string(&p).unwrap_or_default()
+    }
+
     /// True when a fallback to the host is allowed should the image be
     /// unavailable (SPEC §6.3): implicit mode, no `ODEK_REQUIRE_SANDBOX`, no
     /// attached network, and nothing from the project (its `odek.json` or

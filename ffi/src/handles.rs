@@ -49,6 +49,8 @@ pub struct StdinPipe {
 pub struct Client {
     /// The core client.
     pub odek: odek_core::Client,
+    /// Its warm pool (the `sandbox_pool` client option), when it keeps one.
+    pub pool: Option<odek_core::pool::Pool>,
 }
 
 /// What a sandbox handle stands for.

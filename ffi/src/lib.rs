@@ -123,7 +123,11 @@ fn invalid(e: api::RequestError) -> Failure {
 }
 
 /// Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
-/// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`
+/// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake",
+/// "sandbox_pool": 0..8}`. `sandbox_pool` N > 0 gives the client a warm pool:
+/// it keeps N sandboxes ready for each plan it launched, `odek_launch`
+/// claims one of exactly its plan (re-checked and verified first; see
+/// `odek_launch`), and `odek_client_free` removes the ready ones.
 /// (`"fake"`: the in-memory test engine, only in test builds — cargo feature
 /// `testing`; a release build refuses it with `ODEK_E_INVALID_ARGUMENT`).
 /// No connection is made until a call needs the daemon.
@@ -162,7 +166,9 @@ pub unsafe extern "C" fn odek_client_new(
             (EngineChoice::Docker, None) => odek_core::Client::from_env(),
         };
         let odek = odek.with_surface(odek_core::advice::Surface::Library);
-        let h = handles::insert_client(Client { odek })?;
+        let size = opts.pool_size().map_err(invalid)?;
+        let pool = (size > 0).then(|| odek_core::pool::Pool::new(odek.clone(), size));
+        let h = handles::insert_client(Client { odek, pool })?;
         // SAFETY: checked non-NULL above.
         unsafe { *out = h };
         Ok(())
@@ -170,7 +176,9 @@ pub unsafe extern "C" fn odek_client_new(
 }
 
 /// Frees a client. NULL is a no-op; an unknown or already freed client is
-/// `ODEK_E_INVALID_HANDLE`. Sandboxes launched from it stay usable.
+/// `ODEK_E_INVALID_HANDLE`. Sandboxes launched from it stay usable; the
+/// ready sandboxes of its warm pool (`sandbox_pool`) are removed (blocks
+/// until they are, and until refills in flight are cancelled).
 ///
 /// # Safety
 /// `client` is NULL or a value from `odek_client_new`.
@@ -182,7 +190,11 @@ pub unsafe extern "C" fn odek_client_free(client: *mut odek_client_t) -> *mut od
         }
         // In a forked child: ODEK_E_FORKED, nothing touched.
         fork::check()?;
-        handles::remove_client(client).map(drop)
+        let c = handles::remove_client(client)?;
+        if let Some(pool) = &c.pool {
+            runtime()?.block_on(pool.drain());
+        }
+        Ok(())
     })
 }
 
@@ -323,6 +335,12 @@ pub unsafe extern "C" fn odek_approve(
 /// `ODEK_APPROVE_PROJECT_SANDBOX=1` was set at resolve (else
 /// `ODEK_E_APPROVAL_REQUIRED`).
 ///
+/// With the client's warm pool (`sandbox_pool`), a ready sandbox of exactly
+/// this plan is handed over instead, after the same re-check (§7.4, against
+/// the approval's network IDs) and the inspect-verify a launch does (one
+/// that fails them is removed and a fresh one launched), and a replacement
+/// starts in the background; a launch approved `"once"` fills nothing ahead.
+///
 /// On success `*sandbox_out` is a handle; destroy it with
 /// `odek_sandbox_destroy` (which removes the container). In fallback or off
 /// mode the handle stands for the host (see `odek_sandbox_info`). Blocks.
@@ -377,7 +395,14 @@ pub unsafe extern "C" fn odek_launch_cancellable(
             cancel,
             ..Default::default()
         };
-        let sandbox = runtime()?.block_on(c.odek.launch(&plan, &opts, &Silent))?;
+        let sandbox = match &c.pool {
+            Some(pool) => {
+                runtime()?
+                    .block_on(pool.claim(&plan, &opts, &Silent))?
+                    .sandbox
+            }
+            None => runtime()?.block_on(c.odek.launch(&plan, &opts, &Silent))?,
+        };
         let h = handles::insert_sandbox(SandboxHandle {
             odek: c.odek.clone(),
             sandbox,

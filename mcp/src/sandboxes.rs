@@ -23,6 +23,7 @@ use odek_core::approve::{Asker, Decided};
 use odek_core::cancel::CancellationToken;
 use odek_core::config::ConfigInputs;
 use odek_core::launch::{new_launch_id, new_sandbox_name};
+use odek_core::pool::{ClaimedFrom, Pool};
 use odek_core::{Client, Error, Isolation, LaunchOptions, Plan, Reporter, Sandbox};
 
 use crate::caller::{Asked, Caller};
@@ -114,6 +115,9 @@ pub(crate) struct Sandboxes {
     /// can rewrite `./odek.json` through `exec`; a standing approval from
     /// the environment must not approve what it wrote (SPEC §7).
     pinned: Mutex<Option<(String, Option<String>)>>,
+    /// The warm pool (`sandbox_pool`, 0 = off): every launch claims from
+    /// it, and it refills for the plans claimed (docs/MCP.md).
+    pool: Pool,
 }
 
 fn new_id() -> String {
@@ -123,8 +127,20 @@ fn new_id() -> String {
 impl Sandboxes {
     /// Sandboxes launched with `odek` from `inputs` (whose sandbox mode the
     /// caller has forced on), at most `limits.max_sandboxes` at once.
+    /// The warm pool keeps `sandbox_pool` ready sandboxes per plan (read
+    /// from `inputs`; a setting that does not load keeps none, and every
+    /// launch then reports the error).
     pub(crate) fn new(odek: Client, inputs: ConfigInputs, limits: Limits) -> Sandboxes {
+        let size = odek_core::config::load(&inputs)
+            .map(|s| usize::try_from(s.pool.value).unwrap_or(0))
+            .unwrap_or(0);
         Sandboxes {
+            pool: Pool::on_ready(odek.clone(), size, |sb| {
+                errln!(
+                    "odek: warm pool: sandbox {} ready",
+                    odek_core::text::shown(&sb.name)
+                );
+            }),
             odek,
             inputs,
             table: Mutex::new(BTreeMap::new()),
@@ -173,6 +189,25 @@ impl Sandboxes {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) =
                 Some((req.key.clone(), req.env_binding.clone()));
+        }
+    }
+
+    /// Starts filling the warm pool for `plan` (the plan resolved at
+    /// start-up) when it needs no approval or has a standing one (a stored
+    /// trust, or `ODEK_APPROVE_PROJECT_SANDBOX=1` for the request the
+    /// server started with); otherwise the pool fills after the first
+    /// approved launch.
+    pub(crate) fn warm(&self, plan: &Plan) {
+        if self.pool.size() == 0 || plan.isolation != Isolation::Container {
+            return;
+        }
+        match &plan.approval {
+            None => self.pool.fill(plan, None),
+            Some(req) => {
+                if let Some(a) = req.standing() {
+                    self.pool.fill(plan, Some(&a));
+                }
+            }
         }
     }
 
@@ -321,9 +356,12 @@ impl Sandboxes {
         }
         // Cancelled by the shutdown, and linked below to the caller's.
         let cancel = self.closing.child_token();
+        // A ready sandbox of the pool has its own name; without a pool the
+        // name is chosen here.
+        let pooled = self.pool.size() > 0;
         let opts = LaunchOptions {
             detached: false,
-            name: Some(new_sandbox_name()),
+            name: (!pooled).then(new_sandbox_name),
             labels,
             approval,
             progress: None,
@@ -338,7 +376,7 @@ impl Sandboxes {
                         Some(r) => r,
                         None => &StderrReporter,
                     };
-                    let work = self.odek.launch(plan, opts, reporter);
+                    let work = self.pool.claim(plan, opts, reporter);
                     tokio::pin!(work);
                     tokio::select! {
                         out = &mut work => out,
@@ -350,7 +388,9 @@ impl Sandboxes {
                 }
             })
             .await;
-        let sandbox = Arc::new(launched?);
+        let claimed = launched?;
+        let from_pool = claimed.from == ClaimedFrom::Pool;
+        let sandbox = Arc::new(claimed.sandbox);
         if sandbox.container_id.is_none() {
             return Err(Refusal(
                 "the sandbox image could not be used and odek mcp never falls back to the host; make the image available (docker pull/build) or pass --sandbox-image with a local image".into(),
@@ -374,7 +414,15 @@ impl Sandboxes {
                 "the odek MCP server is shutting down; the sandbox was removed".into(),
             ));
         }
-        errln!("{} (MCP id {id})", sandbox.startup_line());
+        errln!(
+            "{} (MCP id {id}{})",
+            sandbox.startup_line(),
+            if from_pool {
+                ", from the warm pool"
+            } else {
+                ""
+            }
+        );
         Ok((id, sandbox))
     }
 
@@ -409,6 +457,8 @@ impl Sandboxes {
     pub(crate) async fn shutdown(&self) -> Vec<String> {
         self.closed.store(true, Ordering::SeqCst);
         self.closing.cancel();
+        let pool = self.pool.clone();
+        let draining = tokio::spawn(async move { pool.drain().await });
         // Concurrently: a client that closes stdin may SIGKILL the server a
         // couple of seconds later.
         let mut tasks = tokio::task::JoinSet::new();
@@ -434,6 +484,9 @@ impl Sandboxes {
             }
         });
         let mut problems = Vec::new();
+        if let Ok(left) = draining.await {
+            problems.extend(left.into_iter().map(|name| format!("could not remove the ready sandbox {name}; the engine removes it when this server exits")));
+        }
         while let Some(r) = tasks.join_next().await {
             match r {
                 Ok(Some(p)) => problems.push(p),

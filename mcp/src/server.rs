@@ -78,6 +78,7 @@ impl OdekMcp {
         let (block, tool_text) = match sandboxes.resolve().await {
             Ok(plan) => {
                 sandboxes.pin(&plan);
+                sandboxes.warm(&plan);
                 let env = planned::environment(sandboxes.odek(), &plan).await;
                 // Settings that still need the operator's approval are not
                 // what the agent gets: say that first (SPEC §7).

@@ -315,6 +315,46 @@ def test_narrow_to_one_network(project):
     assert wait_gone(project.dir) == []
 
 
+def test_a_warm_pool_serves_the_sandbox_and_sub_agents(project, tmp_path):
+    """`odek mcp --sandbox-pool 1`: the conversation's sandbox is the one the
+    pool had ready; a sub-agent's first narrowed sandbox is launched, after
+    which the pool keeps one ready for the narrowed plan too, and the next
+    sub-agent of that plan gets it. Each works; nothing is left."""
+    log = tmp_path / "stderr.log"
+
+    def ready_lines() -> list[str]:
+        return re.findall(r"odek: warm pool: sandbox (\S+) ready", log.read_text())
+
+    async def wait_ready(n: int) -> list[str]:
+        for _ in range(1200):
+            if len(ready_lines()) >= n:
+                return ready_lines()
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{n} ready sandboxes expected: {log.read_text()}")
+
+    async def go():
+        with open(log, "w") as errlog:
+            async with session(project, "--sandbox-pool", "1", errlog=errlog) as (s, _):
+                first = (await wait_ready(1))[0]
+                parent = await ok(s, "exec", command="redis-cli -h redis ping")
+                assert parent["stdout"].strip() == "PONG", parent
+                up = {x["sandbox_id"]: x for x in (await ok(s, "sandbox_list"))["sandboxes"]}
+                assert up[parent["sandbox_id"]]["container"] == first, "the ready one was handed over"
+                narrowed = dict(sandbox_id=parent["sandbox_id"], networks=[f"{PROJECT}_default"], pids_limit=128)
+                child = await ok(s, "sandbox_narrow", **narrowed)
+                assert child["container"] not in ready_lines(), "no ready one of the narrowed plan yet"
+                # The parent's replacement, then the narrowed plan's one.
+                ready = await wait_ready(3)
+                second = await ok(s, "sandbox_narrow", **narrowed)
+                assert second["container"] in ready[1:], (second, ready)
+                assert second["container"] != child["container"]
+                r = await ok(s, "exec", command="redis-cli -h redis ping", sandbox_id=second["sandbox_id"])
+                assert r["stdout"].strip() == "PONG"
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
 def test_narrow_none_on_a_compose_parent_is_offline(project):
     """sandbox_narrow {"network_mode": "none"} on the Compose-attached
     default sandbox gives a child with no network at all: it cannot resolve

@@ -263,7 +263,11 @@ const char *odek_version(void);
 void odek_string_free(char *s);
 
 // Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
-// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake"}`
+// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake",
+// "sandbox_pool": 0..8}`. `sandbox_pool` N > 0 gives the client a warm pool:
+// it keeps N sandboxes ready for each plan it launched, `odek_launch`
+// claims one of exactly its plan (re-checked and verified first; see
+// `odek_launch`), and `odek_client_free` removes the ready ones.
 // (`"fake"`: the in-memory test engine, only in test builds — cargo feature
 // `testing`; a release build refuses it with `ODEK_E_INVALID_ARGUMENT`).
 // No connection is made until a call needs the daemon.
@@ -278,7 +282,9 @@ void odek_string_free(char *s);
 odek_error_t *odek_client_new(const char *options_json, odek_client_t **out);
 
 // Frees a client. NULL is a no-op; an unknown or already freed client is
-// `ODEK_E_INVALID_HANDLE`. Sandboxes launched from it stay usable.
+// `ODEK_E_INVALID_HANDLE`. Sandboxes launched from it stay usable; the
+// ready sandboxes of its warm pool (`sandbox_pool`) are removed (blocks
+// until they are, and until refills in flight are cancelled).
 //
 // # Safety
 // `client` is NULL or a value from `odek_client_new`.
@@ -356,6 +362,12 @@ odek_error_t *odek_approve(const odek_client_t *client,
 // when its key is still trusted in the store or
 // `ODEK_APPROVE_PROJECT_SANDBOX=1` was set at resolve (else
 // `ODEK_E_APPROVAL_REQUIRED`).
+//
+// With the client's warm pool (`sandbox_pool`), a ready sandbox of exactly
+// this plan is handed over instead, after the same re-check (§7.4, against
+// the approval's network IDs) and the inspect-verify a launch does (one
+// that fails them is removed and a fresh one launched), and a replacement
+// starts in the background; a launch approved `"once"` fills nothing ahead.
 //
 // On success `*sandbox_out` is a handle; destroy it with
 // `odek_sandbox_destroy` (which removes the container). In fallback or off

@@ -84,10 +84,18 @@ class Client(Managed[Any]):
             in-memory engine for tests with image ``odek-test/base:1`` and a
             Compose project ``shop`` (networks ``shop_default`` and internal
             ``shop_backend``).
+        sandbox_pool (int | None): the client's warm pool: keep this many
+            sandboxes ready (0–8; default 0, none) for each plan it
+            launched. :meth:`launch` then hands over a ready sandbox of
+            exactly its plan, after the approval re-check and the
+            inspect-verify a launch does (a failing one is removed and a
+            fresh one launched), and starts a replacement in the background;
+            :meth:`close` removes the ready ones (docs/SANDBOXING.md, "The
+            warm pool").
 
     Raises:
         ConfigError: ``docker_host`` is invalid (``ODEK_E_ENDPOINT``).
-        UsageError: an unknown ``engine``.
+        UsageError: an unknown ``engine``, a ``sandbox_pool`` above 8.
 
     Use it as a context manager, or call :meth:`close`::
 
@@ -97,12 +105,20 @@ class Client(Managed[Any]):
 
     _kind = "client"
 
-    def __init__(self, *, docker_host: Optional[str] = None, engine: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        *,
+        docker_host: Optional[str] = None,
+        engine: Optional[str] = None,
+        sandbox_pool: Optional[int] = None,
+    ) -> None:
         options: Dict[str, Any] = {}
         if docker_host is not None:
             options["docker_host"] = docker_host
         if engine is not None:
             options["engine"] = engine
+        if sandbox_pool is not None:
+            options["sandbox_pool"] = sandbox_pool
         L = _ffi.lib()
         out = _ffi.ClientPtr()
         _ffi.check(L.odek_client_new(_dumps(options, "client options"), ctypes.byref(out)))

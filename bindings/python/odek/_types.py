@@ -46,6 +46,7 @@ class ClientOptionsDoc(TypedDict, total=False):
     schema: str
     docker_host: str
     engine: str  # "docker" | "fake"
+    sandbox_pool: int  # 0..8: the client's warm pool
 
 
 class _ResolveRequestRequired(TypedDict):

@@ -215,3 +215,28 @@ def test_config_view_reads_the_local_image(docker_client, docker_workdir, compos
     assert view.image == IMAGE and view.image_id and view.image_id.startswith("sha256:")
     assert view.mode == "explicit" and view.sources["sandbox"] == "api"
     assert {n.name for n in view.networks} == {n.name for n in plan.networks}
+
+
+def test_a_client_pool_hands_over_a_ready_sandbox_and_close_removes_the_rest(
+    docker_engine, docker_workdir, compose_project
+):
+    with odek.Client(sandbox_pool=1) as client:
+        plan = client.resolve(docker_workdir, settings(compose_project))
+        first = client.launch(plan)  # launched: the pool then fills
+        deadline = time.time() + 120
+        while len(containers_for(docker_workdir)) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        ids = containers_for(docker_workdir)
+        ready = [i for i in ids if not first.container_id.startswith(i)]
+        assert len(ready) == 1, ids
+        time.sleep(1)  # let the owner finish verifying it
+        with client.launch(plan) as second:
+            assert second.container_id.startswith(ready[0]), "the ready one"
+            r = second.exec(PING, timeout=30)
+            assert (r.exit_code, r.stdout.strip()) == (0, "PONG")
+        first.close()
+        # The replacement is ready or on its way; closing the client removes it.
+    deadline = time.time() + 30
+    while containers_for(docker_workdir) and time.time() < deadline:
+        time.sleep(0.1)
+    assert containers_for(docker_workdir) == []

@@ -614,3 +614,24 @@ def test_closing_a_sandbox_while_other_threads_use_it(fake_client, workdir):
     assert sandbox.closed
     assert outcomes.count("closed") == 4
     assert set(outcomes) <= {"ok", "closed", "gone"}, outcomes
+
+
+# --- the warm pool -----------------------------------------------------------------
+
+
+def test_a_client_pool_hands_out_distinct_working_sandboxes(workdir):
+    with odek.Client(engine="fake", sandbox_pool=2) as client:
+        plan = client.resolve(workdir, SHOP, read_user_config=False)
+        names = set()
+        for _ in range(4):
+            with client.launch(plan) as sb:
+                names.add(sb.name)
+                assert sb.exec(["echo", "hi"]).exit_code == 0
+        assert len(names) == 4, "a pooled sandbox is used once"
+
+
+def test_a_pool_above_the_cap_is_refused():
+    with pytest.raises(odek.UsageError, match="sandbox_pool"):
+        odek.Client(engine="fake", sandbox_pool=9)
+    with pytest.raises(TypeError):
+        odek.AsyncClient(client=odek.Client(engine="fake"), sandbox_pool=1)

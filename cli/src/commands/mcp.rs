@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use odek_core::config::names;
 use odek_core::Client;
 
 use crate::output::print_anyhow;
@@ -12,6 +13,11 @@ use crate::Cli;
 pub(super) async fn mcp(cli: &Cli, odek: Client, args: &crate::McpArgs) -> ExitCode {
     let setup = args.sandbox.inputs(&cli.workdir).and_then(|mut i| {
         odek_mcp::force_sandbox(&mut i).map_err(anyhow::Error::msg)?;
+        if let Some(n) = args.sandbox_pool {
+            i.flags.sandbox_pool = Some(n);
+            i.flag_names
+                .insert(names::sandbox_pool.into(), "--sandbox-pool".into());
+        }
         let env = std::env::vars().collect();
         let limits = odek_mcp::Limits::from_flag_and_env(args.max_sandboxes, &env)
             .map_err(anyhow::Error::msg)?;

@@ -13,7 +13,7 @@ use odek_core::Client;
 use crate::approve;
 use crate::output::print_anyhow;
 use crate::output::Stderr;
-use crate::{ApprovalsCmd, Cli, Cmd, ConfigCmd, SandboxCmd};
+use crate::{ApprovalsCmd, Cli, Cmd, ConfigCmd, PoolCmd, SandboxCmd};
 
 mod config;
 mod exec;
@@ -52,6 +52,9 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
             approve::revoke(key.as_deref(), project.as_deref())
         }
         Cmd::Mcp(args) => return mcp(&cli, odek, args).await,
+        Cmd::Pool(PoolCmd::Down { dry_run, json }) => {
+            sandbox::pool_down(&odek, *dry_run, *json).await
+        }
         Cmd::Completions { shell } => crate::shellgen::completions(*shell),
         Cmd::Manpage { dir } => crate::shellgen::manpage(dir),
     };

@@ -131,6 +131,7 @@ pub(super) async fn sandbox(
                             (false, _, _) => "unverified",
                             (true, _, true) => "probe",
                             (true, true, false) => "detached",
+                            (true, false, false) if l.pool => "pool",
                             (true, false, false) => "run",
                         };
                         [
@@ -215,6 +216,25 @@ pub(super) async fn sandbox(
 
 /// The workdir `odek sandbox gc` sweeps by default: `-C DIR` or the current
 /// directory, canonical as odek labels a sandbox's workdir.
+/// `odek pool down`: removes this user's ready pooled sandboxes.
+pub(super) async fn pool_down(odek: &Client, dry_run: bool, json: bool) -> anyhow::Result<()> {
+    let removed = odek.pool_down(&odek_home()?, dry_run).await?;
+    if json {
+        outln!("{}", json_for_terminal(&removed)?);
+    } else {
+        let (line, total) = if dry_run {
+            ("would remove ", "would remove")
+        } else {
+            ("", "removed")
+        };
+        for r in &removed {
+            outln!("{line}{}", odek_core::text::shown(r));
+        }
+        errln!("odek: {total} {} ready pooled sandbox(es)", removed.len());
+    }
+    Ok(())
+}
+
 fn gc_workdir(workdir: &Option<std::path::PathBuf>) -> anyhow::Result<std::path::PathBuf> {
     let dir = match workdir {
         Some(d) => d.clone(),

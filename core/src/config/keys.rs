@@ -308,6 +308,18 @@ config_keys! {
         tighten: false,
         always_shown: false,
     },
+    /// `sandbox_pool`: how many ready sandboxes a long-lived owner (`odek
+    /// mcp`, a library client) keeps per plan, 0 (off) to
+    /// [`super::MAX_POOL`]. The flag is `odek mcp`'s own (`run` is
+    /// one-shot: a pool there would serve nobody).
+    sandbox_pool: i64 = Integer {
+        env: Some("ODEK_SANDBOX_POOL"),
+        flag: None,
+        approval: None,
+        container_only: None,
+        tighten: true,
+        always_shown: false,
+    },
 }
 
 /// The row of `name`, if it is a key.

@@ -135,6 +135,11 @@ pub struct Settings {
     pub env: Option<Sourced<Vec<EnvVar>>>,
     /// `sandbox_volumes`.
     pub volumes: Option<Sourced<Vec<VolumeMount>>>,
+    /// `sandbox_pool`: ready sandboxes kept per plan (0 = off, at most
+    /// [`super::MAX_POOL`]); not part of the plan, so the pool's size
+    /// never changes which pool a plan claims from.
+    #[serde(default = "no_pool")]
+    pub pool: Sourced<i64>,
     /// SHA-256 of the applied `sandbox_env` as written (`KEY\0template\0`…,
     /// sorted), before interpolation: binds a trust to the templates, so a
     /// changed value asks again (SPEC §7.3 keys cover env names only).
@@ -340,6 +345,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         user: pick(&ranked, names::sandbox_user, |l| l.sandbox_user.clone()),
         env: env_vars,
         volumes,
+        pool: pick(&ranked, names::sandbox_pool, |l| l.sandbox_pool).unwrap_or_else(no_pool),
         require_sandbox: truthy(env, "ODEK_REQUIRE_SANDBOX")?,
         approve_project: truthy(env, APPROVE_ENV)?,
         warnings,
@@ -347,6 +353,11 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
     };
     no_networks_without_sandbox(&settings)?;
     Ok(settings)
+}
+
+/// The default `sandbox_pool`: off.
+fn no_pool() -> Sourced<i64> {
+    Sourced::new(0, Source::Default)
 }
 
 /// The working directory made real (`canonicalize`); errors: it does not
@@ -700,6 +711,20 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
             ));
         }
     }
+    // A pool keeps sandboxes running on the operator's machine: only the
+    // operator sets one; a project may only make it smaller.
+    if let Some(p) = project.sandbox_pool {
+        let base = user.sandbox_pool.unwrap_or(0);
+        if p >= base {
+            project.sandbox_pool = None;
+            if p > base {
+                warnings.push(Warning::new(
+                    WarningKind::ProjectCannotLoosen,
+                    format!("{at}: \"sandbox_pool\": {p} is ignored; a project config can only lower the pool (now {base})"),
+                ));
+            }
+        }
+    }
     // Memory: a project limit applies only when lower than the user
     // config's, or than the default when the user config sets none. CPUs
     // have no default: a project limit applies when there is none yet (any
@@ -777,6 +802,9 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
     if let Some(p) = l.sandbox_pids_limit {
         validate_pids_limit(&o(names::sandbox_pids_limit), p)?;
     }
+    if let Some(n) = l.sandbox_pool {
+        super::validate_pool(&o(names::sandbox_pool), n)?;
+    }
     if let Some(m) = &l.sandbox_memory {
         parse_memory(&o(names::sandbox_memory), m)?;
     }
@@ -828,6 +856,7 @@ mod tests {
             "sandbox_user" => json!("0:0"),
             "sandbox_env" => json!({"TOKEN": "${HOME}"}),
             "sandbox_volumes" => json!(["/:/host"]),
+            "sandbox_pool" => json!(8),
             other => panic!("no widest value for the key {other}: add one"),
         }
     }

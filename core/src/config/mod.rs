@@ -36,7 +36,7 @@ pub(crate) use validate::validate_env_key_as;
 pub use validate::{
     interpolate, normalize_compose_project, parse_cpus, parse_memory, parse_network_mode,
     validate_compose_project, validate_env_key, validate_network_name, validate_pids_limit,
-    validate_user, EXEC_TAG_ENV, SUPERVISOR_ENV,
+    validate_pool, validate_user, EXEC_TAG_ENV, MAX_POOL, SUPERVISOR_ENV,
 };
 
 use std::fmt;

@@ -813,7 +813,8 @@ mod tests {
             "sandbox_cpus": 0.5,
             "sandbox_user": "1000:1000",
             "sandbox_env": {"NODE_ENV": "production", "API_TOKEN": "${TOKEN}"},
-            "sandbox_volumes": ["./cache:/root/.cache"]
+            "sandbox_volumes": ["./cache:/root/.cache"],
+            "sandbox_pool": 2
         }"#;
         let (layer, warnings) = parse(text).expect("valid config");
         assert!(warnings.is_empty(), "{warnings:?}");
@@ -836,6 +837,7 @@ mod tests {
                 sandbox_user: Some("1000:1000".into()),
                 sandbox_env: Some(env),
                 sandbox_volumes: Some(vec!["./cache:/root/.cache".into()]),
+                sandbox_pool: Some(2),
             }
         );
     }
@@ -1310,6 +1312,7 @@ mod tests {
             ("ODEK_SANDBOX_MEMORY", "1g"),
             ("ODEK_SANDBOX_CPUS", "1.5"),
             ("ODEK_SANDBOX_USER", "1000:1000"),
+            ("ODEK_SANDBOX_POOL", "3"),
             ("ODEK_HOME", "/x"),
             ("ODEK_REQUIRE_SANDBOX", "maybe"),
             ("ODEK_SANDBOX_ENV", "ignored"),
@@ -1331,6 +1334,7 @@ mod tests {
                 sandbox_user: Some("1000:1000".into()),
                 sandbox_env: None,
                 sandbox_volumes: None,
+                sandbox_pool: Some(3),
             }
         );
     }

@@ -148,6 +148,28 @@ pub fn normalize_compose_project(value: &str) -> Option<String> {
     (!trimmed.is_empty() && trimmed.len() <= MAX_COMPOSE_PROJECT).then(|| trimmed.to_string())
 }
 
+/// The largest `sandbox_pool`: ready sandboxes per plan, and the most
+/// ready or launching sandboxes one warm pool holds for all its plans
+/// together (`crate::pool`).
+pub const MAX_POOL: usize = 8;
+
+/// `sandbox_pool` must be 0 (off) to [`MAX_POOL`] → the value, else
+/// [`ConfigError::InvalidValue`].
+pub fn validate_pool(origin: &str, value: i64) -> Result<i64, ConfigError> {
+    let max = MAX_POOL as i64;
+    if (0..=max).contains(&value) {
+        return Ok(value);
+    }
+    Err(invalid(
+        origin,
+        names::sandbox_pool,
+        format!(
+            "must be an integer from 0 (no pool) to {max} (got {})",
+            quote(&value.to_string())
+        ),
+    ))
+}
+
 /// `sandbox_pids_limit` must be ≥ 1 (0 and -1 mean unlimited to Docker) and
 /// at most `MAX_PIDS_LIMIT` (4 194 304) →
 /// the value, else [`ConfigError::InvalidValue`].

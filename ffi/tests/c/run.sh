@@ -30,7 +30,8 @@
 # instead (not timed here).
 #
 # Every stage runs even when an earlier one failed; the exit status is 1 when
-# any stage failed. Output of each stage is kept in target/c-smoke/*.log.
+# any stage failed. Output of each stage is kept in target/c-smoke/*.log
+# (under CARGO_TARGET_DIR when set).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
@@ -38,9 +39,11 @@ HERE=$REPO/ffi/tests/c
 PROFILE=${ODEK_C_SMOKE_PROFILE:-debug}
 CYCLES=${ODEK_C_SMOKE_CYCLES:-1000}
 CC=${CC:-gcc}
-OUT=$REPO/target/c-smoke
+# cargo builds into CARGO_TARGET_DIR when it is set: link what it built.
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+OUT=$TARGET/c-smoke
 BIN=$OUT/smoke
-LIB=$REPO/target/$PROFILE/libodek.a
+LIB=$TARGET/$PROFILE/libodek.a
 # What `cargo rustc -p odek-ffi --lib --crate-type staticlib -- --print native-static-libs`
 # reports on Linux/glibc.
 NATIVE_LIBS=(-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc)

@@ -459,6 +459,11 @@ static void abuse_client_new(void)
                "odek_client_new({\"schema\":\"other/1\"})");
     expect_err(odek_client_new("{\"docker_host\":\"ftp://example\"}", &out), ODEK_E_ENDPOINT,
                "odek_client_new({\"docker_host\":\"ftp://example\"})");
+    expect_err(odek_client_new("{\"engine\":\"fake\",\"sandbox_pool\":9}", &out), ODEK_E_INVALID_ARGUMENT,
+               "odek_client_new({\"sandbox_pool\":9})");
+    expect_err2(odek_client_new("{\"engine\":\"fake\",\"sandbox_pool\":-1}", &out), ODEK_E_INVALID_ARGUMENT,
+                ODEK_E_INVALID_JSON, "odek_client_new({\"sandbox_pool\":-1})");
+    reclaim_client(&out);
     result(out == CLIENT_SENTINEL, "odek_client_new: out untouched after all errors");
 }
 
@@ -725,6 +730,36 @@ static void abuse_launch(struct ctx *c)
             expect_ok(odek_client_free(tmp), "odek_client_free(client #2)");
         }
     }
+}
+
+/* A client with a warm pool ("sandbox_pool"): every launch hands out
+ * another working sandbox; freeing the client removes the ready ones. */
+static void client_pool(struct ctx *c)
+{
+    odek_client_t *pooled = NULL;
+    char *plan = NULL;
+    char *r = NULL;
+    odek_sandbox_t *s = NULL;
+    int i;
+
+    printf("--- warm pool (sandbox_pool)\n");
+    if (!expect_ok(odek_client_new("{\"engine\":\"fake\",\"sandbox_pool\":2}", &pooled),
+                   "odek_client_new(fake, sandbox_pool 2)")) {
+        return;
+    }
+    if (expect_ok(odek_resolve(pooled, c->req, &plan), "odek_resolve on the pooled client")) {
+        for (i = 0; i < 3; i++) {
+            s = NULL;
+            if (expect_ok(odek_launch(pooled, plan, "null", &s), "odek_launch from the pool")) {
+                if (expect_ok(odek_exec(s, "{\"argv\":[\"true\"]}", &r), "odek_exec in a pooled sandbox")) {
+                    odek_string_free(r);
+                }
+                expect_ok(odek_sandbox_destroy(s), "odek_sandbox_destroy(pooled sandbox)");
+            }
+        }
+    }
+    odek_string_free(plan);
+    expect_ok(odek_client_free(pooled), "odek_client_free(pooled client: removes the ready ones)");
 }
 
 static void abuse_sandbox_params(struct ctx *c)
@@ -1039,6 +1074,7 @@ static int run_abuse(void)
     abuse_approval_request(&c);
     abuse_approve(&c);
     abuse_launch(&c);
+    client_pool(&c);
     abuse_sandbox_params(&c);
     abuse_narrow(&c);
     abuse_config_view(&c);
