@@ -292,27 +292,9 @@ impl Session {
         resize: Option<BoxStream<'_, proto::WinSize>>,
         deadline: Option<Duration>,
     ) -> Ended {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, mut rx) = mpsc::channel(ROUTE_QUEUE);
-        // The route, the generation and the Start under the writer's lock,
-        // which the reader holds while it handles a restart: a Start
-        // written before odek's Resume (which the keeper drops) belongs to
-        // the old generation and ends Restarted, never waits forever.
-        let generation = {
-            let mut w = self.writer.lock().await;
-            let generation = self.generation.load(Ordering::Acquire);
-            lock(&self.routes).insert(id, tx);
-            if !self.is_alive()
-                || !write_frame(&mut **w, &Frame::json(Kind::Start, id, start), &self.alive).await
-            {
-                lock(&self.routes).remove(&id);
-                return Ended::Lost;
-            }
-            generation
-        };
-        let _route = RouteGuard {
-            routes: &self.routes,
-            id,
+        let Some((id, mut rx, generation, _route)) = self.open_route(Kind::Start, start).await
+        else {
+            return Ended::Lost;
         };
         // The end of the route: the session ended, or the server restarted
         // since the Start.
@@ -495,23 +477,8 @@ impl Session {
         payload: &T,
         budget: Duration,
     ) -> Answer {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, mut rx) = mpsc::channel(ROUTE_QUEUE);
-        let generation = {
-            let mut w = self.writer.lock().await;
-            let generation = self.generation.load(Ordering::Acquire);
-            lock(&self.routes).insert(id, tx);
-            if !self.is_alive()
-                || !write_frame(&mut **w, &Frame::json(kind, id, payload), &self.alive).await
-            {
-                lock(&self.routes).remove(&id);
-                return Answer::Lost;
-            }
-            generation
-        };
-        let _route = RouteGuard {
-            routes: &self.routes,
-            id,
+        let Some((_, mut rx, generation, _route)) = self.open_route(kind, payload).await else {
+            return Answer::Lost;
         };
         let mut output = vec![];
         let answer = async {
@@ -548,6 +515,39 @@ impl Session {
             },
             Err(_) => Answer::Lost,
         }
+    }
+}
+
+/// A request's route: its id, the frames the reader routes to it, the
+/// server generation it was sent to, and the guard that removes it.
+type Route<'a> = (u32, mpsc::Receiver<Frame>, u32, RouteGuard<'a>);
+
+impl Session {
+    /// Registers a route for a new request id and writes the request's
+    /// first frame (`kind`, `payload` as JSON) — the route, the generation
+    /// and the frame under the writer's lock, which the reader holds while
+    /// it handles a restart: a frame written before odek's Resume (which
+    /// the keeper drops) belongs to the old generation and its route ends
+    /// Restarted, never waits forever. `None`: the session is gone and
+    /// nothing was sent.
+    async fn open_route<T: serde::Serialize>(&self, kind: Kind, payload: &T) -> Option<Route<'_>> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(ROUTE_QUEUE);
+        let mut w = self.writer.lock().await;
+        let generation = self.generation.load(Ordering::Acquire);
+        lock(&self.routes).insert(id, tx);
+        if !self.is_alive()
+            || !write_frame(&mut **w, &Frame::json(kind, id, payload), &self.alive).await
+        {
+            lock(&self.routes).remove(&id);
+            return None;
+        }
+        drop(w);
+        let guard = RouteGuard {
+            routes: &self.routes,
+            id,
+        };
+        Some((id, rx, generation, guard))
     }
 }
 

@@ -207,38 +207,7 @@ impl Client {
     pub async fn exec_background(&self, sandbox: &Sandbox, req: &ExecRequest) -> Result<ProcessId> {
         validate(req)?;
         let session = self.background_session(sandbox).await?;
-        let Some((uid, gid)) = crate::supervisor::command_ids(&sandbox.plan) else {
-            return Err(Error::Exec {
-                fix: None,
-                message: format!(
-                    "sandbox {} has a supervisor but its plan names no account",
-                    sandbox.name
-                ),
-                class: FailureClass::DockerRejected,
-                started: false,
-            });
-        };
-        if let Err(why) = session.check_bound(uid, gid) {
-            return Err(Error::Exec {
-                fix: None,
-                message: format!("sandbox {}: {why}; nothing ran", sandbox.name),
-                class: FailureClass::DockerRejected,
-                started: false,
-            });
-        }
-        let start = proto::Start {
-            argv: req.command.argv(),
-            env: req.env.clone(),
-            cwd: req.workdir.clone().unwrap_or_else(|| "/workspace".into()),
-            uid,
-            gid,
-            groups: vec![],
-            tty: None,
-            stdin: false,
-            timeout_ms: req
-                .timeout
-                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-        };
+        let start = super::supervised::start_for(&session, sandbox, req, None, false)?;
         match session
             .request(Kind::Background, &start, ANSWER_BUDGET)
             .await

@@ -26,6 +26,52 @@ use crate::supervisor::{
 /// died and was restarted while it ran ([`Ended::Restarted`]); the next
 /// command runs on the new server, and when no result said the restart,
 /// the next command's stderr says it once.
+/// The [`proto::Start`] of `req` in `sandbox` — its argv, env, working
+/// directory (`/workspace` by default), timeout, and the plan's command
+/// account, which the supervisor must be bound to — for a foreground
+/// command (`tty`, `stdin`) or a background one (neither). One place for
+/// both, so they run as the same user in the same place.
+///
+/// Errors: a plan naming no account, or a supervisor bound to another
+/// ([`crate::Error::Exec`], `started: false`: nothing ran).
+pub(crate) fn start_for(
+    session: &Session,
+    sandbox: &crate::sandbox::Sandbox,
+    req: &crate::exec::ExecRequest,
+    tty: Option<proto::WinSize>,
+    stdin: bool,
+) -> crate::Result<proto::Start> {
+    let refused = |message: String| crate::Error::Exec {
+        fix: None,
+        message,
+        class: crate::failure::FailureClass::DockerRejected,
+        started: false,
+    };
+    let Some((uid, gid)) = crate::supervisor::command_ids(&sandbox.plan) else {
+        return Err(refused(format!(
+            "sandbox {} has a supervisor but its plan names no account",
+            sandbox.name
+        )));
+    };
+    // The supervisor must be bound to this account (`serve --commands`).
+    session
+        .check_bound(uid, gid)
+        .map_err(|why| refused(format!("sandbox {}: {why}; nothing ran", sandbox.name)))?;
+    Ok(proto::Start {
+        argv: req.command.argv(),
+        env: req.env.clone(),
+        cwd: req.workdir.clone().unwrap_or_else(|| "/workspace".into()),
+        uid,
+        gid,
+        groups: vec![],
+        tty,
+        stdin,
+        timeout_ms: req
+            .timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+    })
+}
+
 pub(crate) async fn exec(
     session: &Session,
     engine: Option<&dyn crate::engine::DockerApi>,
@@ -36,39 +82,7 @@ pub(crate) async fn exec(
     cancel: impl Future<Output = ()>,
 ) -> crate::Result<crate::exec::ExecOutcome> {
     use crate::exec::{cut_outcome, Cut, ExecOutcome};
-    let Some((uid, gid)) = crate::supervisor::command_ids(&sandbox.plan) else {
-        return Err(crate::Error::Exec {
-            fix: None,
-            message: format!(
-                "sandbox {} has a supervisor but its plan names no account",
-                sandbox.name
-            ),
-            class: crate::failure::FailureClass::DockerRejected,
-            started: false,
-        });
-    };
-    // The supervisor must be bound to this account (`serve --commands`).
-    if let Err(why) = session.check_bound(uid, gid) {
-        return Err(crate::Error::Exec {
-            fix: None,
-            message: format!("sandbox {}: {why}; nothing ran", sandbox.name),
-            class: crate::failure::FailureClass::DockerRejected,
-            started: false,
-        });
-    }
-    let start = proto::Start {
-        argv: req.command.argv(),
-        env: req.env.clone(),
-        cwd: req.workdir.clone().unwrap_or_else(|| "/workspace".into()),
-        uid,
-        gid,
-        groups: vec![],
-        tty: io.tty,
-        stdin: io.stdin.is_some(),
-        timeout_ms: req
-            .timeout
-            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-    };
+    let start = start_for(session, sandbox, req, io.tty, io.stdin.is_some())?;
     // odek's own watchdog: the supervisor kills at the timeout; if it has
     // not reported a little later, odek asks again and then gives up.
     let deadline = req.timeout.map(|t| t + Duration::from_secs(5));
