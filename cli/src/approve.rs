@@ -167,11 +167,17 @@ pub fn revoke(key: Option<&str>, project: Option<&std::path::Path>) -> anyhow::R
         _ => anyhow::bail!("give either a key or --project DIR"),
     };
     let removed = s.revoke(&keys)?;
-    for k in &removed {
-        outln!("{k}");
-    }
     if removed.is_empty() {
         anyhow::bail!("nothing to revoke: no such trusted key");
     }
+    // The keys on stdout (for scripts), what happened on stderr.
+    for k in &removed {
+        outln!("{k}");
+    }
+    errln!(
+        "odek: revoked {} trusted approval{} (printed above); the next run of those settings asks again",
+        removed.len(),
+        if removed.len() == 1 { "" } else { "s" }
+    );
     Ok(())
 }

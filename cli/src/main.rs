@@ -74,7 +74,7 @@ pub(crate) struct Cli {
 pub(crate) enum Cmd {
     /// Run a command in a fresh sandbox and remove it afterwards.
     Run(RunArgs),
-    /// Manage long-lived sandboxes (up, exec, down, ls, gc, describe).
+    /// Manage long-lived sandboxes (up, exec, shell, down, ls, gc, describe).
     #[command(subcommand)]
     Sandbox(SandboxCmd),
     /// Show configuration.

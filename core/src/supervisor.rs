@@ -718,7 +718,7 @@ pub fn host_binary() -> Result<std::path::PathBuf, String> {
                 .ok_or_else(|| {
                     let shown: Vec<String> = looked.iter().map(crate::text::shown).collect();
                     format!(
-                        "no {BINARY_NAME} installed (looked for {}; {SUPERVISOR_ENV} names another)",
+                        "no {BINARY_NAME} installed (looked for {}; install the static one there as README's \"Installing\" shows, or name one with {SUPERVISOR_ENV})",
                         if shown.is_empty() {
                             "odek's own directory, which is unknown".to_string()
                         } else {

@@ -84,7 +84,9 @@ impl Refusal {
         Refusal(why)
     }
 
-    /// An error of a command in a running sandbox (it may have partly run).
+    /// An error of a call on a running sandbox (a command, which may have
+    /// partly run, a background process, a describe): the error's own text
+    /// says what ran; nothing is said of containers (the sandbox stays).
     pub(crate) fn during_exec(e: Error) -> Refusal {
         Refusal(format!(
             "{}\n(odek: failure class {})",

@@ -156,7 +156,7 @@ impl OdekMcp {
                 .odek()
                 .exec_background(&sandbox, &req)
                 .await
-                .map_err(|e| refusal(e.into()))?;
+                .map_err(|e| refusal(Refusal::during_exec(e)))?;
             return Ok(Json(ExecReply::Background(BackgroundStarted {
                 sandbox_id: id,
                 process_id: process.0,
@@ -222,7 +222,7 @@ impl OdekMcp {
                 args.cursor,
             )
             .await
-            .map_err(|e| refusal(e.into()))?;
+            .map_err(|e| refusal(Refusal::during_exec(e)))?;
         Ok(Json(ProcessResult::new(id, &out)))
     }
 
@@ -246,7 +246,7 @@ impl OdekMcp {
             .odek()
             .process_kill(&sandbox, &odek_core::exec::ProcessId(args.process_id))
             .await
-            .map_err(|e| refusal(e.into()))?;
+            .map_err(|e| refusal(Refusal::during_exec(e)))?;
         Ok(Json(ProcessResult::new(id, &out)))
     }
 
@@ -270,7 +270,7 @@ impl OdekMcp {
             .odek()
             .describe(&sandbox)
             .await
-            .map_err(|e| refusal(e.into()))?;
+            .map_err(|e| refusal(Refusal::during_exec(e)))?;
         let environment = serde_json::to_value(&env)
             .map_err(|e| format!("cannot encode the environment as JSON: {e}"))?;
         Ok(Json(DescribeResult {
@@ -413,7 +413,7 @@ fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
             "the command and its env are {size} bytes; exec accepts at most {MAX_COMMAND_BYTES} (the kernel limits one argument to 128 KiB): write the script or data to a file under /workspace and run that instead"
         ));
     }
-    req.check().map_err(|e| refusal(e.into()))?;
+    req.check().map_err(|e| refusal(Refusal::during_exec(e)))?;
     Ok(req)
 }
 

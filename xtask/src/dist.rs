@@ -551,8 +551,40 @@ fn cli(prefix: &Path, tmp: &Path) -> R {
         .arg(&cargo_root)
         .env("CARGO_TARGET_DIR", target_dir()))?;
     sh(Command::new(cargo_root.join("bin/odek")).arg("--version"))?;
+    // README's second line: the static supervisor beside it (a target of
+    // its own, so RUSTFLAGS reach only the supervisor; the cache is the one
+    // `cargo xtask` builds it in).
+    let host = crate::host_triple()?;
+    sh(cargo()
+        .args(["install", "--locked", "--quiet", "--path", "supervisor"])
+        .args(["--target", &host, "--root"])
+        .arg(&cargo_root)
+        .env("RUSTFLAGS", "-C target-feature=+crt-static")
+        .env("CARGO_TARGET_DIR", target_dir().join("static")))?;
     let work = tmp.join("cli-workdir");
     io(&work, std::fs::create_dir_all(&work))?;
+    // README's first example through the cargo-installed odek, with no
+    // ODEK_SUPERVISOR naming one: it finds the supervisor beside itself.
+    let cmd = &mut Command::new(cargo_root.join("bin/odek"));
+    cmd.arg("-C")
+        .arg(&work)
+        .args(["run", "--sandbox-compose", "odeke2e", "--sandbox-image"])
+        .args(["odek-test/base:1", "--", "redis-cli", "-h", "redis", "ping"])
+        .env_remove("ODEK_SUPERVISOR")
+        .env_remove("ODEK_SUPERVISOR_BIN")
+        .current_dir(tmp);
+    eprintln!("xtask> {cmd:?}");
+    let ran = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    let (out, err) = (
+        String::from_utf8_lossy(&ran.stdout),
+        String::from_utf8_lossy(&ran.stderr),
+    );
+    if !ran.status.success() || out.trim() != "PONG" || !err.contains(" supervisor=on") {
+        return Err(format!(
+            "the cargo-installed odek run: expected PONG and supervisor=on, got {} with stdout {out:?} and stderr {err:?}",
+            ran.status
+        ));
+    }
     let out = output(
         Command::new(prefix.join("bin/odek"))
             .arg("-C")

@@ -250,14 +250,7 @@ pub(crate) fn supervisor() -> R {
         }
         return Ok(());
     }
-    let host = Command::new("rustc")
-        .arg("-vV")
-        .output()
-        .map_err(|e| format!("rustc -vV: {e}"))?;
-    let host = String::from_utf8_lossy(&host.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
-        .ok_or("rustc -vV names no host triple")?;
+    let host = host_triple()?;
     let target = target_dir().join("static");
     eprintln!("xtask: building the static odek-supervisor (release; a few minutes the first time)");
     sh(cargo()
@@ -280,6 +273,20 @@ pub(crate) fn supervisor() -> R {
         std::env::set_var("ODEK_SUPERVISOR", &bin);
     }
     Ok(())
+}
+
+/// The host's target triple (`rustc -vV`): the static supervisor is built
+/// for it explicitly, so that `RUSTFLAGS` reach only the supervisor, not
+/// build scripts and proc macros.
+pub(crate) fn host_triple() -> Result<String, String> {
+    let host = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .map_err(|e| format!("rustc -vV: {e}"))?;
+    String::from_utf8_lossy(&host.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .ok_or_else(|| "rustc -vV names no host triple".to_string())
 }
 
 fn images() -> R {
