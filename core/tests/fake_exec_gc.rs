@@ -933,6 +933,12 @@ async fn background_processes_without_the_supervisor_are_refused_before_anything
             matches!(err, odek_core::Error::Exec { started: false, .. }),
             "{err:?}"
         );
+        // Reading or killing one: there is none, and nothing was done.
+        let text = err.to_string();
+        assert!(
+            text.contains("has no background process \"1-1\"") && text.contains("nothing was done"),
+            "{text}"
+        );
     }
     assert!(s.fake.calls_of(Op::Exec).is_empty(), "an exec ran");
     assert_eq!(

@@ -146,24 +146,38 @@ impl Deref for Through<'_> {
 
 /// The refusal of a background request in a sandbox without odek's
 /// supervisor (`why`): nothing ran.
-fn needs_supervisor(sandbox: &Sandbox, why: &str) -> Error {
-    Error::Exec {
-        fix: None,
-        message: format!(
+fn needs_supervisor(sandbox: &Sandbox, why: &str, id: Option<&ProcessId>) -> Error {
+    let message = match id {
+        // Reading or killing one: there is none to read or kill.
+        Some(id) => format!(
+            "sandbox {} has no background process {}: background processes need odek's supervisor in the sandbox, and it has none ({why}); nothing was done",
+            sandbox.name,
+            crate::text::quote(&id.0)
+        ),
+        None => format!(
             "background processes need odek's supervisor in the sandbox, and sandbox {} has none ({why}); nothing ran. Set {}=<path of the static odek-supervisor binary> and launch a new sandbox, or run the command in the foreground",
             sandbox.name,
             crate::supervisor::SUPERVISOR_ENV
         ),
+    };
+    Error::Exec {
+        fix: None,
+        message,
         class: FailureClass::DockerRejected,
         started: false,
     }
 }
 
 impl Client {
-    /// The supervisor session for a background request in `sandbox`.
-    async fn background_session<'a>(&self, sandbox: &'a Sandbox) -> Result<Through<'a>> {
+    /// The supervisor session for a background request in `sandbox`
+    /// (`process`: a request about that process, else a start).
+    async fn background_session<'a>(
+        &self,
+        sandbox: &'a Sandbox,
+        process: Option<&ProcessId>,
+    ) -> Result<Through<'a>> {
         let Some(id) = &sandbox.container_id else {
-            return Err(needs_supervisor(sandbox, "it runs on the host"));
+            return Err(needs_supervisor(sandbox, "it runs on the host", process));
         };
         let through = match sandbox.owner.session() {
             Some(s) => Through::Owner(s),
@@ -175,6 +189,7 @@ impl Client {
                         return Err(needs_supervisor(
                             sandbox,
                             "its commands run through the Docker exec API",
+                            process,
                         ))
                     }
                 }
@@ -184,6 +199,7 @@ impl Client {
             return Err(needs_supervisor(
                 sandbox,
                 "its supervisor is an older one without background processes",
+                process,
             ));
         }
         Ok(through)
@@ -206,7 +222,7 @@ impl Client {
     /// `started: true`: it may run).
     pub async fn exec_background(&self, sandbox: &Sandbox, req: &ExecRequest) -> Result<ProcessId> {
         validate(req)?;
-        let session = self.background_session(sandbox).await?;
+        let session = self.background_session(sandbox, None).await?;
         let start = super::supervised::start_for(&session, sandbox, req, None, false)?;
         match session
             .request(Kind::Background, &start, ANSWER_BUDGET)
@@ -250,7 +266,7 @@ impl Client {
         id: &ProcessId,
         cursor: Option<u64>,
     ) -> Result<ProcessOutput> {
-        let session = self.background_session(sandbox).await?;
+        let session = self.background_session(sandbox, Some(id)).await?;
         let poll = proto::Poll {
             process: id.0.clone(),
             cursor,
@@ -266,7 +282,7 @@ impl Client {
     ///
     /// Errors: those of [`Client::process_output`].
     pub async fn process_kill(&self, sandbox: &Sandbox, id: &ProcessId) -> Result<ProcessOutput> {
-        let session = self.background_session(sandbox).await?;
+        let session = self.background_session(sandbox, Some(id)).await?;
         let which = proto::ProcessRef {
             process: id.0.clone(),
         };
