@@ -319,8 +319,12 @@ impl Keeper {
                         Ok(t) if f.kind == Kind::Tracked => {
                             self.tracked.insert(t.pid as i32, t.start);
                         }
+                        // Only the process it tracked: a later one with
+                        // the same pid (another command) stays tracked.
                         Ok(t) => {
-                            self.tracked.remove(&(t.pid as i32));
+                            if self.tracked.get(&(t.pid as i32)) == Some(&t.start) {
+                                self.tracked.remove(&(t.pid as i32));
+                            }
                         }
                         Err(e) => return self.server_died(format!("sent an invalid frame: {e}")),
                     },

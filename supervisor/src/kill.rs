@@ -148,6 +148,17 @@ fn dead(pid: i32, start: u64) -> bool {
 /// until every target is gone (up to 2 s). Children that end meanwhile are
 /// reaped into `reaped`.
 pub fn kill_tree(tree: &Tree, reaped: &mut Vec<(i32, i32)>) -> Outcome {
+    // The root's pid now belongs to a later process: the kernel hands a pid
+    // out again only once no process has it as its process group or
+    // session id, so nothing of this tree's group or session is left, and
+    // `-root` (and a group or session match on it) would hit that later
+    // process's — another command's. Nothing to kill.
+    if matches!(stat(tree.root), Some(p) if p.start != tree.start) {
+        return Outcome {
+            confirmed: true,
+            escaped: Vec::new(),
+        };
+    }
     let mut targets: BTreeMap<i32, u64> = BTreeMap::new();
     let mut escaped: BTreeSet<i32> = BTreeSet::new();
     let excluded = |pid: i32| pid <= 1 || pid == tree.me || tree.other_roots.contains(&pid);

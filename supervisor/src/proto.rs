@@ -391,9 +391,10 @@ pub struct BackgroundLimits {
 /// [`Kind::Spawned`]: a background command runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spawned {
-    /// Its name for [`Kind::Poll`] and [`Kind::KillProcess`]: `<server
-    /// pid>-<n>`, never reused by this server, and unknown to a server
-    /// restarted after it (whose pid differs).
+    /// Its name for [`Kind::Poll`] and [`Kind::KillProcess`]: `<tag>-<n>`,
+    /// the tag 16 hex digits the server drew at random when it started;
+    /// never reused by this server, and unknown to a server restarted after
+    /// it and to any other sandbox's.
     pub process: String,
     /// Its root's process ID in the sandbox (also its process group and
     /// session ID).
@@ -465,8 +466,9 @@ pub struct Tracked {
     /// Its pid in the sandbox's PID namespace.
     pub pid: u32,
     /// Its start time in clock ticks after boot (`/proc/<pid>/stat` field
-    /// 22; 0 for [`Kind::Untracked`]), which tells it from a later process
-    /// with the same pid.
+    /// 22), which tells it from a later process with the same pid: the
+    /// keeper drops a [`Kind::Untracked`] whose start is not the tracked
+    /// one's (a reused pid).
     pub start: u64,
 }
 

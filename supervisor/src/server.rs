@@ -142,6 +142,10 @@ pub struct Server {
     commands: Option<[u32; 2]>,
     relay: String,
     me: i32,
+    /// A random tag of this server, in its background processes' names, so
+    /// that a name from another sandbox (whose server may have the same
+    /// pid) or an earlier server is unknown here, never another process.
+    tag: String,
     /// The keeper (the server's parent), never a target of a kill.
     keeper: i32,
     cap_last: u32,
@@ -256,6 +260,7 @@ fn setup(options: Options, listener: OwnedFd, base_env: spawn::Env) -> Result<Se
         commands,
         relay,
         me: std::process::id() as i32,
+        tag: random_tag(),
         // SAFETY: getppid has no failure mode.
         keeper: unsafe { libc::getppid() },
         cap_last,
@@ -526,7 +531,7 @@ impl Server {
         if !cmd.bg {
             // A background process stays tracked (its tree is killed if the
             // server dies) until it is killed or evicted.
-            self.ledger(Kind::Untracked, cmd.pid, 0);
+            self.ledger(Kind::Untracked, cmd.pid, cmd.start);
         }
         for is_err in [false, true] {
             let fd = if is_err { &cmd.err } else { &cmd.out };
@@ -600,7 +605,7 @@ impl Server {
                 .collect::<BTreeSet<_>>(),
         };
         let outcome = kill::kill_tree(&tree, &mut self.reaped);
-        self.ledger(Kind::Untracked, cmd.pid, 0);
+        self.ledger(Kind::Untracked, cmd.pid, cmd.start);
         self.retire(&mut cmd);
         if let Some(s) = self.sessions.get_mut(&cmd.sid) {
             s.drop_output(cmd.id);
@@ -839,16 +844,17 @@ impl Server {
         Ok(child.pid)
     }
 
-    /// The name a background process `n` is known by ([`Spawned::process`]).
+    /// The name a background process `n` is known by ([`Spawned::process`]):
+    /// this server's random tag and `n`.
     fn bg_name(&self, n: u32) -> String {
-        format!("{}-{n}", self.me)
+        format!("{}-{n}", self.tag)
     }
 
     /// The number of the background process named `process`, when this
     /// server has it.
     fn bg_number(&self, process: &str) -> Option<u32> {
         let (server, n) = process.split_once('-')?;
-        if server != self.me.to_string() {
+        if server != self.tag {
             return None;
         }
         let n: u32 = n.parse().ok()?;
@@ -875,11 +881,11 @@ impl Server {
                 .bgs
                 .iter()
                 .find(|(_, b)| b.exit.is_some())
-                .map(|(&n, b)| (n, b.pid))
+                .map(|(&n, b)| (n, b.pid, b.start))
             {
-                Some((n, pid)) => {
+                Some((n, pid, start)) => {
                     self.bgs.remove(&n);
-                    self.ledger(Kind::Untracked, pid, 0);
+                    self.ledger(Kind::Untracked, pid, start);
                     Ok(())
                 }
                 None => Err(format!(
@@ -987,7 +993,7 @@ impl Server {
                     .collect::<BTreeSet<_>>(),
             };
             kill::kill_tree(&tree, &mut self.reaped);
-            self.ledger(Kind::Untracked, root, 0);
+            self.ledger(Kind::Untracked, root, start);
         }
         let Some(b) = self.bgs.get(&n) else {
             return;
@@ -1088,6 +1094,27 @@ impl Server {
             c.stdin = None;
         }
     }
+}
+
+/// 16 hex digits from the kernel's random source (`getrandom`, else
+/// `/dev/urandom`; at worst the pid and the clock, which still differ
+/// between servers that run at once).
+fn random_tag() -> String {
+    let mut b = [0u8; 8];
+    // SAFETY: writes at most `b.len()` bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        use std::io::Read;
+        let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+        if read.is_err() {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
+            b = (t ^ ((std::process::id() as u64) << 32)).to_le_bytes();
+        }
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -1482,3 +1482,71 @@ fn round_trip_median() {
         took[took.len() * 9 / 10].as_secs_f64() * 1e3
     );
 }
+
+/// Makes the sandbox's PID namespace hand out `next` as its next pid (what
+/// a wrapped pid space does), from the host: root `nsenter`s its PID
+/// namespace and sets `ns_last_pid`.
+fn set_next_pid(name: &str, next: u32) {
+    let pid = Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Pid}}", name])
+        .output()
+        .expect("docker inspect");
+    let pid = String::from_utf8_lossy(&pid.stdout).trim().to_string();
+    let status = Command::new("nsenter")
+        .args(["-t", &pid, "-p", "--", "sh", "-c"])
+        .arg(format!("echo {} > /proc/sys/kernel/ns_last_pid", next - 1))
+        .status()
+        .expect("nsenter");
+    assert!(status.success(), "nsenter {pid}: {status}");
+}
+
+/// An ended background process whose pid a later command got (the pid
+/// space wrapped): its kill touches nothing of that command, and the
+/// keeper still tracks the command, so a server's death kills it. Names
+/// carry the server's random tag: another tag's name is unknown.
+#[test]
+fn a_reused_pid_is_never_killed_for_an_ended_process_nor_untracked() {
+    let _guard = shared();
+    let mut sup = Sup::new(BASE, &[]);
+    let server = sup.ready.pid;
+    let a = sup.owner.background(1, &sh("echo A")).expect("spawned");
+    sup.owner.poll_until(3, &a.process, |_, p| p.exit.is_some());
+    set_next_pid(&sup.name, a.pid);
+    let b = sup
+        .owner
+        .background(4, &cmd(&["sleep", "1000"]))
+        .expect("spawned");
+    assert_eq!(b.pid, a.pid, "the test could not make the pid be reused");
+    // The ended one's kill leaves the later command running.
+    sup.owner.kill_process(5, &a.process).expect("killed");
+    let (_, still) = sup.owner.poll(6, &b.process, None).expect("known");
+    assert!(
+        still.exit.is_none(),
+        "the reused pid's command was killed: {still:?}"
+    );
+    assert!(sup.ps(7).contains("sleep 1000"));
+    // The keeper still tracks it: the server's death kills it.
+    kill_from_outside(&sup.name, server);
+    let r = restarted(&mut sup, 999);
+    assert!(r.killed, "{r:?}");
+    resume(&mut sup);
+    let ps = sup.ps(8);
+    assert!(!ps.contains("sleep 1000"), "left running, untracked:\n{ps}");
+    let a = sup.owner.background(9, &sh("echo A")).expect("spawned");
+    let (tag, _) = a.process.split_once('-').expect("tag-n");
+    assert!(
+        tag.len() == 16 && tag.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{}",
+        a.process
+    );
+    let other = format!(
+        "{}-1",
+        if tag == "0000000000000000" {
+            "1111111111111111"
+        } else {
+            "0000000000000000"
+        }
+    );
+    let unknown = sup.owner.poll(10, &other, None).expect_err("another tag");
+    assert!(unknown.contains("no background process"), "{unknown}");
+}
