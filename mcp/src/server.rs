@@ -7,7 +7,7 @@ use odek_core::api::{self, ExecMembers};
 use odek_core::describe::{render_prompt, render_tool};
 use odek_core::engine::StreamKind;
 use odek_core::exec::{Capture, Keep};
-use odek_core::{Client, Command, ExecOptions, ExecRequest};
+use odek_core::{Client, ExecOptions, ExecRequest};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -21,7 +21,7 @@ use crate::sandboxes::{Refusal, Sandboxes};
 use crate::tools::{
     BackgroundStarted, DescribeResult, DownArgs, DownResult, ExecArgs, ExecReply, ExecResult,
     ListResult, NarrowArgs, ProcessKillArgs, ProcessOutputArgs, ProcessResult, SandboxInfo,
-    SandboxRef, UpArgs, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_OUTPUT_BYTES,
+    SandboxRef, UpArgs, DEFAULT_TIMEOUT_SECS, MAX_OUTPUT_BYTES,
 };
 
 /// How to use the tools, before the environment block.
@@ -384,7 +384,7 @@ const EXEC_ARGS: ExecMembers = ExecMembers {
 
 /// The core's request from the tool's arguments, parsed as every front
 /// end's is ([`api::ExecRequest::into_core_as`]) with MCP's default
-/// timeout, then checked and held to [`MAX_COMMAND_BYTES`], all before any
+/// timeout, then checked (the core's checks: its size cap among them), all before any
 /// sandbox is launched.
 fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
     let req = api::ExecRequest {
@@ -400,19 +400,6 @@ fn exec_request(args: &ExecArgs) -> Result<ExecRequest, String> {
     }
     .into_core_as(&EXEC_ARGS)
     .map_err(|e| e.0)?;
-    let size: usize = match &req.command {
-        Command::Shell(s) => s.len(),
-        Command::Argv(a) => a.iter().map(|x| x.len() + 1).sum(),
-    } + req
-        .env
-        .iter()
-        .map(|(k, v)| k.len() + v.len() + 2)
-        .sum::<usize>();
-    if size > MAX_COMMAND_BYTES {
-        return Err(format!(
-            "the command and its env are {size} bytes; exec accepts at most {MAX_COMMAND_BYTES} (the kernel limits one argument to 128 KiB): write the script or data to a file under /workspace and run that instead"
-        ));
-    }
     req.check().map_err(|e| refusal(Refusal::during_exec(e)))?;
     Ok(req)
 }
@@ -526,6 +513,7 @@ impl ServerHandler for OdekMcp {
 mod tests {
     use super::*;
     use odek_core::narrow::NarrowRequest;
+    use odek_core::Command;
 
     /// Where the tools' schemas are checked in.
     const TOOL_SCHEMAS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tool-schemas.json");
@@ -601,7 +589,7 @@ mod tests {
     #[test]
     fn exec_request_refuses_huge_commands_and_bad_timeouts() {
         let huge = ExecArgs {
-            command: Some("x".repeat(MAX_COMMAND_BYTES + 1)),
+            command: Some("x".repeat(odek_core::exec::MAX_COMMAND_BYTES + 1)),
             ..Default::default()
         };
         assert!(exec_request(&huge)

@@ -17,11 +17,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Default timeout of `exec` when the caller gives none, in seconds.
 pub const DEFAULT_TIMEOUT_SECS: f64 = 300.0;
 
-/// Most bytes of a command (argv plus env) `exec` accepts: a single
-/// argument may not exceed 128 KiB on Linux anyway, and a bigger script
-/// belongs in a file under `/workspace`.
-pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
-
 /// Bytes of each output stream returned: the first half and the last half
 /// of this are kept, the middle is cut (and the `*_truncated` flag set):
 /// [`odek_core::exec::Keep::HeadAndTail`].

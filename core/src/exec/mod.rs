@@ -24,6 +24,8 @@ pub use capture::{Capture, Captured, Keep};
 pub use kill::KILL_PROBE_ENV;
 pub use outcome::ExecOutcome;
 pub(crate) use outcome::{cut_outcome, Cut};
-pub use request::{timeout_from_secs, Command, ExecIo, ExecOptions, ExecRequest, WinSize};
+pub use request::{
+    timeout_from_secs, Command, ExecIo, ExecOptions, ExecRequest, WinSize, MAX_COMMAND_BYTES,
+};
 
 pub use crate::config::EXEC_TAG_ENV;

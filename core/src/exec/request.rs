@@ -168,7 +168,27 @@ impl ExecRequest {
     }
 }
 
+/// Most bytes of a command — its argv (or shell text) plus its env — any
+/// front end runs: 256 KiB. Linux refuses one argument over 128 KiB anyway,
+/// and more than this fails at the exec as "Argument list too long" (a
+/// status 127 that reads as the command's own); a bigger script or data
+/// belongs in a file under `/workspace`.
+pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
+
 pub(super) fn validate(req: &ExecRequest) -> Result<()> {
+    let size: usize = match &req.command {
+        Command::Shell(s) => s.len(),
+        Command::Argv(a) => a.iter().map(|x| x.len() + 1).sum(),
+    } + req
+        .env
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum::<usize>();
+    if size > MAX_COMMAND_BYTES {
+        return Err(Error::Usage(format!(
+            "the command and its env are {size} bytes; exec accepts at most {MAX_COMMAND_BYTES} (the kernel limits one argument to 128 KiB): write the script or data to a file under /workspace and run that instead"
+        )));
+    }
     let argv = req.command.argv();
     if argv.is_empty() || argv[0].is_empty() {
         return Err(Error::Usage(
@@ -196,4 +216,41 @@ pub(super) fn validate(req: &ExecRequest) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sized(shell: usize, env: usize) -> ExecRequest {
+        ExecRequest {
+            command: Command::Shell("x".repeat(shell)),
+            env: vec![("A".into(), "y".repeat(env))],
+            timeout: None,
+            workdir: None,
+        }
+    }
+
+    /// One size rule for every front end (the CLI, MCP, the C ABI): argv
+    /// or shell text plus env over [`MAX_COMMAND_BYTES`] is a usage error
+    /// before anything runs — three 100 KB env values as well as one big
+    /// script — and just under it passes.
+    #[test]
+    fn a_command_and_env_over_256_kib_is_a_usage_error() {
+        let e = validate(&sized(100, MAX_COMMAND_BYTES)).expect_err("env too big");
+        assert_eq!(e.reported_class(), crate::ErrorClass::Usage);
+        assert!(e.to_string().contains("at most 262144"), "{e}");
+        validate(&sized(MAX_COMMAND_BYTES + 1, 0)).expect_err("script too big");
+        let three = ExecRequest {
+            command: Command::Argv(vec!["true".into()]),
+            env: (0..3)
+                .map(|i| (format!("V{i}"), "z".repeat(100_000)))
+                .collect(),
+            timeout: None,
+            workdir: None,
+        };
+        validate(&three).expect_err("three 100 KB values");
+        // "x"*(n) + "A" + "y"*m + 2 separators: exactly the cap passes.
+        validate(&sized(MAX_COMMAND_BYTES - 3 - 10, 10)).expect("at the cap");
+    }
 }
