@@ -31,7 +31,7 @@ use crate::config::advice::Fix;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -418,22 +418,44 @@ async fn probe(
     })
 }
 
-/// Removal tasks of abandoned probes, for [`settle`].
-static PENDING: Mutex<Vec<tokio::task::JoinHandle<()>>> = Mutex::new(Vec::new());
+/// How many removals of abandoned probes are still running, for
+/// [`settle`]: a count every waiter watches, rather than a list one waiter
+/// takes, so that of two launches stopped at once neither returns while
+/// the other's probe — or its own — is still being removed.
+static PENDING: std::sync::LazyLock<tokio::sync::watch::Sender<usize>> =
+    std::sync::LazyLock::new(|| tokio::sync::watch::Sender::new(0));
+
+/// One running removal in [`PENDING`]: counted from its spawn to its end,
+/// whichever way it ends (finished, or dropped with its runtime).
+struct Pending;
+
+impl Pending {
+    fn start() -> Pending {
+        PENDING.send_modify(|n| *n += 1);
+        Pending
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        PENDING.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
 
 /// Waits up to `budget` for the removal of probes whose launch was dropped
 /// (a front end calls it before it exits after an interrupt, so none is
-/// left for gc). Returns how many did not finish in time.
+/// left for gc; a stopped launch, before it says it ended). Returns how
+/// many did not finish in time.
 pub async fn settle(budget: Duration) -> usize {
-    let tasks: Vec<_> = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
-    let deadline = tokio::time::Instant::now() + budget;
-    let mut late = 0;
-    for t in tasks {
-        if tokio::time::timeout_at(deadline, t).await.is_err() {
-            late += 1;
-        }
+    let mut rx = PENDING.subscribe();
+    let drained = tokio::time::timeout(budget, async {
+        let _ = rx.wait_for(|n| *n == 0).await;
+    })
+    .await;
+    match drained {
+        Ok(()) => 0,
+        Err(_) => *PENDING.borrow(),
     }
-    late
 }
 
 /// Removes a probe container whose launch was abandoned (its future
@@ -460,7 +482,9 @@ impl Drop for ProbeGuard {
         let engine = self.engine.clone();
         let (name, launch_id, mut id) = (self.name.clone(), self.launch_id.clone(), self.id.take());
         let create = self.create.take();
-        let task = rt.spawn(async move {
+        let pending = Pending::start();
+        rt.spawn(async move {
+            let _pending = pending;
             if let Some(create) = create {
                 // The create's own answer, as soon as it comes (at most
                 // CREATE_SETTLE): its ID, or no container at all.
@@ -495,9 +519,6 @@ impl Drop for ProbeGuard {
                 }
             }
         });
-        let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
-        pending.retain(|t| !t.is_finished());
-        pending.push(task);
     }
 }
 
