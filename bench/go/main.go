@@ -69,7 +69,14 @@ func run() error {
 	in := bufio.NewScanner(os.Stdin)
 	req := odek.ExecRequest{Argv: []string{"true"}}
 	for in.Scan() {
-		switch cmd := strings.TrimSpace(in.Text()); cmd {
+		cmd := strings.TrimSpace(in.Text())
+		if strings.HasPrefix(cmd, "loop ") {
+			if err := loop(ctx, sb, req, cmd); err != nil {
+				return err
+			}
+			continue
+		}
+		switch cmd {
 		case "quit":
 			return finish(sb)
 		case "exec":
@@ -89,6 +96,35 @@ func run() error {
 		}
 	}
 	return finish(sb)
+}
+
+// loop answers "loop N IDLE_MS": N timed calls, each after IDLE_MS
+// milliseconds of sleep (0: back to back), their nanoseconds on one line.
+func loop(ctx context.Context, sb *odek.Sandbox, req odek.ExecRequest, cmd string) error {
+	var n, idle int
+	if _, err := fmt.Sscanf(cmd, "loop %d %d", &n, &idle); err != nil {
+		fmt.Printf("error bad loop command %q\n", cmd)
+		return nil
+	}
+	times := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		if idle > 0 {
+			time.Sleep(time.Duration(idle) * time.Millisecond)
+		}
+		t0 := time.Now()
+		r, err := sb.Exec(ctx, req)
+		d := time.Since(t0)
+		if err != nil {
+			return err
+		}
+		if r.ExitCode != 0 {
+			fmt.Printf("error exit %d\n", r.ExitCode)
+			return nil
+		}
+		times = append(times, fmt.Sprint(d.Nanoseconds()))
+	}
+	fmt.Println(strings.Join(times, " "))
+	return nil
 }
 
 func finish(sb *odek.Sandbox) error {

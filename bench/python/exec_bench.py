@@ -4,7 +4,9 @@
 Launches one sandbox through the ``odek`` package (Compose project + image
 given on the command line), prints ``ready <sandbox-name> <container-id>``,
 then for every ``exec`` line on stdin times ``sandbox.exec(["true"])``
-in-process with ``time.perf_counter_ns`` and prints the nanoseconds. ``quit``
+in-process with ``time.perf_counter_ns`` and prints the nanoseconds; a
+``loop N IDLE_MS`` line times N calls, each after IDLE_MS milliseconds of
+sleep (0: back to back), and prints their nanoseconds on one line. ``quit``
 or end of input destroys the sandbox (the ``with`` block) and prints ``bye``.
 ``--engine fake`` uses libodek's in-memory engine (no Docker): what remains
 is the binding's and the core's own cost per call.
@@ -42,6 +44,22 @@ def main() -> int:
                 cmd = line.strip()
                 if cmd == "quit":
                     break
+                if cmd.startswith("loop "):
+                    _, n, idle = cmd.split()
+                    times = []
+                    for _ in range(int(n)):
+                        if int(idle):
+                            time.sleep(int(idle) / 1000)
+                        t0 = time.perf_counter_ns()
+                        r = sandbox.exec(["true"])
+                        times.append(time.perf_counter_ns() - t0)
+                        if r.exit_code != 0:
+                            break
+                    if r.exit_code != 0:
+                        print(f"error exit {r.exit_code}", flush=True)
+                    else:
+                        print(" ".join(map(str, times)), flush=True)
+                    continue
                 if cmd != "exec":
                     print(f"error unknown command {cmd!r}", flush=True)
                     continue

@@ -120,6 +120,32 @@ impl Worker {
         Ok(Duration::from_nanos(ns))
     }
 
+    /// `n` timed execs run back to back inside the worker, each after
+    /// `idle` of sleep there (zero: none), as measured inside the worker.
+    pub async fn exec_loop(&mut self, n: usize, idle: Duration) -> Result<Vec<Duration>> {
+        self.send(&format!("loop {n} {}", idle.as_millis())).await?;
+        let line = tokio::time::timeout(
+            Duration::from_secs(60) + idle * n as u32,
+            self.lines.next_line(),
+        )
+        .await
+        .context("worker loop timed out")??
+        .context("worker exited")?;
+        let times = line
+            .split_whitespace()
+            .map(|t| t.parse::<u64>().map(Duration::from_nanos))
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("the {} worker answered {line:?}", self.name))?;
+        if times.len() != n {
+            bail!(
+                "the {} worker answered {} times for {n} calls: {line:?}",
+                self.name,
+                times.len()
+            );
+        }
+        Ok(times)
+    }
+
     /// Asks the worker to destroy its sandbox and exit; kills it if it does
     /// not within `within`.
     pub async fn quit(mut self, within: Duration) -> Result<()> {

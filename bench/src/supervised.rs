@@ -187,6 +187,9 @@ async fn measure(ctx: &Ctx, res: &mut Results, plain: &Sandbox, sup: &Sandbox) -
             }
         }
     }
+    // 7e. The same round trip back to back and after an idle pause, in
+    // each process (the core here, each binding in its worker).
+    let loops = idle_loops(ctx, sup, &mut workers, n).await?;
     for wk in workers {
         wk.quit(Duration::from_secs(30)).await?;
     }
@@ -275,6 +278,8 @@ async fn measure(ctx: &Ctx, res: &mut Results, plain: &Sandbox, sup: &Sandbox) -
             met: med("mcp_sup") <= 5.0,
         });
     }
+
+    report_idle_loops(res, &loops);
 
     // 7b. Sequential commands, in interleaved blocks.
     let total = ctx.args.sequential.max(10);
@@ -402,6 +407,7 @@ async fn measure(ctx: &Ctx, res: &mut Results, plain: &Sandbox, sup: &Sandbox) -
         "supervisor".into(),
         serde_json::json!({
             "round_trip": s.to_json(),
+            "idle_loops": loops.to_json(),
             "ratios": ratios,
             "sequential": { "per_variant": n_seq, "blocks": seq.to_json(), "sup_ms": ts, "raw_ms": tr },
             "concurrent": { "m": m, "variants": conc.to_json() },
@@ -411,6 +417,109 @@ async fn measure(ctx: &Ctx, res: &mut Results, plain: &Sandbox, sup: &Sandbox) -
         }),
     );
     Ok(())
+}
+
+/// The idle pause of 7e's second mode, in milliseconds: about what a
+/// worker of 7a sits idle between two of its calls while the other
+/// variants run.
+const IDLE_MS: u64 = 50;
+
+/// 7e. `n` round trips per variant (the core, then each binding's worker)
+/// and mode — back to back (`@0`) and each after `IDLE_MS` of sleep in the
+/// calling process (`@idle`) — in 5 interleaved blocks. 7a times a
+/// binding's call after its process sat idle while the other variants ran,
+/// and the core's right after the bench's own work: this shows what the
+/// idle pause costs each of them.
+async fn idle_loops(ctx: &Ctx, sup: &Sandbox, workers: &mut [Worker], n: usize) -> Result<Samples> {
+    let blocks = 5;
+    let per = n.div_ceil(blocks).max(1);
+    let mut s = Samples::default();
+    let variants = 1 + workers.len();
+    eprintln!("odek-bench: 7e. back to back and after {IDLE_MS} ms idle ({per} × {blocks} per variant and mode)");
+    for b in 0..blocks {
+        for v in rotation(variants * 2, b) {
+            let (who, idle) = (
+                v / 2,
+                Duration::from_millis(if v % 2 == 0 { 0 } else { IDLE_MS }),
+            );
+            let mode = if idle.is_zero() { "@0" } else { "@idle" };
+            let times = if who == 0 {
+                let mut t = Vec::with_capacity(per);
+                for _ in 0..per {
+                    if !idle.is_zero() {
+                        tokio::time::sleep(idle).await;
+                    }
+                    let t0 = Instant::now();
+                    odek_true(ctx, sup).await?;
+                    t.push(t0.elapsed());
+                }
+                t
+            } else {
+                workers[who - 1].exec_loop(per, idle).await?
+            };
+            let name = if who == 0 {
+                "sup"
+            } else {
+                workers[who - 1].name
+            };
+            for d in times {
+                s.push(&format!("{name}{mode}"), d);
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// Prints 7e's table and judges the 2 ms and core + 1 ms targets on the
+/// back-to-back calls too (7a's verdicts stand beside them).
+fn report_idle_loops(res: &mut Results, s: &Samples) {
+    table95(
+        res,
+        &format!(
+            "7e. round trip of `true` in each process: back to back, and after {IDLE_MS} ms idle"
+        ),
+        s,
+        &[
+            ("sup@0", "core, back to back"),
+            ("python_sup@0", "Python binding, back to back"),
+            ("go_sup@0", "Go binding, back to back"),
+            ("sup@idle", "core, after idle"),
+            ("python_sup@idle", "Python binding, after idle"),
+            ("go_sup@idle", "Go binding, after idle"),
+        ],
+    );
+    for (who, label) in [("sup", "core"), ("python_sup", "Python"), ("go_sup", "Go")] {
+        let (b2b, idle) = (format!("{who}@0"), format!("{who}@idle"));
+        if s.summary(&b2b).is_some() && s.summary(&idle).is_some() {
+            res.line(format!(
+                "  {label}: after idle / back to back {:.2}× (+{:.3} ms)",
+                s.median(&idle) / s.median(&b2b),
+                s.median(&idle) - s.median(&b2b)
+            ));
+        }
+    }
+    let core = s.median("sup@0");
+    for (who, label) in [("python_sup", "Python"), ("go_sup", "Go")] {
+        let key = format!("{who}@0");
+        if s.summary(&key).is_none() {
+            continue;
+        }
+        let m = s.median(&key);
+        res.target(Target {
+            name: format!("supervisor: {label} back to back ≤ 2 ms"),
+            measured: format!("{m:.3} ms (p95 {:.3})", s.p95(&key)),
+            limit: "2 ms".into(),
+            ratio: m / 2.0,
+            met: m <= 2.0,
+        });
+        res.target(Target {
+            name: format!("supervisor: {label} back to back ≤ 1.05× (core + 1 ms)"),
+            measured: format!("{m:.3} ms vs {core:.3} ms + 1"),
+            limit: "1.05×".into(),
+            ratio: m / (core + 1.0),
+            met: m / (core + 1.0) <= 1.05,
+        });
+    }
 }
 
 /// Prints a table with the p95 beside the median (ms, 3 decimals).
