@@ -22,6 +22,15 @@ built one (``cargo xtask`` sets it); otherwise cargo builds it
 (``-C target-feature=+crt-static``, release, into
 ``$CARGO_TARGET_DIR/static``). A binary that is not a static executable
 fails the build.
+
+The wheel carries the ``odek`` CLI too (``cli/``, release, a setuptools-rust
+``RustBin``), installed as a script, so ``pip install`` (and ``pipx`` or
+``uv tool install`` of the wheel) puts ``odek`` on PATH; and a second copy
+of the supervisor as wheel data in ``libexec/odek/odek-supervisor`` (under
+the environment's prefix), which is where the CLI looks for it:
+``<dir of odek>/../libexec/odek/``. With ``ODEK_PREBUILT_LIBODEK``,
+``ODEK_PREBUILT_CLI=/path/to/odek`` names a built CLI to bundle; without it
+that wheel has no CLI (the Nix package ships the CLI on its own).
 """
 
 from __future__ import annotations
@@ -34,6 +43,10 @@ from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+try:
+    from setuptools.command.install_data import install_data
+except ImportError:  # setuptools without its own install_data command
+    from distutils.command.install_data import install_data
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel
@@ -46,6 +59,10 @@ import elfdeps  # noqa: E402
 
 LIB = "libodek.so"
 PREBUILT = os.environ.get("ODEK_PREBUILT_LIBODEK")
+PREBUILT_CLI = os.environ.get("ODEK_PREBUILT_CLI")
+# Where the CLI looks for the supervisor, relative to the environment's
+# prefix (its scripts are in <prefix>/bin).
+SUPERVISOR_DATA_DIR = "libexec/odek"
 SUPERVISOR = "odek-supervisor"
 
 
@@ -87,6 +104,17 @@ class BuildPySupervisor(build_py):
         os.chmod(dest, 0o755)
 
 
+class InstallDataSupervisor(install_data):
+    """Installs the supervisor as ``<prefix>/libexec/odek/odek-supervisor``,
+    beside the CLI's ``<prefix>/bin/odek`` as the CLI looks for it."""
+
+    def run(self) -> None:
+        self.data_files = [(SUPERVISOR_DATA_DIR, [str(supervisor_binary())])]
+        super().run()
+        for out in self.get_outputs():
+            os.chmod(out, 0o755)
+
+
 class BdistWheel(bdist_wheel):
     """A platform wheel for any Python 3: the package is pure Python over a
     C library (ctypes), so neither the interpreter nor its ABI matters; the
@@ -103,7 +131,11 @@ class BdistWheel(bdist_wheel):
         return "py3", "none", elfdeps.read(str(libs[0])).platform_tag()
 
 
-cmdclass = {"bdist_wheel": BdistWheel}
+cmdclass = {"bdist_wheel": BdistWheel, "install_data": InstallDataSupervisor}
+# install_data runs only for a distribution with data files: the entry's
+# file list is filled in by InstallDataSupervisor when it runs.
+data_files = [(SUPERVISOR_DATA_DIR, [])]
+scripts = []
 
 if PREBUILT:
 
@@ -116,8 +148,10 @@ if PREBUILT:
 
     cmdclass["build_py"] = BuildPyPrebuilt
     rust_extensions = []
+    if PREBUILT_CLI:
+        scripts = [PREBUILT_CLI]
 else:
-    from setuptools_rust import Binding, RustExtension
+    from setuptools_rust import Binding, RustBin, RustExtension
     from setuptools_rust.build import build_rust
 
     class BuildRust(build_rust):
@@ -153,7 +187,9 @@ else:
             # makes it the same unit: `cargo xtask dist` and the wheel share
             # one release build (cargo reports it fresh).
             args=["--crate-type", crate_types(HERE / MANIFEST)],
-        )
+        ),
+        # The CLI, installed as a script (<prefix>/bin/odek).
+        RustBin("odek", path="../../cli/Cargo.toml", debug=False, quiet=False),
     ]
 
-setup(cmdclass=cmdclass, rust_extensions=rust_extensions)
+setup(cmdclass=cmdclass, rust_extensions=rust_extensions, data_files=data_files, scripts=scripts)

@@ -347,6 +347,24 @@ fn check_wheel(wheel: &Path, prefix: &Path, tmp: &Path) -> R {
             prefix.display()
         ));
     }
+    // The CLI as a script (pip puts it on PATH) and the supervisor as data
+    // in <prefix>/libexec/odek, where that CLI looks for it.
+    let data = unpacked.join(format!("odek-{}.data", env!("CARGO_PKG_VERSION")));
+    for f in ["scripts/odek", "data/libexec/odek/odek-supervisor"] {
+        if !data.join(f).is_file() {
+            return Err(format!("{name} lacks {}", data.join(f).display()));
+        }
+    }
+    let a = io(
+        &data,
+        std::fs::read(data.join("data/libexec/odek/odek-supervisor")),
+    )?;
+    if a != b {
+        return Err(format!(
+            "{name}'s libexec/odek/odek-supervisor differs from {}/libexec/odek/odek-supervisor",
+            prefix.display()
+        ));
+    }
     eprintln!("xtask package: {name} is tagged for glibc >= 2.{minor} on {arch}, as objdump -T says its library needs");
     Ok(())
 }
@@ -395,6 +413,7 @@ fn python_wheel(wheel: &Path, tmp: &Path) -> R {
          assert (pkg / 'odek-supervisor').is_file()\n\
          print('odek', odek.version(), 'from', lib)",
     ]))?;
+    installed_cli(&venv, tmp, "the wheel")?;
     // Typed (py.typed): the installed package passes mypy --strict.
     sh(python_env(&py, tmp).args(["-m", "pip", "install", "--quiet", "mypy"]))?;
     sh(python_env(&py, tmp).args(["-m", "mypy", "--strict", "-p", "odek"]))?;
@@ -417,6 +436,51 @@ fn python_wheel(wheel: &Path, tmp: &Path) -> R {
         .env("ODEK_TEST_REPO", root())
         // The installed library finds the supervisor beside itself.
         .env_remove("ODEK_SUPERVISOR"))
+}
+
+/// The `odek` a pip install put in `venv/bin` is on PATH and runs a
+/// sandbox with its supervisor (found in `venv/libexec/odek`), from a
+/// directory outside the checkout, with a PATH of the venv and the system
+/// only.
+fn installed_cli(venv: &Path, tmp: &Path, what: &str) -> R {
+    let path = format!(
+        "{}:/usr/local/bin:/usr/bin:/bin",
+        venv.join("bin").display()
+    );
+    let work = tmp.join(format!("cli-{}", what.replace(' ', "-")));
+    io(&work, std::fs::create_dir_all(&work))?;
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            "command -v odek && odek --version && odek run --sandbox --sandbox-image odek-test/base:1 -- sh -c 'echo in-sandbox'",
+        ])
+        .current_dir(&work)
+        .env("PATH", &path)
+        .env_remove("ODEK_SUPERVISOR")
+        .env_remove("ODEK_LIB")
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .map_err(|e| format!("running the odek {what} installed: {e}"))?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let want_bin = venv.join("bin/odek");
+    if !out.status.success()
+        || stdout.lines().next() != Some(&*want_bin.to_string_lossy())
+        || !stdout.contains("in-sandbox")
+        || !stderr.contains("supervisor=on")
+    {
+        return Err(format!(
+            "the odek {what} installed ({}) did not run a supervised sandbox from PATH: {}\nstdout: {stdout}\nstderr: {stderr}",
+            want_bin.display(),
+            out.status
+        ));
+    }
+    eprintln!(
+        "xtask package: `odek` from {what} is on PATH and runs a sandbox with its supervisor"
+    );
+    Ok(())
 }
 
 /// README's fresh-clone recipe: `pip install ./bindings/python` in a venv.
@@ -442,7 +506,8 @@ fn python_source_install(tmp: &Path) -> R {
          except odek.UsageError as e:\n\
          \x20   assert 'test builds' in e.message, e\n\
          print('pip install ./bindings/python: odek', odek.version(), 'from', odek.library_path())",
-    ]))
+    ]))?;
+    installed_cli(&venv, tmp, "pip install ./bindings/python")
 }
 
 /// The Go example, built by pkg-config against the prefix from a copy of the
