@@ -22,18 +22,19 @@ pub fn print_anyhow(e: &anyhow::Error) {
     }
 }
 
-/// True when stderr is `/dev/null`: redirected there, or closed when odek
-/// started (the Rust runtime reopens a closed standard stream as
-/// `/dev/null`). Nobody reads what odek says there.
+/// True when what odek writes to stderr reaches nobody: stderr is a
+/// character device that is not a terminal — `/dev/null` (redirected
+/// there, or closed when odek started: the Rust runtime reopens a closed
+/// standard stream as `/dev/null`), `/dev/zero`, `/dev/random`, … — which
+/// takes every write and shows it to no one. A terminal, a file, a pipe or
+/// a socket has a reader (or keeps the text).
 pub fn stderr_is_null() -> bool {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let (Ok(err), Ok(null)) = (
-        std::fs::metadata("/proc/self/fd/2"),
-        std::fs::metadata("/dev/null"),
-    ) else {
+    use std::io::IsTerminal;
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(err) = std::fs::metadata("/proc/self/fd/2") else {
         return false;
     };
-    err.file_type().is_char_device() && err.rdev() == null.rdev()
+    err.file_type().is_char_device() && !std::io::stderr().is_terminal()
 }
 
 /// Writes `line` and a newline to stderr (through

@@ -90,8 +90,9 @@ pub struct Environment {
     pub memory_bytes: Option<i64>,
     /// CPU limit as written.
     pub cpus: Option<String>,
-    /// The user commands run as (`Config.User`: `uid:gid`, a name);
-    /// `None`: the image's own (SPEC §6.1 "user").
+    /// The user commands run as (`uid:gid`, a name): `Config.User`, or
+    /// with odek's supervisor the user it runs commands as (the container's
+    /// own user is then root); `None`: the image's own (SPEC §6.1 "user").
     #[serde(default)]
     pub user: Option<String>,
     /// The account odek gave that user (name, uid, gid, the empty tmpfs
@@ -271,14 +272,22 @@ impl Client {
         }
         // The limits the container has now (`docker update` changes them),
         // not the plan's.
+        let supervised = crate::hardening::supervised(&me);
         let base = Environment {
             pids_limit: me.pids_limit.filter(|n| *n > 0),
             memory_bytes: Some(me.memory_bytes).filter(|m| *m > 0),
             cpus: live_cpus(plan, me.nano_cpus),
-            user: Some(me.user.clone()).filter(|u| !u.is_empty()),
+            // A supervised container's own user is root (its supervisor
+            // confines itself); its commands run as the plan's user, which
+            // the supervisor is bound to (`serve --commands`).
+            user: if supervised {
+                base.user.clone()
+            } else {
+                Some(me.user.clone()).filter(|u| !u.is_empty())
+            },
             // The container's own shape says; the launch's reason when it
             // has one.
-            supervisor: Some(if crate::hardening::supervised(&me) {
+            supervisor: Some(if supervised {
                 crate::supervisor::SupervisorState::on()
             } else {
                 sandbox

@@ -150,6 +150,27 @@ fn mount_problems(plan: &Plan, info: &ContainerInfo, supervised: bool) -> Vec<St
             }
             continue;
         }
+        // No mount other than odek's own may cover the supervisor, the
+        // engine's init or the account (a planned volume included: a plan
+        // handed back through the C ABI skips the config check).
+        let ours = crate::account::binds(&plan.odek_home, &info.image_id, plan.account.as_ref())
+            .iter()
+            .any(|b| b.source == m.source && b.target == m.destination);
+        if !ours {
+            let clean = crate::config::hostpath::clean_container_path(&m.destination);
+            if let Some(why) = crate::config::hostpath::reserved_target(&clean) {
+                out.push(format!(
+                    "a mount of {} covers {}: {why}",
+                    q(if m.source.is_empty() {
+                        &m.name
+                    } else {
+                        &m.source
+                    }),
+                    q(&m.destination)
+                ));
+                continue;
+            }
+        }
         match want.iter().position(|(src, dst, rw)| {
             m.kind == "bind" && *src == m.source && *dst == m.destination && *rw == m.rw
         }) {

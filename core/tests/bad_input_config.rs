@@ -724,6 +724,24 @@ fn rows() -> Vec<Row> {
             "host:container[:ro|rw]",
         ),
         Row::value(
+            "sandbox_volumes",
+            r#"["./fake:/.odek/odek-supervisor:ro"]"#,
+            Volume,
+            "odek's supervisor",
+        ),
+        Row::value(
+            "sandbox_volumes",
+            r#"["./fake:/usr/sbin/docker-init:ro"]"#,
+            Volume,
+            "the engine's init",
+        ),
+        Row::value(
+            "sandbox_volumes",
+            r#"["./fake:/etc/passwd:ro"]"#,
+            Volume,
+            "account's /etc/passwd",
+        ),
+        Row::value(
             "sandbox_image",
             r#""Alpine""#,
             Value("sandbox_image"),

@@ -404,6 +404,35 @@ async fn a_plan_that_claims_a_host_run_its_settings_forbid_is_refused() {
 }
 
 #[tokio::test]
+async fn a_plan_whose_volume_covers_the_supervisor_or_the_init_is_refused_before_create() {
+    // The config refuses such a volume; a plan handed back through the C
+    // ABI is checked again at launch, before anything is created (and the
+    // verify after start would refuse the mount too): the repository's
+    // file would run as the sandbox's process.
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    std::fs::write(s.root().join("fake"), "#!/bin/sh\n").expect("write");
+    for target in ["/.odek/odek-supervisor", "/usr/sbin/docker-init", "/.odek"] {
+        let mut forged = plan.clone();
+        forged.volumes.push(odek_core::config::VolumeMount {
+            spec: format!("./fake:{target}:ro"),
+            host: s.root().join("fake"),
+            container: target.into(),
+            read_only: true,
+        });
+        let err = s.launch(&forged).await.expect_err("refused");
+        assert!(
+            err.to_string().contains("is not allowed"),
+            "{target}: {err}"
+        );
+        assert!(s.fake.no_mutation(), "{target}: {:?}", s.mutations());
+    }
+    // Control: the same plan without it launches.
+    let sb = s.launch(&plan).await.expect("launch");
+    assert!(sb.container_id.is_some());
+}
+
+#[tokio::test]
 async fn an_engine_that_will_not_say_whether_it_is_rootless_runs_the_operators_uid_with_a_warning()
 {
     let s = Setup::new();

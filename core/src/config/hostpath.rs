@@ -197,6 +197,63 @@ fn target_in_workdir(rel: &str, workdir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// odek's supervisor directory in every sandbox
+/// ([`crate::supervisor::SUPERVISOR_DIR`]; spelled here because config sits
+/// below the supervisor module, and a test checks the two agree).
+pub(crate) const SUPERVISOR_DIR_TARGET: &str = "/.odek";
+
+/// The sandbox account's home ([`crate::account::ACCOUNT_HOME`], checked
+/// by a test as above).
+pub(crate) const ACCOUNT_HOME_TARGET: &str = "/home/odek";
+
+/// Why a normalised container path is one odek or the engine mounts
+/// itself, so that no volume may cover it: the supervisor's directory and
+/// anything below it (a volume over `/.odek/odek-supervisor` would become
+/// the sandbox's process, as root with the supervisor's capabilities), the
+/// engine's init (`docker-init`, which Docker mounts at `/sbin/docker-init`
+/// and the image's symlinks may lead elsewhere, and Podman's
+/// `podman-init`: any path of that name), and the account's files and home
+/// (SPEC §6.1 "user"). `None` for any other path. Used when a volume is
+/// parsed and again by the verify after start (`hardening.rs`), so a plan
+/// handed back through the C ABI cannot carry one either.
+pub(crate) fn reserved_target(normalized: &str) -> Option<&'static str> {
+    let under = |dir: &str| {
+        normalized == dir
+            || normalized
+                .strip_prefix(dir)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    let name = normalized.rsplit('/').next().unwrap_or("");
+    if under(SUPERVISOR_DIR_TARGET) {
+        Some("/.odek holds odek's supervisor, the sandbox's own process")
+    } else if matches!(name, "docker-init" | "podman-init") {
+        Some("a file of that name is the engine's init, the sandbox's PID 1")
+    } else if normalized == "/etc/passwd" || normalized == "/etc/group" {
+        Some("odek mounts the sandbox account's /etc/passwd and /etc/group there")
+    } else if under(ACCOUNT_HOME_TARGET) {
+        Some("/home/odek is the sandbox account's private home (a tmpfs)")
+    } else {
+        None
+    }
+}
+
+/// A container path as the engine reads it, for [`reserved_target`]: empty
+/// and `.` components dropped, `..` taken as the parent (`/x/../.odek` is
+/// `/.odek`), always absolute.
+pub(crate) fn clean_container_path(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            _ => parts.push(part),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
 /// Checks a container path and returns it normalised (no `.`, no empty
 /// components, no trailing `/`).
 fn container_path(path: &str) -> Result<String, String> {
@@ -225,7 +282,7 @@ fn container_path(path: &str) -> Result<String, String> {
         ["workspace"] => Some("/workspace is where the working directory is mounted"),
         ["tmp"] => Some("/tmp is the sandbox's noexec tmpfs"),
         ["proc" | "sys" | "dev", ..] => Some("/proc, /sys and /dev belong to the kernel"),
-        _ => None,
+        _ => reserved_target(&normalized),
     };
     match refused {
         Some(why) => Err(format!(
@@ -701,6 +758,42 @@ mod tests {
     use crate::config::validate::tests::assert_display_safe;
 
     const ORIGIN: &str = "/home/dev/app/odek.json";
+
+    #[test]
+    fn odeks_own_and_the_engines_mount_targets_are_refused() {
+        assert_eq!(SUPERVISOR_DIR_TARGET, crate::supervisor::SUPERVISOR_DIR);
+        assert_eq!(ACCOUNT_HOME_TARGET, crate::account::ACCOUNT_HOME);
+        for path in [
+            "/.odek",
+            "/.odek/odek-supervisor",
+            "//.odek/./odek-supervisor/",
+            "/.odek/x/y",
+            "/sbin/docker-init",
+            "/usr/sbin/docker-init",
+            "/usr/local/bin/docker-init",
+            "/run/podman-init",
+            "/etc/passwd",
+            "/etc//group",
+            "/home/odek",
+            "/home/odek/.bashrc",
+        ] {
+            let e = container_path(path).expect_err(path);
+            assert!(e.contains("is not allowed"), "{path}: {e}");
+        }
+        // Controls: neighbours that are nobody's.
+        for path in [
+            "/.odekx",
+            "/opt/.odek-cache",
+            "/usr/sbin/docker-init.d",
+            "/etc/passwd-",
+            "/etc/groups",
+            "/home/odekuser",
+            "/home/other",
+            "/cache",
+        ] {
+            assert!(container_path(path).is_ok(), "{path}");
+        }
+    }
 
     // --- sandbox_network -------------------------------------------------
 

@@ -4,7 +4,7 @@
 
 pub mod advice;
 mod error;
-mod hostpath;
+pub(crate) mod hostpath;
 mod identity;
 mod keys;
 mod merge;

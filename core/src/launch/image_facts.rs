@@ -68,9 +68,15 @@ struct Facts {
 /// safe, with `true` where it may be a regular file (a file target): each
 /// component of each target outside `/workspace`, and `/workspace` itself
 /// (what lies below it is the operator's directory, checked on the host).
+/// The supervisor's directory is among them whether or not this launch is
+/// supervised: an image whose `/.odek` leads elsewhere could otherwise turn
+/// the supervisor off (its bind then fails or lands in the project).
 fn needed_paths(volume_targets: &[String], account: Option<&Account>) -> BTreeMap<String, bool> {
-    let mut targets: Vec<(String, bool)> =
-        vec![("/workspace".into(), false), ("/tmp".into(), false)];
+    let mut targets: Vec<(String, bool)> = vec![
+        ("/workspace".into(), false),
+        ("/tmp".into(), false),
+        (crate::supervisor::SUPERVISOR_DIR.into(), false),
+    ];
     targets.extend(volume_targets.iter().map(|v| (v.clone(), false)));
     if let Some(a) = account {
         targets.push((a.home.clone(), false));
@@ -228,21 +234,7 @@ fn check(facts: &Facts, needed: &BTreeMap<String, bool>, plan: &Plan) -> Result<
     Ok(())
 }
 
-/// `path` made absolute and clean, as the engine cleans a `VOLUME` path:
-/// no empty, `.` or `..` components.
-fn clean(path: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            p => parts.push(p),
-        }
-    }
-    format!("/{}", parts.join("/"))
-}
+use crate::config::hostpath::clean_container_path as clean;
 
 /// No image `VOLUME` below `/workspace` (the engine would create its mount
 /// point in the project); `volumes` are [`clean`].
@@ -658,6 +650,7 @@ mod tests {
         assert_eq!(
             keys,
             [
+                "/.odek",
                 "/etc",
                 "/etc/group",
                 "/etc/passwd",

@@ -24,6 +24,9 @@ enum Broken {
     /// a closed standard stream as `/dev/null`): writes succeed, nobody
     /// reads them.
     Null,
+    /// `/dev/zero`: another character device that takes every write and
+    /// shows it to no one.
+    Zero,
 }
 
 impl Broken {
@@ -40,6 +43,11 @@ impl Broken {
                 writer.into()
             }
             Broken::Null => Stdio::null(),
+            Broken::Zero => std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/zero")
+                .expect("open /dev/zero")
+                .into(),
         }
     }
 }
@@ -132,7 +140,7 @@ fn a_host_fallback_whose_warning_cannot_be_written_is_refused() {
     assert!(p.marker().exists(), "control: the host run did not happen");
     std::fs::remove_file(p.marker()).expect("rm marker");
 
-    for how in [Broken::Full, Broken::ClosedPipe, Broken::Null] {
+    for how in [Broken::Full, Broken::ClosedPipe, Broken::Null, Broken::Zero] {
         let mut c = p.odek(&argv);
         no_daemon(&mut c);
         let out = with_broken_stderr(c, how);

@@ -185,7 +185,21 @@ fn config_view_and_the_environment_block_show_the_user() {
         let name = stdout(&up).trim().to_string();
         let block = p.run_odek(&["sandbox", "describe", &name]);
         let b = stdout(&block);
+        // The JSON names the commands' user, not the supervised
+        // container's own (root, so that the supervisor can confine
+        // itself), and the command says the same.
+        let json = p.run_odek(&["sandbox", "describe", "--json", &name]);
+        let id = p.run_odek(&["sandbox", "exec", &name, "--", "id", "-u"]);
         let _ = p.run_odek(&["sandbox", "down", &name]);
+        let v: serde_json::Value = serde_json::from_slice(&json.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", stderr(&json)));
+        assert_eq!(v["user"], format!("{uid}:{gid}"), "{op:?}: {v}");
+        assert_eq!(
+            stdout(&id).trim(),
+            uid.to_string(),
+            "{op:?}: {}",
+            stderr(&id)
+        );
         match op {
             Operator::Root => assert!(b.contains("Commands run as root"), "{b}"),
             Operator::User => assert!(

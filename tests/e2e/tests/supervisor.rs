@@ -568,3 +568,31 @@ fn a_killed_supervisor_server_leaves_the_command_unknown_and_the_next_runs() {
     assert_eq!(stdout(&next), "ok\ngone\n", "{}", stderr(&next));
     assert!(down.status.success(), "{}", stderr(&down));
 }
+
+/// A project volume over odek's supervisor or the engine's init would make
+/// the repository's file the sandbox's process, run as root with the
+/// supervisor's capabilities (an adversarial review ran one that stopped the
+/// supervisor and kept the sandbox past its owner's SIGKILL). Approved or
+/// not, it is refused before anything runs, naming why; nothing is left.
+#[test]
+fn a_project_volume_over_the_supervisor_or_the_init_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    for target in ["/.odek/odek-supervisor", "/.odek", "/usr/sbin/docker-init"] {
+        let p = Project::new();
+        let fake = p.path().join("fake");
+        std::fs::write(&fake, "#!/bin/sh\nexec \"$@\"\n").expect("write fake");
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::write(
+            p.path().join("odek.json"),
+            format!(
+                r#"{{"sandbox_image": "{BASE_IMAGE}", "sandbox_volumes": ["./fake:{target}:ro"]}}"#
+            ),
+        )
+        .expect("write odek.json");
+        let mut args: Vec<String> = vec!["run".into(), "--".into()];
+        args.extend(p.marker_argv());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = p.run_odek_env(&[("ODEK_APPROVE_PROJECT_SANDBOX", "1")], &args);
+        odek_e2e::assert_refused(&p, &out, "is not allowed");
+    }
+}
