@@ -23,6 +23,7 @@ pub mod describe;
 pub mod engine;
 pub mod error;
 pub mod exec;
+pub mod files;
 pub(crate) mod failure;
 pub(crate) mod hardening;
 pub mod image;
