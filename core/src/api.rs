@@ -50,8 +50,8 @@ pub use crate::approval::{Approval, ApprovalRequest};
 pub use crate::describe::Environment;
 pub use crate::files::{
     DirEntry, EditFileRequest, EditFileResult, EntryType, FileEdit, FileEncoding,
-    ListDirectoryRequest, ListDirectoryResult, ReadFileRequest, ReadFileResult,
-    WriteFileRequest, WriteFileResult, FILE_READ_LIMIT, FILE_WRITE_LIMIT,
+    ListDirectoryRequest, ListDirectoryResult, ReadFileRequest, ReadFileResult, WriteFileRequest,
+    WriteFileResult, FILE_READ_LIMIT, FILE_WRITE_LIMIT,
 };
 pub use crate::narrow::{NarrowRequest, NARROW_REQUEST_SCHEMA};
 pub use crate::plan::Plan;
@@ -579,8 +579,14 @@ pub fn schema_files() -> Vec<(&'static str, String)> {
         ("write-file-result.json", result::<WriteFileResult>()),
         ("edit-file-request.json", request::<EditFileRequest>()),
         ("edit-file-result.json", result::<EditFileResult>()),
-        ("list-directory-request.json", request::<ListDirectoryRequest>()),
-        ("list-directory-result.json", result::<ListDirectoryResult>()),
+        (
+            "list-directory-request.json",
+            request::<ListDirectoryRequest>(),
+        ),
+        (
+            "list-directory-result.json",
+            result::<ListDirectoryResult>(),
+        ),
     ];
     all.into_iter()
         .map(|(name, schema)| {

@@ -451,7 +451,9 @@ impl Client {
             Some(l) => l.min(FILE_READ_LIMIT),
             None => FILE_READ_LIMIT,
         };
-        let (head, mut bytes) = self.read_bytes(sandbox, &path, offset, length, opts).await?;
+        let (head, mut bytes) = self
+            .read_bytes(sandbox, &path, offset, length, opts)
+            .await?;
         if req.encoding == FileEncoding::Utf8 {
             if let Err(e) = std::str::from_utf8(&bytes) {
                 let ends_inside = e.error_len().is_none();
@@ -606,7 +608,14 @@ impl Client {
         check_schema_tag(req.schema.as_deref(), "odek.list-directory-request/")?;
         let path = sandbox_path(&req.path)?;
         let out = self
-            .run_fs(sandbox, &path, Op::List, vec!["list".into(), path.clone()], None, opts)
+            .run_fs(
+                sandbox,
+                &path,
+                Op::List,
+                vec!["list".into(), path.clone()],
+                None,
+                opts,
+            )
             .await?;
         let listed: Listed = serde_json::from_slice(&out).map_err(|e| bad_answer(sandbox, &e))?;
         let listing = listed
@@ -752,7 +761,11 @@ impl Client {
             .map_err(|e| match e {
                 // The exec path's own refusal of stdin without a supervisor.
                 Error::Exec { started: false, .. } if sandbox.owner.session().is_none() => {
-                    no_supervisor(sandbox, path, "its commands run through the Docker exec API")
+                    no_supervisor(
+                        sandbox,
+                        path,
+                        "its commands run through the Docker exec API",
+                    )
                 }
                 other => other,
             })?
@@ -935,7 +948,10 @@ mod tests {
         let out = apply_edits(
             "/w/x",
             text,
-            &[edit("fn a()", "fn alpha()"), edit("alpha() {}\nfn b", "alpha() {}\nfn beta")],
+            &[
+                edit("fn a()", "fn alpha()"),
+                edit("alpha() {}\nfn b", "alpha() {}\nfn beta"),
+            ],
         )
         .expect("applies");
         assert_eq!(out, "fn alpha() {}\nfn beta() {}\n");
@@ -947,15 +963,13 @@ mod tests {
         assert_eq!(k, FileErrorKind::EditNotFound);
         assert!(m.contains("the edit: oldText is not in /w/x"), "{m}");
         assert!(m.contains("nothing was written"), "{m}");
-        let (k, m) = kind(
-            apply_edits("/w/x", "abc", &[edit("a", "b"), edit("", "y")]).expect_err("empty"),
-        );
+        let (k, m) =
+            kind(apply_edits("/w/x", "abc", &[edit("a", "b"), edit("", "y")]).expect_err("empty"));
         assert_eq!(k, FileErrorKind::EditNotFound);
         assert!(m.starts_with("edit 2 of 2 has an empty oldText"), "{m}");
         // Exact: no whitespace or line-ending leniency.
-        let (k, _) = kind(
-            apply_edits("/w/x", "a\r\nb\n", &[edit("a\nb", "c")]).expect_err("CRLF differs"),
-        );
+        let (k, _) =
+            kind(apply_edits("/w/x", "a\r\nb\n", &[edit("a\nb", "c")]).expect_err("CRLF differs"));
         assert_eq!(k, FileErrorKind::EditNotFound);
         let (k, m) = kind(
             apply_edits("/w/x", "ab", &[edit("a", "x"), edit("a", "y")])
@@ -971,7 +985,9 @@ mod tests {
 
     #[test]
     fn an_old_text_found_twice_is_refused_overlaps_too() {
-        let (k, m) = kind(apply_edits("/w/x", "x = 1\nx = 1\n", &[edit("x = 1", "x = 2")]).expect_err("twice"));
+        let (k, m) = kind(
+            apply_edits("/w/x", "x = 1\nx = 1\n", &[edit("x = 1", "x = 2")]).expect_err("twice"),
+        );
         assert_eq!(k, FileErrorKind::EditAmbiguous);
         assert!(m.contains("occurs more than once in /w/x"), "{m}");
         // "aa" is twice in "aaa" (overlapping), though `matches` counts one.

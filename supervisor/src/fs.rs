@@ -99,7 +99,9 @@ pub fn main(args: &[String]) -> i32 {
 }
 
 fn usage() -> i32 {
-    crate::log("usage: odek-supervisor fs read PATH OFFSET LENGTH | fs write PATH MAX | fs list PATH");
+    crate::log(
+        "usage: odek-supervisor fs read PATH OFFSET LENGTH | fs write PATH MAX | fs list PATH",
+    );
     2
 }
 
@@ -156,9 +158,7 @@ fn read(path: &Path, offset: u64, length: u64) -> Result<(), Refused> {
                     at += got as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Err(Refused::io(&format!("cannot read {}", shown(path)), &e))
-                }
+                Err(e) => return Err(Refused::io(&format!("cannot read {}", shown(path)), &e)),
             }
         }
     }
@@ -318,7 +318,9 @@ fn list(path: &Path) -> Result<(), Refused> {
             Some(t) if t.is_symlink() => "symlink",
             Some(t) if t.is_dir() => "dir",
             Some(t) if t.is_file() => "file",
-            Some(t) if t.is_fifo() || t.is_socket() || t.is_block_device() || t.is_char_device() => {
+            Some(t)
+                if t.is_fifo() || t.is_socket() || t.is_block_device() || t.is_char_device() =>
+            {
                 "other"
             }
             _ => "other",
