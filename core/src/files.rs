@@ -70,7 +70,7 @@ pub const LIST_DIRECTORY_RESULT_SCHEMA: &str = "odek.list-directory-result/1";
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum FileEncoding {
     /// UTF-8 text (the default). Reading bytes that are not UTF-8 as text
-    /// is refused ([`FileErrorKind::NotUtf8`]).
+    /// is refused.
     #[default]
     #[serde(rename = "utf-8", alias = "utf8")]
     Utf8,
@@ -163,7 +163,7 @@ pub struct WriteFileResult {
     pub created: bool,
 }
 
-/// One exact-text replacement of [`EditFileRequest`].
+/// One exact-text replacement of an edit.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileEdit {
@@ -236,7 +236,7 @@ pub enum EntryType {
     Other,
 }
 
-/// One entry of a [`ListDirectoryResult`].
+/// One entry of a directory listing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DirEntry {
     /// The entry's name.
