@@ -1080,7 +1080,7 @@ async def supervised(s: ClientSession, project: Project) -> bool:
     written — checked here, and the caller returns."""
     if (await ok(s, "describe"))["environment"]["supervisor"]["on"]:
         return True
-    assert not os.environ.get("ODEK_SUPERVISOR")
+    assert not os.environ.get("ODEK_SUPERVISOR"), "ODEK_SUPERVISOR names a supervisor, yet it is off"
     err = await refused(s, "write_file", path="made.txt", content="x")
     assert "supervisor" in err and "ODEK_SUPERVISOR=" in err and "nothing was done" in err, err
     assert not (project.dir / "made.txt").exists()
