@@ -759,8 +759,13 @@ impl Client {
             .exec_io(sandbox, &req, opts, io, &sink)
             .await
             .map_err(|e| match e {
-                // The exec path's own refusal of stdin without a supervisor.
-                Error::Exec { started: false, .. } if sandbox.owner.session().is_none() => {
+                // The exec path's own refusal of stdin without a supervisor
+                // (a sandbox this process does not own and whose relay found
+                // none; `needs_supervisor` caught the ones known to be off).
+                Error::Exec { started: false, .. }
+                    if sandbox.owner.session().is_none()
+                        && !sandbox.supervisor.as_ref().is_some_and(|s| s.on) =>
+                {
                     no_supervisor(
                         sandbox,
                         path,
