@@ -79,17 +79,7 @@ pub const EXEC_OUTPUT_LIMIT: usize = 16 << 20;
 
 pub use crate::error::RequestError;
 
-/// Checks a request's optional `"schema"` tag: absent, or `<family>` + a
-/// version (`"odek.exec-request/1"` for family `"odek.exec-request/"`).
-/// Errors name the unknown tag and the expected one.
-pub fn check_schema_tag(schema: Option<&str>, family: &str) -> Result<(), RequestError> {
-    match schema {
-        Some(s) if !s.starts_with(family) => Err(RequestError(format!(
-            "unknown schema {s:?} (expected {family}1)"
-        ))),
-        _ => Ok(()),
-    }
-}
+pub use crate::error::check_schema_tag;
 
 /// The engine a client talks to ([`ClientOptions::engine`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

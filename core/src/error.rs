@@ -539,6 +539,18 @@ impl From<RequestError> for Error {
     }
 }
 
+/// Checks a request's optional `"schema"` tag: absent, or `<family>` + a
+/// version (`"odek.exec-request/1"` for family `"odek.exec-request/"`).
+/// Errors name the unknown tag and the expected one.
+pub fn check_schema_tag(schema: Option<&str>, family: &str) -> Result<(), RequestError> {
+    match schema {
+        Some(s) if !s.starts_with(family) => Err(RequestError(format!(
+            "unknown schema {s:?} (expected {family}1)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A request that parses but cannot be carried out as given: the C ABI's
 /// `ODEK_E_INVALID_ARGUMENT`. The message names the member and what is
 /// accepted. (Here, with the other errors; `api` re-exports it.)

@@ -32,10 +32,9 @@ use base64::Engine as _;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::api::{check_schema_tag, RequestError};
 use crate::client::Client;
 use crate::engine::StreamKind;
-use crate::error::{Error, FileError, FileErrorKind, Result};
+use crate::error::{check_schema_tag, Error, FileError, FileErrorKind, RequestError, Result};
 use crate::exec::{Command, ExecIo, ExecOptions, ExecRequest};
 use crate::sandbox::Sandbox;
 
