@@ -21,7 +21,7 @@ use odek_core::api::{
 };
 use odek_core::error::FileErrorKind;
 use odek_core::{Client, Error, ExecOptions, LaunchOptions, Sandbox, Silent};
-use odek_e2e::{Project, BASE_IMAGE};
+use odek_e2e::{Project, BASE_IMAGE, BUSYBOX_IMAGE};
 
 /// The command user of these sandboxes (not the suite's own uid, root).
 const USER: u32 = 1000;
@@ -235,11 +235,18 @@ async fn files_round_trip_as_the_command_user() {
 }
 
 /// An ambiguous or absent old text refuses the whole edit and leaves the
-/// file byte for byte (and its mtime); a good one returns the diff.
+/// file byte for byte (and its mtime); a good one returns the diff. On the
+/// Debian and the BusyBox test images alike: nothing of the image is used.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_edit_writes_nothing() {
+    for image in [BASE_IMAGE, BUSYBOX_IMAGE] {
+        refused_edit_on(image).await;
+    }
+}
+
+async fn refused_edit_on(image: &str) {
     let p = Project::new();
-    let (odek, sandbox) = launch(&p, serde_json::json!({})).await;
+    let (odek, sandbox) = launch(&p, serde_json::json!({"sandbox_image": image})).await;
     let opts = ExecOptions::default();
     let host = p.path().join("a.py");
     let before = "x = 1\ny = 2\nx = 1\n";
