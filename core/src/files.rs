@@ -902,9 +902,16 @@ fn file_refusal(sandbox: &Sandbox, path: &str, op: Op, r: &FsRefusal) -> Error {
 /// An operation that exited other than with a refusal (the supervisor
 /// binary missing from the sandbox: 127).
 fn could_not_run(sandbox: &Sandbox, path: &str, code: i64, stderr: &[u8]) -> Error {
+    // 2: the supervisor did not know the `fs` mode (one from before file
+    // tools, in a sandbox an older odek launched).
+    let hint = if code == 2 {
+        "; its odek-supervisor may predate file tools: launch a new sandbox"
+    } else {
+        ""
+    };
     Error::Exec {
         message: format!(
-            "the file operation on {path} could not run in sandbox {} (exit {code}): {}",
+            "the file operation on {path} could not run in sandbox {} (exit {code}): {}{hint}",
             sandbox.name,
             crate::text::foreign(String::from_utf8_lossy(stderr).trim())
         ),
