@@ -151,6 +151,13 @@ func TestABIVersion(t *testing.T) {
 	}
 }
 
+func TestFileLimitsMatchHeader(t *testing.T) {
+	if cFileReadLimit != FileReadLimit || cFileWriteLimit != FileWriteLimit {
+		t.Fatalf("ODEK_FILE_READ_LIMIT %d / ODEK_FILE_WRITE_LIMIT %d, Go %d / %d",
+			cFileReadLimit, cFileWriteLimit, FileReadLimit, FileWriteLimit)
+	}
+}
+
 func TestExecOutputLimitMatchesHeader(t *testing.T) {
 	if cExecOutputLimit != ExecOutputLimit {
 		t.Fatalf("ODEK_EXEC_OUTPUT_LIMIT %d, Go %d", cExecOutputLimit, ExecOutputLimit)

@@ -65,6 +65,18 @@ static odek_error_t *godek_describe(uintptr_t s, uintptr_t k, char **env, char *
 static odek_error_t *godek_exec(uintptr_t s, const char *req, uintptr_t k, char **out) {
 	return odek_exec_cancellable((const odek_sandbox_t *)s, req, (const odek_cancel_t *)k, out);
 }
+static odek_error_t *godek_read_file(uintptr_t s, const char *req, uintptr_t k, char **out) {
+	return odek_read_file((const odek_sandbox_t *)s, req, (const odek_cancel_t *)k, out);
+}
+static odek_error_t *godek_write_file(uintptr_t s, const char *req, uintptr_t k, char **out) {
+	return odek_write_file((const odek_sandbox_t *)s, req, (const odek_cancel_t *)k, out);
+}
+static odek_error_t *godek_edit_file(uintptr_t s, const char *req, uintptr_t k, char **out) {
+	return odek_edit_file((const odek_sandbox_t *)s, req, (const odek_cancel_t *)k, out);
+}
+static odek_error_t *godek_list_directory(uintptr_t s, const char *req, uintptr_t k, char **out) {
+	return odek_list_directory((const odek_sandbox_t *)s, req, (const odek_cancel_t *)k, out);
+}
 // The output callback of odek_exec_stream: hands each chunk to the Go
 // function godekStreamOutput (stream.go), user_data being a cgo.Handle.
 extern void godekStreamOutput(uintptr_t user, int32_t stream, uint8_t *bytes, size_t len);
@@ -263,6 +275,41 @@ func cExec(s uintptr, requestJSON string, cancel uintptr) (string, error) {
 	return takeString(out), nil
 }
 
+// cFileCall runs one of the file entry points through its C wrapper.
+func cFileCall(fn func(C.uintptr_t, *C.char, C.uintptr_t, **C.char) *C.odek_error_t, s uintptr, requestJSON string, cancel uintptr) (string, error) {
+	r := cstr(requestJSON)
+	defer freeC(r)
+	var out *C.char
+	if err := takeError(fn(C.uintptr_t(s), r, C.uintptr_t(cancel), &out)); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
+func cReadFile(s uintptr, requestJSON string, cancel uintptr) (string, error) {
+	return cFileCall(func(a C.uintptr_t, b *C.char, c C.uintptr_t, d **C.char) *C.odek_error_t {
+		return C.godek_read_file(a, b, c, d)
+	}, s, requestJSON, cancel)
+}
+
+func cWriteFile(s uintptr, requestJSON string, cancel uintptr) (string, error) {
+	return cFileCall(func(a C.uintptr_t, b *C.char, c C.uintptr_t, d **C.char) *C.odek_error_t {
+		return C.godek_write_file(a, b, c, d)
+	}, s, requestJSON, cancel)
+}
+
+func cEditFile(s uintptr, requestJSON string, cancel uintptr) (string, error) {
+	return cFileCall(func(a C.uintptr_t, b *C.char, c C.uintptr_t, d **C.char) *C.odek_error_t {
+		return C.godek_edit_file(a, b, c, d)
+	}, s, requestJSON, cancel)
+}
+
+func cListDirectory(s uintptr, requestJSON string, cancel uintptr) (string, error) {
+	return cFileCall(func(a C.uintptr_t, b *C.char, c C.uintptr_t, d **C.char) *C.odek_error_t {
+		return C.godek_list_directory(a, b, c, d)
+	}, s, requestJSON, cancel)
+}
+
 // cExecStream runs odek_exec_stream; user is a cgo.Handle of the
 // *ExecStream that godekStreamOutput hands the chunks to.
 func cExecStream(s uintptr, requestJSON string, cancel uintptr, user uintptr) (string, error) {
@@ -338,6 +385,7 @@ func cCodes() map[string]int {
 		"ODEK_E_VOLUME":                    C.ODEK_E_VOLUME,
 		"ODEK_E_ENDPOINT":                  C.ODEK_E_ENDPOINT,
 		"ODEK_E_NARROW":                    C.ODEK_E_NARROW,
+		"ODEK_E_FILE":                      C.ODEK_E_FILE,
 		"ODEK_E_APPROVAL_REQUIRED":         C.ODEK_E_APPROVAL_REQUIRED,
 		"ODEK_E_APPROVAL_MISMATCH":         C.ODEK_E_APPROVAL_MISMATCH,
 		"ODEK_E_APPROVAL_NETWORKS_CHANGED": C.ODEK_E_APPROVAL_NETWORKS_CHANGED,
@@ -359,6 +407,13 @@ const cHeaderABIVersion = C.ODEK_ABI_VERSION
 
 // cExecOutputLimit is ODEK_EXEC_OUTPUT_LIMIT as compiled from the header.
 const cExecOutputLimit = C.ODEK_EXEC_OUTPUT_LIMIT
+
+// cFileReadLimit and cFileWriteLimit are ODEK_FILE_READ_LIMIT and
+// ODEK_FILE_WRITE_LIMIT as compiled from the header.
+const (
+	cFileReadLimit  = C.ODEK_FILE_READ_LIMIT
+	cFileWriteLimit = C.ODEK_FILE_WRITE_LIMIT
+)
 
 // cStreamStdout and cStreamStderr are ODEK_STREAM_STDOUT and
 // ODEK_STREAM_STDERR as compiled from the header.

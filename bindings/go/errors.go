@@ -11,7 +11,7 @@ import (
 //
 // Match it with errors.Is against the sentinels (ErrConfig, ErrApproval,
 // ErrDockerRejected, ErrImageUnavailable, ErrDaemonUnreachable, ErrUsage,
-// ErrInvalidHandle, ErrNarrow), or against an *Error with the same Code;
+// ErrInvalidHandle, ErrNarrow, ErrFile), or against an *Error with the same Code;
 // get at the code with errors.As:
 //
 //	var oe *odek.Error
@@ -90,6 +90,7 @@ const (
 	CodeVolume                  = 214 // a volume entry is refused
 	CodeEndpoint                = 215 // the Docker endpoint is invalid
 	CodeNarrow                  = 216 // a sub-agent request would widen its parent's sandbox
+	CodeFile                    = 217 // a file operation in the sandbox was refused (nothing written)
 	CodeApprovalRequired        = 300 // the plan needs an approval that was not given
 	CodeApprovalMismatch        = 301 // the approval does not match the plan
 	CodeApprovalNetworksChanged = 302 // the project's networks changed since approval
@@ -133,6 +134,7 @@ var codeNames = map[int]string{
 	CodeVolume:                  "ODEK_E_VOLUME",
 	CodeEndpoint:                "ODEK_E_ENDPOINT",
 	CodeNarrow:                  "ODEK_E_NARROW",
+	CodeFile:                    "ODEK_E_FILE",
 	CodeApprovalRequired:        "ODEK_E_APPROVAL_REQUIRED",
 	CodeApprovalMismatch:        "ODEK_E_APPROVAL_MISMATCH",
 	CodeApprovalNetworksChanged: "ODEK_E_APPROVAL_NETWORKS_CHANGED",
@@ -173,6 +175,10 @@ var (
 	ErrApproval error = &kind{"approval error", func(e *Error) bool { return e.Code/100 == 3 }}
 	// ErrNarrow matches CodeNarrow: a sub-agent request would widen.
 	ErrNarrow error = &kind{"narrowing refused", func(e *Error) bool { return e.Code == CodeNarrow }}
+	// ErrFile matches CodeFile: a file operation in the sandbox was
+	// refused (absent, not permitted, read-only, too large, not UTF-8, an
+	// edit that does not apply, no supervisor); nothing was written.
+	ErrFile error = &kind{"file operation refused", func(e *Error) bool { return e.Code == CodeFile }}
 	// ErrDockerRejected matches class "docker-rejected" (4xx).
 	ErrDockerRejected error = &kind{"docker rejected", byClass(ClassDockerRejected)}
 	// ErrImageUnavailable matches class "image-unavailable" (5xx).

@@ -48,6 +48,16 @@ var wireDocs = []wireDoc{
 	{file: "environment.json", def: "SupervisorState", typ: reflect.TypeOf(Supervisor{})},
 	{file: "exec-result.json", typ: reflect.TypeOf(wireExecResult{})},
 	{file: "config-view.json", typ: reflect.TypeOf(wireConfigView{}), unread: []string{"pending_approval"}},
+	{file: "read-file-request.json", typ: reflect.TypeOf(wireReadFileRequest{}), sent: true},
+	{file: "read-file-result.json", typ: reflect.TypeOf(wireReadFileResult{})},
+	{file: "write-file-request.json", typ: reflect.TypeOf(wireWriteFileRequest{}), sent: true},
+	{file: "write-file-result.json", typ: reflect.TypeOf(FileWritten{}), unread: []string{"schema"}},
+	{file: "edit-file-request.json", typ: reflect.TypeOf(wireEditFileRequest{}), sent: true},
+	{file: "edit-file-request.json", def: "FileEdit", typ: reflect.TypeOf(FileEdit{}), sent: true},
+	{file: "edit-file-result.json", typ: reflect.TypeOf(FileEdited{}), unread: []string{"schema"}},
+	{file: "list-directory-request.json", typ: reflect.TypeOf(wireListDirectoryRequest{}), sent: true},
+	{file: "list-directory-result.json", typ: reflect.TypeOf(DirectoryListing{}), unread: []string{"schema"}},
+	{file: "list-directory-result.json", def: "DirEntry", typ: reflect.TypeOf(DirEntry{})},
 	{file: "config-view.json", def: "ImageView", typ: reflect.TypeOf(ViewImage{}), unread: []string{
 		"digest", "id"}},
 }

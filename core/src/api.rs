@@ -17,6 +17,10 @@
 //! | `odek.approval/1` | [`Approval`] (or `null`) | `odek_launch` |
 //! | `odek.exec-request/1` | [`ExecRequest`] | `odek_exec` |
 //! | `odek.narrow-request/1` | [`NarrowRequest`] | `odek_narrow` |
+//! | `odek.read-file-request/1` | [`ReadFileRequest`] | `odek_read_file` |
+//! | `odek.write-file-request/1` | [`WriteFileRequest`] | `odek_write_file` |
+//! | `odek.edit-file-request/1` | [`EditFileRequest`] | `odek_edit_file` |
+//! | `odek.list-directory-request/1` | [`ListDirectoryRequest`] | `odek_list_directory` |
 //! | `odek.plan/1` | [`Plan`] (as odek produced it) | approve, launch, narrow, config view |
 //!
 //! Results (odek → caller; each carries its `"schema"` tag):
@@ -30,6 +34,10 @@
 //! | `odek.environment/1` | [`Environment`] | `odek_describe` |
 //! | `odek.exec-result/1` | [`ExecResult`] | `odek_exec` |
 //! | `odek.config-view/1` | [`ConfigView`] | `odek_config_view` |
+//! | `odek.read-file-result/1` | [`ReadFileResult`] | `odek_read_file` |
+//! | `odek.write-file-result/1` | [`WriteFileResult`] | `odek_write_file` |
+//! | `odek.edit-file-result/1` | [`EditFileResult`] | `odek_edit_file` |
+//! | `odek.list-directory-result/1` | [`ListDirectoryResult`] | `odek_list_directory` |
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -40,6 +48,11 @@ use serde_json::value::RawValue;
 
 pub use crate::approval::{Approval, ApprovalRequest};
 pub use crate::describe::Environment;
+pub use crate::files::{
+    DirEntry, EditFileRequest, EditFileResult, EntryType, FileEdit, FileEncoding,
+    ListDirectoryRequest, ListDirectoryResult, ReadFileRequest, ReadFileResult, WriteFileRequest,
+    WriteFileResult, FILE_READ_LIMIT, FILE_WRITE_LIMIT,
+};
 pub use crate::narrow::{NarrowRequest, NARROW_REQUEST_SCHEMA};
 pub use crate::plan::Plan;
 pub use crate::view::ConfigView;
@@ -66,17 +79,7 @@ pub const EXEC_OUTPUT_LIMIT: usize = 16 << 20;
 
 pub use crate::error::RequestError;
 
-/// Checks a request's optional `"schema"` tag: absent, or `<family>` + a
-/// version (`"odek.exec-request/1"` for family `"odek.exec-request/"`).
-/// Errors name the unknown tag and the expected one.
-pub fn check_schema_tag(schema: Option<&str>, family: &str) -> Result<(), RequestError> {
-    match schema {
-        Some(s) if !s.starts_with(family) => Err(RequestError(format!(
-            "unknown schema {s:?} (expected {family}1)"
-        ))),
-        _ => Ok(()),
-    }
-}
+pub use crate::error::check_schema_tag;
 
 /// The engine a client talks to ([`ClientOptions::engine`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -560,6 +563,20 @@ pub fn schema_files() -> Vec<(&'static str, String)> {
         ("environment.json", result::<Environment>()),
         ("exec-result.json", result::<ExecResult>()),
         ("config-view.json", result::<ConfigView>()),
+        ("read-file-request.json", request::<ReadFileRequest>()),
+        ("read-file-result.json", result::<ReadFileResult>()),
+        ("write-file-request.json", request::<WriteFileRequest>()),
+        ("write-file-result.json", result::<WriteFileResult>()),
+        ("edit-file-request.json", request::<EditFileRequest>()),
+        ("edit-file-result.json", result::<EditFileResult>()),
+        (
+            "list-directory-request.json",
+            request::<ListDirectoryRequest>(),
+        ),
+        (
+            "list-directory-result.json",
+            result::<ListDirectoryResult>(),
+        ),
     ];
     all.into_iter()
         .map(|(name, schema)| {
@@ -724,7 +741,7 @@ mod tests {
     #[test]
     fn every_message_has_a_schema_with_its_members() {
         let files = schema_files();
-        assert_eq!(files.len(), 11);
+        assert_eq!(files.len(), 19);
         let get = |name: &str| -> serde_json::Value {
             let (_, text) = files.iter().find(|(n, _)| *n == name).expect(name);
             serde_json::from_str(text).expect("JSON")

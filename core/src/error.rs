@@ -120,6 +120,11 @@ pub enum Error {
     /// argv, NUL bytes.
     #[error("{0}")]
     Usage(String),
+    /// A file tool's operation (read, write, edit, list in the sandbox;
+    /// `crate::files`) was refused: the path, the sandbox's file system
+    /// or an edit that does not apply (config; nothing was written).
+    #[error(transparent)]
+    File(#[from] FileError),
     /// The caller cancelled the call through its [`crate::CancellationToken`]
     /// ([`crate::cancel`]): what the call had made is removed, a command it
     /// ran is killed. Reported as class config — fatal, never a fallback;
@@ -132,6 +137,55 @@ pub enum Error {
         /// How to remove what is left, when something is.
         fix: Option<Fix>,
     },
+}
+
+/// A refused file operation ([`Error::File`]): what kind of refusal, the
+/// path as the sandbox resolved it (absolute, inside the sandbox) and the
+/// message shown, which names the cause and what to do.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[error("{message}")]
+pub struct FileError {
+    /// What was refused.
+    pub kind: FileErrorKind,
+    /// The path inside the sandbox (relative paths resolved against
+    /// `/workspace`).
+    pub path: String,
+    /// The message, naming the path, the cause and the fix.
+    pub message: String,
+}
+
+/// Why a file operation was refused ([`FileError::kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileErrorKind {
+    /// The path (or a directory in it) does not exist (`ENOENT`).
+    NotFound,
+    /// A component of the path is not a directory (`ENOTDIR`).
+    NotADirectory,
+    /// A file was asked for and the path is a directory (`EISDIR`).
+    IsADirectory,
+    /// The path is neither a regular file nor a directory (a FIFO, a
+    /// device, a socket).
+    NotAFile,
+    /// The command user may not do this (`EACCES`, `EPERM`).
+    PermissionDenied,
+    /// The file system is read-only (`EROFS`): a `sandbox_readonly`
+    /// workspace or a read-only mount.
+    ReadOnly,
+    /// Over a size limit (the content, the file for an edit, or the file
+    /// system's space).
+    TooLarge,
+    /// Text was asked for and the bytes are not UTF-8.
+    NotUtf8,
+    /// An edit's `oldText` is not in the file (or is empty).
+    EditNotFound,
+    /// An edit's `oldText` is in the file more than once.
+    EditAmbiguous,
+    /// The sandbox has no odek supervisor, or the command runs on the host:
+    /// file tools need the supervisor to act as the command user.
+    NoSupervisor,
+    /// Anything else (the message says what).
+    Other,
 }
 
 /// No sandbox by the name asked for.
@@ -377,6 +431,7 @@ impl Error {
             | Error::NotASandbox(_)
             | Error::InvalidPlan { .. }
             | Error::Secret(_)
+            | Error::File(_)
             | Error::Usage(_) => self.to_string(),
         }
     }
@@ -398,6 +453,7 @@ impl Error {
             | Error::InvalidName { .. }
             | Error::Secret(_)
             | Error::Usage(_)
+            | Error::File(_)
             | Error::Cancelled { .. } => FailureClass::Config,
             Error::Network(NetworkError::Engine(e)) => engine_class(e),
             Error::Network(_) => FailureClass::Config,
@@ -480,6 +536,18 @@ impl Error {
 impl From<RequestError> for Error {
     fn from(e: RequestError) -> Error {
         Error::Usage(e.0)
+    }
+}
+
+/// Checks a request's optional `"schema"` tag: absent, or `<family>` + a
+/// version (`"odek.exec-request/1"` for family `"odek.exec-request/"`).
+/// Errors name the unknown tag and the expected one.
+pub fn check_schema_tag(schema: Option<&str>, family: &str) -> Result<(), RequestError> {
+    match schema {
+        Some(s) if !s.starts_with(family) => Err(RequestError(format!(
+            "unknown schema {s:?} (expected {family}1)"
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -24,6 +24,7 @@ pub mod engine;
 pub mod error;
 pub mod exec;
 pub(crate) mod failure;
+pub mod files;
 pub(crate) mod hardening;
 pub mod image;
 pub(crate) mod image_ref;

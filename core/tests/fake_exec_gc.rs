@@ -955,3 +955,86 @@ async fn background_processes_without_the_supervisor_are_refused_before_anything
     assert_eq!(ran.exit_code, 0);
     assert_eq!(s.fake.calls_of(Op::Exec).len(), 1);
 }
+
+/// The file tools in a sandbox without odek's supervisor (commands through
+/// the exec API) are refused before anything runs, naming the fix: they
+/// run as the command user through the supervisor only, never as the
+/// container's user through the exec API.
+#[tokio::test]
+async fn file_tools_without_the_supervisor_are_refused_before_anything_runs() {
+    use odek_core::api::{
+        EditFileRequest, FileEdit, ListDirectoryRequest, ReadFileRequest, WriteFileRequest,
+    };
+    use odek_core::error::FileErrorKind;
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    let opts = ExecOptions::default();
+    let errs = [
+        s.odek
+            .read_file(
+                &sb,
+                &ReadFileRequest {
+                    path: "a".into(),
+                    ..Default::default()
+                },
+                &opts,
+            )
+            .await
+            .expect_err("refused"),
+        s.odek
+            .write_file(
+                &sb,
+                &WriteFileRequest {
+                    path: "a".into(),
+                    content: "x".into(),
+                    ..Default::default()
+                },
+                &opts,
+            )
+            .await
+            .expect_err("refused"),
+        s.odek
+            .edit_file(
+                &sb,
+                &EditFileRequest {
+                    path: "a".into(),
+                    edits: vec![FileEdit {
+                        old_text: "x".into(),
+                        new_text: "y".into(),
+                    }],
+                    ..Default::default()
+                },
+                &opts,
+            )
+            .await
+            .expect_err("refused"),
+        s.odek
+            .list_directory(
+                &sb,
+                &ListDirectoryRequest {
+                    path: ".".into(),
+                    ..Default::default()
+                },
+                &opts,
+            )
+            .await
+            .expect_err("refused"),
+    ];
+    for err in errs {
+        match &err {
+            odek_core::Error::File(f) => {
+                assert_eq!(f.kind, FileErrorKind::NoSupervisor, "{err:?}");
+                assert!(f.path.starts_with("/workspace"), "{err:?}");
+            }
+            other => panic!("not a file refusal: {other:?}"),
+        }
+        let text = err.to_string();
+        assert!(
+            text.contains("need odek's supervisor") && text.contains("ODEK_SUPERVISOR="),
+            "{text}"
+        );
+        assert!(text.contains("nothing was done"), "{text}");
+        assert_eq!(err.class(), FailureClass::Config);
+    }
+    assert!(s.fake.calls_of(Op::Exec).is_empty(), "an exec ran");
+}

@@ -84,6 +84,13 @@ pub enum odek_code_t {
     ODEK_E_ENDPOINT = 215,
     /// A sub-agent request would widen its parent's sandbox.
     ODEK_E_NARROW = 216,
+    /// A file operation in the sandbox (`odek_read_file`, `odek_write_file`,
+    /// `odek_edit_file`, `odek_list_directory`) was refused: the path absent
+    /// or of the wrong type, not permitted to the sandbox's command user, a
+    /// read-only file system, over a size limit, not UTF-8 as text, an edit
+    /// whose old text is absent or not unique, or no odek supervisor in the
+    /// sandbox. Nothing was written; the message says why and what to do.
+    ODEK_E_FILE = 217,
     /// Approval (class `config`): the plan needs an approval that was not given.
     ODEK_E_APPROVAL_REQUIRED = 300,
     /// The approval does not match the plan.
@@ -195,6 +202,7 @@ pub fn code_of(e: &Error) -> odek_code_t {
         | Error::InvalidName { .. }
         | Error::Secret(_)
         | Error::Usage(_) => ODEK_E_INVALID_ARGUMENT,
+        Error::File(_) => ODEK_E_FILE,
         Error::Cancelled { .. } => ODEK_E_CANCELLED,
     }
 }
@@ -546,6 +554,15 @@ mod tests {
                 ),
                 (Error::Usage(s()), ODEK_E_INVALID_ARGUMENT),
                 (
+                    odek_core::error::FileError {
+                        kind: odek_core::error::FileErrorKind::ReadOnly,
+                        path: s(),
+                        message: s(),
+                    }
+                    .into(),
+                    ODEK_E_FILE,
+                ),
+                (
                     Error::Cancelled {
                         message: s(),
                         fix: None,
@@ -597,6 +614,7 @@ mod tests {
             | Error::InvalidName { .. }
             | Error::Secret(_)
             | Error::Usage(_)
+            | Error::File(_)
             | Error::Cancelled { .. } => {}
         }
     }

@@ -556,6 +556,210 @@ pub unsafe extern "C" fn odek_exec_cancellable(
     })
 }
 
+/// Most bytes `odek_read_file` returns in one call (4 MiB, before base64).
+pub const ODEK_FILE_READ_LIMIT: u64 = 4 << 20;
+
+/// Most bytes `odek_write_file` writes, and the largest file
+/// `odek_edit_file` edits (16 MiB, after base64 decoding).
+pub const ODEK_FILE_WRITE_LIMIT: u64 = 16 << 20;
+
+// Written out for the header; the limits themselves are the core's.
+const _: () = assert!(ODEK_FILE_READ_LIMIT == api::FILE_READ_LIMIT);
+const _: () = assert!(ODEK_FILE_WRITE_LIMIT == api::FILE_WRITE_LIMIT);
+
+/// One file operation: parses `request_json` into `Req`, runs `op` with
+/// the sandbox and the cancel token, writes its result.
+///
+/// # Safety
+/// As the file entry points.
+unsafe fn file_call<Req, Res, F>(
+    sandbox: *const odek_sandbox_t,
+    request_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    result_json_out: *mut *mut c_char,
+    op: F,
+) -> *mut odek_error_t
+where
+    Req: serde::de::DeserializeOwned,
+    Res: serde::Serialize,
+    F: for<'a> FnOnce(
+        &'a SandboxHandle,
+        &'a Req,
+        &'a ExecOptions,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = odek_core::Result<Res>> + Send + 'a>,
+    >,
+{
+    guard_state(|| {
+        out_arg(result_json_out, "result_json_out")?;
+        let h = handles::sandbox(sandbox)?;
+        let cancel = handles::cancel(cancel)?;
+        // SAFETY: per the function contract.
+        let req: Req = unsafe { json_arg(request_json, "request_json")? };
+        let opts = ExecOptions { cancel };
+        let result = runtime()?.block_on(op(&h, &req, &opts))?;
+        // SAFETY: checked non-NULL.
+        unsafe { write_json(result_json_out, &result) }
+    })
+}
+
+/// Reads (part of) a file inside the sandbox, as its command user with its
+/// mounts (never the host's file system; symlinks resolve in the sandbox;
+/// docs/SANDBOXING.md "File tools").
+///
+/// `request_json` (`"odek.read-file-request/1"`): `{"path": "src/main.rs"}`
+/// (absolute, or relative to `/workspace`), optional `"encoding": "utf-8"`
+/// (default) or `"base64"`, `"offset"` (bytes, default 0), `"length"`
+/// (bytes, default and at most `ODEK_FILE_READ_LIMIT`, 4 MiB).
+/// `*result_json_out` (`"odek.read-file-result/1"`): `{"schema", "path",
+/// "encoding", "content", "size", "offset", "length", "truncated",
+/// "next_offset", "limit"}`; `truncated` is true when the file goes on
+/// after this piece (read on from `next_offset`). Blocks. `cancel` (NULL:
+/// not cancellable) stops the call with `ODEK_E_CANCELLED`.
+///
+/// Errors: `ODEK_E_FILE` (absent, a directory, not permitted, not UTF-8 as
+/// text: use base64; the sandbox has no odek supervisor: nothing ran, the
+/// message names `ODEK_SUPERVISOR`); `ODEK_E_INVALID_ARGUMENT` (an empty
+/// path, a `length` of 0); `ODEK_E_EXEC`, `ODEK_E_SANDBOX_STOPPED`, the
+/// daemon's codes.
+///
+/// # Safety
+/// Valid sandbox handle; NUL-terminated `request_json`; `cancel` NULL or a
+/// live cancel handle; writable out.
+#[no_mangle]
+pub unsafe extern "C" fn odek_read_file(
+    sandbox: *const odek_sandbox_t,
+    request_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    result_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    // SAFETY: forwarded contract.
+    unsafe {
+        file_call(
+            sandbox,
+            request_json,
+            cancel,
+            result_json_out,
+            |h, req: &api::ReadFileRequest, opts| Box::pin(h.odek.read_file(&h.sandbox, req, opts)),
+        )
+    }
+}
+
+/// Writes a whole file inside the sandbox, as its command user with its
+/// mounts: creates it and its parent directories, or replaces its content
+/// (through a temporary file and a rename in its directory, keeping its
+/// permission bits; a symlink is followed inside the sandbox). The content
+/// goes over the command's stdin, not an argument list.
+///
+/// `request_json` (`"odek.write-file-request/1"`): `{"path": "out/a.bin",
+/// "content": "…", "encoding": "base64"}` (`encoding` default `"utf-8"`);
+/// at most `ODEK_FILE_WRITE_LIMIT` (16 MiB) once decoded.
+/// `*result_json_out` (`"odek.write-file-result/1"`): `{"schema", "path"
+/// (the file written, symlinks resolved in the sandbox), "bytes_written",
+/// "created"}`. Blocks; `cancel` as `odek_read_file`.
+///
+/// Errors: `ODEK_E_FILE` (over the limit; a read-only file system, e.g. a
+/// `sandbox_readonly` workspace, which the message names; not permitted;
+/// a directory; no supervisor), nothing written; `ODEK_E_INVALID_ARGUMENT`
+/// (content that is not base64); as `odek_read_file`.
+///
+/// # Safety
+/// As `odek_read_file`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_write_file(
+    sandbox: *const odek_sandbox_t,
+    request_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    result_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    // SAFETY: forwarded contract.
+    unsafe {
+        file_call(
+            sandbox,
+            request_json,
+            cancel,
+            result_json_out,
+            |h, req: &api::WriteFileRequest, opts| {
+                Box::pin(h.odek.write_file(&h.sandbox, req, opts))
+            },
+        )
+    }
+}
+
+/// Edits a UTF-8 file inside the sandbox by exact-text replacements, as
+/// its command user, and writes it back as `odek_write_file` does.
+///
+/// `request_json` (`"odek.edit-file-request/1"`): `{"path": "a.py",
+/// "edits": [{"oldText": "x = 1", "newText": "x = 2"}]}`, applied in order,
+/// each to the text the earlier ones left; every `oldText` must occur
+/// exactly once. `*result_json_out` (`"odek.edit-file-result/1"`):
+/// `{"schema", "path", "diff" (unified, empty when nothing changed),
+/// "edits"}`. Not atomic against a process in the sandbox writing the
+/// same file meanwhile. Blocks; `cancel` as `odek_read_file`.
+///
+/// Errors: `ODEK_E_FILE` when an `oldText` is absent or occurs more than
+/// once (nothing written; the message names the edit), the file is over
+/// `ODEK_FILE_WRITE_LIMIT` or not UTF-8; `ODEK_E_INVALID_ARGUMENT` (no
+/// edits); as `odek_write_file`.
+///
+/// # Safety
+/// As `odek_read_file`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_edit_file(
+    sandbox: *const odek_sandbox_t,
+    request_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    result_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    // SAFETY: forwarded contract.
+    unsafe {
+        file_call(
+            sandbox,
+            request_json,
+            cancel,
+            result_json_out,
+            |h, req: &api::EditFileRequest, opts| Box::pin(h.odek.edit_file(&h.sandbox, req, opts)),
+        )
+    }
+}
+
+/// Lists a directory inside the sandbox, as its command user.
+///
+/// `request_json` (`"odek.list-directory-request/1"`): `{"path": "."}`
+/// (absolute, or relative to `/workspace`). `*result_json_out`
+/// (`"odek.list-directory-result/1"`): `{"schema", "path", "entries":
+/// [{"name", "type" ("file", "dir", "symlink", "other"; a symlink is not
+/// followed), "size" (files), "target" (symlinks)}], "listing"}` sorted by
+/// name; `listing` is one line per entry (`[FILE] name`, `[DIR] name`,
+/// `[SYMLINK] name -> target`, `[OTHER] name`). Blocks; `cancel` as
+/// `odek_read_file`.
+///
+/// Errors: `ODEK_E_FILE` (absent, not a directory, not permitted, no
+/// supervisor); as `odek_read_file`.
+///
+/// # Safety
+/// As `odek_read_file`.
+#[no_mangle]
+pub unsafe extern "C" fn odek_list_directory(
+    sandbox: *const odek_sandbox_t,
+    request_json: *const c_char,
+    cancel: *const odek_cancel_t,
+    result_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    // SAFETY: forwarded contract.
+    unsafe {
+        file_call(
+            sandbox,
+            request_json,
+            cancel,
+            result_json_out,
+            |h, req: &api::ListDirectoryRequest, opts| {
+                Box::pin(h.odek.list_directory(&h.sandbox, req, opts))
+            },
+        )
+    }
+}
+
 /// Derives a sub-agent's plan from its parent's resolved plan (SPEC §8),
 /// never from Docker. `request_json` (`"odek.narrow-request/1"`):
 /// `{"networks": [name-or-id…], "compose_project": "p", "network_mode": "none",

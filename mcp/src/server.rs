@@ -19,15 +19,17 @@ use crate::limits::Limits;
 use crate::planned;
 use crate::sandboxes::{Refusal, Sandboxes};
 use crate::tools::{
-    BackgroundStarted, DescribeResult, DownArgs, DownResult, ExecArgs, ExecReply, ExecResult,
-    ListResult, NarrowArgs, ProcessKillArgs, ProcessOutputArgs, ProcessResult, SandboxInfo,
-    SandboxRef, UpArgs, DEFAULT_TIMEOUT_SECS, MAX_OUTPUT_BYTES,
+    BackgroundStarted, DescribeResult, DownArgs, DownResult, EditFileArgs, ExecArgs, ExecReply,
+    ExecResult, ListDirectoryArgs, ListResult, NarrowArgs, ProcessKillArgs, ProcessOutputArgs,
+    ProcessResult, ReadFileArgs, SandboxInfo, SandboxRef, Sandboxed, UpArgs, WriteFileArgs,
+    DEFAULT_TIMEOUT_SECS, MAX_OUTPUT_BYTES,
 };
 
 /// How to use the tools, before the environment block.
 const USAGE: &str = "This server runs commands for you in an odek sandbox: a Docker container that reaches the developer's Docker Compose services by name, never the host. \
 Use the `exec` tool to run commands (`command` is run by /bin/sh -c in /workspace). \
-Every tool takes an optional `sandbox_id`; without one it uses this conversation's sandbox, launched on the first `exec` or `describe`. \
+`read_file`, `write_file`, `edit_file` and `list_directory` work on files inside the sandbox, as the sandbox's user: paths are absolute or relative to /workspace, which is the developer's live checkout (a change there is a change to their files); they are the way to move large or binary content, which shell arguments cannot carry. \
+Every tool takes an optional `sandbox_id`; without one it uses this conversation's sandbox, launched on the first call that needs it. \
 `sandbox_up` launches another sandbox and returns its id, `sandbox_narrow` a sub-agent's sandbox limited to part of a parent's networks, `sandbox_down` removes one, `sandbox_list` lists them. \
 A refusal (Docker unreachable, a network missing, settings needing approval) is a tool error that says what to fix; nothing then runs anywhere.";
 
@@ -251,6 +253,136 @@ impl OdekMcp {
     }
 
     #[tool(
+        name = "read_file",
+        annotations(read_only_hint = true),
+        description = "Reads a file inside the sandbox, as the sandbox's user with its mounts (never the host's file system; symlinks resolve inside the sandbox). `path` is absolute or relative to /workspace, the developer's live checkout. Returns the text in `content` (or base64 with `encoding: \"base64\"`), with the file's `size` and the piece's `offset` and `length`. At most 4 MiB (`limit`) per call: when `truncated` is true, call again with `offset` = `next_offset` (or pass `offset`/`length` yourself). Bytes that are not UTF-8 are refused as text: read them with `encoding: \"base64\"`."
+    )]
+    async fn read_file(
+        &self,
+        Parameters(args): Parameters<ReadFileArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Sandboxed<api::ReadFileResult>>, String> {
+        let req = api::ReadFileRequest {
+            schema: None,
+            path: args.path,
+            encoding: args.encoding.unwrap_or_default(),
+            offset: args.offset,
+            length: args.length,
+        };
+        let (id, sandbox) = self
+            .sandboxes
+            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
+            .await
+            .map_err(refusal)?;
+        let result = self
+            .sandboxes
+            .odek()
+            .read_file(&sandbox, &req, &file_options(&ctx))
+            .await
+            .map_err(|e| refusal(Refusal::during_exec(e)))?;
+        Ok(Json(Sandboxed {
+            sandbox_id: id,
+            result,
+        }))
+    }
+
+    #[tool(
+        name = "write_file",
+        annotations(destructive_hint = true, idempotent_hint = true),
+        description = "Creates or replaces a whole file inside the sandbox, as the sandbox's user with its mounts (never the host's file system; symlinks resolve inside the sandbox). `path` is absolute or relative to /workspace, the developer's live checkout: a write there changes their real files. Missing parent directories are created; a replaced file keeps its permissions. `content` is text, or base64 with `encoding: \"base64\"` (binary files); at most 16 MiB. A read-only workspace refuses the write and says why."
+    )]
+    async fn write_file(
+        &self,
+        Parameters(args): Parameters<WriteFileArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Sandboxed<api::WriteFileResult>>, String> {
+        let req = api::WriteFileRequest {
+            schema: None,
+            path: args.path,
+            content: args.content,
+            encoding: args.encoding.unwrap_or_default(),
+        };
+        let (id, sandbox) = self
+            .sandboxes
+            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
+            .await
+            .map_err(refusal)?;
+        let result = self
+            .sandboxes
+            .odek()
+            .write_file(&sandbox, &req, &file_options(&ctx))
+            .await
+            .map_err(|e| refusal(Refusal::during_exec(e)))?;
+        Ok(Json(Sandboxed {
+            sandbox_id: id,
+            result,
+        }))
+    }
+
+    #[tool(
+        name = "edit_file",
+        annotations(destructive_hint = true),
+        description = "Edits a UTF-8 text file inside the sandbox by exact replacements, as the sandbox's user: `edits` is a list of {oldText, newText} applied in order, each to the text the earlier ones left. Every oldText must match exactly once, whitespace and line endings included; when one is absent or matches more than once, nothing is written and the error says which (include more surrounding lines to make it unique). Returns a unified `diff`. `path` is absolute or relative to /workspace, the developer's live checkout. Files up to 16 MiB."
+    )]
+    async fn edit_file(
+        &self,
+        Parameters(args): Parameters<EditFileArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Sandboxed<api::EditFileResult>>, String> {
+        let req = api::EditFileRequest {
+            schema: None,
+            path: args.path,
+            edits: args.edits,
+        };
+        let (id, sandbox) = self
+            .sandboxes
+            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
+            .await
+            .map_err(refusal)?;
+        let result = self
+            .sandboxes
+            .odek()
+            .edit_file(&sandbox, &req, &file_options(&ctx))
+            .await
+            .map_err(|e| refusal(Refusal::during_exec(e)))?;
+        Ok(Json(Sandboxed {
+            sandbox_id: id,
+            result,
+        }))
+    }
+
+    #[tool(
+        name = "list_directory",
+        annotations(read_only_hint = true),
+        description = "Lists a directory inside the sandbox, as the sandbox's user with its mounts (never the host's file system). `path` is absolute or relative to /workspace, the developer's live checkout (`\".\"` is /workspace). `listing` has one line per entry: `[FILE] name`, `[DIR] name`, `[SYMLINK] name -> target` or `[OTHER] name`; `entries` gives each `name`, `type` (file, dir, symlink, other), a file's `size` and a symlink's `target`."
+    )]
+    async fn list_directory(
+        &self,
+        Parameters(args): Parameters<ListDirectoryArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Sandboxed<api::ListDirectoryResult>>, String> {
+        let req = api::ListDirectoryRequest {
+            schema: None,
+            path: args.path,
+        };
+        let (id, sandbox) = self
+            .sandboxes
+            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
+            .await
+            .map_err(refusal)?;
+        let result = self
+            .sandboxes
+            .odek()
+            .list_directory(&sandbox, &req, &file_options(&ctx))
+            .await
+            .map_err(|e| refusal(Refusal::during_exec(e)))?;
+        Ok(Json(Sandboxed {
+            sandbox_id: id,
+            result,
+        }))
+    }
+
+    #[tool(
         name = "describe",
         annotations(read_only_hint = true),
         description = "Describes a sandbox as it is now: `prompt` is the Execution environment block (network mode, internet, the services reachable by name inside an untrusted-content wrapper), `tool_description` its short variant, `environment` the structured data. Launches the conversation's sandbox when it is not running yet."
@@ -372,6 +504,13 @@ impl OdekMcp {
             parent_id: Some(parent_id),
             startup_line: sandbox.startup_line(),
         }))
+    }
+}
+
+/// A file tool's options: cancelled with the request.
+fn file_options(ctx: &RequestContext<RoleServer>) -> ExecOptions {
+    ExecOptions {
+        cancel: Some(ctx.ct.clone()),
     }
 }
 
@@ -569,6 +708,10 @@ mod tests {
         assert_eq!(hint("process_output"), (Some(true), None));
         assert_eq!(hint("sandbox_down"), (None, Some(true)));
         assert_eq!(hint("process_kill"), (None, Some(true)));
+        assert_eq!(hint("read_file"), (Some(true), None));
+        assert_eq!(hint("list_directory"), (Some(true), None));
+        assert_eq!(hint("write_file"), (None, Some(true)));
+        assert_eq!(hint("edit_file"), (None, Some(true)));
     }
 
     #[test]

@@ -471,3 +471,124 @@ impl JsonSchema for NarrowArgs {
         })
     }
 }
+
+/// `read_file` arguments.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileArgs {
+    /// The file, inside the sandbox: absolute, or relative to `/workspace`.
+    pub path: String,
+    /// `"utf-8"` (default: text; bytes that are not UTF-8 are refused) or
+    /// `"base64"` (any bytes).
+    #[serde(default)]
+    pub encoding: Option<api::FileEncoding>,
+    /// The first byte to read (default 0).
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Most bytes to read (default and maximum 4 MiB, 4194304).
+    #[serde(default)]
+    pub length: Option<u64>,
+    /// The sandbox (an id this server returned); default: this
+    /// conversation's sandbox, launched on first use.
+    #[serde(default)]
+    pub sandbox_id: Option<String>,
+}
+
+/// `write_file` arguments.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFileArgs {
+    /// The file, inside the sandbox: absolute, or relative to `/workspace`.
+    /// Missing parent directories are created.
+    pub path: String,
+    /// The whole new content, at most 16 MiB (16777216 bytes) once decoded.
+    pub content: String,
+    /// `"utf-8"` (default) or `"base64"` (for binary content).
+    #[serde(default)]
+    pub encoding: Option<api::FileEncoding>,
+    /// The sandbox (an id this server returned); default: this
+    /// conversation's sandbox, launched on first use.
+    #[serde(default)]
+    pub sandbox_id: Option<String>,
+}
+
+/// `edit_file` arguments.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditFileArgs {
+    /// The file, inside the sandbox: absolute, or relative to `/workspace`.
+    pub path: String,
+    /// Exact-text replacements, applied in order; each `oldText` must occur
+    /// exactly once, or nothing is written.
+    pub edits: Vec<api::FileEdit>,
+    /// The sandbox (an id this server returned); default: this
+    /// conversation's sandbox, launched on first use.
+    #[serde(default)]
+    pub sandbox_id: Option<String>,
+}
+
+/// `list_directory` arguments.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListDirectoryArgs {
+    /// The directory, inside the sandbox: absolute, or relative to
+    /// `/workspace` (`"."` is `/workspace`).
+    pub path: String,
+    /// The sandbox (an id this server returned); default: this
+    /// conversation's sandbox, launched on first use.
+    #[serde(default)]
+    pub sandbox_id: Option<String>,
+}
+
+/// A file tool's result: the core's (the C ABI's document without its
+/// `schema` tag) and the sandbox it acted in, as one object.
+#[derive(Clone, Debug)]
+pub struct Sandboxed<T> {
+    /// The sandbox the tool acted in.
+    pub sandbox_id: String,
+    /// The core's result.
+    pub result: T,
+}
+
+impl<T: Serialize> Serialize for Sandboxed<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut value = serde_json::to_value(&self.result).map_err(serde::ser::Error::custom)?;
+        if let serde_json::Value::Object(members) = &mut value {
+            members.remove("schema");
+            members.insert("sandbox_id".into(), self.sandbox_id.clone().into());
+        }
+        value.serialize(s)
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Sandboxed<T> {
+    fn schema_name() -> Cow<'static, str> {
+        format!("{}InSandbox", T::schema_name()).into()
+    }
+
+    /// The core result's schema without its `schema` member and title,
+    /// with `sandbox_id`.
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        let mut s = T::json_schema(g);
+        if let Some(o) = s.as_object_mut() {
+            o.remove("title");
+            // The core's doc of the ABI document, not the tool's words.
+            o.remove("description");
+            if let Some(serde_json::Value::Object(props)) = o.get_mut("properties") {
+                props.remove("schema");
+                props.insert(
+                    "sandbox_id".into(),
+                    serde_json::json!({
+                        "description": "The sandbox the tool acted in.",
+                        "type": "string"
+                    }),
+                );
+            }
+            if let Some(serde_json::Value::Array(req)) = o.get_mut("required") {
+                req.retain(|v| v != "schema");
+                req.push("sandbox_id".into());
+            }
+        }
+        s
+    }
+}

@@ -12,12 +12,16 @@
 //!   naming another account is refused (odek always passes it).
 //! - `odek-supervisor relay NAME`: copy stdin/stdout to and from `\0NAME`
 //!   (what `docker exec --user S` runs to get a session).
+//! - `odek-supervisor fs read|write|list PATH …`: one file operation
+//!   (`fs.rs`), which the core runs as an ordinary command of the sandbox
+//!   (as the command user, with its mounts) for its file tools.
 //!
 //! Single-threaded, keeper and server alike (fork is safe); every unsafe
 //! block is a system call.
 #![allow(unsafe_code)]
 
 mod confine;
+mod fs;
 mod keeper;
 mod kill;
 mod pty;
@@ -37,7 +41,7 @@ pub(crate) fn log(line: &str) {
 }
 
 /// The usage text.
-const USAGE: &str = "usage: odek-supervisor serve --uid S --gid S --relay NAME [--commands U:G]\n       odek-supervisor relay NAME";
+const USAGE: &str = "usage: odek-supervisor serve --uid S --gid S --relay NAME [--commands U:G]\n       odek-supervisor relay NAME\n       odek-supervisor fs read PATH OFFSET LENGTH | fs write PATH MAX | fs list PATH";
 
 /// Parsed `serve` options.
 fn serve_args(args: &[String]) -> Result<server::Options, String> {
@@ -91,6 +95,7 @@ fn main() {
             }
         },
         Some("relay") if args.len() == 2 => std::process::exit(relay::relay(&args[1])),
+        Some("fs") => std::process::exit(fs::main(&args[1..])),
         Some("--version") => println!("odek-supervisor {}", env!("CARGO_PKG_VERSION")),
         _ => {
             log(USAGE);

@@ -137,7 +137,13 @@ def test_tools_and_instructions(project):
         async with session(project) as (s, init):
             tools = {t.name: t for t in (await s.list_tools()).tools}
             assert set(tools) == {"exec", "describe", "sandbox_up", "sandbox_down", "sandbox_list", "sandbox_narrow",
-                                  "process_output", "process_kill"}
+                                  "process_output", "process_kill",
+                                  "read_file", "write_file", "edit_file", "list_directory"}
+            for name in ("read_file", "list_directory"):
+                assert tools[name].annotations.read_only_hint is True, name
+            for name in ("write_file", "edit_file"):
+                assert tools[name].annotations.destructive_hint is True, name
+                assert "/workspace" in tools[name].description and "live checkout" in tools[name].description
             assert tools["process_output"].annotations.read_only_hint is True
             assert tools["process_kill"].annotations.destructive_hint is True
             for name in ("describe", "sandbox_list"):
@@ -1052,3 +1058,160 @@ def test_sigkill_leaves_no_sandbox_without_gc(project):
     raw.proc.kill()
     raw.proc.wait(timeout=30)
     assert wait_gone(project.dir, limit=10.0) == [], "sandboxes outlived the SIGKILLed server"
+
+
+# ------------------------------------------------------------- file tools
+
+# The command user of the file-tool sandboxes: not the suite's own uid (root
+# in CI), so a file's owner on the host shows whose write it was.
+FILE_USER = 1000
+
+
+def file_project(project: Project) -> list[str]:
+    """The server's arguments for file-tool tests: sandboxes as FILE_USER
+    (the project directory writable by it)."""
+    project.dir.chmod(0o777)
+    return project.args("--sandbox-user", f"{FILE_USER}:{FILE_USER}", compose=False)
+
+
+async def supervised(s: ClientSession, project: Project) -> bool:
+    """True when the sandbox runs odek's supervisor; without it (ODEK_SUPERVISOR
+    unset or empty) the file tools are refused naming the fix, nothing
+    written — checked here, and the caller returns."""
+    if (await ok(s, "describe"))["environment"]["supervisor"]["on"]:
+        return True
+    assert not os.environ.get("ODEK_SUPERVISOR"), "ODEK_SUPERVISOR names a supervisor, yet it is off"
+    err = await refused(s, "write_file", path="made.txt", content="x")
+    assert "supervisor" in err and "ODEK_SUPERVISOR=" in err and "nothing was done" in err, err
+    assert not (project.dir / "made.txt").exists()
+    return False
+
+
+def test_file_tools_round_trip_large_and_binary_content(project):
+    """300 KiB of text (far over what a shell argument carries) through
+    write_file and back through read_file, in pieces too; binary content in
+    base64 and refused as text; the host file is the command user's; a
+    listing with types."""
+    text = "".join(f"{i:08} the quick brown fox jumps over the lazy dog, café\n" for i in range(6000))
+    assert len(text.encode()) > 300 * 1024
+    blob = bytes(range(256)) * 300
+
+    async def go():
+        async with session(project, args=file_project(project)) as (s, _):
+            if not await supervised(s, project):
+                return
+            w = await ok(s, "write_file", path="src/deep/big.txt", content=text)
+            assert (w["path"], w["bytes_written"], w["created"]) == ("/workspace/src/deep/big.txt", len(text.encode()), True), w
+            host = project.dir / "src" / "deep" / "big.txt"
+            assert host.read_text() == text
+            st = host.stat()
+            assert (st.st_uid, st.st_gid) == (FILE_USER, FILE_USER), "not the command user's"
+            r = await ok(s, "read_file", path="src/deep/big.txt")
+            assert r["content"] == text
+            assert (r["size"], r["offset"], r["truncated"], r["next_offset"], r["limit"]) == (len(text.encode()), 0, False, None, 4194304), {k: v for k, v in r.items() if k != "content"}
+            piece = await ok(s, "read_file", path="/workspace/src/deep/big.txt", offset=9, length=20)
+            assert piece["content"] == text[9:29] and piece["truncated"] and piece["next_offset"] == 29
+            # Binary, in base64.
+            b64 = __import__("base64").b64encode(blob).decode()
+            await ok(s, "write_file", path="bin/blob", content=b64, encoding="base64")
+            assert (project.dir / "bin" / "blob").read_bytes() == blob
+            r = await ok(s, "read_file", path="bin/blob", encoding="base64")
+            assert r["content"] == b64 and r["encoding"] == "base64"
+            err = await refused(s, "read_file", path="bin/blob")
+            assert "not UTF-8" in err and "base64" in err, err
+            # A listing.
+            (project.dir / "link").symlink_to("src")
+            l = await ok(s, "list_directory", path=".")
+            assert l["listing"] == "[DIR] bin\n[SYMLINK] link -> src\n[DIR] src", l["listing"]
+            assert [(e["name"], e["type"]) for e in l["entries"]] == [("bin", "dir"), ("link", "symlink"), ("src", "dir")]
+            err = await refused(s, "read_file", path="nope.txt")
+            assert "does not exist in the sandbox" in err, err
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_edit_file_refuses_ambiguous_and_absent_text_leaving_the_file(project):
+    async def go():
+        async with session(project, args=file_project(project)) as (s, _):
+            if not await supervised(s, project):
+                return
+            f = project.dir / "a.py"
+            before = "x = 1\ny = 2\nx = 1\n"
+            f.write_text(before)
+            st = f.stat()
+            err = await refused(s, "edit_file", path="a.py", edits=[{"oldText": "y = 2", "newText": "y = 3"},
+                                                                    {"oldText": "x = 1", "newText": "x = 9"}])
+            assert "more than once" in err and "edit 2 of 2" in err and "nothing was written" in err, err
+            err = await refused(s, "edit_file", path="a.py", edits=[{"oldText": "z = 0", "newText": "z = 1"}])
+            assert "not in /workspace/a.py" in err and "nothing was written" in err, err
+            after = f.stat()
+            assert f.read_text() == before
+            assert (after.st_ino, after.st_mtime_ns) == (st.st_ino, st.st_mtime_ns), "the file was rewritten"
+            r = await ok(s, "edit_file", path="a.py", edits=[{"oldText": "y = 2", "newText": "y = 3"}])
+            assert r["diff"] == "--- a/workspace/a.py\n+++ b/workspace/a.py\n@@ -1,3 +1,3 @@\n x = 1\n-y = 2\n+y = 3\n x = 1\n", r
+            assert f.read_text() == "x = 1\ny = 3\nx = 1\n"
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_write_file_to_a_read_only_workspace_is_refused_naming_why(project):
+    async def go():
+        async with session(project, args=file_project(project)) as (s, _):
+            if not await supervised(s, project):
+                return
+            child = await ok(s, "sandbox_narrow", readonly=True)
+            err = await refused(s, "write_file", sandbox_id=child["sandbox_id"], path="new.txt", content="x")
+            assert "read-only" in err and "sandbox_readonly" in err and "EROFS" in err and "nothing was written" in err, err
+            assert not (project.dir / "new.txt").exists()
+            # The parent's workspace stays writable; the child can read.
+            await ok(s, "write_file", path="new.txt", content="from the parent")
+            r = await ok(s, "read_file", sandbox_id=child["sandbox_id"], path="new.txt")
+            assert r["content"] == "from the parent"
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_a_planted_symlink_is_followed_inside_the_sandbox_only(project, tmp_path):
+    """A symlink in /workspace naming a host path outside the workdir (a host
+    file in the host's /tmp) and one naming /etc/hostname resolve in the
+    sandbox's own file system: the host file is neither read nor written
+    (its content, inode and times unchanged), /etc/hostname is the
+    container's."""
+    import tempfile
+    fd, name = tempfile.mkstemp(prefix="odek-mcp-canary-", dir="/tmp")
+    os.write(fd, b"HOST SECRET\n")
+    os.close(fd)
+    canary = Path(name)
+    canary.chmod(0o666)
+    before = canary.stat()
+
+    async def go():
+        async with session(project, args=file_project(project)) as (s, _):
+            if not await supervised(s, project):
+                return
+            (project.dir / "to-host").symlink_to(canary)
+            (project.dir / "hostname").symlink_to("/etc/hostname")
+            err = await refused(s, "read_file", path="to-host")
+            assert "does not exist in the sandbox" in err and "HOST SECRET" not in err, err
+            r = await ok(s, "read_file", path="hostname")
+            cid = containers_for(project.dir)[0]
+            assert cid.startswith(r["content"].strip()), (r["content"], cid)
+            assert r["content"] != Path("/etc/hostname").read_text()
+            w = await ok(s, "write_file", path="to-host", content="through the link\n")
+            assert w["path"] == str(canary), w
+            r = await ok(s, "read_file", path=str(canary))
+            assert r["content"] == "through the link\n"
+            assert (project.dir / "to-host").is_symlink()
+
+    try:
+        run(go())
+        after = canary.stat()
+        assert (after.st_ino, after.st_size, after.st_mtime_ns, after.st_atime_ns) == \
+            (before.st_ino, before.st_size, before.st_mtime_ns, before.st_atime_ns), "the host file was touched"
+        assert canary.read_bytes() == b"HOST SECRET\n"
+    finally:
+        canary.unlink()
+    assert wait_gone(project.dir) == []

@@ -91,6 +91,13 @@
 // Most bytes of stdout or stderr an exec result carries (16 MiB each).
 #define ODEK_EXEC_OUTPUT_LIMIT (16 << 20)
 
+// Most bytes `odek_read_file` returns in one call (4 MiB, before base64).
+#define ODEK_FILE_READ_LIMIT (4 << 20)
+
+// Most bytes `odek_write_file` writes, and the largest file
+// `odek_edit_file` edits (16 MiB, after base64 decoding).
+#define ODEK_FILE_WRITE_LIMIT (16 << 20)
+
 // `stream` of an `odek_output_fn` call: the command's standard output.
 #define ODEK_STREAM_STDOUT 1
 
@@ -169,6 +176,13 @@ enum odek_code_t
   ODEK_E_ENDPOINT = 215,
   // A sub-agent request would widen its parent's sandbox.
   ODEK_E_NARROW = 216,
+  // A file operation in the sandbox (`odek_read_file`, `odek_write_file`,
+  // `odek_edit_file`, `odek_list_directory`) was refused: the path absent
+  // or of the wrong type, not permitted to the sandbox's command user, a
+  // read-only file system, over a size limit, not UTF-8 as text, an edit
+  // whose old text is absent or not unique, or no odek supervisor in the
+  // sandbox. Nothing was written; the message says why and what to do.
+  ODEK_E_FILE = 217,
   // Approval (class `config`): the plan needs an approval that was not given.
   ODEK_E_APPROVAL_REQUIRED = 300,
   // The approval does not match the plan.
@@ -458,6 +472,103 @@ odek_error_t *odek_exec_cancellable(const odek_sandbox_t *sandbox,
                                     const char *request_json,
                                     const odek_cancel_t *cancel,
                                     char **result_json_out);
+
+// Reads (part of) a file inside the sandbox, as its command user with its
+// mounts (never the host's file system; symlinks resolve in the sandbox;
+// docs/SANDBOXING.md "File tools").
+//
+// `request_json` (`"odek.read-file-request/1"`): `{"path": "src/main.rs"}`
+// (absolute, or relative to `/workspace`), optional `"encoding": "utf-8"`
+// (default) or `"base64"`, `"offset"` (bytes, default 0), `"length"`
+// (bytes, default and at most `ODEK_FILE_READ_LIMIT`, 4 MiB).
+// `*result_json_out` (`"odek.read-file-result/1"`): `{"schema", "path",
+// "encoding", "content", "size", "offset", "length", "truncated",
+// "next_offset", "limit"}`; `truncated` is true when the file goes on
+// after this piece (read on from `next_offset`). Blocks. `cancel` (NULL:
+// not cancellable) stops the call with `ODEK_E_CANCELLED`.
+//
+// Errors: `ODEK_E_FILE` (absent, a directory, not permitted, not UTF-8 as
+// text: use base64; the sandbox has no odek supervisor: nothing ran, the
+// message names `ODEK_SUPERVISOR`); `ODEK_E_INVALID_ARGUMENT` (an empty
+// path, a `length` of 0); `ODEK_E_EXEC`, `ODEK_E_SANDBOX_STOPPED`, the
+// daemon's codes.
+//
+// # Safety
+// Valid sandbox handle; NUL-terminated `request_json`; `cancel` NULL or a
+// live cancel handle; writable out.
+odek_error_t *odek_read_file(const odek_sandbox_t *sandbox,
+                             const char *request_json,
+                             const odek_cancel_t *cancel,
+                             char **result_json_out);
+
+// Writes a whole file inside the sandbox, as its command user with its
+// mounts: creates it and its parent directories, or replaces its content
+// (through a temporary file and a rename in its directory, keeping its
+// permission bits; a symlink is followed inside the sandbox). The content
+// goes over the command's stdin, not an argument list.
+//
+// `request_json` (`"odek.write-file-request/1"`): `{"path": "out/a.bin",
+// "content": "…", "encoding": "base64"}` (`encoding` default `"utf-8"`);
+// at most `ODEK_FILE_WRITE_LIMIT` (16 MiB) once decoded.
+// `*result_json_out` (`"odek.write-file-result/1"`): `{"schema", "path"
+// (the file written, symlinks resolved in the sandbox), "bytes_written",
+// "created"}`. Blocks; `cancel` as `odek_read_file`.
+//
+// Errors: `ODEK_E_FILE` (over the limit; a read-only file system, e.g. a
+// `sandbox_readonly` workspace, which the message names; not permitted;
+// a directory; no supervisor), nothing written; `ODEK_E_INVALID_ARGUMENT`
+// (content that is not base64); as `odek_read_file`.
+//
+// # Safety
+// As `odek_read_file`.
+odek_error_t *odek_write_file(const odek_sandbox_t *sandbox,
+                              const char *request_json,
+                              const odek_cancel_t *cancel,
+                              char **result_json_out);
+
+// Edits a UTF-8 file inside the sandbox by exact-text replacements, as
+// its command user, and writes it back as `odek_write_file` does.
+//
+// `request_json` (`"odek.edit-file-request/1"`): `{"path": "a.py",
+// "edits": [{"oldText": "x = 1", "newText": "x = 2"}]}`, applied in order,
+// each to the text the earlier ones left; every `oldText` must occur
+// exactly once. `*result_json_out` (`"odek.edit-file-result/1"`):
+// `{"schema", "path", "diff" (unified, empty when nothing changed),
+// "edits"}`. Not atomic against a process in the sandbox writing the
+// same file meanwhile. Blocks; `cancel` as `odek_read_file`.
+//
+// Errors: `ODEK_E_FILE` when an `oldText` is absent or occurs more than
+// once (nothing written; the message names the edit), the file is over
+// `ODEK_FILE_WRITE_LIMIT` or not UTF-8; `ODEK_E_INVALID_ARGUMENT` (no
+// edits); as `odek_write_file`.
+//
+// # Safety
+// As `odek_read_file`.
+odek_error_t *odek_edit_file(const odek_sandbox_t *sandbox,
+                             const char *request_json,
+                             const odek_cancel_t *cancel,
+                             char **result_json_out);
+
+// Lists a directory inside the sandbox, as its command user.
+//
+// `request_json` (`"odek.list-directory-request/1"`): `{"path": "."}`
+// (absolute, or relative to `/workspace`). `*result_json_out`
+// (`"odek.list-directory-result/1"`): `{"schema", "path", "entries":
+// [{"name", "type" ("file", "dir", "symlink", "other"; a symlink is not
+// followed), "size" (files), "target" (symlinks)}], "listing"}` sorted by
+// name; `listing` is one line per entry (`[FILE] name`, `[DIR] name`,
+// `[SYMLINK] name -> target`, `[OTHER] name`). Blocks; `cancel` as
+// `odek_read_file`.
+//
+// Errors: `ODEK_E_FILE` (absent, not a directory, not permitted, no
+// supervisor); as `odek_read_file`.
+//
+// # Safety
+// As `odek_read_file`.
+odek_error_t *odek_list_directory(const odek_sandbox_t *sandbox,
+                                  const char *request_json,
+                                  const odek_cancel_t *cancel,
+                                  char **result_json_out);
 
 // Derives a sub-agent's plan from its parent's resolved plan (SPEC §8),
 // never from Docker. `request_json` (`"odek.narrow-request/1"`):

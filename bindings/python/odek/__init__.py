@@ -68,6 +68,7 @@ from ._errors import (
     DaemonUnreachableError,
     CancelledError,
     DockerRejectedError,
+    FileError,
     ForkedError,
     ImageUnavailableError,
     InvalidHandleError,
@@ -83,6 +84,15 @@ from ._ffi import (
     abi_version,
     library_path,
     version,
+)
+from ._files import (
+    FILE_READ_LIMIT,
+    FILE_WRITE_LIMIT,
+    DirectoryListing,
+    DirEntry,
+    FileContent,
+    FileEdited,
+    FileWritten,
 )
 from ._results import Description, EnvironmentNetwork, ExecResult, Peer, SandboxInfo
 from ._stream import AsyncExecStream, ExecStream, OutputChunk
@@ -128,6 +138,14 @@ __all__ = [
     "InvalidHandleError",
     "ForkedError",
     "ConfigError",
+    "FileError",
+    "FILE_READ_LIMIT",
+    "FILE_WRITE_LIMIT",
+    "FileContent",
+    "FileWritten",
+    "FileEdited",
+    "DirEntry",
+    "DirectoryListing",
     "ApprovalError",
     "ApprovalRequiredError",
     "DockerRejectedError",

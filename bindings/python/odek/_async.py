@@ -41,6 +41,7 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
+    Tuple,
     Type,
     TypeVar,
     Union,
@@ -57,6 +58,7 @@ from ._client import (
     _resolve_and_launch,
     _warn_launch,
 )
+from ._files import DirectoryListing, FileContent, FileEdited, FileWritten
 from ._results import Description, ExecResult, SandboxInfo
 from ._stream import AsyncExecStream
 from ._types import Approval, Plan
@@ -196,6 +198,25 @@ class AsyncSandbox:
         """
         return await _run_cancellable(self._executor, self._sync.exec, argv, shell=shell, env=env,
                                       timeout=timeout, workdir=workdir)
+
+    async def read_file(self, path: str, *, binary: bool = False, offset: Optional[int] = None,
+                        length: Optional[int] = None) -> FileContent:
+        """As :meth:`odek.Sandbox.read_file`, awaited."""
+        return await _run_cancellable(self._executor, self._sync.read_file, path, binary=binary,
+                                      offset=offset, length=length)
+
+    async def write_file(self, path: str, content: Union[str, bytes]) -> FileWritten:
+        """As :meth:`odek.Sandbox.write_file`, awaited."""
+        return await _run_cancellable(self._executor, self._sync.write_file, path, content)
+
+    async def edit_file(self, path: str,
+                        edits: Sequence[Union[Tuple[str, str], Mapping[str, str]]]) -> FileEdited:
+        """As :meth:`odek.Sandbox.edit_file`, awaited."""
+        return await _run_cancellable(self._executor, self._sync.edit_file, path, edits)
+
+    async def list_directory(self, path: str = ".") -> DirectoryListing:
+        """As :meth:`odek.Sandbox.list_directory`, awaited."""
+        return await _run_cancellable(self._executor, self._sync.list_directory, path)
 
     def exec_stream(
         self,

@@ -7,7 +7,7 @@ import json as _json
 import math
 import os
 import warnings
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _cancel, _ffi
 from ._cancel import CancelToken
@@ -18,6 +18,7 @@ from ._types import Approval, ApprovalRequest, Plan
 from ._view import ConfigView
 
 if TYPE_CHECKING:
+    from ._files import DirectoryListing, FileContent, FileEdited, FileWritten
     from ._stream import ExecStream
 
 __all__ = ["Client", "Sandbox", "launch", "narrow"]
@@ -465,6 +466,84 @@ class Sandbox(Managed[Any]):
         return ExecResult.from_json(
             _ffi.call_str("odek_exec_cancellable", h, req, _cancel.arg(cancel))
         )
+
+    def read_file(self, path: str, *, binary: bool = False, offset: Optional[int] = None,
+                  length: Optional[int] = None,
+                  cancel: Optional[CancelToken] = None) -> "FileContent":
+        """Reads (part of) a file inside the sandbox, as its command user with
+        its mounts (never the host's file system). Blocks.
+
+        Args:
+            path (str): absolute, or relative to ``/workspace``.
+            binary (bool): return ``bytes`` (sent as base64) instead of text.
+            offset (int | None): first byte (default 0).
+            length (int | None): most bytes (default and at most
+                :data:`odek.FILE_READ_LIMIT`, 4 MiB).
+            cancel (CancelToken | None): stops the call (:class:`CancelledError`).
+
+        Returns:
+            FileContent: ``content`` and the file's ``size``; ``truncated``
+            and ``next_offset`` say whether and where it goes on.
+
+        Raises:
+            FileError: absent, a directory, not permitted, not UTF-8 as
+                text (use ``binary=True``), or no supervisor in the sandbox (217).
+            MissingFunctionError: the loaded libodek predates file tools.
+        """
+        from ._files import read_file
+
+        return read_file(self._handle(), path, binary=binary, offset=offset, length=length,
+                         cancel=cancel)
+
+    def write_file(self, path: str, content: Union[str, bytes], *,
+                   cancel: Optional[CancelToken] = None) -> "FileWritten":
+        """Creates or replaces a whole file inside the sandbox, as its command
+        user with its mounts: parent directories are created, a replaced file
+        keeps its permissions (a temporary file and a rename), a symlink is
+        followed inside the sandbox. ``str`` is written as UTF-8, ``bytes`` as
+        they are (at most :data:`odek.FILE_WRITE_LIMIT`, 16 MiB); the content
+        goes over stdin, not an argument list. Blocks.
+
+        Raises:
+            FileError: over the limit, a read-only file system (e.g. a
+                ``sandbox_readonly`` workspace, named in the message), not
+                permitted, a directory, or no supervisor (217); nothing written.
+            MissingFunctionError: the loaded libodek predates file tools.
+        """
+        from ._files import write_file
+
+        return write_file(self._handle(), path, content, cancel=cancel)
+
+    def edit_file(self, path: str, edits: Sequence[Union[Tuple[str, str], Mapping[str, str]]], *,
+                  cancel: Optional[CancelToken] = None) -> "FileEdited":
+        """Edits a UTF-8 file inside the sandbox by exact replacements and
+        writes it back: ``edits`` are ``(old, new)`` pairs (or
+        ``{"oldText", "newText"}`` dicts) applied in order; each old text must
+        occur exactly once. Not atomic against a process in the sandbox
+        writing the same file meanwhile. Blocks.
+
+        Returns:
+            FileEdited: ``diff`` is the unified diff.
+
+        Raises:
+            FileError: an old text absent or found more than once (nothing
+                written; the message names the edit), and as :meth:`write_file`.
+        """
+        from ._files import edit_file
+
+        return edit_file(self._handle(), path, edits, cancel=cancel)
+
+    def list_directory(self, path: str = ".", *,
+                       cancel: Optional[CancelToken] = None) -> "DirectoryListing":
+        """Lists a directory inside the sandbox, as its command user (a
+        symlink is not followed). Blocks.
+
+        Raises:
+            FileError: absent, not a directory, not permitted, or no supervisor (217).
+        """
+        from ._files import list_directory
+
+        return list_directory(self._handle(), path, cancel=cancel)
 
     def exec_stream(
         self,

@@ -52,6 +52,7 @@ CODES: Dict[str, int] = {
     "VOLUME": 214,
     "ENDPOINT": 215,
     "NARROW": 216,
+    "FILE": 217,
     "APPROVAL_REQUIRED": 300,
     "APPROVAL_MISMATCH": 301,
     "APPROVAL_NETWORKS_CHANGED": 302,
@@ -143,6 +144,16 @@ class ConfigError(OdekError):
     """
 
 
+class FileError(ConfigError):
+    """A file operation in the sandbox was refused (217, class ``config``):
+    the path absent or of the wrong type, not permitted to the sandbox's
+    command user, a read-only file system (a ``sandbox_readonly``
+    workspace), over a size limit, not UTF-8 text, an edit whose old text
+    is absent or not unique, or no odek supervisor in the sandbox. Nothing
+    was written; the message says why and what to do.
+    """
+
+
 class ApprovalError(ConfigError):
     """Project settings were not (or no longer) approved (3xx, class ``config``)."""
 
@@ -178,6 +189,7 @@ _BY_CODE: Dict[int, Type[OdekError]] = {
     CODES["INVALID_HANDLE"]: InvalidHandleError,
     CODES["FORKED"]: ForkedError,
     CODES["APPROVAL_REQUIRED"]: ApprovalRequiredError,
+    CODES["FILE"]: FileError,
 }
 
 _BY_AREA: Dict[int, Type[OdekError]] = {

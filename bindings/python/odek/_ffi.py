@@ -146,6 +146,10 @@ FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
         ErrorPtr,
         [SandboxPtr, c_char_p, CancelPtr, StdinPtr, OutputFn, c_void_p, POINTER(OwnedStr)],
     ),
+    "odek_read_file": (ErrorPtr, [SandboxPtr, c_char_p, CancelPtr, POINTER(OwnedStr)]),
+    "odek_write_file": (ErrorPtr, [SandboxPtr, c_char_p, CancelPtr, POINTER(OwnedStr)]),
+    "odek_edit_file": (ErrorPtr, [SandboxPtr, c_char_p, CancelPtr, POINTER(OwnedStr)]),
+    "odek_list_directory": (ErrorPtr, [SandboxPtr, c_char_p, CancelPtr, POINTER(OwnedStr)]),
     "odek_error_code": (c_int32, [ErrorPtr]),
     "odek_error_class": (c_char_p, [ErrorPtr]),
     "odek_error_message": (c_char_p, [ErrorPtr]),
@@ -251,6 +255,10 @@ ADDED_IN_ABI_1 = {
     "odek_stdin_close": "stdin for a command (Sandbox.exec_stream(stdin=...))",
     "odek_stdin_free": "stdin for a command (Sandbox.exec_stream(stdin=...))",
     "odek_exec_stream_stdin": "stdin for a command (Sandbox.exec_stream(stdin=...))",
+    "odek_read_file": "file tools (Sandbox.read_file)",
+    "odek_write_file": "file tools (Sandbox.write_file)",
+    "odek_edit_file": "file tools (Sandbox.edit_file)",
+    "odek_list_directory": "file tools (Sandbox.list_directory)",
 }
 
 
@@ -401,6 +409,15 @@ def call_str(fn_name: str, *args: Any) -> str:
     out = OwnedStr()
     err = getattr(L, fn_name)(*args, ctypes.byref(out))
     check(err)
+    return take_string(out)
+
+
+def call_str_required(fn_name: str, *args: Any) -> str:
+    """:func:`call_str` of a function of :data:`ADDED_IN_ABI_1`
+    (:class:`MissingFunctionError` when the library predates it)."""
+    fn = require(fn_name)
+    out = OwnedStr()
+    check(fn(*args, ctypes.byref(out)))
     return take_string(out)
 
 

@@ -332,6 +332,104 @@ class ConfigViewDoc(TypedDict):
     supervisor: Optional[SupervisorDoc]
 
 
+class _ReadFileRequestRequired(TypedDict):
+    path: str
+
+
+class ReadFileRequestDoc(_ReadFileRequestRequired, total=False):
+    """``odek.read-file-request/1`` (``odek_read_file``)."""
+
+    schema: str
+    encoding: str
+    offset: int
+    length: int
+
+
+class ReadFileResultDoc(TypedDict):
+    """``odek.read-file-result/1``."""
+
+    schema: str
+    path: str
+    encoding: str
+    content: str
+    size: int
+    offset: int
+    length: int
+    truncated: bool
+    next_offset: Optional[int]
+    limit: int
+
+
+class _WriteFileRequestRequired(TypedDict):
+    path: str
+    content: str
+
+
+class WriteFileRequestDoc(_WriteFileRequestRequired, total=False):
+    """``odek.write-file-request/1`` (``odek_write_file``)."""
+
+    schema: str
+    encoding: str
+
+
+class WriteFileResultDoc(TypedDict):
+    """``odek.write-file-result/1``."""
+
+    schema: str
+    path: str
+    bytes_written: int
+    created: bool
+
+
+FileEditDoc = TypedDict("FileEditDoc", {"oldText": str, "newText": str})
+FileEditDoc.__doc__ = "One edit of ``odek.edit-file-request/1``."
+
+
+class _EditFileRequestRequired(TypedDict):
+    path: str
+    edits: List[FileEditDoc]
+
+
+class EditFileRequestDoc(_EditFileRequestRequired, total=False):
+    """``odek.edit-file-request/1`` (``odek_edit_file``)."""
+
+    schema: str
+
+
+class EditFileResultDoc(TypedDict):
+    """``odek.edit-file-result/1``."""
+
+    schema: str
+    path: str
+    diff: str
+    edits: int
+
+
+class _ListDirectoryRequestRequired(TypedDict):
+    path: str
+
+
+class ListDirectoryRequestDoc(_ListDirectoryRequestRequired, total=False):
+    """``odek.list-directory-request/1`` (``odek_list_directory``)."""
+
+    schema: str
+
+
+DirEntryDoc = TypedDict(
+    "DirEntryDoc", {"name": str, "type": str, "size": Optional[int], "target": Optional[str]}
+)
+DirEntryDoc.__doc__ = "One entry of ``odek.list-directory-result/1``."
+
+
+class ListDirectoryResultDoc(TypedDict):
+    """``odek.list-directory-result/1``."""
+
+    schema: str
+    path: str
+    entries: List[DirEntryDoc]
+    listing: str
+
+
 #: Each wire document and where its schema is: (file in ffi/schema, name in
 #: its ``$defs`` or ``None`` for the document itself).
 WIRE_DOCUMENTS: Dict[type, Tuple[str, Optional[str]]] = {
@@ -355,6 +453,16 @@ WIRE_DOCUMENTS: Dict[type, Tuple[str, Optional[str]]] = {
     ConfigViewDoc: ("config-view.json", None),
     ImageViewDoc: ("config-view.json", "ImageView"),
     NetworkViewDoc: ("config-view.json", "NetworkView"),
+    ReadFileRequestDoc: ("read-file-request.json", None),
+    ReadFileResultDoc: ("read-file-result.json", None),
+    WriteFileRequestDoc: ("write-file-request.json", None),
+    WriteFileResultDoc: ("write-file-result.json", None),
+    EditFileRequestDoc: ("edit-file-request.json", None),
+    FileEditDoc: ("edit-file-request.json", "FileEdit"),
+    EditFileResultDoc: ("edit-file-result.json", None),
+    ListDirectoryRequestDoc: ("list-directory-request.json", None),
+    ListDirectoryResultDoc: ("list-directory-result.json", None),
+    DirEntryDoc: ("list-directory-result.json", "DirEntry"),
 }
 
 

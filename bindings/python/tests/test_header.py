@@ -232,8 +232,13 @@ def test_abi_version_and_output_limit_equal_header():
     assert int(m.group(1)) << int(m.group(2)) == odek.EXEC_OUTPUT_LIMIT == 16 * 1024 * 1024
     assert int(d["ODEK_STREAM_STDOUT"]) == _ffi.STREAM_STDOUT
     assert int(d["ODEK_STREAM_STDERR"]) == _ffi.STREAM_STDERR
+    for name, value in (("ODEK_FILE_READ_LIMIT", odek.FILE_READ_LIMIT),
+                        ("ODEK_FILE_WRITE_LIMIT", odek.FILE_WRITE_LIMIT)):
+        m = re.fullmatch(r"\((\d+)\s*<<\s*(\d+)\)", d[name])
+        assert m and int(m.group(1)) << int(m.group(2)) == value, (name, d[name])
     assert set(d) == {"ODEK_ABI_VERSION", "ODEK_EXEC_OUTPUT_LIMIT", "ODEK_STREAM_STDOUT",
-                      "ODEK_STREAM_STDERR"}, "a #define the binding does not know about"
+                      "ODEK_STREAM_STDERR", "ODEK_FILE_READ_LIMIT",
+                      "ODEK_FILE_WRITE_LIMIT"}, "a #define the binding does not know about"
 
 
 

@@ -828,6 +828,45 @@ static void abuse_sandbox_params(struct ctx *c)
         expect_err(odek_exec(c->sandbox, exec_shapes[i], &s1), ODEK_E_INVALID_ARGUMENT, what);
         reclaim_str(&s1);
     }
+
+    printf("--- odek_read_file, odek_write_file, odek_edit_file, odek_list_directory\n");
+    {
+        typedef odek_error_t *(*file_fn)(const odek_sandbox_t *, const char *, const odek_cancel_t *, char **);
+        static const struct {
+            file_fn fn;
+            const char *name;
+            const char *ok;
+        } files[] = {
+            {odek_read_file, "odek_read_file", "{\"path\":\"a.txt\"}"},
+            {odek_write_file, "odek_write_file", "{\"path\":\"a.txt\",\"content\":\"x\"}"},
+            {odek_edit_file, "odek_edit_file", "{\"path\":\"a.txt\",\"edits\":[{\"oldText\":\"x\",\"newText\":\"y\"}]}"},
+            {odek_list_directory, "odek_list_directory", "{\"path\":\".\"}"},
+        };
+        size_t f;
+        for (f = 0; f < sizeof files / sizeof files[0]; f++) {
+            for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+                snprintf(what, sizeof what, "%s(sandbox=%s)", files[f].name, bad[i].label);
+                expect_err(files[f].fn(bad[i].h, files[f].ok, NULL, &s1), bad[i].code, what);
+            }
+            snprintf(what, sizeof what, "%s(request=NULL)", files[f].name);
+            expect_err(files[f].fn(c->sandbox, NULL, NULL, &s1), ODEK_E_NULL_POINTER, what);
+            snprintf(what, sizeof what, "%s(out=NULL)", files[f].name);
+            expect_err(files[f].fn(c->sandbox, files[f].ok, NULL, NULL), ODEK_E_NULL_POINTER, what);
+            snprintf(what, sizeof what, "%s(bad UTF-8)", files[f].name);
+            expect_err(files[f].fn(c->sandbox, BAD_UTF8, NULL, &s1), ODEK_E_INVALID_UTF8, what);
+            for (i = 0; i < N_BAD_JSON; i++) {
+                snprintf(what, sizeof what, "%s(invalid JSON '%s')", files[f].name, BAD_JSON[i]);
+                expect_err(files[f].fn(c->sandbox, BAD_JSON[i], NULL, &s1), ODEK_E_INVALID_JSON, what);
+            }
+            snprintf(what, sizeof what, "%s(unknown member)", files[f].name);
+            expect_err(files[f].fn(c->sandbox, "{\"path\":\"a\",\"nope\":1}", NULL, &s1),
+                       ODEK_E_INVALID_ARGUMENT, what);
+            /* The fake engine's sandbox has no odek supervisor: refused, nothing ran. */
+            snprintf(what, sizeof what, "%s(no supervisor)", files[f].name);
+            expect_err(files[f].fn(c->sandbox, files[f].ok, NULL, &s1), ODEK_E_FILE, what);
+        }
+        result(s1 == STR_SENTINEL, "file calls: out untouched after all errors");
+    }
     result(s1 == STR_SENTINEL, "odek_exec: out untouched after all errors");
 
     printf("--- odek_exec_stream\n");

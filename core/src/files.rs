@@ -1,0 +1,1053 @@
+//! File tools (docs/MCP.md, "File tools"; docs/SANDBOXING.md, "File
+//! tools"): read, write, edit and list files **inside** a sandbox, as its
+//! command user, with its mounts.
+//!
+//! Each operation is one ordinary command of the sandbox: the supervisor
+//! binary's `fs` mode (`/.odek/odek-supervisor fs read|write|list …`, see
+//! `supervisor/src/fs.rs`) run through the supervised exec path
+//! ([`Client::exec_io`]), so it has exactly a command's uid, capabilities
+//! (none), no-new-privs, working directory and mounts. A path and every
+//! symlink in it resolve in the sandbox's mount namespace, never on the
+//! host; a read-only workspace (`sandbox_readonly`) refuses a write with
+//! `EROFS`. Content goes over the command's stdin and stdout, so its size
+//! is bounded by [`FILE_WRITE_LIMIT`] and [`FILE_READ_LIMIT`], not by an
+//! argument list. Nothing depends on the image's programs.
+//!
+//! Without the supervisor (`ODEK_SUPERVISOR=` or a supervisor that did not
+//! start) or on the host (fallback, `--no-sandbox`), every operation is
+//! refused ([`FileErrorKind::NoSupervisor`]) before anything runs: the
+//! Docker exec API would run the operation as the container's user (root,
+//! with the supervisor's capabilities when it has them), and a fallback to
+//! the image's `cat`/`sh` would depend on the image.
+//!
+//! [`Client::edit_file`] reads the file, applies the edits here
+//! ([`apply_edits`], the one implementation every front end uses) and
+//! writes it back; it is not atomic against a process in the sandbox
+//! writing the same file between the read and the write.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use base64::Engine as _;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::client::Client;
+use crate::engine::StreamKind;
+use crate::error::{check_schema_tag, Error, FileError, FileErrorKind, RequestError, Result};
+use crate::exec::{Command, ExecIo, ExecOptions, ExecRequest};
+use crate::sandbox::Sandbox;
+
+/// The directory a relative path resolves against: the sandbox's
+/// workspace, the developer's live checkout.
+pub const WORKSPACE: &str = "/workspace";
+
+/// Most bytes one [`Client::read_file`] returns (4 MiB, before base64):
+/// a larger file is read in pieces with `offset` and `length`.
+pub const FILE_READ_LIMIT: u64 = 4 << 20;
+
+/// Most bytes [`Client::write_file`] writes, and the largest file
+/// [`Client::edit_file`] edits (16 MiB, after base64 decoding).
+pub const FILE_WRITE_LIMIT: u64 = 16 << 20;
+
+/// How long one file operation may take before it is killed.
+const FILE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Most bytes of an operation's stderr kept (its refusal is one line).
+const STDERR_KEEP: usize = 64 * 1024;
+
+/// Schema tag of [`ReadFileResult`].
+pub const READ_FILE_RESULT_SCHEMA: &str = "odek.read-file-result/1";
+/// Schema tag of [`WriteFileResult`].
+pub const WRITE_FILE_RESULT_SCHEMA: &str = "odek.write-file-result/1";
+/// Schema tag of [`EditFileResult`].
+pub const EDIT_FILE_RESULT_SCHEMA: &str = "odek.edit-file-result/1";
+/// Schema tag of [`ListDirectoryResult`].
+pub const LIST_DIRECTORY_RESULT_SCHEMA: &str = "odek.list-directory-result/1";
+
+/// How file content travels as a JSON string.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum FileEncoding {
+    /// UTF-8 text (the default). Reading bytes that are not UTF-8 as text
+    /// is refused.
+    #[default]
+    #[serde(rename = "utf-8", alias = "utf8")]
+    Utf8,
+    /// Any bytes, as standard base64 with padding.
+    #[serde(rename = "base64")]
+    Base64,
+}
+
+/// A read of (part of) a file in the sandbox (`"odek.read-file-request/1"`,
+/// `odek_read_file`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "odek.read-file-request/1")]
+pub struct ReadFileRequest {
+    /// Optional schema tag, `"odek.read-file-request/1"`.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// The file, inside the sandbox; a relative path is under `/workspace`.
+    pub path: String,
+    /// `"utf-8"` (default) or `"base64"`.
+    #[serde(default)]
+    pub encoding: FileEncoding,
+    /// The first byte to read (default 0).
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Most bytes to read (default and maximum: 4 MiB, 4194304).
+    #[serde(default)]
+    pub length: Option<u64>,
+}
+
+/// What [`Client::read_file`] read (`"odek.read-file-result/1"`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "odek.read-file-result/1")]
+pub struct ReadFileResult {
+    /// Always `"odek.read-file-result/1"`.
+    pub schema: String,
+    /// The file read (absolute, inside the sandbox).
+    pub path: String,
+    /// The encoding of `content`: `"utf-8"` or `"base64"`.
+    pub encoding: FileEncoding,
+    /// The bytes read: text, or base64.
+    pub content: String,
+    /// The file's whole size in bytes.
+    pub size: u64,
+    /// The first byte read.
+    pub offset: u64,
+    /// How many bytes `content` holds (before base64). As text, a piece
+    /// that would end inside a UTF-8 character ends before it.
+    pub length: u64,
+    /// True when the file goes on after this piece (`next_offset` reads on).
+    pub truncated: bool,
+    /// Where the next piece starts when `truncated`, else null.
+    pub next_offset: Option<u64>,
+    /// Most bytes one read returns (4194304, 4 MiB).
+    pub limit: u64,
+}
+
+/// A write of a whole file in the sandbox (`"odek.write-file-request/1"`,
+/// `odek_write_file`): creates the file and its parent directories, or
+/// replaces its content (keeping its permission bits).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "odek.write-file-request/1")]
+pub struct WriteFileRequest {
+    /// Optional schema tag, `"odek.write-file-request/1"`.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// The file, inside the sandbox; a relative path is under `/workspace`.
+    pub path: String,
+    /// The new content, as `encoding` says: at most 16 MiB (16777216
+    /// bytes) once decoded.
+    pub content: String,
+    /// `"utf-8"` (default) or `"base64"`.
+    #[serde(default)]
+    pub encoding: FileEncoding,
+}
+
+/// What [`Client::write_file`] wrote (`"odek.write-file-result/1"`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "odek.write-file-result/1")]
+pub struct WriteFileResult {
+    /// Always `"odek.write-file-result/1"`.
+    pub schema: String,
+    /// The file written (absolute, inside the sandbox, symlinks resolved
+    /// there).
+    pub path: String,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// True when the file did not exist before.
+    pub created: bool,
+}
+
+/// One exact-text replacement of an edit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileEdit {
+    /// The text to replace: it must occur exactly once in the file (as the
+    /// earlier edits left it), whitespace and line endings included.
+    #[serde(rename = "oldText")]
+    pub old_text: String,
+    /// The text that replaces it.
+    #[serde(rename = "newText")]
+    pub new_text: String,
+}
+
+/// Exact-text edits of a UTF-8 file in the sandbox
+/// (`"odek.edit-file-request/1"`, `odek_edit_file`): applied in order,
+/// all or none.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "odek.edit-file-request/1")]
+pub struct EditFileRequest {
+    /// Optional schema tag, `"odek.edit-file-request/1"`.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// The file, inside the sandbox; a relative path is under `/workspace`.
+    pub path: String,
+    /// The replacements, applied in order; an `oldText` that is absent or
+    /// occurs more than once refuses the whole edit (nothing is written).
+    pub edits: Vec<FileEdit>,
+}
+
+/// What [`Client::edit_file`] changed (`"odek.edit-file-result/1"`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "odek.edit-file-result/1")]
+pub struct EditFileResult {
+    /// Always `"odek.edit-file-result/1"`.
+    pub schema: String,
+    /// The file edited (absolute, inside the sandbox).
+    pub path: String,
+    /// The change as a unified diff (3 lines of context; empty when the
+    /// edits changed nothing, and then nothing was written).
+    pub diff: String,
+    /// How many edits were applied.
+    pub edits: u64,
+}
+
+/// A listing of one directory in the sandbox
+/// (`"odek.list-directory-request/1"`, `odek_list_directory`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "odek.list-directory-request/1")]
+pub struct ListDirectoryRequest {
+    /// Optional schema tag, `"odek.list-directory-request/1"`.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// The directory, inside the sandbox; a relative path is under
+    /// `/workspace` (`"."` is `/workspace` itself).
+    pub path: String,
+}
+
+/// The type of a directory entry (a symlink is not followed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryType {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (`target` is its text).
+    Symlink,
+    /// Anything else: a FIFO, a socket, a device.
+    Other,
+}
+
+/// One entry of a directory listing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DirEntry {
+    /// The entry's name.
+    pub name: String,
+    /// What it is.
+    #[serde(rename = "type")]
+    pub entry_type: EntryType,
+    /// A regular file's size in bytes; null for the rest.
+    pub size: Option<u64>,
+    /// A symlink's target as written in the link; null for the rest.
+    pub target: Option<String>,
+}
+
+/// What [`Client::list_directory`] found (`"odek.list-directory-result/1"`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "odek.list-directory-result/1")]
+pub struct ListDirectoryResult {
+    /// Always `"odek.list-directory-result/1"`.
+    pub schema: String,
+    /// The directory listed (absolute, inside the sandbox).
+    pub path: String,
+    /// Its entries, sorted by name.
+    pub entries: Vec<DirEntry>,
+    /// The entries one a line, `[FILE] name`, `[DIR] name`, `[SYMLINK]
+    /// name -> target` or `[OTHER] name`.
+    pub listing: String,
+}
+
+/// `path` as the sandbox sees it: absolute as given, relative under
+/// [`WORKSPACE`]. Errors (usage): empty, or holding a NUL byte.
+pub fn sandbox_path(path: &str) -> std::result::Result<String, RequestError> {
+    if path.is_empty() {
+        return Err(RequestError(
+            "`path` is empty: name a file inside the sandbox, e.g. \"src/main.rs\" (under /workspace) or \"/tmp/out.txt\"".into(),
+        ));
+    }
+    if path.contains('\0') {
+        return Err(RequestError("`path` holds a NUL byte".into()));
+    }
+    if path.starts_with('/') {
+        Ok(path.to_string())
+    } else if path == "." {
+        Ok(WORKSPACE.to_string())
+    } else {
+        Ok(format!(
+            "{WORKSPACE}/{}",
+            path.strip_prefix("./").unwrap_or(path)
+        ))
+    }
+}
+
+/// A refusal of `kind` for `path`.
+fn refused(kind: FileErrorKind, path: &str, message: String) -> Error {
+    Error::File(FileError {
+        kind,
+        path: path.to_string(),
+        message,
+    })
+}
+
+/// How many times `needle` occurs in `hay`, overlapping ones counted, up to
+/// 2 (all an edit needs to know).
+fn occurrences(hay: &str, needle: &str) -> usize {
+    let mut n = 0;
+    let mut from = 0;
+    while let Some(at) = hay[from..].find(needle) {
+        n += 1;
+        if n == 2 {
+            break;
+        }
+        let start = from + at;
+        // The next char boundary after this match's start.
+        from = start + hay[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    n
+}
+
+/// Applies `edits` to `text` in order, each to the text the earlier ones
+/// left: every `old_text` must occur exactly once. Returns the new text.
+///
+/// Errors ([`Error::File`], nothing is changed): an empty `edits`
+/// (usage), an empty or absent `old_text` ([`FileErrorKind::EditNotFound`]),
+/// one found more than once ([`FileErrorKind::EditAmbiguous`]); the
+/// message names the edit (1-based) and the fix.
+pub fn apply_edits(path: &str, text: &str, edits: &[FileEdit]) -> Result<String> {
+    if edits.is_empty() {
+        return Err(Error::Usage(
+            "`edits` is empty: pass at least one {\"oldText\", \"newText\"}".into(),
+        ));
+    }
+    let total = edits.len();
+    let mut text = text.to_string();
+    for (i, e) in edits.iter().enumerate() {
+        let which = if total == 1 {
+            "the edit".to_string()
+        } else {
+            format!("edit {} of {total}", i + 1)
+        };
+        if e.old_text.is_empty() {
+            return Err(refused(
+                FileErrorKind::EditNotFound,
+                path,
+                format!("{which} has an empty oldText; nothing was written to {path}. Give the exact text to replace (write_file replaces a whole file)"),
+            ));
+        }
+        match occurrences(&text, &e.old_text) {
+            0 => {
+                return Err(refused(
+                    FileErrorKind::EditNotFound,
+                    path,
+                    format!(
+                        "{which}: oldText is not in {path}{}; nothing was written. It must match the file exactly, whitespace and line endings included: read the file and copy the text",
+                        if i > 0 { " (after the earlier edits)" } else { "" }
+                    ),
+                ))
+            }
+            1 => text = text.replacen(&e.old_text, &e.new_text, 1),
+            _ => {
+                return Err(refused(
+                    FileErrorKind::EditAmbiguous,
+                    path,
+                    format!(
+                        "{which}: oldText occurs more than once in {path}{}; nothing was written. Include enough surrounding lines that it matches exactly one place",
+                        if i > 0 { " (after the earlier edits)" } else { "" }
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(text)
+}
+
+/// A unified diff of `old` → `new` for `path` (3 lines of context); empty
+/// when they are equal.
+pub fn unified_diff(path: &str, old: &str, new: &str) -> String {
+    if old == new {
+        return String::new();
+    }
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a{path}"), &format!("b{path}"))
+        .to_string()
+}
+
+/// The supervisor's refusal line (`fs.rs`).
+#[derive(Deserialize)]
+struct FsRefusal {
+    kind: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// The head line of `fs read`.
+#[derive(Deserialize)]
+struct ReadHead {
+    size: u64,
+    offset: u64,
+    length: u64,
+}
+
+/// The line of `fs write`.
+#[derive(Deserialize)]
+struct Written {
+    path: String,
+    bytes: u64,
+    created: bool,
+}
+
+/// The line of `fs list`.
+#[derive(Deserialize)]
+struct Listed {
+    path: String,
+    entries: Vec<DirEntry>,
+}
+
+/// What a write was for, in messages.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Read,
+    Write,
+    List,
+}
+
+impl Client {
+    /// Reads (part of) a file inside `sandbox`, as its command user: at
+    /// most [`FILE_READ_LIMIT`] bytes from `offset` (the result says the
+    /// file's size and whether it goes on).
+    ///
+    /// Errors ([`Error::File`], by [`FileErrorKind`]): the path absent, a
+    /// directory or not a regular file, not readable by the command user;
+    /// text asked for and the bytes are not UTF-8 (`NotUtf8`: read it with
+    /// [`FileEncoding::Base64`]); no supervisor in the sandbox
+    /// (`NoSupervisor`, nothing ran); an empty path or a `length` of 0
+    /// ([`Error::Usage`]); those of [`Client::exec_io`] (the sandbox
+    /// stopped, the daemon gone, `opts.cancel` fired: [`Error::Cancelled`]).
+    pub async fn read_file(
+        &self,
+        sandbox: &Sandbox,
+        req: &ReadFileRequest,
+        opts: &ExecOptions,
+    ) -> Result<ReadFileResult> {
+        check_schema_tag(req.schema.as_deref(), "odek.read-file-request/")?;
+        let path = sandbox_path(&req.path)?;
+        let offset = req.offset.unwrap_or(0);
+        let length = match req.length {
+            Some(0) => {
+                return Err(Error::Usage(
+                    "`length` is 0: give a positive number of bytes, or leave it out".into(),
+                ))
+            }
+            Some(l) => l.min(FILE_READ_LIMIT),
+            None => FILE_READ_LIMIT,
+        };
+        let (head, mut bytes) = self
+            .read_bytes(sandbox, &path, offset, length, opts)
+            .await?;
+        if req.encoding == FileEncoding::Utf8 {
+            if let Err(e) = std::str::from_utf8(&bytes) {
+                let ends_inside = e.error_len().is_none();
+                let more = head.offset + head.length < head.size;
+                if ends_inside && more && e.valid_up_to() > 0 {
+                    // The piece ends inside a character: end it before.
+                    bytes.truncate(e.valid_up_to());
+                } else {
+                    let at = head.offset + e.valid_up_to() as u64;
+                    let hint = if head.offset > 0 && e.valid_up_to() == 0 {
+                        " (the offset may fall inside a character: start elsewhere)"
+                    } else {
+                        ""
+                    };
+                    return Err(refused(
+                        FileErrorKind::NotUtf8,
+                        &path,
+                        format!(
+                            "{path} is not UTF-8 text (an invalid byte at offset {at}){hint}: read it with encoding \"base64\""
+                        ),
+                    ));
+                }
+            }
+        }
+        let length = bytes.len() as u64;
+        let end = head.offset + length;
+        let truncated = end < head.size;
+        let content = match req.encoding {
+            FileEncoding::Utf8 => String::from_utf8(bytes).unwrap_or_default(),
+            FileEncoding::Base64 => base64::engine::general_purpose::STANDARD.encode(&bytes),
+        };
+        Ok(ReadFileResult {
+            schema: READ_FILE_RESULT_SCHEMA.into(),
+            path,
+            encoding: req.encoding,
+            content,
+            size: head.size,
+            offset: head.offset,
+            length,
+            truncated,
+            next_offset: truncated.then_some(end),
+            limit: FILE_READ_LIMIT,
+        })
+    }
+
+    /// Writes a whole file inside `sandbox`, as its command user: creates
+    /// it and its parent directories, or replaces its content through a
+    /// temporary file and a rename in its directory (keeping its
+    /// permission bits; a symlink is followed inside the sandbox). The
+    /// content goes over the command's stdin: at most
+    /// [`FILE_WRITE_LIMIT`] bytes.
+    ///
+    /// Errors ([`Error::File`]): the content over the limit (`TooLarge`,
+    /// nothing written); a read-only file system (`ReadOnly`: a
+    /// `sandbox_readonly` workspace, the message says so); not writable
+    /// by the command user; the path a directory; no supervisor; content
+    /// that is not valid base64 ([`Error::Usage`]); those of
+    /// [`Client::exec_io`].
+    pub async fn write_file(
+        &self,
+        sandbox: &Sandbox,
+        req: &WriteFileRequest,
+        opts: &ExecOptions,
+    ) -> Result<WriteFileResult> {
+        check_schema_tag(req.schema.as_deref(), "odek.write-file-request/")?;
+        let path = sandbox_path(&req.path)?;
+        let bytes = match req.encoding {
+            FileEncoding::Utf8 => req.content.as_bytes().to_vec(),
+            FileEncoding::Base64 => base64::engine::general_purpose::STANDARD
+                .decode(req.content.as_bytes())
+                .map_err(|e| {
+                    Error::Usage(format!(
+                        "`content` is not valid base64 ({e}); nothing was written"
+                    ))
+                })?,
+        };
+        self.write_bytes(sandbox, &path, bytes, opts).await
+    }
+
+    /// Applies exact-text edits to a UTF-8 file inside `sandbox`
+    /// ([`apply_edits`]) and writes it back as [`Client::write_file`]
+    /// does; returns the unified diff. Not atomic against a process in the
+    /// sandbox that writes the file between this read and write.
+    ///
+    /// Errors: an edit that does not apply (`EditNotFound`,
+    /// `EditAmbiguous`: nothing written); the file over
+    /// [`FILE_WRITE_LIMIT`] or not UTF-8; those of [`Client::read_file`]
+    /// and [`Client::write_file`].
+    pub async fn edit_file(
+        &self,
+        sandbox: &Sandbox,
+        req: &EditFileRequest,
+        opts: &ExecOptions,
+    ) -> Result<EditFileResult> {
+        check_schema_tag(req.schema.as_deref(), "odek.edit-file-request/")?;
+        let path = sandbox_path(&req.path)?;
+        if req.edits.is_empty() {
+            return Err(Error::Usage(
+                "`edits` is empty: pass at least one {\"oldText\", \"newText\"}".into(),
+            ));
+        }
+        let (head, bytes) = self
+            .read_bytes(sandbox, &path, 0, FILE_WRITE_LIMIT + 1, opts)
+            .await?;
+        if head.size > FILE_WRITE_LIMIT {
+            return Err(refused(
+                FileErrorKind::TooLarge,
+                &path,
+                format!(
+                    "{path} is {} bytes, more than edit_file's limit of {FILE_WRITE_LIMIT} bytes (16 MiB); nothing was written",
+                    head.size
+                ),
+            ));
+        }
+        let old = String::from_utf8(bytes).map_err(|e| {
+            refused(
+                FileErrorKind::NotUtf8,
+                &path,
+                format!(
+                    "{path} is not UTF-8 text (an invalid byte at offset {}), so it cannot be edited as text; nothing was written. Use write_file with encoding \"base64\"",
+                    e.utf8_error().valid_up_to()
+                ),
+            )
+        })?;
+        let new = apply_edits(&path, &old, &req.edits)?;
+        let diff = unified_diff(&path, &old, &new);
+        if new != old {
+            self.write_bytes(sandbox, &path, new.into_bytes(), opts)
+                .await?;
+        }
+        Ok(EditFileResult {
+            schema: EDIT_FILE_RESULT_SCHEMA.into(),
+            path,
+            diff,
+            edits: req.edits.len() as u64,
+        })
+    }
+
+    /// Lists a directory inside `sandbox`, as its command user: each
+    /// entry's name, type (a symlink is not followed), a file's size and a
+    /// symlink's target, sorted by name.
+    ///
+    /// Errors ([`Error::File`]): the path absent, not a directory, not
+    /// readable by the command user; no supervisor; those of
+    /// [`Client::exec_io`].
+    pub async fn list_directory(
+        &self,
+        sandbox: &Sandbox,
+        req: &ListDirectoryRequest,
+        opts: &ExecOptions,
+    ) -> Result<ListDirectoryResult> {
+        check_schema_tag(req.schema.as_deref(), "odek.list-directory-request/")?;
+        let path = sandbox_path(&req.path)?;
+        let out = self
+            .run_fs(
+                sandbox,
+                &path,
+                Op::List,
+                vec!["list".into(), path.clone()],
+                None,
+                opts,
+            )
+            .await?;
+        let listed: Listed = serde_json::from_slice(&out).map_err(|e| bad_answer(sandbox, &e))?;
+        let listing = listed
+            .entries
+            .iter()
+            .map(|e| match (e.entry_type, &e.target) {
+                (EntryType::File, _) => format!("[FILE] {}", e.name),
+                (EntryType::Dir, _) => format!("[DIR] {}", e.name),
+                (EntryType::Symlink, Some(t)) => format!("[SYMLINK] {} -> {t}", e.name),
+                (EntryType::Symlink, None) => format!("[SYMLINK] {}", e.name),
+                (EntryType::Other, _) => format!("[OTHER] {}", e.name),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        Ok(ListDirectoryResult {
+            schema: LIST_DIRECTORY_RESULT_SCHEMA.into(),
+            path: listed.path,
+            entries: listed.entries,
+            listing,
+        })
+    }
+
+    /// `fs read`: the head line and the bytes.
+    async fn read_bytes(
+        &self,
+        sandbox: &Sandbox,
+        path: &str,
+        offset: u64,
+        length: u64,
+        opts: &ExecOptions,
+    ) -> Result<(ReadHead, Vec<u8>)> {
+        let args = vec![
+            "read".into(),
+            path.to_string(),
+            offset.to_string(),
+            length.to_string(),
+        ];
+        let mut out = self
+            .run_fs(sandbox, path, Op::Read, args, None, opts)
+            .await?;
+        let nl = out
+            .iter()
+            .position(|b| *b == b'\n')
+            .ok_or_else(|| bad_answer(sandbox, &"no head line"))?;
+        let head: ReadHead =
+            serde_json::from_slice(&out[..nl]).map_err(|e| bad_answer(sandbox, &e))?;
+        let bytes = out.split_off(nl + 1);
+        if bytes.len() as u64 != head.length {
+            return Err(bad_answer(
+                sandbox,
+                &format!("{} bytes, the head said {}", bytes.len(), head.length),
+            ));
+        }
+        Ok((head, bytes))
+    }
+
+    /// `fs write` of `bytes` (checked against [`FILE_WRITE_LIMIT`] first).
+    async fn write_bytes(
+        &self,
+        sandbox: &Sandbox,
+        path: &str,
+        bytes: Vec<u8>,
+        opts: &ExecOptions,
+    ) -> Result<WriteFileResult> {
+        if bytes.len() as u64 > FILE_WRITE_LIMIT {
+            return Err(refused(
+                FileErrorKind::TooLarge,
+                path,
+                format!(
+                    "the content is {} bytes, more than write_file's limit of {FILE_WRITE_LIMIT} bytes (16 MiB); nothing was written",
+                    bytes.len()
+                ),
+            ));
+        }
+        let args = vec![
+            "write".into(),
+            path.to_string(),
+            FILE_WRITE_LIMIT.to_string(),
+        ];
+        let out = self
+            .run_fs(sandbox, path, Op::Write, args, Some(bytes), opts)
+            .await?;
+        let w: Written = serde_json::from_slice(&out).map_err(|e| bad_answer(sandbox, &e))?;
+        Ok(WriteFileResult {
+            schema: WRITE_FILE_RESULT_SCHEMA.into(),
+            path: w.path,
+            bytes_written: w.bytes,
+            created: w.created,
+        })
+    }
+
+    /// Runs `odek-supervisor fs ARGS` in `sandbox` as a command (stdin:
+    /// `stdin`, else empty) and returns its stdout; a refusal it reports
+    /// becomes [`Error::File`].
+    async fn run_fs(
+        &self,
+        sandbox: &Sandbox,
+        path: &str,
+        op: Op,
+        args: Vec<String>,
+        stdin: Option<Vec<u8>>,
+        opts: &ExecOptions,
+    ) -> Result<Vec<u8>> {
+        needs_supervisor(sandbox, path)?;
+        let mut argv = vec![
+            crate::supervisor::SUPERVISOR_PATH.to_string(),
+            "fs".to_string(),
+        ];
+        argv.extend(args);
+        let req = ExecRequest {
+            command: Command::Argv(argv),
+            env: vec![],
+            timeout: Some(FILE_TIMEOUT),
+            workdir: Some("/".into()),
+        };
+        // Always a stdin (empty for a read or a list): an `ExecIo` that is
+        // not plain goes through the supervisor or is refused, never the
+        // Docker exec API (which would run it as the container's user).
+        let chunks: Vec<Vec<u8>> = stdin.into_iter().collect();
+        let io = ExecIo {
+            stdin: Some(Box::pin(futures_util::stream::iter(chunks))),
+            tty: None,
+            resize: None,
+        };
+        let out = Mutex::new(Vec::new());
+        let err = Mutex::new(Vec::new());
+        let sink = |k: StreamKind, b: &[u8]| match k {
+            StreamKind::Stdout => {
+                if let Ok(mut o) = out.lock() {
+                    o.extend_from_slice(b);
+                }
+            }
+            StreamKind::Stderr => {
+                if let Ok(mut e) = err.lock() {
+                    let room = STDERR_KEEP.saturating_sub(e.len());
+                    e.extend_from_slice(&b[..b.len().min(room)]);
+                }
+            }
+        };
+        let outcome = self
+            .exec_io(sandbox, &req, opts, io, &sink)
+            .await
+            .map_err(|e| match e {
+                // The exec path's own refusal of stdin without a supervisor
+                // (a sandbox this process does not own and whose relay found
+                // none; `needs_supervisor` caught the ones known to be off).
+                Error::Exec { started: false, .. }
+                    if sandbox.owner.session().is_none()
+                        && !sandbox.supervisor.as_ref().is_some_and(|s| s.on) =>
+                {
+                    no_supervisor(
+                        sandbox,
+                        path,
+                        "its commands run through the Docker exec API",
+                    )
+                }
+                other => other,
+            })?
+            .cancelled_as_error(sandbox)?;
+        let stdout = out.into_inner().unwrap_or_default();
+        let stderr = err.into_inner().unwrap_or_default();
+        if outcome.timed_out {
+            return Err(Error::Exec {
+                message: format!(
+                    "the file operation on {path} in sandbox {} did not finish within {} s and was killed",
+                    sandbox.name,
+                    FILE_TIMEOUT.as_secs()
+                ),
+                fix: None,
+                class: crate::failure::FailureClass::DockerRejected,
+                started: true,
+            });
+        }
+        match outcome.exit_code {
+            0 => Ok(stdout),
+            1 => {
+                let line = stderr.split(|b| *b == b'\n').next().unwrap_or_default();
+                match serde_json::from_slice::<FsRefusal>(line) {
+                    Ok(r) => Err(file_refusal(sandbox, path, op, &r)),
+                    Err(_) => Err(could_not_run(sandbox, path, 1, &stderr)),
+                }
+            }
+            code => Err(could_not_run(sandbox, path, code, &stderr)),
+        }
+    }
+}
+
+/// The refusal of a sandbox without the supervisor (or on the host).
+fn no_supervisor(sandbox: &Sandbox, path: &str, why: &str) -> Error {
+    refused(
+        FileErrorKind::NoSupervisor,
+        path,
+        format!(
+            "file tools need odek's supervisor in the sandbox (they run as the sandbox's command user, with its mounts), and sandbox {} has none ({why}); nothing was done. Set {}=<path of the static odek-supervisor binary> and launch a new sandbox, or use exec with the image's own programs",
+            sandbox.name,
+            crate::supervisor::SUPERVISOR_ENV
+        ),
+    )
+}
+
+/// Refuses, before anything runs, a sandbox whose commands do not go
+/// through its supervisor.
+fn needs_supervisor(sandbox: &Sandbox, path: &str) -> Result<()> {
+    if sandbox.container_id.is_none() {
+        return Err(refused(
+            FileErrorKind::NoSupervisor,
+            path,
+            format!(
+                "file tools act inside a sandbox container, and {} runs its commands on the host (fallback or sandbox off); nothing was done. Launch a container sandbox",
+                sandbox.name
+            ),
+        ));
+    }
+    match &sandbox.supervisor {
+        Some(state) if !state.on => Err(no_supervisor(
+            sandbox,
+            path,
+            state.reason.as_deref().unwrap_or("it is off"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The supervisor's refusal, in odek's words.
+fn file_refusal(sandbox: &Sandbox, path: &str, op: Op, r: &FsRefusal) -> Error {
+    let (kind, message) = match r.kind.as_str() {
+        "not_found" => (
+            FileErrorKind::NotFound,
+            format!("{path} does not exist in the sandbox ({})", r.message),
+        ),
+        "not_a_directory" => (
+            FileErrorKind::NotADirectory,
+            format!("a part of {path} is not a directory ({})", r.message),
+        ),
+        "is_a_directory" => (
+            FileErrorKind::IsADirectory,
+            format!(
+                "{path} is a directory{}",
+                if op == Op::List {
+                    String::new()
+                } else {
+                    ": use list_directory".to_string()
+                }
+            ),
+        ),
+        "not_a_file" => (FileErrorKind::NotAFile, r.message.clone()),
+        "permission_denied" => (
+            FileErrorKind::PermissionDenied,
+            format!(
+                "{} (the sandbox's command user{} may not){}",
+                r.message,
+                crate::supervisor::command_ids(&sandbox.plan)
+                    .map(|(u, _)| format!(", uid {u},"))
+                    .unwrap_or_default(),
+                if op == Op::Write {
+                    "; nothing was written"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        "read_only" => {
+            let workspace = path == WORKSPACE || path.starts_with("/workspace/");
+            let why = if workspace && sandbox.plan.readonly {
+                "the workspace is mounted read-only in this sandbox (`sandbox_readonly` is on: a read-only or narrowed sandbox)"
+            } else {
+                "the file system there is mounted read-only in the sandbox"
+            };
+            (
+                FileErrorKind::ReadOnly,
+                format!(
+                    "cannot write {path}: {why} (EROFS, read-only file system); nothing was written. Write under /tmp instead, or ask for a sandbox whose workspace is writable"
+                ),
+            )
+        }
+        "too_large" => (
+            FileErrorKind::TooLarge,
+            format!("cannot write {path}: {}", r.message),
+        ),
+        _ => (FileErrorKind::Other, r.message.clone()),
+    };
+    refused(kind, path, message)
+}
+
+/// An operation that exited other than with a refusal (the supervisor
+/// binary missing from the sandbox: 127).
+fn could_not_run(sandbox: &Sandbox, path: &str, code: i64, stderr: &[u8]) -> Error {
+    // 2: the supervisor did not know the `fs` mode (one from before file
+    // tools, in a sandbox an older odek launched).
+    let hint = if code == 2 {
+        "; its odek-supervisor may predate file tools: launch a new sandbox"
+    } else {
+        ""
+    };
+    Error::Exec {
+        message: format!(
+            "the file operation on {path} could not run in sandbox {} (exit {code}): {}{hint}",
+            sandbox.name,
+            crate::text::foreign(String::from_utf8_lossy(stderr).trim())
+        ),
+        fix: None,
+        class: crate::failure::FailureClass::DockerRejected,
+        started: false,
+    }
+}
+
+/// An answer of the supervisor odek cannot read (a supervisor of another
+/// version).
+fn bad_answer(sandbox: &Sandbox, why: &dyn std::fmt::Display) -> Error {
+    Error::Exec {
+        message: format!(
+            "the file operation in sandbox {} gave an answer odek cannot read ({why}): is its odek-supervisor of another odek version?",
+            sandbox.name
+        ),
+        fix: None,
+        class: crate::failure::FailureClass::DockerRejected,
+        started: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edit(old: &str, new: &str) -> FileEdit {
+        FileEdit {
+            old_text: old.into(),
+            new_text: new.into(),
+        }
+    }
+
+    fn kind(e: Error) -> (FileErrorKind, String) {
+        match e {
+            Error::File(f) => (f.kind, f.message),
+            other => panic!("not a file error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn edits_apply_in_order_each_to_what_the_last_left() {
+        let text = "fn a() {}\nfn b() {}\n";
+        let out = apply_edits(
+            "/w/x",
+            text,
+            &[
+                edit("fn a()", "fn alpha()"),
+                edit("alpha() {}\nfn b", "alpha() {}\nfn beta"),
+            ],
+        )
+        .expect("applies");
+        assert_eq!(out, "fn alpha() {}\nfn beta() {}\n");
+    }
+
+    #[test]
+    fn an_absent_or_empty_old_text_is_refused() {
+        let (k, m) = kind(apply_edits("/w/x", "abc", &[edit("zzz", "y")]).expect_err("absent"));
+        assert_eq!(k, FileErrorKind::EditNotFound);
+        assert!(m.contains("the edit: oldText is not in /w/x"), "{m}");
+        assert!(m.contains("nothing was written"), "{m}");
+        let (k, m) =
+            kind(apply_edits("/w/x", "abc", &[edit("a", "b"), edit("", "y")]).expect_err("empty"));
+        assert_eq!(k, FileErrorKind::EditNotFound);
+        assert!(m.starts_with("edit 2 of 2 has an empty oldText"), "{m}");
+        // Exact: no whitespace or line-ending leniency.
+        let (k, _) =
+            kind(apply_edits("/w/x", "a\r\nb\n", &[edit("a\nb", "c")]).expect_err("CRLF differs"));
+        assert_eq!(k, FileErrorKind::EditNotFound);
+        let (k, m) = kind(
+            apply_edits("/w/x", "ab", &[edit("a", "x"), edit("a", "y")])
+                .expect_err("gone after the first"),
+        );
+        assert_eq!(k, FileErrorKind::EditNotFound);
+        assert!(m.contains("after the earlier edits"), "{m}");
+        assert!(matches!(
+            apply_edits("/w/x", "abc", &[]).expect_err("none"),
+            Error::Usage(_)
+        ));
+    }
+
+    #[test]
+    fn an_old_text_found_twice_is_refused_overlaps_too() {
+        let (k, m) = kind(
+            apply_edits("/w/x", "x = 1\nx = 1\n", &[edit("x = 1", "x = 2")]).expect_err("twice"),
+        );
+        assert_eq!(k, FileErrorKind::EditAmbiguous);
+        assert!(m.contains("occurs more than once in /w/x"), "{m}");
+        // "aa" is twice in "aaa" (overlapping), though `matches` counts one.
+        let (k, _) = kind(apply_edits("/w/x", "aaa", &[edit("aa", "b")]).expect_err("overlap"));
+        assert_eq!(k, FileErrorKind::EditAmbiguous);
+        assert_eq!(occurrences("héllo héllo", "é"), 2);
+        assert_eq!(occurrences("héllo", "llo"), 1);
+        assert_eq!(occurrences("héllo", "x"), 0);
+    }
+
+    #[test]
+    fn the_diff_is_unified_and_empty_without_a_change() {
+        let d = unified_diff("/workspace/a.txt", "one\ntwo\nthree\n", "one\n2\nthree\n");
+        assert_eq!(
+            d,
+            "--- a/workspace/a.txt\n+++ b/workspace/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n"
+        );
+        assert_eq!(unified_diff("/w", "same", "same"), "");
+    }
+
+    #[test]
+    fn relative_paths_are_under_the_workspace() {
+        assert_eq!(sandbox_path("a/b.txt").expect("ok"), "/workspace/a/b.txt");
+        assert_eq!(sandbox_path("./a").expect("ok"), "/workspace/a");
+        assert_eq!(sandbox_path(".").expect("ok"), "/workspace");
+        assert_eq!(sandbox_path("/etc/hostname").expect("ok"), "/etc/hostname");
+        assert!(sandbox_path("").is_err());
+        assert!(sandbox_path("a\0b").is_err());
+    }
+
+    #[test]
+    fn requests_parse_as_documented() {
+        let r: ReadFileRequest = serde_json::from_value(serde_json::json!({
+            "path": "a", "encoding": "base64", "offset": 3, "length": 4
+        }))
+        .expect("read");
+        assert_eq!(r.encoding, FileEncoding::Base64);
+        let w: WriteFileRequest =
+            serde_json::from_value(serde_json::json!({"path": "a", "content": "x"}))
+                .expect("write");
+        assert_eq!(w.encoding, FileEncoding::Utf8);
+        let e: EditFileRequest = serde_json::from_value(serde_json::json!({
+            "path": "a", "edits": [{"oldText": "x", "newText": "y"}]
+        }))
+        .expect("edit");
+        assert_eq!(e.edits, vec![edit("x", "y")]);
+        assert!(serde_json::from_value::<ReadFileRequest>(
+            serde_json::json!({"path": "a", "encoding": "latin-1"})
+        )
+        .is_err());
+    }
+}
