@@ -818,6 +818,57 @@ def test_background_server_answers_a_later_exec_and_process_kill_ends_it(project
     assert wait_gone(project.dir) == []
 
 
+def sandbox_pids(container: str, name: str) -> set[int]:
+    """Pids (in the sandbox's PID namespace) of its live processes whose
+    command line is `name`, from /proc by `docker exec` (ps may be absent)."""
+    out = docker("exec", container, "sh", "-c",
+                 f"for d in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $d/cmdline 2>/dev/null); "
+                 f"s=$(cut -d' ' -f3 $d/stat 2>/dev/null); "
+                 f"[ \"$c\" = \"{name} \" ] && [ \"$s\" != Z ] && echo ${{d#/proc/}}; done; true")
+    return {int(x) for x in out.split()}
+
+
+def test_a_background_kill_is_claimed_only_when_nothing_survives(project):
+    """A background process whose timeout strikes while another command
+    runs, and which left `setsid` orphans (its own session: odek cannot tell
+    them from the other command's): process_output and process_kill say
+    `killed: false` and name every survivor in `left_running` (as a
+    foreground exec's note does), never `killed: true` while they run."""
+    async def go():
+        async with session(project, compose=False) as (s, _):
+            if not (await ok(s, "describe"))["environment"]["supervisor"]["on"]:
+                pytest.skip("needs odek's supervisor (ODEK_SUPERVISOR)")
+            other = await ok(s, "exec", background=True, command="sleep 600")
+            sb = other["sandbox_id"]
+            r = await ok(s, "exec", background=True, timeout_secs=3, sandbox_id=sb,
+                         command='setsid sh -c "sleep 1001 &"; setsid sleep 1002 & setsid sleep 1002 & sleep 500')
+            pid = r["process_id"]
+            ended = await output_until(s, pid, lambda o: not o["running"], sandbox_id=sb)
+            container = containers_for(project.dir)[0]
+            alive = sandbox_pids(container, "sleep 1001") | sandbox_pids(container, "sleep 1002")
+            assert (ended["exit_code"], ended["timed_out"]) == (137, True), ended
+            # Never a kill claimed while its processes run: each is named.
+            assert alive, "positive control: the setsid orphans survive a kill while another command runs"
+            assert ended["killed"] is False, (ended, alive)
+            assert alive <= set(ended["left_running"]), (ended, alive)
+            assert "could not kill the whole command" in ended["kill_note"], ended
+            k = await ok(s, "process_kill", process_id=pid, sandbox_id=sb)
+            alive = sandbox_pids(container, "sleep 1001") | sandbox_pids(container, "sleep 1002")
+            if alive:
+                assert k["killed"] is False and alive <= set(k["left_running"]), (k, alive)
+            # The foreground path says the same in the same words.
+            fg_other = await ok(s, "exec", background=True, command="sleep 600", sandbox_id=sb)
+            fg = await ok(s, "exec", timeout_secs=3, sandbox_id=sb,
+                          command='setsid sh -c "sleep 1001 &"; sleep 500')
+            assert (fg["timed_out"], fg["killed"]) == (True, False), fg
+            assert "could not kill the whole command" in fg["stderr"], fg
+            await ok(s, "process_kill", process_id=fg_other["process_id"], sandbox_id=sb)
+            await ok(s, "sandbox_down", sandbox_id=sb)
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
 def test_unknown_and_foreign_ids(project, tmp_path):
     (tmp_path / "other").mkdir()
     other = Project(tmp_path / "other")
