@@ -875,6 +875,32 @@ def test_a_background_kill_is_claimed_only_when_nothing_survives(project):
     assert wait_gone(project.dir) == []
 
 
+def test_process_kill_of_an_ended_process_kills_what_is_left_and_says_so(project):
+    """A background process whose main process ended at once, leaving a job
+    in its session (`sleep 1003 &`) and one in a session of its own
+    (`setsid sleep 1004 &`), while nothing else ran: process_kill kills
+    both and says `killed: true` only once they are gone."""
+    async def go():
+        async with session(project, compose=False) as (s, _):
+            if not (await ok(s, "describe"))["environment"]["supervisor"]["on"]:
+                pytest.skip("needs odek's supervisor (ODEK_SUPERVISOR)")
+            r = await ok(s, "exec", background=True, command="sleep 1003 & setsid sleep 1004 & true")
+            sb, pid = r["sandbox_id"], r["process_id"]
+            ended = await output_until(s, pid, lambda o: not o["running"], sandbox_id=sb)
+            assert (ended["exit_code"], ended["killed"], ended["left_running"]) == (0, False, []), ended
+            container = containers_for(project.dir)[0]
+            left = sandbox_pids(container, "sleep 1003") | sandbox_pids(container, "sleep 1004")
+            assert len(left) == 2, f"positive control: both jobs run: {left}"
+            k = await ok(s, "process_kill", process_id=pid, sandbox_id=sb)
+            alive = sandbox_pids(container, "sleep 1003") | sandbox_pids(container, "sleep 1004")
+            assert alive == set(), (k, alive)
+            assert (k["killed"], k["left_running"], k["exit_code"]) == (True, [], 0), k
+            await ok(s, "sandbox_down", sandbox_id=sb)
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
 def test_unknown_and_foreign_ids(project, tmp_path):
     (tmp_path / "other").mkdir()
     other = Project(tmp_path / "other")
