@@ -245,10 +245,11 @@ impl Client {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
         let mut removed = Vec::new();
+        let listed = std::time::SystemTime::now();
         let all = self.list(&opts.odek_home).await?;
         if !opts.dry_run {
             let live: Vec<&str> = all.iter().map(|l| l.id.as_str()).collect();
-            crate::claims::prune(&opts.odek_home, &live);
+            crate::claims::prune(&opts.odek_home, &live, listed);
         }
         for l in all {
             if !opts.selects(&l) {
@@ -268,9 +269,14 @@ impl Client {
     /// Removes this user's ready pooled sandboxes ([`Listing::pool`] under
     /// `odek_home`: verified, labelled [`labels::POOL`], not claimed),
     /// whoever's pool they are in, and the claim records of containers that
-    /// are gone. A claimed sandbox, or another user's, is never touched.
-    /// The owning process notices at its next claim (the sandbox fails the
-    /// re-check) and launches afresh. Returns the names removed; with
+    /// are gone. A claimed sandbox, or another user's, is never touched:
+    /// right before each removal pool down takes the sandbox's claim record
+    /// itself (created only if there is none, atomically, across
+    /// processes), and a claim takes the same record before its re-check,
+    /// so a sandbox handed over between the listing and the removal is
+    /// left alone, and one removed is never handed over (the claim
+    /// launches afresh or takes another). The owning process notices at its
+    /// next claim and launches afresh. Returns the names removed; with
     /// `dry_run` those it would remove, removing nothing.
     ///
     /// Errors: as [`Client::list`]; a removal the engine refuses (not one
@@ -278,25 +284,37 @@ impl Client {
     pub async fn pool_down(&self, odek_home: &Path, dry_run: bool) -> Result<Vec<String>> {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
+        let listed = std::time::SystemTime::now();
         let all = self.list(odek_home).await?;
         let mut removed = Vec::new();
+        let mut gone: Vec<&str> = Vec::new();
         for l in all.iter().filter(|l| l.pool) {
             if !dry_run {
+                if crate::claims::take_down(odek_home, &l.id) != crate::claims::Taken::Won {
+                    // Claimed since the listing (or another pool down's):
+                    // not ours to remove.
+                    continue;
+                }
+                gone.push(l.id.as_str());
                 match engine.remove_container(&l.id).await {
                     Ok(_) => {}
                     Err(e) if e.kind == EngineErrorKind::NotFound => {}
                     Err(e) => return Err(Error::engine(&ep, Step::Remove, e)),
                 }
+                crate::claims::forget(odek_home, &l.id);
             }
             removed.push(l.name.clone());
         }
         if !dry_run {
+            // Records of containers that are gone: those removed here and
+            // those not listed. A sandbox claimed since the listing keeps
+            // its record.
             let live: Vec<&str> = all
                 .iter()
-                .filter(|l| !l.pool)
                 .map(|l| l.id.as_str())
+                .filter(|id| !gone.contains(id))
                 .collect();
-            crate::claims::prune(odek_home, &live);
+            crate::claims::prune(odek_home, &live, listed);
         }
         Ok(removed)
     }

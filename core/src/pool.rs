@@ -308,12 +308,28 @@ impl Pool {
         let key = plan.pool_key();
         let mut discarded = Vec::new();
         // Taken under the lock (the guard ends with the statement): no
-        // other claim can take the same one.
-        let taken = self
-            .state()
-            .ready
-            .get_mut(&key)
-            .and_then(VecDeque::pop_front);
+        // other claim of this pool can take the same one. Then its record,
+        // before the re-check: `odek pool down` (maybe another process)
+        // removes only a sandbox whose record it created, so one it took
+        // first is never handed over, and one taken here it leaves alone.
+        let taken = loop {
+            let next = self
+                .state()
+                .ready
+                .get_mut(&key)
+                .and_then(VecDeque::pop_front);
+            let Some(sandbox) = next else { break None };
+            let lost = sandbox.container_id.as_deref().is_some_and(|id| {
+                crate::claims::take(&plan.odek_home, id, &sandbox.name)
+                    == crate::claims::Taken::Lost
+            });
+            if !lost {
+                break Some(sandbox);
+            }
+            tracing::info!(sandbox = %sandbox.name, "a ready sandbox is being removed by odek pool down; not handed over");
+            discarded.push(format!("{}: removed by odek pool down", sandbox.name));
+            let _ = client.destroy(&sandbox).await;
+        };
         if let Some(sandbox) = taken {
             match client
                 .recheck_ready(&sandbox, plan, opts.approval.as_ref())
@@ -329,9 +345,6 @@ impl Pool {
                         .filter(|w| !plan.warnings.contains(w))
                     {
                         reporter.warning(w);
-                    }
-                    if let Some(id) = &sandbox.container_id {
-                        crate::claims::record(&plan.odek_home, id, &sandbox.name);
                     }
                     self.fill(plan, opts.approval.as_ref());
                     return Ok(Claimed {

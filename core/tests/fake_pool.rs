@@ -274,6 +274,63 @@ async fn pool_down_removes_ready_sandboxes_but_not_claimed_ones() {
     pool.drain().await;
 }
 
+/// `odek pool down` lists the ready sandboxes, then removes them one by one
+/// (each removal slow here); claims made meanwhile take sandboxes it listed
+/// as ready. Each is either removed by pool down or handed to a claim,
+/// never both: every claimed sandbox still exists afterwards and is not
+/// among those pool down says it removed.
+#[tokio::test]
+async fn pool_down_racing_claims_never_removes_a_claimed_sandbox() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    let pool = Pool::new(s.odek.clone(), 6);
+    pool.fill(&plan, None);
+    ready(&pool, &plan, 6).await;
+    s.fake.set_quirks(odek_core::engine::Quirks {
+        remove_delay: Some(Duration::from_millis(40)),
+        ..Default::default()
+    });
+    let down = {
+        let odek = s.odek.clone();
+        let home = s.odek_home.clone();
+        tokio::spawn(async move { odek.pool_down(&home, false).await })
+    };
+    // Pool down has listed and is removing the first one.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut claims = Vec::new();
+    for _ in 0..4 {
+        let pool = pool.clone();
+        let plan = plan.clone();
+        claims.push(tokio::spawn(async move {
+            pool.claim(&plan, &LaunchOptions::default(), &Collect::default())
+                .await
+        }));
+    }
+    let mut claimed = Vec::new();
+    for c in claims {
+        claimed.push(c.await.expect("join").expect("claim"));
+    }
+    let removed = down.await.expect("join").expect("pool down");
+    let live = s.fake.containers();
+    for c in &claimed {
+        let id = c.sandbox.container_id.clone().expect("id");
+        assert!(
+            live.contains(&id),
+            "claimed {} ({:?}) was removed; pool down removed {removed:?}",
+            c.sandbox.name,
+            c.from
+        );
+        assert!(!removed.contains(&c.sandbox.name), "{removed:?}");
+        assert!(odek_core::pool::claimed(&s.odek_home, &id));
+    }
+    assert!(
+        claimed.iter().any(|c| c.from == ClaimedFrom::Pool),
+        "the race was not run: no claim took a listed ready sandbox"
+    );
+    s.fake.set_quirks(odek_core::engine::Quirks::default());
+    pool.drain().await;
+}
+
 #[tokio::test]
 async fn the_pool_key_covers_the_whole_plan() {
     let s = Setup::new();

@@ -169,10 +169,20 @@ pub struct ProcessResult {
     /// Its exit code once it ended (128 + N when signal N ended it; 137
     /// after `process_kill`).
     pub exit_code: Option<i64>,
-    /// True when `process_kill` (or its timeout) ended it.
+    /// True when `process_kill` (or its timeout) killed its whole tree and
+    /// odek saw every process of it gone. False when no kill ran, or when
+    /// the kill could not be confirmed or left processes running
+    /// (`left_running` and `kill_note` say which): they keep running.
     pub killed: bool,
     /// True when its timeout ended it.
     pub timed_out: bool,
+    /// After a kill: pids (in the sandbox) of processes that may belong to
+    /// it and were left running (started in their own session while another
+    /// command ran, so odek cannot tell them from that command's).
+    pub left_running: Vec<u32>,
+    /// After a kill that is not `killed`: why, in one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kill_note: Option<String>,
 }
 
 impl ProcessResult {
@@ -212,6 +222,11 @@ impl ProcessResult {
             exit_code: out.exit.as_ref().map(|e| e.exit_code),
             killed: out.exit.as_ref().is_some_and(|e| e.killed),
             timed_out: out.exit.as_ref().is_some_and(|e| e.timed_out),
+            left_running: out
+                .exit
+                .as_ref()
+                .map_or_else(Vec::new, |e| e.escaped.clone()),
+            kill_note: out.exit.as_ref().and_then(|e| e.note.clone()),
         }
     }
 }

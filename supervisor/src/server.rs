@@ -60,6 +60,11 @@ struct Bg {
     out: Option<OwnedFd>,
     /// See `out`.
     err: Option<OwnedFd>,
+    /// Another command was alive at some point since it started (its
+    /// root's [`Cmd::overlapped`], then any command started after): a kill
+    /// of what is left of its tree then reports the orphans adopted by the
+    /// supervisor instead of killing them, as for a running root.
+    overlapped: bool,
 }
 
 /// One running command.
@@ -573,6 +578,7 @@ impl Server {
                 b.exit = Some(exit);
                 b.out = cmd.out.take();
                 b.err = cmd.err.take();
+                b.overlapped |= cmd.overlapped;
             }
             self.retire(&mut cmd);
             return;
@@ -621,6 +627,7 @@ impl Server {
         if cmd.bg {
             if let Some(b) = self.bgs.get_mut(&cmd.id) {
                 b.exit = Some(exit);
+                b.overlapped |= cmd.overlapped;
             }
         } else if report {
             self.send(cmd.sid, &Frame::json(Kind::Exit, cmd.id, &exit));
@@ -821,6 +828,11 @@ impl Server {
         for c in &mut self.cmds {
             c.overlapped = true;
         }
+        // An ended background process's orphans can no longer be told from
+        // this command's.
+        for b in self.bgs.values_mut() {
+            b.overlapped = true;
+        }
         let start_ticks = kill::stat(child.pid).map_or(0, |p| p.start);
         self.ledger(Kind::Tracked, child.pid, start_ticks);
         self.cmds.push(Cmd {
@@ -910,6 +922,7 @@ impl Server {
                         exit: None,
                         out: None,
                         err: None,
+                        overlapped: false,
                     },
                 );
                 let process = self.bg_name(n);
@@ -969,7 +982,12 @@ impl Server {
     }
 
     /// Kills a background process's tree (a running root's, or what is
-    /// left of an ended one's session) and answers Polled.
+    /// left of an ended one's: its process group, session and
+    /// descendants, and the orphans the supervisor adopted unless another
+    /// command overlapped it) and answers Polled. Its exit then says this
+    /// kill's outcome: `killed` only when every target was seen gone,
+    /// `escaped` the orphans left running; a root that had ended by
+    /// itself is marked `cancelled` (the kill was asked for).
     fn kill_process(&mut self, sid: Sid, id: u32, which: ProcessRef) {
         let Some(n) = self.bg_number(&which.process) else {
             return self.unknown_bg(sid, id, &which.process);
@@ -984,7 +1002,7 @@ impl Server {
                 root,
                 start,
                 me: self.me,
-                overlapped: true,
+                overlapped: b.overlapped,
                 other_roots: self
                     .cmds
                     .iter()
@@ -992,8 +1010,13 @@ impl Server {
                     .chain(std::iter::once(self.keeper))
                     .collect::<BTreeSet<_>>(),
             };
-            kill::kill_tree(&tree, &mut self.reaped);
+            let outcome = kill::kill_tree(&tree, &mut self.reaped);
             self.ledger(Kind::Untracked, root, start);
+            if let Some(e) = self.bgs.get_mut(&n).and_then(|b| b.exit.as_mut()) {
+                e.cancelled |= !e.timed_out;
+                e.killed = outcome.confirmed;
+                e.escaped = outcome.escaped;
+            }
         }
         let Some(b) = self.bgs.get(&n) else {
             return;

@@ -801,10 +801,16 @@ def test_background_server_answers_a_later_exec_and_process_kill_ends_it(project
             nxt = await ok(s, "exec", command="pgrep -x sleep >/dev/null && echo still", timeout_secs=20)
             assert (nxt["stdout"], nxt["timed_out"]) == ("still\n", False), nxt
             # process_kill ends it, and process_output then says it ended.
+            # The foreground job's `sleep 30`, orphaned while redis ran, may
+            # be redis's as far as odek can tell: named, never a kill
+            # claimed over it.
+            held_pids = sandbox_pids(containers_for(project.dir)[0], "sleep 30")
+            assert held_pids, "positive control: the job of the foreground exec runs"
             k = await ok(s, "process_kill", process_id=pid)
-            assert (k["running"], k["killed"], k["exit_code"]) == (False, True, 137), k
+            assert (k["running"], k["killed"], k["exit_code"]) == (False, False, 137), k
+            assert set(k["left_running"]) == held_pids, (k, held_pids)
             after = await ok(s, "process_output", process_id=pid, cursor=first["next_cursor"])
-            assert (after["running"], after["killed"]) == (False, True), after
+            assert (after["running"], after["killed"], after["left_running"]) == (False, False, k["left_running"]), after
             gone = await ok(s, "exec", command="redis-cli -p 7002 ping; pgrep -x redis-server || echo gone")
             assert "gone" in gone["stdout"] and "PONG" not in gone["stdout"], gone
             err = await refused(s, "process_output", process_id="1-999")
@@ -819,6 +825,83 @@ def test_background_server_answers_a_later_exec_and_process_kill_ends_it(project
             assert wait_gone(project.dir) == []
             err = await refused(s, "process_output", process_id=r2["process_id"], sandbox_id=sb)
             assert "no sandbox with id" in err, err
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def sandbox_pids(container: str, name: str) -> set[int]:
+    """Pids (in the sandbox's PID namespace) of its live processes whose
+    command line is `name`, from /proc by `docker exec` (ps may be absent)."""
+    out = docker("exec", container, "sh", "-c",
+                 f"for d in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $d/cmdline 2>/dev/null); "
+                 f"s=$(cut -d' ' -f3 $d/stat 2>/dev/null); "
+                 f"[ \"$c\" = \"{name} \" ] && [ \"$s\" != Z ] && echo ${{d#/proc/}}; done; true")
+    return {int(x) for x in out.split()}
+
+
+def test_a_background_kill_is_claimed_only_when_nothing_survives(project):
+    """A background process whose timeout strikes while another command
+    runs, and which left `setsid` orphans (its own session: odek cannot tell
+    them from the other command's): process_output and process_kill say
+    `killed: false` and name every survivor in `left_running` (as a
+    foreground exec's note does), never `killed: true` while they run."""
+    async def go():
+        async with session(project, compose=False) as (s, _):
+            if not (await ok(s, "describe"))["environment"]["supervisor"]["on"]:
+                pytest.skip("needs odek's supervisor (ODEK_SUPERVISOR)")
+            other = await ok(s, "exec", background=True, command="sleep 600")
+            sb = other["sandbox_id"]
+            r = await ok(s, "exec", background=True, timeout_secs=3, sandbox_id=sb,
+                         command='setsid sh -c "sleep 1001 &"; setsid sleep 1002 & setsid sleep 1002 & sleep 500')
+            pid = r["process_id"]
+            ended = await output_until(s, pid, lambda o: not o["running"], sandbox_id=sb)
+            container = containers_for(project.dir)[0]
+            alive = sandbox_pids(container, "sleep 1001") | sandbox_pids(container, "sleep 1002")
+            assert (ended["exit_code"], ended["timed_out"]) == (137, True), ended
+            # Never a kill claimed while its processes run: each is named.
+            assert alive, "positive control: the setsid orphans survive a kill while another command runs"
+            assert ended["killed"] is False, (ended, alive)
+            assert alive <= set(ended["left_running"]), (ended, alive)
+            assert "could not kill the whole command" in ended["kill_note"], ended
+            k = await ok(s, "process_kill", process_id=pid, sandbox_id=sb)
+            alive = sandbox_pids(container, "sleep 1001") | sandbox_pids(container, "sleep 1002")
+            if alive:
+                assert k["killed"] is False and alive <= set(k["left_running"]), (k, alive)
+            # The foreground path says the same in the same words.
+            fg_other = await ok(s, "exec", background=True, command="sleep 600", sandbox_id=sb)
+            fg = await ok(s, "exec", timeout_secs=3, sandbox_id=sb,
+                          command='setsid sh -c "sleep 1001 &"; sleep 500')
+            assert (fg["timed_out"], fg["killed"]) == (True, False), fg
+            assert "could not kill the whole command" in fg["stderr"], fg
+            await ok(s, "process_kill", process_id=fg_other["process_id"], sandbox_id=sb)
+            await ok(s, "sandbox_down", sandbox_id=sb)
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_process_kill_of_an_ended_process_kills_what_is_left_and_says_so(project):
+    """A background process whose main process ended at once, leaving a job
+    in its session (`sleep 1003 &`) and one in a session of its own
+    (`setsid sleep 1004 &`), while nothing else ran: process_kill kills
+    both and says `killed: true` only once they are gone."""
+    async def go():
+        async with session(project, compose=False) as (s, _):
+            if not (await ok(s, "describe"))["environment"]["supervisor"]["on"]:
+                pytest.skip("needs odek's supervisor (ODEK_SUPERVISOR)")
+            r = await ok(s, "exec", background=True, command="sleep 1003 & setsid sleep 1004 & true")
+            sb, pid = r["sandbox_id"], r["process_id"]
+            ended = await output_until(s, pid, lambda o: not o["running"], sandbox_id=sb)
+            assert (ended["exit_code"], ended["killed"], ended["left_running"]) == (0, False, []), ended
+            container = containers_for(project.dir)[0]
+            left = sandbox_pids(container, "sleep 1003") | sandbox_pids(container, "sleep 1004")
+            assert len(left) == 2, f"positive control: both jobs run: {left}"
+            k = await ok(s, "process_kill", process_id=pid, sandbox_id=sb)
+            alive = sandbox_pids(container, "sleep 1003") | sandbox_pids(container, "sleep 1004")
+            assert alive == set(), (k, alive)
+            assert (k["killed"], k["left_running"], k["exit_code"]) == (True, [], 0), k
+            await ok(s, "sandbox_down", sandbox_id=sb)
 
     run(go())
     assert wait_gone(project.dir) == []

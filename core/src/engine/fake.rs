@@ -282,6 +282,9 @@ pub struct Quirks {
     /// Reading a file of a container takes this long (a slow storage
     /// driver: a launch cancelled while it reads an image's files).
     pub read_delay: Option<std::time::Duration>,
+    /// Removing a container takes this long before it happens (a slow
+    /// daemon: `odek pool down` racing claims).
+    pub remove_delay: Option<std::time::Duration>,
 }
 
 #[derive(Default)]
@@ -999,6 +1002,10 @@ impl DockerApi for FakeEngine {
 
     async fn remove_container(&self, id: &str) -> Result<bool, EngineError> {
         self.enter(Op::RemoveContainer, id)?;
+        let delay = self.lock().quirks.remove_delay;
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
         let mut s = self.lock();
         let key = s
             .containers

@@ -47,20 +47,34 @@ impl std::fmt::Display for ProcessId {
     }
 }
 
-/// How a background process's root ended.
+/// How a background process's root ended, and the outcome of the last
+/// kill of its tree (its timeout's or [`Client::process_kill`]'s).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessExit {
     /// Its exit code, or 128 + the signal that ended it (137 after a kill).
     pub exit_code: i64,
     /// The signal that ended it, when one did.
     pub signal: Option<i32>,
-    /// Ended by [`Client::process_kill`] (or its own timeout: `timed_out`).
+    /// A kill of its tree ran and was confirmed: every process of the tree
+    /// was seen gone (from `/proc`) and none that may be its was left
+    /// running. False when no kill ran, or when the kill could not be
+    /// confirmed or left processes running (`escaped`, `note`) — never
+    /// claimed for a kill odek did not see.
     pub killed: bool,
     /// Ended by the timeout its request gave.
     pub timed_out: bool,
-    /// After a kill: every process of its tree was seen gone (from
-    /// `/proc`); false when that could not be confirmed.
-    pub kill_confirmed: bool,
+    /// [`Client::process_kill`] was asked for it (it ended its root, or
+    /// what was left of its tree after the root ended by itself).
+    pub cancelled: bool,
+    /// Pids (in the sandbox) of processes that may belong to it and were
+    /// left running by the last kill: orphans it started in their own
+    /// session (`setsid`) while another command ran, which odek cannot
+    /// tell from that command's (docs/SANDBOXING.md, "Timeout and
+    /// cancellation"). Empty when no kill ran or it left none.
+    pub escaped: Vec<u32>,
+    /// When a kill ran and `killed` is false: why, for people (the same
+    /// words as a foreground command's note on its stderr).
+    pub note: Option<String>,
 }
 
 /// What [`Client::process_output`] and [`Client::process_kill`] return.
@@ -105,7 +119,11 @@ impl ProcessOutput {
             .collect()
     }
 
-    fn from_polled(polled: proto::Polled, output: Vec<(StreamKind, Vec<u8>)>) -> ProcessOutput {
+    fn from_polled(
+        sandbox: &str,
+        polled: proto::Polled,
+        output: Vec<(StreamKind, Vec<u8>)>,
+    ) -> ProcessOutput {
         ProcessOutput {
             process_id: ProcessId(polled.process),
             pid: polled.pid,
@@ -113,18 +131,33 @@ impl ProcessOutput {
             next_cursor: polled.next,
             dropped_bytes: polled.dropped,
             chunks: output,
-            exit: polled.exit.map(|e| ProcessExit {
-                exit_code: match (e.code, e.signal) {
-                    (Some(c), _) => i64::from(c),
-                    (None, Some(s)) => 128 + i64::from(s),
-                    (None, None) => -1,
-                },
-                signal: e.signal,
-                killed: e.cancelled || e.timed_out,
-                timed_out: e.timed_out,
-                kill_confirmed: e.killed && e.escaped.is_empty(),
-            }),
+            exit: polled.exit.map(|e| exit_of(sandbox, e)),
         }
+    }
+}
+
+/// The core's view of a background process's [`proto::Exit`] (the
+/// supervisor's): `killed` only for a kill that ran and was confirmed with
+/// nothing left running, as for a foreground command.
+fn exit_of(sandbox: &str, e: proto::Exit) -> ProcessExit {
+    let kill_ran = e.cancelled || e.timed_out;
+    let note = if kill_ran {
+        super::supervised::kill_note(sandbox, e.killed, &e.escaped)
+    } else {
+        None
+    };
+    ProcessExit {
+        exit_code: match (e.code, e.signal) {
+            (Some(c), _) => i64::from(c),
+            (None, Some(s)) => 128 + i64::from(s),
+            (None, None) => -1,
+        },
+        signal: e.signal,
+        killed: kill_ran && e.killed && e.escaped.is_empty(),
+        timed_out: e.timed_out,
+        cancelled: e.cancelled,
+        escaped: if kill_ran { e.escaped } else { Vec::new() },
+        note,
     }
 }
 
@@ -304,7 +337,7 @@ fn polled(
     match answer {
         Answer::Reply { output, frame } => frame
             .parse::<proto::Polled>()
-            .map(|p| ProcessOutput::from_polled(p, output))
+            .map(|p| ProcessOutput::from_polled(&sandbox.name, p, output))
             .map_err(|e| lost(sandbox, what, &e.to_string())),
         Answer::Failed(why) => {
             let restarted = session.last_restart().map_or(String::new(), |r| {
@@ -338,5 +371,46 @@ fn lost(sandbox: &Sandbox, what: &str, why: &str) -> Error {
         ),
         class: FailureClass::DockerRejected,
         started: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exit(timed_out: bool, cancelled: bool, killed: bool, escaped: Vec<u32>) -> proto::Exit {
+        proto::Exit {
+            code: None,
+            signal: Some(9),
+            timed_out,
+            cancelled,
+            killed,
+            escaped,
+        }
+    }
+
+    #[test]
+    fn a_kill_is_claimed_only_when_confirmed_with_nothing_left_running() {
+        let e = exit_of("sb", exit(true, false, true, vec![]));
+        assert!(e.killed && e.timed_out && e.note.is_none(), "{e:?}");
+        // Every target gone, but orphans left running: not killed, named.
+        let e = exit_of("sb", exit(true, false, true, vec![41, 42]));
+        assert!(!e.killed, "{e:?}");
+        assert_eq!(e.escaped, [41, 42]);
+        let note = e.note.expect("a note");
+        assert!(
+            note.contains("[41, 42]") && note.contains("sandbox sb"),
+            "{note}"
+        );
+        // The targets not seen gone.
+        let e = exit_of("sb", exit(false, true, false, vec![]));
+        assert!(!e.killed && e.cancelled, "{e:?}");
+        assert!(e.note.expect("a note").contains("could not confirm"));
+        // No kill ran: nothing claimed, nothing said.
+        let mut natural = exit(false, false, false, vec![]);
+        natural.code = Some(0);
+        natural.signal = None;
+        let e = exit_of("sb", natural);
+        assert!(!e.killed && e.note.is_none() && e.exit_code == 0, "{e:?}");
     }
 }

@@ -141,20 +141,8 @@ pub(crate) async fn exec(
                 };
                 return Ok(ExecOutcome::exited(code).through_supervisor());
             };
-            if !e.killed || !e.escaped.is_empty() {
-                let why = if e.killed {
-                    format!(
-                        "processes {:?} it may have started were left running (started while another command ran)",
-                        e.escaped
-                    )
-                } else {
-                    "the supervisor could not confirm every process of it gone".to_string()
-                };
-                let note = format!(
-                    "odek: could not kill the whole command in sandbox {} ({why}); they keep running until the sandbox is destroyed\n",
-                    sandbox.name
-                );
-                output(StreamKind::Stderr, note.as_bytes());
+            if let Some(why) = kill_note(&sandbox.name, e.killed, &e.escaped) {
+                output(StreamKind::Stderr, format!("odek: {why}\n").as_bytes());
             }
             Ok(cut_outcome(cut, e.killed && e.escaped.is_empty()).through_supervisor())
         }
@@ -260,4 +248,29 @@ impl crate::Client {
         relays.insert(id.to_string(), Arc::clone(&session));
         Ok(Some(session))
     }
+}
+
+/// What a kill that was not confirmed leaves behind, for people (the
+/// foreground exec's stderr note and a background process's
+/// `ProcessExit::note`): `None` when `confirmed` (every process of the
+/// tree seen gone from `/proc`) and nothing `escaped`, else why not:
+/// the orphans left running (pids in the sandbox) or an unconfirmed kill.
+pub(crate) fn kill_note(sandbox: &str, confirmed: bool, escaped: &[u32]) -> Option<String> {
+    if confirmed && escaped.is_empty() {
+        return None;
+    }
+    let why = if confirmed {
+        format!(
+            "processes {escaped:?} it may have started were left running (started while another command ran)"
+        )
+    } else if escaped.is_empty() {
+        "the supervisor could not confirm every process of it gone".to_string()
+    } else {
+        format!(
+            "the supervisor could not confirm every process of it gone, and processes {escaped:?} it may have started were left running (started while another command ran)"
+        )
+    };
+    Some(format!(
+        "could not kill the whole command in sandbox {sandbox} ({why}); they keep running until the sandbox is destroyed"
+    ))
 }

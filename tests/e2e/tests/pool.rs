@@ -4,7 +4,9 @@
 //! sandbox launched for the new plan (attached to it), never a ready one; a
 //! claim after a ready sandbox was `docker kill`ed gets a fresh one; two
 //! concurrent claims never get the same sandbox; `odek pool down` removes the
-//! ready ones (not a claimed one), and a SIGKILL of the owner leaves nothing.
+//! ready ones (not a claimed one), also while claims race it (a sandbox is
+//! removed or handed over, never both), and a SIGKILL of the owner leaves
+//! nothing.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Stdio};
@@ -401,6 +403,91 @@ fn pool_down_removes_the_ready_ones_and_a_sigkilled_owner_leaves_nothing() {
     assert!(
         wait_until(GONE_WITHIN, || p.leftovers().is_empty()),
         "left after SIGKILL of the owner: {:?}",
+        p.leftovers()
+    );
+}
+
+/// Names of `p`'s ready pooled sandboxes as `odek sandbox ls` tells them
+/// (KIND pool: not claimed).
+fn ready_now(p: &Project) -> Vec<String> {
+    let out = p.run_odek(&["sandbox", "ls", "--json"]);
+    let Ok(ls) = serde_json::from_str::<Value>(&stdout(&out)) else {
+        return Vec::new();
+    };
+    ls.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["pool"] == true)
+        .filter_map(|l| l["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// `odek pool down` started, then 50-150 ms later 8 concurrent claims,
+/// with 8 ready sandboxes, a few times: each claim gets a sandbox that
+/// still exists and runs a command afterwards (a sandbox handed over
+/// between pool down's listing and its removal was removed under its
+/// claimant: "No such container"), and none of them is among those pool
+/// down says it removed.
+#[test]
+fn pool_down_racing_claims_never_removes_a_claimed_sandbox() {
+    let p = Project::new();
+    let mut m = Mcp::start(&p, &["--sandbox-pool", "8"]);
+    let mut from_pool = 0;
+    for delay in [50u64, 100, 150] {
+        assert!(
+            wait_until(READY_WITHIN, || ready_now(&p).len() >= 8),
+            "8 ready expected: {:?}; stderr:\n{}",
+            ready_now(&p),
+            m.stderr()
+        );
+        let before = m.stderr().matches("from the warm pool").count();
+        let down = p
+            .odek(&["pool", "down", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn odek pool down");
+        std::thread::sleep(Duration::from_millis(delay));
+        let calls: Vec<u64> = (0..8)
+            .map(|_| m.call_async("sandbox_up", json!({})))
+            .collect();
+        let ups: Vec<Value> = calls.into_iter().map(|id| m.result(id)).collect();
+        let down = down.wait_with_output().expect("odek pool down");
+        assert!(down.status.success(), "{}", odek_e2e::stderr(&down));
+        let removed: Vec<String> = serde_json::from_str(&stdout(&down)).expect("JSON");
+        from_pool += m.stderr().matches("from the warm pool").count() - before;
+        for up in &ups {
+            let (sid, container) = (
+                up["sandbox_id"].as_str().expect("sandbox_id").to_string(),
+                up["container"].as_str().expect("container").to_string(),
+            );
+            assert!(
+                !removed.contains(&container),
+                "pool down removed claimed {container} ({delay} ms): {removed:?}"
+            );
+            let ex = m.call_async("exec", json!({"command": "echo alive", "sandbox_id": sid}));
+            let ex = m.result(ex);
+            assert_eq!(
+                (ex["exit_code"].as_i64(), ex["stdout"].as_str()),
+                (Some(0), Some("alive\n")),
+                "claimed {container} ({delay} ms) after pool down: {ex}"
+            );
+        }
+        for up in &ups {
+            let d = m.call_async("sandbox_down", json!({"sandbox_id": up["sandbox_id"]}));
+            m.result(d);
+        }
+    }
+    // Positive control: the claims did race pool down for ready ones.
+    assert!(
+        from_pool > 0,
+        "no claim took a ready sandbox: {}",
+        m.stderr()
+    );
+    m.close();
+    assert!(
+        wait_until(GONE_WITHIN, || p.leftovers().is_empty()),
+        "left: {:?}",
         p.leftovers()
     );
 }
