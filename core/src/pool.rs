@@ -87,6 +87,8 @@ struct State {
     used: BTreeMap<String, u64>,
     tick: u64,
     closed: bool,
+    /// The earlier pools' orphans were swept (once, at the first fill).
+    swept_orphans: bool,
 }
 
 impl State {
@@ -178,11 +180,12 @@ impl Pool {
             return;
         }
         let key = plan.pool_key();
-        let (need, evicted) = {
+        let (need, evicted, sweep) = {
             let mut st = self.state();
             if st.closed {
                 return;
             }
+            let sweep = !std::mem::replace(&mut st.swept_orphans, true);
             st.tick += 1;
             let now = st.tick;
             st.used.insert(key.clone(), now);
@@ -210,8 +213,34 @@ impl Pool {
             if need > 0 {
                 *st.filling.entry(key.clone()).or_default() += need;
             }
-            (need, evicted)
+            (need, evicted, sweep)
         };
+        if sweep {
+            // A pool's owner killed while one of its launches was between
+            // the create and the attach leaves a created, never-started
+            // container that no owner link will remove (docs/SECURITY.md,
+            // "Known gaps"): a pool launches in the background all the
+            // time, so the next pool of this user sweeps them, as `odek
+            // sandbox gc` would (only orphans whose owner is proven gone;
+            // detached sandboxes are kept).
+            let client = self.inner.client.clone();
+            let odek_home = plan.odek_home.clone();
+            tokio::spawn(async move {
+                let opts = crate::inventory::GcOptions {
+                    odek_home,
+                    detached: false,
+                    workdir: None,
+                    dry_run: false,
+                };
+                match client.gc(&opts).await {
+                    Ok(removed) if !removed.is_empty() => {
+                        tracing::info!(?removed, "pool: removed orphaned sandboxes of dead owners")
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!("pool: orphan sweep: {e}"),
+                }
+            });
+        }
         if !evicted.is_empty() {
             let client = self.inner.client.clone();
             tokio::spawn(async move {

@@ -1038,3 +1038,33 @@ async fn file_tools_without_the_supervisor_are_refused_before_anything_runs() {
     }
     assert!(s.fake.calls_of(Op::Exec).is_empty(), "an exec ran");
 }
+
+#[tokio::test]
+async fn a_pools_first_fill_sweeps_orphans_of_dead_owners_and_keeps_live_ones() {
+    // A pool owner killed between a launch's create and attach leaves a
+    // created, never-started container; the next pool's first fill sweeps
+    // such orphans as gc would.
+    let s = Setup::new();
+    let live = s.up().await.expect("launch");
+    let live_id = live.container_id.clone().expect("id");
+    let dead = stale(&s, "odek-deadbeef0001", dead_owner()).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        s.fake.containers().contains(&dead),
+        "control: nothing swept it yet"
+    );
+    let plan = s.resolve().await.expect("resolve");
+    let pool = odek_core::pool::Pool::new(s.odek.clone(), 1);
+    pool.fill(&plan, None);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while s.fake.containers().contains(&dead) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = s.fake.containers();
+    assert!(!left.contains(&dead), "the orphan was not swept: {left:?}");
+    assert!(
+        left.contains(&live_id),
+        "a live owner's sandbox was removed: {left:?}"
+    );
+    pool.drain().await;
+}
