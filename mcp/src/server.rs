@@ -86,9 +86,10 @@ impl OdekMcp {
                 // what the agent gets: say that first (SPEC §7).
                 let pending = match &plan.approval {
                     Some(req) if req.standing().is_none() => format!(
-                        "NOT APPROVED YET: {} asks for sandbox settings ({}) that the operator has not approved, so every tool call that launches a sandbox asks the user through the MCP client (if it supports elicitation) or is refused until they are approved (`odek run` in a terminal, answer `t`; or {}=1 for this server). If approved, the sandbox will have:\n\n",
+                        "NOT APPROVED YET: {} asks for sandbox settings ({}) that the operator has not approved, so every tool call that launches a sandbox asks the user through the MCP client (if it supports elicitation) or is refused until they are approved (the operator runs `{}` in a terminal and answers `t`; or sets {}=1 for this server). If approved, the sandbox will have:\n\n",
                         req.config,
                         req.knobs.join(", "),
+                        odek_core::approval::approve_command(&req.project_dir),
                         odek_core::config::APPROVE_ENV
                     ),
                     _ => String::new(),

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -666,6 +667,7 @@ def test_elicitation_refused(project, answer):
             err = await refused(s, "exec", command="true")
             print(f"\n--- refusal (elicitation {answer}) ---\n{err}")
             assert "not approved" in err and f"{PROJECT}_backend" in err
+            assert f"`odek approve -C {project.dir}`" in err, err
             check_question(asker)
             assert containers_for(project.dir) == []
             # Asked again on the next call; the server keeps serving.
@@ -676,6 +678,80 @@ def test_elicitation_refused(project, answer):
 
     run(go())
     assert containers_for(project.dir) == []
+
+
+def approve_at_a_terminal(p: Project, answer: str) -> tuple[int, str]:
+    """`odek approve -C <project>` on a pseudo-terminal, answering `answer`
+    at its question; its exit status and everything it wrote."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen([str(ODEK), "approve", "-C", str(p.dir), "--sandbox-image", IMAGE],
+                            stdin=slave, stdout=slave, stderr=slave, env=p.env(), cwd=str(p.dir))
+    os.close(slave)
+    out = b""
+
+    def read(until: bytes | None) -> None:
+        nonlocal out
+        deadline = time.monotonic() + 60
+        while until is None or until not in out:
+            assert time.monotonic() < deadline, f"no {until!r} from odek approve:\n{out.decode(errors='replace')}"
+            ready, _, _ = select.select([master], [], [], 1)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other side closed
+                return
+            if not chunk:
+                return
+            out += chunk
+
+    try:
+        read(b"Trust these settings?")
+        os.write(master, answer.encode() + b"\n")
+        read(None)
+        return proc.wait(timeout=60), out.decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+
+
+def test_odek_approve_lets_a_client_without_elicitation_launch(project):
+    """A client that cannot elicit (Gemini CLI) is told `odek approve -C
+    <dir>`; once the operator answers `t` there, the same client launches
+    without being asked, and `odek approve` itself created nothing."""
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+    fix = f"odek approve -C {project.dir}"
+
+    async def refused_first():
+        async with session(project, compose=False) as (s, init):
+            assert "NOT APPROVED YET" in init.instructions and fix in init.instructions, init.instructions
+            err = await refused(s, "exec", command="true")
+            print("\n--- refusal (no elicitation) ---\n" + err)
+            assert f"`{fix}`" in err, err
+            assert "does not support elicitation" in err, err
+        assert containers_for(project.dir) == []
+
+    run(refused_first())
+    # A denial stores nothing (control for the trust below).
+    code, out = approve_at_a_terminal(project, "n")
+    assert code == 1, out
+    assert stored_keys(project) == "" or "true" not in stored_keys(project), stored_keys(project)
+    code, out = approve_at_a_terminal(project, "t")
+    print("\n--- odek approve ---\n" + out)
+    assert code == 0, out
+    assert f"{PROJECT}_backend" in out  # the card
+    assert "true" in stored_keys(project), "trust not stored"
+    assert containers_for(project.dir) == [], "odek approve created a container"
+
+    async def go():
+        async with session(project, compose=False) as (s, init):
+            assert "NOT APPROVED YET" not in init.instructions
+            r = await ok(s, "exec", command="redis-cli -h redis ping")
+            assert r["stdout"].strip() == "PONG"
+
+    run(go())
+    assert wait_gone(project.dir) == []
 
 
 def test_progress_while_the_image_builds(project):
