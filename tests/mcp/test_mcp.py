@@ -270,6 +270,31 @@ def test_exec_streams_output_lines_as_progress(project):
     assert wait_gone(project.dir) == []
 
 
+@pytest.mark.parametrize("supervisor", ["supervised", "exec-api"])
+def test_a_missing_program_exits_127_with_odeks_line(project, supervisor):
+    """The same status and one line on every exec path; through the exec
+    API (ODEK_SUPERVISOR= turns the supervisor off) the runtime's own text
+    ("OCI runtime exec failed") is not the result."""
+    env = project.env() if supervisor == "supervised" else project.env(ODEK_SUPERVISOR="")
+
+    async def go():
+        async with session(project, compose=False, env=env) as (s, _):
+            r = await ok(s, "exec", argv=["no-such-tool"])
+            print(f"\n--- exec no-such-tool ({supervisor}) ---\n{r}")
+            assert r["exit_code"] == 127, r
+            assert r["stdout"] == "", r
+            assert "OCI runtime" not in r["stderr"], r
+            said = [line for line in r["stderr"].splitlines() if "no-such-tool" in line]
+            assert len(said) == 1, r
+            assert said[0].startswith("odek: cannot run `no-such-tool` in sandbox odek-"), r
+            assert said[0].endswith(": command not found; nothing ran"), r
+            # Control: the sandbox runs what it has.
+            assert (await ok(s, "exec", argv=["true"]))["exit_code"] == 0
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
 def test_two_explicit_sandboxes(project):
     async def go():
         async with session(project) as (s, _):
