@@ -167,9 +167,27 @@ def test_tools_and_instructions(project):
             desc = tools["exec"].description
             m = WRAPPER.search(desc)
             assert m and "redis" in m.group(2) and "postgres" in m.group(2), desc
+            # What the agent must know to work there: edits land on the host
+            # at once, /tmp is noexec, who it runs as, where the internet is,
+            # and the output cap (128 KiB, head and tail).
+            for text in (ins, desc):
+                assert "live checkout" in text and "noexec" in text, text
+                assert "Commands run as" in text, text
+                assert "the internet is reachable through the attached networks that are not internal" in text, text
+                assert "Output cap" in text and "128 KiB" in text and "64 KiB" in text, text
+            assert "lands on the developer's machine at once" in ins, ins
             # Lazy: nothing launched by initialize or list_tools.
             assert containers_for(project.dir) == []
             assert (await ok(s, "sandbox_list"))["sandboxes"] == []
+            # The image's tools: probed at the first launch, then in the
+            # live block, and in the next server's forecast (cached per image).
+            d = await ok(s, "describe")
+            assert d["environment"]["tools"] == ["bash", "psql", "redis-cli"], d["environment"]
+            assert "the image has: bash, psql, redis-cli; not there: git" in d["prompt"], d["prompt"]
+        async with session(project) as (s, init):
+            assert "the image has: bash, psql, redis-cli" in init.instructions, init.instructions
+            desc = {t.name: t for t in (await s.list_tools()).tools}["exec"].description
+            assert "the image has: bash, psql, redis-cli" in desc, desc
 
     run(go())
     assert wait_gone(project.dir) == []
