@@ -518,6 +518,10 @@ type Environment struct {
 	// Supervisor says whether commands run through odek's supervisor, and
 	// if not why (nil on the host).
 	Supervisor *Supervisor `json:"supervisor"`
+	// Tools are the notable tools (bash, git, curl, python3, node, psql,
+	// redis-cli, …) the image has in /usr/local/bin, /usr/bin or /bin, as
+	// odek's image probe found them; nil when not known.
+	Tools []string `json:"tools"`
 
 	raw string
 }

@@ -35,6 +35,7 @@ pub async fn obtain(odek: &Client, plan: &Plan) -> Result<Option<Approval>, odek
         Decided::Unasked { .. } => Err(ApprovalError::NonInteractive {
             config: req.config.clone(),
             knobs: req.knobs.join(", "),
+            project_dir: req.project_dir.clone(),
         }
         .into()),
     }
@@ -56,25 +57,12 @@ impl Asker for Prompt {
             }
             return Ok(None);
         }
-        let card = req.render_card();
-        let answer = tokio::task::spawn_blocking(move || {
-            let mut err = std::io::stderr().lock();
-            write!(
-                err,
-                "{card}Approve? [y] yes, once  [t] trust (remember)  [N] no: "
-            )
-            .and_then(|_| err.flush())
-            .ok()?;
-            let mut line = String::new();
-            match std::io::stdin().lock().read_line(&mut line) {
-                Ok(0) | Err(_) => Some(None),
-                Ok(_) => Some(Some(line.trim().to_ascii_lowercase())),
-            }
-        })
+        let Some(answer) = ask_line(
+            req.render_card(),
+            "Approve? [y] yes, once  [t] trust (remember)  [N] no: ",
+        )
         .await
-        .ok()
-        .flatten();
-        let Some(answer) = answer else {
+        else {
             return Ok(None);
         };
         match answer.as_deref() {
@@ -87,6 +75,192 @@ impl Asker for Prompt {
                 }
                 .into())
             }
+        }
+    }
+}
+
+/// Shows `card` and `question` on stderr and reads one line from stdin
+/// (a terminal): `Some(Some(answer))` trimmed and lower-cased,
+/// `Some(None)` at end of input, `None` when the card could not be shown
+/// (stderr closed or full: nobody would know what they approve).
+async fn ask_line(card: String, question: &'static str) -> Option<Option<String>> {
+    tokio::task::spawn_blocking(move || {
+        let mut err = std::io::stderr().lock();
+        write!(err, "{card}{question}")
+            .and_then(|_| err.flush())
+            .ok()?;
+        let mut line = String::new();
+        match std::io::stdin().lock().read_line(&mut line) {
+            Ok(0) | Err(_) => Some(None),
+            Ok(_) => Some(Some(line.trim().to_ascii_lowercase())),
+        }
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// The question of `odek approve`: its only answer that approves is a
+/// stored trust (nothing runs, so there is no "once").
+const TRUST_QUESTION: &str = "Trust these settings? [y/t] yes, remember them  [N] no: ";
+
+/// What `odek approve` ended with (its `--json` `status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// The project asks for nothing that needs approval.
+    NotNeeded,
+    /// A trust for these settings was in the store already.
+    AlreadyTrusted,
+    /// Answered y or t: the trust is stored now.
+    Trusted,
+    /// Any other answer, or end of input: nothing stored.
+    Denied,
+    /// No terminal on stdin (or the card could not be shown): nobody
+    /// was asked, nothing stored.
+    NoTerminal,
+    /// Answered y or t, but the store could not be written: nothing
+    /// stored (the old store is left as it was, SPEC §7.3).
+    Failed,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::NotNeeded => "not_needed",
+            Outcome::AlreadyTrusted => "already_trusted",
+            Outcome::Trusted => "trusted",
+            Outcome::Denied => "denied",
+            Outcome::NoTerminal => "no_terminal",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+/// `odek approve [-C DIR] [sandbox flags] [--json]`: resolves the project
+/// as `odek run` would (the sandbox forced on, as `odek mcp` does), shows
+/// the approval card at the terminal and stores the trust on `y` or `t`
+/// ([`Client::approve`] with [`Decision::Trust`]: the store and key of
+/// `odek run`'s `t`). Nothing is launched, pulled or built: resolve
+/// creates nothing. Exit 0 when trusted (now or before) or nothing needs
+/// approval; 1 otherwise.
+pub async fn approve_project(
+    cli: &crate::Cli,
+    odek: &Client,
+    reporter: &crate::output::Stderr,
+    args: &crate::ApproveArgs,
+) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let failed = |e: &anyhow::Error| {
+        crate::output::print_anyhow(e);
+        ExitCode::from(crate::exit::FAILED)
+    };
+    let mut inputs = match args.sandbox.inputs(&cli.workdir) {
+        Ok(i) => i,
+        Err(e) => return failed(&e),
+    };
+    if inputs
+        .force_sandbox(Some("odek approve (implies --sandbox)"))
+        .is_err()
+    {
+        errln!("odek: error: `odek approve` reviews the settings of a sandbox, and --no-sandbox turns it off; drop --no-sandbox");
+        return ExitCode::from(crate::exit::USAGE);
+    }
+    let plan = match odek.resolve(&inputs, reporter).await {
+        Ok(p) => p,
+        Err(e) => {
+            crate::output::print_error(&e);
+            return ExitCode::from(crate::exit::FAILED);
+        }
+    };
+    crate::commands::verbose_plan(cli, odek, &plan);
+    let store = Store::new(&plan.odek_home);
+    let store_path = odek_core::text::shown(store.path());
+    let outcome = match &plan.approval {
+        None => {
+            errln!(
+                "odek: nothing to approve: the project in {} asks for no sandbox setting that needs approval (no odek.json setting of SPEC §7.1, no Dockerfile.odek); `odek run` and `odek mcp` launch it without asking",
+                odek_core::text::shown(&plan.workdir)
+            );
+            Outcome::NotNeeded
+        }
+        Some(req) if req.trusted => {
+            errln!(
+                "odek: already trusted: the settings {} asks for (key {}) are trusted in {store_path}; `odek run` and `odek mcp` launch them without asking",
+                odek_core::text::shown(&req.config),
+                req.key
+            );
+            Outcome::AlreadyTrusted
+        }
+        Some(req) => ask_trust(odek, &plan, req, &store_path).await,
+    };
+    if args.json {
+        let v = serde_json::json!({
+            "schema": "odek.approve-result/1",
+            "status": outcome.as_str(),
+            "project_dir": plan.workdir.display().to_string(),
+            "key": plan.approval.as_ref().map(|r| r.key.clone()),
+            "store": store.path().display().to_string(),
+            "request": plan.approval,
+        });
+        match crate::commands::json_for_terminal(&v) {
+            Ok(text) => outln!("{text}"),
+            Err(e) => return failed(&e),
+        }
+    }
+    match outcome {
+        Outcome::NotNeeded | Outcome::AlreadyTrusted | Outcome::Trusted => ExitCode::SUCCESS,
+        Outcome::Denied | Outcome::NoTerminal | Outcome::Failed => {
+            ExitCode::from(crate::exit::FAILED)
+        }
+    }
+}
+
+/// Asks at the terminal whether to trust `req` and stores the trust on
+/// `y` or `t`; says what happened on stderr.
+async fn ask_trust(odek: &Client, plan: &Plan, req: &ApprovalRequest, store: &str) -> Outcome {
+    let env_note = if req.approved_by_env {
+        format!(
+            " ({}=1 is set, but it approves a single run and stores nothing)",
+            odek_core::config::APPROVE_ENV
+        )
+    } else {
+        String::new()
+    };
+    if !std::io::stdin().is_terminal() {
+        errln!(
+            "odek: error (config): {} asks for project sandbox settings ({}) that need approval, and `odek approve` asks at a terminal: stdin is not one{env_note}; run `{}` in a terminal and answer `t`. Nothing was stored",
+            odek_core::text::shown(&req.config),
+            req.knobs.join(", "),
+            odek_core::approval::approve_command(&req.project_dir)
+        );
+        return Outcome::NoTerminal;
+    }
+    let Some(answer) = ask_line(req.render_card(), TRUST_QUESTION).await else {
+        return Outcome::NoTerminal;
+    };
+    match answer.as_deref() {
+        Some("y") | Some("yes") | Some("t") | Some("trust") => {
+            match odek.approve(plan, Decision::Trust) {
+                Ok(_) => {
+                    errln!(
+                        "odek: trusted; key {} stored in {store}; nothing ran. `odek run` and `odek mcp` now launch these settings without asking (`odek approvals revoke {}` undoes it)",
+                        req.key,
+                        req.key
+                    );
+                    Outcome::Trusted
+                }
+                Err(e) => {
+                    crate::output::print_error(&e);
+                    Outcome::Failed
+                }
+            }
+        }
+        _ => {
+            errln!();
+            errln!(
+                "odek: not approved: nothing was stored{env_note}; the project's settings still ask at the next run"
+            );
+            Outcome::Denied
         }
     }
 }

@@ -43,7 +43,7 @@ pub const TABLE: &[Row] = &[
     Row {
         status: "the command's own",
         help: "the command's own status",
-        short: "the sandbox ran the command (0–255 passed through; a command not found or not executable in the sandbox gives 126, Docker's exec error on stdout; on the host fallback 127 for not found)",
+        short: "the sandbox ran the command (0–255 passed through; a command not found gives 127 and one not executable 126, as in a shell, with odek's one line on stderr)",
         long: "it ran to the end (0–255 passed through, a 137 of its own too)",
     },
     Row {
@@ -80,7 +80,7 @@ pub const TABLE: &[Row] = &[
         status: "255",
         help: "255 when the daemon or odek's supervisor was lost while it ran (it may have partly run)",
         short: "the Docker daemon, or the sandbox's supervisor, was lost after the command started: its status is unknown",
-        long: "the Docker daemon was lost after the command started, or odek's supervisor in the sandbox restarted while it ran ([SANDBOXING.md](SANDBOXING.md#a-server-that-dies): the command's processes are killed and the next command runs): it may have partly run, its status is unknown. Both commands map exec failures the same way: Docker refusing the exec is 125 (nothing ran); an exec that ended without a status is 255. A command that does not exist or cannot be executed exits 126 or 127, as in a shell: in the sandbox Docker reports it (126, with the runtime's `OCI runtime exec failed …` message on the command's output, as `docker exec` does), on the host (fallback, `--no-sandbox`) odek does (127 not found, 126 not executable, message on stderr)",
+        long: "the Docker daemon was lost after the command started, or odek's supervisor in the sandbox restarted while it ran ([SANDBOXING.md](SANDBOXING.md#a-server-that-dies): the command's processes are killed and the next command runs): it may have partly run, its status is unknown. Both commands map exec failures the same way: Docker refusing the exec is 125 (nothing ran); an exec that ended without a status is 255. A command that does not start exits as in a shell — 127 when its program is not found (or its working directory does not exist), 126 when it is not executable — with one line from odek on stderr, the same whether it runs through odek's supervisor, through Docker's exec API or on the host (fallback, `--no-sandbox`): ``odek: cannot run `no-such-tool` in sandbox odek-…: command not found; nothing ran`` (the runtime's own `OCI runtime exec failed …` text is not passed on)",
     },
 ];
 

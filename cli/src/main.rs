@@ -80,6 +80,9 @@ pub(crate) enum Cmd {
     /// Show configuration.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Review the project's sandbox settings that need approval and trust
+    /// them, without running anything (SPEC §7).
+    Approve(ApproveArgs),
     /// Trusted project settings (SPEC §7.3).
     #[command(subcommand)]
     Approvals(ApprovalsCmd),
@@ -119,7 +122,8 @@ pub(crate) enum PoolCmd {
 /// `odek mcp`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = format!("Speaks the Model Context Protocol on stdin/stdout; logs go to stderr. Tools: exec, describe, sandbox_up, sandbox_down, sandbox_list, sandbox_narrow (docs/MCP.md).\nThe sandbox is always on: an unreachable daemon or a missing network is a tool error, never a command on the host. Project settings needing approval are refused unless trusted (`odek approvals`) or {}=1 is set.\nEvery sandbox the server launched is removed when the client disconnects or on SIGINT/SIGTERM/SIGHUP/SIGQUIT; after SIGKILL, `odek sandbox gc --all` removes them.\n\nExample (Claude Code):\n  claude mcp add odek -- odek mcp --sandbox-compose shop --sandbox-image my-tools:1", odek_core::config::APPROVE_ENV)
+    mut_arg("no-sandbox", |a| a.hide(true)),
+    after_help = format!("Speaks the Model Context Protocol on stdin/stdout; logs go to stderr. Tools: exec, process_output, process_kill, describe, sandbox_up, sandbox_down, sandbox_list, sandbox_narrow (docs/MCP.md).\nThe sandbox is always on: an unreachable daemon or a missing network is a tool error, never a command on the host. Project settings needing approval are asked through the client (MCP elicitation) or refused, unless trusted (`odek approve -C DIR` in a terminal stores the trust without running anything; `odek approvals`) or {}=1 is set.\nEvery sandbox the server launched is removed when the client disconnects or on SIGINT/SIGTERM/SIGHUP/SIGQUIT; after a SIGKILL of the server the engine removes them by itself once the server's connections to them are gone (they are owned by the server: docs/SANDBOXING.md, owner lifetime), and `odek sandbox gc` in the server's workdir (or --all) stays the backstop.\n\nExample (Claude Code):\n  claude mcp add odek -- odek mcp --sandbox-compose shop --sandbox-image my-tools:1", odek_core::config::APPROVE_ENV)
 )]
 pub(crate) struct McpArgs {
     #[command(flatten)]
@@ -135,6 +139,21 @@ pub(crate) struct McpArgs {
     /// and a replacement starts in the background (docs/MCP.md).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..=8))]
     pub(crate) sandbox_pool: Option<i64>,
+}
+
+/// `odek approve`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = format!("Resolves the project in DIR (-C; default the current directory) with these sandbox flags, as `odek run` and `odek mcp` would, and shows the approval card of what its odek.json or Dockerfile.odek asks for. Answering y or t at the terminal stores the trust that answering t at `odek run` stores (`odek approvals list`); later runs and `odek mcp` servers with the same settings and networks launch without asking. Nothing is run, built, pulled or created.\nNeeds a terminal on stdin: a trust is stored only by someone who saw the card. {}=1 approves a single run and stores nothing, so it does not answer here.\nSays so, and exits 0, when nothing needs approval or a trust is stored already.\n\nExit status: 0 trusted (now or before) or nothing to approve; 1 not approved (an answer other than y or t, no terminal, or an error); 2 usage.", odek_core::config::APPROVE_ENV)
+)]
+pub(crate) struct ApproveArgs {
+    #[command(flatten)]
+    pub(crate) sandbox: SandboxFlags,
+    /// Print the outcome as JSON on stdout: `status` (`trusted`,
+    /// `already_trusted`, `not_needed`, `denied`, `no_terminal`, `failed`), `key`,
+    /// `store`, `project_dir` and the approval `request` (null when none).
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `odek approvals …`.
@@ -395,4 +414,54 @@ fn main() -> ExitCode {
         }
     };
     rt.block_on(commands::dispatch(cli))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    fn help(cmd: &str) -> String {
+        let mut odek = crate::Cli::command();
+        odek.build();
+        odek.find_subcommand_mut(cmd)
+            .expect("the subcommand")
+            .render_long_help()
+            .to_string()
+    }
+
+    /// `odek mcp` forces the sandbox on: its help offers no way off (the
+    /// flag stays hidden so that it is refused with a reason), and says what
+    /// docs/MCP.md says of a SIGKILL — the engine removes the sandboxes by
+    /// itself, gc is the backstop.
+    #[test]
+    fn mcp_help_hides_no_sandbox_and_agrees_with_mcp_md_on_sigkill() {
+        let mcp = help("mcp");
+        assert!(!mcp.contains("--no-sandbox"), "{mcp}");
+        assert!(
+            help("run").contains("--no-sandbox"),
+            "control: run keeps it"
+        );
+        let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let mcp = flat(&mcp);
+        assert!(
+            mcp.contains("after a SIGKILL of the server the engine removes them by itself"),
+            "{mcp}"
+        );
+        assert!(
+            mcp.contains("`odek sandbox gc` in the server's workdir (or --all) stays the backstop"),
+            "{mcp}"
+        );
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/MCP.md"))
+            .expect("docs/MCP.md");
+        let doc = flat(&doc);
+        assert!(
+            doc.contains("After a SIGKILL of the server the engine removes them by itself"),
+            "docs/MCP.md no longer says what --help says"
+        );
+        assert!(doc.contains("`odek sandbox gc` in its workdir (or `--all`) stays the backstop"));
+        // Hidden, not gone: it parses, and `odek mcp` refuses it.
+        assert!(
+            <crate::Cli as clap::Parser>::try_parse_from(["odek", "mcp", "--no-sandbox"]).is_ok()
+        );
+    }
 }

@@ -104,6 +104,13 @@ pub struct Environment {
     /// `None` on the host.
     #[serde(default)]
     pub supervisor: Option<crate::supervisor::SupervisorState>,
+    /// Which of the notable tools (`image_tools::NOTABLE_TOOLS`: bash,
+    /// git, curl, python3, node, psql, redis-cli, …) the image has in
+    /// `/usr/local/bin`, `/usr/bin` or `/bin`, as the image probe found
+    /// them (once per image ID), in that list's order; null when not known
+    /// (on the host, or no probe of this image looked yet).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
 }
 
 /// True when `peer` is listed among the services of a network: every
@@ -194,6 +201,10 @@ impl Client {
             user: plan.user.clone(),
             account: plan.account.clone(),
             supervisor: engine.map(|e| crate::supervisor::Supervision::state_for(plan, e.as_ref())),
+            tools: match engine {
+                Some(e) => forecast_tools(e.as_ref(), plan).await,
+                None => None,
+            },
         }
     }
 
@@ -227,6 +238,7 @@ impl Client {
             user: plan.user.clone(),
             account: plan.account.clone(),
             supervisor: None,
+            tools: None,
         };
         let Some(id) = &sandbox.container_id else {
             let (iso, reason) = match &sandbox.isolation {
@@ -285,6 +297,8 @@ impl Client {
             } else {
                 Some(me.user.clone()).filter(|u| !u.is_empty())
             },
+            // Read from what the image probe found (no round trip).
+            tools: crate::image_tools::cached(&plan.odek_home, &me.image_id),
             // The container's own shape says; the launch's reason when it
             // has one.
             supervisor: Some(if supervised {
@@ -304,6 +318,14 @@ impl Client {
         };
         describe_container(engine.as_ref(), &me, base).await
     }
+}
+
+/// The tools the plan's image has, when a probe of it looked already: the
+/// image's ID from the engine (one inspect), then the probe's file.
+async fn forecast_tools(engine: &dyn DockerApi, plan: &Plan) -> Option<Vec<String>> {
+    let reference = plan.image.reference.to_string();
+    let image = engine.inspect_image(&reference).await.ok().flatten()?;
+    crate::image_tools::cached(&plan.odek_home, &image.id)
 }
 
 /// `NanoCpus` as the CPU count it means: the plan's spelling when it is the
@@ -519,12 +541,50 @@ fn wrapped_list(env: &Environment, nonce: &str, compact: bool) -> String {
     s
 }
 
-fn internet_line(env: &Environment) -> &'static str {
-    if env.internet {
-        "The internet is reachable."
+/// The network line's words (SPEC §9.1): the mode, and whether and
+/// through what the internet is reachable — never a network's name, which
+/// is untrusted and stays inside the wrapper.
+fn network_text(env: &Environment) -> String {
+    let net = env.network.unwrap_or(NetworkSummary::None);
+    let internet = match (env.internet, net) {
+        (false, _) => "the internet is NOT reachable",
+        (true, NetworkSummary::Attached) => {
+            "the internet is reachable through the attached networks that are not internal (such as a Compose project's default network)"
+        }
+        (true, NetworkSummary::Bridge) => {
+            "the internet is reachable through Docker's default bridge"
+        }
+        (true, _) => "the internet is reachable (through Docker's default bridge)",
+    };
+    let mode = match net {
+        NetworkSummary::Attached => "attached networks only (no default bridge)",
+        other => other.describe(),
+    };
+    format!("{mode}; {internet}")
+}
+
+/// The tools line of the block, when the image's tools are known.
+fn tools_line(env: &Environment) -> Option<String> {
+    let found = env.tools.as_ref()?;
+    let missing: Vec<&str> = crate::image_tools::NOTABLE_TOOLS
+        .iter()
+        .copied()
+        .filter(|t| !found.iter().any(|f| f == t))
+        .collect();
+    let has = if found.is_empty() {
+        "none of them".to_string()
     } else {
-        "The internet is NOT reachable."
-    }
+        found.join(", ")
+    };
+    let lacks = if missing.is_empty() {
+        String::new()
+    } else {
+        format!("; not there: {}", missing.join(", "))
+    };
+    Some(format!(
+        "Of the common tools odek looks for in {}, the image has: {has}{lacks}.",
+        crate::image_tools::TOOL_DIRS.join(", ")
+    ))
 }
 
 /// The "Execution environment" block for the agent's system prompt (SPEC §9.1).
@@ -543,25 +603,26 @@ pub fn render_prompt(env: &Environment) -> String {
         ));
         return s;
     }
-    let net = env.network.unwrap_or(NetworkSummary::None);
     s.push_str(&format!(
         "Commands run inside a Docker container (odek sandbox {}), not on the user's machine.\n",
         env.sandbox
     ));
     s.push_str(&format!(
-        "- `/workspace` is the project directory, mounted {}.\n",
+        "- `/workspace` is the developer's live checkout of the project (the working directory of every command), {}.\n",
         if env.workspace.readonly {
-            "read-only (you cannot change files there)"
+            "mounted read-only: you can read it but not change files there"
         } else {
-            "read-write"
+            "mounted read-write: every change you make there lands on the developer's machine at once; there is no copy to throw away"
         }
     ));
-    s.push_str(&format!(
-        "- Network: {}. {}\n",
-        net.describe(),
-        internet_line(env)
-    ));
+    s.push_str(
+        "- `/tmp` is a private scratch space mounted `noexec`: a file there cannot be run as a program (run a script through its interpreter, e.g. `sh /tmp/x.sh`).\n",
+    );
+    s.push_str(&format!("- Network: {}.\n", network_text(env)));
     s.push_str(&user_line(env));
+    if let Some(tools) = tools_line(env) {
+        s.push_str(&format!("- {tools}\n"));
+    }
     s.push_str(
         "- `localhost` is this container itself: not the host, and not the services below.\n",
     );
@@ -598,12 +659,26 @@ pub fn render_prompt(env: &Environment) -> String {
     s
 }
 
+/// Whose user commands run as, for the short variant: ` Runs as …`.
+fn user_tool_text(env: &Environment) -> String {
+    let who = match (&env.account, &env.user) {
+        (Some(a), _) => format!("user `{}` (uid {}), not root", a.name, a.uid),
+        (None, Some(u)) if is_root(u) => "root without any capability".to_string(),
+        (None, Some(u)) => format!("user `{}`", crate::text::shown(u)),
+        (None, None) => "the image's default user".to_string(),
+    };
+    format!(" Commands run as {who}.")
+}
+
+/// True for a `Config.User` that is root (`root`, `0`, `0:0`).
+fn is_root(u: &str) -> bool {
+    let uid = u.split(':').next().unwrap_or_default();
+    uid == "root" || (!uid.is_empty() && uid.bytes().all(|b| b == b'0'))
+}
+
 /// Whose user commands run as, one line of the block (SPEC §6.1 "user").
 fn user_line(env: &Environment) -> String {
-    let root = |u: &str| {
-        let uid = u.split(':').next().unwrap_or_default();
-        uid == "root" || (!uid.is_empty() && uid.bytes().all(|b| b == b'0'))
-    };
+    let root = is_root;
     match (&env.account, &env.user) {
         (Some(a), _) => format!(
             "- Commands run as user `{}` (uid {}, gid {}), not root. `HOME` is {}: empty, private to this sandbox and gone when it ends (keep your work in /workspace).\n",
@@ -625,13 +700,20 @@ pub fn render_tool(env: &Environment) -> String {
     if env.isolation != "container" {
         return "Runs a shell command ON THE HOST without a sandbox.".to_string();
     }
-    let net = env.network.unwrap_or(NetworkSummary::None);
     let mut s = format!(
-        "Runs a shell command in a Docker sandbox: /workspace is the project ({}); network: {}; {} localhost is the container itself.",
-        if env.workspace.readonly { "read-only" } else { "read-write" },
-        net.describe(),
-        internet_line(env).to_ascii_lowercase().trim_end_matches('.').to_string() + "."
+        "Runs a shell command in a Docker sandbox: /workspace is the developer's live checkout ({}); /tmp is noexec; network: {}. localhost is the container itself.{}",
+        if env.workspace.readonly {
+            "read-only"
+        } else {
+            "read-write: edits land on their machine at once"
+        },
+        network_text(env),
+        user_tool_text(env),
     );
+    if let Some(tools) = tools_line(env) {
+        s.push(' ');
+        s.push_str(&tools);
+    }
     if !env.networks.is_empty() {
         s.push_str(" Services by name:\n");
         s.push_str(&wrapped_list(env, &nonce(), true));
@@ -673,6 +755,7 @@ mod tests {
             user: None,
             account: None,
             supervisor: None,
+            tools: None,
         }
     }
 
@@ -701,6 +784,65 @@ mod tests {
         assert!(a.contains("NOT reachable"));
         assert!(a.contains("`localhost` is this container itself"));
         assert!(!a.contains("host.docker.internal"));
+    }
+
+    /// What the agent must know to work there (SPEC §9.1): whose user,
+    /// that `/workspace` is the live checkout, that `/tmp` is noexec, what
+    /// reaches the internet (in words that do not contradict "attached
+    /// networks only"), and the image's tools; the short variant says it
+    /// too; no name leaves the wrapper.
+    #[test]
+    fn the_block_says_where_edits_land_tmp_noexec_the_internet_path_and_the_tools() {
+        let mut env = env_with(&["redis"]);
+        env.internet = true;
+        env.user = Some("0:0".into());
+        env.tools = Some(vec!["git".into(), "curl".into()]);
+        let p = render_prompt(&env);
+        assert!(p.contains("developer's live checkout"), "{p}");
+        assert!(
+            p.contains("lands on the developer's machine at once"),
+            "{p}"
+        );
+        assert!(
+            p.contains("`/tmp` is a private scratch space mounted `noexec`"),
+            "{p}"
+        );
+        assert!(
+            p.contains("attached networks only (no default bridge); the internet is reachable through the attached networks that are not internal"),
+            "{p}"
+        );
+        assert!(
+            !p.contains("attached networks only. The internet is reachable"),
+            "{p}"
+        );
+        assert!(p.contains("Commands run as root"), "{p}");
+        assert!(
+            p.contains("in /usr/local/bin, /usr/bin, /bin, the image has: git, curl; not there: bash, wget"),
+            "{p}"
+        );
+        let t = render_tool(&env);
+        for want in [
+            "live checkout",
+            "/tmp is noexec",
+            "Commands run as root",
+            "the image has: git, curl",
+        ] {
+            assert!(t.contains(want), "{want}: {t}");
+        }
+        // The network's name is only inside the wrapper.
+        for text in [&p, &t] {
+            let open = text.find("<untrusted_content_").expect("wrapper");
+            assert!(!text[..open].contains("backend"), "{text}");
+        }
+        // Unknown tools: no line; read-only: no claim that edits land.
+        env.tools = None;
+        env.workspace.readonly = true;
+        let p = render_prompt(&env);
+        assert!(!p.contains("the image has"), "{p}");
+        assert!(p.contains("mounted read-only"), "{p}");
+        assert!(!p.contains("lands on"), "{p}");
+        env.internet = false;
+        assert!(render_prompt(&env).contains("the internet is NOT reachable"));
     }
 
     #[test]

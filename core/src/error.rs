@@ -422,10 +422,10 @@ impl Error {
             }
             Error::NotFound(e) => e.render(surface),
             Error::InvalidName { name } => invalid_name_text(name, surface),
+            Error::Approval(e) => e.render(surface),
             // The rest carry no advice that differs by surface (a test
             // renders every variant on each surface and looks for flags).
             Error::Network(_)
-            | Error::Approval(_)
             | Error::Narrow(_)
             | Error::Endpoint(_)
             | Error::NotASandbox(_)

@@ -28,6 +28,7 @@ pub mod files;
 pub(crate) mod hardening;
 pub mod image;
 pub(crate) mod image_ref;
+pub mod image_tools;
 pub mod inventory;
 pub mod labels;
 pub mod launch;

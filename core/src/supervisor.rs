@@ -54,7 +54,7 @@ pub enum Ended {
     /// The supervisor's report.
     Exit(proto::Exit),
     /// It did not start (the supervisor's reason).
-    Failed(String),
+    Failed(proto::Failed),
     /// The session ended first: the command's status is unknown.
     Lost,
     /// The supervisor's server died while the command ran and a new one
@@ -398,8 +398,7 @@ impl Session {
                             return Ended::Failed(
                                 frame
                                     .parse::<proto::Failed>()
-                                    .map(|f| f.message)
-                                    .unwrap_or_else(|e| e.to_string()),
+                                    .unwrap_or_else(|e| proto::Failed::new(e.to_string())),
                             )
                         }
                         _ => {}
@@ -448,7 +447,7 @@ pub enum Answer {
         frame: Frame,
     },
     /// The supervisor refused (its reason).
-    Failed(String),
+    Failed(proto::Failed),
     /// The session ended first, or no answer came within the budget.
     Lost,
     /// The server died and a new one serves since the request was sent.
@@ -490,8 +489,7 @@ impl Session {
                         return Some(Answer::Failed(
                             frame
                                 .parse::<proto::Failed>()
-                                .map(|f| f.message)
-                                .unwrap_or_else(|e| e.to_string()),
+                                .unwrap_or_else(|e| proto::Failed::new(e.to_string())),
                         ))
                     }
                     Kind::Spawned | Kind::Polled => {
@@ -1222,20 +1220,14 @@ mod tests {
         );
         let (link, _peer) = link_from(vec![
             ready(SUPERVISOR_UID),
-            Frame::json(
-                Kind::Failed,
-                1,
-                &proto::Failed {
-                    message: "no such process".into(),
-                },
-            ),
+            Frame::json(Kind::Failed, 1, &proto::Failed::new("no such process")),
         ]);
         let s = Session::open(link, Duration::from_secs(1))
             .await
             .expect("ready");
         assert_eq!(
             s.request(Kind::Poll, &poll, Duration::from_secs(5)).await,
-            Answer::Failed("no such process".into())
+            Answer::Failed(proto::Failed::new("no such process"))
         );
     }
 

@@ -129,7 +129,19 @@ async fn describe_lists_attached_networks_and_their_peers() {
         ],
     );
     assert!(prompt.contains("attached networks only"), "{prompt}");
-    assert!(prompt.contains("The internet is reachable."), "{prompt}");
+    assert!(
+        prompt.contains(
+            "the internet is reachable through the attached networks that are not internal"
+        ),
+        "{prompt}"
+    );
+    // The launch's image probe looked for the tools; the fake image has
+    // none of them, and the block says so.
+    assert_eq!(env.tools, Some(Vec::new()), "{env:?}");
+    assert!(
+        prompt.contains("the image has: none of them; not there: bash, git"),
+        "{prompt}"
+    );
     assert!(
         prompt.contains("`localhost` is this container itself"),
         "{prompt}"
@@ -287,10 +299,7 @@ async fn describe_reports_what_the_container_has_not_what_was_planned() {
     assert!(!env.internet);
     assert!(env.networks.is_empty());
     let prompt = render_prompt(&env);
-    assert!(
-        prompt.contains("The internet is NOT reachable."),
-        "{prompt}"
-    );
+    assert!(prompt.contains("the internet is NOT reachable"), "{prompt}");
     assert!(
         !prompt.contains("untrusted_content"),
         "no list without networks"

@@ -30,6 +30,17 @@ impl Out {
         move |k, b| self.0.lock().expect("lock").push((k, b.to_vec()))
     }
 
+    fn stderr(&self) -> String {
+        let v = self.0.lock().expect("lock");
+        String::from_utf8_lossy(
+            &v.iter()
+                .filter(|(k, _)| *k == StreamKind::Stderr)
+                .flat_map(|(_, b)| b.clone())
+                .collect::<Vec<u8>>(),
+        )
+        .into_owned()
+    }
+
     fn stdout(&self) -> String {
         let v = self.0.lock().expect("lock");
         String::from_utf8_lossy(
@@ -72,6 +83,52 @@ async fn exit_code_and_output_pass_through() {
     let execs = s.fake.calls_of(Op::Exec);
     assert_eq!(execs.len(), 1);
     assert_eq!(execs[0].arg, "/bin/sh -c exit 3");
+}
+
+/// A program the sandbox lacks, through the exec API: the engine says it
+/// never started, and the command gets 127 and odek's one line on stderr
+/// (the same line as through the supervisor), nothing on stdout.
+#[tokio::test]
+async fn a_missing_program_exits_127_with_odeks_one_line() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    s.fake.set_quirks(Quirks {
+        exec_not_found: Some("no-such-tool".into()),
+        ..Quirks::default()
+    });
+    let out = Out::default();
+    let sink = out.sink();
+    let r = s
+        .odek
+        .exec(
+            &sb,
+            &req(Command::Argv(vec!["no-such-tool".into()])),
+            &ExecOptions::default(),
+            &sink,
+        )
+        .await
+        .expect("a status, not an odek error");
+    assert_eq!(r.exit_code, 127);
+    assert_eq!(out.stdout(), "");
+    assert_eq!(
+        out.stderr(),
+        format!(
+            "odek: cannot run `no-such-tool` in sandbox {}: command not found; nothing ran\n",
+            sb.name
+        )
+    );
+    // Control: another program runs and keeps its own status.
+    let r = s
+        .odek
+        .exec(
+            &sb,
+            &req(Command::Argv(vec!["true".into()])),
+            &ExecOptions::default(),
+            &sink,
+        )
+        .await
+        .expect("exec");
+    assert_eq!(r.exit_code, 0);
 }
 
 #[tokio::test]

@@ -144,6 +144,7 @@ fn environments() -> impl Strategy<Value = (Environment, Environment, Vec<String
                     user: None,
                     account: None,
                     supervisor: None,
+                    tools: None,
                 };
                 let placeholder = Environment {
                     networks: placeholders,
@@ -317,6 +318,7 @@ fn nonces_are_unique_over_ten_thousand_renders() {
         user: None,
         account: None,
         supervisor: None,
+        tools: None,
     };
     let mut seen = HashSet::new();
     for _ in 0..10_000 {

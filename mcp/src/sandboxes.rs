@@ -311,16 +311,18 @@ impl Sandboxes {
                 };
                 if env_refused {
                     return Err(Refusal(format!(
-                        "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and {}=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, review them and restart the server, or trust them with `odek run` in a terminal (answer t).\n\n{}",
+                        "{} asks for sandbox settings ({}) other than those it asked for when this MCP server started, and {}=1 approves only those (the agent can rewrite the file). Nothing was launched. To allow the new settings, the operator reviews and trusts them with `{}` in a terminal (answer t; this server then launches them without asking), or reviews them and restarts the server.\n\n{}",
                         odek_core::text::shown(&req.config),
                         req.knobs.join(", "),
                         odek_core::config::APPROVE_ENV,
+                        odek_core::approval::approve_command(&req.project_dir),
                         req.render_card()
                     )));
                 }
                 let e = Error::from(ApprovalError::NonInteractive {
                     config: req.config.clone(),
                     knobs: req.knobs.join(", "),
+                    project_dir: req.project_dir.clone(),
                 });
                 let note = if req.previously_trusted {
                     format!("\nNote: {}.", odek_core::approval::PREVIOUSLY_TRUSTED)
@@ -541,9 +543,10 @@ impl Asker for Elicit<'_> {
                     config: req.config.clone(),
                 });
                 Err(Refusal(format!(
-                    "{} (asked through the MCP client: {why})\n(odek refused: failure class {}; nothing ran and no container was left. The next call that launches a sandbox asks again; or trust the settings with `odek run` in a terminal (answer t).)\n\n{}",
+                    "{} (asked through the MCP client: {why})\n(odek refused: failure class {}; nothing ran and no container was left. The next call that launches a sandbox asks again; or the operator trusts the settings with `{}` in a terminal (answer t), and this server then launches them without asking.)\n\n{}",
                     mcp_words(&e),
                     e.reported_class(),
+                    odek_core::approval::approve_command(&req.project_dir),
                     req.render_card()
                 )))
             }

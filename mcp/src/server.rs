@@ -33,6 +33,16 @@ Every tool takes an optional `sandbox_id`; without one it uses this conversation
 `sandbox_up` launches another sandbox and returns its id, `sandbox_narrow` a sub-agent's sandbox limited to part of a parent's networks, `sandbox_down` removes one, `sandbox_list` lists them. \
 A refusal (Docker unreachable, a network missing, settings needing approval) is a tool error that says what to fix; nothing then runs anywhere.";
 
+/// What the agent is told of `exec`'s output cap ([`MAX_OUTPUT_BYTES`]),
+/// in the instructions and the tool's description.
+fn output_cap_text() -> String {
+    let kib = MAX_OUTPUT_BYTES / 1024;
+    format!(
+        "Output cap: an `exec` result carries at most {kib} KiB of stdout and {kib} KiB of stderr — the first and the last {} KiB, the middle cut (`stdout_truncated`/`stderr_truncated` say so). Send long output to a file in /workspace and read the part you need.",
+        kib / 2
+    )
+}
+
 /// The odek MCP server (one per client connection).
 #[derive(Clone)]
 pub struct OdekMcp {
@@ -86,9 +96,10 @@ impl OdekMcp {
                 // what the agent gets: say that first (SPEC §7).
                 let pending = match &plan.approval {
                     Some(req) if req.standing().is_none() => format!(
-                        "NOT APPROVED YET: {} asks for sandbox settings ({}) that the operator has not approved, so every tool call that launches a sandbox asks the user through the MCP client (if it supports elicitation) or is refused until they are approved (`odek run` in a terminal, answer `t`; or {}=1 for this server). If approved, the sandbox will have:\n\n",
+                        "NOT APPROVED YET: {} asks for sandbox settings ({}) that the operator has not approved, so every tool call that launches a sandbox asks the user through the MCP client (if it supports elicitation) or is refused until they are approved (the operator runs `{}` in a terminal and answers `t`; or sets {}=1 for this server). If approved, the sandbox will have:\n\n",
                         req.config,
                         req.knobs.join(", "),
+                        odek_core::approval::approve_command(&req.project_dir),
                         odek_core::config::APPROVE_ENV
                     ),
                     _ => String::new(),
@@ -113,11 +124,13 @@ impl OdekMcp {
         if let Some(route) = tool_router.map.get_mut("exec") {
             route.attr.description = Some(
                 format!(
-                    "{tool_text}\nArguments: `command` (run by /bin/sh -c) or `argv`; optional `env`, `timeout_secs` (default {DEFAULT_TIMEOUT_SECS}), `sandbox_id` (default: this conversation's sandbox, launched on first use)."
+                    "{tool_text}\nArguments: `command` (run by /bin/sh -c) or `argv`; optional `env`, `timeout_secs` (default {DEFAULT_TIMEOUT_SECS}), `sandbox_id` (default: this conversation's sandbox, launched on first use).\n{}",
+                    output_cap_text()
                 )
                 .into(),
             );
         }
+        let block = format!("{block}\n{}\n", output_cap_text());
         OdekMcp {
             sandboxes,
             instructions: format!("{USAGE}\n\n{block}"),

@@ -508,6 +508,51 @@ pub struct Exit {
 pub struct Failed {
     /// Why, for people (the command's argv is not repeated).
     pub message: String,
+    /// Why, for the core, when its program could not be started in the
+    /// usual ways a shell reports (absent: any other refusal, or a
+    /// supervisor older than the field). The core words it — the same
+    /// words as for a command through the exec API — and picks the exit
+    /// status (127 or 126).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_started: Option<NotStarted>,
+}
+
+impl Failed {
+    /// A refusal with no [`NotStarted`] reason.
+    pub fn new(message: impl Into<String>) -> Failed {
+        Failed {
+            message: message.into(),
+            not_started: None,
+        }
+    }
+}
+
+impl From<String> for Failed {
+    fn from(message: String) -> Failed {
+        Failed::new(message)
+    }
+}
+
+impl From<&str> for Failed {
+    fn from(message: &str) -> Failed {
+        Failed::new(message)
+    }
+}
+
+/// Why a command's program did not start ([`Failed::not_started`]);
+/// serialized as `not_found`, `not_executable`, `no_workdir`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotStarted {
+    /// No such program: not on the command's `PATH`, or the path named does
+    /// not exist (`ENOENT`).
+    NotFound,
+    /// The program exists but cannot be executed: no execute permission, or
+    /// not a format the kernel runs (`EACCES`, `ENOEXEC`).
+    NotExecutable,
+    /// The command's working directory does not exist (`ENOENT`/`ENOTDIR`
+    /// on `chdir`).
+    NoWorkdir,
 }
 
 #[cfg(test)]

@@ -794,12 +794,12 @@ impl Server {
                 sid,
                 &Frame::json(Kind::Started, id, &Started { pid: pid as u32 }),
             ),
-            Err(message) => self.send(sid, &Frame::json(Kind::Failed, id, &Failed { message })),
+            Err(failed) => self.send(sid, &Frame::json(Kind::Failed, id, &failed)),
         }
     }
 
     /// Checks and spawns a command as `(sid, id)`; its root pid, or why not.
-    fn spawn_cmd(&mut self, sid: Sid, id: u32, start: &Start, bg: bool) -> Result<i32, String> {
+    fn spawn_cmd(&mut self, sid: Sid, id: u32, start: &Start, bg: bool) -> Result<i32, Failed> {
         let refuse = if start.uid == self.uid {
             Some(format!("uid {} is the supervisor's own", start.uid))
         } else if start.gid == self.gid || start.groups.contains(&self.gid) {
@@ -820,7 +820,7 @@ impl Server {
             None
         };
         if let Some(m) = refuse {
-            return Err(m);
+            return Err(Failed::new(m));
         }
         let child = spawn::spawn(start, &self.base_env, self.cap_last)?;
         let started_at = Instant::now();
@@ -879,7 +879,7 @@ impl Server {
             "no background process {:?} in this supervisor (not started here, evicted after it ended, or started by a server that has since died)",
             process.chars().take(64).collect::<String>()
         );
-        self.send(sid, &Frame::json(Kind::Failed, id, &Failed { message }));
+        self.send(sid, &Frame::json(Kind::Failed, id, &Failed::new(message)));
     }
 
     /// Starts a background command, answering Spawned or Failed: at most
@@ -908,7 +908,9 @@ impl Server {
             Ok(())
         };
         let n = self.next_bg;
-        let spawned = admitted.and_then(|()| self.spawn_cmd(BG_SID, n, &start, true));
+        let spawned = admitted
+            .map_err(Failed::new)
+            .and_then(|()| self.spawn_cmd(BG_SID, n, &start, true));
         match spawned {
             Ok(pid) => {
                 self.next_bg += 1;
@@ -938,7 +940,7 @@ impl Server {
                     ),
                 );
             }
-            Err(message) => self.send(sid, &Frame::json(Kind::Failed, id, &Failed { message })),
+            Err(failed) => self.send(sid, &Frame::json(Kind::Failed, id, &failed)),
         }
     }
 
@@ -954,7 +956,7 @@ impl Server {
         let read = match b.ring.read(poll.cursor) {
             Ok(r) => r,
             Err(message) => {
-                return self.send(sid, &Frame::json(Kind::Failed, id, &Failed { message }));
+                return self.send(sid, &Frame::json(Kind::Failed, id, &Failed::new(message)));
             }
         };
         let mut frames = vec![];

@@ -5,7 +5,7 @@
 use crate::confine;
 use crate::pty;
 use crate::sys;
-use odek_supervisor::proto::Start;
+use odek_supervisor::proto::{Failed, NotStarted, Start};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -142,13 +142,15 @@ fn dev_null() -> io::Result<OwnedFd> {
 /// Starts `start` with the supervisor's environment `base_env`, dropping
 /// capabilities `0..=cap_last`.
 ///
-/// Errors: a message for a [`odek_supervisor::proto::Failed`] frame (bad
-/// request, program not found, not permitted, cwd missing, …).
+/// Errors: the [`odek_supervisor::proto::Failed`] frame's content (bad
+/// request, program not found, not permitted, cwd missing, …), with its
+/// [`NotStarted`] reason when the program could not be started as a shell
+/// reports it (not found, not executable, no such working directory).
 pub fn spawn(
     start: &Start,
     base_env: &[(Vec<u8>, Vec<u8>)],
     cap_last: u32,
-) -> Result<Child, String> {
+) -> Result<Child, Failed> {
     let argv0 = start.argv.first().ok_or("empty argv")?;
     if argv0.is_empty() {
         return Err("empty program name".into());
@@ -250,7 +252,7 @@ pub fn spawn(
     // which only makes system calls on memory prepared above and never returns.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(io_err("fork", io::Error::last_os_error()));
+        return Err(io_err("fork", io::Error::last_os_error()).into());
     }
     if pid == 0 {
         child_main(&plan);
@@ -280,10 +282,10 @@ pub fn spawn(
                 let mut status = 0;
                 libc::waitpid(pid, &mut status, 0);
             }
-            return Err(format!(
+            return Err(Failed::new(format!(
                 "the command did not start within {} s (stopped before its exec?)",
                 EXEC_REPORT_BUDGET.as_secs()
-            ));
+            )));
         }
         if ready < 0 {
             if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
@@ -310,12 +312,27 @@ pub fn spawn(
     unsafe { libc::waitpid(pid, &mut status, 0) };
     let errno = i32::from_le_bytes([report[1], report[2], report[3], report[4]]);
     let err = io::Error::from_raw_os_error(errno);
-    Err(match (report[0], errno) {
-        (13, libc::ENOENT) => format!("`{argv0}` not found"),
-        (13, libc::EACCES) => format!("`{argv0}`: permission denied"),
-        (13, _) => format!("`{argv0}`: {err}"),
-        (12, _) => format!("cannot enter `{}`: {err}", start.cwd),
-        (s, _) => format!("setting up the command ({}): {err}", Step::from_byte(s)),
+    let (message, not_started) = match (report[0], errno) {
+        (13, libc::ENOENT) => (format!("`{argv0}` not found"), Some(NotStarted::NotFound)),
+        (13, libc::EACCES) => (
+            format!("`{argv0}`: permission denied"),
+            Some(NotStarted::NotExecutable),
+        ),
+        (13, libc::ENOEXEC) => (format!("`{argv0}`: {err}"), Some(NotStarted::NotExecutable)),
+        (13, _) => (format!("`{argv0}`: {err}"), None),
+        (12, libc::ENOENT | libc::ENOTDIR) => (
+            format!("cannot enter `{}`: {err}", start.cwd),
+            Some(NotStarted::NoWorkdir),
+        ),
+        (12, _) => (format!("cannot enter `{}`: {err}", start.cwd), None),
+        (s, _) => (
+            format!("setting up the command ({}): {err}", Step::from_byte(s)),
+            None,
+        ),
+    };
+    Err(Failed {
+        message,
+        not_started,
     })
 }
 

@@ -11,8 +11,8 @@
 #![allow(clippy::unwrap_used)]
 
 use odek_supervisor::proto::{
-    Decoder, Exit, Failed, Frame, Kind, Poll, Polled, ProcessRef, Ready, Restarted, Spawned, Start,
-    Started, WinSize, BACKGROUND_BUFFER, MAX_BACKGROUND, MAX_RESTARTS,
+    Decoder, Exit, Failed, Frame, Kind, NotStarted, Poll, Polled, ProcessRef, Ready, Restarted,
+    Spawned, Start, Started, WinSize, BACKGROUND_BUFFER, MAX_BACKGROUND, MAX_RESTARTS,
 };
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -196,6 +196,11 @@ impl Link {
 
     /// Sends Start and returns the Started pid or the Failed message.
     fn start(&mut self, id: u32, start: &Start) -> Result<u32, String> {
+        self.start_failed(id, start).map_err(|f| f.message)
+    }
+
+    /// Sends Start and returns the Started pid or the whole Failed frame.
+    fn start_failed(&mut self, id: u32, start: &Start) -> Result<u32, Failed> {
         self.send(&Frame::json(Kind::Start, id, start));
         let f = self
             .next_where(WAIT, |f| {
@@ -204,7 +209,7 @@ impl Link {
             .unwrap_or_else(|| panic!("no Started/Failed for {id}; stderr: {}", self.stderr()));
         match f.kind {
             Kind::Started => Ok(f.parse::<Started>().unwrap().pid),
-            _ => Err(f.parse::<Failed>().unwrap().message),
+            _ => Err(f.parse::<Failed>().unwrap()),
         }
     }
 
@@ -547,22 +552,34 @@ fn ready_exit_codes_env_cwd_ids_and_streams() {
     assert_eq!(r.exit.code, Some(0));
     assert!(r.stdout == big, "cat returned {} bytes", r.stdout.len());
 
-    // Refusals and exec failures are Failed, not Exit.
-    let m = sup.owner.start(10, &cmd(&["no-such-program"])).unwrap_err();
-    assert!(m.contains("not found"), "{m}");
-    let m = sup.owner.start(11, &cmd(&["/etc/passwd"])).unwrap_err();
-    assert!(m.contains("permission denied"), "{m}");
+    // Refusals and exec failures are Failed, not Exit; a program that could
+    // not start says why for the core to word (`not_started`).
+    let f = sup
+        .owner
+        .start_failed(10, &cmd(&["no-such-program"]))
+        .unwrap_err();
+    assert!(f.message.contains("not found"), "{f:?}");
+    assert_eq!(f.not_started, Some(NotStarted::NotFound), "{f:?}");
+    let f = sup
+        .owner
+        .start_failed(11, &cmd(&["/etc/passwd"]))
+        .unwrap_err();
+    assert!(f.message.contains("permission denied"), "{f:?}");
+    assert_eq!(f.not_started, Some(NotStarted::NotExecutable), "{f:?}");
     let mut s = cmd(&["true"]);
     s.uid = S;
-    assert!(sup.owner.start(12, &s).unwrap_err().contains("supervisor"));
+    let f = sup.owner.start_failed(12, &s).unwrap_err();
+    assert!(f.message.contains("supervisor"), "{f:?}");
+    assert_eq!(
+        f.not_started, None,
+        "a refusal is no program failing: {f:?}"
+    );
     assert!(sup.owner.start(13, &cmd(&[])).is_err());
     let mut s = cmd(&["true"]);
     s.cwd = "/nonexistent".into();
-    assert!(sup
-        .owner
-        .start(14, &s)
-        .unwrap_err()
-        .contains("/nonexistent"));
+    let f = sup.owner.start_failed(14, &s).unwrap_err();
+    assert!(f.message.contains("/nonexistent"), "{f:?}");
+    assert_eq!(f.not_started, Some(NotStarted::NoWorkdir), "{f:?}");
     sup.owner.start(15, &cmd(&["sleep", "5"])).unwrap();
     assert!(sup
         .owner

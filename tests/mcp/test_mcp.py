@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -166,9 +167,27 @@ def test_tools_and_instructions(project):
             desc = tools["exec"].description
             m = WRAPPER.search(desc)
             assert m and "redis" in m.group(2) and "postgres" in m.group(2), desc
+            # What the agent must know to work there: edits land on the host
+            # at once, /tmp is noexec, who it runs as, where the internet is,
+            # and the output cap (128 KiB, head and tail).
+            for text in (ins, desc):
+                assert "live checkout" in text and "noexec" in text, text
+                assert "Commands run as" in text, text
+                assert "the internet is reachable through the attached networks that are not internal" in text, text
+                assert "Output cap" in text and "128 KiB" in text and "64 KiB" in text, text
+            assert "lands on the developer's machine at once" in ins, ins
             # Lazy: nothing launched by initialize or list_tools.
             assert containers_for(project.dir) == []
             assert (await ok(s, "sandbox_list"))["sandboxes"] == []
+            # The image's tools: probed at the first launch, then in the
+            # live block, and in the next server's forecast (cached per image).
+            d = await ok(s, "describe")
+            assert d["environment"]["tools"] == ["bash", "psql", "redis-cli"], d["environment"]
+            assert "the image has: bash, psql, redis-cli; not there: git" in d["prompt"], d["prompt"]
+        async with session(project) as (s, init):
+            assert "the image has: bash, psql, redis-cli" in init.instructions, init.instructions
+            desc = {t.name: t for t in (await s.list_tools()).tools}["exec"].description
+            assert "the image has: bash, psql, redis-cli" in desc, desc
 
     run(go())
     assert wait_gone(project.dir) == []
@@ -264,6 +283,31 @@ def test_exec_streams_output_lines_as_progress(project):
             assert not r.is_error, text_of(r)
             assert r.structured_content["stdout"] == "a\nb\nc"
             assert notes == [], notes
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+@pytest.mark.parametrize("supervisor", ["supervised", "exec-api"])
+def test_a_missing_program_exits_127_with_odeks_line(project, supervisor):
+    """The same status and one line on every exec path; through the exec
+    API (ODEK_SUPERVISOR= turns the supervisor off) the runtime's own text
+    ("OCI runtime exec failed") is not the result."""
+    env = project.env() if supervisor == "supervised" else project.env(ODEK_SUPERVISOR="")
+
+    async def go():
+        async with session(project, compose=False, env=env) as (s, _):
+            r = await ok(s, "exec", argv=["no-such-tool"])
+            print(f"\n--- exec no-such-tool ({supervisor}) ---\n{r}")
+            assert r["exit_code"] == 127, r
+            assert r["stdout"] == "", r
+            assert "OCI runtime" not in r["stderr"], r
+            said = [line for line in r["stderr"].splitlines() if "no-such-tool" in line]
+            assert len(said) == 1, r
+            assert said[0].startswith("odek: cannot run `no-such-tool` in sandbox odek-"), r
+            assert said[0].endswith(": command not found; nothing ran"), r
+            # Control: the sandbox runs what it has.
+            assert (await ok(s, "exec", argv=["true"]))["exit_code"] == 0
 
     run(go())
     assert wait_gone(project.dir) == []
@@ -666,6 +710,7 @@ def test_elicitation_refused(project, answer):
             err = await refused(s, "exec", command="true")
             print(f"\n--- refusal (elicitation {answer}) ---\n{err}")
             assert "not approved" in err and f"{PROJECT}_backend" in err
+            assert f"`odek approve -C {project.dir}`" in err, err
             check_question(asker)
             assert containers_for(project.dir) == []
             # Asked again on the next call; the server keeps serving.
@@ -676,6 +721,80 @@ def test_elicitation_refused(project, answer):
 
     run(go())
     assert containers_for(project.dir) == []
+
+
+def approve_at_a_terminal(p: Project, answer: str) -> tuple[int, str]:
+    """`odek approve -C <project>` on a pseudo-terminal, answering `answer`
+    at its question; its exit status and everything it wrote."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen([str(ODEK), "approve", "-C", str(p.dir), "--sandbox-image", IMAGE],
+                            stdin=slave, stdout=slave, stderr=slave, env=p.env(), cwd=str(p.dir))
+    os.close(slave)
+    out = b""
+
+    def read(until: bytes | None) -> None:
+        nonlocal out
+        deadline = time.monotonic() + 60
+        while until is None or until not in out:
+            assert time.monotonic() < deadline, f"no {until!r} from odek approve:\n{out.decode(errors='replace')}"
+            ready, _, _ = select.select([master], [], [], 1)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other side closed
+                return
+            if not chunk:
+                return
+            out += chunk
+
+    try:
+        read(b"Trust these settings?")
+        os.write(master, answer.encode() + b"\n")
+        read(None)
+        return proc.wait(timeout=60), out.decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+
+
+def test_odek_approve_lets_a_client_without_elicitation_launch(project):
+    """A client that cannot elicit (Gemini CLI) is told `odek approve -C
+    <dir>`; once the operator answers `t` there, the same client launches
+    without being asked, and `odek approve` itself created nothing."""
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+    fix = f"odek approve -C {project.dir}"
+
+    async def refused_first():
+        async with session(project, compose=False) as (s, init):
+            assert "NOT APPROVED YET" in init.instructions and fix in init.instructions, init.instructions
+            err = await refused(s, "exec", command="true")
+            print("\n--- refusal (no elicitation) ---\n" + err)
+            assert f"`{fix}`" in err, err
+            assert "does not support elicitation" in err, err
+        assert containers_for(project.dir) == []
+
+    run(refused_first())
+    # A denial stores nothing (control for the trust below).
+    code, out = approve_at_a_terminal(project, "n")
+    assert code == 1, out
+    assert stored_keys(project) == "" or "true" not in stored_keys(project), stored_keys(project)
+    code, out = approve_at_a_terminal(project, "t")
+    print("\n--- odek approve ---\n" + out)
+    assert code == 0, out
+    assert f"{PROJECT}_backend" in out  # the card
+    assert "true" in stored_keys(project), "trust not stored"
+    assert containers_for(project.dir) == [], "odek approve created a container"
+
+    async def go():
+        async with session(project, compose=False) as (s, init):
+            assert "NOT APPROVED YET" not in init.instructions
+            r = await ok(s, "exec", command="redis-cli -h redis ping")
+            assert r["stdout"].strip() == "PONG"
+
+    run(go())
+    assert wait_gone(project.dir) == []
 
 
 def test_progress_while_the_image_builds(project):

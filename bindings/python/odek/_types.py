@@ -259,6 +259,7 @@ class EnvironmentDoc(TypedDict):
     user: Optional[str]
     account: Optional[AccountDoc]
     supervisor: Optional[SupervisorDoc]
+    tools: Optional[List[str]]
 
 
 class ExecResultDoc(TypedDict):

@@ -47,6 +47,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
         Cmd::Sandbox(SandboxCmd::Shell(args)) => return sandbox_shell(&odek, args).await,
         Cmd::Sandbox(cmd) => sandbox(&cli, &odek, &reporter, cmd).await,
         Cmd::Config(ConfigCmd::View(args)) => config_view(&cli, &odek, &reporter, args).await,
+        Cmd::Approve(args) => return approve::approve_project(&cli, &odek, &reporter, args).await,
         Cmd::Approvals(ApprovalsCmd::List { json }) => approve::list(*json),
         Cmd::Approvals(ApprovalsCmd::Revoke { key, project }) => {
             approve::revoke(key.as_deref(), project.as_deref())
@@ -90,7 +91,7 @@ pub(crate) fn json_for_terminal<T: serde::Serialize>(v: &T) -> anyhow::Result<St
     ))
 }
 
-pub(super) fn verbose_plan(cli: &Cli, odek: &Client, plan: &odek_core::Plan) {
+pub(crate) fn verbose_plan(cli: &Cli, odek: &Client, plan: &odek_core::Plan) {
     if !cli.verbose {
         return;
     }

@@ -40,13 +40,18 @@ pub enum ApprovalError {
         /// The knobs asked for.
         knobs: String,
     },
-    /// No terminal to ask on, no env approval, no stored trust.
-    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either run odek interactively and answer `t` to trust this configuration, or set {}=1 to approve it for this run", crate::text::shown(.config), crate::text::shown(.knobs), crate::config::APPROVE_ENV)]
+    /// No terminal to ask on, no env approval, no stored trust. The
+    /// command line's words ([`ApprovalError::render`] gives MCP's).
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either review and trust them at a terminal with `{}` (answer `t`; nothing runs) or run odek interactively and answer `t`, or set {}=1 to approve them for this run", crate::text::shown(.config), crate::text::shown(.knobs), approve_command(.project_dir), crate::config::APPROVE_ENV)]
     NonInteractive {
         /// The project config file.
         config: String,
         /// The knobs asked for.
         knobs: String,
+        /// The project directory (absolute), which `odek approve -C`
+        /// names.
+        #[serde(default)]
+        project_dir: String,
     },
     /// The operator said no.
     #[error("the project sandbox settings of {} were not approved; nothing was launched", crate::text::shown(.config))]
@@ -79,6 +84,46 @@ pub enum ApprovalError {
         /// Why.
         reason: String,
     },
+}
+
+impl ApprovalError {
+    /// The message in `surface`'s words: an MCP client that could not ask
+    /// the user (no elicitation) is told what the operator runs in a
+    /// terminal, `odek approve -C DIR` ([`approve_command`]), and the
+    /// server's switch; every other message is the same on each surface.
+    pub fn render(&self, surface: crate::advice::Surface) -> String {
+        match self {
+            ApprovalError::NonInteractive {
+                config,
+                knobs,
+                project_dir,
+            } if surface == crate::advice::Surface::Mcp => format!(
+                "{} asks for project sandbox settings ({}); this needs operator approval, and the user could not be asked through this MCP client (it does not support elicitation, or the question failed); the operator approves them once in a terminal with `{}` (answer `t`: the trust is stored, nothing runs, and this server then launches without asking), or starts the server with {}=1",
+                shown(config),
+                shown(knobs),
+                approve_command(project_dir),
+                crate::config::APPROVE_ENV
+            ),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The command that shows the approval card of the project in `dir` and
+/// stores a trust on `t` without running anything: `odek approve -C DIR`,
+/// `DIR` quoted for a POSIX shell when it needs it (escaped as
+/// [`shown`] does when it holds a control or invisible character, which
+/// no quoting makes safe to show).
+pub fn approve_command(dir: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c);
+    let dir = if !dir.is_empty() && dir.chars().all(plain) {
+        dir.to_string()
+    } else if dir.chars().any(crate::text::is_unsafe_char) {
+        shown(dir)
+    } else {
+        format!("'{}'", dir.replace('\'', "'\\''"))
+    };
+    format!("odek approve -C {dir}")
 }
 
 /// An env key as shown for approval.
@@ -385,6 +430,47 @@ mod tests {
     }
 
     #[test]
+    fn the_approve_command_names_the_directory_ready_for_a_shell() {
+        assert_eq!(
+            approve_command("/home/dev/app"),
+            "odek approve -C /home/dev/app"
+        );
+        assert_eq!(
+            approve_command("/home/dev/my app"),
+            "odek approve -C '/home/dev/my app'"
+        );
+        assert_eq!(
+            approve_command("/tmp/it's $(x)"),
+            "odek approve -C '/tmp/it'\\''s $(x)'"
+        );
+        let hostile = approve_command("/tmp/e\u{1b}]0;x\u{7}");
+        assert!(!hostile.chars().any(char::is_control), "{hostile}");
+    }
+
+    #[test]
+    fn an_mcp_client_that_cannot_ask_is_told_the_approve_command() {
+        let e = ApprovalError::NonInteractive {
+            config: "/home/dev/app/odek.json".into(),
+            knobs: "sandbox_image".into(),
+            project_dir: "/home/dev/app".into(),
+        };
+        for surface in [crate::advice::Surface::Cli, crate::advice::Surface::Mcp] {
+            let text = e.render(surface);
+            assert!(
+                text.contains("`odek approve -C /home/dev/app`"),
+                "{surface:?}: {text}"
+            );
+            assert!(text.contains("ODEK_APPROVE_PROJECT_SANDBOX=1"), "{text}");
+        }
+        assert_eq!(e.render(crate::advice::Surface::Cli), e.to_string());
+        assert!(e
+            .render(crate::advice::Surface::Mcp)
+            .contains("could not be asked through this MCP client"));
+        let other = ApprovalError::NotNeeded;
+        assert_eq!(other.render(crate::advice::Surface::Mcp), other.to_string());
+    }
+
+    #[test]
     fn approval_errors_show_the_project_config_escaped() {
         let config = "/tmp/attack/e\u{1b}]0;pwn\u{7}\u{1b}[2Jx/odek.json".to_string();
         for e in [
@@ -395,6 +481,7 @@ mod tests {
             ApprovalError::NonInteractive {
                 config: config.clone(),
                 knobs: "sandbox_image".into(),
+                project_dir: config.clone(),
             },
             ApprovalError::Denied {
                 config: config.clone(),

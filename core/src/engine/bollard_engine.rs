@@ -747,21 +747,36 @@ impl DockerApi for BollardEngine {
             d.start_exec(&created.id, None),
         )
         .await?;
+        // The daemon writes why a program did not start (runc's "OCI
+        // runtime exec failed: …") into the exec's stdout as one frame: the
+        // first frame is held back when it reads so, and dropped once the
+        // inspect confirms it ([`not_started`]: no process, exit 126 or
+        // 127); anything else flows.
+        let mut held: Option<(StreamKind, Vec<u8>)> = None;
+        let mut first = true;
         if let bollard::exec::StartExecResults::Attached {
             output: mut stream, ..
         } = started
         {
             while let Some(item) = stream.next().await {
-                match item.map_err(|e| map_err(Op::Exec, e))? {
+                let (kind, message) = match item.map_err(|e| map_err(Op::Exec, e))? {
                     bollard::container::LogOutput::StdOut { message }
                     | bollard::container::LogOutput::Console { message } => {
-                        output(StreamKind::Stdout, &message)
+                        (StreamKind::Stdout, message)
                     }
                     bollard::container::LogOutput::StdErr { message } => {
-                        output(StreamKind::Stderr, &message)
+                        (StreamKind::Stderr, message)
                     }
-                    bollard::container::LogOutput::StdIn { .. } => {}
+                    bollard::container::LogOutput::StdIn { .. } => continue,
+                };
+                if std::mem::take(&mut first) && message.starts_with(OCI_EXEC_FAILED) {
+                    held = Some((kind, message.to_vec()));
+                    continue;
                 }
+                if let Some((k, h)) = held.take() {
+                    output(k, &h);
+                }
+                output(kind, &message);
             }
         }
         let inspected = timed(Op::Exec, self.timeouts.call, d.inspect_exec(&created.id)).await?;
@@ -770,7 +785,18 @@ impl DockerApi for BollardEngine {
         } else {
             inspected.exit_code
         };
-        Ok(ExecExit { code })
+        // Pid 0: the exec never had a process.
+        let never_ran = inspected.pid.unwrap_or(0) == 0;
+        let not_started = held
+            .as_ref()
+            .filter(|_| never_ran)
+            .and_then(|(_, text)| not_started(text, code));
+        if not_started.is_none() {
+            if let Some((k, h)) = held {
+                output(k, &h);
+            }
+        }
+        Ok(ExecExit { code, not_started })
     }
 
     async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError> {
@@ -1397,5 +1423,76 @@ mod tests {
             })
         ));
         assert!(matches!(version_hint("no such host"), VersionHint::None));
+    }
+}
+
+/// How the daemon's message about an exec whose program could not start
+/// begins (moby writes the runtime's error into the exec's output).
+const OCI_EXEC_FAILED: &[u8] = b"OCI runtime exec failed";
+
+/// Why the program of an exec did not start, read from the daemon's
+/// message `text` (the exec's whole first output frame, starting with
+/// [`OCI_EXEC_FAILED`]) and confirmed by its exit code `code` (126 or
+/// 127, which the daemon gives an exec that did not start; the caller
+/// checks too that the exec had no process); `None` for anything else,
+/// whose text then reaches the output as it came.
+fn not_started(text: &[u8], code: Option<i64>) -> Option<super::NotStarted> {
+    use super::NotStarted as N;
+    if !matches!(code, Some(126 | 127)) {
+        return None;
+    }
+    let text = std::str::from_utf8(text).ok()?.trim_end();
+    if !text.starts_with("OCI runtime exec failed") || text.contains('\n') {
+        return None;
+    }
+    let chdir = text.contains("chdir to cwd");
+    if text.contains("executable file not found") {
+        Some(N::NotFound)
+    } else if chdir
+        && (text.contains("no such file or directory") || text.contains("not a directory"))
+    {
+        Some(N::NoWorkdir)
+    } else if chdir {
+        None
+    } else if text.contains("no such file or directory") {
+        Some(N::NotFound)
+    } else if text.contains("permission denied") || text.contains("exec format error") {
+        Some(N::NotExecutable)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod not_started_tests {
+    use super::not_started;
+    use crate::engine::NotStarted as N;
+
+    /// The daemon's words (Docker 20.10 and 24+, runc 1.0 and 1.1).
+    #[test]
+    fn the_daemons_message_names_why_the_program_did_not_start() {
+        for (text, code, want) in [
+            ("OCI runtime exec failed: exec failed: unable to start container process: exec: \"no-such-tool\": executable file not found in $PATH: unknown\r\n", 126, Some(N::NotFound)),
+            ("OCI runtime exec failed: exec failed: container_linux.go:380: starting container process caused: exec: \"x\": executable file not found in $PATH: unknown\r\n", 127, Some(N::NotFound)),
+            ("OCI runtime exec failed: exec failed: unable to start container process: exec: \"/no/such\": stat /no/such: no such file or directory: unknown\r\n", 127, Some(N::NotFound)),
+            ("OCI runtime exec failed: exec failed: unable to start container process: exec: \"/etc/passwd\": permission denied: unknown\r\n", 126, Some(N::NotExecutable)),
+            ("OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/nope\") set in config.json failed: no such file or directory: unknown\r\n", 126, Some(N::NoWorkdir)),
+            ("OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/root\") set in config.json failed: permission denied: unknown\r\n", 126, None),
+        ] {
+            assert_eq!(not_started(text.as_bytes(), Some(code)), want, "{text}");
+        }
+    }
+
+    /// A program that prints the same words and exits with another code,
+    /// or prints more than the one line, is left alone.
+    #[test]
+    fn output_that_only_looks_like_it_is_left_alone() {
+        let text = b"OCI runtime exec failed: exec: \"x\": executable file not found in $PATH\r\n";
+        assert_eq!(not_started(text, Some(0)), None);
+        assert_eq!(not_started(text, Some(1)), None);
+        assert_eq!(not_started(text, None), None);
+        let two = b"OCI runtime exec failed: executable file not found\nand more\n";
+        assert_eq!(not_started(two, Some(127)), None);
+        assert_eq!(not_started(b"hello", Some(127)), None);
     }
 }

@@ -250,6 +250,11 @@ pub struct Quirks {
     pub exec_exit: i64,
     /// Output every exec writes to stdout.
     pub exec_stdout: Vec<u8>,
+    /// An exec whose argv's first element equals this does not start: the
+    /// engine reports it as the real one does when the program is missing
+    /// (exit 126, [`super::NotStarted::NotFound`], none of its own text in
+    /// the output).
+    pub exec_not_found: Option<String>,
     /// An exec whose argv's first element equals this never ends (a command
     /// that outlives its timeout).
     pub exec_hangs: Option<String>,
@@ -1075,17 +1080,21 @@ impl DockerApi for FakeEngine {
                     StreamKind::Stdout,
                     format!("{alive} {}\n", q.kill_strangers).as_bytes(),
                 );
-                return Ok(ExecExit { code: Some(0) });
+                return Ok(ExecExit::code(Some(0)));
             }
             if spec.cmd.get(5).map(String::as_str) == Some("count") {
                 output(
                     StreamKind::Stdout,
                     format!("{} 0 {}\n", q.kill_survivors, q.kill_strangers).as_bytes(),
                 );
-                return Ok(ExecExit { code: Some(0) });
+                return Ok(ExecExit::code(Some(0)));
             }
+            return Ok(ExecExit::code(Some(q.kill_exit)));
+        }
+        if q.exec_not_found.is_some() && q.exec_not_found.as_ref() == spec.cmd.first() {
             return Ok(ExecExit {
-                code: Some(q.kill_exit),
+                code: Some(126),
+                not_started: Some(super::NotStarted::NotFound),
             });
         }
         if q.exec_hangs.is_some() && q.exec_hangs.as_ref() == spec.cmd.first() {
@@ -1097,9 +1106,7 @@ impl DockerApi for FakeEngine {
         if !q.exec_stdout.is_empty() {
             output(StreamKind::Stdout, &q.exec_stdout);
         }
-        Ok(ExecExit {
-            code: Some(q.exec_exit),
-        })
+        Ok(ExecExit::code(Some(q.exec_exit)))
     }
 
     async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError> {

@@ -654,7 +654,27 @@ pub struct ExecExit {
     /// Exit code of the command (`None` when the engine could not tell, e.g.
     /// the container died mid-exec).
     pub code: Option<i64>,
+    /// Set when the command's program never started (not found, not
+    /// executable, no such working directory): the engine's own text about
+    /// it was not passed to the output, and the core says it in its words
+    /// ([`crate::exec`]'s one message for every exec path).
+    #[serde(default)]
+    pub not_started: Option<NotStarted>,
 }
+
+impl ExecExit {
+    /// An exec that ran and ended with `code`.
+    pub fn code(code: Option<i64>) -> ExecExit {
+        ExecExit {
+            code,
+            not_started: None,
+        }
+    }
+}
+
+/// Why a command's program did not start, as the supervisor's protocol
+/// names it: not found, not executable, no such working directory.
+pub use odek_supervisor::proto::NotStarted;
 
 /// What the engine says of how it isolates containers (`GET /info`'s
 /// `SecurityOptions`), where it decides whose user a sandbox runs as

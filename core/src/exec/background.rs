@@ -265,13 +265,28 @@ impl Client {
                 .parse::<proto::Spawned>()
                 .map(|s| ProcessId(s.process))
                 .map_err(|e| lost(sandbox, "the background command", &e.to_string())),
-            Answer::Failed(why) => Err(Error::Exec {
+            Answer::Failed(failed) => Err(Error::Exec {
                 fix: None,
-                message: format!(
-                    "the background command did not start in sandbox {}: {}",
-                    sandbox.name,
-                    crate::text::foreign(&why)
-                ),
+                message: match failed.not_started {
+                    // The words of a foreground command's (without `odek: `).
+                    Some(why) => {
+                        let (_, line) = super::not_started_line(
+                            why,
+                            start.argv.first().map_or("", String::as_str),
+                            &start.cwd,
+                            &format!("in sandbox {}", sandbox.name),
+                        );
+                        format!(
+                            "the background command did not start: {}",
+                            line.trim_end().trim_start_matches("odek: ")
+                        )
+                    }
+                    None => format!(
+                        "the background command did not start in sandbox {}: {}",
+                        sandbox.name,
+                        crate::text::foreign(&failed.message)
+                    ),
+                },
                 class: FailureClass::DockerRejected,
                 started: false,
             }),
@@ -339,7 +354,7 @@ fn polled(
             .parse::<proto::Polled>()
             .map(|p| ProcessOutput::from_polled(&sandbox.name, p, output))
             .map_err(|e| lost(sandbox, what, &e.to_string())),
-        Answer::Failed(why) => {
+        Answer::Failed(proto::Failed { message: why, .. }) => {
             let restarted = session.last_restart().map_or(String::new(), |r| {
                 format!(
                     "; odek's supervisor restarted its server in this sandbox ({}), which killed the background processes of the one before",

@@ -51,12 +51,16 @@ pub(super) async fn exec_on_host(
             if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::PermissionDenied)
                 || e.raw_os_error() == Some(8) =>
         {
-            let code = if e.kind() == ErrorKind::NotFound {
-                127
+            let why = if e.kind() == ErrorKind::NotFound {
+                crate::engine::NotStarted::NotFound
             } else {
-                126
+                crate::engine::NotStarted::NotExecutable
             };
-            let msg = format!("odek: cannot run {:?} on the host: {e}\n", argv[0]);
+            let workdir = req
+                .workdir
+                .clone()
+                .unwrap_or_else(|| sandbox.plan.workdir.display().to_string());
+            let (code, msg) = super::not_started_line(why, &argv[0], &workdir, "on the host");
             output(StreamKind::Stderr, msg.as_bytes());
             return Ok(ExecOutcome::exited(code));
         }

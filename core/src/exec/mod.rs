@@ -23,7 +23,7 @@ pub use background::{ProcessExit, ProcessId, ProcessOutput, BACKGROUND_BUFFER, M
 pub use capture::{Capture, Captured, Keep};
 pub use kill::KILL_PROBE_ENV;
 pub use outcome::ExecOutcome;
-pub(crate) use outcome::{cut_outcome, Cut};
+pub(crate) use outcome::{cut_outcome, not_started_line, Cut};
 pub use request::{
     timeout_from_secs, Command, ExecIo, ExecOptions, ExecRequest, WinSize, MAX_COMMAND_BYTES,
 };

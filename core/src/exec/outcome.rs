@@ -185,3 +185,72 @@ pub(crate) fn cut_outcome(cut: Cut, killed: bool) -> ExecOutcome {
         supervised: false,
     }
 }
+
+/// What odek says, and the status the command gets, when a command's
+/// program did not start (`why`): the one message of every exec path —
+/// through odek's supervisor, through the Docker exec API and on the host
+/// — on the command's stderr, with `odek: ` before it, and no text of the
+/// engine's or the supervisor's own. `argv0` is the program as given,
+/// `workdir` the working directory it was to run in, `place` where it ran
+/// (`"in sandbox odek-…"`, `"on the host"`). The status is a shell's:
+/// 126 for a program that is not executable, else 127.
+pub(crate) fn not_started_line(
+    why: crate::engine::NotStarted,
+    argv0: &str,
+    workdir: &str,
+    place: &str,
+) -> (i64, String) {
+    use crate::engine::NotStarted as N;
+    let program = crate::text::foreign(argv0);
+    let (code, reason) = match why {
+        N::NotFound => (127, "command not found".to_string()),
+        N::NotExecutable => (
+            126,
+            "not executable (no execute permission, or not a program)".to_string(),
+        ),
+        N::NoWorkdir => (
+            127,
+            format!(
+                "its working directory {} does not exist",
+                crate::text::shown(workdir)
+            ),
+        ),
+    };
+    (
+        code,
+        format!("odek: cannot run `{program}` {place}: {reason}; nothing ran\n"),
+    )
+}
+
+#[cfg(test)]
+mod not_started_tests {
+    use super::not_started_line;
+    use crate::engine::NotStarted as N;
+
+    #[test]
+    fn one_line_with_the_status_a_shell_gives() {
+        let (code, line) = not_started_line(
+            N::NotFound,
+            "no-such-tool",
+            "/workspace",
+            "in sandbox odek-1",
+        );
+        assert_eq!(code, 127);
+        assert_eq!(
+            line,
+            "odek: cannot run `no-such-tool` in sandbox odek-1: command not found; nothing ran\n"
+        );
+        let (code, line) =
+            not_started_line(N::NotExecutable, "/etc/passwd", "/workspace", "on the host");
+        assert_eq!(code, 126);
+        assert!(line.contains("not executable"), "{line}");
+        let (code, line) = not_started_line(N::NoWorkdir, "ls", "/nope", "in sandbox odek-1");
+        assert_eq!(code, 127);
+        assert!(line.contains("/nope does not exist"), "{line}");
+        // A hostile program name stays on one line, escaped.
+        let (_, line) =
+            not_started_line(N::NotFound, "x\n\u{1b}[2Jodek: fake", "/w", "on the host");
+        assert_eq!(line.matches('\n').count(), 1, "{line:?}");
+        assert!(!line.contains('\u{1b}'), "{line:?}");
+    }
+}

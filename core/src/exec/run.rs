@@ -192,6 +192,16 @@ impl Client {
             }
             other => other,
         })?;
+        if let Some(why) = exit.not_started {
+            let (code, line) = super::not_started_line(
+                why,
+                spec.cmd.first().map_or("", String::as_str),
+                spec.working_dir.as_deref().unwrap_or("/workspace"),
+                &format!("in sandbox {}", sandbox.name),
+            );
+            output(StreamKind::Stderr, line.as_bytes());
+            return Ok(ExecOutcome::exited(code));
+        }
         match exit.code {
             // 137 = SIGKILL: maybe the whole sandbox was killed (docker kill,
             // OOM). Tell the two apart; the engine may report the container's

@@ -19,8 +19,9 @@ use crate::supervisor::{
 /// whole tree, and the supervisor confirms the kill from the kernel.
 ///
 /// Errors: the command could not start (its program missing, the
-/// directory absent) is an exit as the exec API reports it (127 or 126,
-/// the reason on stderr); the session ending before the command's report
+/// directory absent) is an exit as through the exec API (127, or 126 for
+/// a program that is not executable), odek's one line on stderr
+/// ([`crate::exec::not_started_line`]); the session ending before the command's report
 /// is [`crate::Error::Exec`] with `started: true` saying its status is
 /// unknown (never a success), as is a command whose supervisor's server
 /// died and was restarted while it ran ([`Ended::Restarted`]); the next
@@ -146,10 +147,21 @@ pub(crate) async fn exec(
             }
             Ok(cut_outcome(cut, e.killed && e.escaped.is_empty()).through_supervisor())
         }
-        Ended::Failed(why) => {
-            let note = format!("odek: {}\n", crate::text::foreign(&why));
+        Ended::Failed(failed) => {
+            let (code, note) = match failed.not_started {
+                Some(why) => crate::exec::not_started_line(
+                    why,
+                    start.argv.first().map_or("", String::as_str),
+                    &start.cwd,
+                    &format!("in sandbox {}", sandbox.name),
+                ),
+                None => (
+                    127,
+                    format!("odek: {}\n", crate::text::foreign(&failed.message)),
+                ),
+            };
             output(StreamKind::Stderr, note.as_bytes());
-            Ok(ExecOutcome::exited(127).through_supervisor())
+            Ok(ExecOutcome::exited(code).through_supervisor())
         }
         Ended::Lost if !running => Err(crate::Error::SandboxStopped {
             fix: None,

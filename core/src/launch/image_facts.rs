@@ -23,7 +23,8 @@
 //! entries plus the account's line) under
 //! `$ODEK_HOME/accounts/<image ID>-<uid>-<gid>/`, bind-mounted read-only:
 //! nothing is written into the image or the container's layer, and the
-//! host's own account files are never used. The Engine's archive calls cost
+//! host's own account files are never used. The same probe looks for the
+//! image's notable tools ([`crate::image_tools`]). The Engine's archive calls cost
 //! tens of milliseconds each on some storage drivers: a launch pays them
 //! the first time an image is used, not again.
 
@@ -142,9 +143,13 @@ pub(crate) async fn prepare(
         d.as_ref()
             .is_some_and(|d| !ACCOUNT_FILES.iter().all(|(n, _)| d.join(n).is_file()))
     };
+    // The notable tools are looked for by the same probe (what the agent
+    // is told, SPEC §9.1); they decide nothing here.
+    let tools = crate::image_tools::paths();
     let unknown = |facts: &Facts| -> Vec<String> {
         needed
             .keys()
+            .chain(tools.iter())
             .filter(|p| !facts.paths.contains_key(*p))
             .cloned()
             .collect()

@@ -10,6 +10,10 @@ use expectrl::{Eof, Expect};
 /// The question after the approval card (SPEC §7.2).
 pub const PROMPT: &str = "Approve? [y] yes, once  [t] trust (remember)  [N] no: ";
 
+/// The question of `odek approve` after the card: its only approving
+/// answer stores a trust (nothing runs, so there is no "once").
+pub const TRUST_PROMPT: &str = "Trust these settings? [y/t] yes, remember them  [N] no: ";
+
 /// Spawns `cmd` in a pseudo-terminal; each expectation waits up to
 /// `timeout`.
 pub fn spawn(cmd: Command, timeout: Duration) -> Session {
@@ -35,5 +39,12 @@ pub fn finish(mut s: Session) -> (String, i32) {
 /// Waits for the approval card; returns it (the text before [`PROMPT`]).
 pub fn card(s: &mut Session) -> String {
     let c = s.expect(PROMPT).expect("the approval prompt");
+    String::from_utf8_lossy(c.before()).into_owned()
+}
+
+/// Waits for `odek approve`'s card; returns it (the text before
+/// [`TRUST_PROMPT`]).
+pub fn trust_card(s: &mut Session) -> String {
+    let c = s.expect(TRUST_PROMPT).expect("the trust prompt");
     String::from_utf8_lossy(c.before()).into_owned()
 }

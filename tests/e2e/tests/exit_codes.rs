@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use odek_e2e::{odek_bin, run_timeout, stderr, Project, BASE_IMAGE, ODEK_TIMEOUT};
+use odek_e2e::{odek_bin, run_timeout, stderr, stdout, Project, BASE_IMAGE, ODEK_TIMEOUT};
 
 #[test]
 fn command_status_passes_through() {
@@ -21,6 +21,63 @@ fn command_status_passes_through() {
         assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
     }
     assert!(p.leftovers().is_empty());
+}
+
+/// A program the sandbox lacks, or cannot execute, never ran: `odek run`
+/// exits with a shell's status (127, 126) and odek's one line on stderr,
+/// the same on every exec path; nothing of the runtime's own text (runc's
+/// "OCI runtime exec failed" through the exec API) reaches stdout or
+/// stderr. Control: a program that prints that very text and exits 127
+/// keeps its output.
+fn a_program_that_cannot_start_exits_as_in_a_shell(p: &Project) {
+    for (program, code, reason) in [
+        ("no-such-tool", 127, "command not found"),
+        ("/no/such/program", 127, "command not found"),
+        ("/etc/passwd", 126, "not executable"),
+    ] {
+        let out = p.run_odek(&["run", "--sandbox-image", BASE_IMAGE, "--", program]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{program}: {err}");
+        assert_eq!(stdout(&out), "", "{program}: output on stdout");
+        assert!(!err.contains("OCI runtime"), "{program}: {err}");
+        let said: Vec<&str> = err.lines().filter(|l| l.contains(program)).collect();
+        assert_eq!(said.len(), 1, "{program}: one line: {err}");
+        assert!(
+            said[0].starts_with(&format!("odek: cannot run `{program}` in sandbox odek-"))
+                && said[0].contains(&format!(": {reason}"))
+                && said[0].ends_with("; nothing ran"),
+            "{program}: {err}"
+        );
+    }
+    let look_alike = r#"printf 'OCI runtime exec failed: exec failed: exec: "x": executable file not found in $PATH: unknown
+'; exit 127"#;
+    let out = p.run_odek(&[
+        "run",
+        "--sandbox-image",
+        BASE_IMAGE,
+        "--",
+        "sh",
+        "-c",
+        look_alike,
+    ]);
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("OCI runtime exec failed: exec failed: exec: \"x\""),
+        "a command's own output was swallowed: {:?}",
+        stdout(&out)
+    );
+    assert!(!stderr(&out).contains("cannot run"), "{}", stderr(&out));
+    assert!(p.leftovers().is_empty());
+}
+
+#[test]
+fn a_missing_program_exits_127_with_odeks_line() {
+    a_program_that_cannot_start_exits_as_in_a_shell(&Project::new());
+}
+
+#[test]
+fn through_the_exec_api_a_missing_program_exits_127_with_odeks_line() {
+    a_program_that_cannot_start_exits_as_in_a_shell(&Project::new().exec_api());
 }
 
 /// `odek run` with no global flag before it.

@@ -110,6 +110,26 @@ fn compose_sandbox_up_describe_exec_ls_down() {
     assert!(text.contains("internet is reachable"), "{text}");
     assert!(!text.contains("NOT reachable"), "{text}");
     assert!(text.contains("/workspace"), "{text}");
+    // What the agent must know to work there (SPEC §9.1): edits land on
+    // the host at once, /tmp is noexec, who it runs as, and what the test
+    // image has (bash, psql, redis-cli: probed once per image ID) and not.
+    assert!(
+        text.contains("`/workspace` is the developer's live checkout"),
+        "{text}"
+    );
+    assert!(
+        text.contains("lands on the developer's machine at once"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`/tmp` is a private scratch space mounted `noexec`"),
+        "{text}"
+    );
+    assert!(text.contains("- Commands run as "), "{text}");
+    assert!(
+        text.contains("the image has: bash, psql, redis-cli; not there: git, curl"),
+        "{text}"
+    );
     let (nonce1, body) = untrusted_block(&text);
     assert!(
         body.contains("postgres"),
@@ -137,6 +157,11 @@ fn compose_sandbox_up_describe_exec_ls_down() {
     let v: serde_json::Value = serde_json::from_str(&json).expect("describe --json is JSON");
     assert_eq!(v["network"], "attached", "{json}");
     assert_eq!(v["internet"], true, "{json}");
+    assert_eq!(
+        v["tools"],
+        serde_json::json!(["bash", "psql", "redis-cli"]),
+        "{json}"
+    );
     let nets = v["networks"].as_array().expect("networks array");
     let backend = nets
         .iter()
@@ -164,6 +189,14 @@ fn compose_sandbox_up_describe_exec_ls_down() {
     let tool = stdout(&p.odek_ok(&["sandbox", "describe", &name, "--tool"]));
     assert!(tool.contains("attached networks only"), "{tool}");
     assert!(tool.contains("internet is reachable"), "{tool}");
+    assert!(
+        tool.contains("live checkout") && tool.contains("/tmp is noexec"),
+        "{tool}"
+    );
+    assert!(
+        tool.contains("the image has: bash, psql, redis-cli"),
+        "{tool}"
+    );
     let (_, tbody) = untrusted_block(&tool);
     assert!(
         tbody.contains("postgres") && tbody.contains("redis"),
