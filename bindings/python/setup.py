@@ -151,6 +151,14 @@ if PREBUILT:
     if PREBUILT_CLI:
         scripts = [PREBUILT_CLI]
 else:
+    if shutil.which("cargo") is None or shutil.which("rustc") is None:
+        # One line that names the cause and both fixes, before pip's wall.
+        raise SystemExit(
+            "odek: building this package compiles libodek and the odek CLI from Rust, "
+            "so Rust's cargo and rustc must be on PATH (https://rustup.rs); without Rust, "
+            "install a wheel built once elsewhere: pip install odek-*.whl "
+            "(made there with: pip wheel ./bindings/python -w dist/)"
+        )
     from setuptools_rust import Binding, RustBin, RustExtension
     from setuptools_rust.build import build_rust
 

@@ -549,12 +549,12 @@ fn network_text(env: &Environment) -> String {
     let internet = match (env.internet, net) {
         (false, _) => "the internet is NOT reachable",
         (true, NetworkSummary::Attached) => {
-            "the internet is reachable through the attached networks that are not internal (such as a Compose project's default network)"
+            "the internet is reachable if the host's is, through the attached networks that are not internal (such as a Compose project's default network)"
         }
         (true, NetworkSummary::Bridge) => {
-            "the internet is reachable through Docker's default bridge"
+            "the internet is reachable if the host's is, through Docker's default bridge"
         }
-        (true, _) => "the internet is reachable (through Docker's default bridge)",
+        (true, _) => "the internet is reachable if the host's is (through Docker's default bridge)",
     };
     let mode = match net {
         NetworkSummary::Attached => "attached networks only (no default bridge)",
@@ -808,7 +808,7 @@ mod tests {
             "{p}"
         );
         assert!(
-            p.contains("attached networks only (no default bridge); the internet is reachable through the attached networks that are not internal"),
+            p.contains("attached networks only (no default bridge); the internet is reachable if the host's is, through the attached networks that are not internal"),
             "{p}"
         );
         assert!(

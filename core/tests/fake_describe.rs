@@ -131,7 +131,7 @@ async fn describe_lists_attached_networks_and_their_peers() {
     assert!(prompt.contains("attached networks only"), "{prompt}");
     assert!(
         prompt.contains(
-            "the internet is reachable through the attached networks that are not internal"
+            "the internet is reachable if the host's is, through the attached networks that are not internal"
         ),
         "{prompt}"
     );

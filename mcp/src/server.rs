@@ -124,7 +124,7 @@ impl OdekMcp {
         if let Some(route) = tool_router.map.get_mut("exec") {
             route.attr.description = Some(
                 format!(
-                    "{tool_text}\nArguments: `command` (run by /bin/sh -c) or `argv`; optional `env`, `timeout_secs` (default {DEFAULT_TIMEOUT_SECS}), `sandbox_id` (default: this conversation's sandbox, launched on first use).\n{}",
+                    "{tool_text}\nArguments: `command` (run by /bin/sh -c) or `argv`; optional `env`, `timeout_secs` (default {DEFAULT_TIMEOUT_SECS}), `background` (true: return at once with a `process_id` for `process_output`/`process_kill`), `sandbox_id` (default: this conversation's sandbox, launched on first use).\n{}",
                     output_cap_text()
                 )
                 .into(),

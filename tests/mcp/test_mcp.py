@@ -173,7 +173,7 @@ def test_tools_and_instructions(project):
             for text in (ins, desc):
                 assert "live checkout" in text and "noexec" in text, text
                 assert "Commands run as" in text, text
-                assert "the internet is reachable through the attached networks that are not internal" in text, text
+                assert "the internet is reachable if the host's is, through the attached networks that are not internal" in text, text
                 assert "Output cap" in text and "128 KiB" in text and "64 KiB" in text, text
             assert "lands on the developer's machine at once" in ins, ins
             # Lazy: nothing launched by initialize or list_tools.

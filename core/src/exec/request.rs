@@ -175,6 +175,13 @@ impl ExecRequest {
 /// belongs in a file under `/workspace`.
 pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
 
+/// Most bytes of one argument (a shell command's text is one, the argument
+/// of `sh -c`) or one env entry (`KEY=value`): Linux's `MAX_ARG_STRLEN`
+/// (128 KiB, counting the terminating NUL) less that NUL. A longer one
+/// fails at the exec with "Argument list too long" (E2BIG), so it is a
+/// usage error before anything runs.
+pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
+
 pub(super) fn validate(req: &ExecRequest) -> Result<()> {
     let size: usize = match &req.command {
         Command::Shell(s) => s.len(),
@@ -187,6 +194,19 @@ pub(super) fn validate(req: &ExecRequest) -> Result<()> {
     if size > MAX_COMMAND_BYTES {
         return Err(Error::Usage(format!(
             "the command and its env are {size} bytes; exec accepts at most {MAX_COMMAND_BYTES} (the kernel limits one argument to 128 KiB): write the script or data to a file under /workspace and run that instead"
+        )));
+    }
+    let longest_arg = match &req.command {
+        Command::Shell(s) => s.len(),
+        Command::Argv(a) => a.iter().map(String::len).max().unwrap_or(0),
+    };
+    let longest_env = req.env.iter().map(|(k, v)| k.len() + v.len() + 1).max();
+    if let Some((what, n)) = [("argument", Some(longest_arg)), ("env entry", longest_env)]
+        .into_iter()
+        .find_map(|(w, n)| n.filter(|n| *n > MAX_ARG_BYTES).map(|n| (w, n)))
+    {
+        return Err(Error::Usage(format!(
+            "one {what} of the command is {n} bytes; the kernel passes at most {MAX_ARG_BYTES} bytes in one argument or env entry (a shell command's text is one): write the script or data to a file under /workspace (the MCP tool write_file) and run that instead"
         )));
     }
     let argv = req.command.argv();
@@ -250,7 +270,33 @@ mod tests {
             workdir: None,
         };
         validate(&three).expect_err("three 100 KB values");
-        // "x"*(n) + "A" + "y"*m + 2 separators: exactly the cap passes.
-        validate(&sized(MAX_COMMAND_BYTES - 3 - 10, 10)).expect("at the cap");
+        // Two arguments of 128 KiB less a little, and a short env: exactly
+        // the cap passes (each argument plus its separator, "A=" + value).
+        let half = (MAX_COMMAND_BYTES - 2 - 3 - 10) / 2;
+        let at_cap = ExecRequest {
+            command: Command::Argv(vec!["x".repeat(half), "x".repeat(half)]),
+            env: vec![("A".into(), "y".repeat(10))],
+            timeout: None,
+            workdir: None,
+        };
+        validate(&at_cap).expect("at the cap");
+    }
+
+    /// One argument or env entry over the kernel's 128 KiB (MAX_ARG_STRLEN)
+    /// is a usage error naming the fix, though the whole is under 256 KiB
+    /// (a review's 200 KiB heredoc through MCP came back as exit 127);
+    /// exactly at the limit passes.
+    #[test]
+    fn one_argument_over_128_kib_is_a_usage_error() {
+        let e = validate(&sized(MAX_ARG_BYTES + 1, 0)).expect_err("shell text too long");
+        assert_eq!(e.reported_class(), crate::ErrorClass::Usage);
+        assert!(
+            e.to_string().contains("one argument") && e.to_string().contains("write_file"),
+            "{e}"
+        );
+        validate(&sized(MAX_ARG_BYTES, 0)).expect("at the limit");
+        let e = validate(&sized(10, MAX_ARG_BYTES)).expect_err("env entry too long");
+        assert!(e.to_string().contains("one env entry"), "{e}");
+        validate(&sized(10, MAX_ARG_BYTES - 2)).expect("env entry at the limit");
     }
 }
