@@ -534,7 +534,20 @@ fn main() -> ExitCode {
         "nix" => nix(),
         "test" => test(),
         "bench" => {
-            install(&[("/usr/bin/time", "time")], false).and_then(|()| script("bench/run.sh"))
+            // What a fresh machine lacks for every phase: the images
+            // (debootstrap), the fixture (docker-compose), the Go worker
+            // (go, pkg-config), /usr/bin/time, and a venv for the MCP SDK.
+            install(
+                &[
+                    ("/usr/bin/time", "time"),
+                    ("debootstrap", "debootstrap"),
+                    ("docker-compose", "docker-compose"),
+                    ("go", "golang-go"),
+                    ("pkg-config", "pkg-config"),
+                ],
+                true,
+            )
+            .and_then(|()| script("bench/run.sh"))
         }
         "clean" => clean(),
         _ => {
