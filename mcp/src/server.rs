@@ -223,11 +223,7 @@ impl OdekMcp {
         Parameters(args): Parameters<ProcessOutputArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ProcessResult>, String> {
-        let (id, sandbox) = self
-            .sandboxes
-            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
-            .await
-            .map_err(refusal)?;
+        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let out = self
             .sandboxes
             .odek()
@@ -251,11 +247,7 @@ impl OdekMcp {
         Parameters(args): Parameters<ProcessKillArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ProcessResult>, String> {
-        let (id, sandbox) = self
-            .sandboxes
-            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
-            .await
-            .map_err(refusal)?;
+        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let out = self
             .sandboxes
             .odek()
@@ -282,21 +274,13 @@ impl OdekMcp {
             offset: args.offset,
             length: args.length,
         };
-        let (id, sandbox) = self
-            .sandboxes
-            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
-            .await
-            .map_err(refusal)?;
+        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let result = self
             .sandboxes
             .odek()
             .read_file(&sandbox, &req, &file_options(&ctx))
-            .await
-            .map_err(|e| refusal(Refusal::during_exec(e)))?;
-        Ok(Json(Sandboxed {
-            sandbox_id: id,
-            result,
-        }))
+            .await;
+        sandboxed(id, result)
     }
 
     #[tool(
@@ -315,21 +299,13 @@ impl OdekMcp {
             content: args.content,
             encoding: args.encoding.unwrap_or_default(),
         };
-        let (id, sandbox) = self
-            .sandboxes
-            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
-            .await
-            .map_err(refusal)?;
+        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let result = self
             .sandboxes
             .odek()
             .write_file(&sandbox, &req, &file_options(&ctx))
-            .await
-            .map_err(|e| refusal(Refusal::during_exec(e)))?;
-        Ok(Json(Sandboxed {
-            sandbox_id: id,
-            result,
-        }))
+            .await;
+        sandboxed(id, result)
     }
 
     #[tool(
@@ -347,21 +323,13 @@ impl OdekMcp {
             path: args.path,
             edits: args.edits,
         };
-        let (id, sandbox) = self
-            .sandboxes
-            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
-            .await
-            .map_err(refusal)?;
+        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let result = self
             .sandboxes
             .odek()
             .edit_file(&sandbox, &req, &file_options(&ctx))
-            .await
-            .map_err(|e| refusal(Refusal::during_exec(e)))?;
-        Ok(Json(Sandboxed {
-            sandbox_id: id,
-            result,
-        }))
+            .await;
+        sandboxed(id, result)
     }
 
     #[tool(
@@ -378,21 +346,13 @@ impl OdekMcp {
             schema: None,
             path: args.path,
         };
-        let (id, sandbox) = self
-            .sandboxes
-            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
-            .await
-            .map_err(refusal)?;
+        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let result = self
             .sandboxes
             .odek()
             .list_directory(&sandbox, &req, &file_options(&ctx))
-            .await
-            .map_err(|e| refusal(Refusal::during_exec(e)))?;
-        Ok(Json(Sandboxed {
-            sandbox_id: id,
-            result,
-        }))
+            .await;
+        sandboxed(id, result)
     }
 
     #[tool(
@@ -405,11 +365,7 @@ impl OdekMcp {
         Parameters(args): Parameters<SandboxRef>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<DescribeResult>, String> {
-        let (id, sandbox) = self
-            .sandboxes
-            .get(args.sandbox_id.as_deref(), &Caller::of(&ctx))
-            .await
-            .map_err(refusal)?;
+        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let env = self
             .sandboxes
             .odek()
@@ -527,6 +483,18 @@ fn file_options(ctx: &RequestContext<RoleServer>) -> ExecOptions {
     }
 }
 
+/// A file tool's result tagged with its sandbox's id, or the refusal of a
+/// call that failed once the sandbox was there (the one ending of the file
+/// tools).
+fn sandboxed<R>(
+    sandbox_id: String,
+    result: odek_core::Result<R>,
+) -> Result<Json<Sandboxed<R>>, String> {
+    result
+        .map(|result| Json(Sandboxed { sandbox_id, result }))
+        .map_err(|e| refusal(Refusal::during_exec(e)))
+}
+
 /// How `exec` names the request's members in a refusal.
 const EXEC_ARGS: ExecMembers = ExecMembers {
     argv: "argv",
@@ -615,6 +583,22 @@ fn without_spec(s: &str) -> String {
 }
 
 #[tool_handler(router = self.tool_router)]
+impl OdekMcp {
+    /// The sandbox a tool call names (`sandbox_id`), or the conversation's
+    /// default one (launched on first use), with its id; a refusal as the
+    /// tool error otherwise.
+    async fn sandbox_for(
+        &self,
+        sandbox_id: Option<&str>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(String, Arc<odek_core::Sandbox>), String> {
+        self.sandboxes
+            .get(sandbox_id, &Caller::of(ctx))
+            .await
+            .map_err(refusal)
+    }
+}
+
 impl ServerHandler for OdekMcp {
     /// Routes a tool call. Error text rmcp writes — which may quote the
     /// caller's own JSON (serde's `unknown field` names a key verbatim) —
