@@ -431,9 +431,13 @@ fn ready_now(p: &Project) -> Vec<String> {
 #[test]
 fn pool_down_racing_claims_never_removes_a_claimed_sandbox() {
     let p = Project::new();
-    let mut m = Mcp::start(&p, &["--sandbox-pool", "8"]);
     let mut from_pool = 0;
     for delay in [50u64, 100, 150] {
+        // A server of its own each round: after `odek pool down` a pool
+        // refills only as its claims find the removed ones (SANDBOXING.md,
+        // "The warm pool"), so a server of the last round would not be
+        // full again.
+        let mut m = Mcp::start(&p, &["--sandbox-pool", "8"]);
         assert!(
             wait_until(READY_WITHIN, || ready_now(&p).len() >= 8),
             "8 ready expected: {:?}; stderr:\n{}",
@@ -477,17 +481,13 @@ fn pool_down_racing_claims_never_removes_a_claimed_sandbox() {
             let d = m.call_async("sandbox_down", json!({"sandbox_id": up["sandbox_id"]}));
             m.result(d);
         }
+        m.close();
+        assert!(
+            wait_until(GONE_WITHIN, || p.leftovers().is_empty()),
+            "left ({delay} ms): {:?}",
+            p.leftovers()
+        );
     }
     // Positive control: the claims did race pool down for ready ones.
-    assert!(
-        from_pool > 0,
-        "no claim took a ready sandbox: {}",
-        m.stderr()
-    );
-    m.close();
-    assert!(
-        wait_until(GONE_WITHIN, || p.leftovers().is_empty()),
-        "left: {:?}",
-        p.leftovers()
-    );
+    assert!(from_pool > 0, "no claim took a ready sandbox");
 }
