@@ -434,7 +434,11 @@ async fn idle_loops(ctx: &Ctx, sup: &Sandbox, workers: &mut [Worker], n: usize) 
     let blocks = 5;
     let per = n.div_ceil(blocks).max(1);
     let mut s = Samples::default();
-    let variants = 1 + workers.len();
+    // The bindings' workers (the MCP worker times one call at a time).
+    let bindings: Vec<usize> = (0..workers.len())
+        .filter(|&i| matches!(workers[i].name, "python_sup" | "go_sup"))
+        .collect();
+    let variants = 1 + bindings.len();
     eprintln!("odek-bench: 7e. back to back and after {IDLE_MS} ms idle ({per} × {blocks} per variant and mode)");
     for b in 0..blocks {
         for v in rotation(variants * 2, b) {
@@ -455,12 +459,12 @@ async fn idle_loops(ctx: &Ctx, sup: &Sandbox, workers: &mut [Worker], n: usize) 
                 }
                 t
             } else {
-                workers[who - 1].exec_loop(per, idle).await?
+                workers[bindings[who - 1]].exec_loop(per, idle).await?
             };
             let name = if who == 0 {
                 "sup"
             } else {
-                workers[who - 1].name
+                workers[bindings[who - 1]].name
             };
             for d in times {
                 s.push(&format!("{name}{mode}"), d);
