@@ -422,7 +422,7 @@ fn ready_now(p: &Project) -> Vec<String> {
         .collect()
 }
 
-/// `odek pool down` started, then 50-150 ms later 8 concurrent claims,
+/// `odek pool down` started, then 0-150 ms later 8 concurrent claims,
 /// with 8 ready sandboxes, a few times: each claim gets a sandbox that
 /// still exists and runs a command afterwards (a sandbox handed over
 /// between pool down's listing and its removal was removed under its
@@ -432,7 +432,9 @@ fn ready_now(p: &Project) -> Vec<String> {
 fn pool_down_racing_claims_never_removes_a_claimed_sandbox() {
     let p = Project::new();
     let mut from_pool = 0;
-    for delay in [50u64, 100, 150] {
+    // From no delay (the claims start while pool down lists) to 150 ms
+    // (it is removing): some claims win ready sandboxes, some lose them.
+    for delay in [0u64, 20, 50, 100, 150] {
         // A server of its own each round: after `odek pool down` a pool
         // refills only as its claims find the removed ones (SANDBOXING.md,
         // "The warm pool"), so a server of the last round would not be
