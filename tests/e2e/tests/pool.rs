@@ -422,7 +422,7 @@ fn ready_now(p: &Project) -> Vec<String> {
         .collect()
 }
 
-/// `odek pool down` started, then 0-150 ms later 8 concurrent claims,
+/// `odek pool down` started 100 ms before to 150 ms after 8 concurrent claims,
 /// with 8 ready sandboxes, a few times: each claim gets a sandbox that
 /// still exists and runs a command afterwards (a sandbox handed over
 /// between pool down's listing and its removal was removed under its
@@ -432,9 +432,12 @@ fn ready_now(p: &Project) -> Vec<String> {
 fn pool_down_racing_claims_never_removes_a_claimed_sandbox() {
     let p = Project::new();
     let mut from_pool = 0;
-    // From no delay (the claims start while pool down lists) to 150 ms
-    // (it is removing): some claims win ready sandboxes, some lose them.
-    for delay in [0u64, 20, 50, 100, 150] {
+    // Offsets of pool down against the claims, in ms: negative, the claims
+    // are sent first (a claim resolves its plan before it takes a ready
+    // sandbox, so some win the race); positive, pool down starts first
+    // (it takes the records at once and removes for a while after).
+    for offset in [-100i64, -40, 0, 50, 150] {
+        let delay = offset;
         // A server of its own each round: after `odek pool down` a pool
         // refills only as its claims find the removed ones (SANDBOXING.md,
         // "The warm pool"), so a server of the last round would not be
@@ -447,16 +450,26 @@ fn pool_down_racing_claims_never_removes_a_claimed_sandbox() {
             m.stderr()
         );
         let before = m.stderr().matches("from the warm pool").count();
-        let down = p
-            .odek(&["pool", "down", "--json"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn odek pool down");
-        std::thread::sleep(Duration::from_millis(delay));
+        let spawn_down = || {
+            p.odek(&["pool", "down", "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn odek pool down")
+        };
+        let mut down = None;
+        if offset >= 0 {
+            down = Some(spawn_down());
+            std::thread::sleep(Duration::from_millis(offset.unsigned_abs()));
+        }
         let calls: Vec<u64> = (0..8)
             .map(|_| m.call_async("sandbox_up", json!({})))
             .collect();
+        if offset < 0 {
+            std::thread::sleep(Duration::from_millis(offset.unsigned_abs()));
+            down = Some(spawn_down());
+        }
+        let down = down.expect("pool down spawned");
         let ups: Vec<Value> = calls.into_iter().map(|id| m.result(id)).collect();
         let down = down.wait_with_output().expect("odek pool down");
         assert!(down.status.success(), "{}", odek_e2e::stderr(&down));
