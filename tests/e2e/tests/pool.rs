@@ -422,7 +422,7 @@ fn ready_now(p: &Project) -> Vec<String> {
         .collect()
 }
 
-/// `odek pool down` started 100 ms before to 150 ms after 8 concurrent claims,
+/// `odek pool down` started 800 ms after to 100 ms before 8 concurrent claims,
 /// with 8 ready sandboxes, a few times: each claim gets a sandbox that
 /// still exists and runs a command afterwards (a sandbox handed over
 /// between pool down's listing and its removal was removed under its
@@ -436,7 +436,7 @@ fn pool_down_racing_claims_never_removes_a_claimed_sandbox() {
     // are sent first (a claim resolves its plan before it takes a ready
     // sandbox, so some win the race); positive, pool down starts first
     // (it takes the records at once and removes for a while after).
-    for offset in [-100i64, -40, 0, 50, 150] {
+    for offset in [-800i64, -400, -150, 0, 100] {
         let delay = offset;
         // A server of its own each round: after `odek pool down` a pool
         // refills only as its claims find the removed ones (SANDBOXING.md,
