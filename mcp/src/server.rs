@@ -582,7 +582,6 @@ fn without_spec(s: &str) -> String {
     out
 }
 
-#[tool_handler(router = self.tool_router)]
 impl OdekMcp {
     /// The sandbox a tool call names (`sandbox_id`), or the conversation's
     /// default one (launched on first use), with its id; a refusal as the
@@ -599,6 +598,7 @@ impl OdekMcp {
     }
 }
 
+#[tool_handler(router = self.tool_router)]
 impl ServerHandler for OdekMcp {
     /// Routes a tool call. Error text rmcp writes — which may quote the
     /// caller's own JSON (serde's `unknown field` names a key verbatim) —
