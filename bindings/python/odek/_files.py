@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import json as _json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _cancel, _ffi
 from ._cancel import CancelToken
@@ -136,7 +136,7 @@ def _call(fn: str, h: Any, request: Mapping[str, Any], cancel: Optional[CancelTo
 
 def read_file(h: Any, path: str, *, binary: bool = False, offset: Optional[int] = None,
               length: Optional[int] = None, cancel: Optional[CancelToken] = None) -> FileContent:
-    req: dict = {"schema": "odek.read-file-request/1", "path": path,
+    req: Dict[str, Any] = {"schema": "odek.read-file-request/1", "path": path,
                  "encoding": "base64" if binary else "utf-8"}
     if offset is not None:
         req["offset"] = offset
