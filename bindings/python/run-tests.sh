@@ -35,12 +35,17 @@ if [[ ! -x $VENV/bin/python ]]; then
   log "creating $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
-if [[ ! -f $STAMP || $HERE/pyproject.toml -nt $STAMP ]]; then
+if [[ ! -f $STAMP || $HERE/pyproject.toml -nt $STAMP || ! -x $VENV/bin/mypy ]]; then
   log "pip install pytest"
   "$VENV/bin/python" -m pip uninstall --quiet --yes odek >/dev/null 2>&1 || true
-  "$VENV/bin/python" -m pip install --quiet "pytest>=7"
+  "$VENV/bin/python" -m pip install --quiet "pytest>=7" mypy
   touch "$STAMP"
 fi
+# The package is typed (py.typed): it must pass mypy --strict, as
+# `cargo xtask package` checks again on the installed wheel. Checked here
+# too so that a typing slip fails in minutes, not after the e2e suites.
+log "mypy --strict -p odek"
+(cd "$HERE" && "$VENV/bin/python" -m mypy --strict --cache-dir "$VENV/.mypy_cache" -p odek)
 export PYTHONPATH=$HERE${PYTHONPATH:+:$PYTHONPATH}
 
 log "pytest (ODEK_LIB=$ODEK_LIB)"
