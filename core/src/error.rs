@@ -423,10 +423,10 @@ impl Error {
             Error::NotFound(e) => e.render(surface),
             Error::InvalidName { name } => invalid_name_text(name, surface),
             Error::Approval(e) => e.render(surface),
+            Error::Network(e) => e.render(surface),
             // The rest carry no advice that differs by surface (a test
             // renders every variant on each surface and looks for flags).
-            Error::Network(_)
-            | Error::Narrow(_)
+            Error::Narrow(_)
             | Error::Endpoint(_)
             | Error::NotASandbox(_)
             | Error::InvalidPlan { .. }
@@ -664,7 +664,35 @@ mod tests {
         }
     }
 
-    /// The class follows the variant: a request the caller got wrong is
+    /// A model is never told the daemon's other Compose projects (they may
+    /// be other people's); the CLI and the library still name them.
+    #[test]
+    fn mcp_names_no_other_compose_project() {
+        let not_running = Error::Network(NetworkError::ComposeNotRunning {
+            project: "shop".into(),
+            origin: "--sandbox-compose".into(),
+            closest: Some("shopx".into()),
+            running: vec!["shopx".into(), "payroll".into()],
+        });
+        let invalid = Error::Config(crate::config::ConfigError::InvalidComposeProject {
+            origin: "odek.json".into(),
+            value: "\"Shop\"".into(),
+            normalized: Some("shop".into()),
+            running: vec!["payroll".into()],
+        });
+        for e in [&not_running, &invalid] {
+            let mcp = e.render(Surface::Mcp);
+            assert!(!mcp.contains("payroll") && !mcp.contains("shopx"), "{mcp}");
+            assert!(mcp.contains("docker compose ls"), "{mcp}");
+            let cli = e.render(Surface::Library);
+            assert!(cli.contains("payroll"), "{cli}");
+        }
+        // The model's own value, normalised, is still offered.
+        assert!(invalid
+            .render(Surface::Mcp)
+            .contains("did you mean \"shop\""));
+    }
+
     /// `usage` on every surface, a cancellation `cancelled`, the rest
     /// their SPEC §6.3 class.
     #[test]

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::advice::Surface;
 use crate::config::{ConfigError, NetworkMode, Source, Sourced};
 use crate::engine::{DockerApi, EngineError, NetworkFilter, NetworkInfo};
 use crate::text::{quote, sanitize_name};
@@ -412,6 +413,30 @@ pub(crate) fn closest_project(wanted: &str, running: &[String]) -> Option<String
         .filter(|(d, _)| *d <= limit)
         .min()
         .map(|(_, p)| p.clone())
+}
+
+/// What a model is told instead of the daemon's other Compose projects
+/// (`odek mcp`): the names are the operator's to see, not the agent's.
+pub(crate) const MCP_PROJECTS_HINT: &str =
+    "the operator can list the running Compose projects with `docker compose ls`";
+
+impl NetworkError {
+    /// The message in `surface`'s words: `odek mcp` names no other Compose
+    /// project on the daemon (no "did you mean", no running projects), so a
+    /// model learns nothing of projects it was not given.
+    pub fn render(&self, surface: Surface) -> String {
+        match self {
+            NetworkError::ComposeNotRunning {
+                project, origin, ..
+            } if surface == Surface::Mcp => {
+                format!(
+                    "Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({}); {MCP_PROJECTS_HINT}; start it with `docker compose -p {project} -f <compose file> up -d` (or `docker-compose …`)",
+                    crate::text::shown(origin)
+                )
+            }
+            other => other.to_string(),
+        }
+    }
 }
 
 /// The ", did you mean" and "running projects" part of

@@ -134,6 +134,23 @@ impl ConfigError {
                 network_mode_text(origin, value, surface)
             }
             ConfigError::Workdir { path, reason, fix } => workdir_text(path, reason, fix, surface),
+            // A model is not told other Compose projects on the daemon
+            // (they may be other people's); the normalised spelling is
+            // its own value's.
+            ConfigError::InvalidComposeProject {
+                origin,
+                value,
+                normalized,
+                ..
+            } if surface == Surface::Mcp => format!(
+                "{}: Compose project name {value} is not valid (Compose project names match [a-z0-9][a-z0-9_-]*, at most 100 bytes){}; {}",
+                shown(origin),
+                normalized
+                    .as_ref()
+                    .map(|n| format!("; did you mean {n:?}?"))
+                    .unwrap_or_default(),
+                crate::network::MCP_PROJECTS_HINT
+            ),
             other => other.to_string(),
         }
     }
