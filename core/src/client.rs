@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::config::advice::Surface;
 use crate::engine::{BollardEngine, DockerApi, Endpoint, EndpointEnv, EndpointError, Foreign};
 use crate::error::{Error, Result};
+use crate::sandbox::Sandbox;
 
 /// The odek client: one Docker engine (or the reason there is none) and the
 /// verbs resolve → launch → describe, exec, destroy.
@@ -76,6 +77,33 @@ impl Client {
         match &self.engine {
             Ok(e) => e.endpoint().to_string(),
             Err(e) => e.to_string(),
+        }
+    }
+}
+
+impl Client {
+    /// True when `sandbox`'s container is known to be gone: removed
+    /// (`docker rm -f`), stopped, or lost with a daemon restart. An owned
+    /// sandbox whose supervisor session is alive is not gone (no engine
+    /// call); otherwise the container is inspected: absent or not running
+    /// is gone. The host is never gone, and an engine that does not answer
+    /// says nothing (false): the caller's next call reports the engine's
+    /// own error. For `odek mcp`'s recovery of the conversation's sandbox
+    /// (docs/MCP.md, "When the sandbox vanished").
+    pub async fn is_gone(&self, sandbox: &Sandbox) -> bool {
+        let Some(id) = &sandbox.container_id else {
+            return false;
+        };
+        if sandbox.owner.session().is_some() {
+            return false;
+        }
+        let Ok(engine) = self.engine() else {
+            return false;
+        };
+        match engine.inspect_container(id).await {
+            Ok(None) => true,
+            Ok(Some(c)) => !c.running,
+            Err(_) => false,
         }
     }
 }

@@ -48,6 +48,18 @@ pub(crate) struct Entry {
     _slot: Arc<Slot>,
 }
 
+/// Why a sandbox can be gone, for the texts of [`Sandboxes::get`].
+const GONE_WHY: &str =
+    "its container was removed or stopped outside odek, or the Docker daemon restarted";
+
+/// A sandbox a tool call acts in: its id, the sandbox, and, when the call
+/// relaunched the conversation's sandbox, the note saying so.
+pub(crate) struct Target {
+    pub(crate) id: String,
+    pub(crate) sandbox: Arc<Sandbox>,
+    pub(crate) relaunched: Option<String>,
+}
+
 /// An error's message as an MCP client reads it: its advice in MCP's
 /// words (settings, tools), never a command-line flag.
 pub(crate) fn mcp_words(e: &Error) -> String {
@@ -219,34 +231,83 @@ impl Sandboxes {
     }
 
     /// The sandbox with this id, or the default one (launched now if need
-    /// be). Errors: an unknown id; the default's launch refused.
-    pub(crate) async fn get(
-        &self,
-        id: Option<&str>,
-        caller: &Caller,
-    ) -> Result<(String, Arc<Sandbox>), Refusal> {
-        match id {
-            Some(id) => self
-                .table()
-                .get(id)
-                .map(|e| (id.to_string(), e.sandbox.clone()))
-                .ok_or_else(|| unknown(id)),
-            None => self.default_sandbox(caller).await,
+    /// be). A default sandbox that is gone ([`Client::is_gone`]: removed
+    /// outside odek, stopped, lost with a daemon restart) is relaunched —
+    /// resolved, approved and checked as any launch — and
+    /// [`Target::relaunched`] says so; a named one that is gone is an error
+    /// naming `sandbox_down` and `sandbox_up`. Errors: an unknown id; a
+    /// vanished named sandbox; the default's launch refused.
+    pub(crate) async fn get(&self, id: Option<&str>, caller: &Caller) -> Result<Target, Refusal> {
+        let Some(id) = id else {
+            return self.default_sandbox(caller).await;
+        };
+        let sandbox = self
+            .table()
+            .get(id)
+            .map(|e| e.sandbox.clone())
+            .ok_or_else(|| unknown(id))?;
+        if self.odek.is_gone(&sandbox).await {
+            return Err(Refusal(format!(
+                "sandbox {id} (container {}) is gone: {GONE_WHY}. Nothing ran. Call sandbox_down with this id to forget it and sandbox_up for a new one (background processes, installed packages and files outside /workspace are lost; /workspace is the developer's checkout and kept)",
+                sandbox.name
+            )));
         }
+        Ok(Target {
+            id: id.to_string(),
+            sandbox,
+            relaunched: None,
+        })
     }
 
-    async fn default_sandbox(&self, caller: &Caller) -> Result<(String, Arc<Sandbox>), Refusal> {
+    async fn default_sandbox(&self, caller: &Caller) -> Result<Target, Refusal> {
         let mut slot = self.default.lock().await;
-        if let Some(id) = slot.as_ref() {
-            if let Some(e) = self.table().get(id) {
-                return Ok((id.clone(), e.sandbox.clone()));
+        let mut gone = None;
+        if let Some(id) = slot.clone() {
+            let live = self.table().get(&id).map(|e| e.sandbox.clone());
+            if let Some(sandbox) = live {
+                if !self.odek.is_gone(&sandbox).await {
+                    return Ok(Target {
+                        id,
+                        sandbox,
+                        relaunched: None,
+                    });
+                }
+                // Gone: forget it (its place under the cap comes back) and
+                // clean up what the engine may still hold of it.
+                let old = self.table().remove(&id);
+                if let Some(old) = old {
+                    let _ = self.odek.destroy(&old.sandbox).await;
+                }
+                *slot = None;
+                gone = Some(format!("{id} (container {})", sandbox.name));
             }
         }
-        let place = self.reserve()?;
-        let plan = self.resolve().await?;
-        let (id, sandbox) = self.launch(&plan, None, caller, place).await?;
+        let relaunch = |r: Refusal| match &gone {
+            Some(old) => Refusal(format!(
+                "the conversation's sandbox {old} is gone ({GONE_WHY}) and relaunching it was refused:\n{}",
+                r.0
+            )),
+            None => r,
+        };
+        let place = self.reserve().map_err(relaunch)?;
+        let plan = self.resolve().await.map_err(|e| relaunch(e.into()))?;
+        let (id, sandbox) = self
+            .launch(&plan, None, caller, place)
+            .await
+            .map_err(relaunch)?;
         *slot = Some(id.clone());
-        Ok((id, sandbox))
+        let relaunched = gone.map(|old| {
+            errln!("odek: the conversation's sandbox {old} was gone; launched {id} in its place");
+            format!(
+                "The conversation's sandbox {old} was gone ({GONE_WHY}); odek launched {id} (container {}) in its place, resolved and approved as any launch. Lost with the old one: background processes, installed packages and files outside /workspace; /workspace is the developer's checkout and kept.",
+                sandbox.name
+            )
+        });
+        Ok(Target {
+            id,
+            sandbox,
+            relaunched,
+        })
     }
 
     /// Resolves, approves and launches a new sandbox.

@@ -17,7 +17,7 @@ use rmcp::{tool, tool_handler, tool_router, Json, RoleServer, ServerHandler};
 use crate::caller::Caller;
 use crate::limits::Limits;
 use crate::planned;
-use crate::sandboxes::{Refusal, Sandboxes};
+use crate::sandboxes::{Refusal, Sandboxes, Target};
 use crate::tools::{
     BackgroundStarted, DescribeResult, DownArgs, DownResult, EditFileArgs, ExecArgs, ExecReply,
     ExecResult, ListDirectoryArgs, ListResult, NarrowArgs, ProcessKillArgs, ProcessOutputArgs,
@@ -160,7 +160,11 @@ impl OdekMcp {
     ) -> Result<Json<ExecReply>, String> {
         let req = exec_request(&args)?;
         let caller = Caller::of(&ctx);
-        let (id, sandbox) = self
+        let Target {
+            id,
+            sandbox,
+            relaunched,
+        } = self
             .sandboxes
             .get(args.sandbox_id.as_deref(), &caller)
             .await
@@ -171,10 +175,11 @@ impl OdekMcp {
                 .odek()
                 .exec_background(&sandbox, &req)
                 .await
-                .map_err(|e| refusal(Refusal::during_exec(e)))?;
+                .map_err(|e| refusal(with_note(relaunched.as_deref(), Refusal::during_exec(e))))?;
             return Ok(Json(ExecReply::Background(BackgroundStarted {
                 sandbox_id: id,
                 process_id: process.0,
+                relaunched,
             })));
         }
         let capture = Capture::new(Keep::HeadAndTail, MAX_OUTPUT_BYTES);
@@ -200,7 +205,7 @@ impl OdekMcp {
             out
         };
         let (outcome, ()) = tokio::join!(run, send_lines);
-        let outcome = outcome.map_err(|e| refusal(Refusal::during_exec(e)))?;
+        let outcome = outcome.map_err(|e| refusal(with_note(relaunched.as_deref(), Refusal::during_exec(e))))?;
         if outcome.cancelled {
             // The core's words for a command cut short, in MCP's terms.
             return Err(outcome
@@ -210,6 +215,7 @@ impl OdekMcp {
         Ok(Json(ExecReply::Ran(ExecResult {
             sandbox_id: id,
             result: api::ExecResult::new(&outcome, capture.finish()),
+            relaunched,
         })))
     }
 
@@ -223,7 +229,11 @@ impl OdekMcp {
         Parameters(args): Parameters<ProcessOutputArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ProcessResult>, String> {
-        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
+        let Target {
+            id,
+            sandbox,
+            relaunched,
+        } = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let out = self
             .sandboxes
             .odek()
@@ -233,7 +243,7 @@ impl OdekMcp {
                 args.cursor,
             )
             .await
-            .map_err(|e| refusal(Refusal::during_exec(e)))?;
+            .map_err(|e| refusal(with_note(relaunched.as_deref(), Refusal::during_exec(e))))?;
         Ok(Json(ProcessResult::new(id, &out)))
     }
 
@@ -247,13 +257,17 @@ impl OdekMcp {
         Parameters(args): Parameters<ProcessKillArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ProcessResult>, String> {
-        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
+        let Target {
+            id,
+            sandbox,
+            relaunched,
+        } = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let out = self
             .sandboxes
             .odek()
             .process_kill(&sandbox, &odek_core::exec::ProcessId(args.process_id))
             .await
-            .map_err(|e| refusal(Refusal::during_exec(e)))?;
+            .map_err(|e| refusal(with_note(relaunched.as_deref(), Refusal::during_exec(e))))?;
         Ok(Json(ProcessResult::new(id, &out)))
     }
 
@@ -274,13 +288,13 @@ impl OdekMcp {
             offset: args.offset,
             length: args.length,
         };
-        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
+        let target = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let result = self
             .sandboxes
             .odek()
-            .read_file(&sandbox, &req, &file_options(&ctx))
+            .read_file(&target.sandbox, &req, &file_options(&ctx))
             .await;
-        sandboxed(id, result)
+        sandboxed(target, result)
     }
 
     #[tool(
@@ -299,13 +313,13 @@ impl OdekMcp {
             content: args.content,
             encoding: args.encoding.unwrap_or_default(),
         };
-        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
+        let target = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let result = self
             .sandboxes
             .odek()
-            .write_file(&sandbox, &req, &file_options(&ctx))
+            .write_file(&target.sandbox, &req, &file_options(&ctx))
             .await;
-        sandboxed(id, result)
+        sandboxed(target, result)
     }
 
     #[tool(
@@ -323,13 +337,13 @@ impl OdekMcp {
             path: args.path,
             edits: args.edits,
         };
-        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
+        let target = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let result = self
             .sandboxes
             .odek()
-            .edit_file(&sandbox, &req, &file_options(&ctx))
+            .edit_file(&target.sandbox, &req, &file_options(&ctx))
             .await;
-        sandboxed(id, result)
+        sandboxed(target, result)
     }
 
     #[tool(
@@ -346,13 +360,13 @@ impl OdekMcp {
             schema: None,
             path: args.path,
         };
-        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
+        let target = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let result = self
             .sandboxes
             .odek()
-            .list_directory(&sandbox, &req, &file_options(&ctx))
+            .list_directory(&target.sandbox, &req, &file_options(&ctx))
             .await;
-        sandboxed(id, result)
+        sandboxed(target, result)
     }
 
     #[tool(
@@ -365,13 +379,17 @@ impl OdekMcp {
         Parameters(args): Parameters<SandboxRef>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<DescribeResult>, String> {
-        let (id, sandbox) = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
+        let Target {
+            id,
+            sandbox,
+            relaunched,
+        } = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let env = self
             .sandboxes
             .odek()
             .describe(&sandbox)
             .await
-            .map_err(|e| refusal(Refusal::during_exec(e)))?;
+            .map_err(|e| refusal(with_note(relaunched.as_deref(), Refusal::during_exec(e))))?;
         let environment = serde_json::to_value(&env)
             .map_err(|e| format!("cannot encode the environment as JSON: {e}"))?;
         Ok(Json(DescribeResult {
@@ -379,6 +397,7 @@ impl OdekMcp {
             prompt: render_prompt(&env),
             tool_description: render_tool(&env),
             environment,
+            relaunched,
         }))
     }
 
@@ -450,7 +469,11 @@ impl OdekMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<SandboxInfo>, String> {
         let caller = Caller::of(&ctx);
-        let (parent_id, parent) = self
+        let Target {
+            id: parent_id,
+            sandbox: parent,
+            ..
+        } = self
             .sandboxes
             .get(args.sandbox_id.as_deref(), &caller)
             .await
@@ -486,13 +509,28 @@ fn file_options(ctx: &RequestContext<RoleServer>) -> ExecOptions {
 /// A file tool's result tagged with its sandbox's id, or the refusal of a
 /// call that failed once the sandbox was there (the one ending of the file
 /// tools).
-fn sandboxed<R>(
-    sandbox_id: String,
-    result: odek_core::Result<R>,
-) -> Result<Json<Sandboxed<R>>, String> {
-    result
-        .map(|result| Json(Sandboxed { sandbox_id, result }))
-        .map_err(|e| refusal(Refusal::during_exec(e)))
+fn sandboxed<R>(target: Target, result: odek_core::Result<R>) -> Result<Json<Sandboxed<R>>, String> {
+    let Target { id, relaunched, .. } = target;
+    match result {
+        Ok(result) => Ok(Json(Sandboxed {
+            sandbox_id: id,
+            result,
+            relaunched,
+        })),
+        Err(e) => Err(refusal(with_note(
+            relaunched.as_deref(),
+            Refusal::during_exec(e),
+        ))),
+    }
+}
+
+/// `r`, preceded by the note of a relaunch the same call made (the agent
+/// must learn it even when the call then failed).
+fn with_note(relaunched: Option<&str>, r: Refusal) -> Refusal {
+    match relaunched {
+        Some(note) => Refusal(format!("{note}\n{}", r.0)),
+        None => r,
+    }
 }
 
 /// How `exec` names the request's members in a refusal.
@@ -590,7 +628,7 @@ impl OdekMcp {
         &self,
         sandbox_id: Option<&str>,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<(String, Arc<odek_core::Sandbox>), String> {
+    ) -> Result<Target, String> {
         self.sandboxes
             .get(sandbox_id, &Caller::of(ctx))
             .await
@@ -838,6 +876,7 @@ mod tests {
         let r = ExecResult {
             sandbox_id: "sbx-1".into(),
             result: api::ExecResult::new(&outcome, capture.finish()),
+            relaunched: None,
         };
         let value = serde_json::to_value(&r).expect("JSON");
         assert_eq!(
@@ -862,6 +901,9 @@ mod tests {
             .keys()
             .collect();
         shown.sort();
+        // `relaunched` is optional: shown, never required, absent here.
+        assert!(shown.iter().any(|k| k.as_str() == "relaunched"));
+        shown.retain(|k| k.as_str() != "relaunched");
         assert_eq!(members, shown);
         let mut required: Vec<&str> = schema["required"]
             .as_array()

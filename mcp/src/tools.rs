@@ -112,6 +112,10 @@ pub struct BackgroundStarted {
     pub sandbox_id: String,
     /// Its id for `process_output` and `process_kill`.
     pub process_id: String,
+    /// Set when this call relaunched the conversation's sandbox because the
+    /// old one was gone: what was lost, in one paragraph.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relaunched: Option<String>,
 }
 
 /// `process_output` arguments.
@@ -240,6 +244,9 @@ pub struct ExecResult {
     pub sandbox_id: String,
     /// What the command did; its output kept as [`MAX_OUTPUT_BYTES`] says.
     pub result: api::ExecResult,
+    /// Set when this call relaunched the conversation's sandbox because the
+    /// old one was gone ([`RELAUNCHED`]).
+    pub relaunched: Option<String>,
 }
 
 impl Serialize for ExecResult {
@@ -248,8 +255,28 @@ impl Serialize for ExecResult {
         if let serde_json::Value::Object(members) = &mut value {
             members.remove("schema");
             members.insert("sandbox_id".into(), self.sandbox_id.clone().into());
+            if let Some(r) = &self.relaunched {
+                members.insert("relaunched".into(), r.clone().into());
+            }
         }
         value.serialize(s)
+    }
+}
+
+/// The `relaunched` member of a result (exec, the file tools, describe):
+/// present only when the call relaunched the conversation's sandbox.
+pub const RELAUNCHED: &str = "Present only when this call relaunched the conversation's sandbox because the old one was gone (removed outside odek, or the Docker daemon restarted): says what was lost (background processes, installed packages, files outside /workspace).";
+
+/// Adds the optional `relaunched` property to an object schema.
+fn with_relaunched(schema: &mut Schema) {
+    if let Some(serde_json::Value::Object(props)) = schema
+        .as_object_mut()
+        .and_then(|o| o.get_mut("properties"))
+    {
+        props.insert(
+            "relaunched".into(),
+            serde_json::json!({ "description": RELAUNCHED, "type": "string" }),
+        );
     }
 }
 
@@ -261,7 +288,7 @@ impl JsonSchema for ExecResult {
     /// The output schema clients see (mcp/tool-schemas.json): written out
     /// because its wording is MCP's (the output policy of [`MAX_OUTPUT_BYTES`]).
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
+        let mut schema = json_schema!({
             "type": "object",
             "properties": {
                 "sandbox_id": {
@@ -308,7 +335,9 @@ impl JsonSchema for ExecResult {
                 "timed_out",
                 "killed"
             ]
-        })
+        });
+        with_relaunched(&mut schema);
+        schema
     }
 }
 
@@ -334,6 +363,10 @@ pub struct DescribeResult {
     pub tool_description: String,
     /// The structured environment (`odek.environment/1`, see docs/MCP.md).
     pub environment: serde_json::Value,
+    /// Set when this call relaunched the conversation's sandbox because the
+    /// old one was gone: what was lost, in one paragraph.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relaunched: Option<String>,
 }
 
 /// `sandbox_up` arguments (none yet; the server's sandbox flags apply).
@@ -563,6 +596,9 @@ pub struct Sandboxed<T> {
     pub sandbox_id: String,
     /// The core's result.
     pub result: T,
+    /// Set when this call relaunched the conversation's sandbox because the
+    /// old one was gone ([`RELAUNCHED`]).
+    pub relaunched: Option<String>,
 }
 
 impl<T: Serialize> Serialize for Sandboxed<T> {
@@ -571,6 +607,9 @@ impl<T: Serialize> Serialize for Sandboxed<T> {
         if let serde_json::Value::Object(members) = &mut value {
             members.remove("schema");
             members.insert("sandbox_id".into(), self.sandbox_id.clone().into());
+            if let Some(r) = &self.relaunched {
+                members.insert("relaunched".into(), r.clone().into());
+            }
         }
         value.serialize(s)
     }
@@ -604,6 +643,7 @@ impl<T: JsonSchema> JsonSchema for Sandboxed<T> {
                 req.push("sandbox_id".into());
             }
         }
+        with_relaunched(&mut s);
         s
     }
 }

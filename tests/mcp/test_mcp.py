@@ -335,6 +335,45 @@ def test_two_explicit_sandboxes(project):
     assert wait_gone(project.dir) == []
 
 
+def test_a_vanished_default_sandbox_is_relaunched_and_a_named_one_is_an_error(project):
+    """`docker rm -f` of the conversation's sandbox: the next call launches
+    a new one (resolved and approved as any launch) and its result says so;
+    a sandbox named by id that vanished is an error naming sandbox_down and
+    sandbox_up, and sandbox_down then forgets it."""
+    async def go():
+        async with session(project) as (s, _):
+            first = await ok(s, "exec", command="hostname")
+            old = first["sandbox_id"]
+            assert "relaunched" not in first, first
+            [container] = containers_for(project.dir)
+            docker("rm", "-f", container)
+            again = await ok(s, "exec", command="hostname; redis-cli -h redis ping")
+            print(f"\n--- exec after docker rm -f ---\n{again}")
+            assert again["sandbox_id"] != old, again
+            assert again["stdout"].endswith("PONG\n"), again
+            note = again.get("relaunched", "")
+            assert old in note and again["sandbox_id"] in note and "gone" in note, again
+            assert "background processes" in note, again
+            # Said once: the next call runs in the new sandbox without a note.
+            after = await ok(s, "exec", command="true")
+            assert after["sandbox_id"] == again["sandbox_id"] and "relaunched" not in after
+            listed = {x["sandbox_id"] for x in (await ok(s, "sandbox_list"))["sandboxes"]}
+            assert listed == {again["sandbox_id"]}, listed
+            # A named sandbox that vanished: an error, no silent relaunch.
+            up = await ok(s, "sandbox_up")
+            docker("rm", "-f", up["container"])
+            for tool, args in (("exec", {"command": "true"}), ("read_file", {"path": "x"}), ("describe", {})):
+                err = await refused(s, tool, sandbox_id=up["sandbox_id"], **args)
+                assert "is gone" in err and "sandbox_down" in err and "sandbox_up" in err, err
+            assert len(containers_for(project.dir)) == 1
+            await ok(s, "sandbox_down", sandbox_id=up["sandbox_id"])
+            listed = {x["sandbox_id"] for x in (await ok(s, "sandbox_list"))["sandboxes"]}
+            assert listed == {again["sandbox_id"]}, listed
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
 def test_narrow_to_one_network(project):
     """The fixture's redis is on default+backend and postgres on backend only,
     so a child narrowed to the default network reaches redis but not
