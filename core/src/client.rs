@@ -107,3 +107,20 @@ impl Client {
         }
     }
 }
+
+impl Client {
+    /// What the daemon and the registry say now of `plan`'s image, without
+    /// pulling or building it ([`crate::image::ImageCheck`]). A host plan's
+    /// image is checked as any other (the caller decides whether it
+    /// matters). An endpoint that cannot be used is
+    /// [`crate::image::ImageCheck::Unknown`].
+    pub async fn image_check(&self, plan: &crate::plan::Plan) -> crate::image::ImageCheck {
+        match self.engine() {
+            Ok(engine) => crate::image::check(engine.as_ref(), &plan.image).await,
+            Err(e) => crate::image::ImageCheck::Unknown {
+                reference: plan.image.reference.create_ref(),
+                why: crate::text::foreign(&e.to_string()).into_owned(),
+            },
+        }
+    }
+}

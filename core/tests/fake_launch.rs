@@ -1478,3 +1478,57 @@ async fn a_symlinked_volume_is_refused() {
     let err = s.resolve().await.expect_err("symlink");
     assert_refused_before_create(&s, &err, FailureClass::Config, "volume");
 }
+
+// ---------------------------------------------------------------------------
+// The image check of a lazily launched sandbox (odek mcp's start-up)
+
+/// Present, pullable, unavailable and built images are told apart without
+/// pulling or building anything: no image is added, no container created.
+#[tokio::test]
+async fn the_image_check_tells_present_pullable_unavailable_and_build_apart() {
+    use odek_core::image::ImageCheck;
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("plan");
+    assert_eq!(
+        s.odek.image_check(&plan).await,
+        ImageCheck::Present {
+            reference: IMAGE.into()
+        }
+    );
+
+    let s = Setup::new().image("odek-test/pulled:1");
+    s.fake
+        .add_registry_image(FakeImage::new("odek-test/pulled:1"));
+    let plan = s.resolve().await.expect("plan");
+    let check = s.odek.image_check(&plan).await;
+    assert!(
+        matches!(&check, ImageCheck::Pullable { reference, digest }
+            if reference == "odek-test/pulled:1" && digest.starts_with("sha256:")),
+        "{check:?}"
+    );
+    assert!(check.sentence().contains("first launch pulls it"));
+    assert!(s.fake.containers().is_empty());
+    assert!(s.fake.calls_of(Op::PullImage).is_empty(), "nothing pulled");
+
+    let s = Setup::new().image("odek-test/nowhere:1");
+    let plan = s.resolve().await.expect("plan");
+    let check = s.odek.image_check(&plan).await;
+    assert!(
+        matches!(&check, ImageCheck::Unavailable { why, .. } if why.contains("manifest unknown")),
+        "{check:?}"
+    );
+    assert!(
+        check.sentence().contains("NOT AVAILABLE"),
+        "{}",
+        check.sentence()
+    );
+
+    let s = Setup::with_fake(shop_fake());
+    std::fs::write(s.workdir.join("Dockerfile.odek"), "FROM scratch\n").expect("dockerfile");
+    let plan = s.resolve().await.expect("plan");
+    assert!(
+        matches!(s.odek.image_check(&plan).await, ImageCheck::Build { .. }),
+        "a Dockerfile.odek is built on first launch"
+    );
+    assert!(s.fake.calls_of(Op::BuildImage).is_empty(), "nothing built");
+}

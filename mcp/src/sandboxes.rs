@@ -282,12 +282,14 @@ impl Sandboxes {
                 gone = Some(format!("{id} (container {})", sandbox.name));
             }
         }
-        let relaunch = |r: Refusal| match &gone {
+        let relaunch = |r: Refusal| {
+            match &gone {
             Some(old) => Refusal(format!(
                 "the conversation's sandbox {old} is gone ({GONE_WHY}) and relaunching it was refused:\n{}",
                 r.0
             )),
             None => r,
+        }
         };
         let place = self.reserve().map_err(relaunch)?;
         let plan = self.resolve().await.map_err(|e| relaunch(e.into()))?;

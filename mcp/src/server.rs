@@ -92,6 +92,10 @@ impl OdekMcp {
                 sandboxes.pin(&plan);
                 sandboxes.warm(&plan);
                 let env = planned::environment(sandboxes.odek(), &plan).await;
+                // Whether the first launch can get its image, checked now
+                // rather than promised (nothing is pulled or built here).
+                let image = sandboxes.odek().image_check(&plan).await.sentence();
+                errln!("odek: {image}");
                 // Settings that still need the operator's approval are not
                 // what the agent gets: say that first (SPEC §7).
                 let pending = match &plan.approval {
@@ -106,7 +110,7 @@ impl OdekMcp {
                 };
                 (
                     format!(
-                        "{pending}The sandbox is not running yet; this is what it WILL have when it starts (`describe` gives the live view):\n\n{}",
+                        "{pending}{image}\n\nThe sandbox is not running yet; this is what it WILL have when it starts (`describe` gives the live view):\n\n{}",
                         render_prompt(&env)
                     ),
                     render_tool(&env),
@@ -205,7 +209,8 @@ impl OdekMcp {
             out
         };
         let (outcome, ()) = tokio::join!(run, send_lines);
-        let outcome = outcome.map_err(|e| refusal(with_note(relaunched.as_deref(), Refusal::during_exec(e))))?;
+        let outcome = outcome
+            .map_err(|e| refusal(with_note(relaunched.as_deref(), Refusal::during_exec(e))))?;
         if outcome.cancelled {
             // The core's words for a command cut short, in MCP's terms.
             return Err(outcome
@@ -509,7 +514,10 @@ fn file_options(ctx: &RequestContext<RoleServer>) -> ExecOptions {
 /// A file tool's result tagged with its sandbox's id, or the refusal of a
 /// call that failed once the sandbox was there (the one ending of the file
 /// tools).
-fn sandboxed<R>(target: Target, result: odek_core::Result<R>) -> Result<Json<Sandboxed<R>>, String> {
+fn sandboxed<R>(
+    target: Target,
+    result: odek_core::Result<R>,
+) -> Result<Json<Sandboxed<R>>, String> {
     let Target { id, relaunched, .. } = target;
     match result {
         Ok(result) => Ok(Json(Sandboxed {

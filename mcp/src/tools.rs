@@ -269,9 +269,8 @@ pub const RELAUNCHED: &str = "Present only when this call relaunched the convers
 
 /// Adds the optional `relaunched` property to an object schema.
 fn with_relaunched(schema: &mut Schema) {
-    if let Some(serde_json::Value::Object(props)) = schema
-        .as_object_mut()
-        .and_then(|o| o.get_mut("properties"))
+    if let Some(serde_json::Value::Object(props)) =
+        schema.as_object_mut().and_then(|o| o.get_mut("properties"))
     {
         props.insert(
             "relaunched".into(),

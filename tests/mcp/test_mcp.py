@@ -176,6 +176,8 @@ def test_tools_and_instructions(project):
                 assert "the internet is reachable if the host's is, through the attached networks that are not internal" in text, text
                 assert "Output cap" in text and "128 KiB" in text and "64 KiB" in text, text
             assert "lands on the developer's machine at once" in ins, ins
+            # The image is checked at start, not promised.
+            assert f"The sandbox image {IMAGE} is present on the Docker daemon." in ins, ins
             # Lazy: nothing launched by initialize or list_tools.
             assert containers_for(project.dir) == []
             assert (await ok(s, "sandbox_list"))["sandboxes"] == []
@@ -188,6 +190,30 @@ def test_tools_and_instructions(project):
             assert "the image has: bash, psql, redis-cli" in init.instructions, init.instructions
             desc = {t.name: t for t in (await s.list_tools()).tools}["exec"].description
             assert "the image has: bash, psql, redis-cli" in desc, desc
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_an_image_that_cannot_be_had_is_said_at_start(project):
+    """--sandbox-image naming an image the daemon lacks and no registry
+    serves (a registry on a closed loopback port): the instructions and the
+    server's stderr say so at start, before any launch; a launch is refused
+    and leaves nothing."""
+    missing = "localhost:1/odek-test/absent:1"
+    err = project.dir.parent / "mcp-image-stderr.txt"
+
+    async def go():
+        with err.open("w") as log:
+            async with session(project, args=["mcp", "--sandbox-image", missing], errlog=log) as (s, init):
+                ins = init.instructions
+                print("\n--- instructions ---\n" + ins)
+                assert f"The sandbox image {missing} is NOT AVAILABLE" in ins, ins
+                assert "cannot be pulled" in ins and "--sandbox-image" in ins, ins
+                assert containers_for(project.dir) == []
+                e = await refused(s, "exec", command="true")
+                assert missing in e, e
+        assert f"The sandbox image {missing} is NOT AVAILABLE" in err.read_text()
 
     run(go())
     assert wait_gone(project.dir) == []

@@ -388,6 +388,17 @@ impl DockerApi for BollardEngine {
         }
     }
 
+    async fn registry_digest(&self, reference: &str) -> Result<Option<String>, EngineError> {
+        let d = self.client().await?;
+        let found = timed(
+            Op::DistributionInspect,
+            self.timeouts.call,
+            d.inspect_registry_image(reference, None),
+        )
+        .await?;
+        Ok(Some(found.descriptor.digest.unwrap_or_default()))
+    }
+
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {
         let d = self.client().await?;
         match timed(

@@ -735,6 +735,25 @@ impl DockerApi for FakeEngine {
         Ok(Self::find_image(&s.images, reference))
     }
 
+    async fn registry_digest(&self, reference: &str) -> Result<Option<String>, EngineError> {
+        self.enter(Op::DistributionInspect, reference)?;
+        let s = self.lock();
+        match s.registry.iter().find(|i| i.reference == reference) {
+            Some(i) => Ok(Some(
+                i.info
+                    .repo_digests
+                    .first()
+                    .and_then(|d| d.split_once('@'))
+                    .map_or_else(|| i.info.id.clone(), |(_, d)| d.to_string()),
+            )),
+            None => Err(EngineError::new(
+                Op::DistributionInspect,
+                EngineErrorKind::NotFound,
+                format!("manifest for {reference} not found: manifest unknown"),
+            )),
+        }
+    }
+
     async fn pull_image(
         &self,
         reference: &str,

@@ -73,6 +73,10 @@ impl DockerApi for Foreign {
         safe(self.0.inspect_image(reference).await)
     }
 
+    async fn registry_digest(&self, reference: &str) -> Result<Option<String>, EngineError> {
+        safe(self.0.registry_digest(reference).await)
+    }
+
     async fn pull_image(
         &self,
         reference: &str,

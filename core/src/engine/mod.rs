@@ -549,6 +549,8 @@ pub enum Op {
     StatPath,
     /// `GET /containers/{id}/archive?path=…`.
     ReadFile,
+    /// `GET /distribution/{name}/json`.
+    DistributionInspect,
 }
 
 impl Op {
@@ -589,6 +591,7 @@ impl fmt::Display for Op {
             Op::Info => "engine info",
             Op::StatPath => "stat a path in the container",
             Op::ReadFile => "read a file of the container",
+            Op::DistributionInspect => "ask the registry for an image",
         };
         f.write_str(s)
     }
@@ -841,4 +844,15 @@ pub trait DockerApi: Send + Sync {
     /// exit code. Returns once the wait has been sent. Used before start
     /// for an auto-removed container, whose exit code is gone with it.
     async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError>;
+
+    /// Asks the registry of `reference`, through the daemon and without
+    /// pulling (`GET /distribution/{name}/json`, the daemon's own
+    /// credentials), whether it serves the image: `Ok(Some(digest))` with
+    /// the manifest's digest (`sha256:…`) when it does, an error with the
+    /// registry's or the daemon's words when it does not or cannot be
+    /// asked. `Ok(None)`: this engine cannot tell (the default).
+    async fn registry_digest(&self, reference: &str) -> Result<Option<String>, EngineError> {
+        let _ = reference;
+        Ok(None)
+    }
 }

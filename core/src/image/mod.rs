@@ -420,3 +420,109 @@ mod tests {
         );
     }
 }
+
+/// What the daemon and the registry say now of a plan's image, without
+/// pulling or building it ([`crate::Client::image_check`]): for a server
+/// that launches lazily (`odek mcp`) to tell its agent at start whether the
+/// first launch can get its image, instead of promising.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ImageCheck {
+    /// The daemon has it.
+    Present {
+        /// The image reference.
+        reference: String,
+    },
+    /// The daemon lacks it and its registry serves it: the first launch
+    /// pulls it.
+    Pullable {
+        /// The image reference.
+        reference: String,
+        /// The manifest's digest the registry answered (`sha256:…`).
+        digest: String,
+    },
+    /// The first launch builds it from `Dockerfile.odek`.
+    Build {
+        /// The image reference (`odek-sandbox:<hash>`).
+        reference: String,
+    },
+    /// The daemon lacks it and the registry does not serve it (or cannot be
+    /// asked): every launch is refused until the operator builds, loads or
+    /// pulls it, or picks another image.
+    Unavailable {
+        /// The image reference.
+        reference: String,
+        /// The daemon's or registry's words (sanitised, one line).
+        why: String,
+    },
+    /// Nothing could be learnt (the daemon did not answer, or it cannot ask
+    /// registries): the first launch will tell.
+    Unknown {
+        /// The image reference.
+        reference: String,
+        /// Why (one line).
+        why: String,
+    },
+}
+
+impl ImageCheck {
+    /// One sentence for a model or a log line.
+    pub fn sentence(&self) -> String {
+        match self {
+            ImageCheck::Present { reference } => {
+                format!("The sandbox image {reference} is present on the Docker daemon.")
+            }
+            ImageCheck::Pullable { reference, digest } => format!(
+                "The sandbox image {reference} is not on the Docker daemon yet; its registry serves it ({digest}), so the first launch pulls it (this can take a while)."
+            ),
+            ImageCheck::Build { reference } => format!(
+                "The sandbox image {reference} is built from the project's Dockerfile.odek on the first launch when it is not built yet (this can take a while)."
+            ),
+            ImageCheck::Unavailable { reference, why } => format!(
+                "The sandbox image {reference} is NOT AVAILABLE: the Docker daemon does not have it and it cannot be pulled ({why}). Every launch is refused until the operator builds, loads or pulls it, or starts the server with another --sandbox-image."
+            ),
+            ImageCheck::Unknown { reference, why } => format!(
+                "Whether the sandbox image {reference} can be had is unknown ({why}); the first launch will say."
+            ),
+        }
+    }
+}
+
+/// [`ImageCheck`] of `plan` on `engine`: inspect locally; a Dockerfile
+/// image is [`ImageCheck::Build`] unless present; otherwise the registry
+/// is asked through the daemon ([`DockerApi::registry_digest`]).
+pub(crate) async fn check(engine: &dyn DockerApi, plan: &ImagePlan) -> ImageCheck {
+    let reference = plan.reference.create_ref();
+    let line = |e: &EngineError| crate::text::foreign(&e.message).into_owned();
+    match engine.inspect_image(&reference).await {
+        Ok(Some(_)) => return ImageCheck::Present { reference },
+        Ok(None) => {}
+        Err(e) => {
+            return ImageCheck::Unknown {
+                why: line(&e),
+                reference,
+            }
+        }
+    }
+    if matches!(plan.source, ImageSource::Dockerfile { .. }) {
+        return ImageCheck::Build { reference };
+    }
+    match engine.registry_digest(&reference).await {
+        Ok(Some(digest)) => ImageCheck::Pullable {
+            digest: crate::text::foreign(&digest).into_owned(),
+            reference,
+        },
+        Ok(None) => ImageCheck::Unknown {
+            why: "this engine cannot ask registries without pulling".into(),
+            reference,
+        },
+        Err(e) if e.is_unreachable() => ImageCheck::Unknown {
+            why: line(&e),
+            reference,
+        },
+        Err(e) => ImageCheck::Unavailable {
+            why: line(&e),
+            reference,
+        },
+    }
+}
