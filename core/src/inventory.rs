@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::client::Client;
-use crate::engine::{DockerApi, EngineErrorKind};
+use crate::engine::{DockerApi, EngineErrorKind, NetworkFilter};
 use crate::error::{Error, NotASandbox, NotFound, Result};
 use crate::failure::Step;
 use crate::labels;
@@ -121,6 +121,16 @@ pub struct Listing {
     /// `$ODEK_HOME` (`odek_core::pool::claimed`). `odek pool down` removes it.
     #[serde(default)]
     pub pool: bool,
+    /// Names of the networks it is attached to, sorted (as the engine
+    /// lists them: names anyone can choose; shown terminal-safe).
+    #[serde(default)]
+    pub networks: Vec<String>,
+    /// The Compose projects whose networks (labelled
+    /// `com.docker.compose.project`) it is attached to, sorted: while it is,
+    /// `docker compose down` of that project cannot remove them ("network
+    /// … has active endpoints").
+    #[serde(default)]
+    pub compose_projects: Vec<String>,
 }
 
 impl Listing {
@@ -156,6 +166,16 @@ fn listing(
         name,
         id,
         state,
+        networks: Vec::new(),
+        compose_projects: Vec::new(),
+    }
+}
+
+impl Listing {
+    /// This listing with the networks the engine lists it on.
+    fn with_networks(mut self, networks: Vec<String>) -> Listing {
+        self.networks = networks;
+        self
     }
 }
 
@@ -223,11 +243,38 @@ impl Client {
             .into_iter()
             .map(
                 |c| match labels::verified(secret.as_ref(), &c.name, &c.labels) {
-                    Ok(trusted) => listing(c.id, c.name, c.state, &trusted, true, odek_home),
-                    Err(_) => listing(c.id, c.name, c.state, &c.labels, false, odek_home),
+                    Ok(trusted) => listing(c.id, c.name, c.state, &trusted, true, odek_home)
+                        .with_networks(c.networks),
+                    Err(_) => listing(c.id, c.name, c.state, &c.labels, false, odek_home)
+                        .with_networks(c.networks),
                 },
             )
             .collect();
+        // Which Compose project each network belongs to (one call; a
+        // listing without it still lists the sandboxes).
+        if v.iter().any(|l| !l.networks.is_empty()) {
+            let filter = NetworkFilter::Label(crate::network::COMPOSE_PROJECT_LABEL.to_string());
+            if let Ok(nets) = engine.list_networks(&filter).await {
+                let project: BTreeMap<&str, &str> = nets
+                    .iter()
+                    .filter_map(|n| {
+                        n.labels
+                            .get(crate::network::COMPOSE_PROJECT_LABEL)
+                            .map(|p| (n.name.as_str(), p.as_str()))
+                    })
+                    .collect();
+                for l in &mut v {
+                    let mut p: Vec<String> = l
+                        .networks
+                        .iter()
+                        .filter_map(|n| project.get(n.as_str()).map(|p| p.to_string()))
+                        .collect();
+                    p.sort();
+                    p.dedup();
+                    l.compose_projects = p;
+                }
+            }
+        }
         v.sort_by(|a, b| a.created.cmp(&b.created).then(a.name.cmp(&b.name)));
         Ok(v)
     }

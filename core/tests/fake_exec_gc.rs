@@ -1125,3 +1125,32 @@ async fn a_pools_first_fill_sweeps_orphans_of_dead_owners_and_keeps_live_ones() 
     );
     pool.drain().await;
 }
+
+/// `odek sandbox ls` says which Compose project's networks each sandbox
+/// holds (the reason `docker compose down` of it fails while it runs); one
+/// on no network holds none.
+#[tokio::test]
+async fn list_names_the_compose_projects_whose_networks_a_sandbox_holds() {
+    let s = Setup::new().compose("shop");
+    let attached = s.up().await.expect("launch");
+    let listed = s.odek.list(&s.odek_home).await.expect("list");
+    let l = listed
+        .iter()
+        .find(|l| l.name == attached.name)
+        .expect("listed");
+    assert_eq!(l.compose_projects, vec!["shop".to_string()], "{l:?}");
+    assert!(
+        l.networks.iter().any(|n| n.starts_with("shop_")),
+        "{:?}",
+        l.networks
+    );
+
+    let s = Setup::new().network_mode("none");
+    let offline = s.up().await.expect("launch");
+    let listed = s.odek.list(&s.odek_home).await.expect("list");
+    let l = listed
+        .iter()
+        .find(|l| l.name == offline.name)
+        .expect("listed");
+    assert!(l.compose_projects.is_empty(), "{l:?}");
+}

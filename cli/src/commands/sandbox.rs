@@ -117,7 +117,7 @@ pub(super) async fn sandbox(
                         odek_core::text::shown(&s)
                     }
                 };
-                let rows: Vec<[String; 5]> = list
+                let rows: Vec<[String; 6]> = list
                     .into_iter()
                     .map(|l| {
                         let owner = match (l.verified, l.owner_pid, l.owner_gone) {
@@ -139,11 +139,13 @@ pub(super) async fn sandbox(
                             cell(l.state),
                             kind.to_string(),
                             owner,
+                            cell(l.compose_projects.join(",")),
                             cell(l.workdir.unwrap_or_default()),
                         ]
                     })
                     .collect();
-                let head = ["NAME", "STATE", "KIND", "OWNER", "WORKDIR"].map(String::from);
+                let head =
+                    ["NAME", "STATE", "KIND", "OWNER", "PROJECTS", "WORKDIR"].map(String::from);
                 let width = |i: usize| {
                     rows.iter()
                         .chain(std::iter::once(&head))
@@ -151,15 +153,16 @@ pub(super) async fn sandbox(
                         .max()
                         .unwrap_or(0)
                 };
-                let (w0, w1, w2, w3) = (width(0), width(1), width(2), width(3));
+                let (w0, w1, w2, w3, w4) = (width(0), width(1), width(2), width(3), width(4));
                 for r in std::iter::once(&head).chain(rows.iter()) {
                     outln!(
-                        "{:<w0$} {:<w1$} {:<w2$} {:<w3$} {}",
+                        "{:<w0$} {:<w1$} {:<w2$} {:<w3$} {:<w4$} {}",
                         r[0],
                         r[1],
                         r[2],
                         r[3],
-                        r[4]
+                        r[4],
+                        r[5]
                     );
                 }
             }

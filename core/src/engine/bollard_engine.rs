@@ -724,6 +724,15 @@ impl DockerApi for BollardEngine {
                     .to_string(),
                 labels: c.labels.unwrap_or_default().into_iter().collect(),
                 state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+                networks: {
+                    let mut n: Vec<String> = c
+                        .network_settings
+                        .and_then(|s| s.networks)
+                        .map(|m| m.into_keys().collect())
+                        .unwrap_or_default();
+                    n.sort();
+                    n
+                },
             })
             .collect())
     }

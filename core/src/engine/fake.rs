@@ -1065,6 +1065,16 @@ impl DockerApi for FakeEngine {
                 name: c.info.name.clone(),
                 labels: c.info.labels.clone(),
                 state: if c.info.running { "running" } else { "created" }.into(),
+                networks: {
+                    let mut n: Vec<String> = c
+                        .info
+                        .endpoints
+                        .iter()
+                        .map(|e| e.network_name.clone())
+                        .collect();
+                    n.sort();
+                    n
+                },
             })
             .collect())
     }

@@ -464,6 +464,10 @@ pub struct ContainerSummary {
     pub labels: BTreeMap<String, String>,
     /// `State`, e.g. `running`, `exited`, `created`.
     pub state: String,
+    /// Names of the networks it is attached to (`NetworkSettings.Networks`),
+    /// sorted.
+    #[serde(default)]
+    pub networks: Vec<String>,
 }
 
 /// A command to run in a container through the exec API.

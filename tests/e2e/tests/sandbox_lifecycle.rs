@@ -253,6 +253,32 @@ fn compose_sandbox_up_describe_exec_ls_down() {
         Some(p.path().to_str().expect("utf-8 path")),
         "{entry}"
     );
+    // It holds the Compose project's networks, and says so (the reason
+    // `docker compose down` of the project fails while it runs).
+    assert_eq!(
+        entry["compose_projects"],
+        serde_json::json!([PROJECT]),
+        "{entry}"
+    );
+    let nets = entry["networks"].as_array().expect("networks");
+    assert!(
+        nets.iter()
+            .any(|n| n.as_str() == Some(&format!("{PROJECT}_backend"))),
+        "{entry}"
+    );
+    let table = stdout(&p.odek_ok(&["sandbox", "ls"]));
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&name))
+        .unwrap_or_else(|| panic!("{name} not in ls:\n{table}"));
+    assert!(
+        table
+            .lines()
+            .next()
+            .is_some_and(|h| h.contains(" PROJECTS ")),
+        "{table}"
+    );
+    assert!(row.split_whitespace().any(|c| c == PROJECT), "{table}");
 
     // down removes it
     let down = p.odek_ok(&["sandbox", "down", &name]);
