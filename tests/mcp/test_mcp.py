@@ -622,6 +622,11 @@ def test_refusals_are_tool_errors(project, case):
             print(f"\n--- refusal ({case}) ---\n{err}")
             assert needle in err
             assert "failure class" in err
+            if case == "compose project not running":
+                # The model is told no other project on the daemon (the
+                # fixture's is running), only where the operator looks.
+                assert "running projects" not in err and "did you mean" not in err, err
+                assert "docker compose ls" in err, err
             # The server keeps serving: the next calls are answered.
             assert (await ok(s, "sandbox_list"))["sandboxes"] == []
             assert needle in await refused(s, "sandbox_up")
