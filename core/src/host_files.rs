@@ -120,7 +120,7 @@ const RECORD_SCHEMA: &str = "odek.host-files/1";
 /// The record's file name in the sandbox's directory.
 const RECORD_FILE: &str = "host-files.json";
 
-/// What changed about one path ([`HostFileChange::kinds`]).
+/// What changed about one path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
@@ -140,7 +140,8 @@ pub enum ChangeKind {
     /// It could not be read at launch or at the end, so it cannot be said
     /// to be unchanged.
     Unreadable,
-    /// A listed directory holds more than [`MAX_DIR_ENTRIES`] entries.
+    /// A listed directory (`.git/hooks`) holds more than 256 entries, more
+    /// than are compared one by one.
     TooManyEntries,
 }
 
@@ -148,13 +149,14 @@ pub enum ChangeKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostFileChange {
     /// The path relative to the working directory (`.git/hooks/pre-commit`),
-    /// as the file system has it (bytes that are not UTF-8 as U+FFFD). A
-    /// name the agent chose: show it with `text::foreign`.
+    /// as the file system has it (bytes that are not UTF-8 as U+FFFD). The
+    /// sandbox chose the name: escape control characters before showing it
+    /// on a terminal.
     pub path: String,
     /// What changed, as a phrase (`created, executable`; `content changed`;
     /// `mode 0644 → 0755, now executable`; `now a symbolic link to
-    /// /etc/passwd`); names and link targets in it are escaped
-    /// (`text::foreign`).
+    /// /etc/passwd`); link targets in it have their control characters
+    /// escaped.
     pub change: String,
     /// The same as data.
     pub kinds: Vec<ChangeKind>,
