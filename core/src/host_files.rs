@@ -664,8 +664,8 @@ impl Reader {
     /// directory's own state.
     fn list(&mut self, dir: &OwnedFd, path: &str) {
         let mut names: Vec<std::ffi::CString> = Vec::new();
-        let listed = rustix::fs::Dir::read_from(dir).map(|mut d| {
-            while let Some(entry) = d.next() {
+        let listed = rustix::fs::Dir::read_from(dir).map(|d| {
+            for entry in d {
                 match entry {
                     Ok(e) => {
                         let n = e.file_name();
@@ -843,8 +843,7 @@ fn last_listed<'a>(m: &'a BTreeMap<String, State>, dir: &str) -> Option<Option<&
     match m.get(dir) {
         Some(State::Dir { more, .. }) if *more > 0 => Some(
             m.keys()
-                .filter(|k| k.starts_with(&prefix) && !k[prefix.len()..].contains('/'))
-                .next_back(),
+                .rfind(|k| k.starts_with(&prefix) && !k[prefix.len()..].contains('/')),
         ),
         _ => None,
     }

@@ -119,7 +119,7 @@ fn close_names_the_hook_written_while_the_sandbox_lived() {
 
     // NULL sandbox: a no-op writing NULL; a NULL out-param: refused, the
     // handle kept (destroy still works).
-    let mut out: *mut c_char = 1 as *mut c_char;
+    let mut out: *mut c_char = std::ptr::dangling_mut::<c_char>();
     // SAFETY: NULL handle, writable out-param.
     assert_eq!(
         take_error(unsafe { odek_sandbox_close(null_mut(), &mut out) }),
