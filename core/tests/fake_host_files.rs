@@ -46,7 +46,11 @@ async fn close_names_a_hook_the_sandbox_made_and_not_src() {
     let s = Setup::new();
     checkout(&s);
     let sb = s.up().await.expect("launch");
-    assert_eq!(records(&s), std::slice::from_ref(&sb.name), "recorded at launch");
+    assert_eq!(
+        records(&s),
+        std::slice::from_ref(&sb.name),
+        "recorded at launch"
+    );
     write_hook(&s.workdir);
     std::fs::write(s.workdir.join("src/main.py"), "import os\n").expect("write");
     let report = s.odek.close(&sb).await.expect("close");
