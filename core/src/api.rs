@@ -783,7 +783,7 @@ mod tests {
     #[test]
     fn every_message_has_a_schema_with_its_members() {
         let files = schema_files();
-        assert_eq!(files.len(), 19);
+        assert_eq!(files.len(), 20);
         let get = |name: &str| -> serde_json::Value {
             let (_, text) = files.iter().find(|(n, _)| *n == name).expect(name);
             serde_json::from_str(text).expect("JSON")
@@ -796,5 +796,17 @@ mod tests {
         assert_eq!(required.len(), 8, "{exec}");
         let plan = get("plan.json");
         assert!(plan["properties"]["approval"].is_object(), "{plan}");
+        let close = get("close-result.json");
+        assert_eq!(
+            close["required"],
+            serde_json::json!([
+                "schema",
+                "name",
+                "changed_host_files",
+                "host_files_unchecked",
+                "message"
+            ]),
+            "{close}"
+        );
     }
 }

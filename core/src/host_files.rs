@@ -422,7 +422,7 @@ pub(crate) fn prune(odek_home: &Path, live: &[&str], listed: std::time::SystemTi
     let mut names = Vec::new();
     while let Some(Ok(e)) = entries.next() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if crate::launch::validate_sandbox_name(&name).is_ok() && !live.contains(&name.as_str()) {
+        if is_sandbox_name(&name) && !live.contains(&name.as_str()) {
             names.push(name);
         }
         if names.len() >= MAX_DIR_READ {
@@ -450,7 +450,7 @@ pub(crate) fn prune(odek_home: &Path, live: &[&str], listed: std::time::SystemTi
 /// `sandboxes` or `<name>`, each checked to belong to this user or root and
 /// not to be writable by group or others (`ownership`). `Ok(None)` when it
 /// does not exist and `create` is false. `name` must be a sandbox name
-/// (`launch::validate_sandbox_name`). The one place that opens it: other
+/// ([`is_sandbox_name`]). The one place that opens it: other
 /// per-sandbox files belong here too.
 ///
 /// Errors: a sentence naming what is wrong (a symbolic link, another
@@ -460,7 +460,7 @@ pub(crate) fn sandbox_dir(
     name: &str,
     create: bool,
 ) -> Result<Option<OwnedFd>, String> {
-    if crate::launch::validate_sandbox_name(name).is_err() {
+    if !is_sandbox_name(name) {
         return Err(format!(
             "{} is not a sandbox name",
             crate::text::quote(name)
@@ -471,6 +471,20 @@ pub(crate) fn sandbox_dir(
     };
     let shown = odek_home.join("sandboxes").join(name);
     private_subdir(&sandboxes, name, &shown, create)
+}
+
+/// True for a sandbox name (`launch::validate_sandbox_name`'s rule:
+/// `odek-` and Docker's container-name charset, at most 64 bytes), the one
+/// name a per-sandbox directory may have: never `.`, `..` or a path.
+fn is_sandbox_name(name: &str) -> bool {
+    name.strip_prefix(crate::labels::SANDBOX_NAME_PREFIX)
+        .is_some_and(|rest| {
+            !rest.is_empty()
+                && name.len() <= 64
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        })
 }
 
 /// `$ODEK_HOME/sandboxes`, as [`sandbox_dir`] opens it.
@@ -542,7 +556,10 @@ fn check_private_fd(fd: OwnedFd, shown: &Path) -> Result<OwnedFd, String> {
 /// Writes `bytes` to `name` in `dir` atomically: a new file (mode 0600,
 /// `O_EXCL | O_NOFOLLOW`) under a temporary name, synced, renamed over.
 fn write_private(dir: &OwnedFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = format!(".{name}.{}.tmp", crate::launch::new_launch_id());
+    let tmp = format!(
+        ".{name}.{}.tmp",
+        hex::encode(rand::Rng::random::<[u8; 8]>(&mut rand::rng()))
+    );
     let fd = rustix::fs::openat(
         dir,
         tmp.as_str(),
