@@ -116,6 +116,9 @@ static odek_error_t *godek_cancel_free(uintptr_t k) {
 static odek_error_t *godek_sandbox_destroy(uintptr_t s) {
 	return odek_sandbox_destroy((odek_sandbox_t *)s);
 }
+static odek_error_t *godek_sandbox_close(uintptr_t s, char **out) {
+	return odek_sandbox_close((odek_sandbox_t *)s, out);
+}
 */
 import "C"
 
@@ -353,6 +356,15 @@ func cStdinFree(p uintptr) error { return takeError(C.godek_stdin_free(C.uintptr
 
 func cSandboxDestroy(s uintptr) error {
 	return takeError(C.godek_sandbox_destroy(C.uintptr_t(s)))
+}
+
+// cSandboxClose is odek_sandbox_close: the "odek.close-result/1" document.
+func cSandboxClose(s uintptr) (string, error) {
+	var out *C.char
+	if err := takeError(C.godek_sandbox_close(C.uintptr_t(s), &out)); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
 }
 
 // cCodes is the code table as the C compiler sees the header, for the test

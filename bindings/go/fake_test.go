@@ -8,6 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"syscall"
@@ -158,6 +161,63 @@ func TestFakeCloseDestroysHandle(t *testing.T) {
 	wantCode(t, cSandboxDestroy(h), CodeInvalidHandle, ClassUsage, ErrUsage, ErrInvalidHandle)
 	_, err = cExec(h, `{"argv":["true"]}`, 0)
 	wantCode(t, err, CodeInvalidHandle, ClassUsage, ErrUsage, ErrInvalidHandle)
+}
+
+// CloseWithResult names a hook written into the working directory while
+// the sandbox lived (here by the test: the fake runs nothing), not an edit
+// of src/main.py; a second call returns the same result.
+func TestFakeCloseWithResultNamesAChangedHook(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	dir, env := isolated(t)
+	for _, d := range []string{".git/hooks", "src"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Launch(ctx, plan, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".git/hooks/pre-commit"), []byte("x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "src/main.py"), []byte("print(2)"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := sb.CloseWithResult()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []HostFileChange{{Path: ".git/hooks/pre-commit", Change: "created, executable", Kinds: []string{"created"}}}
+	if r.Name != sb.Name || !reflect.DeepEqual(r.ChangedHostFiles, want) || r.HostFilesUnchecked != "" {
+		t.Errorf("close result %+v", r)
+	}
+	if !strings.HasSuffix(r.Message, "review them before running git or make") {
+		t.Errorf("message %q", r.Message)
+	}
+	if again, err := sb.CloseWithResult(); err != nil || again != r || sb.ClosedResult() != r {
+		t.Errorf("second close: %+v, %v", again, err)
+	}
+
+	// Only src/main.py changed: nothing to say.
+	sb, err = c.Launch(ctx, plan, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "src/main.py"), []byte("print(3)"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := sb.ClosedResult(); r == nil || len(r.ChangedHostFiles) != 0 || r.Message != "" {
+		t.Errorf("close result %+v", r)
+	}
 }
 
 func TestFakeApprovalRequired(t *testing.T) {

@@ -34,6 +34,8 @@ type Sandbox struct {
 	mu     sync.Mutex
 	h      uintptr // odek_sandbox_t*, an ID: never dereferenced
 	closed bool
+	// result is what the Close that ran found, once it returned.
+	result *CloseResult
 }
 
 func newSandbox(h uintptr) (*Sandbox, error) {
@@ -96,20 +98,70 @@ func (s *Sandbox) handle() (uintptr, error) {
 // `odek sandbox gc` reaps the container later). Closing again is a no-op that
 // returns nil; any other call on a closed sandbox returns an error matching
 // ErrInvalidHandle. Close does not wait for an Exec in flight: removing the
-// container ends it, and that Exec returns an error.
+// container ends it, and that Exec returns an error. What CloseWithResult
+// returns is kept: ClosedResult.
 func (s *Sandbox) Close() error {
+	_, err := s.CloseWithResult()
+	return err
+}
+
+// CloseWithResult is Close that also returns what the sandbox changed of
+// the files host tools run — git hooks, .git/config, .envrc,
+// .vscode/tasks.json, Makefiles, package.json, .pre-commit-config.yaml —
+// compared once its container is gone (CloseResult). Show
+// CloseResult.Message to the user when it is not "": they should review
+// those files before running git or make. Closing again returns the first
+// call's result (nil while that call is still running, or when it failed).
+func (s *Sandbox) CloseWithResult() (*CloseResult, error) {
 	s.mu.Lock()
 	if s.closed {
+		r := s.result
 		s.mu.Unlock()
-		return nil
+		return r, nil
 	}
 	s.closed = true
 	h := s.h
 	s.mu.Unlock()
 	runtime.SetFinalizer(s, nil)
-	err := cSandboxDestroy(h)
+	doc, err := cSandboxClose(h)
 	runtime.KeepAlive(s)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	r, err := parseCloseResult(doc)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.result = r
+	s.mu.Unlock()
+	return r, nil
+}
+
+// ClosedResult is what the Close (or CloseWithResult) that ran found; nil
+// before it returned, or when it failed.
+func (s *Sandbox) ClosedResult() *CloseResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.result
+}
+
+// parseCloseResult reads an "odek.close-result/1" document.
+func parseCloseResult(doc string) (*CloseResult, error) {
+	var w wireCloseResult
+	if err := json.Unmarshal([]byte(doc), &w); err != nil {
+		return nil, fmt.Errorf("odek: unexpected close result document: %w", err)
+	}
+	changed := w.ChangedHostFiles
+	if changed == nil {
+		changed = []HostFileChange{}
+	}
+	return &CloseResult{
+		Name:               w.Name,
+		ChangedHostFiles:   changed,
+		HostFilesUnchecked: deref(w.HostFilesUnchecked),
+		Message:            deref(w.Message),
+	}, nil
 }
 
 // Describe describes the sandbox for the agent (SPEC §9): the structured

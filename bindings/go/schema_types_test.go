@@ -47,6 +47,8 @@ var wireDocs = []wireDoc{
 	{file: "environment.json", def: "Peer", typ: reflect.TypeOf(Peer{})},
 	{file: "environment.json", def: "SupervisorState", typ: reflect.TypeOf(Supervisor{})},
 	{file: "exec-result.json", typ: reflect.TypeOf(wireExecResult{})},
+	{file: "close-result.json", typ: reflect.TypeOf(wireCloseResult{})},
+	{file: "close-result.json", def: "HostFileChange", typ: reflect.TypeOf(HostFileChange{})},
 	{file: "config-view.json", typ: reflect.TypeOf(wireConfigView{}), unread: []string{"pending_approval"}},
 	{file: "read-file-request.json", typ: reflect.TypeOf(wireReadFileRequest{}), sent: true},
 	{file: "read-file-result.json", typ: reflect.TypeOf(wireReadFileResult{})},

@@ -14,6 +14,7 @@ const (
 	SchemaEnvironment     = "odek.environment/1"
 	SchemaExecResult      = "odek.exec-result/1"
 	SchemaConfigView      = "odek.config-view/1"
+	SchemaCloseResult     = "odek.close-result/1"
 )
 
 // Sandbox modes (SPEC §3.3), as in Plan.Mode and ConfigView.Mode.
@@ -829,6 +830,49 @@ type wireExecRequest struct {
 	Env         map[string]string `json:"env,omitempty"`
 	TimeoutSecs *float64          `json:"timeout_secs,omitempty"`
 	Workdir     *string           `json:"workdir,omitempty"`
+}
+
+// HostFileChange is a file host tools run (a git hook, .git/config,
+// .envrc, .vscode/tasks.json, a Makefile, package.json,
+// .pre-commit-config.yaml) that changed while the sandbox lived.
+type HostFileChange struct {
+	// Path is relative to the working directory, e.g.
+	// ".git/hooks/pre-commit". The sandbox chose the name: escape control
+	// characters before printing it to a terminal.
+	Path string `json:"path"`
+	// Change says what changed, e.g. "created, executable", "content
+	// changed", "mode 0644 → 0755, now executable".
+	Change string `json:"change"`
+	// Kinds is the same as data: "created", "deleted", "content", "mode",
+	// "symlink_target", "kind", "unreadable", "too_many_entries".
+	Kinds []string `json:"kinds"`
+}
+
+// CloseResult is what closing a sandbox found ("odek.close-result/1"): the
+// files host tools run that it changed, compared once its container was
+// removed against what its launch recorded. Review them before running git
+// or make in the working directory.
+type CloseResult struct {
+	// Name is the sandbox name.
+	Name string
+	// ChangedHostFiles is empty when none changed, on the host and for a
+	// read-only workspace.
+	ChangedHostFiles []HostFileChange
+	// HostFilesUnchecked says why they could not be compared ("" when they
+	// were).
+	HostFilesUnchecked string
+	// Message is the report as one line to show (names escaped), "" when
+	// there is nothing to say.
+	Message string
+}
+
+// wireCloseResult is "odek.close-result/1" as read.
+type wireCloseResult struct {
+	Schema             string           `json:"schema"`
+	Name               string           `json:"name"`
+	ChangedHostFiles   []HostFileChange `json:"changed_host_files"`
+	HostFilesUnchecked *string          `json:"host_files_unchecked"`
+	Message            *string          `json:"message"`
 }
 
 // wireExecResult is "odek.exec-result/1" as read.

@@ -71,6 +71,8 @@ pub const EXEC_REQUEST_SCHEMA: &str = "odek.exec-request/1";
 pub const SANDBOX_INFO_SCHEMA: &str = "odek.sandbox-info/1";
 /// Schema tag of [`ExecResult`].
 pub const EXEC_RESULT_SCHEMA: &str = "odek.exec-result/1";
+/// Schema name of [`CloseResult`].
+pub const CLOSE_RESULT_SCHEMA: &str = "odek.close-result/1";
 
 /// Most bytes of stdout and of stderr (each) an [`ExecResult`] carries, the
 /// first ones kept ([`crate::exec::Keep::Head`]): 16 MiB. The C ABI's
@@ -532,6 +534,45 @@ impl ExecResult {
     }
 }
 
+/// What closing a sandbox found (`"odek.close-result/1"`; SPEC §10.1,
+/// `odek_sandbox_close`): the files host tools run that changed while it
+/// lived (docs/SECURITY.md, "Files host tools run"), compared once its
+/// container was removed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "odek.close-result/1")]
+pub struct CloseResult {
+    /// Always [`CLOSE_RESULT_SCHEMA`].
+    pub schema: String,
+    /// The sandbox name (`odek-<12 hex>`, or `host`).
+    pub name: String,
+    /// Each listed path (`.git/hooks/*`, `.git/config`, `.envrc`,
+    /// `.vscode/tasks.json`, `Makefile`, `package.json`, …) that changed,
+    /// by path; empty when none did, on the host and for a read-only
+    /// workspace.
+    pub changed_host_files: Vec<crate::host_files::HostFileChange>,
+    /// Why they could not be compared (no record from the launch, the
+    /// working directory gone); null when they were, or needed no
+    /// comparison.
+    pub host_files_unchecked: Option<String>,
+    /// The report as one line to show (names escaped), ending with the
+    /// hint to review them before running git or make; null when there is
+    /// nothing to say.
+    pub message: Option<String>,
+}
+
+impl CloseResult {
+    /// The result of closing the sandbox `name`, with `report`.
+    pub fn new(name: &str, report: crate::host_files::Report) -> CloseResult {
+        CloseResult {
+            schema: CLOSE_RESULT_SCHEMA.into(),
+            name: name.to_string(),
+            message: report.line(),
+            changed_host_files: report.changed,
+            host_files_unchecked: report.unchecked,
+        }
+    }
+}
+
 /// The JSON Schema of every ABI message, as checked in under `ffi/schema/`:
 /// `(file name, pretty-printed JSON with a final newline)`. Requests are
 /// described as odek accepts them (a member with a default is optional),
@@ -562,6 +603,7 @@ pub fn schema_files() -> Vec<(&'static str, String)> {
         ("sandbox-info.json", result::<SandboxInfo<'static>>()),
         ("environment.json", result::<Environment>()),
         ("exec-result.json", result::<ExecResult>()),
+        ("close-result.json", result::<CloseResult>()),
         ("config-view.json", result::<ConfigView>()),
         ("read-file-request.json", request::<ReadFileRequest>()),
         ("read-file-result.json", result::<ReadFileResult>()),
@@ -741,7 +783,7 @@ mod tests {
     #[test]
     fn every_message_has_a_schema_with_its_members() {
         let files = schema_files();
-        assert_eq!(files.len(), 19);
+        assert_eq!(files.len(), 20);
         let get = |name: &str| -> serde_json::Value {
             let (_, text) = files.iter().find(|(n, _)| *n == name).expect(name);
             serde_json::from_str(text).expect("JSON")
@@ -754,5 +796,17 @@ mod tests {
         assert_eq!(required.len(), 8, "{exec}");
         let plan = get("plan.json");
         assert!(plan["properties"]["approval"].is_object(), "{plan}");
+        let close = get("close-result.json");
+        assert_eq!(
+            close["required"],
+            serde_json::json!([
+                "schema",
+                "name",
+                "changed_host_files",
+                "host_files_unchecked",
+                "message"
+            ]),
+            "{close}"
+        );
     }
 }

@@ -297,6 +297,8 @@ impl Client {
         if !opts.dry_run {
             let live: Vec<&str> = all.iter().map(|l| l.id.as_str()).collect();
             crate::claims::prune(&opts.odek_home, &live, listed);
+            let names: Vec<&str> = all.iter().map(|l| l.name.trim_start_matches('/')).collect();
+            crate::host_files::prune(&opts.odek_home, &names, listed);
         }
         for l in all {
             if !opts.selects(&l) {

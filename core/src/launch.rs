@@ -482,7 +482,15 @@ impl Client {
         // one and the sandbox can use it; otherwise the exec API's path,
         // said once per process.
         let mut supervision = crate::supervisor::Supervision::for_plan(plan, engine.as_ref());
-        loop {
+        // docs/SECURITY.md "Files host tools run": the files of the working
+        // directory that host tools execute, as they are before the
+        // container exists, for the report when it ends.
+        if let Some(w) = record_host_files(plan, &name).await {
+            reporter.warning(&w);
+            warnings.push(w);
+        }
+        let launched = async {
+            loop {
             let state = match &supervision {
                 Ok(_) => crate::supervisor::SupervisorState::on(),
                 Err(why) => crate::supervisor::SupervisorState::off(why.clone()),
@@ -520,7 +528,13 @@ impl Client {
                     tracing::warn!(sandbox = %name, "odek's supervisor did not start ({why}); launching again without it");
                 }
             }
+            }
         }
+        .await;
+        if launched.is_err() {
+            crate::host_files::discard(&plan.odek_home, &name);
+        }
+        launched
     }
 
     /// One create → start → verify of a launch, with `supervision` or
@@ -1073,11 +1087,78 @@ fn idle_missing_message(seen: &[String]) -> String {
     )
 }
 
+/// Records the files host tools run of `plan`'s working directory for the
+/// sandbox `name` ([`crate::host_files::record`]) off the async threads;
+/// a warning when they could not be recorded (the end of the sandbox then
+/// says it cannot tell).
+pub(crate) async fn record_host_files(plan: &Plan, name: &str) -> Option<Warning> {
+    if !crate::host_files::writes_workdir(plan) {
+        return None;
+    }
+    let (p, n) = (plan.clone(), name.to_string());
+    let recorded = tokio::task::spawn_blocking(move || crate::host_files::record(&p, &n))
+        .await
+        .unwrap_or_else(|e| Err(format!("the recording task failed: {e}")));
+    recorded.err().map(|why| {
+        Warning::new(
+            WarningKind::Other,
+            format!(
+                "the files host tools run (.git/hooks, .git/config, Makefile, …) could not be recorded at launch ({}), so the end of sandbox {name} cannot say whether it changed them; review them before running git or make",
+                crate::text::foreign(&why)
+            ),
+        )
+    })
+}
+
 impl Client {
-    /// Force-removes a sandbox's container (SPEC §10.1 destroy). The host
-    /// "sandbox" of fallback/off has nothing to remove. An absent container
-    /// is not an error.
+    /// Force-removes a sandbox's container (SPEC §10.1 destroy), dropping
+    /// what [`Client::close`] would report. The host "sandbox" of
+    /// fallback/off has nothing to remove. An absent container is not an
+    /// error.
     pub async fn destroy(&self, sandbox: &Sandbox) -> Result<()> {
+        self.remove(sandbox).await?;
+        if sandbox.container_id.is_some() {
+            crate::host_files::discard(&sandbox.plan.odek_home, &sandbox.name);
+        }
+        Ok(())
+    }
+
+    /// [`Client::destroy`], then the report of the files host tools run
+    /// that changed while the sandbox lived ([`crate::host_files`],
+    /// docs/SECURITY.md "Files host tools run"): compared once the
+    /// container is gone, against the record its launch (or its claim from
+    /// a warm pool) took. Empty for the host and for a sandbox that could
+    /// not write its working directory; [`crate::host_files::Report::unchecked`]
+    /// says why when a sandbox that could has no usable record.
+    ///
+    /// Errors: as [`Client::destroy`] (the container is still there; the
+    /// record is kept for a later call).
+    pub async fn close(&self, sandbox: &Sandbox) -> Result<crate::host_files::Report> {
+        self.remove(sandbox).await?;
+        if sandbox.container_id.is_none() {
+            return Ok(crate::host_files::Report::default());
+        }
+        let (home, name) = (sandbox.plan.odek_home.clone(), sandbox.name.clone());
+        let found = tokio::task::spawn_blocking(move || crate::host_files::finish(&home, &name))
+            .await
+            .unwrap_or_else(|e| {
+                Some(crate::host_files::Report {
+                    changed: Vec::new(),
+                    unchecked: Some(format!("the comparing task failed: {e}")),
+                })
+            });
+        Ok(match found {
+            Some(report) => report,
+            None if crate::host_files::writes_workdir(&sandbox.plan) => crate::host_files::Report {
+                changed: Vec::new(),
+                unchecked: Some("no record of them was taken when the sandbox was launched".into()),
+            },
+            None => crate::host_files::Report::default(),
+        })
+    }
+
+    /// Force-removes the sandbox's container, if it has one.
+    async fn remove(&self, sandbox: &Sandbox) -> Result<()> {
         let Some(id) = &sandbox.container_id else {
             return Ok(());
         };

@@ -26,6 +26,7 @@ pub mod exec;
 pub(crate) mod failure;
 pub mod files;
 pub(crate) mod hardening;
+pub mod host_files;
 pub mod image;
 pub(crate) mod image_ref;
 pub mod image_tools;

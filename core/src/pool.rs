@@ -359,12 +359,20 @@ impl Pool {
             discarded.push(format!("{}: removed by odek pool down", sandbox.name));
             let _ = client.destroy(&sandbox).await;
         };
-        if let Some(sandbox) = taken {
+        if let Some(mut sandbox) = taken {
             match client
                 .recheck_ready(&sandbox, plan, opts.approval.as_ref())
                 .await
             {
                 Ok(()) => {
+                    // The files host tools run, recorded again now: the
+                    // agent gets the sandbox from here on, and the
+                    // developer may have changed them since it was
+                    // launched (docs/SECURITY.md "Files host tools run").
+                    if let Some(w) = crate::launch::record_host_files(plan, &sandbox.name).await {
+                        reporter.warning(&w);
+                        sandbox.warnings.push(w);
+                    }
                     // What its launch found (an engine's warning, the
                     // supervisor off, mounts unverified) was said to nobody
                     // then: the claimant hears it now, as from a launch.

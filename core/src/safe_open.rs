@@ -95,7 +95,7 @@ impl fmt::Display for Refused {
 }
 
 /// What a file type is called in messages.
-fn kind_of(t: FileType) -> &'static str {
+pub(crate) fn kind_of(t: FileType) -> &'static str {
     match t {
         FileType::Directory => "a directory",
         FileType::Fifo => "a named pipe (FIFO)",

@@ -869,6 +869,52 @@ pub unsafe extern "C" fn odek_sandbox_destroy(sandbox: *mut odek_sandbox_t) -> *
     })
 }
 
+/// `odek_sandbox_destroy` that also says what the sandbox changed of the
+/// files host tools run — git hooks, `.git/config`, `.envrc`,
+/// `.vscode/tasks.json`, Makefiles, `package.json`,
+/// `.pre-commit-config.yaml` (docs/SECURITY.md, "Files host tools run"):
+/// compared once the container is removed, against what its launch
+/// recorded, and written to `*result_json_out` as JSON
+/// (`"schema": "odek.close-result/1"`: `changed_host_files`, each
+/// `{path, change, kinds}`; `host_files_unchecked`; `message`, one line to
+/// show), freed with `odek_string_free`. Removes the container (force) and
+/// frees the handle. Blocks.
+///
+/// NULL `sandbox` is a no-op that sets `*result_json_out` to NULL. A handle
+/// already destroyed (or never returned by odek) is `ODEK_E_INVALID_HANDLE`.
+/// The handle is freed even when removal fails (the error says so; `odek
+/// sandbox gc` reaps the container later); `*result_json_out` is then not
+/// written. In a process forked from the one that launched the sandbox:
+/// `ODEK_E_FORKED`, and nothing is done.
+///
+/// # Safety
+/// `sandbox` is NULL or a value from `odek_launch`; `result_json_out` is
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn odek_sandbox_close(
+    sandbox: *mut odek_sandbox_t,
+    result_json_out: *mut *mut c_char,
+) -> *mut odek_error_t {
+    guard(|| {
+        if sandbox.is_null() {
+            out_arg(result_json_out, "result_json_out")?;
+            // SAFETY: checked non-NULL.
+            unsafe { *result_json_out = std::ptr::null_mut() };
+            return Ok(());
+        }
+        // As odek_sandbox_destroy: in a forked child ODEK_E_FORKED before
+        // anything is read; inside an output callback ODEK_E_REENTRANT.
+        fork::check()?;
+        out_arg(result_json_out, "result_json_out")?;
+        let rt = runtime()?;
+        let h = handles::remove_sandbox(sandbox)?;
+        let report = rt.block_on(h.odek.close(&h.sandbox))?;
+        let result = odek_core::api::CloseResult::new(&h.sandbox.name, report);
+        // SAFETY: checked non-NULL.
+        unsafe { write_json(result_json_out, &result) }
+    })
+}
+
 /// Runs `work`, stopped by `cancel` when there is one.
 async fn cancellable<T>(
     cancel: &Option<CancellationToken>,

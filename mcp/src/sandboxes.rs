@@ -22,6 +22,7 @@ use odek_core::approval::{Approval, ApprovalError, ApprovalRequest, Decision, Vi
 use odek_core::approve::{Asker, Decided};
 use odek_core::cancel::CancellationToken;
 use odek_core::config::ConfigInputs;
+use odek_core::host_files::Report;
 use odek_core::launch::{new_launch_id, new_sandbox_name};
 use odek_core::pool::{ClaimedFrom, Pool};
 use odek_core::{Client, Error, Isolation, LaunchOptions, Plan, Reporter, Sandbox};
@@ -493,19 +494,28 @@ impl Sandboxes {
         Ok((id, sandbox))
     }
 
-    /// Removes one sandbox. Errors: an unknown id; Docker refusing.
-    pub(crate) async fn down(&self, id: &str) -> Result<(), Refusal> {
+    /// Removes one sandbox; returns what it changed of the files host tools
+    /// run (docs/SECURITY.md, "Files host tools run"), also said on stderr.
+    /// Errors: an unknown id; Docker refusing.
+    pub(crate) async fn down(&self, id: &str) -> Result<Report, Refusal> {
         let entry = self.table().remove(id).ok_or_else(|| unknown(id))?;
-        if let Err(e) = self.odek.destroy(&entry.sandbox).await {
-            // Keep it listed so the caller can try again.
-            self.table().insert(id.to_string(), entry);
-            return Err(Refusal(format!(
-                "{}\n(odek: failure class {}; sandbox {id} is still listed: call sandbox_down again)",
-                mcp_words(&e),
-                e.reported_class()
-            )));
+        match self.odek.close(&entry.sandbox).await {
+            Ok(report) => {
+                if let Some(line) = report.line() {
+                    errln!("odek: sandbox {} (MCP id {id}): {line}", entry.sandbox.name);
+                }
+                Ok(report)
+            }
+            Err(e) => {
+                // Keep it listed so the caller can try again.
+                self.table().insert(id.to_string(), entry);
+                Err(Refusal(format!(
+                    "{}\n(odek: failure class {}; sandbox {id} is still listed: call sandbox_down again)",
+                    mcp_words(&e),
+                    e.reported_class()
+                )))
+            }
         }
-        Ok(())
     }
 
     /// `(id, entry, is_default)` of every sandbox.
@@ -520,7 +530,9 @@ impl Sandboxes {
     /// Removes every sandbox this server launched and refuses new ones:
     /// launches in flight are cancelled (each removes what it created, as
     /// the core's cancellable launch does) and waited for, up to 30 s.
-    /// Returns what could not be removed, as lines for stderr.
+    /// Returns what could not be removed, and for each sandbox removed the
+    /// files host tools run that it changed (docs/SECURITY.md, "Files host
+    /// tools run"), as lines for stderr.
     pub(crate) async fn shutdown(&self) -> Vec<String> {
         self.closed.store(true, Ordering::SeqCst);
         self.closing.cancel();
@@ -529,16 +541,21 @@ impl Sandboxes {
         // Concurrently: a client that closes stdin may SIGKILL the server a
         // couple of seconds later.
         let mut tasks = tokio::task::JoinSet::new();
-        let all: Vec<Entry> = std::mem::take(&mut *self.table()).into_values().collect();
-        for e in all {
+        let all: Vec<(String, Entry)> = std::mem::take(&mut *self.table()).into_iter().collect();
+        for (id, e) in all {
             let odek = self.odek.clone();
             tasks.spawn(async move {
-                odek.destroy(&e.sandbox).await.err().map(|err| {
-                    format!(
+                match odek.close(&e.sandbox).await {
+                    // The files host tools run that it changed
+                    // (docs/SECURITY.md, "Files host tools run").
+                    Ok(report) => report
+                        .line()
+                        .map(|line| format!("sandbox {} (MCP id {id}): {line}", e.sandbox.name)),
+                    Err(err) => Some(format!(
                         "could not remove sandbox {} ({err}); `odek sandbox gc` removes it once the daemon answers",
                         e.sandbox.name
-                    )
-                })
+                    )),
+                }
             });
         }
         let mut inflight = self.inflight.subscribe();

@@ -432,20 +432,18 @@ impl OdekMcp {
     #[tool(
         name = "sandbox_down",
         annotations(destructive_hint = true),
-        description = "Removes a sandbox this server launched (its container and everything running in it)."
+        description = "Removes a sandbox this server launched (its container and everything running in it). The result names the files tools on the user's machine run (git hooks, .git/config, Makefile, package.json, …) that changed while it lived: tell the user to review them before running git or make."
     )]
     async fn sandbox_down(
         &self,
         Parameters(args): Parameters<DownArgs>,
     ) -> Result<Json<DownResult>, String> {
-        self.sandboxes
+        let report = self
+            .sandboxes
             .down(&args.sandbox_id)
             .await
             .map_err(refusal)?;
-        Ok(Json(DownResult {
-            sandbox_id: args.sandbox_id,
-            removed: true,
-        }))
+        Ok(Json(DownResult::new(args.sandbox_id, report)))
     }
 
     #[tool(

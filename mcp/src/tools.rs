@@ -405,6 +405,33 @@ pub struct DownResult {
     pub sandbox_id: String,
     /// Always true (a failure is a tool error).
     pub removed: bool,
+    /// The files that tools on the user's machine run (git hooks,
+    /// `.git/config`, `.envrc`, `.vscode/tasks.json`, Makefiles,
+    /// `package.json`, `.pre-commit-config.yaml`) that changed while the
+    /// sandbox lived, each with what changed; empty when none did.
+    pub changed_host_files: Vec<odek_core::host_files::HostFileChange>,
+    /// Why the files above could not be compared, when they could not.
+    pub host_files_unchecked: Option<String>,
+    /// What to tell the user about them, when there is something to tell.
+    pub note: Option<String>,
+}
+
+impl DownResult {
+    /// The result of removing `sandbox_id`, with `report`'s files.
+    pub fn new(sandbox_id: String, report: odek_core::host_files::Report) -> DownResult {
+        let note = report.line().map(|line| {
+            format!(
+                "{line}. Tell the user: these files run on their machine, outside any sandbox, when they use git, make, npm, direnv or their editor there."
+            )
+        });
+        DownResult {
+            sandbox_id,
+            removed: true,
+            changed_host_files: report.changed,
+            host_files_unchecked: report.unchecked,
+            note,
+        }
+    }
 }
 
 /// `sandbox_list` result.

@@ -400,6 +400,61 @@ def test_a_vanished_default_sandbox_is_relaunched_and_a_named_one_is_an_error(pr
     assert wait_gone(project.dir) == []
 
 
+def test_sandbox_down_names_a_git_hook_the_agent_wrote_and_not_src(project, tmp_path):
+    """docs/SECURITY.md, "Files host tools run": an agent that writes
+    .git/hooks/pre-commit through /workspace is named in sandbox_down's
+    result and on the server's stderr; one that edits only src/main.py is
+    named by nothing; a sandbox removed at shutdown is named in the log."""
+    (project.dir / ".git" / "hooks").mkdir(parents=True)
+    (project.dir / "src").mkdir()
+    (project.dir / "src" / "main.py").write_text("print(1)\n")
+    log = (tmp_path / "server-stderr").open("w+")
+
+    async def go():
+        async with session(project, compose=False, errlog=log) as (s, _):
+            a = await ok(s, "sandbox_up")
+            r = await ok(s, "exec", sandbox_id=a["sandbox_id"],
+                         command="printf x > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit")
+            assert r["exit_code"] == 0, r
+            down = await call(s, "sandbox_down", sandbox_id=a["sandbox_id"])
+            assert not down.is_error, text_of(down)
+            d = down.structured_content
+            assert d["removed"] is True
+            assert d["changed_host_files"] == [
+                {"path": ".git/hooks/pre-commit", "change": "created, executable", "kinds": ["created"]}
+            ], d
+            assert d["host_files_unchecked"] is None
+            assert "review them before running git or make" in d["note"], d
+            assert ".git/hooks/pre-commit" in text_of(down)
+
+            # Control: only src/main.py edited.
+            b = await ok(s, "sandbox_up")
+            r = await ok(s, "exec", sandbox_id=b["sandbox_id"], command="echo 'print(2)' > src/main.py")
+            assert r["exit_code"] == 0, r
+            d = await ok(s, "sandbox_down", sandbox_id=b["sandbox_id"])
+            assert d["changed_host_files"] == [] and d["note"] is None, d
+            assert (project.dir / "src" / "main.py").read_text() == "print(2)\n"
+
+            # The default sandbox changes the Makefile and is removed when
+            # the client goes: the shutdown log names it.
+            r = await ok(s, "exec", command="printf 'all:\\n' > Makefile")
+            assert r["exit_code"] == 0, r
+
+    run(go())
+    assert wait_gone(project.dir) == []
+    log.seek(0)
+    stderr = log.read()
+    said = [line for line in stderr.splitlines() if "host tools run" in line]
+    assert any(
+        re.fullmatch(r"odek: sandbox odek-\S+ \(MCP id \S+\): the sandbox changed files that host tools run: "
+                     r"\.git/hooks/pre-commit \(created, executable\) — review them before running git or make", line)
+        for line in said
+    ), stderr
+    assert any(line.startswith("odek: sandbox odek-") and "Makefile (created)" in line for line in said), stderr
+    assert not any("src/main.py" in line for line in said), stderr
+    assert len(said) == 2, said
+
+
 def test_narrow_to_one_network(project):
     """The fixture's redis is on default+backend and postgres on backend only,
     so a child narrowed to the default network reaches redis but not

@@ -7,8 +7,8 @@
  * the same handle. Functions that talk to Docker block the calling thread
  * until they are done: odek_resolve, odek_approve (with "trust": file I/O),
  * odek_launch, odek_describe, odek_exec, odek_config_view,
- * odek_sandbox_destroy, odek_exec_stream. They run on one process-wide
- * runtime owned by the library; no futures cross the boundary, and one
+ * odek_sandbox_destroy, odek_sandbox_close, odek_exec_stream. They run on
+ * one process-wide runtime owned by the library; no futures cross the boundary, and one
  * callback does: odek_exec_stream's odek_output_fn, called on the thread
  * that called odek_exec_stream, before that call returns. A blocking call
  * made from inside that callback (on its thread) returns ODEK_E_REENTRANT
@@ -23,6 +23,14 @@
  * beside odek_exec, so ODEK_ABI_VERSION stays 1; a binding loading an
  * older libodek finds the symbol missing and says so.
  *
+ * Closing with a report
+ * ---------------------
+ * odek_sandbox_close is odek_sandbox_destroy that also writes an
+ * odek.close-result/1 document: the files host tools run (git hooks,
+ * .git/config, .envrc, .vscode/tasks.json, Makefiles, package.json,
+ * .pre-commit-config.yaml) that changed while the sandbox lived. Also an
+ * addition within ODEK_ABI_VERSION 1.
+ *
  * fork() without exec
  * -------------------
  * A process forked from the one that made libodek's state (its runtime and
@@ -32,9 +40,10 @@
  * handle returns ODEK_E_FORKED (class "usage") at once, before it reads
  * its arguments and without touching a lock, the runtime or a socket: no
  * command runs, nothing is created, the parent's sandboxes are not removed
- * (odek_sandbox_destroy included: the handle stays the parent's), and the
- * parent's calls are unaffected. NULL given to odek_sandbox_destroy,
- * odek_client_free or odek_cancel_free stays a no-op; odek_cancel_new
+ * (odek_sandbox_destroy and odek_sandbox_close included: the handle stays
+ * the parent's), and the parent's calls are unaffected. NULL given to
+ * odek_sandbox_destroy, odek_sandbox_close, odek_client_free or
+ * odek_cancel_free stays a no-op; odek_cancel_new
  * returns NULL. The functions that use no state work in the child: error
  * objects, odek_string_free, odek_narrow, odek_plan_approval_request, the
  * versions. The child does not keep its parent's sandboxes alive either:
@@ -626,6 +635,29 @@ odek_error_t *odek_config_view_cancellable(const odek_client_t *client,
 // # Safety
 // `sandbox` is NULL or a value from `odek_launch`.
 odek_error_t *odek_sandbox_destroy(odek_sandbox_t *sandbox);
+
+// `odek_sandbox_destroy` that also says what the sandbox changed of the
+// files host tools run — git hooks, `.git/config`, `.envrc`,
+// `.vscode/tasks.json`, Makefiles, `package.json`,
+// `.pre-commit-config.yaml` (docs/SECURITY.md, "Files host tools run"):
+// compared once the container is removed, against what its launch
+// recorded, and written to `*result_json_out` as JSON
+// (`"schema": "odek.close-result/1"`: `changed_host_files`, each
+// `{path, change, kinds}`; `host_files_unchecked`; `message`, one line to
+// show), freed with `odek_string_free`. Removes the container (force) and
+// frees the handle. Blocks.
+//
+// NULL `sandbox` is a no-op that sets `*result_json_out` to NULL. A handle
+// already destroyed (or never returned by odek) is `ODEK_E_INVALID_HANDLE`.
+// The handle is freed even when removal fails (the error says so; `odek
+// sandbox gc` reaps the container later); `*result_json_out` is then not
+// written. In a process forked from the one that launched the sandbox:
+// `ODEK_E_FORKED`, and nothing is done.
+//
+// # Safety
+// `sandbox` is NULL or a value from `odek_launch`; `result_json_out` is
+// writable.
+odek_error_t *odek_sandbox_close(odek_sandbox_t *sandbox, char **result_json_out);
 
 // Creates a cancel handle: pass it to the `_cancellable` forms of the
 // blocking calls (`odek_resolve_cancellable`, `odek_launch_cancellable`,

@@ -58,7 +58,15 @@ from __future__ import annotations
 
 from ._async import AsyncClient, AsyncSandbox, launch_async
 from ._cancel import CancelToken
-from ._client import Client, HostFallbackWarning, OdekWarning, Sandbox, launch, narrow
+from ._client import (
+    Client,
+    HostFallbackWarning,
+    HostFilesChangedWarning,
+    OdekWarning,
+    Sandbox,
+    launch,
+    narrow,
+)
 from ._errors import (
     CODE_NAMES,
     CODES,
@@ -94,7 +102,15 @@ from ._files import (
     FileEdited,
     FileWritten,
 )
-from ._results import Description, EnvironmentNetwork, ExecResult, Peer, SandboxInfo
+from ._results import (
+    CloseResult,
+    Description,
+    EnvironmentNetwork,
+    ExecResult,
+    HostFileChange,
+    Peer,
+    SandboxInfo,
+)
 from ._stream import AsyncExecStream, ExecStream, OutputChunk
 from ._types import Approval, ApprovalRequest, EnvKey, Network, Plan, PlanWarning
 from ._view import ConfigView
@@ -103,6 +119,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "HostFallbackWarning",
+    "HostFilesChangedWarning",
     "OdekWarning",
     "ABI_VERSION",
     "EXEC_OUTPUT_LIMIT",
@@ -133,6 +150,8 @@ __all__ = [
     "OutputChunk",
     "ConfigView",
     "SandboxInfo",
+    "CloseResult",
+    "HostFileChange",
     "OdekError",
     "UsageError",
     "InvalidHandleError",

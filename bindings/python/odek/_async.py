@@ -59,7 +59,7 @@ from ._client import (
     _warn_launch,
 )
 from ._files import DirectoryListing, FileContent, FileEdited, FileWritten
-from ._results import Description, ExecResult, SandboxInfo
+from ._results import CloseResult, Description, ExecResult, SandboxInfo
 from ._stream import AsyncExecStream
 from ._types import Approval, Plan
 from ._view import ConfigView
@@ -253,12 +253,20 @@ class AsyncSandbox:
         req = _exec_request(argv, shell, env, timeout, workdir)
         return AsyncExecStream(self._sync, req, cancel, None if stdin is False else stdin)
 
-    async def close(self) -> None:
-        """Removes the container and frees the handle; idempotent."""
+    async def close(self) -> CloseResult:
+        """As :meth:`odek.Sandbox.close`, awaited: removes the container,
+        frees the handle and returns the :class:`~odek.CloseResult` (the
+        files host tools run that the sandbox changed); idempotent."""
         if not self._sync.closed:
-            await _run(self._executor, self._sync.close)
+            return await _run(self._executor, self._sync.close)
+        return self._sync.close()
 
     destroy = close
+
+    @property
+    def close_result(self) -> Optional[CloseResult]:
+        """As :attr:`odek.Sandbox.close_result`."""
+        return self._sync.close_result
 
     async def __aenter__(self) -> "AsyncSandbox":
         return self

@@ -13,7 +13,7 @@ from . import _cancel, _ffi
 from ._cancel import CancelToken
 from ._errors import CODES, UsageError
 from ._managed import Managed
-from ._results import Description, ExecResult, SandboxInfo
+from ._results import CloseResult, Description, ExecResult, SandboxInfo
 from ._types import Approval, ApprovalRequest, Plan
 from ._view import ConfigView
 
@@ -297,6 +297,16 @@ class HostFallbackWarning(RuntimeWarning):
     """A launch fell back to running commands on the host (SPEC §6.3)."""
 
 
+class HostFilesChangedWarning(UserWarning):
+    """Closing a sandbox found that it changed files host tools run (a git
+    hook, ``.git/config``, ``.envrc``, ``.vscode/tasks.json``, a Makefile,
+    ``package.json``, ``.pre-commit-config.yaml``), or could not tell:
+    emitted by :meth:`Sandbox.close` (and so at the end of a ``with``
+    block) with the one-line report; the same is in the returned
+    :class:`CloseResult`. Review those files before running git or make.
+    """
+
+
 class OdekWarning(UserWarning):
     """A warning odek reported for a launched sandbox's plan or launch (SPEC
     §4.3, §6.3), emitted by :meth:`Client.launch`, :func:`odek.launch` and
@@ -350,10 +360,15 @@ class Sandbox(Managed[Any]):
     frees the handle; it is idempotent. A ``with`` block always removes the
     container, even when the block raises. Methods may be called from several
     threads at once. Any use after close raises :class:`InvalidHandleError`.
+
+    Closing also reports the files host tools run that the sandbox changed
+    (:class:`CloseResult`, :attr:`close_result`; a
+    :class:`HostFilesChangedWarning` when there are any).
     """
 
     _kind = "sandbox"
     _info: SandboxInfo
+    _close_result: Optional[CloseResult] = None
 
     def __init__(self) -> None:  # pragma: no cover - use Client.launch / odek.launch
         raise TypeError("sandboxes come from odek.launch() or Client.launch()")
@@ -370,11 +385,65 @@ class Sandbox(Managed[Any]):
         return self
 
     def _free(self, ptr: Any) -> None:
-        _ffi.check(_ffi.lib().odek_sandbox_destroy(ptr))
+        L = _ffi.lib()
+        name = getattr(self, "_info", None)
+        name = name.name if name else ""
+        if not hasattr(L, "odek_sandbox_close"):
+            # A libodek from before the close result: removed all the same.
+            _ffi.check(L.odek_sandbox_destroy(ptr))
+            self._close_result = CloseResult(
+                name=name,
+                changed_host_files=(),
+                host_files_unchecked=(
+                    "the loaded libodek predates odek_sandbox_close and cannot compare them"
+                ),
+            )
+            return
+        out = _ffi.OwnedStr()
+        _ffi.check(L.odek_sandbox_close(ptr, ctypes.byref(out)))
+        self._close_result = CloseResult.from_json(_ffi.take_string(out))
 
-    def destroy(self) -> None:
+    # Managed.close returns None; a sandbox's close has a result (callers
+    # that ignore it, as Managed's own __exit__ does, are unaffected).
+    def close(self) -> CloseResult:  # type: ignore[override]
+        """Removes the container (force), frees the handle, and returns what
+        the sandbox changed of the files host tools run (git hooks,
+        ``.git/config``, ``.envrc``, ``.vscode/tasks.json``, Makefiles,
+        ``package.json``, ``.pre-commit-config.yaml``), compared once the
+        container is gone. When any changed, or they could not be compared,
+        also emits a :class:`HostFilesChangedWarning` with the report's line.
+        Idempotent: a second call returns the first one's result.
+
+        Returns:
+            CloseResult: ``changed_host_files`` (empty when none changed).
+
+        Raises:
+            ForkedError: called in a process forked from the one that made
+                the handle: nothing is removed.
+            OdekError: the removal failed (the handle is gone all the same;
+                ``odek sandbox gc`` reaps the container).
+        """
+        p = self._take()
+        if p is not None:
+            self._free(p)
+            r = self._close_result
+            if r is not None and r.message:
+                warnings.warn(
+                    f"odek: sandbox {r.name}: {r.message}", HostFilesChangedWarning, stacklevel=2
+                )
+        if self._close_result is None:
+            info = getattr(self, "_info", None)
+            return CloseResult(name=info.name if info else "", changed_host_files=())
+        return self._close_result
+
+    @property
+    def close_result(self) -> Optional[CloseResult]:
+        """What :meth:`close` found, once it ran (``None`` before)."""
+        return self._close_result
+
+    def destroy(self) -> CloseResult:
         """Removes the container and frees the handle (same as :meth:`close`)."""
-        self.close()
+        return self.close()
 
     def __repr__(self) -> str:
         info = getattr(self, "_info", None)

@@ -128,6 +128,7 @@ FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
         [ClientPtr, c_char_p, CancelPtr, POINTER(OwnedStr)],
     ),
     "odek_sandbox_destroy": (ErrorPtr, [SandboxPtr]),
+    "odek_sandbox_close": (ErrorPtr, [SandboxPtr, POINTER(OwnedStr)]),
     "odek_cancel_new": (CancelPtr, []),
     "odek_cancel": (ErrorPtr, [CancelPtr]),
     "odek_cancel_free": (ErrorPtr, [CancelPtr]),
@@ -259,6 +260,7 @@ ADDED_IN_ABI_1 = {
     "odek_write_file": "file tools (Sandbox.write_file)",
     "odek_edit_file": "file tools (Sandbox.edit_file)",
     "odek_list_directory": "file tools (Sandbox.list_directory)",
+    "odek_sandbox_close": "the close result (Sandbox.close's changed_host_files)",
 }
 
 

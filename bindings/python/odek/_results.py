@@ -12,7 +12,15 @@ from typing import Any, Dict, Optional, Tuple
 
 from ._types import Plan, PlanWarning, _parse, _warnings
 
-__all__ = ["Peer", "EnvironmentNetwork", "Description", "ExecResult", "SandboxInfo"]
+__all__ = [
+    "Peer",
+    "EnvironmentNetwork",
+    "Description",
+    "ExecResult",
+    "SandboxInfo",
+    "HostFileChange",
+    "CloseResult",
+]
 
 
 @dataclass(frozen=True)
@@ -209,5 +217,74 @@ class SandboxInfo:
             warnings=_warnings(d.get("warnings")),
             plan=Plan(_json.dumps(d.get("plan"))),
             applied=d.get("applied"),
+            json=text,
+        )
+
+
+@dataclass(frozen=True)
+class HostFileChange:
+    """A file host tools run (a git hook, ``.git/config``, ``.envrc``,
+    ``.vscode/tasks.json``, a Makefile, ``package.json``,
+    ``.pre-commit-config.yaml``) that changed while the sandbox lived.
+
+    Attributes:
+        path (str): relative to the working directory, e.g.
+            ``".git/hooks/pre-commit"``. The sandbox chose the name: escape
+            control characters before printing it to a terminal.
+        change (str): what changed, e.g. ``"created, executable"``,
+            ``"content changed"``, ``"mode 0644 → 0755, now executable"``.
+        kinds (tuple[str, ...]): the same as data: ``"created"``,
+            ``"deleted"``, ``"content"``, ``"mode"``, ``"symlink_target"``,
+            ``"kind"``, ``"unreadable"``, ``"too_many_entries"``.
+    """
+
+    path: str
+    change: str
+    kinds: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CloseResult:
+    """What closing a sandbox found (``"odek.close-result/1"``): the files
+    host tools run that it changed, compared once its container was
+    removed against what its launch recorded. Review them before running
+    git or make in the working directory.
+
+    Attributes:
+        name (str): the sandbox name.
+        changed_host_files (tuple[HostFileChange, ...]): empty when none
+            changed, on the host and for a read-only workspace.
+        host_files_unchecked (str | None): why they could not be compared,
+            when they could not.
+        message (str | None): the report as one line to show (names
+            escaped), or ``None`` when there is nothing to say.
+        json (str): the document as returned by the library.
+    """
+
+    name: str
+    changed_host_files: Tuple[HostFileChange, ...]
+    host_files_unchecked: Optional[str] = None
+    message: Optional[str] = None
+    json: str = field(default="", repr=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "CloseResult":
+        """Parses an ``"odek.close-result/1"`` document."""
+        d = _parse(text, "odek.close-result", "close result")
+        changes = tuple(
+            HostFileChange(
+                path=str(c.get("path", "")),
+                change=str(c.get("change", "")),
+                kinds=tuple(str(k) for k in (c.get("kinds") or ())),
+            )
+            for c in (d.get("changed_host_files") or ())
+        )
+        unchecked = d.get("host_files_unchecked")
+        message = d.get("message")
+        return cls(
+            name=str(d.get("name", "")),
+            changed_host_files=changes,
+            host_files_unchecked=None if unchecked is None else str(unchecked),
+            message=None if message is None else str(message),
             json=text,
         )

@@ -275,6 +275,24 @@ class ExecResultDoc(TypedDict):
     stderr_truncated: bool
 
 
+class HostFileChangeDoc(TypedDict):
+    """One changed file host tools run, in ``odek.close-result/1``."""
+
+    path: str
+    change: str
+    kinds: List[str]
+
+
+class CloseResultDoc(TypedDict):
+    """``odek.close-result/1`` (``odek_sandbox_close``)."""
+
+    schema: str
+    name: str
+    changed_host_files: List[HostFileChangeDoc]
+    host_files_unchecked: Optional[str]
+    message: Optional[str]
+
+
 class _ImageViewRequired(TypedDict):
     reference: str
     digest: Optional[str]
@@ -451,6 +469,8 @@ WIRE_DOCUMENTS: Dict[type, Tuple[str, Optional[str]]] = {
     EnvNetworkDoc: ("environment.json", "EnvNetwork"),
     PeerDoc: ("environment.json", "Peer"),
     ExecResultDoc: ("exec-result.json", None),
+    CloseResultDoc: ("close-result.json", None),
+    HostFileChangeDoc: ("close-result.json", "HostFileChange"),
     ConfigViewDoc: ("config-view.json", None),
     ImageViewDoc: ("config-view.json", "ImageView"),
     NetworkViewDoc: ("config-view.json", "NetworkView"),

@@ -170,6 +170,32 @@ def test_exec_details(docker_client, docker_workdir):
         assert not r.stderr_truncated
 
 
+def test_close_names_a_git_hook_the_sandbox_wrote_and_not_src(docker_client, docker_workdir):
+    """docs/SECURITY.md, "Files host tools run": the close result names a
+    hook an agent wrote through /workspace; an edit of src/main.py only is
+    named by nothing."""
+    os.makedirs(os.path.join(docker_workdir, ".git", "hooks"))
+    os.makedirs(os.path.join(docker_workdir, "src"))
+    s = {"sandbox": True, "sandbox_image": IMAGE}
+    sandbox = odek.launch(docker_workdir, s, client=docker_client)
+    r = sandbox.exec(shell="printf x > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit")
+    assert r.ok, r.stderr
+    cid = sandbox.container_id
+    with pytest.warns(odek.HostFilesChangedWarning, match="pre-commit"):
+        result = sandbox.close()
+    assert not container_exists(cid)
+    assert [(c.path, c.change, c.kinds) for c in result.changed_host_files] == [
+        (".git/hooks/pre-commit", "created, executable", ("created",))
+    ]
+    assert result.message and result.message.endswith("review them before running git or make")
+
+    with odek.launch(docker_workdir, s, client=docker_client) as sandbox:
+        assert sandbox.exec(shell="echo 'print(2)' > src/main.py").ok
+    assert sandbox.close_result is not None
+    assert sandbox.close_result.changed_host_files == ()
+    assert sandbox.close_result.message is None
+
+
 def test_blocking_calls_release_the_gil(docker_client, docker_workdir):
     with odek.launch(docker_workdir, {"sandbox": True, "sandbox_image": IMAGE},
                      client=docker_client) as sandbox:

