@@ -329,23 +329,34 @@ fn sigterm_while_the_image_is_probed_leaves_no_probe() {
     // before it exits (a review left 4 of 6 probes behind this way), and
     // says nothing of a container it did not make.
     use std::io::BufRead;
+    /// Kills `docker events` however the test ends: a panic must not leave
+    /// it running, holding the test harness's lock descriptor.
+    struct Events(std::process::Child);
+    impl Drop for Events {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     for _ in 0..3 {
         let p = Project::new();
-        let mut events = Command::new("docker")
-            .args([
-                "events",
-                "--filter",
-                "event=create",
-                "--filter",
-                "label=dev.odek.probe",
-                "--filter",
-                &format!("label=dev.odek.workdir={}", p.path().display()),
-                "--format",
-                "{{.ID}}",
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("docker events");
+        let mut events = Events(
+            Command::new("docker")
+                .args([
+                    "events",
+                    "--filter",
+                    "event=create",
+                    "--filter",
+                    "label=dev.odek.probe",
+                    "--filter",
+                    &format!("label=dev.odek.workdir={}", p.path().display()),
+                    "--format",
+                    "{{.ID}}",
+                ])
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("docker events"),
+        );
         std::thread::sleep(Duration::from_millis(300));
         let mut child = p
             .odek(&["run", "--sandbox-image", BASE_IMAGE, "--", "true"])
@@ -354,7 +365,7 @@ fn sigterm_while_the_image_is_probed_leaves_no_probe() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn odek run");
-        let out = events.stdout.take().expect("events stdout");
+        let out = events.0.stdout.take().expect("events stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut line = String::new();
@@ -366,8 +377,7 @@ fn sigterm_while_the_image_is_probed_leaves_no_probe() {
             .expect("a probe was created");
         signal(&child, "TERM");
         let st = wait_exit(&mut child, Duration::from_secs(20));
-        let _ = events.kill();
-        let _ = events.wait();
+        drop(events);
         let err = stderr_of(&mut child);
         use std::os::unix::process::ExitStatusExt;
         assert!(
