@@ -122,14 +122,7 @@ pub struct LaunchOptions {
 /// # Errors
 /// [`Error::InvalidName`], before any Docker call.
 pub fn validate_sandbox_name(name: &str) -> Result<()> {
-    let rest = name.strip_prefix(crate::labels::SANDBOX_NAME_PREFIX);
-    let ok = rest.is_some_and(|r| {
-        !r.is_empty()
-            && name.len() <= 64
-            && r.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-    });
-    if ok {
+    if crate::labels::is_sandbox_name(name) {
         Ok(())
     } else {
         Err(Error::InvalidName {
@@ -428,6 +421,14 @@ impl Client {
         // The key that marks the container as this user's (SPEC §6.1
         // labels): an unusable one refuses before anything is pulled or made.
         let secret = crate::secret::Secret::load_or_create(&plan.odek_home)?;
+        // The records of sandboxes odek saw end longer ago than the
+        // operator keeps them (a directory read; no engine call).
+        crate::audit::prune(
+            &plan.odek_home,
+            plan.log_retention_days,
+            None,
+            std::time::SystemTime::now(),
+        );
         let engine = self.engine()?.clone();
         let endpoint = engine.endpoint().to_string();
         recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
@@ -1076,20 +1077,50 @@ fn idle_missing_message(seen: &[String]) -> String {
 impl Client {
     /// Force-removes a sandbox's container (SPEC §10.1 destroy). The host
     /// "sandbox" of fallback/off has nothing to remove. An absent container
-    /// is not an error.
+    /// is not an error. Its record ([`crate::audit`]) is marked as ended,
+    /// or removed when the plan keeps records 0 days.
     pub async fn destroy(&self, sandbox: &Sandbox) -> Result<()> {
+        self.destroy_recorded(sandbox, None).await
+    }
+
+    /// [`Client::destroy`] recorded as `call` in the sandbox's log (`odek
+    /// mcp`'s `sandbox_down`), written before the record is marked as
+    /// ended (or removed, with a retention of 0 days).
+    ///
+    /// Errors: as [`Client::destroy`].
+    pub async fn destroy_recorded(
+        &self,
+        sandbox: &Sandbox,
+        call: Option<crate::audit::Call>,
+    ) -> Result<()> {
         let Some(id) = &sandbox.container_id else {
             return Ok(());
         };
-        let engine = self.engine()?;
-        match engine.remove_container(id).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::engine(
-                &engine.endpoint().to_string(),
-                Step::Remove,
-                e,
-            )),
+        let removed = match self.engine() {
+            Ok(engine) => match engine.remove_container(id).await {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind == EngineErrorKind::NotFound => Ok(()),
+                Err(e) => Err(Error::engine(
+                    &engine.endpoint().to_string(),
+                    Step::Remove,
+                    e,
+                )),
+            },
+            Err(e) => Err(e),
+        };
+        if let Some(call) = call {
+            match &removed {
+                Ok(()) => call.finish(None, Some("removed"), None),
+                Err(e) => call.finish(None, None, Some(e)),
+            }
         }
+        if removed.is_ok() {
+            crate::audit::sandbox_ended(
+                &sandbox.plan.odek_home,
+                &sandbox.name,
+                sandbox.plan.log_retention_days,
+            );
+        }
+        removed
     }
 }
