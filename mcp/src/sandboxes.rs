@@ -18,8 +18,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use odek_core::advice::Surface;
 use odek_core::approval::{Approval, ApprovalError, ApprovalRequest, Decision, Via};
 use odek_core::approve::{Asker, Decided};
+use odek_core::audit::Call;
 use odek_core::cancel::CancellationToken;
 use odek_core::config::ConfigInputs;
 use odek_core::launch::{new_launch_id, new_sandbox_name};
@@ -433,7 +435,8 @@ impl Sandboxes {
     /// Removes one sandbox. Errors: an unknown id; Docker refusing.
     pub(crate) async fn down(&self, id: &str) -> Result<(), Refusal> {
         let entry = self.table().remove(id).ok_or_else(|| unknown(id))?;
-        if let Err(e) = self.odek.destroy(&entry.sandbox).await {
+        let call = Call::start(&entry.sandbox, Surface::Mcp, "sandbox_down");
+        if let Err(e) = self.odek.destroy_recorded(&entry.sandbox, Some(call)).await {
             // Keep it listed so the caller can try again.
             self.table().insert(id.to_string(), entry);
             return Err(Refusal(format!(
