@@ -358,9 +358,12 @@ pub(crate) struct LogArgs {
     /// The sandbox's container name (as `odek sandbox ls` and MCP's
     /// sandbox_list show it; works after the sandbox is gone), or the
     /// container ID (or a prefix of it) while the container exists.
-    #[arg(value_name = "NAME|ID", required_unless_present = "clear")]
+    /// Without it: the names of the sandboxes that have a record, one a
+    /// line.
+    #[arg(value_name = "NAME|ID")]
     pub(crate) name: Option<String>,
-    /// Print the records as a JSON array (one object per call, as stored).
+    /// Print the records as a JSON array (one object per call, as stored);
+    /// without NAME, the names as a JSON array.
     #[arg(long, conflicts_with = "clear")]
     pub(crate) json: bool,
     /// Remove the log of NAME, or without NAME the logs of every sandbox,

@@ -1,5 +1,5 @@
 //! The record of what odek did in a sandbox (docs/SECURITY.md, "The
-//! record"; docs/MCP.md, "Record"): one log per sandbox,
+//! record of what ran"; docs/MCP.md, "Record"): one log per sandbox,
 //! `$ODEK_HOME/sandboxes/<container name>/log.jsonl`, one JSON object
 //! ([`Record`]) per line for every command, file operation and background
 //! process call made through core ([`crate::Client::exec_io`],

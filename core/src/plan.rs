@@ -114,9 +114,9 @@ pub struct Plan {
     /// What the operator must approve before launch (SPEC §7), if anything.
     pub approval: Option<crate::approval::ApprovalRequest>,
     /// Days the sandbox's record (`$ODEK_HOME/sandboxes/<name>/`,
-    /// docs/SECURITY.md "The record") is kept after the sandbox ended: the
-    /// operator's `sandbox_log_retention`; 0 = removed when it ends. Plans
-    /// of earlier releases get the default (7).
+    /// docs/SECURITY.md "The record of what ran") is kept after the
+    /// sandbox ended: the operator's `sandbox_log_retention`; 0 = removed
+    /// when it ends. Plans of earlier releases get the default (7).
     #[serde(default = "default_log_retention_days")]
     pub log_retention_days: u32,
 }

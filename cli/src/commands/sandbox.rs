@@ -275,7 +275,17 @@ async fn sandbox_log(odek: &Client, args: &crate::LogArgs) -> anyhow::Result<()>
         return Ok(());
     }
     let Some(name) = name else {
-        bail!("name a sandbox (`odek sandbox log NAME`), or pass --clear");
+        // Which sandboxes have a record (`odek run`'s name is not shown
+        // anywhere else once it is gone).
+        let names = audit::sandboxes(&home);
+        if args.json {
+            outln!("{}", json_for_terminal(&names)?);
+        } else {
+            for n in &names {
+                outln!("{n}");
+            }
+        }
+        return Ok(());
     };
     let log = audit::read(&home, &name)
         .map_err(anyhow::Error::msg)?
