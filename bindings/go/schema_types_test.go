@@ -33,7 +33,8 @@ var wireDocs = []wireDoc{
 	{file: "exec-request.json", typ: reflect.TypeOf(wireExecRequest{}), sent: true},
 	{file: "narrow-request.json", typ: reflect.TypeOf(wireNarrowRequest{}), sent: true},
 	{file: "plan.json", typ: reflect.TypeOf(wirePlan{}), unread: []string{
-		"workdir_id", "odek_home", "endpoint_owner", "engine", "bridge_network_id", "env", "volumes", "masks"}},
+		"workdir_id", "odek_home", "endpoint_owner", "engine", "bridge_network_id", "env", "volumes", "masks",
+		"log_retention_days"}},
 	{file: "plan.json", def: "Warning", typ: reflect.TypeOf(Warning{})},
 	{file: "plan.json", def: "ResolvedNetwork", typ: reflect.TypeOf(PlanNetwork{}), unread: []string{"origins"}},
 	{file: "approval-request.json", typ: reflect.TypeOf(wireApprovalRequest{}), unread: []string{

@@ -241,6 +241,9 @@ pub(crate) enum SandboxCmd {
     Gc(GcArgs),
     /// Show what an agent in the sandbox is told (SPEC §9).
     Describe(DescribeArgs),
+    /// Print a sandbox's record: every command and file operation odek ran
+    /// in it (also after the sandbox is gone).
+    Log(LogArgs),
 }
 
 /// `odek sandbox up`.
@@ -344,6 +347,29 @@ pub(crate) struct DescribeArgs {
     /// Print the short shell-tool description instead of the prompt block.
     #[arg(long)]
     pub(crate) tool: bool,
+}
+
+/// `odek sandbox log`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Every command of `odek run`, `odek sandbox exec`, a binding (Python, Go, C) and `odek mcp` in a sandbox is recorded in $ODEK_HOME/sandboxes/NAME/log.jsonl, and so are the file tools and the MCP server's other tool calls: the time it began, the surface (cli, library, mcp), the tool, the command line or path, the names of the env variables given, the exit code, the duration and a short outcome. Never env values, stdin, output or file contents. Commands on the host (fallback, --no-sandbox) are not recorded.\nCommand lines are kept as they were run: a secret typed on a command line (a token in `curl -H ...`, a password argument) is in the log. Pass secrets with -e/--env (only the name is kept). The log files are mode 0600 in directories of mode 0700; --clear removes them.\nA log is kept sandbox_log_retention days (default 7; ODEK_SANDBOX_LOG_RETENTION or the user config, never a project's odek.json; 0 = removed when the sandbox ends) after its sandbox ended, then removed at a later launch or `odek sandbox log`."
+)]
+pub(crate) struct LogArgs {
+    /// The sandbox's container name (as `odek sandbox ls` and MCP's
+    /// sandbox_list show it; works after the sandbox is gone), or the
+    /// container ID (or a prefix of it) while the container exists.
+    /// Without it: the names of the sandboxes that have a record, one a
+    /// line.
+    #[arg(value_name = "NAME|ID")]
+    pub(crate) name: Option<String>,
+    /// Print the records as a JSON array (one object per call, as stored);
+    /// without NAME, the names as a JSON array.
+    #[arg(long, conflicts_with = "clear")]
+    pub(crate) json: bool,
+    /// Remove the log of NAME, or without NAME the logs of every sandbox,
+    /// instead of printing it.
+    #[arg(long)]
+    pub(crate) clear: bool,
 }
 
 /// `odek config …`.

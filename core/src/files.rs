@@ -20,6 +20,10 @@
 //! with the supervisor's capabilities when it has them), and a fallback to
 //! the image's `cat`/`sh` would depend on the image.
 //!
+//! Each operation is recorded in the sandbox's log ([`crate::audit`]) by
+//! its tool's name and path, never its content; the `fs` command under it
+//! is not recorded again.
+//!
 //! [`Client::edit_file`] reads the file, applies the edits here
 //! ([`apply_edits`], the one implementation every front end uses) and
 //! writes it back; it is not atomic against a process in the sandbox
@@ -457,6 +461,20 @@ impl Client {
         req: &ReadFileRequest,
         opts: &ExecOptions,
     ) -> Result<ReadFileResult> {
+        let call = crate::audit::Call::start(sandbox, self.surface(), "read_file")
+            .path(&sandbox_path(&req.path).unwrap_or_else(|_| req.path.clone()));
+        let out = self.read_file_unrecorded(sandbox, req, opts).await;
+        call.result(&out, "read");
+        out
+    }
+
+    /// [`Client::read_file`] without its record.
+    async fn read_file_unrecorded(
+        &self,
+        sandbox: &Sandbox,
+        req: &ReadFileRequest,
+        opts: &ExecOptions,
+    ) -> Result<ReadFileResult> {
         check_schema_tag(req.schema.as_deref(), "odek.read-file-request/")?;
         let path = sandbox_path(&req.path)?;
         let offset = req.offset.unwrap_or(0);
@@ -536,6 +554,20 @@ impl Client {
         req: &WriteFileRequest,
         opts: &ExecOptions,
     ) -> Result<WriteFileResult> {
+        let call = crate::audit::Call::start(sandbox, self.surface(), "write_file")
+            .path(&sandbox_path(&req.path).unwrap_or_else(|_| req.path.clone()));
+        let out = self.write_file_unrecorded(sandbox, req, opts).await;
+        call.result(&out, "written");
+        out
+    }
+
+    /// [`Client::write_file`] without its record.
+    async fn write_file_unrecorded(
+        &self,
+        sandbox: &Sandbox,
+        req: &WriteFileRequest,
+        opts: &ExecOptions,
+    ) -> Result<WriteFileResult> {
         check_schema_tag(req.schema.as_deref(), "odek.write-file-request/")?;
         let path = sandbox_path(&req.path)?;
         let bytes = match req.encoding {
@@ -561,6 +593,20 @@ impl Client {
     /// [`FILE_WRITE_LIMIT`] or not UTF-8; those of [`Client::read_file`]
     /// and [`Client::write_file`].
     pub async fn edit_file(
+        &self,
+        sandbox: &Sandbox,
+        req: &EditFileRequest,
+        opts: &ExecOptions,
+    ) -> Result<EditFileResult> {
+        let call = crate::audit::Call::start(sandbox, self.surface(), "edit_file")
+            .path(&sandbox_path(&req.path).unwrap_or_else(|_| req.path.clone()));
+        let out = self.edit_file_unrecorded(sandbox, req, opts).await;
+        call.result(&out, "edited");
+        out
+    }
+
+    /// [`Client::edit_file`] without its record.
+    async fn edit_file_unrecorded(
         &self,
         sandbox: &Sandbox,
         req: &EditFileRequest,
@@ -618,6 +664,20 @@ impl Client {
     /// readable by the command user; no supervisor; those of
     /// [`Client::exec_io`].
     pub async fn list_directory(
+        &self,
+        sandbox: &Sandbox,
+        req: &ListDirectoryRequest,
+        opts: &ExecOptions,
+    ) -> Result<ListDirectoryResult> {
+        let call = crate::audit::Call::start(sandbox, self.surface(), "list_directory")
+            .path(&sandbox_path(&req.path).unwrap_or_else(|_| req.path.clone()));
+        let out = self.list_directory_unrecorded(sandbox, req, opts).await;
+        call.result(&out, "listed");
+        out
+    }
+
+    /// [`Client::list_directory`] without its record.
+    async fn list_directory_unrecorded(
         &self,
         sandbox: &Sandbox,
         req: &ListDirectoryRequest,
@@ -763,7 +823,7 @@ impl Client {
             }
         };
         let outcome = self
-            .exec_io(sandbox, &req, opts, io, &sink)
+            .exec_io_unrecorded(sandbox, &req, opts, io, &sink)
             .await
             .map_err(|e| match e {
                 // The exec path's own refusal of stdin without a supervisor

@@ -227,6 +227,34 @@ enum Check {
 }
 
 impl Client {
+    /// Prunes the sandbox records under `odek_home` kept past
+    /// `retention_days` ([`crate::audit::prune`]), with the engine's
+    /// containers (every one labelled `dev.odek.sandbox=true`) when it
+    /// answers, else only those of sandboxes odek marked as ended. Returns
+    /// the names pruned.
+    pub async fn prune_records(&self, odek_home: &Path, retention_days: u32) -> Vec<String> {
+        let at = std::time::SystemTime::now();
+        let listed = match self.engine() {
+            Ok(engine) => engine
+                .list_containers(&format!("{}=true", crate::labels::SANDBOX))
+                .await
+                .ok()
+                .map(|list| crate::audit::Listed {
+                    names: list.into_iter().map(|c| c.name).collect(),
+                    at,
+                }),
+            Err(_) => None,
+        };
+        crate::audit::prune(
+            odek_home,
+            retention_days,
+            listed.as_ref(),
+            std::time::SystemTime::now(),
+        )
+    }
+}
+
+impl Client {
     /// Every container labelled `dev.odek.sandbox=true` on the daemon, each
     /// marked verified or not under the launch key of `odek_home`.
     ///
@@ -309,6 +337,9 @@ impl Client {
                     .remove_container(&l.id)
                     .await
                     .map_err(|e| Error::engine(&ep, Step::Remove, e))?;
+                // Its record, if any, is kept from now on for as long as
+                // the operator keeps records (`odek sandbox log` prunes).
+                crate::audit::sandbox_gone(&opts.odek_home, &l.name);
             }
             removed.push(l.name);
         }

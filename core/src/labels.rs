@@ -18,6 +18,19 @@ use crate::secret::Secret;
 /// from shadowing a service such as `postgres`.
 pub(crate) const SANDBOX_NAME_PREFIX: &str = "odek-";
 
+/// True for a sandbox's container name: [`SANDBOX_NAME_PREFIX`] followed
+/// by Docker's container-name charset (`[A-Za-z0-9_.-]`), at most 64
+/// bytes in all (the rule of `crate::launch::validate_sandbox_name`). Such
+/// a name is one path component, never `.` or `..`.
+pub(crate) fn is_sandbox_name(name: &str) -> bool {
+    name.strip_prefix(SANDBOX_NAME_PREFIX).is_some_and(|r| {
+        !r.is_empty()
+            && name.len() <= 64
+            && r.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    })
+}
+
 /// `dev.odek.sandbox=true` on every sandbox container.
 pub const SANDBOX: &str = "dev.odek.sandbox";
 /// PID of the process that owns an ephemeral sandbox.

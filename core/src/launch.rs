@@ -122,14 +122,7 @@ pub struct LaunchOptions {
 /// # Errors
 /// [`Error::InvalidName`], before any Docker call.
 pub fn validate_sandbox_name(name: &str) -> Result<()> {
-    let rest = name.strip_prefix(crate::labels::SANDBOX_NAME_PREFIX);
-    let ok = rest.is_some_and(|r| {
-        !r.is_empty()
-            && name.len() <= 64
-            && r.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-    });
-    if ok {
+    if crate::labels::is_sandbox_name(name) {
         Ok(())
     } else {
         Err(Error::InvalidName {
@@ -428,6 +421,14 @@ impl Client {
         // The key that marks the container as this user's (SPEC §6.1
         // labels): an unusable one refuses before anything is pulled or made.
         let secret = crate::secret::Secret::load_or_create(&plan.odek_home)?;
+        // The records of sandboxes odek saw end longer ago than the
+        // operator keeps them (a directory read; no engine call).
+        crate::audit::prune(
+            &plan.odek_home,
+            plan.log_retention_days,
+            None,
+            std::time::SystemTime::now(),
+        );
         let engine = self.engine()?.clone();
         let endpoint = engine.endpoint().to_string();
         recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
@@ -1114,11 +1115,26 @@ impl Client {
     /// Force-removes a sandbox's container (SPEC §10.1 destroy), dropping
     /// what [`Client::close`] would report. The host "sandbox" of
     /// fallback/off has nothing to remove. An absent container is not an
-    /// error.
+    /// error. Its record ([`crate::audit`]) is marked as ended, or removed
+    /// when the plan keeps records 0 days.
     pub async fn destroy(&self, sandbox: &Sandbox) -> Result<()> {
-        self.remove(sandbox).await?;
+        self.destroy_recorded(sandbox, None).await
+    }
+
+    /// [`Client::destroy`] recorded as `call` in the sandbox's log (`odek
+    /// mcp`), written before the record is marked as ended (or removed,
+    /// with a retention of 0 days).
+    ///
+    /// Errors: as [`Client::destroy`].
+    pub async fn destroy_recorded(
+        &self,
+        sandbox: &Sandbox,
+        call: Option<crate::audit::Call>,
+    ) -> Result<()> {
+        self.remove(sandbox, call).await?;
         if sandbox.container_id.is_some() {
             crate::host_files::discard(&sandbox.plan.odek_home, &sandbox.name);
+            ended(sandbox);
         }
         Ok(())
     }
@@ -1134,7 +1150,17 @@ impl Client {
     /// Errors: as [`Client::destroy`] (the container is still there; the
     /// record is kept for a later call).
     pub async fn close(&self, sandbox: &Sandbox) -> Result<crate::host_files::Report> {
-        self.remove(sandbox).await?;
+        self.close_recorded(sandbox, None).await
+    }
+
+    /// [`Client::close`] recorded as `call` in the sandbox's log (`odek
+    /// mcp`'s `sandbox_down`). Errors: as [`Client::destroy`].
+    pub async fn close_recorded(
+        &self,
+        sandbox: &Sandbox,
+        call: Option<crate::audit::Call>,
+    ) -> Result<crate::host_files::Report> {
+        self.remove(sandbox, call).await?;
         if sandbox.container_id.is_none() {
             return Ok(crate::host_files::Report::default());
         }
@@ -1147,6 +1173,9 @@ impl Client {
                     unchecked: Some(format!("the comparing task failed: {e}")),
                 })
             });
+        // Compared first: a retention of 0 days removes the sandbox's
+        // whole directory, the record of the files included.
+        ended(sandbox);
         Ok(match found {
             Some(report) => report,
             None if crate::host_files::writes_workdir(&sandbox.plan) => crate::host_files::Report {
@@ -1157,20 +1186,39 @@ impl Client {
         })
     }
 
-    /// Force-removes the sandbox's container, if it has one.
-    async fn remove(&self, sandbox: &Sandbox) -> Result<()> {
+    /// Force-removes the sandbox's container, if it has one, and finishes
+    /// `call` with the outcome.
+    async fn remove(&self, sandbox: &Sandbox, call: Option<crate::audit::Call>) -> Result<()> {
         let Some(id) = &sandbox.container_id else {
             return Ok(());
         };
-        let engine = self.engine()?;
-        match engine.remove_container(id).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::engine(
-                &engine.endpoint().to_string(),
-                Step::Remove,
-                e,
-            )),
+        let removed = match self.engine() {
+            Ok(engine) => match engine.remove_container(id).await {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind == EngineErrorKind::NotFound => Ok(()),
+                Err(e) => Err(Error::engine(
+                    &engine.endpoint().to_string(),
+                    Step::Remove,
+                    e,
+                )),
+            },
+            Err(e) => Err(e),
+        };
+        if let Some(call) = call {
+            match &removed {
+                Ok(()) => call.finish(None, Some("removed"), None),
+                Err(e) => call.finish(None, None, Some(e)),
+            }
         }
+        removed
     }
+}
+
+/// Marks the end of `sandbox`'s record ([`crate::audit::sandbox_ended`]).
+fn ended(sandbox: &Sandbox) {
+    crate::audit::sandbox_ended(
+        &sandbox.plan.odek_home,
+        &sandbox.name,
+        sandbox.plan.log_retention_days,
+    );
 }

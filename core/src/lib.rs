@@ -15,6 +15,7 @@ pub mod account;
 pub mod api;
 pub mod approval;
 pub mod approve;
+pub mod audit;
 pub mod cancel;
 mod claims;
 pub(crate) mod client;

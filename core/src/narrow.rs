@@ -518,6 +518,7 @@ mod tests {
             sources: Default::default(),
             warnings: Vec::new(),
             approval: None,
+            log_retention_days: 7,
         }
     }
 

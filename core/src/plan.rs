@@ -113,6 +113,17 @@ pub struct Plan {
     pub warnings: Vec<Warning>,
     /// What the operator must approve before launch (SPEC §7), if anything.
     pub approval: Option<crate::approval::ApprovalRequest>,
+    /// Days the sandbox's record (`$ODEK_HOME/sandboxes/<name>/`,
+    /// docs/SECURITY.md "The record of what ran") is kept after the
+    /// sandbox ended: the operator's `sandbox_log_retention`; 0 = removed
+    /// when it ends. Plans of earlier releases get the default (7).
+    #[serde(default = "default_log_retention_days")]
+    pub log_retention_days: u32,
+}
+
+/// [`Plan::log_retention_days`] of a plan that does not say.
+fn default_log_retention_days() -> u32 {
+    crate::config::DEFAULT_LOG_RETENTION as u32
 }
 
 impl Plan {

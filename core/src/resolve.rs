@@ -358,5 +358,7 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
         sources,
         warnings,
         approval: None,
+        log_retention_days: u32::try_from(s.log_retention.value)
+            .unwrap_or(crate::config::DEFAULT_LOG_RETENTION as u32),
     }
 }

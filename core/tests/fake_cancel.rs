@@ -99,6 +99,7 @@ async fn an_exec_cancelled_mid_command_is_killed() {
     let sink = |_: StreamKind, _: &[u8]| {};
     let opts = ExecOptions {
         cancel: Some(token.clone()),
+        ..ExecOptions::default()
     };
     let outcome = s
         .odek
@@ -134,6 +135,7 @@ async fn a_token_cancelled_before_the_exec_runs_nothing() {
     token.cancel();
     let opts = ExecOptions {
         cancel: Some(token),
+        ..ExecOptions::default()
     };
     let sink = |_: StreamKind, _: &[u8]| {};
     let err = s

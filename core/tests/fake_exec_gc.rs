@@ -428,6 +428,7 @@ async fn a_cancelled_command_is_killed_and_says_cancelled() {
     let token = CancellationToken::new();
     let opts = ExecOptions {
         cancel: Some(token.clone()),
+        ..ExecOptions::default()
     };
     let cancel = async {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -547,6 +548,119 @@ async fn empty_or_nul_commands_are_refused_before_docker() {
         "check() says the same before any launch"
     );
     assert_eq!(s.fake.calls().len(), before, "no Docker call");
+}
+
+/// Every exec and file call in a container is recorded in the sandbox's
+/// log (docs/SECURITY.md, "The record of what ran") with its command or
+/// path and its env keys — never an env value — whatever its outcome; a
+/// refused request too. The record outlives the sandbox's removal; a
+/// command on the host has no sandbox and no record.
+#[tokio::test]
+async fn every_exec_and_file_call_is_recorded_without_env_values() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("launch");
+    s.fake.set_quirks(Quirks {
+        exec_exit: 3,
+        ..Quirks::default()
+    });
+    let out = Out::default();
+    let sink = out.sink();
+    let mut with_env = req(Command::Argv(vec!["printenv".into(), "API_TOKEN".into()]));
+    with_env.env = vec![("API_TOKEN".into(), "tok-4f1c-secret".into())];
+    let run = ExecOptions {
+        tool: Some("run"),
+        ..ExecOptions::default()
+    };
+    let r = s
+        .odek
+        .exec(&sb, &with_env, &run, &sink)
+        .await
+        .expect("runs");
+    assert_eq!(r.exit_code, 3);
+    s.odek
+        .exec(
+            &sb,
+            &req(Command::Shell("echo hi".into())),
+            &ExecOptions::default(),
+            &sink,
+        )
+        .await
+        .expect("runs");
+    s.odek
+        .exec(
+            &sb,
+            &req(Command::Argv(vec![])),
+            &ExecOptions::default(),
+            &sink,
+        )
+        .await
+        .expect_err("an empty argv is refused");
+    let read = odek_core::files::ReadFileRequest {
+        schema: None,
+        path: "notes.txt".into(),
+        encoding: Default::default(),
+        offset: None,
+        length: None,
+    };
+    s.odek
+        .read_file(&sb, &read, &ExecOptions::default())
+        .await
+        .expect_err("no supervisor in the fake's sandbox");
+    let log = odek_core::audit::read(&s.odek_home, &sb.name)
+        .expect("readable")
+        .expect("a log");
+    let raw = std::fs::read_to_string(&log.path).expect("read");
+    assert!(!raw.contains("tok-4f1c-secret"), "{raw}");
+    let tools: Vec<&str> = log.records.iter().map(|r| r.tool.as_str()).collect();
+    assert_eq!(tools, ["run", "exec", "exec", "read_file"], "{raw}");
+    let first = &log.records[0];
+    assert_eq!(first.surface, "cli");
+    assert_eq!(
+        first.command.as_deref(),
+        Some(&["printenv".to_string(), "API_TOKEN".to_string()][..])
+    );
+    assert_eq!(first.env_keys, ["API_TOKEN"]);
+    assert_eq!(first.exit_code, Some(3));
+    assert_eq!(first.outcome.as_deref(), Some("exited"));
+    assert_eq!(
+        log.records[1].command.as_deref(),
+        Some(
+            &[
+                "/bin/sh".to_string(),
+                "-c".to_string(),
+                "echo hi".to_string()
+            ][..]
+        )
+    );
+    assert_eq!(log.records[2].error.as_deref(), Some("usage"));
+    assert_eq!(log.records[3].path.as_deref(), Some("/workspace/notes.txt"));
+    assert_eq!(
+        log.records[3].error.as_deref(),
+        Some("refused: no_supervisor")
+    );
+    // Removed: the record stays (the default keeps it 7 days).
+    s.odek.destroy(&sb).await.expect("destroy");
+    let after = odek_core::audit::read(&s.odek_home, &sb.name)
+        .expect("readable")
+        .expect("kept after the sandbox is gone");
+    assert_eq!(after.records.len(), 4);
+    // On the host: nothing recorded.
+    s.fake.set_reachable(false);
+    let plan = s.resolve().await.expect("fallback plan");
+    let host = s.launch(&plan).await.expect("host");
+    s.odek
+        .exec(
+            &host,
+            &req(Command::Shell("true".into())),
+            &ExecOptions::default(),
+            &sink,
+        )
+        .await
+        .expect("runs on the host");
+    assert_eq!(
+        odek_core::audit::sandboxes(&s.odek_home),
+        [sb.name.as_str()]
+    );
 }
 
 #[tokio::test]
@@ -719,6 +833,7 @@ async fn a_cancelled_host_command_is_killed_with_its_children() {
     let token = CancellationToken::new();
     let opts = ExecOptions {
         cancel: Some(token.clone()),
+        ..ExecOptions::default()
     };
     let cancel = async {
         let pid = child_pid(&pidfile).await;

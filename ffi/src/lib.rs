@@ -546,7 +546,10 @@ pub unsafe extern "C" fn odek_exec_cancellable(
         let request = req.into_core().map_err(invalid)?;
         let capture = api::ExecResult::capture();
         let sink = |kind: StreamKind, bytes: &[u8]| capture.write(kind, bytes);
-        let opts = ExecOptions { cancel };
+        let opts = ExecOptions {
+            cancel,
+            ..ExecOptions::default()
+        };
         let outcome = runtime()?
             .block_on(h.odek.exec(&h.sandbox, &request, &opts, &sink))?
             .cancelled_as_error(&h.sandbox)?;
@@ -596,7 +599,10 @@ where
         let cancel = handles::cancel(cancel)?;
         // SAFETY: per the function contract.
         let req: Req = unsafe { json_arg(request_json, "request_json")? };
-        let opts = ExecOptions { cancel };
+        let opts = ExecOptions {
+            cancel,
+            ..ExecOptions::default()
+        };
         let result = runtime()?.block_on(op(&h, &req, &opts))?;
         // SAFETY: checked non-NULL.
         unsafe { write_json(result_json_out, &result) }

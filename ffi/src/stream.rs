@@ -217,7 +217,10 @@ unsafe fn run_and_write(
         // chunk valid for the call (the function contract).
         unsafe { on_output(user.get(), stream, bytes.as_ptr(), bytes.len()) };
     };
-    let opts = ExecOptions { cancel };
+    let opts = ExecOptions {
+        cancel,
+        ..ExecOptions::default()
+    };
     let outcome = rt
         .block_on(h.odek.exec_io(&h.sandbox, request, &opts, io, &sink))?
         .cancelled_as_error(&h.sandbox)?;

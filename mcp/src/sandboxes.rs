@@ -18,8 +18,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use odek_core::advice::Surface;
 use odek_core::approval::{Approval, ApprovalError, ApprovalRequest, Decision, Via};
 use odek_core::approve::{Asker, Decided};
+use odek_core::audit::Call;
 use odek_core::cancel::CancellationToken;
 use odek_core::config::ConfigInputs;
 use odek_core::host_files::Report;
@@ -499,7 +501,8 @@ impl Sandboxes {
     /// Errors: an unknown id; Docker refusing.
     pub(crate) async fn down(&self, id: &str) -> Result<Report, Refusal> {
         let entry = self.table().remove(id).ok_or_else(|| unknown(id))?;
-        match self.odek.close(&entry.sandbox).await {
+        let call = Call::start(&entry.sandbox, Surface::Mcp, "sandbox_down");
+        match self.odek.close_recorded(&entry.sandbox, Some(call)).await {
             Ok(report) => {
                 if let Some(line) = report.line() {
                     errln!("odek: sandbox {} (MCP id {id}): {line}", entry.sandbox.name);

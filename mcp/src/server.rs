@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
+use odek_core::advice::Surface;
 use odek_core::api::{self, ExecMembers};
+use odek_core::audit::Call;
 use odek_core::describe::{render_prompt, render_tool};
 use odek_core::engine::StreamKind;
 use odek_core::exec::{Capture, Keep};
@@ -189,6 +191,7 @@ impl OdekMcp {
         let capture = Capture::new(Keep::HeadAndTail, MAX_OUTPUT_BYTES);
         let opts = ExecOptions {
             cancel: Some(ctx.ct.clone()),
+            ..ExecOptions::default()
         };
         let (lines, send_lines) = caller.output_progress();
         let sink = |k: StreamKind, b: &[u8]| {
@@ -239,6 +242,7 @@ impl OdekMcp {
             sandbox,
             relaunched,
         } = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
+        let call = Call::start(&sandbox, Surface::Mcp, "process_output").process(&args.process_id);
         let out = self
             .sandboxes
             .odek()
@@ -247,8 +251,17 @@ impl OdekMcp {
                 &odek_core::exec::ProcessId(args.process_id),
                 args.cursor,
             )
-            .await
-            .map_err(|e| refusal(with_note(relaunched.as_deref(), Refusal::during_exec(e))))?;
+            .await;
+        match &out {
+            Ok(o) => call.finish(
+                o.exit.as_ref().map(|e| e.exit_code),
+                Some(if o.exit.is_some() { "ended" } else { "running" }),
+                None,
+            ),
+            Err(e) => call.finish(None, None, Some(e)),
+        }
+        let out =
+            out.map_err(|e| refusal(with_note(relaunched.as_deref(), Refusal::during_exec(e))))?;
         Ok(Json(ProcessResult::new(id, &out)))
     }
 
@@ -389,12 +402,11 @@ impl OdekMcp {
             sandbox,
             relaunched,
         } = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
-        let env = self
-            .sandboxes
-            .odek()
-            .describe(&sandbox)
-            .await
-            .map_err(|e| refusal(with_note(relaunched.as_deref(), Refusal::during_exec(e))))?;
+        let call = Call::start(&sandbox, Surface::Mcp, "describe");
+        let env = self.sandboxes.odek().describe(&sandbox).await;
+        call.result(&env, "described");
+        let env =
+            env.map_err(|e| refusal(with_note(relaunched.as_deref(), Refusal::during_exec(e))))?;
         let environment = serde_json::to_value(&env)
             .map_err(|e| format!("cannot encode the environment as JSON: {e}"))?;
         Ok(Json(DescribeResult {
@@ -415,11 +427,13 @@ impl OdekMcp {
         Parameters(_args): Parameters<UpArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<SandboxInfo>, String> {
+        let call = Call::begin(Surface::Mcp, "sandbox_up");
         let (id, sandbox) = self
             .sandboxes
             .up(&Caller::of(&ctx))
             .await
             .map_err(refusal)?;
+        call.at(&sandbox).finish(None, Some("launched"), None);
         Ok(Json(SandboxInfo {
             sandbox_id: id,
             container: sandbox.name.clone(),
@@ -452,13 +466,16 @@ impl OdekMcp {
         description = "Lists the sandboxes this server launched and has not removed."
     )]
     async fn sandbox_list(&self) -> Result<Json<ListResult>, String> {
-        let sandboxes = self
-            .sandboxes
-            .list()
-            .await
-            .iter()
-            .map(|(id, e, d)| info(id, e, *d))
-            .collect();
+        let listed = self.sandboxes.list().await;
+        // In the record of each sandbox it showed (none: nothing touched).
+        for (_, e, _) in &listed {
+            Call::start(&e.sandbox, Surface::Mcp, "sandbox_list").finish(
+                None,
+                Some("listed"),
+                None,
+            );
+        }
+        let sandboxes = listed.iter().map(|(id, e, d)| info(id, e, *d)).collect();
         Ok(Json(ListResult { sandboxes }))
     }
 
@@ -472,6 +489,7 @@ impl OdekMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<SandboxInfo>, String> {
         let caller = Caller::of(&ctx);
+        let call = Call::begin(Surface::Mcp, "sandbox_narrow");
         let Target {
             id: parent_id,
             sandbox: parent,
@@ -481,6 +499,7 @@ impl OdekMcp {
             .get(args.sandbox_id.as_deref(), &caller)
             .await
             .map_err(refusal)?;
+        let call = call.parent(&parent.name);
         args.request
             .check()
             .map_err(|e| refusal(odek_core::Error::from(e).into()))?;
@@ -492,6 +511,7 @@ impl OdekMcp {
             .launch(&plan, Some((&parent_id, &parent.name)), &caller, place)
             .await
             .map_err(refusal)?;
+        call.at(&sandbox).finish(None, Some("launched"), None);
         Ok(Json(SandboxInfo {
             sandbox_id: id,
             container: sandbox.name.clone(),
@@ -506,6 +526,7 @@ impl OdekMcp {
 fn file_options(ctx: &RequestContext<RoleServer>) -> ExecOptions {
     ExecOptions {
         cancel: Some(ctx.ct.clone()),
+        ..ExecOptions::default()
     }
 }
 

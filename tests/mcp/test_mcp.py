@@ -1542,3 +1542,61 @@ def test_a_planted_symlink_is_followed_inside_the_sandbox_only(project, tmp_path
     finally:
         canary.unlink()
     assert wait_gone(project.dir) == []
+
+
+def test_sandbox_log_lists_the_sessions_commands_without_env_values(project):
+    """The record (docs/MCP.md, "Record"): after the session, `odek sandbox
+    log <container>` lists the commands `exec` ran in the conversation's
+    sandbox, the file tool's path and `sandbox_list`, with the names of
+    `exec`'s env variables and never their values (the value did reach the
+    command: the control); the log file is private (0600)."""
+    secret = "tok-mcp-" + os.urandom(6).hex()
+    content = "file-content-" + os.urandom(6).hex()
+
+    async def go() -> str:
+        async with session(project, compose=False) as (s, _):
+            r = await ok(s, "exec", argv=["printenv", "AUDIT_TOKEN"], env={"AUDIT_TOKEN": secret})
+            assert r["stdout"].strip() == secret, r
+            r = await ok(s, "exec", command="echo recorded-shell-line; exit 4")
+            assert r["exit_code"] == 4, r
+            # Written or refused (no supervisor): recorded either way, by path.
+            await call(s, "write_file", path="notes.txt", content=content)
+            listed = await ok(s, "sandbox_list")
+            assert len(listed["sandboxes"]) == 1, listed
+            return listed["sandboxes"][0]["container"]
+
+    container = run(go())
+    assert wait_gone(project.dir) == []
+
+    def odek(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(ODEK), "sandbox", "log", *args], env=project.env(), cwd=project.dir,
+                              capture_output=True, text=True, timeout=60)
+
+    out = odek(container, "--json")
+    assert out.returncode == 0, out.stderr
+    print("\n--- odek sandbox log --json ---\n" + out.stdout)
+    assert secret not in out.stdout and content not in out.stdout, out.stdout
+    records = json.loads(out.stdout)
+    assert all(r["surface"] == "mcp" for r in records), records
+    execs = [r for r in records if r["tool"] == "exec"]
+    assert [r["command"] for r in execs] == [["printenv", "AUDIT_TOKEN"],
+                                             ["/bin/sh", "-c", "echo recorded-shell-line; exit 4"]], execs
+    assert execs[0]["env_keys"] == ["AUDIT_TOKEN"] and execs[0]["exit_code"] == 0, execs[0]
+    assert "env_keys" not in execs[1] and execs[1]["exit_code"] == 4, execs[1]
+    assert any(r["tool"] == "write_file" and r["path"] == "/workspace/notes.txt" for r in records), records
+    assert any(r["tool"] == "sandbox_list" for r in records), records
+    # The text form, and the file itself.
+    text = odek(container)
+    assert text.returncode == 0, text.stderr
+    assert "printenv AUDIT_TOKEN" in text.stdout and "(env AUDIT_TOKEN)" in text.stdout, text.stdout
+    assert secret not in text.stdout
+    log = project.home / "sandboxes" / container / "log.jsonl"
+    assert (log.stat().st_mode & 0o777) == 0o600
+    raw = log.read_text()
+    assert secret not in raw and content not in raw and "printenv" in raw
+    # The conversation's sandbox is listed by name; --clear removes it.
+    names = odek("--json")
+    assert json.loads(names.stdout) == [container], names.stdout
+    cleared = odek("--clear", container)
+    assert cleared.returncode == 0 and cleared.stdout.strip() == container, cleared.stderr
+    assert not log.exists()

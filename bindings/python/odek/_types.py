@@ -141,6 +141,7 @@ class PlanDoc(TypedDict):
     sources: Dict[str, Dict[str, Any]]
     warnings: List[WarningDoc]
     approval: Optional[Dict[str, Any]]
+    log_retention_days: int  # days its record is kept after it ended
 
 
 class EnvKeyDoc(TypedDict):

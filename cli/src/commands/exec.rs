@@ -125,6 +125,7 @@ async fn exec_in(
         let token = CancellationToken::new();
         let opts = ExecOptions {
             cancel: Some(token.clone()),
+            ..ExecOptions::default()
         };
         let on_signal = async {
             signalled = signals.next().await;

@@ -132,7 +132,10 @@ async fn run_flow(
                 .exec_io(
                     &sandbox,
                     &req,
-                    &odek_core::ExecOptions::default(),
+                    &odek_core::ExecOptions {
+                        tool: Some("run"),
+                        ..Default::default()
+                    },
                     exec_io,
                     &sink,
                 )

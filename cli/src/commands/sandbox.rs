@@ -1,5 +1,5 @@
-//! `odek sandbox up|down|ls|gc|describe` (`exec` is exec.rs's, the launch
-//! of `up` is up.rs's).
+//! `odek sandbox up|down|ls|gc|describe|log` (`exec` is exec.rs's, the
+//! launch of `up` is up.rs's).
 
 use anyhow::{bail, Context};
 use odek_core::launch::LaunchGuard;
@@ -219,6 +219,7 @@ pub(super) async fn sandbox(
                 out!("{}", odek_core::describe::render_prompt(&env));
             }
         }
+        SandboxCmd::Log(args) => sandbox_log(odek, args).await?,
         SandboxCmd::Exec(_) | SandboxCmd::Shell(_) => unreachable!("handled in dispatch"),
     }
     Ok(())
@@ -256,4 +257,174 @@ fn gc_workdir(workdir: &Option<std::path::PathBuf>) -> anyhow::Result<std::path:
             odek_core::text::shown(dir)
         )
     })
+}
+
+/// `odek sandbox log NAME|ID [--json]`, `odek sandbox log --clear [NAME|ID]`:
+/// prunes the records kept past `sandbox_log_retention` first.
+async fn sandbox_log(odek: &Client, args: &crate::LogArgs) -> anyhow::Result<()> {
+    use odek_core::audit;
+    let home = odek_home()?;
+    let env = std::env::vars().collect();
+    let retention = odek_core::config::log_retention(&env)?;
+    let days = u32::try_from(retention.value).unwrap_or(0);
+    odek.prune_records(&home, days).await;
+    let name = match &args.name {
+        Some(n) => Some(record_name(odek, &home, n, days).await?),
+        None => None,
+    };
+    if args.clear {
+        let removed = audit::clear(&home, name.as_deref()).map_err(anyhow::Error::msg)?;
+        for n in &removed {
+            outln!("{}", odek_core::text::shown(n));
+        }
+        errln!(
+            "odek: removed {} sandbox log(s) from {}",
+            removed.len(),
+            odek_core::text::shown(home.join(audit::SANDBOXES_DIR))
+        );
+        return Ok(());
+    }
+    let Some(name) = name else {
+        // Which sandboxes have a record (`odek run`'s name is not shown
+        // anywhere else once it is gone).
+        let names = audit::sandboxes(&home);
+        if args.json {
+            outln!("{}", json_for_terminal(&names)?);
+        } else {
+            for n in &names {
+                outln!("{n}");
+            }
+        }
+        return Ok(());
+    };
+    let log = audit::read(&home, &name)
+        .map_err(anyhow::Error::msg)?
+        .ok_or_else(|| no_record(&home, &name, days))?;
+    if log.skipped > 0 {
+        errln!(
+            "odek: warning: {} line(s) of {} are not records (cut short by a crash or a full disk) and are left out",
+            log.skipped,
+            odek_core::text::shown(&log.path)
+        );
+    }
+    if args.json {
+        outln!("{}", json_for_terminal(&log.records)?);
+        return Ok(());
+    }
+    errln!(
+        "odek: the record of sandbox {name} ({}): command lines are kept as they were run; `odek sandbox log --clear {name}` removes it",
+        odek_core::text::shown(&log.path)
+    );
+    for r in &log.records {
+        outln!("{}", record_line(r));
+    }
+    Ok(())
+}
+
+/// The sandbox whose record `arg` names: a container name with a record
+/// under `home`, else a container ID (or prefix) of an odek sandbox the
+/// engine still has. Errors: neither, saying what to pass.
+async fn record_name(
+    odek: &Client,
+    home: &std::path::Path,
+    arg: &str,
+    days: u32,
+) -> anyhow::Result<String> {
+    if odek_core::launch::validate_sandbox_name(arg).is_ok() {
+        // A name: its record, if any, is under home whether or not the
+        // sandbox still exists.
+        if odek_core::audit::read(home, arg)
+            .map_err(anyhow::Error::msg)?
+            .is_some()
+        {
+            return Ok(arg.to_string());
+        }
+        return Err(no_record(home, arg, days));
+    }
+    let hex = !arg.is_empty() && arg.len() <= 64 && arg.bytes().all(|b| b.is_ascii_hexdigit());
+    if hex {
+        if let Ok(engine) = odek.engine() {
+            if let Ok(Some(info)) = engine.inspect_container(arg).await {
+                let ours = info
+                    .labels
+                    .get(odek_core::labels::SANDBOX)
+                    .map(String::as_str)
+                    == Some("true");
+                if ours && odek_core::launch::validate_sandbox_name(&info.name).is_ok() {
+                    return Ok(info.name);
+                }
+            }
+        }
+    }
+    let shown = odek_core::text::quote(arg);
+    if arg.starts_with("sbx-") {
+        bail!("{shown} is an MCP sandbox_id, known only to the server that made it; pass the sandbox's container name (odek-…), the `container` of MCP's sandbox_list");
+    }
+    if hex {
+        bail!("no sandbox container with ID {shown} is on the daemon now (an ID names a sandbox only while it exists); pass its container name (odek-…), which works after the sandbox is gone: `odek sandbox ls` lists the running ones");
+    }
+    bail!("{shown} is not a sandbox's container name (odek-…) nor a container ID; `odek sandbox ls` lists the running sandboxes, MCP's sandbox_list shows a sandbox's name as `container`")
+}
+
+/// There is no record of sandbox `name`: why that may be, and the fix.
+fn no_record(home: &std::path::Path, name: &str, days: u32) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no record of sandbox {name} in {}: nothing ran in it through odek, or its log was removed (`--clear`, or {days} day(s) after the sandbox ended: sandbox_log_retention), or it was recorded under another ODEK_HOME; `odek sandbox ls` lists the running sandboxes",
+        odek_core::text::shown(home.join(odek_core::audit::SANDBOXES_DIR))
+    )
+}
+
+/// One record as a line: time, surface, tool, result, duration, what.
+fn record_line(r: &odek_core::audit::Record) -> String {
+    let f = |s: &str| odek_core::text::foreign(s).into_owned();
+    let result = match (r.exit_code, &r.error, r.outcome.as_deref()) {
+        (Some(c), _, Some(o)) if o != "exited" => format!("exit {c} ({o})"),
+        (Some(c), _, _) => format!("exit {c}"),
+        (None, Some(e), _) => format!("failed: {e}"),
+        (None, None, Some(o)) => o.to_string(),
+        (None, None, None) => "-".into(),
+    };
+    let mut what = Vec::new();
+    if let Some(c) = &r.command {
+        what.push(
+            c.iter()
+                .map(|a| shell_word(a))
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+    }
+    if let Some(p) = &r.path {
+        what.push(shell_word(p));
+    }
+    if let Some(p) = &r.process_id {
+        what.push(format!("process {p}"));
+    }
+    if let Some(p) = &r.parent {
+        what.push(format!("from {p}"));
+    }
+    if !r.env_keys.is_empty() {
+        what.push(format!("(env {})", r.env_keys.join(", ")));
+    }
+    format!(
+        "{}  {:<7} {:<14} {:<20} {:>8}  {}",
+        f(&r.time),
+        f(&r.surface),
+        f(&r.tool),
+        f(&result),
+        format!("{} ms", r.duration_ms),
+        f(&what.join(" "))
+    )
+}
+
+/// `a` as a POSIX shell word: as it is when it needs no quoting, else in
+/// single quotes.
+fn shell_word(a: &str) -> String {
+    let plain = !a.is_empty()
+        && a.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b));
+    if plain {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
 }

@@ -320,6 +320,19 @@ config_keys! {
         tighten: true,
         always_shown: false,
     },
+    /// `sandbox_log_retention`: days a sandbox's record (its log under
+    /// `$ODEK_HOME/sandboxes/<name>/`, [`crate::audit`]) is kept after the
+    /// sandbox ended, 0 (removed when it ends) to
+    /// [`super::MAX_LOG_RETENTION`]. Only the operator sets it: a project
+    /// value is ignored with a warning.
+    sandbox_log_retention: i64 = Integer {
+        env: Some("ODEK_SANDBOX_LOG_RETENTION"),
+        flag: None,
+        approval: None,
+        container_only: None,
+        tighten: true,
+        always_shown: false,
+    },
 }
 
 /// The row of `name`, if it is a key.

@@ -140,6 +140,12 @@ pub struct Settings {
     /// never changes which pool a plan claims from.
     #[serde(default = "no_pool")]
     pub pool: Sourced<i64>,
+    /// `sandbox_log_retention`: days a sandbox's record is kept after it
+    /// ended (0 = removed when it ends; [`super::DEFAULT_LOG_RETENTION`]
+    /// when no source sets it). Only the operator's sources count: a
+    /// project's value is ignored with a warning.
+    #[serde(default = "default_log_retention")]
+    pub log_retention: Sourced<i64>,
     /// SHA-256 of the applied `sandbox_env` as written (`KEY\0template\0`…,
     /// sorted), before interpolation: binds a trust to the templates, so a
     /// changed value asks again (SPEC §7.3 keys cover env names only).
@@ -346,6 +352,10 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         env: env_vars,
         volumes,
         pool: pick(&ranked, names::sandbox_pool, |l| l.sandbox_pool).unwrap_or_else(no_pool),
+        log_retention: pick(&ranked, names::sandbox_log_retention, |l| {
+            l.sandbox_log_retention
+        })
+        .unwrap_or_else(default_log_retention),
         require_sandbox: truthy(env, "ODEK_REQUIRE_SANDBOX")?,
         approve_project: truthy(env, APPROVE_ENV)?,
         warnings,
@@ -358,6 +368,41 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
 /// The default `sandbox_pool`: off.
 fn no_pool() -> Sourced<i64> {
     Sourced::new(0, Source::Default)
+}
+
+/// The default `sandbox_log_retention` ([`super::DEFAULT_LOG_RETENTION`] days).
+fn default_log_retention() -> Sourced<i64> {
+    Sourced::new(super::DEFAULT_LOG_RETENTION, Source::Default)
+}
+
+/// `sandbox_log_retention` from the operator's sources alone — the user
+/// config `$ODEK_HOME/config.json` and `ODEK_SANDBOX_LOG_RETENTION` in
+/// `env` (a project's value never counts) — for a command that prunes
+/// sandbox records without resolving a project (`odek sandbox log`).
+/// Nothing else is read or validated.
+///
+/// Errors ([`ConfigError`]): `$ODEK_HOME` or its `config.json` not
+/// private to the user, a malformed user config, a value of the wrong type
+/// or out of range.
+pub fn log_retention(env: &BTreeMap<String, String>) -> Result<Sourced<i64>, ConfigError> {
+    let odek_home = real_path(&odek_home(env)?);
+    let inputs = ConfigInputs {
+        env: env.clone(),
+        read_user_config: true,
+        read_project_config: false,
+        ..ConfigInputs::default()
+    };
+    let ranked = ranked_layers(&inputs, Path::new("/"), &odek_home, &mut Vec::new())?;
+    let picked = pick(&ranked, names::sandbox_log_retention, |l| {
+        l.sandbox_log_retention
+    });
+    match picked {
+        Some(s) => {
+            super::validate_log_retention(&origin(&s.source), s.value)?;
+            Ok(s)
+        }
+        None => Ok(default_log_retention()),
+    }
 }
 
 /// The working directory made real (`canonicalize`); errors: it does not
@@ -757,6 +802,20 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
             project.sandbox_cpus = None;
         }
     }
+    // The record of what ran in a sandbox is the operator's: the agent can
+    // write odek.json, so a project that shortened it (0: removed when the
+    // sandbox ends) could erase its own trail, and one that lengthened it
+    // would keep command lines (which may hold secrets) longer than the
+    // operator chose. A project's value is ignored either way.
+    if let Some(p) = project.sandbox_log_retention.take() {
+        warnings.push(Warning::new(
+            WarningKind::ProjectCannotLoosen,
+            format!(
+                "{at}: \"sandbox_log_retention\": {p} is ignored; a project config cannot change how long sandbox records are kept (now {} days: set it with ODEK_SANDBOX_LOG_RETENTION or the user config)",
+                user.sandbox_log_retention.unwrap_or(super::DEFAULT_LOG_RETENTION)
+            ),
+        ));
+    }
     // The user the commands run as is the operator's to choose (SPEC §6.1
     // "user"): by default the operator's own uid:gid, so that what the
     // agent writes is the operator's; a project's user would hand the
@@ -804,6 +863,9 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
     }
     if let Some(n) = l.sandbox_pool {
         super::validate_pool(&o(names::sandbox_pool), n)?;
+    }
+    if let Some(n) = l.sandbox_log_retention {
+        super::validate_log_retention(&o(names::sandbox_log_retention), n)?;
     }
     if let Some(m) = &l.sandbox_memory {
         parse_memory(&o(names::sandbox_memory), m)?;
@@ -857,6 +919,7 @@ mod tests {
             "sandbox_env" => json!({"TOKEN": "${HOME}"}),
             "sandbox_volumes" => json!(["/:/host"]),
             "sandbox_pool" => json!(8),
+            "sandbox_log_retention" => json!(3650),
             other => panic!("no widest value for the key {other}: add one"),
         }
     }

@@ -24,8 +24,8 @@ pub(crate) use keys::container_only_keys;
 pub use keys::{env_var_of, key, names, Flag, Key, Kind, Layer, KEYS, KNOWN_KEYS};
 pub(crate) use merge::truthy;
 pub use merge::{
-    load, odek_home, ConfigInputs, SandboxTurnedOff, Settings, APPROVE_ENV, DEFAULT_MEMORY,
-    DEFAULT_MEMORY_BYTES, PROCESS_ENV_VARS,
+    load, log_retention, odek_home, ConfigInputs, SandboxTurnedOff, Settings, APPROVE_ENV,
+    DEFAULT_MEMORY, DEFAULT_MEMORY_BYTES, PROCESS_ENV_VARS,
 };
 pub(crate) use parse::layer_from_env;
 pub(crate) use parse::suggest as suggest_key;
@@ -35,8 +35,9 @@ pub(crate) use validate::host_refs;
 pub(crate) use validate::validate_env_key_as;
 pub use validate::{
     interpolate, normalize_compose_project, parse_cpus, parse_memory, parse_network_mode,
-    validate_compose_project, validate_env_key, validate_network_name, validate_pids_limit,
-    validate_pool, validate_user, EXEC_TAG_ENV, MAX_POOL, SUPERVISOR_ENV,
+    validate_compose_project, validate_env_key, validate_log_retention, validate_network_name,
+    validate_pids_limit, validate_pool, validate_user, DEFAULT_LOG_RETENTION, EXEC_TAG_ENV,
+    MAX_LOG_RETENTION, MAX_POOL, SUPERVISOR_ENV,
 };
 
 use std::fmt;

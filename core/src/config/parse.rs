@@ -814,7 +814,8 @@ mod tests {
             "sandbox_user": "1000:1000",
             "sandbox_env": {"NODE_ENV": "production", "API_TOKEN": "${TOKEN}"},
             "sandbox_volumes": ["./cache:/root/.cache"],
-            "sandbox_pool": 2
+            "sandbox_pool": 2,
+            "sandbox_log_retention": 14
         }"#;
         let (layer, warnings) = parse(text).expect("valid config");
         assert!(warnings.is_empty(), "{warnings:?}");
@@ -838,6 +839,7 @@ mod tests {
                 sandbox_env: Some(env),
                 sandbox_volumes: Some(vec!["./cache:/root/.cache".into()]),
                 sandbox_pool: Some(2),
+                sandbox_log_retention: Some(14),
             }
         );
     }
@@ -1313,6 +1315,7 @@ mod tests {
             ("ODEK_SANDBOX_CPUS", "1.5"),
             ("ODEK_SANDBOX_USER", "1000:1000"),
             ("ODEK_SANDBOX_POOL", "3"),
+            ("ODEK_SANDBOX_LOG_RETENTION", "30"),
             ("ODEK_HOME", "/x"),
             ("ODEK_REQUIRE_SANDBOX", "maybe"),
             ("ODEK_SANDBOX_ENV", "ignored"),
@@ -1335,6 +1338,7 @@ mod tests {
                 sandbox_env: None,
                 sandbox_volumes: None,
                 sandbox_pool: Some(3),
+                sandbox_log_retention: Some(30),
             }
         );
     }

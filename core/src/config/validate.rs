@@ -170,6 +170,29 @@ pub fn validate_pool(origin: &str, value: i64) -> Result<i64, ConfigError> {
     ))
 }
 
+/// The longest `sandbox_log_retention`, in days (ten years).
+pub const MAX_LOG_RETENTION: i64 = 3650;
+
+/// The default `sandbox_log_retention`, in days.
+pub const DEFAULT_LOG_RETENTION: i64 = 7;
+
+/// `sandbox_log_retention` must be 0 (the record is removed when its
+/// sandbox ends) to [`MAX_LOG_RETENTION`] days → the value, else
+/// [`ConfigError::InvalidValue`].
+pub fn validate_log_retention(origin: &str, value: i64) -> Result<i64, ConfigError> {
+    if (0..=MAX_LOG_RETENTION).contains(&value) {
+        return Ok(value);
+    }
+    Err(invalid(
+        origin,
+        names::sandbox_log_retention,
+        format!(
+            "must be a number of days from 0 (removed when the sandbox ends) to {MAX_LOG_RETENTION} (got {})",
+            quote(&value.to_string())
+        ),
+    ))
+}
+
 /// `sandbox_pids_limit` must be ≥ 1 (0 and -1 mean unlimited to Docker) and
 /// at most `MAX_PIDS_LIMIT` (4 194 304) →
 /// the value, else [`ConfigError::InvalidValue`].

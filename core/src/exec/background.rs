@@ -253,7 +253,25 @@ impl Client {
     /// running, or the program missing ([`Error::Exec`], `started:
     /// false`); the session lost before the answer ([`Error::Exec`],
     /// `started: true`: it may run).
+    ///
+    /// Recorded in the sandbox's log as `exec_background` with its command
+    /// line and process id ([`crate::audit`]).
     pub async fn exec_background(&self, sandbox: &Sandbox, req: &ExecRequest) -> Result<ProcessId> {
+        let call = crate::audit::Call::start(sandbox, self.surface(), "exec_background")
+            .command(&req.command.argv(), &req.env);
+        let out = self.exec_background_unrecorded(sandbox, req).await;
+        match &out {
+            Ok(id) => call.process(&id.0).finish(None, Some("started"), None),
+            Err(e) => call.finish(None, None, Some(e)),
+        }
+        out
+    }
+
+    async fn exec_background_unrecorded(
+        &self,
+        sandbox: &Sandbox,
+        req: &ExecRequest,
+    ) -> Result<ProcessId> {
         validate(req)?;
         let session = self.background_session(sandbox, None).await?;
         let start = super::supervised::start_for(&session, sandbox, req, None, false)?;
@@ -329,7 +347,33 @@ impl Client {
     /// [`Client::process_output`], which still knows the process).
     ///
     /// Errors: those of [`Client::process_output`].
+    ///
+    /// Recorded in the sandbox's log as `process_kill` with the process id
+    /// and its exit code ([`crate::audit`]).
     pub async fn process_kill(&self, sandbox: &Sandbox, id: &ProcessId) -> Result<ProcessOutput> {
+        let call =
+            crate::audit::Call::start(sandbox, self.surface(), "process_kill").process(&id.0);
+        let out = self.process_kill_unrecorded(sandbox, id).await;
+        match &out {
+            Ok(o) => call.finish(
+                o.exit.as_ref().map(|e| e.exit_code),
+                Some(if o.exit.as_ref().is_some_and(|e| e.killed) {
+                    "killed"
+                } else {
+                    "kill not confirmed"
+                }),
+                None,
+            ),
+            Err(e) => call.finish(None, None, Some(e)),
+        }
+        out
+    }
+
+    async fn process_kill_unrecorded(
+        &self,
+        sandbox: &Sandbox,
+        id: &ProcessId,
+    ) -> Result<ProcessOutput> {
         let session = self.background_session(sandbox, Some(id)).await?;
         let which = proto::ProcessRef {
             process: id.0.clone(),

@@ -65,6 +65,10 @@ pub struct ExecOptions {
     /// cancellation as an error). A token already cancelled when the call
     /// starts runs nothing: [`Error::Cancelled`]. `None`: not cancellable.
     pub cancel: Option<CancellationToken>,
+    /// What the command is called in the sandbox's record
+    /// ([`crate::audit::Record::tool`]): `None` is `"exec"`; `odek run`
+    /// says `"run"`.
+    pub tool: Option<&'static str>,
 }
 
 /// A terminal size in character cells (`cols` × `rows`), as a command's

@@ -60,7 +60,34 @@ impl Client {
     /// the command would run on the host (fallback, `--no-sandbox`); the
     /// message names the fix: relaunch the sandbox with `ODEK_SUPERVISOR`
     /// naming the static `odek-supervisor` binary.
+    ///
+    /// Every call in a container is recorded in the sandbox's log
+    /// ([`crate::audit`]: the command line as run and the names of its env
+    /// variables, never their values), whatever its outcome; a failure to
+    /// record never fails the command.
     pub async fn exec_io(
+        &self,
+        sandbox: &Sandbox,
+        req: &ExecRequest,
+        opts: &ExecOptions,
+        io: ExecIo<'_>,
+        output: OutputSink<'_>,
+    ) -> Result<ExecOutcome> {
+        let call = crate::audit::Call::start(sandbox, self.surface(), opts.tool.unwrap_or("exec"))
+            .command(&req.command.argv(), &req.env);
+        let out = self
+            .exec_io_unrecorded(sandbox, req, opts, io, output)
+            .await;
+        match &out {
+            Ok(o) => call.finish(Some(o.exit_code), Some(outcome_words(o)), None),
+            Err(e) => call.finish(None, None, Some(e)),
+        }
+        out
+    }
+
+    /// [`Client::exec_io`] without a record: for core's own commands that
+    /// are recorded as what they do (the file tools of [`crate::files`]).
+    pub(crate) async fn exec_io_unrecorded(
         &self,
         sandbox: &Sandbox,
         req: &ExecRequest,
@@ -237,6 +264,17 @@ impl Client {
                 }
             }
         }
+    }
+}
+
+/// How a command ended, in a record's words.
+fn outcome_words(o: &ExecOutcome) -> &'static str {
+    if o.timed_out {
+        "timed out"
+    } else if o.cancelled {
+        "cancelled"
+    } else {
+        "exited"
     }
 }
 

@@ -37,6 +37,8 @@ impl Plan {
         if let Some(u) = &self.user {
             validate_user("plan", u).map_err(crate::Error::Config)?;
         }
+        crate::config::validate_log_retention("plan", i64::from(self.log_retention_days))
+            .map_err(crate::Error::Config)?;
         let full_id = |id: &str| {
             id.len() == 64
                 && id
