@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::advice::Surface;
+use crate::config::advice::{Surface, MCP_PROJECTS_HINT};
 use crate::config::{ConfigError, NetworkMode, Source, Sourced};
 use crate::engine::{DockerApi, EngineError, NetworkFilter, NetworkInfo};
 use crate::text::{quote, sanitize_name};
@@ -414,11 +414,6 @@ pub(crate) fn closest_project(wanted: &str, running: &[String]) -> Option<String
         .min()
         .map(|(_, p)| p.clone())
 }
-
-/// What a model is told instead of the daemon's other Compose projects
-/// (`odek mcp`): the names are the operator's to see, not the agent's.
-pub(crate) const MCP_PROJECTS_HINT: &str =
-    "the operator can list the running Compose projects with `docker compose ls`";
 
 impl NetworkError {
     /// The message in `surface`'s words: `odek mcp` names no other Compose

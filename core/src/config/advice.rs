@@ -83,6 +83,11 @@ pub enum Fix {
     },
 }
 
+/// What a model is told instead of the daemon's other Compose projects
+/// (`odek mcp`): the names are the operator's to see, not the agent's.
+pub(crate) const MCP_PROJECTS_HINT: &str =
+    "the operator can list the running Compose projects with `docker compose ls`";
+
 impl Fix {
     /// The fix in `surface`'s words.
     pub fn render(&self, surface: Surface) -> String {

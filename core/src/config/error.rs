@@ -149,7 +149,7 @@ impl ConfigError {
                     .as_ref()
                     .map(|n| format!("; did you mean {n:?}?"))
                     .unwrap_or_default(),
-                crate::network::MCP_PROJECTS_HINT
+                super::advice::MCP_PROJECTS_HINT
             ),
             other => other.to_string(),
         }
