@@ -2,17 +2,25 @@
 //! the human to ask for approval (MCP elicitation, SPEC §7) and where to
 //! send progress notifications while the sandbox starts and while a
 //! command writes output.
+//!
+//! A client on MCP 2026-07-28 or newer with form elicitation is asked
+//! without a request of its own: the tool call ends with an
+//! `InputRequiredResult` carrying the question, and the client retries the
+//! call with the answer ([`Round`]). Older clients get an
+//! `elicitation/create` request while the call waits.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use odek_core::cancel::CancellationToken;
 use odek_core::{Reporter, Warning};
 use rmcp::model::{
-    ElicitRequestParams, ElicitationAction, ElicitationSchema, EnumSchema,
-    ProgressNotificationParam, ProgressToken,
+    CallToolRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationSchema, EnumSchema, InputRequest, InputRequests, InputRequiredResult,
+    InputResponses, ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::{ElicitationMode, RequestContext};
 use rmcp::{Peer, RoleServer};
@@ -29,6 +37,14 @@ pub(crate) const TRUST: &str = "trust";
 /// Refuse.
 pub(crate) const DENY: &str = "deny";
 
+/// The key of the approval question among an `InputRequiredResult`'s
+/// input requests (and of its answer among the retry's input responses).
+pub(crate) const APPROVAL_INPUT: &str = "approval";
+/// How many approval questions asked through an `InputRequiredResult` wait
+/// for their retry at most; a newer one forgets the oldest (whose retry is
+/// then refused and asks again).
+const MAX_PENDING: usize = 32;
+
 /// How often a launch in progress is reported.
 const TICK: Duration = Duration::from_secs(1);
 
@@ -43,6 +59,142 @@ pub(crate) struct Caller {
     /// The last progress value sent for this call: every notification of
     /// one call (launch, then output) carries a greater one.
     sent: Arc<AtomicU64>,
+    /// The call's multi-round-trip state, when the client takes questions
+    /// as an `InputRequiredResult` ([`Round::of`]).
+    round: Option<Arc<Round>>,
+}
+
+/// Approval questions asked through an `InputRequiredResult` and not yet
+/// answered, kept in the server: each `requestState` is a random handle
+/// (128 bits, never derived from the settings) naming the approval key of
+/// the settings shown. The client's echo is untrusted: a handle this
+/// server did not issue, or one already used, approves nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Pending(Mutex<VecDeque<(String, String)>>);
+
+impl Pending {
+    /// A new handle for a question about the settings `bound`.
+    fn issue(&self, bound: &str) -> String {
+        let handle = format!("odek-approval-{}", odek_core::launch::new_launch_id());
+        let mut q = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        while q.len() >= MAX_PENDING {
+            q.pop_front();
+        }
+        q.push_back((handle.clone(), bound.to_string()));
+        handle
+    }
+
+    /// The settings the question `handle` showed, forgetting it (a handle
+    /// answers once); `None` for a handle not issued here or already used.
+    fn take(&self, handle: &str) -> Option<String> {
+        let mut q = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = q.iter().position(|(h, _)| h == handle)?;
+        q.remove(at).map(|(_, bound)| bound)
+    }
+}
+
+/// The multi-round-trip state of one `tools/call` (MCP 2026-07-28,
+/// "input required"): the retry's `requestState` and `inputResponses`, and
+/// the question the call ends with when it asks one.
+#[derive(Debug)]
+pub(crate) struct Round {
+    pending: Arc<Pending>,
+    /// The retry's `requestState`, until a question of this call used it
+    /// (a call that launches two sandboxes asks its second question anew).
+    state: Mutex<Option<String>>,
+    responses: InputResponses,
+    /// The `InputRequiredResult` the call ends with, once a question is
+    /// asked.
+    asked: Mutex<Option<InputRequiredResult>>,
+}
+
+impl Round {
+    /// The round of the call `request` when its client negotiated MCP
+    /// 2026-07-28 or newer and declared form elicitation; `None` otherwise
+    /// (the client is asked with `elicitation/create`, or not at all).
+    pub(crate) fn of(
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+        pending: &Arc<Pending>,
+    ) -> Option<Arc<Round>> {
+        let modern = ctx.protocol_version().is_some_and(|v| !v.has_initialize());
+        let form = ctx
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        (modern && form).then(|| {
+            Arc::new(Round {
+                pending: pending.clone(),
+                state: Mutex::new(request.request_state.clone()),
+                responses: request.input_responses.clone().unwrap_or_default(),
+                asked: Mutex::new(None),
+            })
+        })
+    }
+
+    /// The `InputRequiredResult` the call ends with, if it asked.
+    pub(crate) fn question(&self) -> Option<InputRequiredResult> {
+        self.asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// The answer about the settings `bound` (shown on `card`): from the
+    /// retry, when its `requestState` names a question about exactly these
+    /// settings; otherwise a new question ([`Asked::InputRequired`]).
+    fn ask(&self, card: &str, bound: &str) -> Asked {
+        let state = self
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = state {
+            match self.pending.take(&handle) {
+                None => {
+                    return Asked::Refused(
+                        "the retry's requestState names no question this server is waiting on (it was not issued by this server, was already answered, or was forgotten); call the tool again without it to be asked"
+                            .into(),
+                    )
+                }
+                Some(shown) if shown == bound => {
+                    return match self.responses.get(APPROVAL_INPUT) {
+                        None => Asked::Refused(format!(
+                            "the retry carried no answer to the question `{APPROVAL_INPUT}`"
+                        )),
+                        Some(v) => match serde_json::from_value::<ElicitResult>(v.clone()) {
+                            Ok(r) => decided(&r),
+                            Err(e) => Asked::Refused(format!(
+                                "the answer to the question `{APPROVAL_INPUT}` is not an elicitation result ({e})"
+                            )),
+                        },
+                    };
+                }
+                // The settings changed between the rounds: the answer was
+                // about others, so these are asked about anew.
+                Some(_) => errln!(
+                    "odek: the project's sandbox settings changed since the user was asked; asking again"
+                ),
+            }
+        }
+        let requested_schema = match approval_schema() {
+            Ok(s) => s,
+            Err(e) => return Asked::Refused(format!("the question could not be built: {e}")),
+        };
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: question(card),
+            requested_schema,
+        };
+        let requests = InputRequests::from([(
+            APPROVAL_INPUT.to_string(),
+            InputRequest::Elicitation(ElicitRequest::new(params)),
+        )]);
+        let handle = self.pending.issue(bound);
+        *self.asked.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(InputRequiredResult::new(Some(requests), Some(handle)));
+        Asked::InputRequired
+    }
 }
 
 /// The answer to the approval question.
@@ -57,6 +209,10 @@ pub(crate) enum Asked {
     Trust,
     /// Anything else: why, for the refusal.
     Refused(String),
+    /// The question goes to the client as the call's `InputRequiredResult`
+    /// ([`Round::question`]); the call ends without launching and the
+    /// client retries it with the answer.
+    InputRequired,
 }
 
 impl Caller {
@@ -67,6 +223,7 @@ impl Caller {
             progress: ctx.meta.get_progress_token(),
             cancel: ctx.ct.clone(),
             sent: Arc::default(),
+            round: ctx.extensions.get::<Arc<Round>>().cloned(),
         }
     }
 
@@ -132,8 +289,13 @@ impl Caller {
     }
 
     /// Asks the user, through the client's form elicitation, whether to
-    /// approve the settings shown on `card`.
-    pub(crate) async fn ask_approval(&self, card: &str) -> Asked {
+    /// approve the settings shown on `card`, whose approval key (with the
+    /// env-template binding) is `bound`: in the call's [`Round`] when it
+    /// has one, else with an `elicitation/create` request.
+    pub(crate) async fn ask_approval(&self, card: &str, bound: &str) -> Asked {
+        if let Some(round) = &self.round {
+            return round.ask(card, bound);
+        }
         let Some(peer) = &self.peer else {
             return Asked::Unasked;
         };
@@ -153,14 +315,7 @@ impl Caller {
             requested_schema,
         };
         match peer.create_elicitation(params).await {
-            Ok(r) => match r.action {
-                ElicitationAction::Accept => answer(r.content.as_ref()),
-                ElicitationAction::Decline => Asked::Refused("the user declined".into()),
-                ElicitationAction::Cancel => {
-                    Asked::Refused("the user cancelled the question".into())
-                }
-                _ => Asked::Refused("the client gave an unknown answer".into()),
-            },
+            Ok(r) => decided(&r),
             // Nobody was asked (e.g. a revision that forbids requests to
             // the client): the refusal without a question applies.
             Err(e) => {
@@ -248,6 +403,16 @@ fn approval_schema() -> Result<ElicitationSchema, String> {
         .map_err(str::to_string)
 }
 
+/// The answer an elicitation result gives.
+fn decided(r: &ElicitResult) -> Asked {
+    match r.action {
+        ElicitationAction::Accept => answer(r.content.as_ref()),
+        ElicitationAction::Decline => Asked::Refused("the user declined".into()),
+        ElicitationAction::Cancel => Asked::Refused("the user cancelled the question".into()),
+        _ => Asked::Refused("the client gave an unknown answer".into()),
+    }
+}
+
 /// The decision in an accepted form.
 fn answer(content: Option<&serde_json::Value>) -> Asked {
     match content
@@ -292,9 +457,99 @@ mod tests {
         );
     }
 
+    /// A retry's round: `state` echoed, answering `decision`.
+    fn retry(pending: &Arc<Pending>, state: Option<&str>, decision: &str) -> Round {
+        let answer = serde_json::json!({ "action": "accept", "content": { DECISION: decision } });
+        Round {
+            pending: pending.clone(),
+            state: Mutex::new(state.map(str::to_string)),
+            responses: InputResponses::from([(APPROVAL_INPUT.to_string(), answer)]),
+            asked: Mutex::new(None),
+        }
+    }
+
+    #[test]
+    fn a_round_asks_then_takes_the_answer_once() {
+        let pending = Arc::default();
+        let first = retry(&pending, None, ONCE);
+        assert_eq!(first.ask("card", "key-a"), Asked::InputRequired);
+        let asked = first.question().expect("a question");
+        let v = serde_json::to_value(&asked).expect("json");
+        assert_eq!(v["resultType"], "input_required");
+        assert_eq!(
+            v["inputRequests"][APPROVAL_INPUT]["method"],
+            "elicitation/create"
+        );
+        assert_eq!(
+            v["inputRequests"][APPROVAL_INPUT]["params"]["requestedSchema"]["properties"][DECISION]
+                ["enum"],
+            serde_json::json!([ONCE, TRUST, DENY])
+        );
+        let state = asked.request_state.expect("a requestState");
+        assert!(!state.contains("key-a"), "{state}");
+        let again = retry(&pending, Some(&state), ONCE);
+        assert_eq!(again.ask("card", "key-a"), Asked::Once);
+        assert!(again.question().is_none());
+        // Used: a replay approves nothing.
+        let replay = retry(&pending, Some(&state), TRUST);
+        assert!(matches!(replay.ask("card", "key-a"), Asked::Refused(_)));
+        assert!(replay.question().is_none());
+    }
+
+    #[test]
+    fn a_round_refuses_a_forged_state_and_asks_again_for_changed_settings() {
+        let pending = Arc::default();
+        let forged = retry(&pending, Some("odek-approval-0000"), ONCE);
+        assert!(matches!(forged.ask("card", "key-a"), Asked::Refused(_)));
+        let first = retry(&pending, None, ONCE);
+        assert_eq!(first.ask("card", "key-a"), Asked::InputRequired);
+        let state = first
+            .question()
+            .and_then(|q| q.request_state)
+            .expect("state");
+        let changed = retry(&pending, Some(&state), ONCE);
+        assert_eq!(changed.ask("card b", "key-b"), Asked::InputRequired);
+        let state_b = changed
+            .question()
+            .and_then(|q| q.request_state)
+            .expect("state");
+        assert_ne!(state, state_b);
+        // The old handle is spent; the new one approves key-b only.
+        let old = retry(&pending, Some(&state), ONCE);
+        assert!(matches!(old.ask("card", "key-a"), Asked::Refused(_)));
+        assert_eq!(
+            retry(&pending, Some(&state_b), TRUST).ask("card b", "key-b"),
+            Asked::Trust
+        );
+    }
+
+    #[test]
+    fn a_round_refuses_deny_and_a_missing_answer() {
+        let pending: Arc<Pending> = Arc::default();
+        for (decision, responses) in [(DENY, true), (ONCE, false)] {
+            let first = retry(&pending, None, ONCE);
+            assert_eq!(first.ask("card", "k"), Asked::InputRequired);
+            let state = first
+                .question()
+                .and_then(|q| q.request_state)
+                .expect("state");
+            let mut r = retry(&pending, Some(&state), decision);
+            if !responses {
+                r.responses.clear();
+            }
+            assert!(
+                matches!(r.ask("card", "k"), Asked::Refused(_)),
+                "{decision}"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn without_a_client_nothing_is_asked() {
-        assert_eq!(Caller::default().ask_approval("card").await, Asked::Unasked);
+        assert_eq!(
+            Caller::default().ask_approval("card", "key").await,
+            Asked::Unasked
+        );
         assert!(
             Caller::default()
                 .with_progress(|r| async move { r.is_none() })

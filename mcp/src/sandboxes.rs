@@ -29,7 +29,7 @@ use odek_core::launch::{new_launch_id, new_sandbox_name};
 use odek_core::pool::{ClaimedFrom, Pool};
 use odek_core::{Client, Error, Isolation, LaunchOptions, Plan, Reporter, Sandbox};
 
-use crate::caller::{Asked, Caller};
+use crate::caller::{Asked, Caller, Pending};
 use crate::limits::{Limits, Slot, Slots};
 use crate::StderrReporter;
 
@@ -135,6 +135,9 @@ pub(crate) struct Sandboxes {
     /// The warm pool (`sandbox_pool`, 0 = off): every launch claims from
     /// it, and it refills for the plans claimed (docs/MCP.md).
     pool: Pool,
+    /// Approval questions asked through an `InputRequiredResult` whose
+    /// retry has not come ([`crate::caller::Round`]).
+    pending: Arc<Pending>,
 }
 
 fn new_id() -> String {
@@ -167,7 +170,13 @@ impl Sandboxes {
             closing: CancellationToken::new(),
             closed: AtomicBool::new(false),
             pinned: Mutex::new(None),
+            pending: Arc::default(),
         }
+    }
+
+    /// The approval questions waiting for a client's retry.
+    pub(crate) fn pending(&self) -> &Arc<Pending> {
+        &self.pending
     }
 
     /// A place under the cap for one more sandbox, taken before anything
@@ -608,9 +617,12 @@ impl Asker for Elicit<'_> {
     /// the caller cancelled the call, or the question failed.
     async fn ask(&self, req: &ApprovalRequest) -> Result<Option<Decision>, Refusal> {
         let card = req.render_card();
+        // What an answer given through a retry approves: exactly these
+        // settings (the file may change between the rounds).
+        let bound = serde_json::to_string(&(&req.key, &req.env_binding)).unwrap_or_default();
         let caller = self.caller;
         let asked = tokio::select! {
-            a = caller.ask_approval(&card) => a,
+            a = caller.ask_approval(&card, &bound) => a,
             () = caller.cancel().cancelled() => {
                 return Err(Refusal(
                     "the client cancelled the call while the user was asked for approval; nothing was launched".into(),
@@ -619,6 +631,11 @@ impl Asker for Elicit<'_> {
         };
         match asked {
             Asked::Unasked => Ok(None),
+            // The call ends here with the question (the server's tool-call
+            // handler returns it in place of this text); nothing launched.
+            Asked::InputRequired => Err(Refusal(
+                "the approval question went to the client as an input request; the client retries the call with the answer. Nothing was launched".into(),
+            )),
             Asked::Once => Ok(Some(Decision::Once)),
             Asked::Trust => Ok(Some(Decision::Trust)),
             Asked::Refused(why) => {

@@ -672,15 +672,27 @@ impl ServerHandler for OdekMcp {
     /// [`odek_core::text::foreign`], a tool error's text (rmcp turns a bad
     /// argument into one) through [`odek_core::text::terminal`], which
     /// leaves odek's own messages as they are.
+    ///
+    /// A client on MCP 2026-07-28 or newer with form elicitation is asked
+    /// for approval through the call's result ([`crate::caller::Round`]):
+    /// a call that asked ends with that `InputRequiredResult`.
     async fn call_tool(
         &self,
         request: rmcp::model::CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
         use odek_core::text::{foreign, terminal};
         use std::borrow::Cow;
+        let round = crate::caller::Round::of(&request, &context, self.sandboxes.pending());
+        if let Some(r) = &round {
+            context.extensions.insert(r.clone());
+        }
         let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-        match self.tool_router.call(call).await {
+        let answer = self.tool_router.call(call).await;
+        if let Some(question) = round.and_then(|r| r.question()) {
+            return Ok(question.into());
+        }
+        match answer {
             Ok(rmcp::model::CallToolResponse::Complete(mut result))
                 if result.is_error == Some(true) =>
             {

@@ -28,7 +28,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp import types
 from mcp.types import ElicitResult
 
@@ -846,6 +846,154 @@ def test_elicitation_refused(project, answer):
 
     run(go())
     assert containers_for(project.dir) == []
+
+
+MODERN = "2026-07-28"
+
+
+@asynccontextmanager
+async def modern(p: Project, *extra: str, compose: bool = True, env: dict[str, str] | None = None, **client):
+    """A `Client` on protocol 2026-07-28 (no initialize; questions come back
+    as an `InputRequiredResult`, which `Client.call_tool` answers through
+    `elicitation_callback` and retries)."""
+    params = StdioServerParameters(command=str(ODEK), args=p.args(*extra, compose=compose), env=env or p.env(), cwd=str(p.dir))
+    async with Client(params, mode=MODERN, **client) as c:
+        yield c
+
+
+async def input_required(c: Client, tool: str, **args) -> dict:
+    """One round of `tool`, which must ask: its `InputRequiredResult` as JSON."""
+    r = await c.session.call_tool(tool, args, allow_input_required=True)
+    assert isinstance(r, types.InputRequiredResult), f"{tool} did not ask: {r}"
+    d = r.model_dump(by_alias=True, exclude_none=True, mode="json")
+    assert list(d["inputRequests"]) == ["approval"], d
+    assert d["inputRequests"]["approval"]["method"] == "elicitation/create", d
+    assert d["requestState"], d
+    return d
+
+
+async def retry(c: Client, tool: str, asked: dict, action: str, decision: str | None = None, **args):
+    """`tool` again with an answer to `asked` and its echoed requestState."""
+    answer = ElicitResult(action=action, content={"decision": decision} if decision else None)
+    return await c.session.call_tool(tool, args, input_responses={"approval": answer},
+                                     request_state=asked["requestState"], allow_input_required=True)
+
+
+def test_input_required_approves_once(project):
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+    asker = Asker("accept", "once")
+
+    async def go():
+        async with modern(project, compose=False, elicitation_callback=asker) as c:
+            assert c.protocol_version == MODERN
+            # One round by hand: the card is the call's result, not a request to the client.
+            asked = await input_required(c, "exec", command="redis-cli -h redis ping")
+            q = asked["inputRequests"]["approval"]["params"]
+            print("\n--- input request ---\n" + json.dumps(q, indent=1))
+            assert "odek.json" in q["message"] and f"{PROJECT}_backend" in q["message"], q
+            assert q["requestedSchema"]["properties"]["decision"]["enum"] == ["once", "trust", "deny"], q
+            assert asker.asked == [], "the server sent elicitation/create"
+            assert containers_for(project.dir) == []
+            # The SDK's driver: the callback answers the input request, the call is retried.
+            r = await c.call_tool("exec", {"command": "redis-cli -h redis ping"})
+            assert not r.is_error, text_of(r)
+            assert r.structured_content["stdout"].strip() == "PONG"
+            check_question(asker)
+            assert len(containers_for(project.dir)) == 1
+            # The default sandbox is up: no second question.
+            r = await c.call_tool("exec", {"command": "true"})
+            assert not r.is_error and len(asker.asked) == 1
+        assert stored_keys(project) == ""
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+@pytest.mark.parametrize("answer", [("accept", "deny"), ("decline", None), ("cancel", None)], ids=lambda a: "-".join(filter(None, a)))
+def test_input_required_refused(project, answer):
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+    asker = Asker(*answer)
+
+    async def go():
+        async with modern(project, compose=False, elicitation_callback=asker) as c:
+            r = await c.call_tool("exec", {"command": "touch ran"})
+            assert r.is_error, r.structured_content
+            err = text_of(r)
+            print(f"\n--- refusal (input required {answer}) ---\n{err}")
+            assert "not approved" in err and f"{PROJECT}_backend" in err, err
+            assert f"`odek approve -C {project.dir}`" in err, err
+            check_question(asker)
+            assert containers_for(project.dir) == []
+            # Asked again on the next call.
+            r = await c.call_tool("sandbox_up", {})
+            assert r.is_error and len(asker.asked) == 2
+        assert stored_keys(project) == ""
+
+    run(go())
+    assert containers_for(project.dir) == []
+    assert not (project.dir / "ran").exists(), "the command ran"
+
+
+def test_input_required_refuses_a_forged_or_used_request_state(project):
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+
+    async def go():
+        async with modern(project, compose=False, elicitation_callback=Asker("accept", "once")) as c:
+            asked = await input_required(c, "exec", command="touch ran")
+            forged = dict(asked, requestState=asked["requestState"][:-4] + "0000")
+            r = await retry(c, "exec", forged, "accept", "once", command="touch ran")
+            assert isinstance(r, types.CallToolResult) and r.is_error, r
+            assert "requestState" in text_of(r), text_of(r)
+            assert containers_for(project.dir) == []
+            # The genuine one still answers, once.
+            r = await retry(c, "sandbox_up", asked, "accept", "once")
+            assert isinstance(r, types.CallToolResult) and not r.is_error, r
+            assert len(containers_for(project.dir)) == 1
+            r = await retry(c, "sandbox_up", asked, "accept", "once")
+            assert isinstance(r, types.CallToolResult) and r.is_error, r
+            assert "requestState" in text_of(r), text_of(r)
+            assert len(containers_for(project.dir)) == 1
+
+    run(go())
+    assert wait_gone(project.dir) == []
+    assert not (project.dir / "ran").exists(), "the command ran"
+
+
+def test_input_required_asks_again_when_the_settings_change_between_rounds(project):
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+
+    async def go():
+        async with modern(project, compose=False, elicitation_callback=Asker("accept", "once")) as c:
+            asked = await input_required(c, "sandbox_up")
+            assert "bridge" not in asked["inputRequests"]["approval"]["params"]["message"]
+            wide = {"sandbox_compose_project": PROJECT, "sandbox_network": "bridge"}
+            (project.dir / "odek.json").write_text(json.dumps(wide))
+            again = await retry(c, "sandbox_up", asked, "accept", "once")
+            assert isinstance(again, types.InputRequiredResult), f"the old answer approved new settings: {again}"
+            again = again.model_dump(by_alias=True, exclude_none=True, mode="json")
+            assert "bridge" in again["inputRequests"]["approval"]["params"]["message"], again
+            assert again["requestState"] != asked["requestState"]
+            assert containers_for(project.dir) == []
+            r = await retry(c, "sandbox_up", again, "accept", "once")
+            assert isinstance(r, types.CallToolResult) and not r.is_error, r
+            assert len(containers_for(project.dir)) == 1
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_input_required_without_elicitation_is_refused_naming_odek_approve(project):
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": PROJECT}))
+
+    async def go():
+        async with modern(project, compose=False) as c:
+            r = await c.session.call_tool("exec", {"command": "touch ran"}, allow_input_required=True)
+            assert isinstance(r, types.CallToolResult) and r.is_error, r
+            assert "needs operator approval" in text_of(r) and "odek approve" in text_of(r), text_of(r)
+
+    run(go())
+    assert containers_for(project.dir) == []
+    assert not (project.dir / "ran").exists(), "the command ran"
 
 
 def approve_at_a_terminal(p: Project, answer: str) -> tuple[int, str]:
