@@ -68,7 +68,11 @@ use crate::plan::{Isolation, Plan};
 /// - `.git/config`, `.git/config.worktree`: `core.fsmonitor`,
 ///   `core.hooksPath`, `core.pager`, filters, aliases run programs (the
 ///   second when `extensions.worktreeConfig` is on, as sparse checkouts set);
-/// - `.git/hooks/*`: git's hooks; `.husky/*`: husky's (`core.hooksPath`);
+/// - `.git/commondir`, `.git/objects/info/alternates`: they send git to
+///   another directory's config and hooks, or objects (a repository the
+///   agent built elsewhere in the checkout);
+/// - `.git/hooks/*`: git's hooks; `.husky/*` and `.husky/_/*`: husky's
+///   (`core.hooksPath`; husky 9 points it at `.husky/_`);
 /// - `.envrc`: direnv runs it on `cd`;
 /// - `.vscode/tasks.json`, `.vscode/settings.json`: tasks (some run on
 ///   folder open) and settings naming programs;
@@ -80,8 +84,11 @@ use crate::plan::{Isolation, Plan};
 pub const HOST_EXECUTED: &[&str] = &[
     ".git/config",
     ".git/config.worktree",
+    ".git/commondir",
+    ".git/objects/info/alternates",
     ".git/hooks/*",
     ".husky/*",
+    ".husky/_/*",
     ".envrc",
     ".vscode/tasks.json",
     ".vscode/settings.json",
@@ -1124,6 +1131,28 @@ mod tests {
         std::fs::write(root.join("src/main.py"), "import os; os.system('x')\n").expect("write");
         std::fs::write(root.join("src/new.py"), "").expect("write");
         assert_eq!(changes(&before, &root), []);
+    }
+
+    /// Files that send git elsewhere for its config and hooks, and
+    /// husky 9's hooks directory, are named (a review ran a command on the
+    /// host through a new `.git/commondir` and through `.husky/_/`).
+    #[test]
+    fn commondir_alternates_and_huskys_hooks_are_named() {
+        let (_d, root) = checkout();
+        std::fs::create_dir_all(root.join(".husky/_")).expect("husky");
+        std::fs::write(root.join(".husky/_/h"), "echo ok\n").expect("write");
+        let before = read(&root);
+        std::fs::write(root.join(".git/commondir"), "../.evil\n").expect("write");
+        std::fs::create_dir_all(root.join(".git/objects/info")).expect("dir");
+        std::fs::write(root.join(".git/objects/info/alternates"), "/x\n").expect("write");
+        std::fs::write(root.join(".husky/_/h"), "touch /tmp/pwn\n").expect("write");
+        let named: Vec<String> = changes(&before, &root)
+            .into_iter()
+            .map(|c| c.0)
+            .collect();
+        for p in [".git/commondir", ".git/objects/info/alternates", ".husky/_/h"] {
+            assert!(named.iter().any(|n| n == p), "{p} not named: {named:?}");
+        }
     }
 
     #[test]
