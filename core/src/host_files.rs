@@ -1146,11 +1146,12 @@ mod tests {
         std::fs::create_dir_all(root.join(".git/objects/info")).expect("dir");
         std::fs::write(root.join(".git/objects/info/alternates"), "/x\n").expect("write");
         std::fs::write(root.join(".husky/_/h"), "touch /tmp/pwn\n").expect("write");
-        let named: Vec<String> = changes(&before, &root)
-            .into_iter()
-            .map(|c| c.0)
-            .collect();
-        for p in [".git/commondir", ".git/objects/info/alternates", ".husky/_/h"] {
+        let named: Vec<String> = changes(&before, &root).into_iter().map(|c| c.0).collect();
+        for p in [
+            ".git/commondir",
+            ".git/objects/info/alternates",
+            ".husky/_/h",
+        ] {
             assert!(named.iter().any(|n| n == p), "{p} not named: {named:?}");
         }
     }

@@ -286,18 +286,27 @@ impl Sandboxes {
                 }
                 // Gone: forget it (its place under the cap comes back) and
                 // clean up what the engine may still hold of it.
+                // Compared now: the relaunch records the checkout afresh, so
+                // what the old sandbox changed of the files host tools run
+                // would otherwise never be named.
                 let old = self.table().remove(&id);
+                let mut changed = String::new();
                 if let Some(old) = old {
-                    let _ = self.odek.destroy(&old.sandbox).await;
+                    if let Ok(report) = self.odek.close(&old.sandbox).await {
+                        if let Some(line) = report.line() {
+                            errln!("odek: sandbox {} (MCP id {id}): {line}", old.sandbox.name);
+                            changed = format!(" Before it went, {line}; tell the user.");
+                        }
+                    }
                 }
                 *slot = None;
-                gone = Some(format!("{id} (container {})", sandbox.name));
+                gone = Some((format!("{id} (container {})", sandbox.name), changed));
             }
         }
         let relaunch = |r: Refusal| {
             match &gone {
-            Some(old) => Refusal(format!(
-                "the conversation's sandbox {old} is gone ({GONE_WHY}) and relaunching it was refused:\n{}",
+            Some((old, changed)) => Refusal(format!(
+                "the conversation's sandbox {old} is gone ({GONE_WHY}) and relaunching it was refused:{changed}\n{}",
                 r.0
             )),
             None => r,
@@ -310,10 +319,10 @@ impl Sandboxes {
             .await
             .map_err(relaunch)?;
         *slot = Some(id.clone());
-        let relaunched = gone.map(|old| {
+        let relaunched = gone.map(|(old, changed)| {
             errln!("odek: the conversation's sandbox {old} was gone; launched {id} in its place");
             format!(
-                "The conversation's sandbox {old} was gone ({GONE_WHY}); odek launched {id} (container {}) in its place, resolved and approved as any launch. Lost with the old one: background processes, installed packages and files outside /workspace; /workspace is the developer's checkout and kept.",
+                "The conversation's sandbox {old} was gone ({GONE_WHY}); odek launched {id} (container {}) in its place, resolved and approved as any launch. Lost with the old one: background processes, installed packages and files outside /workspace; /workspace is the developer's checkout and kept.{changed}",
                 sandbox.name
             )
         });

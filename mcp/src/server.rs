@@ -59,6 +59,15 @@ impl std::fmt::Debug for OdekMcp {
     }
 }
 
+/// `s` with its first letter in lower case (a sentence for the model,
+/// shown after "odek: " on stderr).
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_lowercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
 fn refusal(r: Refusal) -> String {
     r.0
 }
@@ -96,8 +105,16 @@ impl OdekMcp {
                 let env = planned::environment(sandboxes.odek(), &plan).await;
                 // Whether the first launch can get its image, checked now
                 // rather than promised (nothing is pulled or built here).
-                let image = sandboxes.odek().image_check(&plan).await.sentence();
-                errln!("odek: {image}");
+                // A project's settings not approved yet may name the image:
+                // no registry it names is asked before the operator says so.
+                let image = match &plan.approval {
+                    Some(req) if req.standing().is_none() => format!(
+                        "The sandbox image {} is checked once the project's settings are approved (no registry a project names is asked before).",
+                        plan.image.reference.create_ref()
+                    ),
+                    _ => sandboxes.odek().image_check(&plan).await.sentence(),
+                };
+                errln!("odek: {}", lower_first(&image));
                 // Settings that still need the operator's approval are not
                 // what the agent gets: say that first (SPEC §7).
                 let pending = match &plan.approval {

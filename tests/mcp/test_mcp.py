@@ -213,9 +213,36 @@ def test_an_image_that_cannot_be_had_is_said_at_start(project):
                 assert containers_for(project.dir) == []
                 e = await refused(s, "exec", command="true")
                 assert missing in e, e
-        assert f"The sandbox image {missing} is NOT AVAILABLE" in err.read_text()
+        assert f"odek: the sandbox image {missing} is NOT AVAILABLE" in err.read_text()
 
     run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_a_registry_the_unapproved_project_names_is_not_asked_at_start(project):
+    """A project's odek.json naming an image on a registry of its choice,
+    not approved: the start-up image check asks no registry (the daemon
+    would connect to whatever host:port the repository names, a beacon)."""
+    import socket
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_image": f"127.0.0.1:{port}/atk/x:1"}))
+
+    async def go():
+        async with session(project, args=["mcp"]) as (s, init):
+            ins = init.instructions
+            assert "NOT APPROVED YET" in ins, ins
+            assert "checked once the project's settings are approved" in ins, ins
+            await refused(s, "exec", command="true")
+
+    try:
+        run(go())
+        readable, _, _ = select.select([listener], [], [], 1.0)
+        assert readable == [], "the daemon connected to the registry the project named"
+    finally:
+        listener.close()
     assert wait_gone(project.dir) == []
 
 
@@ -368,7 +395,7 @@ def test_a_vanished_default_sandbox_is_relaunched_and_a_named_one_is_an_error(pr
     sandbox_up, and sandbox_down then forgets it."""
     async def go():
         async with session(project) as (s, _):
-            first = await ok(s, "exec", command="hostname")
+            first = await ok(s, "exec", command="hostname; mkdir -p .git/hooks && printf x > .git/hooks/pre-commit")
             old = first["sandbox_id"]
             assert "relaunched" not in first, first
             [container] = containers_for(project.dir)
@@ -380,6 +407,9 @@ def test_a_vanished_default_sandbox_is_relaunched_and_a_named_one_is_an_error(pr
             note = again.get("relaunched", "")
             assert old in note and again["sandbox_id"] in note and "gone" in note, again
             assert "background processes" in note, again
+            # What the vanished sandbox changed of the files host tools run
+            # is named now (the relaunch records the checkout afresh).
+            assert ".git/hooks/pre-commit (created)" in note, note
             # Said once: the next call runs in the new sandbox without a note.
             after = await ok(s, "exec", command="true")
             assert after["sandbox_id"] == again["sandbox_id"] and "relaunched" not in after
