@@ -74,7 +74,7 @@ pub(crate) struct Cli {
 pub(crate) enum Cmd {
     /// Run a command in a fresh sandbox and remove it afterwards.
     Run(RunArgs),
-    /// Manage long-lived sandboxes (up, exec, shell, down, ls, gc, describe).
+    /// Manage long-lived sandboxes (up, exec, shell, down, ls, log, gc, describe).
     #[command(subcommand)]
     Sandbox(SandboxCmd),
     /// Show configuration.
@@ -123,7 +123,7 @@ pub(crate) enum PoolCmd {
 #[derive(Args, Debug)]
 #[command(
     mut_arg("no-sandbox", |a| a.hide(true)),
-    after_help = format!("Speaks the Model Context Protocol on stdin/stdout; logs go to stderr. Tools: exec, process_output, process_kill, describe, sandbox_up, sandbox_down, sandbox_list, sandbox_narrow (docs/MCP.md).\nThe sandbox is always on: an unreachable daemon or a missing network is a tool error, never a command on the host. Project settings needing approval are asked through the client (MCP elicitation) or refused, unless trusted (`odek approve -C DIR` in a terminal stores the trust without running anything; `odek approvals`) or {}=1 is set.\nEvery sandbox the server launched is removed when the client disconnects or on SIGINT/SIGTERM/SIGHUP/SIGQUIT; after a SIGKILL of the server the engine removes them by itself once the server's connections to them are gone (they are owned by the server: docs/SANDBOXING.md, owner lifetime), and `odek sandbox gc` in the server's workdir (or --all) stays the backstop.\n\nExample (Claude Code):\n  claude mcp add odek -- odek mcp --sandbox-compose shop --sandbox-image my-tools:1", odek_core::config::APPROVE_ENV)
+    after_help = format!("Speaks the Model Context Protocol on stdin/stdout; logs go to stderr. Tools: exec, process_output, process_kill, read_file, write_file, edit_file, list_directory, describe, sandbox_up, sandbox_down, sandbox_list, sandbox_narrow (docs/MCP.md).\nThe sandbox is always on: an unreachable daemon or a missing network is a tool error, never a command on the host. Project settings needing approval are asked through the client (MCP elicitation) or refused, unless trusted (`odek approve -C DIR` in a terminal stores the trust without running anything; `odek approvals`) or {}=1 is set.\nEvery sandbox the server launched is removed when the client disconnects or on SIGINT/SIGTERM/SIGHUP/SIGQUIT; after a SIGKILL of the server the engine removes them by itself once the server's connections to them are gone (they are owned by the server: docs/SANDBOXING.md, owner lifetime), and `odek sandbox gc` in the server's workdir (or --all) stays the backstop.\n\nExample (Claude Code):\n  claude mcp add odek -- odek mcp --sandbox-compose shop --sandbox-image my-tools:1", odek_core::config::APPROVE_ENV)
 )]
 pub(crate) struct McpArgs {
     #[command(flatten)]

@@ -137,6 +137,8 @@ impl OdekMcp {
             }
             Err(e) => {
                 let why = Refusal::from(e).0;
+                // The operator sees this (the agent sees the instructions).
+                errln!("odek: the sandbox cannot be set up, so every tool call will be refused until this is fixed: {why}");
                 (
                     format!("## Execution environment\n\nThe sandbox cannot be set up right now, so no command can run: {why}\nEvery tool call tries again and reports the cause."),
                     "Runs a command in an odek Docker sandbox (currently refused: call it to see why).".to_string(),

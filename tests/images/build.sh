@@ -34,7 +34,14 @@ if [[ $have_all == 1 ]]; then
 fi
 
 if [[ ! -s $TARBALL ]]; then
-  command -v debootstrap >/dev/null || { echo "debootstrap missing: apt-get install -y debootstrap" >&2; exit 1; }
+  # debootstrap lives in /usr/sbin (not on a normal user's PATH) and needs
+  # root: say which of the two is missing, and the fix.
+  DEBOOTSTRAP=$(PATH="$PATH:/usr/sbin:/sbin" command -v debootstrap || true)
+  [[ -n $DEBOOTSTRAP ]] || { echo "debootstrap missing: sudo apt-get install -y debootstrap" >&2; exit 1; }
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "building the test images needs root once (debootstrap makes a Debian root file system): run \`sudo $(command -v cargo || echo cargo) xtask images\` (or this script with sudo), then carry on as yourself; the images are then on the daemon for every user" >&2
+    exit 1
+  fi
   mkdir -p "$CACHE"
   ROOT=$(mktemp -d "$CACHE/rootfs.XXXXXX")
   # debootstrap mounts /proc (and may mount /sys) inside the rootfs and can
@@ -48,7 +55,7 @@ if [[ ! -s $TARBALL ]]; then
 
   log "debootstrap (about 45-90 s)"
   start=$SECONDS
-  debootstrap --variant=minbase --include="$PACKAGES" bookworm "$ROOT" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
+  "$DEBOOTSTRAP" --variant=minbase --include="$PACKAGES" bookworm "$ROOT" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
     || { tail -n 30 "$CACHE/debootstrap.log" >&2; exit 1; }
   log "debootstrap done in $((SECONDS - start)) s"
   unmount_inside
