@@ -173,8 +173,10 @@ pub struct ProcessResult {
     /// Its exit code once it ended (128 + N when signal N ended it; 137
     /// after `process_kill`).
     pub exit_code: Option<i64>,
-    /// True when `process_kill` (or its timeout) killed its whole tree and
-    /// odek saw every process of it gone. False when no kill ran, or when
+    /// True when the last kill (`process_kill`'s or its timeout's) killed
+    /// processes of its tree and odek saw every process of it gone. False
+    /// when no kill ran; when there was nothing to kill (it had ended by
+    /// itself and nothing it started ran on: `kill_note` says so); or when
     /// the kill could not be confirmed or left processes running
     /// (`left_running` and `kill_note` say which): they keep running.
     pub killed: bool,
@@ -184,7 +186,8 @@ pub struct ProcessResult {
     /// it and were left running (started in their own session while another
     /// command ran, so odek cannot tell them from that command's).
     pub left_running: Vec<u32>,
-    /// After a kill that is not `killed`: why, in one line.
+    /// After a kill that is not `killed`: why, in one line (`nothing to
+    /// kill: …` when it found nothing of the process left).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kill_note: Option<String>,
 }

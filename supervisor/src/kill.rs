@@ -133,6 +133,9 @@ pub struct Outcome {
     pub confirmed: bool,
     /// Orphans that may belong to the command, left running.
     pub escaped: Vec<u32>,
+    /// How many processes of the tree the kill found alive (and killed,
+    /// when `confirmed`): 0 when nothing of it was left to kill.
+    pub found: usize,
 }
 
 /// A process is dead for our purpose: gone, a zombie, or its pid reused.
@@ -148,25 +151,23 @@ fn dead(pid: i32, start: u64) -> bool {
 /// until every target is gone (up to 2 s). Children that end meanwhile are
 /// reaped into `reaped`.
 pub fn kill_tree(tree: &Tree, reaped: &mut Vec<(i32, i32)>) -> Outcome {
-    // The root's pid now belongs to a later process: the kernel hands a pid
-    // out again only once no process has it as its process group or
-    // session id, so nothing of this tree's group or session is left, and
-    // `-root` (and a group or session match on it) would hit that later
-    // process's — another command's. Nothing to kill.
-    if matches!(stat(tree.root), Some(p) if p.start != tree.start) {
-        return Outcome {
-            confirmed: true,
-            escaped: Vec::new(),
-        };
-    }
     let mut targets: BTreeMap<i32, u64> = BTreeMap::new();
+    let mut found: BTreeSet<i32> = BTreeSet::new();
     let mut escaped: BTreeSet<i32> = BTreeSet::new();
     let excluded = |pid: i32| pid <= 1 || pid == tree.me || tree.other_roots.contains(&pid);
     let mut settled = false;
     for _pass in 0..100 {
+        // The root's pid now belongs to a later process: the kernel hands a
+        // pid out again only once no process has it as its process group
+        // or session id, so nothing of this tree's group or session is
+        // left, and `-root` (and a group or session match on it) would hit
+        // that later process's. What is left of the tree are processes in
+        // groups and sessions of their own (`setsid`): the orphans the
+        // supervisor adopted and their descendants, looked for below.
+        let reused = matches!(stat(tree.root), Some(p) if p.start != tree.start);
         // The process group at once, atomically with respect to fork (a
         // fork chain that outruns the walk is still caught here).
-        if tree.root > 1 {
+        if tree.root > 1 && !reused {
             // SAFETY: a signal to a process group; no memory involved.
             unsafe { libc::kill(-tree.root, libc::SIGKILL) };
         }
@@ -177,7 +178,9 @@ pub fn kill_tree(tree: &Tree, reaped: &mut Vec<(i32, i32)>) -> Outcome {
                 continue;
             }
             let own = (p.pid == tree.root && p.start == tree.start)
-                || (p.start >= tree.start && (p.pgrp == tree.root || p.session == tree.root));
+                || (!reused
+                    && p.start >= tree.start
+                    && (p.pgrp == tree.root || p.session == tree.root));
             if own {
                 targets.insert(p.pid, p.start);
             } else if p.ppid == tree.me && p.start >= tree.start && p.state != b'Z' {
@@ -205,6 +208,7 @@ pub fn kill_tree(tree: &Tree, reaped: &mut Vec<(i32, i32)>) -> Outcome {
         }
         for (&pid, &start) in &targets {
             if !dead(pid, start) {
+                found.insert(pid);
                 sigkill(pid);
             }
         }
@@ -242,7 +246,11 @@ pub fn kill_tree(tree: &Tree, reaped: &mut Vec<(i32, i32)>) -> Outcome {
         .filter(|pid| !targets.contains_key(pid) && stat(*pid).is_some_and(|p| p.state != b'Z'))
         .map(|pid| pid as u32)
         .collect();
-    Outcome { confirmed, escaped }
+    Outcome {
+        confirmed,
+        escaped,
+        found: found.len(),
+    }
 }
 
 /// Kills every process of the namespace but pid 1 and `spare` (the

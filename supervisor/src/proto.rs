@@ -63,6 +63,21 @@ pub const MAX_BACKGROUND: usize = 32;
 /// cursor before what is kept says how many were lost.
 pub const BACKGROUND_BUFFER: usize = 1 << 20;
 
+/// Most entries `odek-supervisor fs list` returns (the first ones by
+/// name); its line then says `"truncated":true` and the directory's
+/// `"total"`.
+pub const FS_LIST_MAX_ENTRIES: usize = 10_000;
+
+/// Most bytes of the entries of `odek-supervisor fs list`'s line (4 MiB,
+/// as JSON): the entries that would pass it are cut as
+/// [`FS_LIST_MAX_ENTRIES`] cuts them.
+pub const FS_LIST_MAX_BYTES: usize = 4 << 20;
+
+/// Most bytes of any other line an `odek-supervisor fs` operation writes
+/// (a read's head line, a write's result, a listing's line without its
+/// entries): the core reads no more of them.
+pub const FS_LINE_MAX: usize = 64 * 1024;
+
 /// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -501,6 +516,11 @@ pub struct Exit {
     /// were left running (see docs/SANDBOXING.md for when).
     #[serde(default)]
     pub escaped: Vec<u32>,
+    /// A kill of a background process whose root had already ended found
+    /// no process of its tree left: nothing was killed (`killed` is then
+    /// false). Absent (false) from a supervisor older than the field.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nothing_to_kill: bool,
 }
 
 /// [`Kind::Failed`]: the command did not start.

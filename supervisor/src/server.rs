@@ -623,6 +623,7 @@ impl Server {
             cancelled: !timed_out,
             killed: outcome.confirmed,
             escaped: outcome.escaped,
+            nothing_to_kill: false,
         };
         if cmd.bg {
             if let Some(b) = self.bgs.get_mut(&cmd.id) {
@@ -987,8 +988,9 @@ impl Server {
     /// left of an ended one's: its process group, session and
     /// descendants, and the orphans the supervisor adopted unless another
     /// command overlapped it) and answers Polled. Its exit then says this
-    /// kill's outcome: `killed` only when every target was seen gone,
-    /// `escaped` the orphans left running; a root that had ended by
+    /// kill's outcome: `killed` only when it found processes of the tree
+    /// and saw every target gone, `escaped` the orphans left running,
+    /// `nothing_to_kill` when it found none; a root that had ended by
     /// itself is marked `cancelled` (the kill was asked for).
     fn kill_process(&mut self, sid: Sid, id: u32, which: ProcessRef) {
         let Some(n) = self.bg_number(&which.process) else {
@@ -1015,9 +1017,11 @@ impl Server {
             let outcome = kill::kill_tree(&tree, &mut self.reaped);
             self.ledger(Kind::Untracked, root, start);
             if let Some(e) = self.bgs.get_mut(&n).and_then(|b| b.exit.as_mut()) {
+                let nothing = outcome.found == 0 && outcome.escaped.is_empty() && outcome.confirmed;
                 e.cancelled |= !e.timed_out;
-                e.killed = outcome.confirmed;
+                e.killed = outcome.confirmed && !nothing;
                 e.escaped = outcome.escaped;
+                e.nothing_to_kill = nothing;
             }
         }
         let Some(b) = self.bgs.get(&n) else {

@@ -1567,3 +1567,126 @@ fn a_reused_pid_is_never_killed_for_an_ended_process_nor_untracked() {
     let unknown = sup.owner.poll(10, &other, None).expect_err("another tag");
     assert!(unknown.contains("no background process"), "{unknown}");
 }
+
+/// The host pid of container `name`'s init.
+fn host_pid(name: &str) -> u32 {
+    let out = Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Pid}}", name])
+        .output()
+        .expect("docker inspect");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
+/// The command line of the process whose pid in `name`'s PID namespace is
+/// `pid`, read from the host's `/proc` (no process is made in the sandbox,
+/// which would take a pid there or count as a command).
+fn cmdline_in(name: &str, pid: u32) -> Option<String> {
+    let ns = std::fs::read_link(format!("/proc/{}/ns/pid", host_pid(name))).ok()?;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let p = entry.file_name().to_string_lossy().into_owned();
+        if !p.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if std::fs::read_link(format!("/proc/{p}/ns/pid"))
+            .ok()
+            .as_ref()
+            != Some(&ns)
+        {
+            continue;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+        let inner = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse::<u32>().ok());
+        let zombie = status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'));
+        if inner == Some(pid) && !zombie {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            return Some(
+                String::from_utf8_lossy(&cmd)
+                    .replace('\0', " ")
+                    .trim()
+                    .to_string(),
+            );
+        }
+    }
+    None
+}
+
+/// A background process's main process ended, leaving an orphan in a
+/// session of its own (`setsid`), and then the main process's pid went to
+/// another process — here the orphan's own child, once the pid space
+/// wrapped, while nothing else ran. `process_kill` still finds the orphan
+/// (adopted by the supervisor) and that child, kills both, and claims the
+/// kill only once they are gone; a second kill finds nothing left and
+/// claims nothing.
+#[test]
+fn a_setsid_orphan_is_killed_after_its_roots_pid_is_reused() {
+    let _guard = shared();
+    let mut sup = Sup::new(BASE, &[]);
+    let a = sup
+        .owner
+        .background(
+            1,
+            &sh("mkfifo /tmp/go && (setsid sh -c 'read x < /tmp/go; sleep 1003; true' &) && echo started"),
+        )
+        .expect("spawned");
+    let (run, ended) = sup.owner.poll_until(2, &a.process, |r, p| {
+        p.exit.is_some() && r.out().contains("started")
+    });
+    assert_eq!(
+        ended.exit.as_ref().and_then(|e| e.code),
+        Some(0),
+        "{:?}",
+        run.out()
+    );
+    // The orphan waits on the FIFO, forking nothing; the host makes the
+    // next pid the ended main process's and then lets the orphan go on.
+    set_next_pid(&sup.name, a.pid);
+    let fifo = format!("/proc/{}/root/tmp/go", host_pid(&sup.name));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .and_then(|mut f| f.write_all(b"go\n"))
+        .expect("write the FIFO");
+    let deadline = Instant::now() + WAIT;
+    while cmdline_in(&sup.name, a.pid).as_deref() != Some("sleep 1003") {
+        assert!(
+            Instant::now() < deadline,
+            "the test could not make the orphan's child take pid {}: {:?}",
+            a.pid,
+            cmdline_in(&sup.name, a.pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed = sup.owner.kill_process(3, &a.process).expect("killed");
+    let exit = killed.exit.expect("ended");
+    assert_eq!(
+        cmdline_in(&sup.name, a.pid),
+        None,
+        "left running after process_kill said {exit:?}"
+    );
+    assert!(
+        exit.killed && exit.escaped.is_empty() && !exit.nothing_to_kill,
+        "{exit:?}"
+    );
+    assert_eq!(exit.code, Some(0), "its own status stands");
+    // Nothing is left: the next kill kills nothing and says so.
+    let again = sup.owner.kill_process(4, &a.process).expect("killed");
+    let exit = again.exit.expect("ended");
+    assert!(
+        !exit.killed && exit.nothing_to_kill && exit.escaped.is_empty(),
+        "{exit:?}"
+    );
+    let ps = sup.ps(5);
+    assert!(
+        !ps.contains("sleep 1003") && !ps.contains("read x"),
+        "left running:\n{ps}"
+    );
+}

@@ -55,11 +55,14 @@ pub struct ProcessExit {
     pub exit_code: i64,
     /// The signal that ended it, when one did.
     pub signal: Option<i32>,
-    /// A kill of its tree ran and was confirmed: every process of the tree
-    /// was seen gone (from `/proc`) and none that may be its was left
-    /// running. False when no kill ran, or when the kill could not be
-    /// confirmed or left processes running (`escaped`, `note`) — never
-    /// claimed for a kill odek did not see.
+    /// The last kill of its tree (its timeout's or
+    /// [`Client::process_kill`]'s) killed processes of it and was
+    /// confirmed: every process of the tree was seen gone (from `/proc`)
+    /// and none that may be its was left running. False when no kill ran,
+    /// when the kill found nothing left to kill (its root had ended by
+    /// itself and nothing it started ran on: `note` says so), or when it
+    /// could not be confirmed or left processes running (`escaped`,
+    /// `note`) — never claimed for a kill odek did not see.
     pub killed: bool,
     /// Ended by the timeout its request gave.
     pub timed_out: bool,
@@ -73,7 +76,8 @@ pub struct ProcessExit {
     /// cancellation"). Empty when no kill ran or it left none.
     pub escaped: Vec<u32>,
     /// When a kill ran and `killed` is false: why, for people (the same
-    /// words as a foreground command's note on its stderr).
+    /// words as a foreground command's note on its stderr, or
+    /// [`NOTHING_TO_KILL`]).
     pub note: Option<String>,
 }
 
@@ -136,12 +140,18 @@ impl ProcessOutput {
     }
 }
 
+/// [`ProcessExit::note`] of a kill that found nothing of the process left.
+pub const NOTHING_TO_KILL: &str =
+    "nothing to kill: it had already ended, and no process it started was left running";
+
 /// The core's view of a background process's [`proto::Exit`] (the
 /// supervisor's): `killed` only for a kill that ran and was confirmed with
 /// nothing left running, as for a foreground command.
 fn exit_of(sandbox: &str, e: proto::Exit) -> ProcessExit {
-    let kill_ran = e.cancelled || e.timed_out;
-    let note = if kill_ran {
+    let kill_ran = (e.cancelled || e.timed_out) && !e.nothing_to_kill;
+    let note = if e.nothing_to_kill {
+        Some(NOTHING_TO_KILL.to_string())
+    } else if kill_ran {
         super::supervised::kill_note(sandbox, e.killed, &e.escaped)
     } else {
         None
@@ -313,6 +323,7 @@ impl Client {
                 "the background command",
                 "no answer from odek's supervisor",
             )),
+            Answer::TooMuch => Err(lost(sandbox, "the background command", TOO_MUCH)),
         }
     }
 
@@ -417,8 +428,12 @@ fn polled(
             what,
             "the supervisor's session ended or did not answer",
         )),
+        Answer::TooMuch => Err(lost(sandbox, what, TOO_MUCH)),
     }
 }
+
+/// Why an [`Answer::TooMuch`] is refused.
+const TOO_MUCH: &str = "the answer came with more output than odek's supervisor sends for one (odek read no more of it: is it of another odek version?)";
 
 /// A request whose answer never came.
 fn lost(sandbox: &Sandbox, what: &str, why: &str) -> Error {
@@ -445,6 +460,7 @@ mod tests {
             cancelled,
             killed,
             escaped,
+            nothing_to_kill: false,
         }
     }
 
@@ -471,5 +487,17 @@ mod tests {
         natural.signal = None;
         let e = exit_of("sb", natural);
         assert!(!e.killed && e.note.is_none() && e.exit_code == 0, "{e:?}");
+    }
+
+    #[test]
+    fn a_kill_that_found_nothing_left_says_so_and_claims_nothing() {
+        let mut ended = exit(false, true, false, vec![]);
+        ended.code = Some(0);
+        ended.signal = None;
+        ended.nothing_to_kill = true;
+        let e = exit_of("sb", ended);
+        assert!(!e.killed && e.escaped.is_empty(), "{e:?}");
+        assert_eq!(e.note.as_deref(), Some(NOTHING_TO_KILL));
+        assert_eq!(e.exit_code, 0, "its own status stands");
     }
 }

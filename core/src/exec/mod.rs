@@ -19,7 +19,9 @@ mod request;
 mod run;
 mod supervised;
 
-pub use background::{ProcessExit, ProcessId, ProcessOutput, BACKGROUND_BUFFER, MAX_BACKGROUND};
+pub use background::{
+    ProcessExit, ProcessId, ProcessOutput, BACKGROUND_BUFFER, MAX_BACKGROUND, NOTHING_TO_KILL,
+};
 pub use capture::{Capture, Captured, Keep};
 pub use kill::KILL_PROBE_ENV;
 pub use outcome::ExecOutcome;
