@@ -55,8 +55,10 @@ type FileEdit struct {
 // FileEdited is what EditFile changed ("odek.edit-file-result/1").
 type FileEdited struct {
 	Path  string `json:"path"`  // the file edited
-	Diff  string `json:"diff"`  // unified diff; empty when nothing changed (nothing written)
+	Diff  string `json:"diff"`  // unified diff, at most 256 KiB; empty when nothing changed (nothing written)
 	Edits int    `json:"edits"` // edits applied
+	// DiffTruncated: the diff was cut (the edit was applied in full).
+	DiffTruncated bool `json:"diff_truncated"`
 }
 
 // DirEntry is one entry of a DirectoryListing.
@@ -71,8 +73,12 @@ type DirEntry struct {
 // ("odek.list-directory-result/1").
 type DirectoryListing struct {
 	Path    string     `json:"path"`    // the directory (absolute, inside the sandbox)
-	Entries []DirEntry `json:"entries"` // sorted by name
+	Entries []DirEntry `json:"entries"` // sorted by name; at most 10000, the first by name
 	Listing string     `json:"listing"` // "[FILE] name", "[DIR] name", "[SYMLINK] name -> target", "[OTHER] name" lines
+	// Total is the directory's number of entries (more than len(Entries)
+	// when Truncated); Truncated says Entries holds only the first.
+	Total     int64 `json:"total"`
+	Truncated bool  `json:"truncated"`
 }
 
 type wireReadFileRequest struct {

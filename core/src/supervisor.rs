@@ -452,6 +452,9 @@ pub enum Answer {
     Lost,
     /// The server died and a new one serves since the request was sent.
     Restarted(proto::Restarted),
+    /// More output came before the answer than a supervisor sends for one
+    /// ([`proto::BACKGROUND_BUFFER`]): odek read no more of it.
+    TooMuch,
 }
 
 impl Session {
@@ -480,8 +483,17 @@ impl Session {
             return Answer::Lost;
         };
         let mut output = vec![];
+        // A process's whole buffer at most: no more is held, whatever
+        // answers in the supervisor's place.
+        let mut left = proto::BACKGROUND_BUFFER;
         let answer = async {
             while let Some(frame) = rx.recv().await {
+                if matches!(frame.kind, Kind::Stdout | Kind::Stderr) {
+                    let Some(rest) = left.checked_sub(frame.payload.len()) else {
+                        return Some(Answer::TooMuch);
+                    };
+                    left = rest;
+                }
                 match frame.kind {
                     Kind::Stdout => output.push((StreamKind::Stdout, frame.payload)),
                     Kind::Stderr => output.push((StreamKind::Stderr, frame.payload)),
@@ -1228,6 +1240,54 @@ mod tests {
         assert_eq!(
             s.request(Kind::Poll, &poll, Duration::from_secs(5)).await,
             Answer::Failed(proto::Failed::new("no such process"))
+        );
+    }
+
+    /// More output before an answer than a process's whole buffer is not
+    /// held: whatever answers in the supervisor's place, odek stops there.
+    #[tokio::test]
+    async fn a_request_drowned_in_output_is_refused_not_held() {
+        let polled = proto::Polled {
+            process: "7-1".into(),
+            pid: 40,
+            cursor: 0,
+            next: 0,
+            dropped: 0,
+            exit: None,
+        };
+        let full = |n: usize| Frame {
+            kind: Kind::Stdout,
+            id: 1,
+            payload: vec![b'x'; n],
+        };
+        let poll = proto::Poll {
+            process: "7-1".into(),
+            cursor: None,
+        };
+        let (link, _peer) = link_from(vec![
+            ready(SUPERVISOR_UID),
+            full(proto::BACKGROUND_BUFFER),
+            Frame::json(Kind::Polled, 1, &polled),
+        ]);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        assert!(matches!(
+            s.request(Kind::Poll, &poll, Duration::from_secs(5)).await,
+            Answer::Reply { .. }
+        ));
+        let (link, _peer) = link_from(vec![
+            ready(SUPERVISOR_UID),
+            full(proto::BACKGROUND_BUFFER),
+            full(1),
+            Frame::json(Kind::Polled, 1, &polled),
+        ]);
+        let s = Session::open(link, Duration::from_secs(1))
+            .await
+            .expect("ready");
+        assert_eq!(
+            s.request(Kind::Poll, &poll, Duration::from_secs(5)).await,
+            Answer::TooMuch
         );
     }
 

@@ -86,13 +86,16 @@ class FileEdited:
     Attributes:
         path (str): the file edited.
         diff (str): the change as a unified diff (empty: nothing changed,
-            nothing written).
+            nothing written), at most 256 KiB.
         edits (int): edits applied.
+        diff_truncated (bool): the diff was cut (the edit was applied in
+            full: read the file for the rest).
     """
 
     path: str
     diff: str = field(repr=False)
     edits: int
+    diff_truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,14 +121,21 @@ class DirectoryListing:
 
     Attributes:
         path (str): the directory (absolute, inside the sandbox).
-        entries (tuple[DirEntry, ...]): sorted by name.
+        entries (tuple[DirEntry, ...]): sorted by name; at most 10000, the
+            first by name.
         listing (str): one line per entry, ``[FILE] name``, ``[DIR] name``,
-            ``[SYMLINK] name -> target`` or ``[OTHER] name``.
+            ``[SYMLINK] name -> target`` or ``[OTHER] name``; when
+            ``truncated``, a last line says how many were left out.
+        total (int): the directory's entries (more than ``entries`` when
+            ``truncated``).
+        truncated (bool): ``entries`` holds only the first of them.
     """
 
     path: str
     entries: Tuple[DirEntry, ...]
     listing: str
+    total: int = 0
+    truncated: bool = False
 
 
 def _call(fn: str, h: Any, request: Mapping[str, Any], cancel: Optional[CancelToken],
@@ -173,7 +183,7 @@ def edit_file(h: Any, path: str, edits: Sequence[Union[Tuple[str, str], Mapping[
             wire.append({"oldText": old, "newText": new})
     req = {"schema": "odek.edit-file-request/1", "path": path, "edits": wire}
     d = _call("odek_edit_file", h, req, cancel, "odek.edit-file-result")
-    return FileEdited(d["path"], d["diff"], d["edits"])
+    return FileEdited(d["path"], d["diff"], d["edits"], d.get("diff_truncated", False))
 
 
 def list_directory(h: Any, path: str = ".", *,
@@ -181,4 +191,5 @@ def list_directory(h: Any, path: str = ".", *,
     req = {"schema": "odek.list-directory-request/1", "path": path}
     d = _call("odek_list_directory", h, req, cancel, "odek.list-directory-result")
     entries = tuple(DirEntry(e["name"], e["type"], e["size"], e["target"]) for e in d["entries"])
-    return DirectoryListing(d["path"], entries, d["listing"])
+    return DirectoryListing(d["path"], entries, d["listing"], d.get("total", len(entries)),
+                            d.get("truncated", False))

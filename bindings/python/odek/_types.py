@@ -422,6 +422,7 @@ class EditFileResultDoc(TypedDict):
     schema: str
     path: str
     diff: str
+    diff_truncated: bool
     edits: int
 
 
@@ -448,6 +449,8 @@ class ListDirectoryResultDoc(TypedDict):
     path: str
     entries: List[DirEntryDoc]
     listing: str
+    total: int
+    truncated: bool
 
 
 #: Each wire document and where its schema is: (file in ffi/schema, name in

@@ -421,3 +421,129 @@ async fn a_read_only_workspace_refuses_writes_saying_why() {
     assert!(Path::new(&p.path()).join("keep.txt").exists());
     odek.destroy(&sandbox).await.expect("destroy");
 }
+
+/// A directory of more entries than a listing holds (an agent can make
+/// millions): the first 10000 by name, `truncated`, the directory's
+/// `total`, and a last line of `listing` saying how many were left out —
+/// never the whole directory in odek's memory.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_huge_directory_lists_its_first_entries_and_says_how_many() {
+    let p = Project::new();
+    let (odek, sandbox) = launch(&p, serde_json::json!({})).await;
+    let opts = ExecOptions::default();
+    let dir = p.path().join("many");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let long = "x".repeat(150);
+    for i in (0..25_000).rev() {
+        std::fs::File::create(dir.join(format!("f{i:06}-{long}"))).expect("create");
+    }
+    let list = |path: &str| ListDirectoryRequest {
+        path: path.into(),
+        ..Default::default()
+    };
+    let l = odek
+        .list_directory(&sandbox, &list("many"), &opts)
+        .await
+        .expect("list");
+    assert_eq!(
+        (l.entries.len(), l.total, l.truncated),
+        (10_000, 25_000, true)
+    );
+    assert_eq!(l.entries[0].name, format!("f000000-{long}"));
+    assert_eq!(l.entries[9_999].name, format!("f009999-{long}"));
+    let lines: Vec<&str> = l.listing.lines().collect();
+    assert_eq!(lines.len(), 10_001);
+    assert!(
+        lines[10_000].starts_with("(15000 more entries not shown: the directory holds 25000"),
+        "{}",
+        lines[10_000]
+    );
+    // A small one: all of it, not truncated.
+    let l = odek
+        .list_directory(&sandbox, &list("."), &opts)
+        .await
+        .expect("list");
+    assert_eq!((l.entries.len(), l.total, l.truncated), (1, 1, false));
+    assert_eq!(l.listing, "[DIR] many");
+    odek.destroy(&sandbox).await.expect("destroy");
+}
+
+/// A `/proc` file (whose size the kernel reports as 0) is read to its
+/// end, a `/sys` file shorter than its reported size has the size of what
+/// it holds; a text piece whose offset falls inside a character starts at
+/// the next one and says so; an edit of a file over 16 MiB is refused on
+/// its size.
+#[tokio::test(flavor = "multi_thread")]
+async fn proc_files_pieces_inside_a_character_and_an_edit_too_large() {
+    let p = Project::new();
+    let (odek, sandbox) = launch(&p, serde_json::json!({})).await;
+    let opts = ExecOptions::default();
+    let r = odek
+        .read_file(&sandbox, &read("/proc/version"), &opts)
+        .await
+        .expect("read /proc/version");
+    assert!(r.content.starts_with("Linux version"), "{r:?}");
+    assert_eq!((r.size, r.truncated), (r.content.len() as u64, false));
+    let r = odek
+        .read_file(
+            &sandbox,
+            &ReadFileRequest {
+                path: "/proc/self/status".into(),
+                length: Some(4),
+                ..Default::default()
+            },
+            &opts,
+        )
+        .await
+        .expect("a piece of /proc/self/status");
+    assert_eq!(r.content, "Name");
+    assert_eq!((r.truncated, r.next_offset), (true, Some(4)));
+    let r = odek
+        .read_file(&sandbox, &read("/sys/class/net/lo/mtu"), &opts)
+        .await
+        .expect("read a /sys file");
+    assert_eq!(r.content, "65536\n");
+    assert_eq!((r.size, r.truncated), (6, false));
+
+    std::fs::write(p.path().join("u.txt"), "h\u{e9}llo w\u{f6}rld\n").expect("write");
+    let r = odek
+        .read_file(
+            &sandbox,
+            &ReadFileRequest {
+                path: "u.txt".into(),
+                offset: Some(2),
+                length: Some(5),
+                ..Default::default()
+            },
+            &opts,
+        )
+        .await
+        .expect("a piece from inside é");
+    assert_eq!(r.content, "llo ");
+    assert_eq!((r.offset, r.length, r.next_offset), (3, 4, Some(7)));
+
+    let big = std::fs::File::create(p.path().join("big.log")).expect("create");
+    big.set_len(20 << 20).expect("20 MiB");
+    let e = odek
+        .edit_file(
+            &sandbox,
+            &EditFileRequest {
+                path: "big.log".into(),
+                edits: vec![FileEdit {
+                    old_text: "a".into(),
+                    new_text: "b".into(),
+                }],
+                ..Default::default()
+            },
+            &opts,
+        )
+        .await
+        .expect_err("too large");
+    assert_eq!(kind(&e), FileErrorKind::TooLarge);
+    assert!(
+        e.to_string()
+            .contains("20971520 bytes, more than edit_file's limit"),
+        "{e}"
+    );
+    odek.destroy(&sandbox).await.expect("destroy");
+}
