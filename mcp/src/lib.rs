@@ -45,6 +45,7 @@ mod planned;
 mod sandboxes;
 mod server;
 mod stderr;
+pub mod stdio;
 pub mod tools;
 
 use odek_core::config::ConfigInputs;
@@ -97,8 +98,15 @@ pub async fn serve_stdio(
         "odek: MCP server {} on stdio; the sandboxes it launches are removed when the client disconnects",
         odek_core::VERSION
     );
+    // Each message is a line of at most stdio::MAX_MESSAGE_BYTES: a longer
+    // one is said on stderr and answered with an error (stdio::Lines), never
+    // dropped in silence as rmcp's own limit (16 MiB) would.
+    let (reader, writer) = rmcp::transport::stdio_pipes();
+    let reader = stdio::Lines::new(reader, stdio::MAX_MESSAGE_BYTES, |line| errln!("{line}"));
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(reader, writer)
+        .with_max_line_length(stdio::MAX_MESSAGE_BYTES + 2);
     let serving = async move {
-        match server.serve(rmcp::transport::stdio_pipes()).await {
+        match server.serve(transport).await {
             Ok(running) => {
                 let _ = running.waiting().await;
             }

@@ -85,7 +85,7 @@ fn info(id: &str, e: &crate::sandboxes::Entry, default: bool) -> SandboxInfo {
 // Every tool returns `Result<Json<T>, String>` (written out: the macro reads
 // the output schema from that spelling): structured content, or a tool
 // error whose text names the cause and the fix.
-#[tool_router]
+#[tool_router(vis = "pub(crate)")]
 impl OdekMcp {
     /// A server launching sandboxes from `inputs` (sandbox mode forced on by
     /// the caller; see [`crate::serve_stdio`]), at most
@@ -286,7 +286,7 @@ impl OdekMcp {
 
     #[tool(
         name = "process_kill",
-        description = "Kills a background process (`exec` with `background`) and everything it started, and returns its status (no output: `process_output` still reads it).",
+        description = "Kills a background process (`exec` with `background`) and everything it started, and returns its status (no output: `process_output` still reads it). `killed` is true only when it killed processes of it and saw every one gone; when the process had ended and nothing it started was left, `killed` is false and `kill_note` says there was nothing to kill.",
         annotations(destructive_hint = true)
     )]
     async fn process_kill(
@@ -311,7 +311,7 @@ impl OdekMcp {
     #[tool(
         name = "read_file",
         annotations(read_only_hint = true),
-        description = "Reads a file inside the sandbox, as the sandbox's user with its mounts (never the host's file system; symlinks resolve inside the sandbox). `path` is absolute or relative to /workspace, the developer's live checkout. Returns the text in `content` (or base64 with `encoding: \"base64\"`), with the file's `size` and the piece's `offset` and `length`. At most 4 MiB (`limit`) per call: when `truncated` is true, call again with `offset` = `next_offset` (or pass `offset`/`length` yourself). Bytes that are not UTF-8 are refused as text: read them with `encoding: \"base64\"`."
+        description = "Reads a file inside the sandbox, as the sandbox's user with its mounts (never the host's file system; symlinks resolve inside the sandbox). `path` is absolute or relative to /workspace, the developer's live checkout. Returns the text in `content` (or base64 with `encoding: \"base64\"`), with the file's `size` and the piece's `offset` and `length`. At most 4 MiB (`limit`) per call: when `truncated` is true, call again with `offset` = `next_offset` (or pass `offset`/`length` yourself). Files of /proc and /sys are read to their end. As text, a piece holds whole characters: an `offset` inside a UTF-8 character starts at the next one (the result's `offset` says where) and a piece ends before a character it would cut. Bytes that are not UTF-8 are refused as text: read them with `encoding: \"base64\"`."
     )]
     async fn read_file(
         &self,
@@ -337,7 +337,7 @@ impl OdekMcp {
     #[tool(
         name = "write_file",
         annotations(destructive_hint = true, idempotent_hint = true),
-        description = "Creates or replaces a whole file inside the sandbox, as the sandbox's user with its mounts (never the host's file system; symlinks resolve inside the sandbox). `path` is absolute or relative to /workspace, the developer's live checkout: a write there changes their real files. Missing parent directories are created; a replaced file keeps its permissions. `content` is text, or base64 with `encoding: \"base64\"` (binary files); at most 16 MiB. A read-only workspace refuses the write and says why."
+        description = "Creates or replaces a whole file inside the sandbox, as the sandbox's user with its mounts (never the host's file system; symlinks resolve inside the sandbox). `path` is absolute or relative to /workspace, the developer's live checkout: a write there changes their real files. Missing parent directories are created; a replaced file keeps its permissions. `content` is text, or base64 with `encoding: \"base64\"` (binary files); at most 16 MiB once decoded. One MCP message to this server may be at most 97 MiB (101711872 bytes), which a write of 16 MiB fits in any encoding; a longer message is answered with an error. A read-only workspace refuses the write and says why."
     )]
     async fn write_file(
         &self,
@@ -362,7 +362,7 @@ impl OdekMcp {
     #[tool(
         name = "edit_file",
         annotations(destructive_hint = true),
-        description = "Edits a UTF-8 text file inside the sandbox by exact replacements, as the sandbox's user: `edits` is a list of {oldText, newText} applied in order, each to the text the earlier ones left. Every oldText must match exactly once, whitespace and line endings included; when one is absent or matches more than once, nothing is written and the error says which (include more surrounding lines to make it unique). Returns a unified `diff`. `path` is absolute or relative to /workspace, the developer's live checkout. Files up to 16 MiB."
+        description = "Edits a UTF-8 text file inside the sandbox by exact replacements, as the sandbox's user: `edits` is a list of {oldText, newText} applied in order, each to the text the earlier ones left. Every oldText must match exactly once, whitespace and line endings included; when one is absent or matches more than once, nothing is written and the error says which (include more surrounding lines to make it unique). Returns a unified `diff` of at most 256 KiB (`diff_truncated` says it was cut; the edit is applied in full). `path` is absolute or relative to /workspace, the developer's live checkout. Files up to 16 MiB."
     )]
     async fn edit_file(
         &self,
@@ -386,7 +386,7 @@ impl OdekMcp {
     #[tool(
         name = "list_directory",
         annotations(read_only_hint = true),
-        description = "Lists a directory inside the sandbox, as the sandbox's user with its mounts (never the host's file system). `path` is absolute or relative to /workspace, the developer's live checkout (`\".\"` is /workspace). `listing` has one line per entry: `[FILE] name`, `[DIR] name`, `[SYMLINK] name -> target` or `[OTHER] name`; `entries` gives each `name`, `type` (file, dir, symlink, other), a file's `size` and a symlink's `target`."
+        description = "Lists a directory inside the sandbox, as the sandbox's user with its mounts (never the host's file system). `path` is absolute or relative to /workspace, the developer's live checkout (`\".\"` is /workspace). `listing` has one line per entry: `[FILE] name`, `[DIR] name`, `[SYMLINK] name -> target` or `[OTHER] name`; `entries` gives each `name`, `type` (file, dir, symlink, other), a file's `size` and a symlink's `target`. At most 10000 entries, the first by name: when `truncated` is true, `total` says how many the directory holds (list a subdirectory, or use exec with find or ls and a filter)."
     )]
     async fn list_directory(
         &self,
@@ -732,6 +732,24 @@ impl ServerHandler for OdekMcp {
                 Err(e)
             }
         }
+    }
+
+    /// Answers the stand-in of a message too long to read
+    /// ([`crate::stdio::TOO_LARGE_METHOD`]) with an error saying so; any
+    /// other unknown method as rmcp does.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, rmcp::ErrorData> {
+        if request.method == crate::stdio::TOO_LARGE_METHOD {
+            return Err(crate::stdio::too_large(&request));
+        }
+        Err(rmcp::ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            odek_core::text::foreign(&request.method).into_owned(),
+            None,
+        ))
     }
 
     fn get_info(&self) -> ServerConfig {

@@ -1329,6 +1329,27 @@ def test_process_kill_of_an_ended_process_kills_what_is_left_and_says_so(project
     assert wait_gone(project.dir) == []
 
 
+def test_process_kill_of_a_process_with_nothing_left_kills_nothing_and_says_so(project):
+    """A background process that ended by itself and left nothing running:
+    process_kill has nothing to kill, so `killed` is false and `kill_note`
+    says so; its own exit status stands."""
+    async def go():
+        async with session(project, compose=False) as (s, _):
+            if not (await ok(s, "describe"))["environment"]["supervisor"]["on"]:
+                pytest.skip("needs odek's supervisor (ODEK_SUPERVISOR)")
+            r = await ok(s, "exec", background=True, command="echo done")
+            sb, pid = r["sandbox_id"], r["process_id"]
+            ended = await output_until(s, pid, lambda o: not o["running"], sandbox_id=sb)
+            assert (ended["exit_code"], ended["stdout"]) == (0, "done\n"), ended
+            k = await ok(s, "process_kill", process_id=pid, sandbox_id=sb)
+            assert (k["killed"], k["left_running"], k["exit_code"]) == (False, [], 0), k
+            assert k["kill_note"].startswith("nothing to kill"), k
+            await ok(s, "sandbox_down", sandbox_id=sb)
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
 def test_unknown_and_foreign_ids(project, tmp_path):
     (tmp_path / "other").mkdir()
     other = Project(tmp_path / "other")
@@ -1391,14 +1412,14 @@ class Raw:
     """`odek mcp` driven by hand-written JSON-RPC lines."""
 
     def __init__(self, p: Project, *extra: str, compose: bool = False, args: list[str] | None = None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, stderr=None):
         self.proc = subprocess.Popen(
             [str(ODEK), *(args or p.args(*extra, compose=compose))],
             cwd=p.dir,
             env=env or p.env(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=sys.stderr,
+            stderr=stderr or sys.stderr,
         )
         self.next_id = 100
 
@@ -1456,6 +1477,41 @@ def test_malformed_json_rpc(project):
     finally:
         raw.proc.stdin.close()
         assert raw.proc.wait(timeout=30) == 0
+    assert containers_for(project.dir) == []
+
+
+def test_a_message_over_the_limit_is_answered_with_an_error(project, tmp_path):
+    """A request longer than the server reads in one message (97 MiB) is
+    not dropped in silence: the client gets an error response for its id
+    naming the limit, stderr says so, and the next request is served. (A
+    response is never awaited past 120 s, so a server that drops the line
+    fails here instead of hanging the suite.)"""
+    limit = 6 * 16 * 1024 * 1024 + 1024 * 1024
+    err = (tmp_path / "stderr").open("w+b")
+    raw = Raw(project, stderr=err)
+    try:
+        assert "result" in raw.initialize()
+        head = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"x","content":"'
+        raw.send(head + b"A" * (limit + 1) + b'"}}}')
+        raw.send({"jsonrpc": "2.0", "id": 8, "method": "ping"})
+        got = {}
+        while 7 not in got or 8 not in got:
+            ready, _, _ = select.select([raw.proc.stdout], [], [], 120)
+            assert ready, f"no answer to the long request within 120 s (got {got})"
+            r = raw.recv()
+            got[r.get("id")] = r
+        e = got[7]["error"]
+        assert e["code"] == -32600, e
+        assert "tools/call was not read" in e["message"] and str(limit) in e["message"], e
+        assert e["data"] == {"bytes": len(head) + limit + 1 + len(b'"}}}'), "limit": limit}, e
+        assert "result" in got[8]
+        assert "result" in raw.request("ping")
+    finally:
+        raw.proc.stdin.close()
+        assert raw.proc.wait(timeout=30) == 0
+    err.seek(0)
+    said = err.read().decode()
+    assert f"longer than the {limit} bytes odek mcp reads in one message" in said, said
     assert containers_for(project.dir) == []
 
 
@@ -1631,6 +1687,62 @@ def test_file_tools_round_trip_large_and_binary_content(project):
             assert [(e["name"], e["type"]) for e in l["entries"]] == [("bin", "dir"), ("link", "symlink"), ("src", "dir")]
             err = await refused(s, "read_file", path="nope.txt")
             assert "does not exist in the sandbox" in err, err
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_write_file_of_16_mib_in_base64_round_trips(project):
+    """write_file's documented limit, 16 MiB, in base64: a request line of
+    22 MiB (over rmcp's own 16 MiB line limit, which used to drop it and
+    leave the client waiting) reaches the sandbox whole, and reads back the
+    same by size and sha256 (through exec and through read_file's pieces).
+    The write is not awaited past 600 s: a dropped request fails the test."""
+    blob = os.urandom(16 * 1024 * 1024)
+    digest = hashlib.sha256(blob).hexdigest()
+    b64 = __import__("base64").b64encode(blob).decode()
+
+    async def go():
+        async with session(project, args=file_project(project)) as (s, _):
+            if not await supervised(s, project):
+                return
+            w = await asyncio.wait_for(ok(s, "write_file", path="big.bin", content=b64, encoding="base64"), 600)
+            assert w["bytes_written"] == len(blob), w
+            r = await ok(s, "exec", command="wc -c < big.bin; sha256sum big.bin")
+            assert r["stdout"].split()[:2] == [str(len(blob)), digest], r["stdout"]
+            got, offset = b"", 0
+            while True:
+                piece = await ok(s, "read_file", path="big.bin", encoding="base64", offset=offset)
+                got += __import__("base64").b64decode(piece["content"])
+                if not piece["truncated"]:
+                    break
+                offset = piece["next_offset"]
+            assert (len(got), hashlib.sha256(got).hexdigest()) == (len(blob), digest)
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_list_directory_of_a_huge_directory_is_capped(project):
+    """20000 entries: the first 10000 by name, `truncated`, `total`, and a
+    last line of `listing` saying how many were left out; a /proc file is
+    read to its end."""
+    many = project.dir / "many"
+    many.mkdir()
+    for i in range(20000):
+        (many / f"f{i:05}-{'x' * 100}").touch()
+
+    async def go():
+        async with session(project, args=file_project(project)) as (s, _):
+            if not await supervised(s, project):
+                return
+            l = await ok(s, "list_directory", path="many")
+            assert (len(l["entries"]), l["total"], l["truncated"]) == (10000, 20000, True), l["total"]
+            assert l["entries"][-1]["name"] == f"f09999-{'x' * 100}"
+            lines = l["listing"].split("\n")
+            assert len(lines) == 10001 and lines[-1].startswith("(10000 more entries not shown"), lines[-1]
+            r = await ok(s, "read_file", path="/proc/version")
+            assert r["content"].startswith("Linux version") and r["size"] == len(r["content"].encode()), r
 
     run(go())
     assert wait_gone(project.dir) == []
