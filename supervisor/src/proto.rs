@@ -560,7 +560,8 @@ impl From<&str> for Failed {
 }
 
 /// Why a command's program did not start ([`Failed::not_started`]);
-/// serialized as `not_found`, `not_executable`, `no_workdir`.
+/// serialized as `not_found`, `not_executable`, `no_workdir`,
+/// `no_interpreter`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NotStarted {
@@ -573,6 +574,10 @@ pub enum NotStarted {
     /// The command's working directory does not exist (`ENOENT`/`ENOTDIR`
     /// on `chdir`).
     NoWorkdir,
+    /// The program exists but its interpreter does not: the program its
+    /// `#!` line names, or an ELF's dynamic loader (`ENOENT` from exec of
+    /// a file that exists).
+    NoInterpreter,
 }
 
 #[cfg(test)]

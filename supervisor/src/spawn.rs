@@ -45,6 +45,9 @@ enum Step {
     NoNewPrivs,
     Chdir,
     Exec,
+    /// exec failed with `ENOENT` on a program that exists: its interpreter
+    /// is missing.
+    Interpreter,
 }
 
 impl Step {
@@ -62,6 +65,7 @@ impl Step {
             10 => "clearing ambient capabilities",
             11 => "no_new_privs",
             12 => "chdir",
+            14 => "its interpreter",
             _ => "exec",
         }
     }
@@ -320,6 +324,10 @@ pub fn spawn(
         ),
         (13, libc::ENOEXEC) => (format!("`{argv0}`: {err}"), Some(NotStarted::NotExecutable)),
         (13, _) => (format!("`{argv0}`: {err}"), None),
+        (14, _) => (
+            format!("`{argv0}`: its interpreter (the program on its #! line, or its dynamic loader) was not found"),
+            Some(NotStarted::NoInterpreter),
+        ),
         (12, libc::ENOENT | libc::ENOTDIR) => (
             format!("cannot enter `{}`: {err}", start.cwd),
             Some(NotStarted::NoWorkdir),
@@ -452,12 +460,18 @@ fn child_main(p: &ChildPlan) -> ! {
         }
         // execvp's search, over the command's own PATH.
         let mut denied = false;
+        let mut no_interpreter = false;
         let mut last = libc::ENOENT;
         for prog in p.progs {
             libc::execve(prog.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
             let e = sys::errno();
             match e {
                 libc::EACCES => denied = true,
+                // The file is there: what exec did not find is its
+                // interpreter.
+                libc::ENOENT if libc::access(prog.as_ptr(), libc::F_OK) == 0 => {
+                    no_interpreter = true;
+                }
                 libc::ENOENT
                 | libc::ENOTDIR
                 | libc::ESTALE
@@ -473,6 +487,9 @@ fn child_main(p: &ChildPlan) -> ! {
         }
         if denied && last == libc::ENOENT {
             last = libc::EACCES;
+        }
+        if no_interpreter && last == libc::ENOENT {
+            fail(r, Step::Interpreter, last)
         }
         fail(r, Step::Exec, last)
     }

@@ -580,6 +580,19 @@ fn ready_exit_codes_env_cwd_ids_and_streams() {
     let f = sup.owner.start_failed(14, &s).unwrap_err();
     assert!(f.message.contains("/nonexistent"), "{f:?}");
     assert_eq!(f.not_started, Some(NotStarted::NoWorkdir), "{f:?}");
+    // A script whose #! interpreter is missing: it exists, so not "not
+    // found" but its interpreter.
+    let r = sup.owner.run(
+        16,
+        &sh("printf '#!/no/such/interp\\necho hi\\n' > /tmp/nointerp.sh && chmod +x /tmp/nointerp.sh"),
+    );
+    assert_eq!(r.exit.code, Some(0), "{}", r.out());
+    let f = sup
+        .owner
+        .start_failed(17, &cmd(&["/tmp/nointerp.sh"]))
+        .unwrap_err();
+    assert!(f.message.contains("interpreter"), "{f:?}");
+    assert_eq!(f.not_started, Some(NotStarted::NoInterpreter), "{f:?}");
     sup.owner.start(15, &cmd(&["sleep", "5"])).unwrap();
     assert!(sup
         .owner

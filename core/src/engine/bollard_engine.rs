@@ -771,7 +771,9 @@ impl DockerApi for BollardEngine {
         // runtime exec failed: …") into the exec's stdout as one frame: the
         // first frame is held back when it reads so, and dropped once the
         // inspect confirms it ([`not_started`]: no process, exit 126 or
-        // 127); anything else flows.
+        // 127); so is runc's own line on stderr when its exec of a program
+        // that exists failed (`exec PROGRAM: …`, exit 1: its interpreter is
+        // missing); anything else flows.
         let mut held: Option<(StreamKind, Vec<u8>)> = None;
         let mut first = true;
         if let bollard::exec::StartExecResults::Attached {
@@ -789,7 +791,9 @@ impl DockerApi for BollardEngine {
                     }
                     bollard::container::LogOutput::StdIn { .. } => continue,
                 };
-                if std::mem::take(&mut first) && message.starts_with(OCI_EXEC_FAILED) {
+                let runtimes = message.starts_with(OCI_EXEC_FAILED)
+                    || (kind == StreamKind::Stderr && message.starts_with(RUNC_EXEC_FAILED));
+                if std::mem::take(&mut first) && runtimes {
                     held = Some((kind, message.to_vec()));
                     continue;
                 }
@@ -807,10 +811,10 @@ impl DockerApi for BollardEngine {
         };
         // Pid 0: the exec never had a process.
         let never_ran = inspected.pid.unwrap_or(0) == 0;
+        let argv0 = spec.cmd.first().map_or("", String::as_str);
         let not_started = held
             .as_ref()
-            .filter(|_| never_ran)
-            .and_then(|(_, text)| not_started(text, code));
+            .and_then(|(_, text)| not_started(text, code, argv0, never_ran));
         if not_started.is_none() {
             if let Some((k, h)) = held {
                 output(k, &h);
@@ -1450,18 +1454,42 @@ mod tests {
 /// begins (moby writes the runtime's error into the exec's output).
 const OCI_EXEC_FAILED: &[u8] = b"OCI runtime exec failed";
 
-/// Why the program of an exec did not start, read from the daemon's
-/// message `text` (the exec's whole first output frame, starting with
-/// [`OCI_EXEC_FAILED`]) and confirmed by its exit code `code` (126 or
-/// 127, which the daemon gives an exec that did not start; the caller
-/// checks too that the exec had no process); `None` for anything else,
-/// whose text then reaches the output as it came.
-fn not_started(text: &[u8], code: Option<i64>) -> Option<super::NotStarted> {
+/// How runc's own line begins when its exec of the program failed after
+/// the exec's process started (`exec /workspace/s.sh: no such file or
+/// directory`, on stderr, exit 1): the program exists (runc looked it up)
+/// but its interpreter does not.
+const RUNC_EXEC_FAILED: &[u8] = b"exec ";
+
+/// Why the program of an exec did not start, read from the exec's whole
+/// first output frame `text` and confirmed by its exit code `code`:
+/// the daemon's message (starting with [`OCI_EXEC_FAILED`]) with 126 or
+/// 127, which the daemon gives an exec that did not start, and only when
+/// the exec had no process (`never_ran`); or runc's line `exec P: no such
+/// file or directory` with 1, `P` the program `argv0` (or, for a name
+/// looked up in `PATH`, a path ending in it): its interpreter is missing.
+/// `None` for anything else, whose text then reaches the output as it
+/// came.
+fn not_started(
+    text: &[u8],
+    code: Option<i64>,
+    argv0: &str,
+    never_ran: bool,
+) -> Option<super::NotStarted> {
     use super::NotStarted as N;
-    if !matches!(code, Some(126 | 127)) {
+    let text = std::str::from_utf8(text).ok()?.trim_end();
+    if code == Some(1) && !text.contains('\n') {
+        let program = text
+            .strip_prefix("exec ")?
+            .strip_suffix(": no such file or directory")?;
+        let named = program == argv0
+            || (!argv0.is_empty()
+                && !argv0.contains('/')
+                && program.ends_with(&format!("/{argv0}")));
+        return named.then_some(N::NoInterpreter);
+    }
+    if !never_ran || !matches!(code, Some(126 | 127)) {
         return None;
     }
-    let text = std::str::from_utf8(text).ok()?.trim_end();
     if !text.starts_with("OCI runtime exec failed") || text.contains('\n') {
         return None;
     }
@@ -1499,7 +1527,8 @@ mod not_started_tests {
             ("OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/nope\") set in config.json failed: no such file or directory: unknown\r\n", 126, Some(N::NoWorkdir)),
             ("OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/root\") set in config.json failed: permission denied: unknown\r\n", 126, None),
         ] {
-            assert_eq!(not_started(text.as_bytes(), Some(code)), want, "{text}");
+            assert_eq!(not_started(text.as_bytes(), Some(code), "x", true), want, "{text}");
+            assert_eq!(not_started(text.as_bytes(), Some(code), "x", false), None, "a process ran: {text}");
         }
     }
 
@@ -1508,11 +1537,43 @@ mod not_started_tests {
     #[test]
     fn output_that_only_looks_like_it_is_left_alone() {
         let text = b"OCI runtime exec failed: exec: \"x\": executable file not found in $PATH\r\n";
-        assert_eq!(not_started(text, Some(0)), None);
-        assert_eq!(not_started(text, Some(1)), None);
-        assert_eq!(not_started(text, None), None);
+        assert_eq!(not_started(text, Some(0), "x", true), None);
+        assert_eq!(not_started(text, Some(1), "x", true), None);
+        assert_eq!(not_started(text, None, "x", true), None);
         let two = b"OCI runtime exec failed: executable file not found\nand more\n";
-        assert_eq!(not_started(two, Some(127)), None);
-        assert_eq!(not_started(b"hello", Some(127)), None);
+        assert_eq!(not_started(two, Some(127), "x", true), None);
+        assert_eq!(not_started(b"hello", Some(127), "x", true), None);
+        // runc's line for another program, or with another status, or
+        // with more after it, is the command's own.
+        let runc = b"exec ./s.sh: no such file or directory\n";
+        assert_eq!(not_started(runc, Some(1), "./t.sh", false), None);
+        assert_eq!(not_started(runc, Some(2), "./s.sh", false), None);
+        assert_eq!(
+            not_started(
+                b"exec ./s.sh: no such file or directory\nmore\n",
+                Some(1),
+                "./s.sh",
+                false
+            ),
+            None
+        );
+    }
+
+    /// runc's own line when the program exists but its interpreter does
+    /// not (Docker 20.10, runc 1.1: exit 1, the exec's process started).
+    #[test]
+    fn runcs_line_for_a_missing_interpreter_is_recognised() {
+        use crate::engine::NotStarted as N;
+        let runc = b"exec ./s.sh: no such file or directory\n";
+        assert_eq!(
+            not_started(runc, Some(1), "./s.sh", false),
+            Some(N::NoInterpreter)
+        );
+        let looked_up = b"exec /usr/local/bin/tool: no such file or directory\n";
+        assert_eq!(
+            not_started(looked_up, Some(1), "tool", false),
+            Some(N::NoInterpreter)
+        );
+        assert_eq!(not_started(looked_up, Some(1), "other", false), None);
     }
 }

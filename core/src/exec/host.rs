@@ -51,15 +51,19 @@ pub(super) async fn exec_on_host(
             if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::PermissionDenied)
                 || e.raw_os_error() == Some(8) =>
         {
-            let why = if e.kind() == ErrorKind::NotFound {
-                crate::engine::NotStarted::NotFound
-            } else {
-                crate::engine::NotStarted::NotExecutable
-            };
             let workdir = req
                 .workdir
                 .clone()
                 .unwrap_or_else(|| sandbox.plan.workdir.display().to_string());
+            // A path that exists and still "not found": its interpreter
+            // (its #! line's program, its dynamic loader) is missing.
+            let exists =
+                argv[0].contains('/') && std::path::Path::new(&workdir).join(&argv[0]).exists();
+            let why = match e.kind() {
+                ErrorKind::NotFound if exists => crate::engine::NotStarted::NoInterpreter,
+                ErrorKind::NotFound => crate::engine::NotStarted::NotFound,
+                _ => crate::engine::NotStarted::NotExecutable,
+            };
             let (code, msg) = super::not_started_line(why, &argv[0], &workdir, "on the host");
             output(StreamKind::Stderr, msg.as_bytes());
             return Ok(ExecOutcome::exited(code));

@@ -215,6 +215,11 @@ pub(crate) fn not_started_line(
                 crate::text::shown(workdir)
             ),
         ),
+        N::NoInterpreter => (
+            127,
+            "its interpreter (the program its #! line names, or its dynamic loader) was not found"
+                .to_string(),
+        ),
     };
     (
         code,
@@ -247,6 +252,17 @@ mod not_started_tests {
         let (code, line) = not_started_line(N::NoWorkdir, "ls", "/nope", "in sandbox odek-1");
         assert_eq!(code, 127);
         assert!(line.contains("/nope does not exist"), "{line}");
+        let (code, line) = not_started_line(
+            N::NoInterpreter,
+            "./s.sh",
+            "/workspace",
+            "in sandbox odek-1",
+        );
+        assert_eq!(code, 127);
+        assert_eq!(
+            line,
+            "odek: cannot run `./s.sh` in sandbox odek-1: its interpreter (the program its #! line names, or its dynamic loader) was not found; nothing ran\n"
+        );
         // A hostile program name stays on one line, escaped.
         let (_, line) =
             not_started_line(N::NotFound, "x\n\u{1b}[2Jodek: fake", "/w", "on the host");

@@ -27,13 +27,24 @@ fn command_status_passes_through() {
 /// exits with a shell's status (127, 126) and odek's one line on stderr,
 /// the same on every exec path; nothing of the runtime's own text (runc's
 /// "OCI runtime exec failed" through the exec API) reaches stdout or
-/// stderr. Control: a program that prints that very text and exits 127
+/// stderr. A script whose `#!` interpreter is missing is 127 too (runc
+/// said `exec ./s.sh: no such file or directory` and exit 1 through the
+/// exec API). Control: a program that prints that very text and exits 127
 /// keeps its output.
 fn a_program_that_cannot_start_exits_as_in_a_shell(p: &Project) {
+    let script = p.path().join("s.sh");
+    std::fs::write(&script, "#!/no/such/interp\necho hi\n").expect("write the script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
     for (program, code, reason) in [
         ("no-such-tool", 127, "command not found"),
         ("/no/such/program", 127, "command not found"),
         ("/etc/passwd", 126, "not executable"),
+        (
+            "./s.sh",
+            127,
+            "its interpreter (the program its #! line names, or its dynamic loader) was not found",
+        ),
     ] {
         let out = p.run_odek(&["run", "--sandbox-image", BASE_IMAGE, "--", program]);
         let err = stderr(&out);
