@@ -1647,8 +1647,8 @@ mod tests {
     }
 
     /// A sandbox whose owner session is `link`, its supervisor bound to
-    /// 1000:1000 (no container behind it).
-    async fn sandbox_on(link: crate::engine::Link) -> Sandbox {
+    /// 1000:1000 (no container behind it), its records under `home`.
+    async fn sandbox_on(link: crate::engine::Link, home: &std::path::Path) -> Sandbox {
         let session = crate::supervisor::Session::open(link, Duration::from_secs(5))
             .await
             .expect("ready");
@@ -1658,7 +1658,7 @@ mod tests {
             isolation: crate::plan::Isolation::Container,
             workdir: "/w".into(),
             workdir_id: None,
-            odek_home: "/h".into(),
+            odek_home: home.to_path_buf(),
             endpoint: None,
             endpoint_owner: None,
             engine: None,
@@ -1685,6 +1685,7 @@ mod tests {
             sources: Default::default(),
             warnings: Vec::new(),
             approval: None,
+            log_retention_days: 7,
         };
         let mut sandbox = Sandbox::host(&plan, crate::plan::Isolation::Container, Vec::new());
         sandbox.name = "odek-test".into();
@@ -1813,7 +1814,8 @@ mod tests {
     async fn a_flooding_file_operation_is_killed_not_held() {
         const FLOOD: usize = 64 << 20;
         let (link, fake) = flooding_supervisor(FLOOD);
-        let sandbox = sandbox_on(link).await;
+        let home = tempfile::tempdir().expect("a home");
+        let sandbox = sandbox_on(link, home.path()).await;
         let client = Client::from_env();
         let req = ListDirectoryRequest {
             schema: None,
