@@ -445,7 +445,7 @@ pub fn apply_edits(path: &str, text: &str, edits: &[FileEdit]) -> Result<String>
 /// A unified diff of `old` → `new` for `path` (3 lines of context), and
 /// whether it was cut: at most `limit` bytes, cut at a line's end, with a
 /// last line saying so; empty when they are equal. The search for the
-/// smallest diff gives up after [`DIFF_TIMEOUT`] and settles for a larger
+/// smallest diff gives up after 2 s (`DIFF_TIMEOUT`) and settles for a larger
 /// one (runs of lines removed and added whole), so a pathological pair
 /// (millions of short distinct lines, all changed) costs seconds, not
 /// hours. CPU-bound: run it off the async runtime
