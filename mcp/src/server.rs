@@ -693,7 +693,7 @@ impl ServerHandler for OdekMcp {
     /// leaves odek's own messages as they are.
     ///
     /// A client on MCP 2026-07-28 or newer with form elicitation is asked
-    /// for approval through the call's result ([`crate::caller::Round`]):
+    /// for approval through the call's result (`caller::Round`):
     /// a call that asked ends with that `InputRequiredResult`.
     async fn call_tool(
         &self,
