@@ -677,7 +677,18 @@ impl Client {
                 })))
             }
             Err(err) => {
-                let removed = engine.remove_container(&created.id).await.is_ok();
+                let removed = match engine.remove_container(&created.id).await {
+                    Ok(_) => true,
+                    Err(e) if e.is_unreachable() => false,
+                    // Refused mid-way (the daemon busy with the container's
+                    // own auto-removal once its owner link closed, which a
+                    // loaded machine showed): one more try settles it.
+                    Err(_) => {
+                        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                        engine.remove_container(&created.id).await.is_ok()
+                            || matches!(engine.inspect_container(&created.id).await, Ok(None))
+                    }
+                };
                 // An auto-removed container may still be on its way out
                 // ("removal already in progress"): its wait says when it
                 // is gone, so the refusal is said once it is.

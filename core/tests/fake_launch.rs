@@ -649,11 +649,14 @@ async fn a_failed_removal_is_not_reported_as_removed() {
     let plan = s.resolve().await.expect("resolve");
     s.fake
         .fail(Fault::new(Op::StartContainer, 1, EngineErrorKind::Rejected));
-    s.fake.fail(Fault::new(
-        Op::RemoveContainer,
-        1,
-        EngineErrorKind::Rejected,
-    ));
+    // Both tries fail (a refused removal is tried once more).
+    for nth in [1, 2] {
+        s.fake.fail(Fault::new(
+            Op::RemoveContainer,
+            nth,
+            EngineErrorKind::Rejected,
+        ));
+    }
     let err = s.launch(&plan).await.expect_err("start fails");
     assert_eq!(err.class(), FailureClass::DockerRejected);
     assert!(!err.to_string().contains("was removed"), "{err}");
@@ -1391,8 +1394,10 @@ async fn odek_home_not_yet_created_inside_the_workdir_is_masked() {
     assert!(s.only_container().tmpfs.contains_key("/workspace/h"));
 }
 
+/// A removal refused once (the daemon busy with the container's own
+/// auto-removal) is tried again, and the container is not reported left.
 #[tokio::test]
-async fn rejected_step_with_a_failed_removal_says_the_container_may_be_left() {
+async fn a_removal_refused_once_is_tried_again() {
     let s = Setup::new();
     let plan = s.resolve().await.expect("resolve");
     s.fake
@@ -1402,6 +1407,35 @@ async fn rejected_step_with_a_failed_removal_says_the_container_may_be_left() {
         1,
         EngineErrorKind::Rejected,
     ));
+    let err = s.launch(&plan).await.expect_err("start fails");
+    assert!(
+        matches!(
+            err,
+            Error::Rejected {
+                removal: Some(Removal::Removed),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(s.fake.calls_of(Op::RemoveContainer).len(), 2);
+    assert!(s.fake.containers().is_empty(), "{:?}", s.fake.containers());
+}
+
+#[tokio::test]
+async fn rejected_step_with_a_failed_removal_says_the_container_may_be_left() {
+    let s = Setup::new();
+    let plan = s.resolve().await.expect("resolve");
+    s.fake
+        .fail(Fault::new(Op::StartContainer, 1, EngineErrorKind::Rejected));
+    // Both tries fail (a refused removal is tried once more).
+    for nth in [1, 2] {
+        s.fake.fail(Fault::new(
+            Op::RemoveContainer,
+            nth,
+            EngineErrorKind::Rejected,
+        ));
+    }
     let err = s.launch(&plan).await.expect_err("start fails");
     let name = s.fake.calls_of(Op::CreateContainer)[0].arg.clone();
     let msg = err.to_string();
