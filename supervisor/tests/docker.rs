@@ -648,11 +648,17 @@ fn portable_basics(sup: &mut Sup) {
     s.tty = Some(WinSize { cols: 80, rows: 24 });
     s.stdin = true;
     sup.owner.start(105, &s).expect("stty starts");
-    let first = sup
-        .owner
-        .next_where(WAIT, |f| f.id == 105 && f.kind == Kind::Stdout)
-        .expect("first stty size");
-    assert_eq!(String::from_utf8_lossy(&first.payload), "24 80\r\n");
+    // The terminal's output may come in more than one frame ("24 80", then
+    // "\r\n" on a loaded machine): read up to the line's end.
+    let mut first = Vec::new();
+    while !first.ends_with(b"\r\n") {
+        let f = sup
+            .owner
+            .next_where(WAIT, |f| f.id == 105 && f.kind == Kind::Stdout)
+            .unwrap_or_else(|| panic!("first stty size: {:?}", String::from_utf8_lossy(&first)));
+        first.extend_from_slice(&f.payload);
+    }
+    assert_eq!(String::from_utf8_lossy(&first), "24 80\r\n");
     sup.owner.send(&Frame::json(
         Kind::Resize,
         105,
