@@ -429,7 +429,7 @@ pub(crate) fn prune(odek_home: &Path, live: &[&str], listed: std::time::SystemTi
     let mut names = Vec::new();
     while let Some(Ok(e)) = entries.next() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if is_sandbox_name(&name) && !live.contains(&name.as_str()) {
+        if crate::labels::is_sandbox_name(&name) && !live.contains(&name.as_str()) {
             names.push(name);
         }
         if names.len() >= MAX_DIR_READ {
@@ -457,7 +457,7 @@ pub(crate) fn prune(odek_home: &Path, live: &[&str], listed: std::time::SystemTi
 /// `sandboxes` or `<name>`, each checked to belong to this user or root and
 /// not to be writable by group or others (`ownership`). `Ok(None)` when it
 /// does not exist and `create` is false. `name` must be a sandbox name
-/// ([`is_sandbox_name`]). The one place that opens it: other
+/// (`labels::is_sandbox_name`). The one place that opens it: other
 /// per-sandbox files belong here too.
 ///
 /// Errors: a sentence naming what is wrong (a symbolic link, another
@@ -467,7 +467,7 @@ pub(crate) fn sandbox_dir(
     name: &str,
     create: bool,
 ) -> Result<Option<OwnedFd>, String> {
-    if !is_sandbox_name(name) {
+    if !crate::labels::is_sandbox_name(name) {
         return Err(format!(
             "{} is not a sandbox name",
             crate::text::quote(name)
@@ -478,20 +478,6 @@ pub(crate) fn sandbox_dir(
     };
     let shown = odek_home.join("sandboxes").join(name);
     private_subdir(&sandboxes, name, &shown, create)
-}
-
-/// True for a sandbox name (`launch::validate_sandbox_name`'s rule:
-/// `odek-` and Docker's container-name charset, at most 64 bytes), the one
-/// name a per-sandbox directory may have: never `.`, `..` or a path.
-fn is_sandbox_name(name: &str) -> bool {
-    name.strip_prefix(crate::labels::SANDBOX_NAME_PREFIX)
-        .is_some_and(|rest| {
-            !rest.is_empty()
-                && name.len() <= 64
-                && rest
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-        })
 }
 
 /// `$ODEK_HOME/sandboxes`, as [`sandbox_dir`] opens it.
