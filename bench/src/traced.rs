@@ -157,11 +157,47 @@ impl DockerApi for Traced {
         &self,
         network_id: &str,
         container_id: &str,
+        aliases: &[String],
     ) -> Result<(), EngineError> {
         traced!(
             self,
             "connect_network",
-            self.inner.connect_network(network_id, container_id)
+            self.inner
+                .connect_network(network_id, container_id, aliases)
+        )
+    }
+
+    async fn disconnect_network(
+        &self,
+        network_id: &str,
+        container_id: &str,
+    ) -> Result<(), EngineError> {
+        traced!(
+            self,
+            "disconnect_network",
+            self.inner.disconnect_network(network_id, container_id)
+        )
+    }
+
+    async fn create_network(
+        &self,
+        spec: &odek_core::engine::NetworkSpec,
+    ) -> Result<String, EngineError> {
+        traced!(self, "create_network", self.inner.create_network(spec))
+    }
+
+    async fn remove_network(&self, id: &str) -> Result<bool, EngineError> {
+        traced!(self, "remove_network", self.inner.remove_network(id))
+    }
+
+    async fn list_network_members(
+        &self,
+        names: &[String],
+    ) -> Result<Vec<odek_core::engine::ContainerSummary>, EngineError> {
+        traced!(
+            self,
+            "list_network_members",
+            self.inner.list_network_members(names)
         )
     }
 

@@ -272,6 +272,55 @@ pub(crate) fn request(
     Ok(Some(req))
 }
 
+/// The approval request `req` of `plan` for the project networks
+/// `networks` (the same networks with new IDs: a Compose project recreated
+/// while a sandbox reached it, SPEC §4.4): the key recomputed from the
+/// request's own values and the new IDs, whether the store trusts it now,
+/// `ODEK_APPROVE_PROJECT_SANDBOX` as this process sees it now, and the
+/// card. Errors: an unreadable store or an invalid variable.
+pub(crate) fn for_networks(
+    req: &ApprovalRequest,
+    plan: &Plan,
+    networks: &[ResolvedNetwork],
+) -> Result<ApprovalRequest, ApprovalError> {
+    let project_dir = std::path::PathBuf::from(&req.project_dir);
+    let key = approval_key(&KeyInput {
+        project_dir: &project_dir,
+        image: req.image.as_deref(),
+        network: req.network.as_deref(),
+        env_keys: req.env.iter().map(|e| e.key.as_str()).collect(),
+        volumes: req.volumes.iter().map(String::as_str).collect(),
+        network_ids: networks.iter().map(|n| n.id.as_str()).collect(),
+    });
+    let store = Store::new(&plan.odek_home);
+    let trusted = store.trusts(&key, req.env_binding.as_deref())?;
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let mut out = ApprovalRequest {
+        key,
+        networks: networks
+            .iter()
+            .map(|n| NetworkCard {
+                name: display_name(&n.name),
+                id: n.id.clone(),
+                internal: n.internal,
+                compose_project: n
+                    .compose_project
+                    .as_deref()
+                    .map(display_name)
+                    .unwrap_or_else(|| "-".into()),
+            })
+            .collect(),
+        trusted,
+        previously_trusted: !trusted,
+        approved_by_env: crate::config::truthy(&env, crate::config::APPROVE_ENV).unwrap_or(false),
+        card: String::new(),
+        ..req.clone()
+    };
+    out.standing = out.standing().map(|a| a.via);
+    out.card = out.render_card();
+    Ok(out)
+}
+
 /// Grants an approval for the plan's request; `Trust` persists the key first
 /// (a failed write means no approval).
 pub(crate) fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approval, ApprovalError> {

@@ -22,6 +22,9 @@ pub struct Client {
     /// Relay sessions with the supervisors of sandboxes this process does
     /// not own, by container ID, kept for the client's life.
     pub(crate) relays: crate::supervisor::Relays,
+    /// Planned networks recreated since launch whose new IDs this process
+    /// accepted ([`Client::relink`]).
+    pub(crate) links: crate::network::AcceptedNetworks,
 }
 
 impl Client {
@@ -35,6 +38,7 @@ impl Client {
             }),
             surface: Surface::Cli,
             relays: Default::default(),
+            links: Default::default(),
         }
     }
 
@@ -45,6 +49,7 @@ impl Client {
             engine: Ok(Arc::new(Foreign(engine))),
             surface: Surface::Cli,
             relays: Default::default(),
+            links: Default::default(),
         }
     }
 

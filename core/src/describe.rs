@@ -316,8 +316,105 @@ impl Client {
             }),
             ..base
         };
+        // SPEC §4.4: a sandbox on its link network is described by its
+        // planned networks (as they are now: recreated ones by their new
+        // ID once accepted) and the containers of each connected to it.
+        if let Some(link) = sandbox
+            .applied
+            .as_ref()
+            .and_then(|a| a.link_network.clone())
+        {
+            if me.endpoints.iter().any(|e| e.network_id == link) {
+                // Best effort: a refused relink leaves those unconnected,
+                // and they are not listed.
+                let _ = self.relink(sandbox, &crate::approve::NoAsker).await;
+                let accepted = self.links.current(&sandbox.name, &plan.networks);
+                return describe_linked(engine.as_ref(), &me, &link, plan, &accepted, base).await;
+            }
+        }
         describe_container(engine.as_ref(), &me, base).await
     }
+}
+
+/// [`Client::describe`] of a sandbox on its link network `link` (SPEC
+/// §4.4): each planned network by name (at most [`MAX_LISTED_NETWORKS`]),
+/// with the containers there that are connected to the link; internet
+/// from the link network's Internal flag (or the default bridge).
+async fn describe_linked(
+    engine: &dyn DockerApi,
+    me: &ContainerInfo,
+    link: &str,
+    plan: &Plan,
+    accepted: &BTreeMap<String, String>,
+    base: Environment,
+) -> Result<Environment> {
+    let ep = engine.endpoint().to_string();
+    let has_bridge = me.endpoints.iter().any(|e| e.network_name == "bridge");
+    let link_info = engine
+        .inspect_network(link)
+        .await
+        .map_err(|e| Error::engine(&ep, Step::Verify, e))?
+        .ok_or_else(|| Error::Rejected {
+            fix: None,
+            step: Step::Verify,
+            message: format!(
+                "the sandbox's own network {} vanished",
+                crate::labels::link_name(&me.name)
+            ),
+            removal: None,
+        })?;
+    // Networks connected behind odek's back are described as the engine
+    // shows them, after the planned ones.
+    let mut me_else = me.clone();
+    me_else.endpoints.retain(|e| e.network_id != link);
+    let other = describe_container(engine, &me_else, base).await?;
+    let listed = &plan.networks[..plan.networks.len().min(MAX_LISTED_NETWORKS)];
+    let mut omitted_names = other.omitted_names;
+    let mut networks = Vec::new();
+    for n in listed {
+        let name = sanitize_name(&n.name);
+        if name.is_none() {
+            omitted_names += 1;
+        }
+        let id = accepted
+            .get(&n.name)
+            .cloned()
+            .unwrap_or_else(|| n.id.clone());
+        let mut members = Vec::new();
+        // A network that is gone (the project is down) has no services now.
+        if let Ok(Some(info)) = engine.inspect_network(&id).await {
+            let ids: Vec<&String> = info
+                .containers
+                .keys()
+                .filter(|c| link_info.containers.contains_key(*c) && **c != me.id)
+                .collect();
+            for p in join_all(ids.iter().map(|c| engine.inspect_container(c))).await {
+                if let Ok(Some(p)) = p {
+                    members.push(p);
+                }
+            }
+        }
+        networks.push(EnvNetwork {
+            name,
+            internal: n.internal,
+            peers: listed_peers(&members, &id, &mut omitted_names),
+        });
+    }
+    let total = plan.networks.len() + other.networks.len() + other.omitted_networks;
+    let room = MAX_LISTED_NETWORKS.saturating_sub(networks.len());
+    networks.extend(other.networks.iter().take(room).cloned());
+    Ok(Environment {
+        network: Some(if has_bridge {
+            NetworkSummary::BridgeAttached
+        } else {
+            NetworkSummary::Attached
+        }),
+        internet: has_bridge || !link_info.internal || other.internet,
+        omitted_networks: total - networks.len(),
+        networks,
+        omitted_names,
+        ..other
+    })
 }
 
 /// The tools the plan's image has, when a probe of it looked already: the

@@ -121,16 +121,22 @@ pub struct Listing {
     /// `$ODEK_HOME` (`odek_core::pool::claimed`). `odek pool down` removes it.
     #[serde(default)]
     pub pool: bool,
-    /// Names of the networks it is attached to, sorted (as the engine
-    /// lists them: names anyone can choose; shown terminal-safe).
+    /// Names of the networks it reaches, sorted: for a sandbox on its own
+    /// link network (SPEC §4.4) the networks its plan attached, whose
+    /// containers are connected to it; else the networks the engine lists
+    /// it on (names anyone can choose; shown terminal-safe).
     #[serde(default)]
     pub networks: Vec<String>,
-    /// The Compose projects whose networks (labelled
-    /// `com.docker.compose.project`) it is attached to, sorted: while it is,
-    /// `docker compose down` of that project cannot remove them ("network
-    /// … has active endpoints").
+    /// The Compose projects (`com.docker.compose.project`) of those
+    /// networks, sorted. A sandbox of an earlier release, attached to a
+    /// project's networks themselves, keeps `docker compose down` from
+    /// removing them ("network … has active endpoints"); one on its link
+    /// network does not.
     #[serde(default)]
     pub compose_projects: Vec<String>,
+    /// [`Listing::networks`] come from the plan (a link network's sandbox).
+    #[serde(skip)]
+    planned: bool,
 }
 
 impl Listing {
@@ -168,13 +174,41 @@ fn listing(
         state,
         networks: Vec::new(),
         compose_projects: Vec::new(),
+        planned: false,
     }
 }
 
 impl Listing {
-    /// This listing with the networks the engine lists it on.
-    fn with_networks(mut self, networks: Vec<String>) -> Listing {
-        self.networks = networks;
+    /// This listing with the networks the engine lists it on, or, for a
+    /// sandbox on its link network whose (verified) labels hold its plan,
+    /// the plan's networks and their Compose projects (SPEC §4.4).
+    fn with_networks(
+        mut self,
+        networks: Vec<String>,
+        labels: Option<&BTreeMap<String, String>>,
+    ) -> Listing {
+        let link = crate::labels::link_name(&self.name);
+        let plan: Option<Plan> = labels
+            .filter(|_| networks.contains(&link))
+            .and_then(|l| l.get(labels::PLAN))
+            .and_then(|p| serde_json::from_str(p).ok());
+        match plan {
+            Some(p) => {
+                let mut names: Vec<String> = p.networks.iter().map(|n| n.name.clone()).collect();
+                names.sort();
+                let mut projects: Vec<String> = p
+                    .networks
+                    .iter()
+                    .filter_map(|n| n.compose_project.clone())
+                    .collect();
+                projects.sort();
+                projects.dedup();
+                self.networks = names;
+                self.compose_projects = projects;
+                self.planned = true;
+            }
+            None => self.networks = networks,
+        }
         self
     }
 }
@@ -272,15 +306,15 @@ impl Client {
             .map(
                 |c| match labels::verified(secret.as_ref(), &c.name, &c.labels) {
                     Ok(trusted) => listing(c.id, c.name, c.state, &trusted, true, odek_home)
-                        .with_networks(c.networks),
+                        .with_networks(c.networks, Some(&trusted)),
                     Err(_) => listing(c.id, c.name, c.state, &c.labels, false, odek_home)
-                        .with_networks(c.networks),
+                        .with_networks(c.networks, None),
                 },
             )
             .collect();
         // Which Compose project each network belongs to (one call; a
         // listing without it still lists the sandboxes).
-        if v.iter().any(|l| !l.networks.is_empty()) {
+        if v.iter().any(|l| !l.planned && !l.networks.is_empty()) {
             let filter = NetworkFilter::Label(crate::network::COMPOSE_PROJECT_LABEL.to_string());
             if let Ok(nets) = engine.list_networks(&filter).await {
                 let project: BTreeMap<&str, &str> = nets
@@ -291,7 +325,7 @@ impl Client {
                             .map(|p| (n.name.as_str(), p.as_str()))
                     })
                     .collect();
-                for l in &mut v {
+                for l in v.iter_mut().filter(|l| !l.planned) {
                     let mut p: Vec<String> = l
                         .networks
                         .iter()
@@ -337,11 +371,16 @@ impl Client {
                     .remove_container(&l.id)
                     .await
                     .map_err(|e| Error::engine(&ep, Step::Remove, e))?;
+                crate::link::release(engine.as_ref(), &l.name, None).await;
                 // Its record, if any, is kept from now on for as long as
                 // the operator keeps records (`odek sandbox log` prunes).
                 crate::audit::sandbox_gone(&opts.odek_home, &l.name);
             }
             removed.push(l.name);
+        }
+        if !opts.dry_run {
+            // SPEC §4.4: link networks whose sandbox is gone.
+            crate::link::collect(engine.as_ref()).await;
         }
         Ok(removed)
     }
@@ -381,6 +420,7 @@ impl Client {
                     Err(e) if e.kind == EngineErrorKind::NotFound => {}
                     Err(e) => return Err(Error::engine(&ep, Step::Remove, e)),
                 }
+                crate::link::release(engine.as_ref(), &l.name, None).await;
                 crate::claims::forget(odek_home, &l.id);
             }
             removed.push(l.name.clone());

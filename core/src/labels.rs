@@ -33,6 +33,16 @@ pub(crate) fn is_sandbox_name(name: &str) -> bool {
 
 /// `dev.odek.sandbox=true` on every sandbox container.
 pub const SANDBOX: &str = "dev.odek.sandbox";
+
+/// The label on a sandbox's own network ([`crate::link`], SPEC §4.4): the
+/// sandbox's name.
+pub const LINK: &str = "dev.odek.link";
+
+/// The name of sandbox `sandbox`'s own network: `<sandbox name>-link`
+/// (SPEC §4.4).
+pub fn link_name(sandbox: &str) -> String {
+    format!("{sandbox}-link")
+}
 /// PID of the process that owns an ephemeral sandbox.
 pub const OWNER_PID: &str = "dev.odek.owner-pid";
 /// Start time of the owner process (clock ticks since boot, from

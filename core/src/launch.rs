@@ -158,6 +158,8 @@ struct Attempt<'a> {
     image_id: &'a str,
     name: &'a str,
     launch_id: &'a str,
+    /// The sandbox's link network (SPEC §4.4), when it reaches networks.
+    link: Option<&'a str>,
 }
 
 /// How one attempt of a launch ended, short of a refusal.
@@ -470,6 +472,20 @@ impl Client {
         // §3.4); what was really mounted is read back after start.
         crate::workdir::check_paths(plan)?;
         let name = opts.name.clone().unwrap_or_else(new_sandbox_name);
+        // SPEC §4.4: the sandbox's own network, its only one when it
+        // reaches networks, to which their containers are connected. Link
+        // networks of sandboxes that are gone (their owner was killed) go
+        // first.
+        let link = if crate::link::uses_link(plan) {
+            crate::link::collect(engine.as_ref()).await;
+            Some(
+                crate::link::create(engine.as_ref(), plan, &name)
+                    .await
+                    .map_err(|e| Error::engine(&endpoint, Step::Connect, e))?,
+            )
+        } else {
+            None
+        };
         let launch_id = opts
             .progress
             .as_ref()
@@ -479,6 +495,9 @@ impl Client {
         // changes nothing (SPEC §6.1: stronger than "by digest").
         let mut spec = container_spec(plan, &name, &image_id, opts, &launch_id);
         spec.binds.extend(account_binds);
+        if let (Some(link), NetworkMode::None) = (&link, plan.network_mode) {
+            spec.network_mode = link.clone();
+        }
         // odek's supervisor as the sandbox's process, when this host has
         // one and the sandbox can use it; otherwise the exec API's path,
         // said once per process.
@@ -509,6 +528,7 @@ impl Client {
                 image_id: &image_id,
                 name: &name,
                 launch_id: &launch_id,
+                link: link.as_deref(),
             };
             match self
                 .create_and_start(
@@ -534,6 +554,9 @@ impl Client {
         .await;
         if launched.is_err() {
             crate::host_files::discard(&plan.odek_home, &name);
+            if let Some(link) = &link {
+                crate::link::release(engine.as_ref(), &name, Some(link)).await;
+            }
         }
         launched
     }
@@ -556,12 +579,11 @@ impl Client {
             opts,
             reporter,
             secret,
-            image_id,
             name,
             launch_id,
+            ..
         } = *attempt;
         let endpoint = engine.endpoint().to_string();
-        let image_id = image_id.to_string();
         let name = name.to_string();
         let mut spec = spec.clone();
         if let Some(s) = supervision {
@@ -637,10 +659,8 @@ impl Client {
                     None => (None, None),
                 };
                 self.finish(
-                    engine,
-                    plan,
+                    attempt,
                     &created,
-                    &image_id,
                     &mut wait,
                     match (link, supervision.is_some()) {
                         (Some(link), _) => Ready::Owner(link),
@@ -714,13 +734,18 @@ impl Client {
     /// Create warnings → start → connect → verify.
     async fn finish(
         &self,
-        engine: &dyn DockerApi,
-        plan: &Plan,
+        attempt: &Attempt<'_>,
         created: &crate::engine::Created,
-        image_id: &str,
         wait: &mut Option<crate::engine::ExitWait>,
         ready: Ready<'_>,
     ) -> Result<(Applied, Vec<Warning>, Option<crate::supervisor::Session>)> {
+        let Attempt {
+            engine,
+            plan,
+            image_id,
+            link,
+            ..
+        } = *attempt;
         let endpoint = engine.endpoint().to_string();
         let id = created.id.as_str();
         let mut warnings = Vec::new();
@@ -761,15 +786,24 @@ impl Client {
             }
             return Err(Error::engine(&endpoint, Step::Start, e));
         }
-        let skip = usize::from(plan.network_mode == NetworkMode::None);
         let connects = async {
-            for n in plan.networks.iter().skip(skip) {
-                engine.connect_network(&n.id, id).await.map_err(|mut e| {
-                    e.message = format!("network {}: {}", n.display_name(), e.message);
+            let Some(link) = link else {
+                return Ok::<(), Error>(());
+            };
+            if plan.network_mode == NetworkMode::Bridge {
+                engine
+                    .connect_network(link, id, &[])
+                    .await
+                    .map_err(|e| Error::engine(&endpoint, Step::Connect, e))?;
+            }
+            // SPEC §4.4: the planned networks' containers join the link.
+            crate::link::join(engine, plan, link)
+                .await
+                .map_err(|mut e| {
+                    e.message = format!("connecting the networks' containers: {}", e.message);
                     Error::engine(&endpoint, Step::Connect, e)
                 })?;
-            }
-            Ok::<(), Error>(())
+            Ok(())
         };
         // The idle process is looked for while the networks are connected:
         // the container's start can succeed while the idle process cannot
@@ -1205,8 +1239,14 @@ impl Client {
         };
         let removed = match self.engine() {
             Ok(engine) => match engine.remove_container(id).await {
-                Ok(_) => Ok(()),
-                Err(e) if e.kind == EngineErrorKind::NotFound => Ok(()),
+                Ok(_) => {
+                    release_link(engine.as_ref(), sandbox).await;
+                    Ok(())
+                }
+                Err(e) if e.kind == EngineErrorKind::NotFound => {
+                    release_link(engine.as_ref(), sandbox).await;
+                    Ok(())
+                }
                 Err(e) => Err(Error::engine(
                     &engine.endpoint().to_string(),
                     Step::Remove,
@@ -1222,6 +1262,17 @@ impl Client {
             }
         }
         removed
+    }
+}
+
+/// Removes `sandbox`'s link network, if it has one (SPEC §4.4).
+async fn release_link(engine: &dyn DockerApi, sandbox: &Sandbox) {
+    if let Some(link) = sandbox
+        .applied
+        .as_ref()
+        .and_then(|a| a.link_network.as_deref())
+    {
+        crate::link::release(engine, &sandbox.name, Some(link)).await;
     }
 }
 

@@ -34,6 +34,7 @@ pub mod image_tools;
 pub mod inventory;
 pub mod labels;
 pub mod launch;
+pub mod link;
 pub(crate) mod mounts;
 pub mod narrow;
 pub mod network;

@@ -2,6 +2,9 @@
 //! server-side label filter, bridge/local only, at most 8, full IDs from here
 //! on; and the warnings of §4.3.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
 use serde::{Deserialize, Serialize};
 
 use crate::config::advice::{Surface, MCP_PROJECTS_HINT};
@@ -556,4 +559,44 @@ pub(crate) fn warnings(mode: NetworkMode, attached: &[ResolvedNetwork]) -> Vec<W
         ));
     }
     w
+}
+
+/// The IDs this process accepted for planned networks recreated since
+/// launch, by sandbox name and network name (`Client::relink`, SPEC §4.4).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct AcceptedNetworks(Arc<Mutex<BTreeMap<String, BTreeMap<String, String>>>>);
+
+impl AcceptedNetworks {
+    pub(crate) fn get(&self, sandbox: &str) -> BTreeMap<String, String> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(sandbox)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The planned networks `planned` of sandbox `sandbox` by name, with
+    /// the IDs this process accepted since launch.
+    pub(crate) fn current(
+        &self,
+        sandbox: &str,
+        planned: &[ResolvedNetwork],
+    ) -> BTreeMap<String, String> {
+        let mut m: BTreeMap<String, String> = planned
+            .iter()
+            .map(|n| (n.name.clone(), n.id.clone()))
+            .collect();
+        m.extend(self.get(sandbox));
+        m
+    }
+
+    pub(crate) fn set(&self, sandbox: &str, name: &str, id: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(sandbox.to_string())
+            .or_default()
+            .insert(name.to_string(), id.to_string());
+    }
 }

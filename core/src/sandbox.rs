@@ -35,6 +35,13 @@ pub struct Applied {
     /// §6.4). Empty in sandboxes of earlier releases.
     #[serde(default)]
     pub endpoint: String,
+    /// Full ID of the sandbox's own network (`<name>-link`, SPEC §4.4), its
+    /// only network when it reaches networks: the containers of
+    /// [`Applied::networks`] are connected to it. `None` without networks
+    /// and in sandboxes of earlier releases (attached to the networks
+    /// themselves).
+    #[serde(default)]
+    pub link_network: Option<String>,
 }
 
 /// A launched sandbox — or the host, in fallback or off mode.

@@ -91,7 +91,21 @@ pub(crate) fn verify(
         return Err(not_running(plan, info.exit.as_ref()));
     }
     let mut problems = Vec::new();
-    let mut want: Vec<String> = plan.networks.iter().map(|n| n.id.clone()).collect();
+    // SPEC §4.4: a sandbox that reaches networks is on its own link
+    // network only (one of an earlier release on the networks themselves).
+    let link_name = crate::labels::link_name(info.name.trim_start_matches('/'));
+    let link = (!plan.networks.is_empty())
+        .then(|| {
+            info.endpoints
+                .iter()
+                .find(|e| e.network_name == link_name)
+                .map(|e| e.network_id.clone())
+        })
+        .flatten();
+    let mut want: Vec<String> = match &link {
+        Some(id) => vec![id.clone()],
+        None => plan.networks.iter().map(|n| n.id.clone()).collect(),
+    };
     if plan.network_mode == NetworkMode::Bridge {
         match &plan.bridge_network_id {
             Some(b) => want.push(b.clone()),
@@ -213,5 +227,6 @@ pub(crate) fn verify(
         tmp_options: tmp,
         image_id: info.image_id.clone(),
         endpoint: endpoint.to_string(),
+        link_network: link,
     })
 }

@@ -91,7 +91,19 @@ async fn approved_once_launches_with_the_project_networks() {
         "{}",
         sb.startup_line()
     );
-    assert_eq!(s.only_container().network_mode, SHOP_BACKEND_ID);
+    // SPEC §4.4: the sandbox is on its own network only, never on the
+    // project's (whose `compose down` it would block).
+    let link = s
+        .fake
+        .network_id(&odek_core::link::link_name(&sb.name))
+        .expect("the sandbox's link network");
+    let c = s.only_container();
+    assert_eq!(c.network_mode, link);
+    assert!(
+        c.endpoints.iter().all(|e| e.network_id == link),
+        "{:?}",
+        c.endpoints
+    );
     assert!(
         !Store::new(&s.odek_home).path().exists(),
         "`once` persists nothing"

@@ -274,12 +274,15 @@ async fn at_most_8_networks_are_listed_and_internet_counts_the_rest() {
                 .internal()
                 .id(&hex_id(&format!("6{i}"))),
         );
-        s.fake.connect_network(&n, &id).await.expect("connect");
+        s.fake.connect_network(&n, &id, &[]).await.expect("connect");
     }
     let public = s
         .fake
         .add_network(FakeNetwork::bridge("zz-public").id(&hex_id("7f")));
-    s.fake.connect_network(&public, &id).await.expect("connect");
+    s.fake
+        .connect_network(&public, &id, &[])
+        .await
+        .expect("connect");
     let env = s.odek.describe(&sb).await.expect("describe");
     assert_eq!(env.networks.len(), 8);
     assert_eq!(env.omitted_networks, 1);
@@ -307,7 +310,7 @@ async fn describe_reports_what_the_container_has_not_what_was_planned() {
 
     let id = sb.container_id.clone().expect("container");
     s.fake
-        .connect_network(SHOP_BACKEND_ID, &id)
+        .connect_network(SHOP_BACKEND_ID, &id, &[])
         .await
         .expect("connect");
     let env = s.odek.describe(&sb).await.expect("describe");

@@ -163,8 +163,8 @@ async fn odek_home_inside_the_workdir_is_masked() {
 }
 
 #[tokio::test]
-async fn attached_networks_only_first_is_network_mode_and_rest_connected() {
-    let s = Setup::new().compose(PROJECT);
+async fn attached_networks_put_the_sandbox_on_its_link_network_with_their_services() {
+    let s = Setup::new().compose(PROJECT).services();
     let plan = s.resolve().await.expect("resolve");
     let ids: Vec<String> = plan.networks.iter().map(|n| n.id.clone()).collect();
     assert_eq!(
@@ -172,17 +172,43 @@ async fn attached_networks_only_first_is_network_mode_and_rest_connected() {
         vec![SHOP_BACKEND_ID.to_string(), SHOP_DEFAULT_ID.to_string()]
     );
     let sb = s.launch(&plan).await.expect("launch");
-    let c = s.only_container();
+    // SPEC §4.4: the sandbox's only network is its own; the project's
+    // networks hold no endpoint of it, so `compose down` can remove them.
+    let link = s.link_id(&sb.name);
+    let c = s.only_sandbox();
     assert_eq!(
-        c.network_mode, SHOP_BACKEND_ID,
-        "NetworkMode is the first network's full ID"
+        c.network_mode, link,
+        "NetworkMode is the link network's full ID"
     );
+    let attached: Vec<&str> = c.endpoints.iter().map(|e| e.network_id.as_str()).collect();
+    assert_eq!(attached, vec![link.as_str()]);
+    assert_eq!(
+        sb.applied
+            .as_ref()
+            .expect("applied")
+            .link_network
+            .as_deref(),
+        Some(link.as_str())
+    );
+    // Each service is connected to it under its alias there.
     let connects = s.fake.calls_of(Op::ConnectNetwork);
-    assert_eq!(connects.len(), 1);
-    assert_eq!(connects[0].arg, SHOP_DEFAULT_ID);
-    let mut attached: Vec<&str> = c.endpoints.iter().map(|e| e.network_id.as_str()).collect();
-    attached.sort();
-    assert_eq!(attached, vec![SHOP_BACKEND_ID, SHOP_DEFAULT_ID]);
+    assert_eq!(connects.len(), 2, "{connects:?}");
+    assert!(connects.iter().all(|c| c.arg == link), "{connects:?}");
+    for (name, alias) in [("shop-redis-1", "redis"), ("shop-postgres-1", "postgres")] {
+        let id = s
+            .fake
+            .containers()
+            .into_iter()
+            .find(|id| s.fake.container(id).is_some_and(|c| c.name == name))
+            .expect("service");
+        let svc = s.fake.container(&id).expect("service");
+        let on_link = svc
+            .endpoints
+            .iter()
+            .find(|e| e.network_id == link)
+            .unwrap_or_else(|| panic!("{name} is connected to the link: {:?}", svc.endpoints));
+        assert_eq!(on_link.aliases, vec![alias.to_string()], "{name}");
+    }
     assert_eq!(
         sb.startup_line(),
         "odek: sandbox network=attached pids=4096 image=odek-test/base:1 networks=shop_backend,shop_default".to_string()
@@ -196,9 +222,10 @@ async fn attached_networks_only_first_is_network_mode_and_rest_connected() {
 }
 
 #[tokio::test]
-async fn bridge_plus_attached_connects_every_network_after_start() {
+async fn bridge_plus_attached_connects_the_link_network_after_start() {
     let s = Setup::new().network_mode("bridge").compose(PROJECT);
     let sb = s.up().await.expect("launch");
+    let link = s.link_id(&sb.name);
     let c = s.only_container();
     assert_eq!(c.network_mode, "bridge");
     let connects: Vec<String> = s
@@ -207,13 +234,10 @@ async fn bridge_plus_attached_connects_every_network_after_start() {
         .into_iter()
         .map(|c| c.arg)
         .collect();
-    assert_eq!(
-        connects,
-        vec![SHOP_BACKEND_ID.to_string(), SHOP_DEFAULT_ID.to_string()]
-    );
+    assert_eq!(connects, vec![link.clone()]);
     let mut attached: Vec<&str> = c.endpoints.iter().map(|e| e.network_id.as_str()).collect();
     attached.sort();
-    let mut want = vec![BRIDGE_ID, SHOP_BACKEND_ID, SHOP_DEFAULT_ID];
+    let mut want = vec![BRIDGE_ID, link.as_str()];
     want.sort();
     assert_eq!(attached, want);
     assert!(
@@ -251,10 +275,13 @@ async fn bridge_only_uses_the_default_bridge() {
 
 #[tokio::test]
 async fn from_launch_on_every_network_is_addressed_by_full_id() {
-    let s = Setup::new().networks(&[SHOP_DEFAULT]).compose(PROJECT);
+    let s = Setup::new()
+        .networks(&[SHOP_DEFAULT])
+        .compose(PROJECT)
+        .services();
     let plan = s.resolve().await.expect("resolve");
     let after_resolve = s.fake.calls().len();
-    let _sandbox = s.launch(&plan).await.expect("launch");
+    let sandbox = s.launch(&plan).await.expect("launch");
     let launch_calls = &s.fake.calls()[after_resolve..];
     for c in launch_calls {
         for raw in [SHOP_DEFAULT, SHOP_BACKEND, PROJECT] {
@@ -269,14 +296,13 @@ async fn from_launch_on_every_network_is_addressed_by_full_id() {
             assert!(is_full_id(&c.arg), "connect by full ID: {}", c.arg);
         }
     }
-    let c = s.only_container();
+    let c = s.only_sandbox();
     assert!(
         is_full_id(&c.network_mode),
         "NetworkMode is a full ID: {}",
         c.network_mode
     );
-    // Request order first (shop_default named), then the project's by name.
-    assert_eq!(c.network_mode, SHOP_DEFAULT_ID);
+    assert_eq!(c.network_mode, s.link_id(&sandbox.name));
 }
 
 // ---------------------------------------------------------------------------
@@ -566,7 +592,7 @@ async fn connect_rejected_removes_the_container() {
         Op::ConnectNetwork,
         1,
         EngineErrorKind::Rejected,
-        Setup::new().compose(PROJECT),
+        Setup::new().compose(PROJECT).services(),
     )
     .await;
 }
@@ -577,17 +603,20 @@ async fn connect_unreachable_removes_the_container() {
         Op::ConnectNetwork,
         1,
         EngineErrorKind::Unreachable,
-        Setup::new().compose(PROJECT),
+        Setup::new().compose(PROJECT).services(),
     )
     .await;
 }
 
 #[tokio::test]
 async fn each_connect_failing_in_turn_removes_the_container() {
-    // bridge + two attached networks: two connects.
-    for nth in [1, 2] {
+    // bridge + the link network, then two services: three connects.
+    for nth in [1, 2, 3] {
         for kind in [EngineErrorKind::Rejected, EngineErrorKind::Unreachable] {
-            let s = Setup::new().network_mode("bridge").compose(PROJECT);
+            let s = Setup::new()
+                .network_mode("bridge")
+                .compose(PROJECT)
+                .services();
             fails_after_create(Op::ConnectNetwork, nth, kind, s).await;
         }
     }
@@ -703,7 +732,13 @@ async fn ignored_connect_fails_verification() {
         ignore_connect: true,
         ..Quirks::default()
     };
-    quirk_fails_verification(q, Setup::new().compose(PROJECT), "networks differ").await;
+    // The sandbox's connect to its link network (bridge mode) is ignored.
+    quirk_fails_verification(
+        q,
+        Setup::new().network_mode("bridge").compose(PROJECT),
+        "networks differ",
+    )
+    .await;
 }
 
 #[tokio::test]

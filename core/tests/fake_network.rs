@@ -386,8 +386,12 @@ async fn exactly_eight_networks_are_fine() {
     }
     let plan = s.resolve().await.expect("8 is the limit");
     assert_eq!(plan.networks.len(), 8);
-    s.launch(&plan).await.expect("launch with 8");
-    assert_eq!(s.fake.calls_of(Op::ConnectNetwork).len(), 7);
+    let sb = s.launch(&plan).await.expect("launch with 8");
+    // SPEC §4.4: the sandbox is on its link network only (created on it,
+    // no connect of its own); the eight are what it reaches.
+    assert!(s.fake.calls_of(Op::ConnectNetwork).is_empty());
+    assert_eq!(s.only_container().network_mode, s.link_id(&sb.name));
+    assert_eq!(sb.applied.as_ref().expect("applied").networks.len(), 8);
 }
 
 #[tokio::test]

@@ -178,7 +178,9 @@ pub fn code_of(e: &Error) -> odek_code_t {
             ApprovalError::KeyMismatch { .. } | ApprovalError::NotNeeded => {
                 ODEK_E_APPROVAL_MISMATCH
             }
-            ApprovalError::NetworksChanged { .. } => ODEK_E_APPROVAL_NETWORKS_CHANGED,
+            ApprovalError::NetworksChanged { .. } | ApprovalError::Recreated { .. } => {
+                ODEK_E_APPROVAL_NETWORKS_CHANGED
+            }
             ApprovalError::Store { .. } => ODEK_E_APPROVAL_STORE,
         },
         Error::Narrow(_) => ODEK_E_NARROW,

@@ -249,7 +249,32 @@ impl Sandboxes {
     /// [`Target::relaunched`] says so; a named one that is gone is an error
     /// naming `sandbox_down` and `sandbox_up`. Errors: an unknown id; a
     /// vanished named sandbox; the default's launch refused.
+    ///
+    /// Before the target is handed out, the services of its networks are
+    /// connected ([`odek_core::Client::relink`], SPEC §4.4: a Compose
+    /// project recreated with `down` and `up` since the last call); new IDs
+    /// of networks the project's `odek.json` asked for are approved by the
+    /// user through elicitation as a launch's settings are, else the call
+    /// is refused.
     pub(crate) async fn get(&self, id: Option<&str>, caller: &Caller) -> Result<Target, Refusal> {
+        let target = self.get_unlinked(id, caller).await?;
+        let asker = Elicit {
+            sandboxes: self,
+            caller,
+        };
+        let relinked = self.odek.relink(&target.sandbox, &asker).await?;
+        for (name, id) in &relinked.recreated {
+            errln!(
+                "odek: sandbox {}: network {} was recreated (new ID {}); its services are connected again",
+                target.sandbox.name,
+                odek_core::text::shown(name),
+                &id[..12.min(id.len())]
+            );
+        }
+        Ok(target)
+    }
+
+    async fn get_unlinked(&self, id: Option<&str>, caller: &Caller) -> Result<Target, Refusal> {
         let Some(id) = id else {
             return self.default_sandbox(caller).await;
         };

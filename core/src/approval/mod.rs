@@ -73,6 +73,19 @@ pub enum ApprovalError {
         /// What differs.
         difference: String,
     },
+    /// The project's networks were recreated while a sandbox reached them
+    /// (a Compose `down` and `up`): their new IDs are not approved, so the
+    /// sandbox is not connected to them and the call did not run (SPEC
+    /// §4.4). `request` is the card for the new IDs: approving it (once,
+    /// through MCP elicitation, or a stored trust from `odek approve`)
+    /// lets the next call connect them.
+    #[error("the project's networks were recreated since they were approved ({difference}), so the sandbox is not connected to them and nothing ran; approve the new networks with `{}` (answer `t`), or end the sandbox", approve_command(&.request.project_dir))]
+    Recreated {
+        /// Which networks have new IDs.
+        difference: String,
+        /// The approval request for the new IDs.
+        request: Box<ApprovalRequest>,
+    },
     /// `approve` was called for a plan whose project asks for nothing.
     #[error("the plan needs no approval: its project config asks for nothing that widens the sandbox; launch it without one")]
     NotNeeded,

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use bollard::errors::Error as BError;
 use bollard::models::{
     ContainerCreateBody, EndpointSettings, ExecConfig, HostConfig, Mount, MountType,
-    NetworkConnectRequest, NetworkingConfig,
+    NetworkConnectRequest, NetworkCreateRequest, NetworkDisconnectRequest, NetworkingConfig,
 };
 use bollard::query_parameters::{
     BuildImageOptions, ContainerArchiveInfoOptions, CreateContainerOptions, CreateImageOptions,
@@ -30,8 +30,8 @@ use super::raw::{attach_session, attach_stdin, ping, wait_removed};
 use super::{
     ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
     EndpointInfo, EngineError, EngineErrorKind, EngineInfo, EngineSecurity, ExecExit, ExecSpec,
-    ExitWait, Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink,
-    PathStat, ProgressSink, StdinHold, StreamKind, MIN_API_VERSION,
+    ExitWait, Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, NetworkSpec, Op,
+    OutputSink, PathStat, ProgressSink, StdinHold, StreamKind, MIN_API_VERSION,
 };
 
 /// The newest API version this build sends (bollard's model version).
@@ -320,6 +320,35 @@ fn network_from(n: bollard::models::Network) -> NetworkInfo {
     }
 }
 
+/// A container of `GET /containers/json` as odek reads it.
+fn summary_from(c: bollard::models::ContainerSummary) -> ContainerSummary {
+    let mut endpoints: Vec<EndpointInfo> = c
+        .network_settings
+        .and_then(|s| s.networks)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, e)| EndpointInfo {
+            network_name: name,
+            network_id: e.network_id.unwrap_or_default(),
+            aliases: e.aliases.unwrap_or_default(),
+        })
+        .collect();
+    endpoints.sort_by(|a, b| a.network_name.cmp(&b.network_name));
+    ContainerSummary {
+        id: c.id.unwrap_or_default(),
+        name: c
+            .names
+            .and_then(|n| n.into_iter().next())
+            .unwrap_or_default()
+            .trim_start_matches('/')
+            .to_string(),
+        labels: c.labels.unwrap_or_default().into_iter().collect(),
+        state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+        networks: endpoints.iter().map(|e| e.network_name.clone()).collect(),
+        endpoints,
+    }
+}
+
 #[async_trait]
 impl DockerApi for BollardEngine {
     fn endpoint(&self) -> &Endpoint {
@@ -564,11 +593,15 @@ impl DockerApi for BollardEngine {
         &self,
         network_id: &str,
         container_id: &str,
+        aliases: &[String],
     ) -> Result<(), EngineError> {
         let d = self.client().await?;
         let req = NetworkConnectRequest {
             container: container_id.to_string(),
-            endpoint_config: Some(EndpointSettings::default()),
+            endpoint_config: Some(EndpointSettings {
+                aliases: (!aliases.is_empty()).then(|| aliases.to_vec()),
+                ..Default::default()
+            }),
         };
         timed(
             Op::ConnectNetwork,
@@ -576,6 +609,74 @@ impl DockerApi for BollardEngine {
             d.connect_network(network_id, req),
         )
         .await
+    }
+
+    async fn disconnect_network(
+        &self,
+        network_id: &str,
+        container_id: &str,
+    ) -> Result<(), EngineError> {
+        let d = self.client().await?;
+        let req = NetworkDisconnectRequest {
+            container: container_id.to_string(),
+            force: Some(true),
+        };
+        match timed(
+            Op::DisconnectNetwork,
+            self.timeouts.call,
+            d.disconnect_network(network_id, req),
+        )
+        .await
+        {
+            // Docker says 404 for a container that is gone or was never
+            // connected, 403 "is not connected" on some releases.
+            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(()),
+            Err(e) if e.message.contains("is not connected") => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn create_network(&self, spec: &NetworkSpec) -> Result<String, EngineError> {
+        let d = self.client().await?;
+        let req = NetworkCreateRequest {
+            name: spec.name.clone(),
+            driver: Some("bridge".into()),
+            internal: Some(spec.internal),
+            labels: Some(spec.labels.clone().into_iter().collect()),
+            ..Default::default()
+        };
+        timed(Op::CreateNetwork, self.timeouts.call, d.create_network(req))
+            .await
+            .map(|r| r.id)
+    }
+
+    async fn remove_network(&self, id: &str) -> Result<bool, EngineError> {
+        let d = self.client().await?;
+        match timed(Op::RemoveNetwork, self.timeouts.call, d.remove_network(id)).await {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn list_network_members(
+        &self,
+        names: &[String],
+    ) -> Result<Vec<ContainerSummary>, EngineError> {
+        let d = self.client().await?;
+        let pairs: Vec<(&str, &str)> = names.iter().map(|n| ("network", n.as_str())).collect();
+        let opts = ListContainersOptions {
+            all: false,
+            filters: Some(filters(&pairs)),
+            ..Default::default()
+        };
+        let list = timed(
+            Op::ListContainers,
+            self.timeouts.call,
+            d.list_containers(Some(opts)),
+        )
+        .await?;
+        Ok(list.into_iter().map(summary_from).collect())
     }
 
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>, EngineError> {
@@ -712,29 +813,7 @@ impl DockerApi for BollardEngine {
             d.list_containers(Some(opts)),
         )
         .await?;
-        Ok(list
-            .into_iter()
-            .map(|c| ContainerSummary {
-                id: c.id.unwrap_or_default(),
-                name: c
-                    .names
-                    .and_then(|n| n.into_iter().next())
-                    .unwrap_or_default()
-                    .trim_start_matches('/')
-                    .to_string(),
-                labels: c.labels.unwrap_or_default().into_iter().collect(),
-                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
-                networks: {
-                    let mut n: Vec<String> = c
-                        .network_settings
-                        .and_then(|s| s.networks)
-                        .map(|m| m.into_keys().collect())
-                        .unwrap_or_default();
-                    n.sort();
-                    n
-                },
-            })
-            .collect())
+        Ok(list.into_iter().map(summary_from).collect())
     }
 
     async fn exec(

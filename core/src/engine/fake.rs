@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::{
     ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
     EndpointInfo, EngineError, EngineErrorKind, EngineInfo, EngineSecurity, ExecExit, ExecSpec,
-    ExitWait, Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, Op, OutputSink,
-    PathStat, ProgressSink, StdinHold, StreamKind,
+    ExitWait, Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, NetworkSpec, Op,
+    OutputSink, PathStat, ProgressSink, StdinHold, StreamKind,
 };
 
 /// One recorded call: the operation and its main argument.
@@ -229,6 +229,20 @@ impl FakeContainer {
     }
 }
 
+/// A container as `GET /containers/json` lists it.
+fn summary_of(c: &FakeContainer) -> ContainerSummary {
+    let mut endpoints = c.info.endpoints.clone();
+    endpoints.sort_by(|a, b| a.network_name.cmp(&b.network_name));
+    ContainerSummary {
+        id: c.info.id.clone(),
+        name: c.info.name.clone(),
+        labels: c.info.labels.clone(),
+        state: if c.info.running { "running" } else { "created" }.into(),
+        networks: endpoints.iter().map(|e| e.network_name.clone()).collect(),
+        endpoints,
+    }
+}
+
 /// Behaviour switches for scripted misbehaviour beyond plain failures.
 #[derive(Clone, Debug, Default)]
 pub struct Quirks {
@@ -427,6 +441,72 @@ impl FakeEngine {
         let id = n.info.id.clone();
         self.lock().networks.push(n);
         id
+    }
+
+    /// Adds a running container that is not a sandbox (a Compose
+    /// service's), attached to `network_id` with `aliases` and labelled
+    /// with `labels`; returns its full ID. Panics on an unknown network.
+    pub fn add_service(
+        &self,
+        name: &str,
+        network_id: &str,
+        aliases: &[&str],
+        labels: &[(&str, &str)],
+    ) -> String {
+        let mut s = self.lock();
+        let n = s
+            .networks
+            .iter()
+            .find(|n| n.info.id == network_id)
+            .expect("the service's network exists")
+            .info
+            .clone();
+        let id = random_id();
+        let info = ContainerInfo {
+            id: id.clone(),
+            name: name.to_string(),
+            running: true,
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            network_mode: n.id.clone(),
+            endpoints: vec![EndpointInfo {
+                network_name: n.name,
+                network_id: n.id,
+                aliases: aliases.iter().map(|a| a.to_string()).collect(),
+            }],
+            ..ContainerInfo::default()
+        };
+        s.containers.insert(
+            id.clone(),
+            FakeContainer {
+                info,
+                cmd: Vec::new(),
+                auto_remove: false,
+                stdin_once: false,
+                holds: 0,
+                stdin_closed: false,
+                files: BTreeMap::new(),
+            },
+        );
+        id
+    }
+
+    /// Removes a container that is not a sandbox (a Compose service's
+    /// `down`), leaving every network it was attached to.
+    pub fn remove_service(&self, id: &str) {
+        self.lock().containers.remove(id);
+    }
+
+    /// Names of the link networks (labelled [`crate::labels::LINK`]).
+    pub fn link_networks(&self) -> Vec<String> {
+        self.lock()
+            .networks
+            .iter()
+            .filter(|n| n.info.labels.contains_key(crate::labels::LINK))
+            .map(|n| n.info.name.clone())
+            .collect()
     }
 
     /// Removes a network by ID.
@@ -955,10 +1035,73 @@ impl DockerApi for FakeEngine {
         Ok(())
     }
 
+    async fn disconnect_network(
+        &self,
+        network_id: &str,
+        container_id: &str,
+    ) -> Result<(), EngineError> {
+        self.enter(Op::DisconnectNetwork, network_id)?;
+        let mut s = self.lock();
+        if let Some(c) = s.containers.get_mut(container_id) {
+            c.info.endpoints.retain(|e| e.network_id != network_id);
+        }
+        Ok(())
+    }
+
+    async fn create_network(&self, spec: &NetworkSpec) -> Result<String, EngineError> {
+        self.enter(Op::CreateNetwork, &spec.name)?;
+        let mut n = FakeNetwork::bridge(&spec.name);
+        n.info.internal = spec.internal;
+        n.info.labels = spec.labels.clone();
+        let id = n.info.id.clone();
+        self.lock().networks.push(n);
+        Ok(id)
+    }
+
+    async fn remove_network(&self, id: &str) -> Result<bool, EngineError> {
+        self.enter(Op::RemoveNetwork, id)?;
+        let mut s = self.lock();
+        if s.containers
+            .values()
+            .any(|c| c.info.endpoints.iter().any(|e| e.network_id == id))
+        {
+            return Err(EngineError {
+                op: Op::RemoveNetwork,
+                kind: EngineErrorKind::Rejected,
+                status: Some(403),
+                message: format!("error while removing network: network {id} has active endpoints"),
+            });
+        }
+        let before = s.networks.len();
+        s.networks.retain(|n| n.info.id != id);
+        Ok(s.networks.len() != before)
+    }
+
+    async fn list_network_members(
+        &self,
+        names: &[String],
+    ) -> Result<Vec<ContainerSummary>, EngineError> {
+        self.enter(Op::ListContainers, &names.join(","))?;
+        let s = self.lock();
+        Ok(s.containers
+            .values()
+            .filter(|c| c.info.running)
+            .filter(|c| {
+                c.info.endpoints.iter().any(|e| {
+                    names
+                        .iter()
+                        .any(|n| *n == e.network_name || *n == e.network_id)
+                })
+            })
+            .map(summary_of)
+            .collect())
+    }
+
     async fn connect_network(
         &self,
         network_id: &str,
         container_id: &str,
+        aliases: &[String],
     ) -> Result<(), EngineError> {
         self.enter(Op::ConnectNetwork, network_id)?;
         let mut s = self.lock();
@@ -974,10 +1117,21 @@ impl DockerApi for FakeEngine {
             .get_mut(container_id)
             .ok_or_else(|| not_found(Op::ConnectNetwork, "container"))?;
         if !ignore {
+            if c.info.endpoints.iter().any(|e| e.network_id == n.info.id) {
+                return Err(EngineError {
+                    op: Op::ConnectNetwork,
+                    kind: EngineErrorKind::Rejected,
+                    status: Some(403),
+                    message: format!(
+                        "endpoint with name {} already exists in network {}",
+                        c.info.name, n.info.name
+                    ),
+                });
+            }
             c.info.endpoints.push(EndpointInfo {
                 network_name: n.info.name,
                 network_id: n.info.id,
-                aliases: Vec::new(),
+                aliases: aliases.to_vec(),
             });
         }
         Ok(())
@@ -1060,22 +1214,7 @@ impl DockerApi for FakeEngine {
                 Some((k, v)) => c.info.labels.get(k).map(String::as_str) == Some(v),
                 None => c.info.labels.contains_key(label),
             })
-            .map(|c| ContainerSummary {
-                id: c.info.id.clone(),
-                name: c.info.name.clone(),
-                labels: c.info.labels.clone(),
-                state: if c.info.running { "running" } else { "created" }.into(),
-                networks: {
-                    let mut n: Vec<String> = c
-                        .info
-                        .endpoints
-                        .iter()
-                        .map(|e| e.network_name.clone())
-                        .collect();
-                    n.sort();
-                    n
-                },
-            })
+            .map(summary_of)
             .collect())
     }
 

@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use super::{
     ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint, EngineError,
     EngineInfo, EngineSecurity, ExecExit, ExecSpec, ExitWait, ImageInfo, NetworkFilter,
-    NetworkInfo, OutputSink, PathStat, ProgressSink, StdinHold,
+    NetworkInfo, NetworkSpec, OutputSink, PathStat, ProgressSink, StdinHold,
 };
 use crate::text::foreign;
 
@@ -119,8 +119,36 @@ impl DockerApi for Foreign {
         &self,
         network_id: &str,
         container_id: &str,
+        aliases: &[String],
     ) -> Result<(), EngineError> {
-        safe(self.0.connect_network(network_id, container_id).await)
+        safe(
+            self.0
+                .connect_network(network_id, container_id, aliases)
+                .await,
+        )
+    }
+
+    async fn disconnect_network(
+        &self,
+        network_id: &str,
+        container_id: &str,
+    ) -> Result<(), EngineError> {
+        safe(self.0.disconnect_network(network_id, container_id).await)
+    }
+
+    async fn create_network(&self, spec: &NetworkSpec) -> Result<String, EngineError> {
+        safe(self.0.create_network(spec).await)
+    }
+
+    async fn remove_network(&self, id: &str) -> Result<bool, EngineError> {
+        safe(self.0.remove_network(id).await)
+    }
+
+    async fn list_network_members(
+        &self,
+        names: &[String],
+    ) -> Result<Vec<ContainerSummary>, EngineError> {
+        safe(self.0.list_network_members(names).await)
     }
 
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>, EngineError> {

@@ -468,6 +468,23 @@ pub struct ContainerSummary {
     /// sorted.
     #[serde(default)]
     pub networks: Vec<String>,
+    /// Its endpoints (`NetworkSettings.Networks`: name, full network ID and,
+    /// when the engine lists them, aliases), in the order of
+    /// [`ContainerSummary::networks`].
+    #[serde(default)]
+    pub endpoints: Vec<EndpointInfo>,
+}
+
+/// What `POST /networks/create` gets for a sandbox's own network
+/// ([`crate::link`], SPEC §4.4): a `bridge` network of local scope.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkSpec {
+    /// The network's name (`<sandbox name>-link`).
+    pub name: String,
+    /// `Internal`: no route out (the sandbox's internet as planned).
+    pub internal: bool,
+    /// Network labels ([`crate::labels::LINK`]).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A command to run in a container through the exec API.
@@ -533,6 +550,12 @@ pub enum Op {
     StartContainer,
     /// `POST /networks/{id}/connect`.
     ConnectNetwork,
+    /// `POST /networks/{id}/disconnect` (force).
+    DisconnectNetwork,
+    /// `POST /networks/create`.
+    CreateNetwork,
+    /// `DELETE /networks/{id}`.
+    RemoveNetwork,
     /// `GET /containers/{id}/json`.
     InspectContainer,
     /// `GET /containers/{id}/top`.
@@ -567,6 +590,9 @@ impl Op {
                 | Op::CreateContainer
                 | Op::StartContainer
                 | Op::ConnectNetwork
+                | Op::DisconnectNetwork
+                | Op::CreateNetwork
+                | Op::RemoveNetwork
                 | Op::RemoveContainer
                 | Op::Exec
         )
@@ -585,6 +611,9 @@ impl fmt::Display for Op {
             Op::CreateContainer => "create container",
             Op::StartContainer => "start container",
             Op::ConnectNetwork => "connect network",
+            Op::DisconnectNetwork => "disconnect network",
+            Op::CreateNetwork => "create network",
+            Op::RemoveNetwork => "remove network",
             Op::InspectContainer => "inspect container",
             Op::ListProcesses => "list container processes",
             Op::RemoveContainer => "remove container",
@@ -768,12 +797,38 @@ pub trait DockerApi: Send + Sync {
     /// Starts a created container.
     async fn start_container(&self, id: &str) -> Result<(), EngineError>;
 
-    /// Connects a container to a network (by full network ID), no alias added.
+    /// Connects a container to a network (by full network ID) with the
+    /// given DNS aliases (none: only its name and short ID resolve).
     async fn connect_network(
         &self,
         network_id: &str,
         container_id: &str,
+        aliases: &[String],
     ) -> Result<(), EngineError>;
+
+    /// Disconnects a container from a network (forced: also a stopped or
+    /// vanished container's endpoint). `Ok` when it was not connected.
+    async fn disconnect_network(
+        &self,
+        network_id: &str,
+        container_id: &str,
+    ) -> Result<(), EngineError>;
+
+    /// Creates a `bridge` network; returns its full ID.
+    async fn create_network(&self, spec: &NetworkSpec) -> Result<String, EngineError>;
+
+    /// Removes a network by full ID. `Ok(true)` when it existed and is
+    /// gone, `Ok(false)` when there was no such network; a network with
+    /// endpoints is [`EngineErrorKind::Rejected`].
+    async fn remove_network(&self, id: &str) -> Result<bool, EngineError>;
+
+    /// The running containers attached to a network with one of `names`
+    /// (Docker's `network` filter, evaluated by the daemon), each with its
+    /// endpoints ([`ContainerSummary::endpoints`]). One call.
+    async fn list_network_members(
+        &self,
+        names: &[String],
+    ) -> Result<Vec<ContainerSummary>, EngineError>;
 
     /// Inspects a container by ID or name. `Ok(None)` when absent.
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>, EngineError>;

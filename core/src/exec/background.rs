@@ -283,6 +283,8 @@ impl Client {
         req: &ExecRequest,
     ) -> Result<ProcessId> {
         validate(req)?;
+        // SPEC §4.4, as every command: the services connected first.
+        self.relink(sandbox, &crate::approve::NoAsker).await?;
         let session = self.background_session(sandbox, None).await?;
         let start = super::supervised::start_for(&session, sandbox, req, None, false)?;
         match session

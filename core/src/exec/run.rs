@@ -111,6 +111,9 @@ impl Client {
             }
             return exec_on_host(sandbox, req, output, cancel).await;
         };
+        // SPEC §4.4: the services of its networks connected (a Compose
+        // `up` since the last call), or the call refused.
+        self.relink(sandbox, &crate::approve::NoAsker).await?;
         // through the sandbox's supervisor when this process
         // holds its owner session.
         if let Some(session) = sandbox.owner.session() {

@@ -332,6 +332,50 @@ impl Setup {
     }
 
     /// The single container that exists now, with its inspect data.
+    /// Adds the running services of the fixture's Compose project, as
+    /// `compose up` leaves them: `shop-redis-1` on shop_default (alias
+    /// `redis`) and `shop-postgres-1` on shop_backend (alias `postgres`).
+    pub fn services(self) -> Setup {
+        for (name, svc, net) in [
+            ("shop-redis-1", "redis", SHOP_DEFAULT_ID),
+            ("shop-postgres-1", "postgres", SHOP_BACKEND_ID),
+        ] {
+            self.fake.add_service(
+                name,
+                net,
+                &[svc],
+                &[
+                    ("com.docker.compose.project", PROJECT),
+                    ("com.docker.compose.service", svc),
+                ],
+            );
+        }
+        self
+    }
+
+    /// The one odek sandbox container (services left out).
+    pub fn only_sandbox(&self) -> ContainerInfo {
+        let ids: Vec<String> = self
+            .fake
+            .containers()
+            .into_iter()
+            .filter(|id| {
+                self.fake
+                    .container(id)
+                    .is_some_and(|c| c.labels.contains_key(odek_core::labels::SANDBOX))
+            })
+            .collect();
+        assert_eq!(ids.len(), 1, "expected exactly one sandbox, have {ids:?}");
+        self.fake.container(&ids[0]).expect("container exists")
+    }
+
+    /// The full ID of sandbox `sandbox`'s link network (SPEC §4.4).
+    pub fn link_id(&self, sandbox: &str) -> String {
+        self.fake
+            .network_id(&odek_core::link::link_name(sandbox))
+            .expect("the sandbox's link network exists")
+    }
+
     pub fn only_container(&self) -> ContainerInfo {
         let ids = self.fake.containers();
         assert_eq!(ids.len(), 1, "expected exactly one container, have {ids:?}");
@@ -359,10 +403,24 @@ pub fn assert_refused(s: &Setup, err: &Error, class: FailureClass, needle: &str)
         msg.contains(needle),
         "message does not name {needle:?}: {msg}"
     );
+    let sandboxes: Vec<String> = s
+        .fake
+        .containers()
+        .into_iter()
+        .filter(|id| {
+            s.fake
+                .container(id)
+                .is_none_or(|c| c.labels.contains_key(odek_core::labels::SANDBOX))
+        })
+        .collect();
     assert!(
-        s.fake.containers().is_empty(),
-        "a container was left behind: {:?}",
-        s.fake.containers()
+        sandboxes.is_empty(),
+        "a container was left behind: {sandboxes:?}"
+    );
+    assert!(
+        s.fake.link_networks().is_empty(),
+        "a link network was left behind: {:?}",
+        s.fake.link_networks()
     );
 }
 
@@ -619,9 +677,47 @@ impl DockerApi for Spy {
         &self,
         network_id: &str,
         container_id: &str,
+        aliases: &[String],
     ) -> Result<(), EngineError> {
-        let r = self.fake.connect_network(network_id, container_id).await;
+        let r = self
+            .fake
+            .connect_network(network_id, container_id, aliases)
+            .await;
         self.after(Op::ConnectNetwork);
+        r
+    }
+
+    async fn disconnect_network(
+        &self,
+        network_id: &str,
+        container_id: &str,
+    ) -> Result<(), EngineError> {
+        let r = self.fake.disconnect_network(network_id, container_id).await;
+        self.after(Op::DisconnectNetwork);
+        r
+    }
+
+    async fn create_network(
+        &self,
+        spec: &odek_core::engine::NetworkSpec,
+    ) -> Result<String, EngineError> {
+        let r = self.fake.create_network(spec).await;
+        self.after(Op::CreateNetwork);
+        r
+    }
+
+    async fn remove_network(&self, id: &str) -> Result<bool, EngineError> {
+        let r = DockerApi::remove_network(&self.fake, id).await;
+        self.after(Op::RemoveNetwork);
+        r
+    }
+
+    async fn list_network_members(
+        &self,
+        names: &[String],
+    ) -> Result<Vec<odek_core::engine::ContainerSummary>, EngineError> {
+        let r = self.fake.list_network_members(names).await;
+        self.after(Op::ListContainers);
         r
     }
 
@@ -777,7 +873,7 @@ pub async fn add_peer(
     let created = fake.create_container(&spec).await.expect("create peer");
     fake.start_container(&created.id).await.expect("start peer");
     for n in more_networks {
-        fake.connect_network(n, &created.id)
+        fake.connect_network(n, &created.id, &[])
             .await
             .expect("connect peer");
     }
