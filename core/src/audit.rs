@@ -335,17 +335,29 @@ fn no_follow() -> i32 {
 ///
 /// Errors: why it could not (the reason names the path).
 pub fn append(odek_home: &Path, name: &str, record: &Record) -> Result<(), String> {
-    let dir = ensure_sandbox_dir(odek_home, name)?;
-    let path = dir.join(LOG_FILE);
+    let path = sandbox_dir(odek_home, name)?.join(LOG_FILE);
+    // Created and checked where it is written: the directories and the
+    // file are opened through descriptors, none by a path checked before
+    // (`host_files::sandbox_dir`, the one opener of a sandbox's directory).
+    // (Made first by path, an own directory others can enter tightened;
+    // what is used is only what the descriptors show.)
+    ensure_sandbox_dir(odek_home, name)?;
+    let dir = crate::host_files::sandbox_dir(odek_home, name, true)?
+        .ok_or_else(|| format!("{} vanished", shown(&path)))?;
     let mut line = serde_json::to_vec(record).map_err(|e| e.to_string())?;
     line.push(b'\n');
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(no_follow())
-        .open(&path)
-        .map_err(|e| open_error(&path, &e))?;
+    let fd = rustix::fs::openat(
+        &dir,
+        LOG_FILE,
+        rustix::fs::OFlags::WRONLY
+            | rustix::fs::OFlags::APPEND
+            | rustix::fs::OFlags::CREATE
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .map_err(|e| open_error(&path, &std::io::Error::from(e)))?;
+    let mut file = std::fs::File::from(fd);
     checked_file(&path, &file)?;
     file.write_all(&line)
         .map_err(|e| format!("{}: cannot write: {e}", shown(&path)))
@@ -509,19 +521,20 @@ pub struct Log {
 /// Errors: `name` is not a sandbox name, a check fails, the file cannot
 /// be read.
 pub fn read(odek_home: &Path, name: &str) -> Result<Option<Log>, String> {
-    let dir = sandbox_dir(odek_home, name)?;
-    if checked_dir(&odek_home.join(SANDBOXES_DIR))?.is_none() || checked_dir(&dir)?.is_none() {
+    let path = sandbox_dir(odek_home, name)?.join(LOG_FILE);
+    // Through descriptors, no symlink followed (`host_files::sandbox_dir`).
+    let Some(dir) = crate::host_files::sandbox_dir(odek_home, name, false)? else {
         return Ok(None);
-    }
-    let path = dir.join(LOG_FILE);
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(no_follow())
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(open_error(&path, &e)),
+    };
+    let file = match rustix::fs::openat(
+        &dir,
+        LOG_FILE,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(open_error(&path, &std::io::Error::from(e))),
     };
     checked_file(&path, &file)?;
     let mut bytes = Vec::new();
