@@ -308,7 +308,13 @@ pub(crate) fn host_triple() -> Result<String, String> {
 fn images() -> R {
     install(APT_IMAGES, false)?;
     docker_up()?;
-    sh(Command::new("bash").arg("tests/images/build.sh"))
+    sh(Command::new("bash").arg("tests/images/build.sh"))?;
+    eprintln!(
+        "xtask: this checkout's test images: {} (ODEK_TEST_NS={})",
+        ["base", "redis", "postgres", "busybox"].map(test_image).join(", "),
+        test_ns()
+    );
+    Ok(())
 }
 
 fn demo() -> R {
