@@ -17,6 +17,9 @@ rustPlatform.buildRustPackage {
   src = source.rust;
   cargoLock.lockFile = ../Cargo.lock;
   nativeBuildInputs = [ jq ];
+  # The test namespace compiled into the suite (tests/e2e/build.rs): the VM
+  # loads nix/test-images.nix's images, named odek-test-nix/….
+  ODEK_TEST_NS = "nix";
   doCheck = false;
   buildPhase = ''
     runHook preBuild
