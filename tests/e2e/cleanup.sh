@@ -7,7 +7,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-# shellcheck source=../ns.sh
+# shellcheck source=tests/ns.sh
 REPO=$repo . "$repo/tests/ns.sh"
 
 for id in $(docker ps -aq --filter label=dev.odek.sandbox=true); do

@@ -14,7 +14,7 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# shellcheck source=../ns.sh
+# shellcheck source=tests/ns.sh
 . "$REPO/tests/ns.sh"
 CACHE=${ODEK_TEST_CACHE:-$REPO/target/odek-test-images}
 # Bump ROOTFS_VERSION whenever the package list or the scripts below change.

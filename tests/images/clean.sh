@@ -7,7 +7,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${ODEK_TEST_CACHE:-$REPO/target/odek-test-images}
-# shellcheck source=../ns.sh
+# shellcheck source=tests/ns.sh
 . "$REPO/tests/ns.sh"
 
 # Every reference of a labelled image: repo:tag, else repo@digest (pulled by

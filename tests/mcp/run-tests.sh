@@ -10,7 +10,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV=${ODEK_MCP_VENV:-$REPO/target/mcp-venv}
-# shellcheck source=../ns.sh
+# shellcheck source=tests/ns.sh
 . "$REPO/tests/ns.sh"
 export ODEK_MCP_PROJECT=${ODEK_MCP_PROJECT:-odekmcp$ODEK_TEST_NS}
 export ODEK_MCP_IMAGE=${ODEK_MCP_IMAGE:-$ODEK_TEST_IMAGES/base:1}

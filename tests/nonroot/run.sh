@@ -21,7 +21,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # This checkout's image and project names (ODEK_TEST_NS is passed on below:
 # a staged copy of the repository would hash to another namespace).
-# shellcheck source=../ns.sh
+# shellcheck source=tests/ns.sh
 . "$REPO/tests/ns.sh"
 MCP_PROJECT=odekmcpnr$ODEK_TEST_NS
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}

@@ -10,7 +10,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${ODEK_TEST_CACHE:-$REPO/target/odek-test-images}
-# shellcheck source=../ns.sh
+# shellcheck source=tests/ns.sh
 . "$REPO/tests/ns.sh"
 PORT=${ODEK_TEST_REGISTRY_PORT:-5555}
 DIR=$CACHE/registry

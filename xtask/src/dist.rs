@@ -638,8 +638,20 @@ fn cli(prefix: &Path, tmp: &Path) -> R {
     let cmd = &mut Command::new(cargo_root.join("bin/odek"));
     cmd.arg("-C")
         .arg(&work)
-        .args(["run", "--sandbox-compose", &e2e_project(), "--sandbox-image"])
-        .args([&test_image("base"), "--", "redis-cli", "-h", "redis", "ping"])
+        .args([
+            "run",
+            "--sandbox-compose",
+            &e2e_project(),
+            "--sandbox-image",
+        ])
+        .args([
+            &test_image("base"),
+            "--",
+            "redis-cli",
+            "-h",
+            "redis",
+            "ping",
+        ])
         .env_remove("ODEK_SUPERVISOR")
         .env_remove("ODEK_SUPERVISOR_BIN")
         .current_dir(tmp);
@@ -659,8 +671,20 @@ fn cli(prefix: &Path, tmp: &Path) -> R {
         Command::new(prefix.join("bin/odek"))
             .arg("-C")
             .arg(&work)
-            .args(["run", "--sandbox-compose", &e2e_project(), "--sandbox-image"])
-            .args([&test_image("base"), "--", "redis-cli", "-h", "redis", "ping"])
+            .args([
+                "run",
+                "--sandbox-compose",
+                &e2e_project(),
+                "--sandbox-image",
+            ])
+            .args([
+                &test_image("base"),
+                "--",
+                "redis-cli",
+                "-h",
+                "redis",
+                "ping",
+            ])
             .current_dir(tmp),
     )?;
     if String::from_utf8_lossy(&out).trim() != "PONG" {

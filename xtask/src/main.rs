@@ -311,7 +311,9 @@ fn images() -> R {
     sh(Command::new("bash").arg("tests/images/build.sh"))?;
     eprintln!(
         "xtask: this checkout's test images: {} (ODEK_TEST_NS={})",
-        ["base", "redis", "postgres", "busybox"].map(test_image).join(", "),
+        ["base", "redis", "postgres", "busybox"]
+            .map(test_image)
+            .join(", "),
         test_ns()
     );
     Ok(())

@@ -38,9 +38,15 @@ pub fn hashed(root: &Path) -> String {
 /// A namespace must keep the names it is part of valid: lower-case ASCII
 /// letters and digits only (image repositories and Compose project names).
 pub fn check(ns: &str) -> Result<(), String> {
-    if ns.len() <= 32 && ns.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
+    if ns.len() <= 32
+        && ns
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    {
         Ok(())
     } else {
-        Err(format!("{VAR}={ns:?}: use 1 to 32 lower-case letters and digits"))
+        Err(format!(
+            "{VAR}={ns:?}: use 1 to 32 lower-case letters and digits"
+        ))
     }
 }

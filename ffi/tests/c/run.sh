@@ -36,7 +36,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 # This checkout's image and project names, exported for smoke.c's real stage.
-# shellcheck source=../../../tests/ns.sh
+# shellcheck source=tests/ns.sh
 . "$REPO/tests/ns.sh"
 HERE=$REPO/ffi/tests/c
 PROFILE=${ODEK_C_SMOKE_PROFILE:-debug}

@@ -407,7 +407,9 @@ pub struct TestNetwork {
 impl TestNetwork {
     /// `docker network create` with the test label and extra args.
     pub fn create(name: &str, extra: &[&str]) -> TestNetwork {
-        let mut args = vec!["network", "create", "--label", TEST_LABEL, "--label", NS_LABEL];
+        let mut args = vec![
+            "network", "create", "--label", TEST_LABEL, "--label", NS_LABEL,
+        ];
         args.extend_from_slice(extra);
         args.push(name);
         let id = docker(&args);
