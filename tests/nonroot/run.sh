@@ -71,7 +71,7 @@ fi
 
 log "building what the runs need (odek, libodek, the e2e test binaries)"
 (cd "$REPO" && cargo build -q -p odek-cli && cargo build -q -p odek-ffi --features testing)
-mapfile -t BINS < <(cd "$REPO" && cargo test -q -p odek-e2e --no-run --message-format=json 2>/dev/null |
+mapfile -t BINS < <(cd "$REPO" && env "${ODEK_CARGO_NS_ENV[@]}" cargo test -q -p odek-e2e --no-run --message-format=json 2>/dev/null |
   python3 -c '
 import json, sys
 for line in sys.stdin:
