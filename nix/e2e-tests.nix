@@ -17,12 +17,12 @@ rustPlatform.buildRustPackage {
   src = source.rust;
   cargoLock.lockFile = ../Cargo.lock;
   nativeBuildInputs = [ jq ];
-  # The test namespace compiled into the suite (tests/e2e/build.rs): the VM
-  # loads nix/test-images.nix's images, named odek-test-nix/….
-  ODEK_TEST_NS = "nix";
   doCheck = false;
   buildPhase = ''
     runHook preBuild
+    # The test namespace compiled into the suite (tests/e2e/build.rs): the VM
+    # loads nix/test-images.nix's images, named odek-test-nix/….
+    export ODEK_TEST_NS=nix
     cargo test --release --offline --frozen -p odek-e2e --no-run -j "$NIX_BUILD_CORES" \
       --message-format=json-render-diagnostics > cargo-messages.json
     runHook postBuild
