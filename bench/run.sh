@@ -10,6 +10,11 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
+# This checkout's test image and a Compose project of its own (tests/ns.sh).
+# shellcheck source=tests/ns.sh
+. "$REPO/tests/ns.sh"
+export ODEK_BENCH_PROJECT=${ODEK_BENCH_PROJECT:-odekbench$ODEK_TEST_NS}
+export ODEK_BENCH_IMAGE=${ODEK_BENCH_IMAGE:-$ODEK_TEST_IMAGES/base:1}
 bash tests/images/build.sh
 cargo build --release -p odek-bench -p odek-cli
 # --features testing: phase 2b runs the bindings on libodek's fake engine. A

@@ -20,6 +20,9 @@ rustPlatform.buildRustPackage {
   doCheck = false;
   buildPhase = ''
     runHook preBuild
+    # The test namespace compiled into the suite (tests/e2e/build.rs): the VM
+    # loads nix/test-images.nix's images, named odek-test-nix/….
+    export ODEK_TEST_NS=nix
     cargo test --release --offline --frozen -p odek-e2e --no-run -j "$NIX_BUILD_CORES" \
       --message-format=json-render-diagnostics > cargo-messages.json
     runHook postBuild

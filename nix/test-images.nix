@@ -1,16 +1,18 @@
 # The e2e suite's images, made with dockerTools instead of debootstrap, under
 # the names and tags the suite and tests/fixtures/compose/docker-compose.yml
-# use (see tests/images/build.sh for the Debian originals):
-#   odek-test/base:1      sh, redis-cli, psql, pg_isready, getent, ip, nc, ps,
-#                         mount, kill; CMD sleep infinity
-#   odek-test/redis:1     CMD odek-test-redis     (EXPOSE 6379)
-#   odek-test/postgres:1  CMD odek-test-postgres  (EXPOSE 5432)
-#   odek-test/busybox:1   BusyBox only (its ash as /bin/sh), as in alpine
+# use (see tests/images/build.sh for the Debian originals), in the test
+# namespace `ns` (tests/ns.sh; "nix": the VM check builds its suite with
+# ODEK_TEST_NS=nix, and the test-images app retags them for a checkout):
+#   odek-test-<ns>/base:1      sh, redis-cli, psql, pg_isready, getent, ip, nc, ps,
+#                              mount, kill; CMD sleep infinity
+#   odek-test-<ns>/redis:1     CMD odek-test-redis     (EXPOSE 6379)
+#   odek-test-<ns>/postgres:1  CMD odek-test-postgres  (EXPOSE 5432)
+#   odek-test-<ns>/busybox:1   BusyBox only (its ash as /bin/sh), as in alpine
 # The first three share one root filesystem (and so, once loaded, their layers).
 # `pinned-alpine` is the pinned default image fetched by digest (SPEC §5).
 { callPackage, dockerTools, buildEnv, runCommand, writeShellScriptBin
 , bashInteractive, coreutils, findutils, gnugrep, gnused, gawk, procps, util-linux
-, iproute2, netcat-openbsd, getent, redis, postgresql, busybox }:
+, iproute2, netcat-openbsd, getent, redis, postgresql, busybox, ns ? "nix" }:
 let
   etc = runCommand "odek-test-etc" { } ''
     mkdir -p $out/etc
@@ -70,7 +72,7 @@ let
 
   image = name: cmd: extraConfig:
     dockerTools.buildLayeredImage {
-      name = "odek-test/${name}";
+      name = "odek-test-${ns}/${name}";
       tag = "1";
       contents = [ rootfs ];
       # /etc is a real directory (Docker mounts hosts, hostname and
@@ -83,7 +85,7 @@ let
       config = {
         Cmd = cmd;
         Env = [ "PATH=/bin" "LANG=C.UTF-8" ];
-        Labels = { "dev.odek.test" = "true"; };
+        Labels = { "dev.odek.test" = "true"; "dev.odek.test.ns" = ns; };
       } // extraConfig;
     };
 in
@@ -93,7 +95,7 @@ in
   postgres = image "postgres" [ "odek-test-postgres" ] { ExposedPorts = { "5432/tcp" = { }; }; };
   # The exec-kill script under BusyBox ash (the pinned default is alpine).
   busybox = dockerTools.buildLayeredImage {
-    name = "odek-test/busybox";
+    name = "odek-test-${ns}/busybox";
     tag = "1";
     contents = [ busybox ];
     extraCommands = ''
@@ -104,7 +106,7 @@ in
     config = {
       Cmd = [ "sleep" "2147483647" ];
       Env = [ "PATH=/bin" ];
-      Labels = { "dev.odek.test" = "true"; };
+      Labels = { "dev.odek.test" = "true"; "dev.odek.test.ns" = ns; };
     };
   };
   pinned-alpine = callPackage ./pinned-image-fetch.nix { };

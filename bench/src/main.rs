@@ -59,11 +59,13 @@ pub(crate) struct Args {
     /// Unrecorded warm-up iterations per variant before measuring.
     #[arg(long, default_value_t = 2)]
     pub(crate) warmup: usize,
-    /// Compose project brought up (and down at the end) for the bench.
-    #[arg(long, default_value = "odekbench")]
+    /// Compose project brought up (and down at the end) for the bench
+    /// (bench/run.sh: `odekbench<ns>`, this checkout's, tests/ns.sh).
+    #[arg(long, env = "ODEK_BENCH_PROJECT", default_value = "odekbench")]
     pub(crate) project: String,
-    /// Sandbox image (built offline by tests/images/build.sh).
-    #[arg(long, default_value = "odek-test/base:1")]
+    /// Sandbox image (built offline by tests/images/build.sh; bench/run.sh:
+    /// this checkout's `odek-test-<ns>/base:1`).
+    #[arg(long, env = "ODEK_BENCH_IMAGE", default_value = "odek-test/base:1")]
     pub(crate) image: String,
     /// Measured iterations of the exec phase (default 3 × iterations: an
     /// exec is short and the daemon's jitter large).

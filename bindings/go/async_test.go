@@ -86,7 +86,7 @@ func TestFakeCancelledContext(t *testing.T) {
 	if _, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Env: env}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Resolve: %v", err)
 	}
-	plan, err := c.Resolve(context.Background(), ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	plan, err := c.Resolve(context.Background(), ResolveRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@ package odek
 
 // Tests against the real Docker daemon. They FAIL (never skip) when Docker,
 // the test images or the fixture Compose project are missing (requireDocker).
-// Every sandbox uses odek-test/base:1 and a fresh workdir, and each test
+// Every sandbox uses testImage() (this checkout's base image) and a fresh workdir, and each test
 // checks by the dev.odek.workdir label that no container is left behind.
 // They only talk to containers they start (the fixture, the sandboxes).
 
@@ -137,7 +137,7 @@ func TestDockerExampleAgentLoop(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cleanupContainers(t, dir)
-	cmd := exec.Command(bin, "-project", composeProject(), "-workdir", dir)
+	cmd := exec.Command(bin, "-project", composeProject(), "-image", testImage(), "-workdir", dir)
 	home := t.TempDir()
 	cmd.Env = append(os.Environ(), "ODEK_HOME="+home)
 	out, err := cmd.CombinedOutput()

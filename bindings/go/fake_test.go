@@ -27,7 +27,7 @@ func TestFakeLifecycle(t *testing.T) {
 
 	plan, err := c.Resolve(ctx, ResolveRequest{
 		Workdir:  dir,
-		Settings: sandboxSettings(map[string]any{"sandbox_compose_project": "shop", "sandbox_pids_limit": 256}),
+		Settings: fakeSettings(map[string]any{"sandbox_compose_project": "shop", "sandbox_pids_limit": 256}),
 		Env:      env,
 	})
 	if err != nil {
@@ -37,7 +37,7 @@ func TestFakeLifecycle(t *testing.T) {
 	if plan.Mode != ModeExplicit || plan.Isolation.Kind != IsolationContainer {
 		t.Errorf("mode %q isolation %+v", plan.Mode, plan.Isolation)
 	}
-	if plan.Workdir != dir || plan.Image.Reference != testImage || plan.Image.Origin != "explicit" {
+	if plan.Workdir != dir || plan.Image.Reference != fakeImage || plan.Image.Origin != "explicit" {
 		t.Errorf("workdir %q image %+v", plan.Workdir, plan.Image)
 	}
 	if plan.NetworkMode != "none" || plan.NetworkSummary != NetworkAttached || !plan.Internet {
@@ -74,7 +74,7 @@ func TestFakeLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ConfigView: %v", err)
 	}
-	if view.Image.Reference != testImage || !view.Init || view.PidsLimit != 256 || len(view.Networks) != 2 ||
+	if view.Image.Reference != fakeImage || !view.Init || view.PidsLimit != 256 || len(view.Networks) != 2 ||
 		view.Network != NetworkAttached || view.Isolation != IsolationContainer || view.Tmpfs == "" ||
 		view.Sources["sandbox_image"].Kind != "api" || view.Workdir != dir {
 		t.Errorf("config view %+v", view)
@@ -145,7 +145,7 @@ func TestFakeCloseDestroysHandle(t *testing.T) {
 	ctx := context.Background()
 	c := fakeClient(t)
 	dir, env := isolated(t)
-	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestFakeCloseWithResultNamesAChangedHook(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestFakeApprovalRequired(t *testing.T) {
 	dir, env := isolated(t)
 	writeProjectConfig(t, dir, `{"sandbox_compose_project": "shop"}`)
 
-	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env})
 	if err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}
@@ -290,7 +290,7 @@ func TestFakeApprovalRequired(t *testing.T) {
 	// An approval of another plan does not fit.
 	other, env2 := isolated(t)
 	writeProjectConfig(t, other, `{"sandbox_compose_project": "shop", "sandbox_pids_limit": 64}`)
-	plan2, err := c.Resolve(ctx, ResolveRequest{Workdir: other, Settings: sandboxSettings(nil), Env: env2})
+	plan2, err := c.Resolve(ctx, ResolveRequest{Workdir: other, Settings: fakeSettings(nil), Env: env2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestFakeApprovalRequired(t *testing.T) {
 	if _, err := c.Approve(ctx, plan, DecisionTrust); err != nil {
 		t.Fatalf("Approve(trust): %v", err)
 	}
-	again, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	again, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestFakeApprovalRequired(t *testing.T) {
 	envDir, envEnv := isolated(t)
 	writeProjectConfig(t, envDir, `{"sandbox_compose_project": "shop"}`)
 	envEnv["ODEK_APPROVE_PROJECT_SANDBOX"] = "1"
-	byEnv, err := c.Resolve(ctx, ResolveRequest{Workdir: envDir, Settings: sandboxSettings(nil), Env: envEnv})
+	byEnv, err := c.Resolve(ctx, ResolveRequest{Workdir: envDir, Settings: fakeSettings(nil), Env: envEnv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestFakeApproveWithoutRequest(t *testing.T) {
 	ctx := context.Background()
 	c := fakeClient(t)
 	dir, env := isolated(t)
-	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestFakeConfigError(t *testing.T) {
 	c := fakeClient(t)
 	dir, env := isolated(t)
 	_, err := c.Resolve(context.Background(), ResolveRequest{
-		Workdir: dir, Settings: sandboxSettings(map[string]any{"sandbox_network": "host"}), Env: env,
+		Workdir: dir, Settings: fakeSettings(map[string]any{"sandbox_network": "host"}), Env: env,
 	})
 	wantCode(t, err, CodeNetworkMode, ClassConfig, ErrConfig)
 	if !strings.Contains(err.Error(), "sandbox_network") {
@@ -389,15 +389,15 @@ func TestFakeConfigError(t *testing.T) {
 	}
 
 	_, err = c.Resolve(context.Background(), ResolveRequest{
-		Workdir: dir, Settings: sandboxSettings(map[string]any{"sandbox_compose_project": "nosuchproject"}), Env: env,
+		Workdir: dir, Settings: fakeSettings(map[string]any{"sandbox_compose_project": "nosuchproject"}), Env: env,
 	})
 	wantCode(t, err, CodeComposeNotRunning, ClassConfig, ErrConfig)
 
 	writeProjectConfig(t, dir, `{"sandbox_pids_limit": `)
-	_, err = c.Resolve(context.Background(), ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	_, err = c.Resolve(context.Background(), ResolveRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env})
 	wantCode(t, err, CodeConfigMalformed, ClassConfig, ErrConfig)
 	_, err = c.Resolve(context.Background(), ResolveRequest{
-		Workdir: dir, Settings: sandboxSettings(nil), Env: env, IgnoreProjectConfig: true,
+		Workdir: dir, Settings: fakeSettings(nil), Env: env, IgnoreProjectConfig: true,
 	})
 	if err != nil {
 		t.Errorf("IgnoreProjectConfig still read odek.json: %v", err)
@@ -412,7 +412,7 @@ func TestDaemonUnreachable(t *testing.T) {
 	defer c.Close()
 	dir, env := isolated(t)
 	_, err = c.Resolve(context.Background(), ResolveRequest{
-		Workdir: dir, Settings: sandboxSettings(map[string]any{"sandbox": true}), Env: env,
+		Workdir: dir, Settings: fakeSettings(map[string]any{"sandbox": true}), Env: env,
 	})
 	wantCode(t, err, CodeDaemonUnreachable, ClassDaemonUnreachable, ErrDaemonUnreachable)
 	if !strings.Contains(err.Error(), "/nonexistent.sock") {
@@ -440,10 +440,10 @@ func TestFallbackWithoutDaemon(t *testing.T) {
 	defer c.Close()
 	dir, env := isolated(t)
 	// The binding requires a sandbox unless the caller allows the fallback.
-	if _, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env}); !errors.Is(err, ErrDaemonUnreachable) {
+	if _, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env}); !errors.Is(err, ErrDaemonUnreachable) {
 		t.Fatalf("Resolve without AllowHostFallback: %v, want ErrDaemonUnreachable", err)
 	}
-	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env, AllowHostFallback: true})
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env, AllowHostFallback: true})
 	if err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}
@@ -518,7 +518,7 @@ func TestFakeNarrowKeepsTheApprovalRequirement(t *testing.T) {
 	ctx := context.Background()
 	c := fakeClient(t)
 	dir, env := isolated(t)
-	writeProjectConfig(t, dir, `{"sandbox_compose_project": "shop", "sandbox_image": "`+testImage+`",
+	writeProjectConfig(t, dir, `{"sandbox_compose_project": "shop", "sandbox_image": "`+fakeImage+`",
 		"sandbox_env": {"TOKEN": "${HOME}"}}`)
 	parent, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Env: env})
 	if err != nil {
@@ -557,7 +557,7 @@ func TestFakeNarrow(t *testing.T) {
 	c := fakeClient(t)
 	dir, env := isolated(t)
 	parent, err := c.Resolve(ctx, ResolveRequest{
-		Workdir: dir, Settings: sandboxSettings(map[string]any{"sandbox_compose_project": "shop"}), Env: env,
+		Workdir: dir, Settings: fakeSettings(map[string]any{"sandbox_compose_project": "shop"}), Env: env,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -597,7 +597,7 @@ func TestUsageErrors(t *testing.T) {
 
 	c := fakeClient(t)
 	dir, env := isolated(t)
-	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -680,7 +680,7 @@ func TestFakeOneCallLaunch(t *testing.T) {
 	dir, env := isolated(t)
 	sb, err := Launch(ctx, LaunchRequest{
 		Workdir:  dir,
-		Settings: sandboxSettings(map[string]any{"sandbox_compose_project": "shop"}),
+		Settings: fakeSettings(map[string]any{"sandbox_compose_project": "shop"}),
 		Env:      env,
 		Client:   c,
 	})
@@ -702,7 +702,7 @@ func TestFakeOneCallLaunch(t *testing.T) {
 	// launched with one.
 	dir, env = isolated(t)
 	writeProjectConfig(t, dir, `{"sandbox_compose_project": "shop"}`)
-	req := LaunchRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env, Client: c}
+	req := LaunchRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env, Client: c}
 	if _, err := Launch(ctx, req); err == nil {
 		t.Fatal("launched a project request without approval")
 	} else {
@@ -733,7 +733,7 @@ func TestFakeClientPool(t *testing.T) {
 		t.Fatalf("NewClient: %v", err)
 	}
 	dir, env := isolated(t)
-	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: sandboxSettings(nil), Env: env})
+	plan, err := c.Resolve(ctx, ResolveRequest{Workdir: dir, Settings: fakeSettings(nil), Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package odek
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -13,18 +15,40 @@ import (
 	"time"
 )
 
-// The image every sandbox of these tests uses: built offline by
-// tests/images/build.sh (nothing can be pulled here).
-const testImage = "odek-test/base:1"
+// The image of the in-memory engine (fake tests: no Docker).
+const fakeImage = "odek-test/base:1"
+
+// testNS is this checkout's test namespace (tests/ns.sh, xtask/src/ns.rs):
+// ODEK_TEST_NS, else the first 8 hex digits of SHA-256 of the checkout's
+// canonical path, so checkouts sharing a Docker daemon keep apart.
+func testNS() string {
+	if ns := os.Getenv("ODEK_TEST_NS"); ns != "" {
+		return ns
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err == nil {
+		root, err = filepath.EvalSymlinks(root)
+	}
+	if err != nil {
+		panic(err)
+	}
+	sum := sha256.Sum256([]byte(root))
+	return hex.EncodeToString(sum[:4])
+}
+
+// testImage is the image every real sandbox of these tests uses: this
+// checkout's, built offline by tests/images/build.sh (nothing can be pulled
+// here).
+func testImage() string { return "odek-test-" + testNS() + "/base:1" }
 
 // composeProject is the fixture Compose project of the real-Docker tests
-// (tests/fixtures/compose, brought up by up.sh). ODEK_GO_TEST_PROJECT
-// overrides it.
+// (tests/fixtures/compose, brought up by up.sh): this checkout's.
+// ODEK_GO_TEST_PROJECT overrides it.
 func composeProject() string {
 	if p := os.Getenv("ODEK_GO_TEST_PROJECT"); p != "" {
 		return p
 	}
-	return "odeke2e"
+	return "odeke2e" + testNS()
 }
 
 // repoRoot is the odek workspace (this package is bindings/go).
@@ -105,6 +129,7 @@ func requireDocker(t testing.TB) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			cmd := exec.CommandContext(ctx, s[0], s[1:]...)
 			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "ODEK_TEST_NS="+testNS())
 			out, err := cmd.CombinedOutput()
 			cancel()
 			if err != nil {
@@ -149,7 +174,16 @@ func cleanupContainers(t testing.TB, dir string) {
 
 // sandboxSettings are the operator settings of every real sandbox here.
 func sandboxSettings(extra map[string]any) map[string]any {
-	m := map[string]any{"sandbox_image": testImage}
+	return withImage(testImage(), extra)
+}
+
+// fakeSettings are the operator settings of the in-memory engine's sandboxes.
+func fakeSettings(extra map[string]any) map[string]any {
+	return withImage(fakeImage, extra)
+}
+
+func withImage(image string, extra map[string]any) map[string]any {
+	m := map[string]any{"sandbox_image": image}
 	for k, v := range extra {
 		m[k] = v
 	}

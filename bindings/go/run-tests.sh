@@ -7,7 +7,8 @@
 # `pkg-config odek` (link.go); nothing in it names a target directory.
 # The real-Docker tests need a daemon and FAIL without one (they never skip);
 # they build the test images and start the fixture Compose project themselves
-# (tests/images/build.sh, tests/fixtures/compose/up.sh odeke2e: idempotent).
+# (tests/images/build.sh, tests/fixtures/compose/up.sh odeke2e<ns>: idempotent;
+# <ns> is this checkout's test namespace, tests/ns.sh).
 #
 # Usage: bindings/go/run-tests.sh [go test flags…]   e.g.  -run Fake -v
 # Env: ODEK_SKIP_CARGO_BUILD=1 uses the library as it is; GOCACHE / GOPATH

@@ -8,7 +8,8 @@
 #   bindings/python/run-tests.sh -m "not docker" # deselect the real-Docker tier
 # The real-Docker tests need a daemon and FAIL (never skip) without one; they
 # build the offline test images and bring up the fixture Compose project
-# (tests/images/build.sh, tests/fixtures/compose/up.sh odeke2e) themselves.
+# (tests/images/build.sh, tests/fixtures/compose/up.sh odeke2e<ns>, this
+# checkout's names: tests/conftest.py, tests/ns.sh) themselves.
 # ODEK_LIB set by the caller is used as is (no cargo build).
 set -euo pipefail
 

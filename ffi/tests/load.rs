@@ -5,7 +5,7 @@
 //! 16 threads × 5 cycles (override with `ODEK_LOAD_THREADS` and
 //! `ODEK_LOAD_CYCLES`) share ONE client handle; each thread has its own
 //! temp workdir and runs resolve → launch → exec (`redis-cli -h redis ping`
-//! → PONG) → destroy against the Compose fixture `odeke2e`. Every cycle
+//! → PONG) → destroy against the Compose fixture (`odeke2e<ns>`, tests/ns.sh). Every cycle
 //! must succeed or fail with a typed error (a §6.3 class and an `ODEK_E_*`
 //! code; never a panic, internal error or bad handle); the whole run must
 //! finish before a deadline (no deadlock); afterwards no container of any of
@@ -16,7 +16,7 @@
 //!
 //! Real Docker is required: without a daemon the test FAILS, it never skips.
 //! The fixture is prepared with `tests/images/build.sh` and
-//! `tests/fixtures/compose/up.sh odeke2e` (both idempotent).
+//! `tests/fixtures/compose/up.sh odeke2e<ns>` (both idempotent).
 //!
 //! Run: `cargo test -p odek-ffi --test load -- --nocapture`
 //! Larger: `ODEK_LOAD_THREADS=32 ODEK_LOAD_CYCLES=20 cargo test -p odek-ffi --release --test load -- --nocapture`
@@ -34,8 +34,8 @@ use odek::{
     odek_sandbox_destroy, odek_sandbox_t, odek_string_free,
 };
 
-const PROJECT: &str = "odeke2e";
-const IMAGE: &str = "odek-test/base:1";
+// This checkout's fixture project and image (tests/e2e/build.rs).
+use odek_e2e::{BASE_IMAGE as IMAGE, PROJECT, TEST_NS};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -73,6 +73,7 @@ fn fixture() {
         let st = Command::new("bash")
             .arg(repo().join(script[0]))
             .args(&script[1..])
+            .env("ODEK_TEST_NS", TEST_NS)
             .status()
             .expect("run bash");
         assert!(st.success(), "{script:?} failed");

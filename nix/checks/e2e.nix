@@ -68,7 +68,7 @@ testers.runNixOSTest {
     with subtest("load the dockerTools test images"):
         for archive in ["${images.base}", "${images.redis}", "${images.postgres}", "${images.busybox}"]:
             machine.succeed(f"docker load -i {archive}")
-        machine.succeed("docker image inspect odek-test/base:1 odek-test/redis:1 odek-test/postgres:1 odek-test/busybox:1 >/dev/null")
+        machine.succeed("docker image inspect odek-test-nix/base:1 odek-test-nix/redis:1 odek-test-nix/postgres:1 odek-test-nix/busybox:1 >/dev/null")
 
     with subtest("odek runs"):
         machine.succeed("${odek}/bin/odek --help")

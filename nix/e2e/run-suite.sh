@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs odek's real-Docker e2e suite from prebuilt test binaries (nix/e2e-tests.nix)
 # — inside the NixOS VM of checks.<system>.e2e, or on any Linux host whose
-# Docker daemon has the odek-test/* images loaded.
+# Docker daemon has the odek-test-nix/* images loaded (nix/test-images.nix).
 #
 # Environment:
 #   ODEK_BIN          the odek binary under test (required)
@@ -25,6 +25,9 @@ set -euo pipefail
 : "${ODEK_BIN:?set ODEK_BIN to the odek binary under test}"
 : "${ODEK_E2E:?set ODEK_E2E to the odek-e2e-tests package}"
 export ODEK_BIN
+# The namespace the suite was compiled with (nix/e2e-tests.nix), for the
+# scripts it runs (up.sh, cleanup.sh).
+export ODEK_TEST_NS=${ODEK_TEST_NS:-nix}
 export ODEK_TEST_CACHE=${ODEK_TEST_CACHE:-/var/lib/odek-e2e}
 threads=${ODEK_E2E_THREADS:-4}
 

@@ -23,10 +23,10 @@ use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-/// The Debian test image.
-const BASE: &str = "odek-test/base:1";
+/// The Debian test image (this checkout's: tests/e2e/build.rs).
+const BASE: &str = odek_e2e::BASE_IMAGE;
 /// The BusyBox-only test image.
-const BUSYBOX: &str = "odek-test/busybox:1";
+const BUSYBOX: &str = odek_e2e::BUSYBOX_IMAGE;
 /// The supervisor's uid and gid.
 const S: u32 = 65533;
 /// The relay socket name.

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Build odek's offline test images from Debian packages (no registry needed):
-#   odek-test/base:1      sh, redis-cli, psql, pg_isready, getent, ip, nc; CMD sleep infinity
-#   odek-test/redis:1     CMD odek-test-redis     (EXPOSE 6379)
-#   odek-test/postgres:1  CMD odek-test-postgres  (EXPOSE 5432)
-#   odek-test/busybox:1   BusyBox only (its ash as /bin/sh): the shell and tools of
-#                         the pinned alpine default, for the exec-kill script
+#   odek-test-<ns>/base:1      sh, redis-cli, psql, pg_isready, getent, ip, nc; CMD sleep infinity
+#   odek-test-<ns>/redis:1     CMD odek-test-redis     (EXPOSE 6379)
+#   odek-test-<ns>/postgres:1  CMD odek-test-postgres  (EXPOSE 5432)
+#   odek-test-<ns>/busybox:1   BusyBox only (its ash as /bin/sh): the shell and tools of
+#                              the pinned alpine default, for the exec-kill script
+# <ns> is this checkout's namespace (tests/ns.sh), so checkouts sharing a
+# daemon keep their own images.
 # The first three are `docker import`s of one debootstrap rootfs, so they share one
 # layer; the BusyBox image holds that rootfs's static busybox and its applet links.
 # The rootfs tarball is cached, so a rebuild after `docker rmi` only re-imports.
@@ -12,14 +14,17 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/ns.sh
+. "$REPO/tests/ns.sh"
 CACHE=${ODEK_TEST_CACHE:-$REPO/target/odek-test-images}
 # Bump ROOTFS_VERSION whenever the package list or the scripts below change.
 ROOTFS_VERSION=4
 TARBALL=$CACHE/rootfs-bookworm-v$ROOTFS_VERSION.tar
-IMAGES=(odek-test/base:1 odek-test/redis:1 odek-test/postgres:1 odek-test/busybox:1)
+I=$ODEK_TEST_IMAGES
+IMAGES=("$I/base:1" "$I/redis:1" "$I/postgres:1" "$I/busybox:1")
 PACKAGES=redis-server,redis-tools,postgresql,postgresql-client,iproute2,procps,libc-bin,netcat-openbsd,ca-certificates,busybox-static
 MIRROR=http://deb.debian.org/debian
-LABEL=dev.odek.test=true
+LABEL="dev.odek.test=true $ODEK_TEST_NS_LABEL"
 
 log() { echo "==> $*" >&2; }
 
@@ -124,9 +129,9 @@ import() {
 }
 
 start=$SECONDS
-import odek-test/base:1     'CMD ["sleep","infinity"]'
-import odek-test/redis:1    'CMD ["odek-test-redis"]'    'EXPOSE 6379'
-import odek-test/postgres:1 'CMD ["odek-test-postgres"]' 'EXPOSE 5432'
+import "$I/base:1"     'CMD ["sleep","infinity"]'
+import "$I/redis:1"    'CMD ["odek-test-redis"]'    'EXPOSE 6379'
+import "$I/postgres:1" 'CMD ["odek-test-postgres"]' 'EXPOSE 5432'
 
 # BusyBox: /bin/busybox from the rootfs (merged /usr: it lives in usr/bin) and
 # a link per applet, nothing else.
@@ -142,8 +147,8 @@ for applet in $("$BB/bin/busybox" --list); do
   [ "$applet" = busybox ] || ln -s busybox "$BB/bin/$applet"
 done
 echo 'root:x:0:0:root:/root:/bin/sh' >"$BB/etc/passwd"
-log "docker import odek-test/busybox:1"
+log "docker import $I/busybox:1"
 tar --numeric-owner -C "$BB" -c . | docker import --change "LABEL $LABEL" --change "ENV PATH=/bin" \
-  --change 'CMD ["sleep","2147483647"]' - odek-test/busybox:1 >/dev/null
+  --change 'CMD ["sleep","2147483647"]' - "$I/busybox:1" >/dev/null
 rm -rf "$BB"
 log "imports done in $((SECONDS - start)) s"

@@ -2,12 +2,13 @@
 `odek mcp`, next to `odek sandbox exec NAME -- true` (median of 20) for the
 same kind of sandbox (same image, same Compose networks). One warm-up call
 each (the MCP one launches the lazy sandbox). Needs the fixture up as
-$ODEK_MCP_PROJECT (default odekmcp); run with the venv of run-tests.sh:
+$ODEK_MCP_PROJECT (default odekmcp<ns>, as tests/mcp/run-tests.sh); run with the venv of run-tests.sh:
 
     target/mcp-venv/bin/python tests/mcp/bench_exec.py
 """
 
 import asyncio
+import hashlib
 import os
 import statistics
 import subprocess
@@ -20,8 +21,12 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 REPO = Path(__file__).resolve().parents[2]
 ODEK = str(REPO / "target" / "debug" / "odek")
-PROJECT = os.environ.get("ODEK_MCP_PROJECT", "odekmcp")
-FLAGS = ["--sandbox-compose", PROJECT, "--sandbox-image", "odek-test/base:1"]
+# This checkout's names (tests/ns.sh): ODEK_TEST_NS, else the checkout's hash.
+TEST_NS = os.environ.get("ODEK_TEST_NS") or hashlib.sha256(
+    os.path.realpath(REPO).encode()).hexdigest()[:8]
+PROJECT = os.environ.get("ODEK_MCP_PROJECT", f"odekmcp{TEST_NS}")
+IMAGE = os.environ.get("ODEK_MCP_IMAGE", f"odek-test-{TEST_NS}/base:1")
+FLAGS = ["--sandbox-compose", PROJECT, "--sandbox-image", IMAGE]
 N = 20
 
 

@@ -4,13 +4,16 @@
 #   tests/mcp/run-tests.sh [pytest args…]
 # Creates the venv target/mcp-venv (pip install mcp pytest), builds
 # target/debug/odek, builds the offline test images if missing, starts the
-# fixture as Compose project $ODEK_MCP_PROJECT (default odekmcp) and stops
-# it again at the end.
+# fixture as Compose project $ODEK_MCP_PROJECT (default odekmcp<ns>, this
+# checkout's: tests/ns.sh) and stops it again at the end.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV=${ODEK_MCP_VENV:-$REPO/target/mcp-venv}
-export ODEK_MCP_PROJECT=${ODEK_MCP_PROJECT:-odekmcp}
+# shellcheck source=tests/ns.sh
+. "$REPO/tests/ns.sh"
+export ODEK_MCP_PROJECT=${ODEK_MCP_PROJECT:-odekmcp$ODEK_TEST_NS}
+export ODEK_MCP_IMAGE=${ODEK_MCP_IMAGE:-$ODEK_TEST_IMAGES/base:1}
 
 if [[ ! -x $VENV/bin/pytest ]]; then
   echo "==> creating $VENV (pip install mcp pytest)" >&2

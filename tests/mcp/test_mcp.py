@@ -5,7 +5,8 @@ The client is the official MCP Python SDK (`mcp` from PyPI) driving
 write raw JSON-RPC lines instead, because a well-behaved SDK cannot send
 them. The Compose fixture (redis on default+backend, postgres on the
 internal backend network only) must be up as project $ODEK_MCP_PROJECT
-(default `odekmcp`): tests/mcp/run-tests.sh starts and stops it.
+(default `odekmcp<ns>`, <ns> being this checkout's test namespace, see
+tests/ns.sh): tests/mcp/run-tests.sh starts and stops it.
 
 Every server runs in a fresh project directory with its own $ODEK_HOME, so
 "no container left" is checked by the `dev.odek.workdir` label, and the
@@ -34,8 +35,12 @@ from mcp.types import ElicitResult
 
 REPO = Path(__file__).resolve().parents[2]
 ODEK = Path(os.environ.get("ODEK_BIN", REPO / "target" / "debug" / "odek"))
-PROJECT = os.environ.get("ODEK_MCP_PROJECT", "odekmcp")
-IMAGE = os.environ.get("ODEK_MCP_IMAGE", "odek-test/base:1")
+# This checkout's test namespace (tests/ns.sh, xtask/src/ns.rs): ODEK_TEST_NS,
+# else the first 8 hex digits of SHA-256 of the checkout's canonical path.
+TEST_NS = os.environ.get("ODEK_TEST_NS") or hashlib.sha256(
+    os.path.realpath(REPO).encode()).hexdigest()[:8]
+PROJECT = os.environ.get("ODEK_MCP_PROJECT", f"odekmcp{TEST_NS}")
+IMAGE = os.environ.get("ODEK_MCP_IMAGE", f"odek-test-{TEST_NS}/base:1")
 WRAPPER = re.compile(r'<untrusted_content_([0-9a-f]{16,}) source="docker">(.*?)</untrusted_content_\1>', re.S)
 
 

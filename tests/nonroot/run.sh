@@ -19,6 +19,11 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# This checkout's image and project names (ODEK_TEST_NS is passed on below:
+# a staged copy of the repository would hash to another namespace).
+# shellcheck source=tests/ns.sh
+. "$REPO/tests/ns.sh"
+MCP_PROJECT=odekmcpnr$ODEK_TEST_NS
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 [[ $TARGET = /* ]] || TARGET=$REPO/$TARGET
 USER_NAME=odek-e2e
@@ -66,7 +71,7 @@ fi
 
 log "building what the runs need (odek, libodek, the e2e test binaries)"
 (cd "$REPO" && cargo build -q -p odek-cli && cargo build -q -p odek-ffi --features testing)
-mapfile -t BINS < <(cd "$REPO" && cargo test -q -p odek-e2e --no-run --message-format=json 2>/dev/null |
+mapfile -t BINS < <(cd "$REPO" && env "${ODEK_CARGO_NS_ENV[@]}" cargo test -q -p odek-e2e --no-run --message-format=json 2>/dev/null |
   python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -79,7 +84,7 @@ STAGE=$(mktemp -d /tmp/odek-nonroot.XXXXXX)
 chmod 755 "$STAGE"
 # shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
-  "$REPO/tests/fixtures/compose/down.sh" odekmcpnr >/dev/null 2>&1 || true
+  "$REPO/tests/fixtures/compose/down.sh" "$MCP_PROJECT" >/dev/null 2>&1 || true
   rm -rf "$STAGE"
 }
 trap cleanup EXIT
@@ -121,21 +126,21 @@ for name in "${E2E_TESTS[@]}"; do
   [[ -n $exe ]] || { echo "nonroot: no e2e test binary named $name" >&2; exit 1; }
   cp "$exe" "$STAGE/bin/e2e-$name"
   log "e2e $name as $USER_NAME"
-  as_user env ODEK_BIN="$STAGE/bin/odek" ODEK_REPO="$RREPO" RUST_BACKTRACE=1 \
+  as_user env ODEK_BIN="$STAGE/bin/odek" ODEK_REPO="$RREPO" ODEK_TEST_NS="$ODEK_TEST_NS" RUST_BACKTRACE=1 \
     "$STAGE/bin/e2e-$name" --test-threads 4 || status=1
 done
 
 log "Python binding, real-Docker tests, as $USER_NAME (a venv of its own)"
 as_user "$PY" -m venv "$STAGE/user/pyenv"
 as_user "$STAGE/user/pyenv/bin/pip" install -q "pytest>=7" "mcp"
-as_user env ODEK_LIB="$STAGE/bin/libodek.so" ODEK_TEST_REPO="$RREPO" PYTHONDONTWRITEBYTECODE=1 \
+as_user env ODEK_LIB="$STAGE/bin/libodek.so" ODEK_TEST_REPO="$RREPO" ODEK_TEST_NS="$ODEK_TEST_NS" PYTHONDONTWRITEBYTECODE=1 \
   PYTHONPATH="$RREPO/bindings/python" \
   "$STAGE/user/pyenv/bin/python" -m pytest -q -p no:cacheprovider -m docker \
   "$RREPO/bindings/python/tests" || status=1
 
 log "odek mcp through the MCP SDK, as $USER_NAME"
-"$REPO/tests/fixtures/compose/up.sh" odekmcpnr >/dev/null
-as_user env ODEK_BIN="$STAGE/bin/odek" ODEK_MCP_PROJECT=odekmcpnr PYTHONDONTWRITEBYTECODE=1 \
+"$REPO/tests/fixtures/compose/up.sh" "$MCP_PROJECT" >/dev/null
+as_user env ODEK_BIN="$STAGE/bin/odek" ODEK_MCP_PROJECT="$MCP_PROJECT" ODEK_TEST_NS="$ODEK_TEST_NS" PYTHONDONTWRITEBYTECODE=1 \
   "$STAGE/user/pyenv/bin/pytest" -q -p no:cacheprovider "$RREPO/tests/mcp" || status=1
 
 if [[ $status -ne 0 ]]; then

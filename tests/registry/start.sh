@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Run a private registry (Debian's docker-registry binary, as a host process,
 # not a container) on 127.0.0.1:$ODEK_TEST_REGISTRY_PORT (default 5555), push
-# odek-test/base:1 to it, and print the pinned reference on stdout:
-#   127.0.0.1:<port>/odek-test/base@sha256:<digest>
+# this checkout's base image (odek-test-<ns>/base:1, tests/ns.sh) to it, and
+# print the pinned reference on stdout:
+#   127.0.0.1:<port>/odek-test-<ns>/base@sha256:<digest>
 # (also written to <cache>/registry/pinned-ref). Idempotent; stop with stop.sh.
 # Docker treats 127.0.0.0/8 as an insecure registry, so plain HTTP works.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${ODEK_TEST_CACHE:-$REPO/target/odek-test-images}
+# shellcheck source=tests/ns.sh
+. "$REPO/tests/ns.sh"
 PORT=${ODEK_TEST_REGISTRY_PORT:-5555}
 DIR=$CACHE/registry
 ADDR=127.0.0.1:$PORT
-IMAGE=odek-test/base:1
+IMAGE=$ODEK_TEST_IMAGES/base:1
 
 log() { echo "==> $*" >&2; }
 answers() { curl -fsS -o /dev/null --max-time 2 "http://$ADDR/v2/" 2>/dev/null; }

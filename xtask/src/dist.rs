@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{cargo, root, sh, target_dir, R};
+use crate::{cargo, e2e_project, root, sh, target_dir, test_image, R};
 
 /// Where `dist` installs by default.
 pub(crate) fn default_prefix() -> PathBuf {
@@ -452,7 +452,7 @@ fn installed_cli(venv: &Path, tmp: &Path, what: &str) -> R {
     let out = Command::new("sh")
         .args([
             "-c",
-            "command -v odek && odek --version && odek run --sandbox --sandbox-image odek-test/base:1 -- sh -c 'echo in-sandbox'",
+            &format!("command -v odek && odek --version && odek run --sandbox --sandbox-image {} -- sh -c 'echo in-sandbox'", test_image("base")),
         ])
         .current_dir(&work)
         .env("PATH", &path)
@@ -497,7 +497,7 @@ fn python_source_install(tmp: &Path) -> R {
          d = os.path.realpath(tempfile.mkdtemp())\n\
          async def main():\n\
          \x20   async with odek.AsyncClient() as c:\n\
-         \x20       async with odek.launch_async(d, {'sandbox_image': 'odek-test/base:1', 'sandbox_network': 'none'}, client=c) as sb:\n\
+         \x20       async with odek.launch_async(d, {'sandbox_image': os.environ['ODEK_TEST_IMAGE'], 'sandbox_network': 'none'}, client=c) as sb:\n\
          \x20           assert (await sb.exec(['true'])).ok\n\
          asyncio.run(main())\n\
          try:\n\
@@ -506,7 +506,8 @@ fn python_source_install(tmp: &Path) -> R {
          except odek.UsageError as e:\n\
          \x20   assert 'test builds' in e.message, e\n\
          print('pip install ./bindings/python: odek', odek.version(), 'from', odek.library_path())",
-    ]))?;
+    ])
+    .env("ODEK_TEST_IMAGE", test_image("base")))?;
     installed_cli(&venv, tmp, "pip install ./bindings/python")
 }
 
@@ -567,7 +568,9 @@ fn go_example(prefix: &Path, tmp: &Path) -> Result<String, String> {
     let out = output(
         Command::new(&bin)
             .arg("-project")
-            .arg("odeke2e")
+            .arg(e2e_project())
+            .arg("-image")
+            .arg(test_image("base"))
             .arg("-workdir")
             .arg(&work)
             .current_dir(tmp)
@@ -595,7 +598,9 @@ fn go_example(prefix: &Path, tmp: &Path) -> Result<String, String> {
     let out = output(
         Command::new(&bin)
             .arg("-project")
-            .arg("odeke2e")
+            .arg(e2e_project())
+            .arg("-image")
+            .arg(test_image("base"))
             .arg("-workdir")
             .arg(&work)
             .current_dir(tmp),
@@ -633,8 +638,20 @@ fn cli(prefix: &Path, tmp: &Path) -> R {
     let cmd = &mut Command::new(cargo_root.join("bin/odek"));
     cmd.arg("-C")
         .arg(&work)
-        .args(["run", "--sandbox-compose", "odeke2e", "--sandbox-image"])
-        .args(["odek-test/base:1", "--", "redis-cli", "-h", "redis", "ping"])
+        .args([
+            "run",
+            "--sandbox-compose",
+            &e2e_project(),
+            "--sandbox-image",
+        ])
+        .args([
+            &test_image("base"),
+            "--",
+            "redis-cli",
+            "-h",
+            "redis",
+            "ping",
+        ])
         .env_remove("ODEK_SUPERVISOR")
         .env_remove("ODEK_SUPERVISOR_BIN")
         .current_dir(tmp);
@@ -654,8 +671,20 @@ fn cli(prefix: &Path, tmp: &Path) -> R {
         Command::new(prefix.join("bin/odek"))
             .arg("-C")
             .arg(&work)
-            .args(["run", "--sandbox-compose", "odeke2e", "--sandbox-image"])
-            .args(["odek-test/base:1", "--", "redis-cli", "-h", "redis", "ping"])
+            .args([
+                "run",
+                "--sandbox-compose",
+                &e2e_project(),
+                "--sandbox-image",
+            ])
+            .args([
+                &test_image("base"),
+                "--",
+                "redis-cli",
+                "-h",
+                "redis",
+                "ping",
+            ])
             .current_dir(tmp),
     )?;
     if String::from_utf8_lossy(&out).trim() != "PONG" {
@@ -703,7 +732,7 @@ fn temp_outside() -> Result<PathBuf, String> {
 pub(crate) fn package() -> R {
     let t0 = Instant::now();
     crate::images()?;
-    sh(Command::new("bash").args(["tests/fixtures/compose/up.sh", "odeke2e"]))?;
+    sh(Command::new("bash").args(["tests/fixtures/compose/up.sh", &e2e_project()]))?;
     let prefix = default_prefix();
     dist(&prefix, true)?;
     let t_dist = t0.elapsed();

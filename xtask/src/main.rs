@@ -3,7 +3,7 @@
 //! Recipes (one line each; `cargo xtask help` prints them):
 //! - `setup`    install what a fresh Debian machine lacks (apt), when root
 //! - `images`   build the offline test images (tests/images/build.sh)
-//! - `demo`     the main job: Compose project `shop` + `odek run` reaching redis and postgres
+//! - `demo`     the main job: Compose project `shop<ns>` (this checkout's, printed) + `odek run` reaching redis and postgres
 //! - `header`   regenerate ffi/include/odek.h with cbindgen
 //! - `header-check` fail when the checked-in header or ABI schemas differ from fresh ones
 //! - `schema`   regenerate ffi/schema/*.json, the JSON Schemas of the C ABI's messages
@@ -26,6 +26,7 @@
 mod checks;
 mod deps;
 mod dist;
+mod ns;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -41,7 +42,7 @@ const RECIPES: &[(&str, &str)] = &[
     ),
     (
         "demo",
-        "the main job: Compose project `shop` + `odek run` reaching redis and postgres",
+        "the main job: Compose project `shop<ns>` (this checkout's, printed) + `odek run` reaching redis and postgres",
     ),
     ("header", "regenerate ffi/include/odek.h with cbindgen"),
     (
@@ -155,8 +156,31 @@ fn target_dir() -> PathBuf {
     }
 }
 
+/// This checkout's test namespace (ns.rs), exported by `main` as `ODEK_TEST_NS`.
+pub(crate) fn test_ns() -> String {
+    std::env::var(ns::VAR).expect("main exports ODEK_TEST_NS")
+}
+
+/// This checkout's test image `odek-test-<ns>/<name>:1`.
+pub(crate) fn test_image(name: &str) -> String {
+    format!("odek-test-{}/{name}:1", test_ns())
+}
+
+/// This checkout's e2e Compose project `odeke2e<ns>`.
+pub(crate) fn e2e_project() -> String {
+    format!("odeke2e{}", test_ns())
+}
+
 fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    // The e2e build script derives the default namespace itself, and cargo
+    // rebuilds the e2e crate (and every test linking it) whenever
+    // ODEK_TEST_NS changes, from unset to set included: cargo sees it only
+    // when it is not the default, as in a plain `cargo test`.
+    if std::env::var(ns::VAR).is_ok_and(|v| v == ns::hashed(&root())) {
+        cmd.env_remove(ns::VAR);
+    }
+    cmd
 }
 
 fn have(cmd: &str) -> bool {
@@ -292,7 +316,15 @@ pub(crate) fn host_triple() -> Result<String, String> {
 fn images() -> R {
     install(APT_IMAGES, false)?;
     docker_up()?;
-    sh(Command::new("bash").arg("tests/images/build.sh"))
+    sh(Command::new("bash").arg("tests/images/build.sh"))?;
+    eprintln!(
+        "xtask: this checkout's test images: {} (ODEK_TEST_NS={})",
+        ["base", "redis", "postgres", "busybox"]
+            .map(test_image)
+            .join(", "),
+        test_ns()
+    );
+    Ok(())
 }
 
 fn demo() -> R {
@@ -300,26 +332,29 @@ fn demo() -> R {
     supervisor()?;
     eprintln!("xtask: building odek (a few minutes the first time)");
     sh(cargo().args(["build", "-p", "odek-cli"]))?;
-    sh(Command::new("bash").args(["tests/fixtures/compose/up.sh", "shop"]))?;
+    // This checkout's names (ns.rs): never a user's own project `shop`.
+    let project = format!("shop{}", test_ns());
+    let image = test_image("base");
+    sh(Command::new("bash").args(["tests/fixtures/compose/up.sh", &project]))?;
     let workdir = target_dir().join("demo-project");
     std::fs::create_dir_all(&workdir).map_err(|e| e.to_string())?;
     let odek = target_dir().join("debug/odek");
-    eprintln!("\nxtask: the main job —");
-    eprintln!("  odek run --sandbox-compose shop --sandbox-image odek-test/base:1 -- sh -c 'redis-cli -h redis ping && pg_isready -h postgres'\n");
+    eprintln!("\nxtask: the main job, with the Compose project `{project}` —");
+    eprintln!("  odek run --sandbox-compose {project} --sandbox-image {image} -- sh -c 'redis-cli -h redis ping && pg_isready -h postgres'\n");
     sh(Command::new(odek).current_dir(&workdir).args([
         "-C",
         &workdir.display().to_string(),
         "run",
         "--sandbox-compose",
-        "shop",
+        &project,
         "--sandbox-image",
-        "odek-test/base:1",
+        &image,
         "--",
         "sh",
         "-c",
         "redis-cli -h redis ping && pg_isready -h postgres",
     ]))?;
-    eprintln!("\nxtask: the Compose project `shop` is still up; stop it with tests/fixtures/compose/down.sh shop");
+    eprintln!("\nxtask: the Compose project `{project}` is still up; stop it with tests/fixtures/compose/down.sh {project}");
     Ok(())
 }
 
@@ -513,6 +548,14 @@ fn clean() -> R {
 
 fn main() -> ExitCode {
     let recipe = std::env::args().nth(1).unwrap_or_else(|| "help".into());
+    // One namespace for every step this run starts (still one thread here).
+    match ns::namespace(&root()) {
+        Ok(ns) => std::env::set_var(ns::VAR, ns),
+        Err(e) => {
+            eprintln!("xtask {recipe}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let result = match recipe.as_str() {
         "setup" => setup(),
         "images" => images(),

@@ -14,6 +14,7 @@ containers left behind.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -30,16 +31,27 @@ import pytest
 REPO = Path(os.environ.get("ODEK_TEST_REPO") or Path(__file__).resolve().parents[3])
 HEADER = REPO / "ffi" / "include" / "odek.h"
 BINDING = REPO / "bindings" / "python"
-IMAGE = "odek-test/base:1"
-PROJECT = os.environ.get("ODEK_TEST_COMPOSE_PROJECT", "odeke2e")
+# This checkout's test namespace (xtask/src/ns.rs, tests/ns.sh): ODEK_TEST_NS
+# as `cargo xtask` exports it, else the first 8 hex digits of SHA-256 of the
+# checkout's canonical path, so checkouts sharing a Docker daemon never use
+# each other's images or Compose project.
+TEST_NS = os.environ.get("ODEK_TEST_NS") or hashlib.sha256(
+    os.path.realpath(REPO).encode()).hexdigest()[:8]
+IMAGE_PREFIX = f"odek-test-{TEST_NS}"
+IMAGE = f"{IMAGE_PREFIX}/base:1"
+PROJECT = os.environ.get("ODEK_TEST_COMPOSE_PROJECT", f"odeke2e{TEST_NS}")
+# The fake engine's image (and its Compose project "shop"): no Docker.
+FAKE_IMAGE = "odek-test/base:1"
 
 # Keep the caller's ODEK_* switches (ODEK_SANDBOX=false, ODEK_REQUIRE_SANDBOX…)
 # out of the tests; keep only how to find the library, and ODEK_SUPERVISOR
 # (odek's supervisor binary: set, sandboxes run commands through it; the
 # suite runs with it set and unset, as the e2e suite forwards it).
+os.environ["ODEK_TEST_NS"] = TEST_NS  # for tests/images/build.sh and up.sh
 for _k in list(os.environ):
     if _k.startswith("ODEK_") and _k not in (
         "ODEK_LIB", "ODEK_TEST_COMPOSE_PROJECT", "ODEK_TEST_REPO", "ODEK_SUPERVISOR",
+        "ODEK_TEST_NS",
     ):
         del os.environ[_k]
 SESSION_HOME = tempfile.mkdtemp(prefix="odek-pytest-home-")

@@ -10,12 +10,12 @@ import threading
 import time
 
 import pytest
-from conftest import IMAGE, container_exists
+from conftest import FAKE_IMAGE, IMAGE, container_exists
 
 import odek
 from odek import _client
 
-SHOP = {"sandbox_image": IMAGE, "sandbox_compose_project": "shop"}
+SHOP = {"sandbox_image": FAKE_IMAGE, "sandbox_compose_project": "shop"}
 
 
 def run(coro):
@@ -65,7 +65,7 @@ def test_async_client_verbs_and_approval(workdir):
     import os
 
     with open(os.path.join(workdir, "odek.json"), "w") as f:
-        json.dump({"sandbox_compose_project": "shop", "sandbox_image": IMAGE}, f)
+        json.dump({"sandbox_compose_project": "shop", "sandbox_image": FAKE_IMAGE}, f)
 
     async def main():
         async with odek.AsyncClient(engine="fake") as client:
@@ -75,7 +75,7 @@ def test_async_client_verbs_and_approval(workdir):
                 await client.launch(plan)
             approval = await client.approve(plan, "once")
             view = await client.config_view(plan)
-            assert view.image == IMAGE
+            assert view.image == FAKE_IMAGE
             async with await client.launch(plan, approval) as sandbox:
                 assert (await sandbox.exec(["true"])).ok
             assert sandbox.closed

@@ -74,7 +74,7 @@ def test_agent_loop_example(docker_engine, docker_workdir, compose_project):
     env["PYTHONPATH"] = str(BINDING) + os.pathsep + env.get("PYTHONPATH", "")
     r = subprocess.run(
         [sys.executable, str(BINDING / "examples" / "agent_loop.py"),
-         "--project", compose_project, "--workdir", docker_workdir],
+         "--project", compose_project, "--image", IMAGE, "--workdir", docker_workdir],
         capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL,
     )
     assert r.returncode == 0, r.stdout + r.stderr
@@ -92,7 +92,7 @@ def test_agent_loop_example_with_project_config(docker_engine, docker_workdir, c
     env = dict(os.environ)
     env["PYTHONPATH"] = str(BINDING) + os.pathsep + env.get("PYTHONPATH", "")
     base = [sys.executable, str(BINDING / "examples" / "agent_loop.py"),
-            "--project", compose_project, "--workdir", docker_workdir]
+            "--project", compose_project, "--image", IMAGE, "--workdir", docker_workdir]
     # denied (no TTY, no --approve): nothing is launched
     r = subprocess.run(base, capture_output=True, text=True, env=env, timeout=300,
                        stdin=subprocess.DEVNULL)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import IMAGE, containers_for, write_project_config
+from conftest import FAKE_IMAGE, IMAGE, containers_for, write_project_config
 
 import odek
 
@@ -20,7 +20,7 @@ MISSING_IMAGE = "127.0.0.1:1/missing:1"
 
 def test_config_class(fake_client, workdir):
     with pytest.raises(odek.ConfigError) as ei:
-        fake_client.resolve(workdir, {"sandbox_image": IMAGE, "sandbox_network": "host"})
+        fake_client.resolve(workdir, {"sandbox_image": FAKE_IMAGE, "sandbox_network": "host"})
     e = ei.value
     assert type(e) is odek.ConfigError
     assert (e.code, e.failure_class) == (odek.CODES["NETWORK_MODE"], "config")
@@ -28,7 +28,7 @@ def test_config_class(fake_client, workdir):
 
 
 def test_approval_class(fake_client, workdir):
-    write_project_config(workdir, {"sandbox_compose_project": "shop", "sandbox_image": IMAGE})
+    write_project_config(workdir, {"sandbox_compose_project": "shop", "sandbox_image": FAKE_IMAGE})
     plan = fake_client.resolve(workdir)
     with pytest.raises(odek.ApprovalRequiredError) as ei:
         fake_client.launch(plan)

@@ -15,7 +15,7 @@ import threading
 import warnings
 
 import pytest
-from conftest import IMAGE, write_project_config
+from conftest import FAKE_IMAGE as IMAGE, write_project_config
 
 import odek
 from odek import _ffi

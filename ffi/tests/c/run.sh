@@ -12,7 +12,7 @@
 #          "Possibly lost" (the runtime's never-joined worker threads) and "still
 #          reachable" (process-wide statics) do not count.
 #   real   smoke real <dir> against the real Docker daemon and the fixture Compose
-#          project odeke2e (images and project are prepared first, idempotently);
+#          project $ODEK_TEST_PROJECT (tests/ns.sh; images and project are prepared first, idempotently);
 #          fails, never skips, when Docker is unavailable. Checks afterwards that
 #          no sandbox container of <dir> is left.
 #
@@ -35,6 +35,9 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+# This checkout's image and project names, exported for smoke.c's real stage.
+# shellcheck source=tests/ns.sh
+. "$REPO/tests/ns.sh"
 HERE=$REPO/ffi/tests/c
 PROFILE=${ODEK_C_SMOKE_PROFILE:-debug}
 CYCLES=${ODEK_C_SMOKE_CYCLES:-1000}
@@ -125,7 +128,7 @@ run_real() {
   command -v docker >/dev/null || { echo "docker CLI not found: the real stage needs Docker" >&2; return 1; }
   docker info >/dev/null 2>&1 || { echo "the Docker daemon is unreachable: the real stage needs Docker" >&2; return 1; }
   bash "$REPO/tests/images/build.sh" || return 1
-  bash "$REPO/tests/fixtures/compose/up.sh" odeke2e || return 1
+  bash "$REPO/tests/fixtures/compose/up.sh" "$ODEK_TEST_PROJECT" || return 1
 
   workdir=$(mktemp -d "${TMPDIR:-/tmp}/odek-c-smoke-real.XXXXXX")
   workdir=$(cd "$workdir" && pwd -P)

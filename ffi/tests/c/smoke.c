@@ -19,7 +19,9 @@
  *                        and error. Run under valgrind for the leak check.
  *                        Fake engine.
  *   smoke real <workdir> real Docker (client "{}"): resolve against Compose
- *                        project "odeke2e" -> launch -> exec redis-cli ping ->
+ *                        project $ODEK_TEST_PROJECT ("odeke2e<ns>", this
+ *                        checkout's: tests/ns.sh, as run.sh exports it) with
+ *                        the image $ODEK_TEST_IMAGES/base:1 -> launch -> exec redis-cli ping ->
  *                        exec_stream (chunks per stream, a reentrant call
  *                        refused, a cancel from the callback) -> describe ->
  *                        destroy; checks no container is left.
@@ -1339,12 +1341,20 @@ static int run_real(const char *dir)
     char *req = NULL, *plan = NULL, *info = NULL, *res = NULL;
     char *env = NULL, *prompt = NULL, *tool = NULL;
     char *esc = json_escape(dir);
+    /* This checkout's names (tests/ns.sh; run.sh exports them). */
+    const char *project = getenv("ODEK_TEST_PROJECT");
+    const char *images = getenv("ODEK_TEST_IMAGES");
     int n;
 
+    if (project == NULL || images == NULL) {
+        fprintf(stderr, "real: ODEK_TEST_PROJECT and ODEK_TEST_IMAGES must be set (tests/ns.sh; run.sh sets them)\n");
+        free(esc);
+        return 1;
+    }
     printf("real: workdir %s\n", dir);
-    req = xasprintf("{\"workdir\":\"%s\",\"settings\":{\"sandbox_compose_project\":\"odeke2e\","
-                    "\"sandbox_image\":\"odek-test/base:1\"},\"read_user_config\":false}",
-                    esc);
+    req = xasprintf("{\"workdir\":\"%s\",\"settings\":{\"sandbox_compose_project\":\"%s\","
+                    "\"sandbox_image\":\"%s/base:1\"},\"read_user_config\":false}",
+                    esc, project, images);
     free(esc);
     printf("real: step 1 client_new(\"{}\")\n");
     if (!expect_ok(odek_client_new("{}", &client), "real: odek_client_new({})")) {
@@ -1355,7 +1365,7 @@ static int run_real(const char *dir)
         goto out;
     }
     result(contains(plan, "\"approval\":null"), "real: plan needs no approval");
-    result(contains(plan, "odeke2e"), "real: plan names the odeke2e project/networks");
+    result(contains(plan, project), "real: plan names the fixture project/networks");
     printf("real: step 3 launch (approval null)\n");
     if (!expect_ok(odek_launch(client, plan, "null", &sb), "real: odek_launch")) {
         goto out;

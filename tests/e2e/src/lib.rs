@@ -15,15 +15,25 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+/// This checkout's test namespace (xtask/src/ns.rs, compiled in by
+/// build.rs): every image and Compose project name below carries it, so two
+/// checkouts sharing a Docker daemon keep apart.
+pub const TEST_NS: &str = env!("ODEK_TEST_NS");
+/// Repository prefix of this checkout's test images (`<prefix>/base:1`); an
+/// image a test builds is named under it too.
+pub const IMAGE_PREFIX: &str = concat!("odek-test-", env!("ODEK_TEST_NS"));
 /// Compose project the shared fixture runs as.
-pub const PROJECT: &str = "odeke2e";
+pub const PROJECT: &str = concat!("odeke2e", env!("ODEK_TEST_NS"));
 /// Base test image (shell, redis-cli, pg_isready, getent, ip).
-pub const BASE_IMAGE: &str = "odek-test/base:1";
+pub const BASE_IMAGE: &str = concat!("odek-test-", env!("ODEK_TEST_NS"), "/base:1");
 /// BusyBox only, its ash as `/bin/sh` (tests/images/build.sh): the shell
 /// and tools of the pinned alpine default, which cannot be pulled here.
-pub const BUSYBOX_IMAGE: &str = "odek-test/busybox:1";
+pub const BUSYBOX_IMAGE: &str = concat!("odek-test-", env!("ODEK_TEST_NS"), "/busybox:1");
 /// Label on everything the tests create besides odek's own containers.
 pub const TEST_LABEL: &str = "dev.odek.test=true";
+/// Label naming this checkout on the networks the tests create, so that
+/// tests/e2e/cleanup.sh removes only this checkout's.
+pub const NS_LABEL: &str = concat!("dev.odek.test.ns=", env!("ODEK_TEST_NS"));
 
 /// The workspace root (`ODEK_REPO` overrides it, e.g. when the compiled
 /// suite runs elsewhere, as in the Nix VM test).
@@ -127,7 +137,9 @@ pub fn fixture() {
             String::from_utf8_lossy(&info.stderr).trim()
         );
         if !docker_ok(&["image", "inspect", BASE_IMAGE]) {
-            let st = run(Command::new("bash").arg(repo().join("tests/images/build.sh")));
+            let st = run(Command::new("bash")
+                .arg(repo().join("tests/images/build.sh"))
+                .env("ODEK_TEST_NS", TEST_NS));
             assert!(st.status.success(), "tests/images/build.sh failed");
         }
         let nets = docker(&[
@@ -148,7 +160,8 @@ pub fn fixture() {
         if nets.lines().count() < 2 || running.lines().count() < 2 {
             let out = run(Command::new("bash")
                 .arg(repo().join("tests/fixtures/compose/up.sh"))
-                .arg(PROJECT));
+                .arg(PROJECT)
+                .env("ODEK_TEST_NS", TEST_NS));
             assert!(
                 out.status.success(),
                 "fixture up failed: {}",
@@ -394,7 +407,9 @@ pub struct TestNetwork {
 impl TestNetwork {
     /// `docker network create` with the test label and extra args.
     pub fn create(name: &str, extra: &[&str]) -> TestNetwork {
-        let mut args = vec!["network", "create", "--label", TEST_LABEL];
+        let mut args = vec![
+            "network", "create", "--label", TEST_LABEL, "--label", NS_LABEL,
+        ];
         args.extend_from_slice(extra);
         args.push(name);
         let id = docker(&args);
@@ -565,6 +580,7 @@ impl TestNetwork {
     pub fn create_unchecked_labelled(name: &str, labels: &[(&str, &str)]) -> TestNetwork {
         let mut all = serde_json::Map::new();
         all.insert("dev.odek.test".into(), "true".into());
+        all.insert("dev.odek.test.ns".into(), TEST_NS.into());
         for (k, v) in labels {
             all.insert((*k).to_string(), (*v).to_string().into());
         }

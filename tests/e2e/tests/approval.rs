@@ -214,7 +214,9 @@ fn trust_survives_a_rerun_and_an_agent_edit_asks_again() {
             "--",
             "sh",
             "-c",
-            r#"printf '{"sandbox_compose_project":"odeke2e","sandbox_env":{"X":"${HOME}"}}' > /workspace/odek.json"#,
+            &format!(
+                r#"printf '{{"sandbox_compose_project":"{PROJECT}","sandbox_env":{{"X":"${{HOME}}"}}}}' > /workspace/odek.json"#
+            ),
         ])
         .stdin(std::process::Stdio::null()));
     assert!(edit.status.success(), "{}", stderr(&edit));

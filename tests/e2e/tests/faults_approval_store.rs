@@ -1,5 +1,5 @@
 //! Approval store faults at the CLI level (SPEC §7.3): a project
-//! `odek.json` asks for `sandbox_compose_project: odeke2e`, so every launch
+//! `odek.json` asks for `sandbox_compose_project: PROJECT`, so every launch
 //! needs the operator's approval, given at a real pseudo-terminal. The store
 //! (`$ODEK_HOME/project_sandbox_approvals.json`) is then broken in each way
 //! the SPEC names — disk full while trusting, replaced by a symlink,

@@ -2,7 +2,7 @@
 //! odek talks to Docker through a fault-injecting proxy
 //! (`odek_e2e::fault_proxy`) that drops or stalls the connection at one
 //! request of the launch sequence. Every case runs
-//! `odek run --sandbox-compose odeke2e --sandbox-image odek-test/base:1 --
+//! `odek run --sandbox-compose PROJECT --sandbox-image BASE_IMAGE --
 //! sh -c 'touch <host marker>'` with `ODEK_DOCKER_TIMEOUT=3` and expects:
 //! exit 125, failure class `daemon-unreachable`, the host marker absent, and
 //! either no container left (the daemon came back, so odek removed it) or —

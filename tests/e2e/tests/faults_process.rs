@@ -60,7 +60,7 @@ fn wait_for_the_sleep(id: &str, proxy: &FaultProxy) {
     );
 }
 
-/// Spawns `odek run --sandbox-compose odeke2e … -- <cmd>` through `proxy`.
+/// Spawns `odek run --sandbox-compose PROJECT … -- <cmd>` through `proxy`.
 fn spawn_run(p: &Project, proxy: &FaultProxy, cmd: &[String], call_timeout: &str) -> Child {
     let mut argv: Vec<String> = vec![
         "run".into(),
@@ -190,7 +190,7 @@ fn sigterm_during_setup_removes_the_container_and_exits_143() {
     signal_while_start_stalls("TERM", 143);
 }
 
-/// Spawns `odek sandbox up --sandbox-compose odeke2e …` through `proxy`.
+/// Spawns `odek sandbox up --sandbox-compose PROJECT …` through `proxy`.
 fn spawn_up(p: &Project, proxy: &FaultProxy, call_timeout: &str) -> Child {
     p.odek(&[
         "sandbox",

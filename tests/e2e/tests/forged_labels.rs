@@ -22,7 +22,7 @@ struct Forged {
 }
 
 impl Forged {
-    /// `docker run -d --name odek-forged-<hex> <extra…> odek-test/base:1 sleep 120`.
+    /// `docker run -d --name odek-forged-<hex> <extra…> BASE_IMAGE sleep 120`.
     fn run(labels: &[(&str, &str)], extra: &[&str]) -> Forged {
         let name = format!("odek-forged-{}", random_hex(12));
         let mut args: Vec<String> = vec![

@@ -360,7 +360,11 @@ struct ImageIgnoringArgs(String);
 
 impl ImageIgnoringArgs {
     fn build() -> ImageIgnoringArgs {
-        let tag = format!("odek-test/ignores-args:{}", odek_e2e::random_hex(8));
+        let tag = format!(
+            "{}/ignores-args:{}",
+            odek_e2e::IMAGE_PREFIX,
+            odek_e2e::random_hex(8)
+        );
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(
             dir.path().join("Dockerfile"),

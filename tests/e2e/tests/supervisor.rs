@@ -266,7 +266,7 @@ fn an_images_healthcheck_never_runs_in_a_supervised_sandbox() {
     let p = Project::new();
     // The image's HEALTHCHECK would run as the container's user (root) with
     // the supervisor's capabilities: it is switched off.
-    let tag = odek_e2e::unique("odek-test/healthcheck");
+    let tag = odek_e2e::unique(&format!("{}/healthcheck", odek_e2e::IMAGE_PREFIX));
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         dir.path().join("Dockerfile"),

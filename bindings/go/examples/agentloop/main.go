@@ -4,10 +4,12 @@
 // prompt from the environment block → run the agent's shell tool once
 // (`redis-cli -h redis ping`) → destroy the sandbox.
 //
-// From bindings/go, with the fixture project running
-// (bash tests/fixtures/compose/up.sh odeke2e from the repository root):
+// From bindings/go, with the fixture project running (from the repository
+// root: bash tests/fixtures/compose/up.sh odeke2e<ns>, <ns> being the
+// checkout's test namespace of tests/ns.sh, whose images are named
+// odek-test-<ns>/…):
 //
-//	go run ./examples/agentloop -project odeke2e
+//	go run ./examples/agentloop -project odeke2e<ns> -image odek-test-<ns>/base:1
 //
 // Flags: -project (Compose project, default odeke2e), -image (sandbox image,
 // default odek-test/base:1), -workdir (project directory, default a fresh
