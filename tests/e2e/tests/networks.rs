@@ -246,6 +246,8 @@ fn hex_looking_network_name_is_accepted_by_exact_name() {
                 "create",
                 "--label",
                 odek_e2e::TEST_LABEL,
+                "--label",
+                odek_e2e::NS_LABEL,
                 &name,
             ]));
             out.status.success().then(|| TestNetwork {
