@@ -160,6 +160,9 @@ pub(crate) struct Ctx {
     /// The static supervisor binary of the supervised variants (`None`:
     /// left out).
     pub(crate) supervisor: Option<PathBuf>,
+    /// Networks labelled by the bench that were there before this run
+    /// (one the daemon keeps with a stale endpoint is never removable).
+    pub(crate) earlier_networks: Vec<String>,
 }
 
 impl Ctx {
@@ -351,6 +354,7 @@ async fn setup(args: Args) -> Result<Ctx> {
         .await
         .map_err(|e| anyhow::anyhow!("the daemon does not answer: {e}"))?;
     let raw = raw::connect(&endpoint, info.api_version)?;
+    let earlier_networks = raw::bench_networks(&raw).await?;
     eprintln!(
         "odek-bench: engine {} (API {}), endpoint {}, workdir {}",
         info.server_version,
@@ -370,6 +374,7 @@ async fn setup(args: Args) -> Result<Ctx> {
         api: info.api_version,
         worker_sandboxes: Mutex::new(Vec::new()),
         supervisor,
+        earlier_networks,
     })
 }
 
@@ -549,7 +554,13 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
         }
     }
     let containers = raw::bench_containers(&ctx.raw).await?.len();
-    let networks = raw::bench_networks(&ctx.raw).await?.len();
+    // A network an earlier run left (the daemon would not remove it then
+    // and will not now) is said, not counted against this run.
+    let (earlier, networks): (Vec<String>, Vec<String>) = raw::bench_networks(&ctx.raw)
+        .await?
+        .into_iter()
+        .partition(|n| ctx.earlier_networks.contains(n));
+    let (earlier, networks) = (earlier.len(), networks.len());
     let sandboxes = ctx
         .odek
         .engine()
@@ -562,6 +573,7 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
     results.leftovers = serde_json::json!({
         "containers_labelled": containers,
         "networks_labelled": networks,
+        "networks_labelled_by_an_earlier_run": earlier,
         "sandboxes_with_bench_workdir": sandboxes,
         "cleanup_s": t.elapsed().as_secs_f64(),
     });
@@ -569,6 +581,11 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
         "\nleftovers after cleanup: {containers} containers, {networks} networks labelled {}={}, {sandboxes} sandboxes of this run's workdir",
         BENCH_LABEL.0, BENCH_LABEL.1
     ));
+    if earlier > 0 {
+        results.line(format!(
+            "  and {earlier} network(s) an earlier run left, which the daemon still refuses to remove (not counted)"
+        ));
+    }
     results.target(Target {
         name: "nothing left behind".into(),
         measured: format!("{} objects", containers + networks + sandboxes),
