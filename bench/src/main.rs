@@ -130,7 +130,13 @@ pub(crate) struct Args {
     /// Repository root (default: the one this binary was built from).
     #[arg(long)]
     pub(crate) repo: Option<PathBuf>,
-    /// JSON results file (default: REPO/target/bench/results.json).
+    /// Cargo's target directory holding the release builds (libodek.so,
+    /// odek, the static supervisor under static/) and this run's results
+    /// under bench/ (default: $CARGO_TARGET_DIR, else REPO/target).
+    #[arg(long)]
+    pub(crate) target_dir: Option<PathBuf>,
+    /// JSON results file (default: results.json under bench/ of the target
+    /// directory, REPO/target/bench/results.json unless it is set).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
 }
@@ -139,6 +145,8 @@ pub(crate) struct Args {
 pub(crate) struct Ctx {
     pub(crate) args: Args,
     pub(crate) repo: PathBuf,
+    /// Cargo's target directory (`--target-dir`).
+    pub(crate) target: PathBuf,
     pub(crate) out_dir: PathBuf,
     /// Private, unique working directory of this run (mounted at /workspace
     /// in every sandbox; odek labels sandboxes with it).
@@ -154,6 +162,9 @@ pub(crate) struct Ctx {
     /// The static supervisor binary of the supervised variants (`None`:
     /// left out).
     pub(crate) supervisor: Option<PathBuf>,
+    /// Networks labelled by the bench that were there before this run
+    /// (one the daemon keeps with a stale endpoint is never removable).
+    pub(crate) earlier_networks: Vec<String>,
 }
 
 impl Ctx {
@@ -181,7 +192,7 @@ impl Ctx {
     }
 
     pub(crate) fn release_bin(&self, name: &str) -> PathBuf {
-        self.repo.join("target/release").join(name)
+        self.target.join("release").join(name)
     }
 
     /// Runs `launch` (an in-process odek launch) with `ODEK_SUPERVISOR`
@@ -209,7 +220,7 @@ pub(crate) fn loadavg() -> String {
 
 /// The supervisor binary: the flag, $ODEK_SUPERVISOR, $ODEK_SUPERVISOR_BIN,
 /// or the static build of bench/run.sh; an error when none is a file.
-fn find_supervisor(args: &Args, repo: &Path) -> Result<Option<PathBuf>> {
+fn find_supervisor(args: &Args, target: &Path) -> Result<Option<PathBuf>> {
     if args.skip_supervisor {
         return Ok(None);
     }
@@ -224,7 +235,8 @@ fn find_supervisor(args: &Args, repo: &Path) -> Result<Option<PathBuf>> {
         env(odek_core::supervisor::SUPERVISOR_ENV),
         env("ODEK_SUPERVISOR_BIN"),
         Some(
-            repo.join("target/static")
+            target
+                .join("static")
                 .join(host)
                 .join("release/odek-supervisor"),
         ),
@@ -302,12 +314,25 @@ async fn setup(args: Args) -> Result<Ctx> {
         bail!("--describe-networks must be 1..=8 (odek attaches at most 8)");
     }
     let repo = args.repo.clone().unwrap_or_else(default_repo);
-    let supervisor = find_supervisor(&args, &repo)?;
+    // Where cargo put the builds: as cargo decides it, so that a machine
+    // with CARGO_TARGET_DIR set measures what bench/run.sh just built, not
+    // whatever an older build left in REPO/target.
+    let target = args
+        .target_dir
+        .clone()
+        .or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+        })
+        .map(|d| if d.is_absolute() { d } else { repo.join(d) })
+        .unwrap_or_else(|| repo.join("target"));
+    let supervisor = find_supervisor(&args, &target)?;
     // Only the supervised variants get it (Ctx::supervised, the workers'
     // own environment): what the other rows measure stays the exec API.
     // Early, before anything else of the bench runs.
     std::env::remove_var(odek_core::supervisor::SUPERVISOR_ENV);
-    let out_dir = repo.join("target/bench");
+    let out_dir = target.join("bench");
     std::fs::create_dir_all(&out_dir)?;
     // Outside the repository on purpose: tests/e2e/cleanup.sh reaps odek
     // sandboxes whose workdir lies under target/.
@@ -331,6 +356,7 @@ async fn setup(args: Args) -> Result<Ctx> {
         .await
         .map_err(|e| anyhow::anyhow!("the daemon does not answer: {e}"))?;
     let raw = raw::connect(&endpoint, info.api_version)?;
+    let earlier_networks = raw::bench_networks(&raw).await?;
     eprintln!(
         "odek-bench: engine {} (API {}), endpoint {}, workdir {}",
         info.server_version,
@@ -341,6 +367,7 @@ async fn setup(args: Args) -> Result<Ctx> {
     Ok(Ctx {
         args,
         repo,
+        target,
         out_dir,
         workdir,
         endpoint,
@@ -349,6 +376,7 @@ async fn setup(args: Args) -> Result<Ctx> {
         api: info.api_version,
         worker_sandboxes: Mutex::new(Vec::new()),
         supervisor,
+        earlier_networks,
     })
 }
 
@@ -528,7 +556,13 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
         }
     }
     let containers = raw::bench_containers(&ctx.raw).await?.len();
-    let networks = raw::bench_networks(&ctx.raw).await?.len();
+    // A network an earlier run left (the daemon would not remove it then
+    // and will not now) is said, not counted against this run.
+    let (earlier, networks): (Vec<String>, Vec<String>) = raw::bench_networks(&ctx.raw)
+        .await?
+        .into_iter()
+        .partition(|n| ctx.earlier_networks.contains(n));
+    let (earlier, networks) = (earlier.len(), networks.len());
     let sandboxes = ctx
         .odek
         .engine()
@@ -541,6 +575,7 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
     results.leftovers = serde_json::json!({
         "containers_labelled": containers,
         "networks_labelled": networks,
+        "networks_labelled_by_an_earlier_run": earlier,
         "sandboxes_with_bench_workdir": sandboxes,
         "cleanup_s": t.elapsed().as_secs_f64(),
     });
@@ -548,6 +583,11 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
         "\nleftovers after cleanup: {containers} containers, {networks} networks labelled {}={}, {sandboxes} sandboxes of this run's workdir",
         BENCH_LABEL.0, BENCH_LABEL.1
     ));
+    if earlier > 0 {
+        results.line(format!(
+            "  and {earlier} network(s) an earlier run left, which the daemon still refuses to remove (not counted)"
+        ));
+    }
     results.target(Target {
         name: "nothing left behind".into(),
         measured: format!("{} objects", containers + networks + sandboxes),

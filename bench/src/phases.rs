@@ -623,7 +623,7 @@ async fn exec_in(ctx: &Ctx, res: &mut Results, sb: &Sandbox, id: &str) -> Result
                 lib.display()
             );
         }
-        let bin = proc::build_go_worker(&ctx.repo, &ctx.out_dir, &ctx.args.go).await?;
+        let bin = proc::build_go_worker(&ctx.repo, &ctx.target, &ctx.out_dir, &ctx.args.go).await?;
         workers = spawn_workers(ctx, &bin, "docker", &ctx.args.project, false).await?;
         go_bin = Some(bin);
     }

@@ -166,10 +166,15 @@ impl Worker {
 /// The Go worker, built with the release libodek through a generated
 /// pkg-config file (the binding's default build links by `pkg-config odek`),
 /// so it links the same library the Python worker loads.
-pub async fn build_go_worker(repo: &Path, out_dir: &Path, go: &str) -> Result<std::path::PathBuf> {
+pub async fn build_go_worker(
+    repo: &Path,
+    target: &Path,
+    out_dir: &Path,
+    go: &str,
+) -> Result<std::path::PathBuf> {
     let pc_dir = out_dir.join("pkgconfig");
     std::fs::create_dir_all(&pc_dir)?;
-    let lib = repo.join("target/release");
+    let lib = target.join("release");
     let inc = repo.join("ffi/include");
     std::fs::write(
         pc_dir.join("odek.pc"),
@@ -182,7 +187,6 @@ pub async fn build_go_worker(repo: &Path, out_dir: &Path, go: &str) -> Result<st
         ),
     )?;
     let bin = out_dir.join("odek-bench-go");
-    let target = repo.join("target");
     let mut cmd = Command::new(go);
     cmd.current_dir(repo.join("bench/go"))
         .args(["build", "-o"])
@@ -200,6 +204,28 @@ pub async fn build_go_worker(repo: &Path, out_dir: &Path, go: &str) -> Result<st
     if std::env::var_os("GOPATH").is_none() {
         cmd.env("GOPATH", target.join("gopath"));
     }
+    if !which(go) {
+        bail!(
+            "the Go toolchain `{go}` was not found (on PATH: {}): install it (apt-get install golang-go; \
+             `cargo xtask bench` does), pass --go PATH, or --skip-bindings",
+            std::env::var("PATH").unwrap_or_default()
+        );
+    }
     run_passthrough(&mut cmd, "go build (bench/go)").await?;
     Ok(bin)
+}
+
+/// True when `prog` names an executable file: a path as given, a bare name
+/// looked up on PATH.
+fn which(prog: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let exec = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if prog.contains('/') {
+        return exec(Path::new(prog));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| exec(&d.join(prog))))
 }

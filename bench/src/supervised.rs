@@ -142,7 +142,7 @@ async fn measure(ctx: &Ctx, res: &mut Results, plain: &Sandbox, sup: &Sandbox) -
     // Workers: Python and Go through their bindings, and odek mcp.
     let mut workers: Vec<Worker> = Vec::new();
     if !ctx.args.skip_bindings {
-        let bin = proc::build_go_worker(&ctx.repo, &ctx.out_dir, &ctx.args.go).await?;
+        let bin = proc::build_go_worker(&ctx.repo, &ctx.target, &ctx.out_dir, &ctx.args.go).await?;
         workers = spawn_workers(ctx, &bin, "docker", &ctx.args.project, true).await?;
     }
     if let Some(w) = spawn_mcp(ctx, res).await? {

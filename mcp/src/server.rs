@@ -794,6 +794,104 @@ mod tests {
         );
     }
 
+    /// docs/MCP.md's table of tools has a row for every tool the server
+    /// lists, naming its annotations as set (or "none") and every member
+    /// of its output schema, and no row for a tool that is gone.
+    #[test]
+    fn the_docs_table_names_every_tool_its_annotations_and_result_fields() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/MCP.md"))
+            .expect("docs/MCP.md");
+        let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("| [`")).collect();
+        let tools = for_models(OdekMcp::tool_router()).list_all();
+        assert_eq!(rows.len(), tools.len(), "one row per tool: {rows:#?}");
+        for t in &tools {
+            let row = rows
+                .iter()
+                .find(|r| r.starts_with(&format!("| [`{}`]", t.name)))
+                .unwrap_or_else(|| {
+                    panic!("docs/MCP.md's table of tools has no row for {}", t.name)
+                });
+            let cells: Vec<&str> = row.split(" | ").collect();
+            let (annotations, fields) = (cells[2], cells[3]);
+            let a = t.annotations.clone().unwrap_or_default();
+            let set: Vec<&str> = [
+                ("readOnlyHint", a.read_only_hint),
+                ("destructiveHint", a.destructive_hint),
+                ("idempotentHint", a.idempotent_hint),
+                ("openWorldHint", a.open_world_hint),
+            ]
+            .into_iter()
+            .filter_map(|(n, v)| v.map(|_| n))
+            .collect();
+            for n in [
+                "readOnlyHint",
+                "destructiveHint",
+                "idempotentHint",
+                "openWorldHint",
+            ] {
+                assert_eq!(
+                    annotations.contains(n),
+                    set.contains(&n),
+                    "{}: the docs say {annotations:?}, the tool has {a:?}",
+                    t.name
+                );
+            }
+            if set.is_empty() {
+                assert!(
+                    annotations.starts_with("none"),
+                    "{}: {annotations:?}",
+                    t.name
+                );
+            }
+            // process_kill's and the narrowed sandbox's rows point at
+            // process_output's and sandbox_up's.
+            let fields_of = match t.name.as_ref() {
+                "process_kill" => "process_output",
+                "sandbox_narrow" => "sandbox_up",
+                _ => t.name.as_ref(),
+            };
+            let fields = if fields_of == t.name.as_ref() {
+                fields.to_string()
+            } else {
+                assert!(
+                    fields.contains(&format!("`{fields_of}`")),
+                    "{}: {fields:?}",
+                    t.name
+                );
+                let row = rows
+                    .iter()
+                    .find(|r| r.starts_with(&format!("| [`{fields_of}`]")))
+                    .expect("the row pointed at");
+                row.split(" | ").nth(3).expect("fields").to_string()
+            };
+            let schema =
+                serde_json::to_value(t.output_schema.as_deref().expect("an output schema"))
+                    .expect("JSON");
+            let mut members: Vec<String> = Vec::new();
+            let mut collect = |s: &serde_json::Value| {
+                if let Some(p) = s.get("properties").and_then(|p| p.as_object()) {
+                    members.extend(p.keys().cloned());
+                }
+            };
+            collect(&schema);
+            for alt in schema
+                .get("anyOf")
+                .and_then(|a| a.as_array())
+                .into_iter()
+                .flatten()
+            {
+                collect(alt);
+            }
+            for m in members {
+                assert!(
+                    fields.contains(&format!("`{m}`")),
+                    "{}: docs/MCP.md's table does not name the result field {m}",
+                    t.name
+                );
+            }
+        }
+    }
+
     /// Nothing a model reads cites the SPEC (it has none): the tools'
     /// descriptions and schemas as listed, and the scrub itself.
     #[test]

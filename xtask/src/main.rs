@@ -21,6 +21,7 @@
 //! - `nix`      the offline flake check (parse, lock, stub evaluation, digest)
 //! - `test`     everything CI runs (README's test command)
 //! - `bench`    the performance benchmark against the real engine (not part of `test`)
+//! - `session-timings` per-tool wall times of one agent session through `odek mcp` (not part of `test`)
 //! - `clean`    remove test containers, networks, images and the registry
 
 mod checks;
@@ -102,6 +103,10 @@ const RECIPES: &[(&str, &str)] = &[
     (
         "bench",
         "the performance benchmark (docs/PERFORMANCE.md; not part of test)",
+    ),
+    (
+        "session-timings",
+        "per-tool wall times of one agent session through `odek mcp` [--sessions N] [--json FILE] (not part of test)",
     ),
     (
         "clean",
@@ -592,11 +597,19 @@ fn main() -> ExitCode {
             )
             .and_then(|()| script("bench/run.sh"))
         }
+        "session-timings" => install(&[], true)
+            .and_then(|()| images())
+            .and_then(|()| supervisor())
+            .and_then(|()| {
+                sh(Command::new("bash")
+                    .arg("tests/mcp/session-timings.sh")
+                    .args(std::env::args().skip(2)))
+            }),
         "clean" => clean(),
         _ => {
             eprintln!("usage: cargo xtask <recipe>\n");
             for (r, what) in RECIPES {
-                eprintln!("  {r:<13} {what}");
+                eprintln!("  {r:<16} {what}");
             }
             return if recipe == "help" || recipe == "--help" {
                 ExitCode::SUCCESS
