@@ -6,13 +6,17 @@
 # Builds the release odek CLI (ODEK_BIN: use that binary instead), makes the
 # venv target/mcp-venv (pip install mcp pytest, as run-tests.sh does) and the
 # offline test images if missing, starts the Compose fixture as project
-# $ODEK_MCP_PROJECT (default odektimings) and stops it again at the end.
+# $ODEK_MCP_PROJECT (default odektimings<ns>) and stops it again at the end.
 # `cargo xtask session-timings` runs it with the static supervisor.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# This checkout's test images and a project name of its own (tests/ns.sh).
+# shellcheck source=tests/ns.sh
+. "$REPO/tests/ns.sh"
 VENV=${ODEK_MCP_VENV:-$REPO/target/mcp-venv}
-export ODEK_MCP_PROJECT=${ODEK_MCP_PROJECT:-odektimings}
+export ODEK_MCP_PROJECT=${ODEK_MCP_PROJECT:-odektimings$ODEK_TEST_NS}
+export ODEK_MCP_IMAGE=${ODEK_MCP_IMAGE:-$ODEK_TEST_IMAGES/base:1}
 
 if [[ ! -x $VENV/bin/python ]] || ! "$VENV/bin/python" -c 'import mcp' 2>/dev/null; then
   echo "==> creating $VENV (pip install mcp pytest)" >&2
