@@ -287,12 +287,52 @@ async fn sandbox_log(odek: &Client, args: &crate::LogArgs) -> anyhow::Result<()>
     let Some(name) = name else {
         // Which sandboxes have a record (`odek run`'s name is not shown
         // anywhere else once it is gone).
-        let names = audit::sandboxes(&home);
+        // The most recently used last, next to the prompt.
+        let mut listed: Vec<LogSummary> = audit::sandboxes(&home)
+            .into_iter()
+            .map(|name| {
+                let records = audit::read(&home, &name)
+                    .ok()
+                    .flatten()
+                    .map(|l| l.records)
+                    .unwrap_or_default();
+                LogSummary {
+                    calls: records.len(),
+                    first: records.first().map(|r| r.time.clone()),
+                    last: records.last().map(|r| r.time.clone()),
+                    name,
+                }
+            })
+            .collect();
+        listed.sort_by(|a, b| a.last.cmp(&b.last).then(a.name.cmp(&b.name)));
         if args.json {
-            outln!("{}", json_for_terminal(&names)?);
-        } else {
-            for n in &names {
-                outln!("{n}");
+            outln!("{}", json_for_terminal(&listed)?);
+        } else if !listed.is_empty() {
+            let w = listed
+                .iter()
+                .map(|l| l.name.len())
+                .max()
+                .unwrap_or(4)
+                .max(4);
+            outln!(
+                "{:w$}  {:>5}  {:24}  LAST (UTC)",
+                "NAME",
+                "CALLS",
+                "FIRST (UTC)"
+            );
+            for l in &listed {
+                let t = |t: &Option<String>| {
+                    t.as_deref().map_or("-".to_string(), |t| {
+                        odek_core::text::foreign(t).into_owned()
+                    })
+                };
+                outln!(
+                    "{:w$}  {:>5}  {:24}  {}",
+                    l.name,
+                    l.calls,
+                    t(&l.first),
+                    t(&l.last)
+                );
             }
         }
         return Ok(());
@@ -375,6 +415,19 @@ fn no_record(home: &std::path::Path, name: &str, days: u32) -> anyhow::Error {
 }
 
 /// One record as a line: time, surface, tool, result, duration, what.
+/// One sandbox with a record, as `odek sandbox log` without NAME lists it.
+#[derive(serde::Serialize)]
+struct LogSummary {
+    /// The container name.
+    name: String,
+    /// Records kept.
+    calls: usize,
+    /// When the first kept call began (UTC, RFC 3339), if any.
+    first: Option<String>,
+    /// When the last call began.
+    last: Option<String>,
+}
+
 fn record_line(r: &odek_core::audit::Record) -> String {
     let f = |s: &str| odek_core::text::foreign(s).into_owned();
     let result = match (r.exit_code, &r.error, r.outcome.as_deref()) {

@@ -12,7 +12,15 @@ use odek_e2e::{stderr, stdout, Project, BASE_IMAGE};
 /// `$ODEK_HOME`, as `odek sandbox log` (no NAME) prints them.
 fn recorded(p: &Project) -> Vec<String> {
     let out = p.odek_ok(&["sandbox", "log", "--json"]);
-    serde_json::from_str(&stdout(&out)).expect("a JSON array of names")
+    let listed: Vec<serde_json::Value> =
+        serde_json::from_str(&stdout(&out)).expect("a JSON array of sandboxes");
+    listed
+        .iter()
+        .map(|l| {
+            assert!(l["calls"].as_u64().is_some(), "{l}");
+            l["name"].as_str().expect("name").to_string()
+        })
+        .collect()
 }
 
 /// `odek sandbox log NAME --json` as parsed records, with the raw text.
