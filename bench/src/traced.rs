@@ -193,11 +193,12 @@ impl DockerApi for Traced {
     async fn list_network_members(
         &self,
         names: &[String],
+        all: bool,
     ) -> Result<Vec<odek_core::engine::ContainerSummary>, EngineError> {
         traced!(
             self,
             "list_network_members",
-            self.inner.list_network_members(names)
+            self.inner.list_network_members(names, all)
         )
     }
 

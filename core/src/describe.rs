@@ -365,8 +365,14 @@ async fn describe_linked(
         })?;
     // Networks connected behind odek's back are described as the engine
     // shows them, after the planned ones.
+    // Its way out (`<name>-out`) is no network it reaches: it counts for
+    // the internet only.
+    let out_name = crate::link::OUT_NETWORK;
+    let has_out = me.endpoints.iter().any(|e| e.network_name == out_name);
     let mut me_else = me.clone();
-    me_else.endpoints.retain(|e| e.network_id != link);
+    me_else
+        .endpoints
+        .retain(|e| e.network_id != link && e.network_name != out_name);
     let other = describe_container(engine, &me_else, base).await?;
     let listed = &plan.networks[..plan.networks.len().min(MAX_LISTED_NETWORKS)];
     let mut omitted_names = other.omitted_names;
@@ -409,7 +415,7 @@ async fn describe_linked(
         } else {
             NetworkSummary::Attached
         }),
-        internet: has_bridge || !link_info.internal || other.internet,
+        internet: has_bridge || has_out || !link_info.internal || other.internet,
         omitted_networks: total - networks.len(),
         networks,
         omitted_names,

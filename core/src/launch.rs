@@ -158,8 +158,8 @@ struct Attempt<'a> {
     image_id: &'a str,
     name: &'a str,
     launch_id: &'a str,
-    /// The sandbox's link network (SPEC §4.4), when it reaches networks.
-    link: Option<&'a str>,
+    /// The sandbox's own networks (SPEC §4.4), when it reaches networks.
+    link: Option<&'a crate::link::Own>,
 }
 
 /// How one attempt of a launch ended, short of a refusal.
@@ -472,20 +472,6 @@ impl Client {
         // §3.4); what was really mounted is read back after start.
         crate::workdir::check_paths(plan)?;
         let name = opts.name.clone().unwrap_or_else(new_sandbox_name);
-        // SPEC §4.4: the sandbox's own network, its only one when it
-        // reaches networks, to which their containers are connected. Link
-        // networks of sandboxes that are gone (their owner was killed) go
-        // first.
-        let link = if crate::link::uses_link(plan) {
-            crate::link::collect(engine.as_ref()).await;
-            Some(
-                crate::link::create(engine.as_ref(), plan, &name)
-                    .await
-                    .map_err(|e| Error::engine(&endpoint, Step::Connect, e))?,
-            )
-        } else {
-            None
-        };
         let launch_id = opts
             .progress
             .as_ref()
@@ -495,8 +481,29 @@ impl Client {
         // changes nothing (SPEC §6.1: stronger than "by digest").
         let mut spec = container_spec(plan, &name, &image_id, opts, &launch_id);
         spec.binds.extend(account_binds);
-        if let (Some(link), NetworkMode::None) = (&link, plan.network_mode) {
-            spec.network_mode = link.clone();
+        // SPEC §4.4: the sandbox's own network, its only one when it
+        // reaches networks, to which their containers are connected,
+        // labelled with the container's owner (so an orphan is known as
+        // one). Link networks of sandboxes that are gone (their owner was
+        // killed) go first.
+        let link = if crate::link::uses_link(plan) {
+            crate::link::collect(engine.as_ref()).await;
+            let owner: BTreeMap<String, String> = spec
+                .labels
+                .iter()
+                .filter(|(k, _)| k.starts_with("dev.odek.owner-"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            Some(
+                crate::link::create(engine.as_ref(), plan, &name, &owner)
+                    .await
+                    .map_err(|e| Error::engine(&endpoint, Step::Connect, e))?,
+            )
+        } else {
+            None
+        };
+        if let (Some(own), NetworkMode::None) = (&link, plan.network_mode) {
+            spec.network_mode = own.link.clone();
         }
         // odek's supervisor as the sandbox's process, when this host has
         // one and the sandbox can use it; otherwise the exec API's path,
@@ -528,7 +535,7 @@ impl Client {
                 image_id: &image_id,
                 name: &name,
                 launch_id: &launch_id,
-                link: link.as_deref(),
+                link: link.as_ref(),
             };
             match self
                 .create_and_start(
@@ -554,8 +561,8 @@ impl Client {
         .await;
         if launched.is_err() {
             crate::host_files::discard(&plan.odek_home, &name);
-            if let Some(link) = &link {
-                crate::link::release(engine.as_ref(), &name, Some(link)).await;
+            if let Some(own) = &link {
+                crate::link::release(engine.as_ref(), &name, Some(&own.link)).await;
             }
         }
         launched
@@ -787,17 +794,23 @@ impl Client {
             return Err(Error::engine(&endpoint, Step::Start, e));
         }
         let connects = async {
-            let Some(link) = link else {
+            let Some(own) = link else {
                 return Ok::<(), Error>(());
             };
             if plan.network_mode == NetworkMode::Bridge {
                 engine
-                    .connect_network(link, id, &[])
+                    .connect_network(&own.link, id, &[])
+                    .await
+                    .map_err(|e| Error::engine(&endpoint, Step::Connect, e))?;
+            }
+            if let Some(out) = &own.out {
+                engine
+                    .connect_network(out, id, &[])
                     .await
                     .map_err(|e| Error::engine(&endpoint, Step::Connect, e))?;
             }
             // SPEC §4.4: the planned networks' containers join the link.
-            crate::link::join(engine, plan, link)
+            crate::link::join(engine, plan, &own.link)
                 .await
                 .map_err(|mut e| {
                     e.message = format!("connecting the networks' containers: {}", e.message);
@@ -1267,12 +1280,12 @@ impl Client {
 
 /// Removes `sandbox`'s link network, if it has one (SPEC §4.4).
 async fn release_link(engine: &dyn DockerApi, sandbox: &Sandbox) {
-    if let Some(link) = sandbox
+    if let Some(a) = sandbox
         .applied
         .as_ref()
-        .and_then(|a| a.link_network.as_deref())
+        .filter(|a| a.link_network.is_some())
     {
-        crate::link::release(engine, &sandbox.name, Some(link)).await;
+        crate::link::release(engine, &sandbox.name, a.link_network.as_deref()).await;
     }
 }
 

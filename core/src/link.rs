@@ -3,8 +3,9 @@
 //! removes its networks as if no sandbox were there.
 //!
 //! At launch odek creates a `bridge` network for the sandbox,
-//! `<sandbox name>-link` (Internal unless the plan reaches the internet,
-//! SPEC §4.2), makes it the sandbox's only network, and connects to it the
+//! `<sandbox name>-link` (always Internal), makes it the sandbox's network
+//! (with [`OUT_NETWORK`], shared and without inter-container traffic, when
+//! the plan reaches the internet, SPEC §4.2), and connects to it the
 //! running containers of the planned networks under the DNS aliases they
 //! have there (a Compose service's name among them), so the sandbox
 //! reaches each service by name as before and reaches nothing else.
@@ -37,52 +38,143 @@ pub(crate) fn uses_link(plan: &Plan) -> bool {
     !plan.networks.is_empty()
 }
 
-/// Creates sandbox `sandbox`'s link network for `plan`; returns its ID.
+/// The network that gives sandboxes a way out to the internet when their
+/// plan reaches it through attached networks (SPEC §4.4): one per daemon,
+/// shared, a `bridge` with inter-container traffic off
+/// (`com.docker.network.bridge.enable_icc=false`), so sandboxes on it reach
+/// the internet and not each other; nothing but sandboxes is connected to
+/// it. The link network itself is always `Internal`: the containers
+/// connected to it must not gain a way out through it.
+pub const OUT_NETWORK: &str = "odek-out";
+
+/// The label on [`OUT_NETWORK`].
+const OUT_LABEL: &str = "dev.odek.out";
+
+/// Docker's bridge option for inter-container traffic.
+const ICC_OPTION: &str = "com.docker.network.bridge.enable_icc";
+
+/// The networks a sandbox is put on (SPEC §4.4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Own {
+    /// Its link network's full ID.
+    pub(crate) link: String,
+    /// [`OUT_NETWORK`]'s full ID, when the plan reaches the internet
+    /// without the default bridge.
+    pub(crate) out: Option<String>,
+}
+
+/// Creates sandbox `sandbox`'s link network for `plan` (labelled with
+/// `owner`, the owner labels its container gets) and finds or creates
+/// [`OUT_NETWORK`] when the plan needs it. A failure removes what it
+/// created.
 pub(crate) async fn create(
     engine: &dyn DockerApi,
     plan: &Plan,
     sandbox: &str,
-) -> std::result::Result<String, EngineError> {
-    let labels = BTreeMap::from([
+    owner: &BTreeMap<String, String>,
+) -> std::result::Result<Own, EngineError> {
+    let mut labels = owner.clone();
+    labels.extend([
         (LINK_LABEL.to_string(), sandbox.to_string()),
         (crate::labels::SANDBOX.to_string(), "link".to_string()),
         (crate::labels::CREATED.to_string(), now_secs().to_string()),
     ]);
-    engine
+    let link = engine
         .create_network(&NetworkSpec {
             name: link_name(sandbox),
-            internal: !plan.internet,
+            internal: true,
             labels,
+            options: BTreeMap::new(),
+        })
+        .await?;
+    let out = if plan.internet && plan.network_mode == crate::config::NetworkMode::None {
+        match ensure_out(engine).await {
+            Ok(id) => Some(id),
+            Err(e) => {
+                release(engine, sandbox, Some(&link)).await;
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
+    Ok(Own { link, out })
+}
+
+/// [`OUT_NETWORK`]: the first (by ID) network of that name, labelled, a
+/// local bridge, not `Internal`, inter-container traffic off — else made.
+async fn ensure_out(engine: &dyn DockerApi) -> std::result::Result<String, EngineError> {
+    let listed = engine
+        .list_networks(&crate::engine::NetworkFilter::Label(OUT_LABEL.to_string()))
+        .await?;
+    let mut fit: Vec<&crate::engine::NetworkInfo> = listed
+        .iter()
+        .filter(|n| {
+            n.name == OUT_NETWORK
+                && n.driver == "bridge"
+                && n.scope == "local"
+                && !n.internal
+                && n.options.get(ICC_OPTION).map(String::as_str) == Some("false")
+        })
+        .collect();
+    fit.sort_by(|a, b| a.id.cmp(&b.id));
+    if let Some(n) = fit.first() {
+        return Ok(n.id.clone());
+    }
+    engine
+        .create_network(&NetworkSpec {
+            name: OUT_NETWORK.to_string(),
+            internal: false,
+            labels: BTreeMap::from([
+                (OUT_LABEL.to_string(), "true".to_string()),
+                (crate::labels::SANDBOX.to_string(), "out".to_string()),
+            ]),
+            options: BTreeMap::from([(ICC_OPTION.to_string(), "false".to_string())]),
         })
         .await
 }
 
-/// Removes sandbox `sandbox`'s link network `id` (also when the sandbox's
-/// container is still on it): every endpoint is disconnected (forced),
-/// then the network removed. A network that is not this sandbox's link
-/// (its name or label differ) is left alone. Best effort: what could not
-/// be removed is found by [`collect`].
-pub(crate) async fn release(engine: &dyn DockerApi, sandbox: &str, id: Option<&str>) {
-    let name = link_name(sandbox);
-    let Ok(Some(info)) = engine.inspect_network(id.unwrap_or(&name)).await else {
+/// Removes sandbox `sandbox`'s link network `link` (by name when
+/// `None`), also while the sandbox's container is still on it. Best
+/// effort: what could not be removed is found by `collect`.
+pub(crate) async fn release(engine: &dyn DockerApi, sandbox: &str, link: Option<&str>) {
+    release_one(engine, sandbox, &link_name(sandbox), link).await;
+}
+
+/// Removes network `id` (else the one named `name`) if it is one of
+/// sandbox `sandbox`'s (its name and label say so): every endpoint
+/// disconnected (forced) — also those of stopped containers, which keep
+/// their endpoint settings and could not start again without the network —
+/// then the network.
+async fn release_one(engine: &dyn DockerApi, sandbox: &str, name: &str, id: Option<&str>) {
+    let Ok(Some(info)) = engine.inspect_network(id.unwrap_or(name)).await else {
         return;
     };
     if info.name != name || info.labels.get(LINK_LABEL).map(String::as_str) != Some(sandbox) {
         return;
     }
-    for c in info.containers.keys() {
+    let mut members: BTreeSet<String> = info.containers.keys().cloned().collect();
+    // Stopped containers are not listed on the network; the filter over
+    // all containers finds them.
+    if let Ok(all) = engine
+        .list_network_members(std::slice::from_ref(&info.id), true)
+        .await
+    {
+        members.extend(all.into_iter().map(|c| c.id));
+    }
+    for c in &members {
         let _ = engine.disconnect_network(&info.id, c).await;
     }
     if let Err(e) = engine.remove_network(&info.id).await {
-        tracing::debug!(network = %name, "link network left for the next sweep: {e}");
+        tracing::debug!(network = %name, "left for the next sweep: {e}");
     }
 }
 
-/// Removes the link networks whose sandbox is gone (its owner was killed,
-/// so nothing released it): labelled [`LINK_LABEL`], named after the
-/// label, no container of that name exists, and either something is
-/// connected to it or it is older than a launch in flight can be (10
-/// minutes). Best effort; returns the names removed.
+/// Removes the link networks of sandboxes that are gone (their owner was
+/// killed, so nothing released them): labelled [`LINK_LABEL`], named after
+/// the label, no container of that name exists, and its owner is provably
+/// gone (its owner labels, as a sandbox's) or it is older than a launch in
+/// flight can be (10 minutes). Best effort; returns the names removed.
 pub(crate) async fn collect(engine: &dyn DockerApi) -> Vec<String> {
     let filter = crate::engine::NetworkFilter::Label(LINK_LABEL.to_string());
     let Ok(nets) = engine.list_networks(&filter).await else {
@@ -93,27 +185,26 @@ pub(crate) async fn collect(engine: &dyn DockerApi) -> Vec<String> {
         let Some(sandbox) = n.labels.get(LINK_LABEL) else {
             continue;
         };
-        if n.name != link_name(sandbox) || !crate::labels::is_sandbox_name(sandbox) {
+        if !crate::labels::is_sandbox_name(sandbox) || n.name != link_name(sandbox) {
             continue;
         }
         if !matches!(engine.inspect_container(sandbox).await, Ok(None)) {
             continue;
         }
-        // A launch creates its link right before its container: a link
-        // with no endpoint that is younger than any launch takes may be
-        // one in flight (another process's), not an orphan.
-        let Ok(Some(info)) = engine.inspect_network(&n.id).await else {
-            continue;
-        };
+        // A launch creates it right before its container: one whose owner
+        // may still live and that is younger than any launch takes may be
+        // a launch in flight (another process's), not an orphan.
         let created = n
             .labels
             .get(crate::labels::CREATED)
             .and_then(|c| c.parse::<u64>().ok())
             .unwrap_or(0);
-        if info.containers.is_empty() && now_secs().saturating_sub(created) < IN_FLIGHT_SECS {
+        if crate::labels::owner_gone(&n.labels) != Some(true)
+            && now_secs().saturating_sub(created) < IN_FLIGHT_SECS
+        {
             continue;
         }
-        release(engine, sandbox, Some(&n.id)).await;
+        release_one(engine, sandbox, &n.name, Some(&n.id)).await;
         removed.push(n.name);
     }
     removed
@@ -259,7 +350,10 @@ impl Client {
         let fail = |e: EngineError| A::Error::from(Error::engine(&endpoint, Step::Connect, e));
         let mut accepted = self.links.current(&sandbox.name, &plan.networks);
         let names: Vec<String> = accepted.keys().cloned().collect();
-        let members = engine.list_network_members(&names).await.map_err(fail)?;
+        let members = engine
+            .list_network_members(&names, false)
+            .await
+            .map_err(fail)?;
         let members: Vec<ContainerSummary> =
             members.into_iter().filter(|m| !is_sandbox(m)).collect();
         // Planned networks seen with an ID not accepted: recreated.
@@ -378,6 +472,6 @@ pub(crate) async fn join(
         .map(|n| (n.name.clone(), n.id.clone()))
         .collect();
     let names: Vec<String> = accepted.keys().cloned().collect();
-    let members = engine.list_network_members(&names).await?;
+    let members = engine.list_network_members(&names, false).await?;
     connect_members(engine, link, &accepted, &members).await
 }

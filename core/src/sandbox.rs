@@ -42,6 +42,12 @@ pub struct Applied {
     /// themselves).
     #[serde(default)]
     pub link_network: Option<String>,
+    /// Full ID of `odek-out` (SPEC §4.4), the sandboxes' shared way out to
+    /// the internet without traffic between them, when its plan reaches the
+    /// internet through attached networks without the default bridge.
+    /// `None` otherwise.
+    #[serde(default)]
+    pub out_network: Option<String>,
 }
 
 /// A launched sandbox — or the host, in fallback or off mode.

@@ -102,8 +102,21 @@ pub(crate) fn verify(
                 .map(|e| e.network_id.clone())
         })
         .flatten();
+    let out_name = crate::link::OUT_NETWORK;
+    let out = link
+        .as_ref()
+        .and(info.endpoints.iter().find(|e| e.network_name == out_name))
+        .map(|e| e.network_id.clone());
     let mut want: Vec<String> = match &link {
-        Some(id) => vec![id.clone()],
+        Some(id) => {
+            let mut v = vec![id.clone()];
+            // Its way out, when the plan reaches the internet without the
+            // default bridge.
+            if plan.internet && plan.network_mode == NetworkMode::None {
+                v.push(out.clone().unwrap_or_else(|| format!("(no {out_name})")));
+            }
+            v
+        }
         None => plan.networks.iter().map(|n| n.id.clone()).collect(),
     };
     if plan.network_mode == NetworkMode::Bridge {
@@ -228,5 +241,6 @@ pub(crate) fn verify(
         image_id: info.image_id.clone(),
         endpoint: endpoint.to_string(),
         link_network: link,
+        out_network: out,
     })
 }

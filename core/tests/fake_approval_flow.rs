@@ -99,8 +99,11 @@ async fn approved_once_launches_with_the_project_networks() {
         .expect("the sandbox's link network");
     let c = s.only_container();
     assert_eq!(c.network_mode, link);
+    let out = s.fake.network_id(odek_core::link::OUT_NETWORK);
     assert!(
-        c.endpoints.iter().all(|e| e.network_id == link),
+        c.endpoints
+            .iter()
+            .all(|e| e.network_id == link || Some(&e.network_id) == out.as_ref()),
         "{:?}",
         c.endpoints
     );

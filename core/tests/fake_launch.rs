@@ -180,8 +180,23 @@ async fn attached_networks_put_the_sandbox_on_its_link_network_with_their_servic
         c.network_mode, link,
         "NetworkMode is the link network's full ID"
     );
-    let attached: Vec<&str> = c.endpoints.iter().map(|e| e.network_id.as_str()).collect();
-    assert_eq!(attached, vec![link.as_str()]);
+    // shop_default is not internal: its way out is odek-out (shared,
+    // inter-container traffic off); the link network is internal, so the
+    // services connected to it gain no way out.
+    let out = s
+        .fake
+        .network_id(odek_core::link::OUT_NETWORK)
+        .expect("odek-out");
+    let mut attached: Vec<&str> = c.endpoints.iter().map(|e| e.network_id.as_str()).collect();
+    attached.sort();
+    let mut want = vec![link.as_str(), out.as_str()];
+    want.sort();
+    assert_eq!(attached, want);
+    assert!(
+        s.fake.network_internal(&link),
+        "the link network is internal"
+    );
+    assert!(!s.fake.network_internal(&out));
     assert_eq!(
         sb.applied
             .as_ref()
@@ -192,8 +207,13 @@ async fn attached_networks_put_the_sandbox_on_its_link_network_with_their_servic
     );
     // Each service is connected to it under its alias there.
     let connects = s.fake.calls_of(Op::ConnectNetwork);
-    assert_eq!(connects.len(), 2, "{connects:?}");
-    assert!(connects.iter().all(|c| c.arg == link), "{connects:?}");
+    let to_link = connects.iter().filter(|c| c.arg == link).count();
+    assert_eq!(to_link, 2, "the two services: {connects:?}");
+    assert_eq!(
+        connects.len(),
+        3,
+        "and the sandbox to odek-out: {connects:?}"
+    );
     for (name, alias) in [("shop-redis-1", "redis"), ("shop-postgres-1", "postgres")] {
         let id = s
             .fake

@@ -232,6 +232,27 @@ async fn the_link_network_goes_with_its_sandbox_and_an_orphan_with_the_next_laun
     s.fake
         .remove_service(sb.container_id.as_deref().expect("id"));
     assert_eq!(s.fake.link_networks().len(), 1);
+    // Its owner still lives (as a launch in flight's does): kept.
+    let second = s.up().await.expect("launch");
+    assert_eq!(
+        s.fake.link_networks().len(),
+        2,
+        "a live owner's young link is kept"
+    );
+    s.odek.destroy(&second).await.expect("destroy");
+    // Its owner provably gone: collected by the next launch.
+    // No process ever has PID pid_max (PIDs stay below it).
+    let dead_pid: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .expect("pid_max")
+        .trim()
+        .parse()
+        .expect("a number");
+    s.fake.update_network(&link, |n| {
+        n.labels.insert(
+            odek_core::labels::OWNER_PID.to_string(),
+            dead_pid.to_string(),
+        );
+    });
     let next = s.up().await.expect("launch");
     assert_eq!(
         s.fake.link_networks(),
@@ -239,4 +260,34 @@ async fn the_link_network_goes_with_its_sandbox_and_an_orphan_with_the_next_laun
         "the orphan is gone, the new one stays"
     );
     assert_eq!(on_link(&s, "shop-redis-1", &link), None);
+}
+
+#[tokio::test]
+async fn a_stopped_service_is_disconnected_when_the_sandbox_ends() {
+    // `docker compose stop`, then the sandbox ends: the stopped service
+    // keeps its endpoint settings, and would not start again on a network
+    // that is gone.
+    let s = Setup::new().compose(PROJECT).services();
+    let sb = s.up().await.expect("launch");
+    let link = s.link_id(&sb.name);
+    let redis = s
+        .fake
+        .containers()
+        .into_iter()
+        .find(|id| {
+            s.fake
+                .container(id)
+                .is_some_and(|c| c.name == "shop-redis-1")
+        })
+        .expect("redis");
+    assert!(on_link(&s, "shop-redis-1", &link).is_some());
+    s.fake.stop_container(&redis);
+    s.odek.destroy(&sb).await.expect("destroy");
+    let c = s.fake.container(&redis).expect("redis");
+    assert!(
+        c.endpoints.iter().all(|e| e.network_id != link),
+        "the stopped service still names the removed link: {:?}",
+        c.endpoints
+    );
+    assert!(s.fake.link_networks().is_empty());
 }

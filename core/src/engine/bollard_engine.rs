@@ -643,6 +643,7 @@ impl DockerApi for BollardEngine {
             driver: Some("bridge".into()),
             internal: Some(spec.internal),
             labels: Some(spec.labels.clone().into_iter().collect()),
+            options: (!spec.options.is_empty()).then(|| spec.options.clone().into_iter().collect()),
             ..Default::default()
         };
         timed(Op::CreateNetwork, self.timeouts.call, d.create_network(req))
@@ -662,11 +663,12 @@ impl DockerApi for BollardEngine {
     async fn list_network_members(
         &self,
         names: &[String],
+        all: bool,
     ) -> Result<Vec<ContainerSummary>, EngineError> {
         let d = self.client().await?;
         let pairs: Vec<(&str, &str)> = names.iter().map(|n| ("network", n.as_str())).collect();
         let opts = ListContainersOptions {
-            all: false,
+            all,
             filters: Some(filters(&pairs)),
             ..Default::default()
         };

@@ -499,6 +499,21 @@ impl FakeEngine {
         self.lock().containers.remove(id);
     }
 
+    /// Changes network `id` as `change` says (labels forged, a flag).
+    pub fn update_network(&self, id: &str, change: impl FnOnce(&mut NetworkInfo)) {
+        if let Some(n) = self.lock().networks.iter_mut().find(|n| n.info.id == id) {
+            change(&mut n.info);
+        }
+    }
+
+    /// Whether network `id` is `Internal` (false when there is none).
+    pub fn network_internal(&self, id: &str) -> bool {
+        self.lock()
+            .networks
+            .iter()
+            .any(|n| n.info.id == id && n.info.internal)
+    }
+
     /// Names of the link networks (labelled [`crate::labels::LINK`]).
     pub fn link_networks(&self) -> Vec<String> {
         self.lock()
@@ -802,6 +817,9 @@ impl DockerApi for FakeEngine {
             info.containers = s
                 .containers
                 .values()
+                // As Docker: a stopped container keeps its endpoint
+                // settings but is not listed on the network.
+                .filter(|c| c.info.running)
                 .filter(|c| c.info.endpoints.iter().any(|e| e.network_id == n.info.id))
                 .map(|c| (c.info.id.clone(), c.info.name.clone()))
                 .collect();
@@ -1053,6 +1071,7 @@ impl DockerApi for FakeEngine {
         let mut n = FakeNetwork::bridge(&spec.name);
         n.info.internal = spec.internal;
         n.info.labels = spec.labels.clone();
+        n.info.options = spec.options.clone();
         let id = n.info.id.clone();
         self.lock().networks.push(n);
         Ok(id)
@@ -1080,12 +1099,13 @@ impl DockerApi for FakeEngine {
     async fn list_network_members(
         &self,
         names: &[String],
+        all: bool,
     ) -> Result<Vec<ContainerSummary>, EngineError> {
         self.enter(Op::ListContainers, &names.join(","))?;
         let s = self.lock();
         Ok(s.containers
             .values()
-            .filter(|c| c.info.running)
+            .filter(|c| all || c.info.running)
             .filter(|c| {
                 c.info.endpoints.iter().any(|e| {
                     names

@@ -147,8 +147,9 @@ impl DockerApi for Foreign {
     async fn list_network_members(
         &self,
         names: &[String],
+        all: bool,
     ) -> Result<Vec<ContainerSummary>, EngineError> {
-        safe(self.0.list_network_members(names).await)
+        safe(self.0.list_network_members(names, all).await)
     }
 
     async fn inspect_container(&self, id: &str) -> Result<Option<ContainerInfo>, EngineError> {

@@ -485,6 +485,8 @@ pub struct NetworkSpec {
     pub internal: bool,
     /// Network labels ([`crate::labels::LINK`]).
     pub labels: BTreeMap<String, String>,
+    /// Driver options (`com.docker.network.bridge.enable_icc`).
+    pub options: BTreeMap<String, String>,
 }
 
 /// A command to run in a container through the exec API.
@@ -822,12 +824,15 @@ pub trait DockerApi: Send + Sync {
     /// endpoints is [`EngineErrorKind::Rejected`].
     async fn remove_network(&self, id: &str) -> Result<bool, EngineError>;
 
-    /// The running containers attached to a network with one of `names`
-    /// (Docker's `network` filter, evaluated by the daemon), each with its
-    /// endpoints ([`ContainerSummary::endpoints`]). One call.
+    /// The containers attached to a network with one of `names` (names or
+    /// full IDs; Docker's `network` filter, evaluated by the daemon) — the
+    /// running ones, with `all` also stopped ones (which keep their
+    /// endpoint settings) — each with its endpoints
+    /// ([`ContainerSummary::endpoints`]). One call.
     async fn list_network_members(
         &self,
         names: &[String],
+        all: bool,
     ) -> Result<Vec<ContainerSummary>, EngineError>;
 
     /// Inspects a container by ID or name. `Ok(None)` when absent.

@@ -715,8 +715,9 @@ impl DockerApi for Spy {
     async fn list_network_members(
         &self,
         names: &[String],
+        all: bool,
     ) -> Result<Vec<odek_core::engine::ContainerSummary>, EngineError> {
-        let r = self.fake.list_network_members(names).await;
+        let r = self.fake.list_network_members(names, all).await;
         self.after(Op::ListContainers);
         r
     }
