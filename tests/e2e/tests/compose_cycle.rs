@@ -13,7 +13,9 @@ use std::time::Duration;
 use expectrl::Expect;
 
 use odek_e2e::tty::{finish, spawn, trust_card};
-use odek_e2e::{docker_ok, repo, run, stderr, stdout, unique, Project, BASE_IMAGE};
+use odek_e2e::{
+    docker_ok, repo, run, stderr, stdout, unique, Project, BASE_IMAGE, IMAGE_PREFIX, TEST_NS,
+};
 
 /// How many down/up rounds the sandbox must survive (each must pass).
 const ROUNDS: usize = 3;
@@ -25,11 +27,12 @@ struct Compose {
 }
 
 impl Compose {
-    /// Starts the fixture as project `odekcycle…` and waits until healthy.
+    /// Starts the fixture as project `odekcycle<ns>…` (this checkout's
+    /// namespace) and waits until healthy.
     fn up() -> Compose {
         odek_e2e::fixture();
         let c = Compose {
-            name: unique("odekcycle"),
+            name: unique(&format!("odekcycle{TEST_NS}")),
         };
         c.start();
         c
@@ -43,7 +46,8 @@ impl Compose {
     fn start(&self) {
         let out = run(Command::new("bash")
             .arg(Compose::script("up.sh"))
-            .arg(&self.name));
+            .arg(&self.name)
+            .env("ODEK_TEST_NS", TEST_NS));
         assert!(
             out.status.success(),
             "up.sh {} failed: {}",
@@ -55,13 +59,16 @@ impl Compose {
     /// `docker-compose -p P -f …/docker-compose.yml down`, as an operator
     /// types it (no `-v`, no `--remove-orphans`).
     fn down(&self) -> Output {
-        run(Command::new("docker-compose").args([
-            "-p",
-            &self.name,
-            "-f",
-            &Compose::script("docker-compose.yml").display().to_string(),
-            "down",
-        ]))
+        run(Command::new("docker-compose")
+            .args([
+                "-p",
+                &self.name,
+                "-f",
+                &Compose::script("docker-compose.yml").display().to_string(),
+                "down",
+            ])
+            .env("ODEK_TEST_NS", TEST_NS)
+            .env("ODEK_TEST_IMAGES", IMAGE_PREFIX))
     }
 }
 
@@ -69,7 +76,8 @@ impl Drop for Compose {
     fn drop(&mut self) {
         let _ = run(Command::new("bash")
             .arg(Compose::script("down.sh"))
-            .arg(&self.name));
+            .arg(&self.name)
+            .env("ODEK_TEST_NS", TEST_NS));
     }
 }
 
