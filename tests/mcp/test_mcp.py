@@ -1105,6 +1105,100 @@ def test_odek_approve_lets_a_client_without_elicitation_launch(project):
     assert wait_gone(project.dir) == []
 
 
+COMPOSE_DIR = REPO / "tests" / "fixtures" / "compose"
+# The fixture's images and label of this checkout (tests/ns.sh).
+COMPOSE_ENV = {**os.environ, "ODEK_TEST_NS": TEST_NS, "ODEK_TEST_IMAGES": f"odek-test-{TEST_NS}"}
+
+
+@pytest.fixture
+def own_compose():
+    """The fixture Compose project under a name of this test's own (it goes
+    down and up), taken down with its volumes afterwards."""
+    name = f"odekmcpcycle{TEST_NS}x{os.getpid()}x{os.urandom(3).hex()}"
+    subprocess.run(["bash", str(COMPOSE_DIR / "up.sh"), name], check=True, capture_output=True, env=COMPOSE_ENV)
+    yield name
+    subprocess.run(["bash", str(COMPOSE_DIR / "down.sh"), name], capture_output=True, env=COMPOSE_ENV)
+
+
+def compose_down_up(name: str) -> None:
+    """`docker-compose down` as an operator types it, which must exit 0
+    with a sandbox open (it holds no endpoint on the project's networks),
+    then `up` until healthy."""
+    down = subprocess.run(["docker-compose", "-p", name, "-f", str(COMPOSE_DIR / "docker-compose.yml"), "down"],
+                          capture_output=True, text=True, env=COMPOSE_ENV)
+    assert down.returncode == 0 and "active endpoints" not in down.stderr, down.stderr
+    for net in ("default", "backend"):
+        assert subprocess.run(["docker", "network", "inspect", f"{name}_{net}"], capture_output=True).returncode != 0
+    subprocess.run(["bash", str(COMPOSE_DIR / "up.sh"), name], check=True, capture_output=True, env=COMPOSE_ENV)
+
+
+REACH = "redis-cli -h redis ping && pg_isready -h postgres"
+
+
+def test_compose_down_and_up_with_a_session_open(project, own_compose):
+    """The session's sandbox reaches redis and postgres; the project goes
+    down (exit 0) and up; the next exec reaches the new containers by name."""
+
+    async def go():
+        args = ["mcp", "--sandbox-image", IMAGE, "--sandbox-compose", own_compose]
+        async with session(project, args=args) as (s, _):
+            r = await ok(s, "exec", command=REACH)
+            assert r["exit_code"] == 0 and "PONG" in r["stdout"], r
+            compose_down_up(own_compose)
+            r = await ok(s, "exec", command=REACH)
+            assert r["exit_code"] == 0 and "PONG" in r["stdout"], r
+
+    run(go())
+    assert wait_gone(project.dir) == []
+
+
+def test_recreated_project_networks_are_approved_again(project, own_compose):
+    """The project's odek.json asks for the Compose project. After a down
+    and up, a client without elicitation (its sandbox launched on a stored
+    trust of the old IDs) gets a tool error naming `odek approve` and
+    nothing runs; a client with elicitation is asked again and, answering
+    accept/once, its exec reaches the services."""
+    (project.dir / "odek.json").write_text(json.dumps({"sandbox_compose_project": own_compose}))
+    marker = project.dir / "ran"
+    touch = f"touch /workspace/ran && {REACH}"
+    args = ["mcp", "--sandbox-image", IMAGE]
+    code, out = approve_at_a_terminal(project, "t")
+    assert code == 0, out
+
+    async def without_elicitation():
+        async with session(project, args=args) as (s, _):
+            r = await ok(s, "exec", command=REACH)
+            assert "PONG" in r["stdout"], r
+            compose_down_up(own_compose)
+            err = await refused(s, "exec", command=touch)
+            print("\n--- refusal (recreated, no elicitation) ---\n" + err)
+            assert f"odek approve -C {project.dir}" in err, err
+            assert not marker.exists(), "the refused command ran"
+
+    run(without_elicitation())
+    assert wait_gone(project.dir) == []
+
+    asker = Asker("accept", "once")
+
+    async def with_elicitation():
+        async with session(project, args=args, elicitation_callback=asker) as (s, _):
+            # The stored trust is of the old IDs: the launch asks first.
+            r = await ok(s, "exec", command=REACH)
+            assert "PONG" in r["stdout"], r
+            asked = len(asker.asked)
+            assert asked == 1, asker.asked
+            compose_down_up(own_compose)
+            r = await ok(s, "exec", command=touch)
+            assert r["exit_code"] == 0 and "PONG" in r["stdout"], r
+            assert len(asker.asked) == asked + 1, "not asked again for the recreated networks"
+            q = asker.asked[-1].message
+            assert f"{own_compose}_backend" in q and re.search(r"\b[0-9a-f]{64}\b", q), q
+            assert marker.exists(), "the approved command did not run"
+
+    run(with_elicitation())
+    assert wait_gone(project.dir) == []
+
+
 def test_progress_while_the_image_builds(project):
     """A first exec whose launch builds Dockerfile.odek (a unique one, so it
     is built now) reports progress to a caller that sent a progress token."""

@@ -29,7 +29,7 @@ TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 USER_NAME=odek-e2e
 # The e2e files run as the user (each needs the fixture and test images).
 # ODEK_NONROOT_E2E="a b" picks others (a subset while developing; "" none).
-read -r -a E2E_TESTS <<<"${ODEK_NONROOT_E2E-main_job sandbox_lifecycle owner_lifetime exit_codes approval operator_user project_host_run setuid sandbox_log}"
+read -r -a E2E_TESTS <<<"${ODEK_NONROOT_E2E-main_job sandbox_lifecycle owner_lifetime exit_codes approval operator_user project_host_run setuid sandbox_log compose_cycle}"
 
 log() { echo "==> nonroot: $*" >&2; }
 

@@ -47,8 +47,17 @@ http:
   addr: $ADDR
 YML
   log "starting docker-registry on $ADDR (log: $DIR/registry.log)"
-  # setsid: own session, so it outlives this script and its terminal.
-  setsid docker-registry serve "$DIR/config.yml" >>"$DIR/registry.log" 2>&1 </dev/null &
+  # setsid: own session, so it outlives this script and its terminal. Every
+  # inherited descriptor above 2 is closed first: a lock the caller holds
+  # (`flock /tmp/odek-docker.lock cargo test …`) would otherwise stay held by
+  # the registry for as long as it runs, and every later flock would wait.
+  (
+    for fd in /proc/self/fd/*; do
+      fd=${fd##*/}
+      if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec setsid docker-registry serve "$DIR/config.yml" >>"$DIR/registry.log" 2>&1 </dev/null
+  ) &
   echo $! >"$DIR/pid"
 fi
 

@@ -410,7 +410,8 @@ pub fn normalize(raw: &str) -> String {
     out
 }
 
-/// `*` matches one segment; a trailing `**` matches any rest.
+/// `*` matches one segment, `<id>` one full (64 hex) ID, never a name; a
+/// trailing `**` matches any rest.
 pub fn path_matches(pattern: &str, path: &str) -> bool {
     let p: Vec<&str> = pattern.split('/').collect();
     let s: Vec<&str> = path.split('/').collect();
@@ -421,6 +422,8 @@ pub fn path_matches(pattern: &str, path: &str) -> bool {
         match s.get(i) {
             None => return false,
             Some(v) if *seg == "*" && !v.is_empty() => {}
+            Some(v)
+                if *seg == "<id>" && v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()) => {}
             Some(v) if v == seg => {}
             Some(_) => return false,
         }

@@ -663,3 +663,75 @@ pub fn tag_of(dockerfile: &str) -> String {
     let hex = String::from_utf8_lossy(&out.stdout);
     format!("odek-sandbox:{}", &hex[..24])
 }
+
+/// IDs of the networks sandbox `container` reaches (SPEC §4.4), sorted:
+/// the network IDs of the plan in its `dev.odek.plan` label. Checked
+/// against Docker: the sandbox's only network is its own link network
+/// `<name>-link` (labelled `dev.odek.link=<name>`), and every running
+/// container of each of those networks that still exists (but sandboxes)
+/// is connected to that link (`--sandbox-network bridge` adds the default
+/// bridge). A sandbox is never attached to the planned
+/// networks themselves, so the engine's `NetworkSettings.Networks` no
+/// longer tells what it reaches.
+///
+/// # Panics
+/// When one of those checks fails.
+pub fn reached_network_ids(container: &str) -> Vec<String> {
+    let inspect: serde_json::Value =
+        serde_json::from_str(&docker(&["container", "inspect", container])).expect("inspect JSON");
+    let c = &inspect[0];
+    let name = c["Name"].as_str().expect("Name").trim_start_matches('/');
+    let link = format!("{name}-link");
+    let plan: serde_json::Value = serde_json::from_str(
+        c["Config"]["Labels"]["dev.odek.plan"]
+            .as_str()
+            .expect("the plan label"),
+    )
+    .expect("plan JSON");
+    // `--sandbox-network bridge` adds the default bridge, nothing else.
+    let on: Vec<&String> = c["NetworkSettings"]["Networks"]
+        .as_object()
+        .expect("networks")
+        .keys()
+        .filter(|n| !(plan["network_mode"] == "bridge" && *n == "bridge"))
+        .collect();
+    assert_eq!(on, [&link], "{name}'s only network is its link network");
+    let link_info: serde_json::Value =
+        serde_json::from_str(&docker(&["network", "inspect", &link])).expect("network JSON");
+    let link_info = &link_info[0];
+    assert_eq!(
+        link_info["Labels"]["dev.odek.link"].as_str(),
+        Some(name),
+        "{link} is labelled as {name}'s link"
+    );
+    let linked = |id: &str| {
+        link_info["Containers"]
+            .as_object()
+            .is_some_and(|m| m.contains_key(id))
+    };
+    let mut ids: Vec<String> = plan["networks"]
+        .as_array()
+        .expect("the plan's networks")
+        .iter()
+        .map(|n| n["id"].as_str().expect("network id").to_string())
+        .collect();
+    ids.sort();
+    for id in &ids {
+        let out = run(Command::new("docker").args(["network", "inspect", id]));
+        if !out.status.success() {
+            continue; // gone (the project is down): nothing to reach there
+        }
+        let n: serde_json::Value = serde_json::from_slice(&out.stdout).expect("network JSON");
+        for (cid, m) in n[0]["Containers"].as_object().into_iter().flatten() {
+            let member = m["Name"].as_str().unwrap_or_default();
+            if member.starts_with("odek-") {
+                continue;
+            }
+            assert!(
+                linked(cid),
+                "{member} (on planned network {id}) is not connected to {link}"
+            );
+        }
+    }
+    ids
+}

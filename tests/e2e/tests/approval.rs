@@ -352,6 +352,13 @@ fn down(p: &Project, name: &str) {
     let _ = run(&mut p.odek(&["sandbox", "down", name]));
 }
 
+/// The networks `container` reaches, sorted (SPEC §4.4: through its link
+/// network, [`odek_e2e::reached_network_ids`]).
+fn reached_ids(container: &str) -> Vec<String> {
+    odek_e2e::reached_network_ids(container)
+}
+
+/// The networks the engine lists `container` on, sorted.
 fn attached_ids(container: &str) -> Vec<String> {
     let mut v: Vec<String> = docker(&[
         "inspect",
@@ -417,9 +424,9 @@ fn sub_agents_only_narrow() {
     let mut want = vec![a.id.clone(), b.id.clone()];
     want.sort();
     assert_eq!(
-        attached_ids(&child_name),
+        reached_ids(&child_name),
         want,
-        "child attached {}",
+        "child reaches {}",
         late.name
     );
     let pids = run(&mut p.odek(&[
@@ -504,7 +511,7 @@ fn a_sub_agent_asked_for_none_has_no_network() {
     let parent_name = stdout(&parent).trim().to_string();
     let mut want = vec![a.id.clone(), b.id.clone()];
     want.sort();
-    assert_eq!(attached_ids(&parent_name), want, "the parent is attached");
+    assert_eq!(reached_ids(&parent_name), want, "the parent reaches them");
     let probe = "ls /sys/class/net | tr '\\n' ' '; echo; tail -n +2 /proc/net/route | wc -l";
     let looks = |name: &str| {
         stdout(&run(

@@ -33,7 +33,13 @@ fn gc_lock() -> std::sync::MutexGuard<'static, ()> {
 const CREATE: (&str, &str) = ("POST", "/containers/create");
 const START: (&str, &str) = ("POST", "/containers/*/start");
 const CONNECT: (&str, &str) = ("POST", "/networks/*/connect");
-const VERIFY: (&str, &str) = ("GET", "/containers/*/json");
+/// By full ID: a launch first inspects other sandboxes by name (the sweep of
+/// orphaned link networks, SPEC §4.4), which is not the verify.
+const VERIFY: (&str, &str) = ("GET", "/containers/<id>/json");
+/// Which [`VERIFY`] request is the sandbox's: the launch inspects the
+/// fixture's two services by ID first, to connect them to the sandbox's
+/// link network (SPEC §4.4).
+const VERIFY_NTH: usize = 3;
 /// The idle-process check (SPEC §6.1), concurrent with the connects.
 const TOP: (&str, &str) = ("GET", "/containers/*/top");
 
@@ -218,8 +224,9 @@ fn rule(target: (&str, &str), nth: usize, action: Action, then: Then) -> Rule {
 }
 
 /// `--sandbox-network bridge` plus the project's two networks: the
-/// container starts on the default bridge and both project networks are
-/// connected after start, so there is a second connect.
+/// container starts on the default bridge, its link network is connected
+/// after start, then the project's services are connected to the link
+/// (SPEC §4.4), so there is a second connect.
 const TWO_CONNECTS: &[&str] = &["--sandbox-network", "bridge"];
 
 // ---------------------------------------------------------------------------
@@ -267,7 +274,8 @@ fn proxy_relays_a_complete_run(exec_api: bool) {
     // The launch sequence as the daemon saw it.
     assert_eq!(proxy.count(CREATE.0, CREATE.1), 1, "{ctx}");
     assert_eq!(proxy.count(START.0, START.1), 1, "{ctx}");
-    assert_eq!(proxy.count(CONNECT.0, CONNECT.1), 2, "{ctx}");
+    // The sandbox to its link network, then redis and postgres to the link.
+    assert_eq!(proxy.count(CONNECT.0, CONNECT.1), 3, "{ctx}");
     assert!(proxy.count(VERIFY.0, VERIFY.1) >= 1, "{ctx}");
     if exec_api {
         assert!(proxy.count(TOP.0, TOP.1) >= 1, "{ctx}");
@@ -319,7 +327,7 @@ fn second_connect_answer_lost() {
 
 #[test]
 fn connection_dropped_during_verify() {
-    recovers(rule(VERIFY, 1, Action::Drop, Then::Relay), &[]);
+    recovers(rule(VERIFY, VERIFY_NTH, Action::Drop, Then::Relay), &[]);
 }
 
 // The idle process's listing is the exec API's path (a supervised sandbox
@@ -418,7 +426,7 @@ fn second_connect_stalls_then_times_out_and_is_removed() {
 
 #[test]
 fn verify_stalls_then_times_out_and_is_removed() {
-    let took = recovers(rule(VERIFY, 1, Action::Stall, Then::Relay), &[]);
+    let took = recovers(rule(VERIFY, VERIFY_NTH, Action::Stall, Then::Relay), &[]);
     assert!(
         took >= Duration::from_secs(3),
         "no timeout waited: {took:?}"
@@ -457,7 +465,7 @@ fn through_the_exec_api_daemon_vanishes_during_the_process_listing() {
 
 #[test]
 fn daemon_vanishes_during_verify() {
-    vanishes_owned(rule(VERIFY, 1, Action::Drop, Then::Refuse), &[]);
+    vanishes_owned(rule(VERIFY, VERIFY_NTH, Action::Drop, Then::Refuse), &[]);
 }
 
 // ---------------------------------------------------------------------------

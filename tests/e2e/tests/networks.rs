@@ -31,6 +31,43 @@ fn ipam(name: &str) -> (String, String) {
     )
 }
 
+/// `odek sandbox up <args>`: the IDs of the networks the sandbox reaches
+/// (SPEC §4.4: through its link network, [`odek_e2e::reached_network_ids`])
+/// and its startup line; the sandbox is taken down again.
+fn reached_by_up(p: &Project, args: &[&str]) -> (Vec<String>, String) {
+    let mut all = vec!["sandbox", "up", "--sandbox-image", BASE_IMAGE];
+    all.extend_from_slice(args);
+    let up = p.odek_ok(&all);
+    let name = stdout(&up).trim().to_string();
+    let line = startup_line(&up).expect("startup line");
+    let ids = odek_e2e::reached_network_ids(&name);
+    p.odek_ok(&["sandbox", "down", &name]);
+    (ids, line)
+}
+
+/// True when IPv4 address `ip` lies in `cidr` (`a.b.c.d/len`).
+fn in_subnet(ip: &str, cidr: &str) -> bool {
+    let parse = |s: &str| -> Option<u32> {
+        let o: Vec<u32> = s
+            .split('.')
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        (o.len() == 4).then(|| (o[0] << 24) | (o[1] << 16) | (o[2] << 8) | o[3])
+    };
+    let Some((net, len)) = cidr.split_once('/') else {
+        return false;
+    };
+    let (Some(ip), Some(net), Ok(len)) = (parse(ip), parse(net), len.parse::<u32>()) else {
+        return false;
+    };
+    let mask = if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - len.min(32))
+    };
+    ip & mask == net & mask
+}
+
 #[test]
 fn internal_backend_reaches_services_by_name_without_a_route_out() {
     let p = Project::new();
@@ -74,19 +111,30 @@ fn internal_backend_reaches_services_by_name_without_a_route_out() {
         );
     } else {
         // Engines before 25.0 (moby#46603) still install a default route via
-        // the internal network's own gateway; the daemon's isolation rules
-        // drop what leaves the subnet. Assert the route stays on that network.
-        let (subnet, gw) = ipam(&backend);
-        assert!(
-            defaults.iter().all(|d| d.contains(&format!("via {gw} "))),
-            "default route does not go via the internal network's gateway {gw}:\n{routes}"
+        // an internal network's own gateway; the daemon's isolation rules
+        // drop what leaves the subnet. The sandbox's one network is its own
+        // link network (SPEC §4.4), Internal as the plan reaches no
+        // internet: every route stays on that one subnet, which is not the
+        // backend's (the sandbox holds no endpoint there).
+        let subnets: Vec<&str> = routes
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("default"))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(subnets.len(), 1, "one subnet expected:\n{routes}");
+        let (backend_subnet, _) = ipam(&backend);
+        assert_ne!(
+            subnets[0], backend_subnet,
+            "the sandbox is on the backend network itself:\n{routes}"
         );
-        assert!(routes.contains(&subnet), "no route for {subnet}:\n{routes}");
         assert!(
-            routes
-                .lines()
-                .all(|l| l.contains(&subnet) || l.contains(&format!("via {gw} "))),
-            "a route leaves the internal network {subnet}:\n{routes}"
+            defaults.iter().all(|d| d
+                .split_whitespace()
+                .skip_while(|w| *w != "via")
+                .nth(1)
+                .is_some_and(|gw| in_subnet(gw, subnets[0]))),
+            "a default route leaves the link network {}:\n{routes}",
+            subnets[0]
         );
     }
     // positive control in the same test: the non-internal network has a
@@ -256,24 +304,13 @@ fn hex_looking_network_name_is_accepted_by_exact_name() {
             })
         })
         .expect("could not create a beefXX network");
-    let out = p.odek_ok(&[
-        "run",
-        "--sandbox",
-        "--sandbox-networks",
-        &net.name,
-        "--sandbox-image",
-        BASE_IMAGE,
-        "--",
-        "ip",
-        "route",
-    ]);
-    let line = startup_line(&out).expect("startup line");
+    let (ids, line) = reached_by_up(&p, &["--sandbox-networks", &net.name]);
     assert!(line.contains(&format!("networks={}", net.name)), "{line}");
-    let (subnet, _) = ipam(&net.name);
-    assert!(
-        stdout(&out).contains(&subnet),
-        "not on {subnet}:\n{}",
-        stdout(&out)
+    assert_eq!(
+        ids,
+        std::slice::from_ref(&net.id),
+        "not reaching {}",
+        net.name
     );
     assert!(p.leftovers().is_empty());
 }
@@ -285,28 +322,11 @@ fn name_equal_to_another_networks_id_prefix_selects_the_named_network() {
     // A network literally named like the first 10 hex chars of A's ID.
     let b = TestNetwork::create(&a.id[..10], &["--internal"]);
     assert_eq!(network_id(&b.name), b.id, "docker resolves the name to B");
-    let out = p.odek_ok(&[
-        "run",
-        "--sandbox",
-        "--sandbox-networks",
-        &b.name,
-        "--sandbox-image",
-        BASE_IMAGE,
-        "--",
-        "ip",
-        "route",
-    ]);
-    let (b_subnet, _) = ipam(&b.name);
-    let (a_subnet, _) = ipam(&a.name);
-    let o = stdout(&out);
+    let (ids, _) = reached_by_up(&p, &["--sandbox-networks", &b.name]);
+    assert_eq!(ids, std::slice::from_ref(&b.id), "not reaching {}", b.name);
     assert!(
-        o.contains(&b_subnet),
-        "not attached to {} ({b_subnet}):\n{o}",
-        b.name
-    );
-    assert!(
-        !o.contains(&a_subnet),
-        "attached to the ID-prefix match {}:\n{o}",
+        !ids.contains(&a.id),
+        "reaching the ID-prefix match {}",
         a.name
     );
     assert!(p.leftovers().is_empty());
@@ -316,29 +336,21 @@ fn name_equal_to_another_networks_id_prefix_selects_the_named_network() {
 fn union_of_compose_and_names_is_deduplicated_in_request_order() {
     let p = Project::new();
     let default = format!("{PROJECT}_default");
-    let out = p.odek_ok(&[
-        "run",
-        "--sandbox-compose",
-        PROJECT,
-        "--sandbox-networks",
-        &format!("{default},{default}"),
-        "--sandbox-image",
-        BASE_IMAGE,
-        "--",
-        "ls",
-        "/sys/class/net",
-    ]);
-    let ifs: Vec<String> = stdout(&out)
-        .split_whitespace()
-        .filter(|i| *i != "lo")
-        .map(str::to_string)
-        .collect();
-    assert_eq!(
-        ifs.len(),
-        2,
-        "expected 2 interfaces (deduplicated): {ifs:?}"
+    let (ids, line) = reached_by_up(
+        &p,
+        &[
+            "--sandbox-compose",
+            PROJECT,
+            "--sandbox-networks",
+            &format!("{default},{default}"),
+        ],
     );
-    let line = startup_line(&out).expect("startup line");
+    let mut want = vec![
+        network_id(&default),
+        network_id(&format!("{PROJECT}_backend")),
+    ];
+    want.sort();
+    assert_eq!(ids, want, "expected 2 networks reached (deduplicated)");
     assert!(
         line.contains(&format!(" networks={default},{PROJECT}_backend ")),
         "not de-duplicated in request order: {line}"

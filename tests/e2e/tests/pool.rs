@@ -221,13 +221,10 @@ fn ready(p: &Project, n: usize, total: usize, claimed: &[String], m: &Mcp) -> Ve
     ready
 }
 
+/// The networks `container` reaches, space separated (SPEC §4.4: through
+/// its link network, [`odek_e2e::reached_network_ids`]).
 fn networks_of(container: &str) -> String {
-    docker(&[
-        "inspect",
-        "-f",
-        "{{range $k, $v := .NetworkSettings.Networks}}{{$v.NetworkID}} {{end}}",
-        container,
-    ])
+    odek_e2e::reached_network_ids(container).join(" ")
 }
 
 #[test]

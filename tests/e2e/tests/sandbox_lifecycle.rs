@@ -64,24 +64,26 @@ fn compose_sandbox_up_describe_exec_ls_down() {
     let c = &inspect[0];
     let short_id = &c["Id"].as_str().expect("Id")[..12];
     let mode = c["HostConfig"]["NetworkMode"].as_str().unwrap_or_default();
-    let ids = [
+    let mut ids = [
         odek_e2e::network_id(&format!("{PROJECT}_backend")),
         odek_e2e::network_id(&format!("{PROJECT}_default")),
     ];
-    assert!(
-        ids.iter().any(|id| id == mode),
-        "NetworkMode {mode:?} is not a full network ID (the raw name was sent?)"
+    ids.sort();
+    // SPEC §4.4: the sandbox is on its own link network only (by full ID),
+    // the project's services are connected to that link.
+    assert_eq!(
+        mode,
+        odek_e2e::network_id(&format!("{name}-link")),
+        "NetworkMode {mode:?} is not the link network's full ID (the raw name was sent?)"
+    );
+    assert_eq!(
+        odek_e2e::reached_network_ids(&name),
+        ids,
+        "reached networks"
     );
     let nets = c["NetworkSettings"]["Networks"]
         .as_object()
         .expect("networks");
-    let mut attached: Vec<&String> = nets.keys().collect();
-    attached.sort();
-    assert_eq!(
-        attached,
-        [&format!("{PROJECT}_backend"), &format!("{PROJECT}_default")],
-        "attached networks"
-    );
     for (n, v) in nets {
         let aliases: Vec<&str> = v["Aliases"]
             .as_array()
