@@ -688,14 +688,23 @@ pub fn reached_network_ids(container: &str) -> Vec<String> {
             .expect("the plan label"),
     )
     .expect("plan JSON");
-    // `--sandbox-network bridge` adds the default bridge, nothing else.
+    // `--sandbox-network bridge` adds the default bridge; a plan that
+    // reaches the internet without it, the shared `odek-out`; nothing else.
+    let way_out = plan["network_mode"] != "bridge" && plan["internet"] == true;
     let on: Vec<&String> = c["NetworkSettings"]["Networks"]
         .as_object()
         .expect("networks")
         .keys()
         .filter(|n| !(plan["network_mode"] == "bridge" && *n == "bridge"))
+        .filter(|n| !(way_out && *n == "odek-out"))
         .collect();
     assert_eq!(on, [&link], "{name}'s only network is its link network");
+    if way_out {
+        assert!(
+            c["NetworkSettings"]["Networks"].get("odek-out").is_some(),
+            "{name} reaches the internet through odek-out"
+        );
+    }
     let link_info: serde_json::Value =
         serde_json::from_str(&docker(&["network", "inspect", &link])).expect("network JSON");
     let link_info = &link_info[0];
