@@ -321,7 +321,9 @@ pub(crate) fn host_triple() -> Result<String, String> {
 fn images() -> R {
     install(APT_IMAGES, false)?;
     docker_up()?;
-    sh(Command::new("bash").arg("tests/images/build.sh"))?;
+    let built = sh(Command::new("bash").arg("tests/images/build.sh"));
+    give_back_target();
+    built?;
     eprintln!(
         "xtask: this checkout's test images: {} (ODEK_TEST_NS={})",
         ["base", "redis", "postgres", "busybox"]
@@ -330,6 +332,32 @@ fn images() -> R {
         test_ns()
     );
     Ok(())
+}
+
+/// Run through `sudo` (as README says for the image build), cargo and the
+/// build wrote the target directory as root: it goes back to the user who
+/// ran sudo (`SUDO_UID`/`SUDO_GID`), so their next `cargo xtask …` can
+/// write it. Best effort, said when it fails.
+fn give_back_target() {
+    let (Ok(uid), Ok(gid)) = (std::env::var("SUDO_UID"), std::env::var("SUDO_GID")) else {
+        return;
+    };
+    if uid.parse::<u32>().is_err() || gid.parse::<u32>().is_err() {
+        return;
+    }
+    let dir = target_dir();
+    let ok = Command::new("chown")
+        .args(["-R", &format!("{uid}:{gid}"), "--"])
+        .arg(&dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!(
+            "xtask: warning: could not give {} back to uid {uid} (run `sudo chown -R {uid}:{gid} {}`)",
+            dir.display(),
+            dir.display()
+        );
+    }
 }
 
 fn demo() -> R {
