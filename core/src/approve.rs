@@ -154,6 +154,20 @@ pub fn refresh_standing(
     Ok(())
 }
 
+/// A resolved network as the approval card shows it (names terminal-safe).
+fn card_of(n: &ResolvedNetwork) -> NetworkCard {
+    NetworkCard {
+        name: display_name(&n.name),
+        id: n.id.clone(),
+        internal: n.internal,
+        compose_project: n
+            .compose_project
+            .as_deref()
+            .map(display_name)
+            .unwrap_or_else(|| "-".into()),
+    }
+}
+
 /// The project's raw string for a key, as written in `odek.json`.
 fn project_value<T: Clone>(v: &Option<Sourced<T>>) -> Option<T> {
     v.as_ref()
@@ -243,19 +257,7 @@ pub(crate) fn request(
         volumes,
         requested_networks: project_value(&settings.networks).unwrap_or_default(),
         requested_compose_project: project_value(&settings.compose_project),
-        networks: project_nets
-            .iter()
-            .map(|n| NetworkCard {
-                name: display_name(&n.name),
-                id: n.id.clone(),
-                internal: n.internal,
-                compose_project: n
-                    .compose_project
-                    .as_deref()
-                    .map(display_name)
-                    .unwrap_or_else(|| "-".into()),
-            })
-            .collect(),
+        networks: project_nets.iter().map(|n| card_of(n)).collect(),
         network_summary: plan.network_summary,
         internet: plan.internet,
         trusted,
@@ -297,19 +299,7 @@ pub(crate) fn for_networks(
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let mut out = ApprovalRequest {
         key,
-        networks: networks
-            .iter()
-            .map(|n| NetworkCard {
-                name: display_name(&n.name),
-                id: n.id.clone(),
-                internal: n.internal,
-                compose_project: n
-                    .compose_project
-                    .as_deref()
-                    .map(display_name)
-                    .unwrap_or_else(|| "-".into()),
-            })
-            .collect(),
+        networks: networks.iter().map(card_of).collect(),
         trusted,
         previously_trusted: !trusted,
         approved_by_env: crate::config::truthy(&env, crate::config::APPROVE_ENV).unwrap_or(false),

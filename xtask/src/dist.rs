@@ -638,20 +638,7 @@ fn cli(prefix: &Path, tmp: &Path) -> R {
     let cmd = &mut Command::new(cargo_root.join("bin/odek"));
     cmd.arg("-C")
         .arg(&work)
-        .args([
-            "run",
-            "--sandbox-compose",
-            &e2e_project(),
-            "--sandbox-image",
-        ])
-        .args([
-            &test_image("base"),
-            "--",
-            "redis-cli",
-            "-h",
-            "redis",
-            "ping",
-        ])
+        .args(readme_run())
         .env_remove("ODEK_SUPERVISOR")
         .env_remove("ODEK_SUPERVISOR_BIN")
         .current_dir(tmp);
@@ -671,20 +658,7 @@ fn cli(prefix: &Path, tmp: &Path) -> R {
         Command::new(prefix.join("bin/odek"))
             .arg("-C")
             .arg(&work)
-            .args([
-                "run",
-                "--sandbox-compose",
-                &e2e_project(),
-                "--sandbox-image",
-            ])
-            .args([
-                &test_image("base"),
-                "--",
-                "redis-cli",
-                "-h",
-                "redis",
-                "ping",
-            ])
+            .args(readme_run())
             .current_dir(tmp),
     )?;
     if String::from_utf8_lossy(&out).trim() != "PONG" {
@@ -771,4 +745,23 @@ pub(crate) fn package() -> R {
     let _ = std::fs::remove_dir_all(&tmp);
     eprintln!("xtask package: {:.0?} in all", t0.elapsed());
     result
+}
+
+/// README's first example as `odek` arguments: `run` against the e2e
+/// Compose project with this checkout's base image, `redis-cli -h redis ping`.
+fn readme_run() -> Vec<String> {
+    [
+        "run",
+        "--sandbox-compose",
+        &e2e_project(),
+        "--sandbox-image",
+        &test_image("base"),
+        "--",
+        "redis-cli",
+        "-h",
+        "redis",
+        "ping",
+    ]
+    .map(str::to_string)
+    .to_vec()
 }

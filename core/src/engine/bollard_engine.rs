@@ -320,11 +320,9 @@ fn network_from(n: bollard::models::Network) -> NetworkInfo {
     }
 }
 
-/// A container of `GET /containers/json` as odek reads it.
-fn summary_from(c: bollard::models::ContainerSummary) -> ContainerSummary {
-    let mut endpoints: Vec<EndpointInfo> = c
-        .network_settings
-        .and_then(|s| s.networks)
+/// A container's `NetworkSettings.Networks` as odek reads them, by name.
+fn endpoints_of(networks: Option<HashMap<String, EndpointSettings>>) -> Vec<EndpointInfo> {
+    let mut endpoints: Vec<EndpointInfo> = networks
         .unwrap_or_default()
         .into_iter()
         .map(|(name, e)| EndpointInfo {
@@ -334,6 +332,12 @@ fn summary_from(c: bollard::models::ContainerSummary) -> ContainerSummary {
         })
         .collect();
     endpoints.sort_by(|a, b| a.network_name.cmp(&b.network_name));
+    endpoints
+}
+
+/// A container of `GET /containers/json` as odek reads it.
+fn summary_from(c: bollard::models::ContainerSummary) -> ContainerSummary {
+    let endpoints = endpoints_of(c.network_settings.and_then(|s| s.networks));
     ContainerSummary {
         id: c.id.unwrap_or_default(),
         name: c
@@ -697,18 +701,7 @@ impl DockerApi for BollardEngine {
         };
         let host = c.host_config.unwrap_or_default();
         let config = c.config.unwrap_or_default();
-        let mut endpoints: Vec<EndpointInfo> = c
-            .network_settings
-            .and_then(|n| n.networks)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(name, ep)| EndpointInfo {
-                network_name: name,
-                network_id: ep.network_id.unwrap_or_default(),
-                aliases: ep.aliases.unwrap_or_default(),
-            })
-            .collect();
-        endpoints.sort_by(|a, b| a.network_name.cmp(&b.network_name));
+        let endpoints = endpoints_of(c.network_settings.and_then(|n| n.networks));
         let hardening = hardening(&host, c.mounts.unwrap_or_default());
         Ok(Some(ContainerInfo {
             id: c.id.unwrap_or_default(),
