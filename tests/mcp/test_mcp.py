@@ -1994,7 +1994,9 @@ def test_sandbox_log_lists_the_sessions_commands_without_env_values(project):
     assert secret not in raw and content not in raw and "printenv" in raw
     # The conversation's sandbox is listed by name; --clear removes it.
     names = odek("--json")
-    assert json.loads(names.stdout) == [container], names.stdout
+    listed = json.loads(names.stdout)
+    assert [entry["name"] for entry in listed] == [container], names.stdout
+    assert listed[0]["calls"] == len(records) and listed[0]["last"] == records[-1]["time"], listed
     cleared = odek("--clear", container)
     assert cleared.returncode == 0 and cleared.stdout.strip() == container, cleared.stderr
     assert not log.exists()
