@@ -1722,6 +1722,12 @@ pub fn print_targets(res: &mut Results) {
             t.limit
         ));
     }
+    let missed = targets.iter().filter(|t| !t.met).count();
+    if missed > 0 {
+        res.line(format!(
+            "  {missed} target(s) missed: read the ratios with the machine's load (above); `--strict` makes a missed timing target exit 1"
+        ));
+    }
     if !res.errors.is_empty() {
         let errs = res.errors.clone();
         res.line("\n== errors".to_string());
