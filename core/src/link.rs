@@ -230,6 +230,39 @@ pub struct Relinked {
     pub recreated: Vec<(String, String)>,
 }
 
+impl Relinked {
+    /// The lines a front end prints on stderr for sandbox `sandbox` (one
+    /// per recreated network, then one naming the containers connected;
+    /// none when nothing changed), foreign names quoted by
+    /// [`text::shown`](crate::text::shown). SPEC §4.4.
+    pub fn notes(&self, sandbox: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .recreated
+            .iter()
+            .map(|(name, id)| {
+                format!(
+                    "odek: sandbox {sandbox}: network {} was recreated (new ID {}) and accepted by its name",
+                    crate::text::shown(name),
+                    &id[..12.min(id.len())]
+                )
+            })
+            .collect();
+        if !self.connected.is_empty() {
+            let names: Vec<String> = self
+                .connected
+                .iter()
+                .map(|n| crate::text::shown(n).to_string())
+                .collect();
+            out.push(format!(
+                "odek: sandbox {sandbox}: connected {} to the sandbox's network again (started since the last command): {}",
+                if names.len() == 1 { "1 container" } else { "these containers" },
+                names.join(", ")
+            ));
+        }
+        out
+    }
+}
+
 /// True for a container that is an odek sandbox (its own link, or another
 /// sandbox on a planned network): never connected.
 fn is_sandbox(c: &ContainerSummary) -> bool {
@@ -474,4 +507,34 @@ pub(crate) async fn join(
     let names: Vec<String> = accepted.keys().cloned().collect();
     let members = engine.list_network_members(&names, false).await?;
     connect_members(engine, link, &accepted, &members).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relinked_notes_name_recreated_networks_and_connected_containers_quoted() {
+        assert!(Relinked::default().notes("odek-x").is_empty());
+        let r = Relinked {
+            connected: vec!["proj-redis-1".into(), "evil\u{1b}[2J".into()],
+            recreated: vec![("proj_default".into(), "0123456789abcdef0123".into())],
+        };
+        let notes = r.notes("odek-x");
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].contains("proj_default")
+                && notes[0].contains("0123456789ab")
+                && !notes[0].contains("0123456789abc"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].contains("proj-redis-1") && notes[1].contains("odek-x"),
+            "{notes:?}"
+        );
+        assert!(
+            !notes[1].contains('\u{1b}'),
+            "foreign bytes escaped: {notes:?}"
+        );
+    }
 }

@@ -263,13 +263,8 @@ impl Sandboxes {
             caller,
         };
         let relinked = self.odek.relink(&target.sandbox, &asker).await?;
-        for (name, id) in &relinked.recreated {
-            errln!(
-                "odek: sandbox {}: network {} was recreated (new ID {}); its services are connected again",
-                target.sandbox.name,
-                odek_core::text::shown(name),
-                &id[..12.min(id.len())]
-            );
+        for line in relinked.notes(&target.sandbox.name) {
+            errln!("{line}");
         }
         Ok(target)
     }

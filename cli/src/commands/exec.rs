@@ -121,6 +121,16 @@ async fn exec_in(
         // no engine call.
         let req = exec_request(flags, cmd)?;
         let sandbox = odek.attach(name, &odek_home()?).await?;
+        // SPEC §4.4: containers started since the last command (a Compose
+        // `up`) are connected now, and said; the exec's own re-check then
+        // finds nothing to do.
+        for line in odek
+            .relink(&sandbox, &odek_core::approve::NoAsker)
+            .await?
+            .notes(&sandbox.name)
+        {
+            errln!("{line}");
+        }
         // A signal cancels the command: the signal task fires the token.
         let token = CancellationToken::new();
         let opts = ExecOptions {

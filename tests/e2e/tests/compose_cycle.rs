@@ -166,6 +166,15 @@ fn compose_down_and_up_with_a_sandbox_open_every_round() {
     for round in 1..=ROUNDS {
         assert_down(&compose, round);
         compose.start();
+        // The first command after `up` connects the new containers and
+        // says so on stderr, naming them.
+        let first = p.run_odek(&["sandbox", "exec", &name, "--", "true"]);
+        let said = stderr(&first);
+        if !(said.contains("to the sandbox's network again") && said.contains("redis")) {
+            failed.push(format!(
+                "round {round}: the first exec after up did not say what it connected: {said}"
+            ));
+        }
         if let Some(seen) = reaches_services(&p, &name) {
             failed.push(format!("round {round}: {seen}"));
         }
