@@ -329,6 +329,10 @@ fn unreachable_text(
     )
 }
 
+/// What Docker says when no address pool is left for a new network
+/// (libnetwork's ipam error, Engine 20.10 to 27).
+const ADDRESS_POOLS_USED_UP: &str = "non-overlapping IPv4 address pool";
+
 fn rejected_text(
     step: Step,
     message: &str,
@@ -497,6 +501,13 @@ impl Error {
                 message: e.message,
                 removal: None,
             }
+        } else if e.message.contains(ADDRESS_POOLS_USED_UP) {
+            Error::Rejected {
+                step,
+                message: format!("{e}; "),
+                fix: Some(crate::config::advice::Fix::AddressPools),
+                removal: None,
+            }
         } else {
             Error::Rejected {
                 step,
@@ -572,6 +583,40 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn used_up_address_pools_name_the_operators_fix_on_every_surface() {
+        let e = Error::engine(
+            "unix:///var/run/docker.sock",
+            Step::Connect,
+            crate::engine::EngineError::new(
+                crate::engine::Op::CreateNetwork,
+                crate::engine::EngineErrorKind::Rejected,
+                "could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network",
+            ),
+        );
+        for surface in [Surface::Cli, Surface::Library, Surface::Mcp] {
+            let text = e.render(surface);
+            assert!(
+                text.contains("address pool among the defaults to assign to the network; Docker's default address pools are used up")
+                    && text.contains("docker network prune")
+                    && text.contains("default-address-pools"),
+                "{surface:?}: {text}"
+            );
+            assert!(!text.contains("SPEC"), "{text}");
+        }
+        // Another refusal gets no such advice.
+        let other = Error::engine(
+            "unix:///var/run/docker.sock",
+            Step::Connect,
+            crate::engine::EngineError::new(
+                crate::engine::Op::CreateNetwork,
+                crate::engine::EngineErrorKind::Rejected,
+                "network with name odek-1-link already exists",
+            ),
+        );
+        assert!(!other.to_string().contains("address pools"), "{other}");
+    }
 
     /// One error of each kind that carries advice, with every fix.
     fn advised() -> Vec<Error> {

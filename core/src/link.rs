@@ -103,25 +103,16 @@ pub(crate) async fn create(
 
 /// [`OUT_NETWORK`]: the first (by ID) network of that name, labelled, a
 /// local bridge, not `Internal`, inter-container traffic off — else made.
+/// Two launches that find none at once both make one (the daemon accepts
+/// a second network of a name, SECURITY.md "Known gaps"): the one whose
+/// network is not the first by ID then removes its own, still empty, and
+/// uses the first, so racing launches end on one network and none is
+/// left over.
 async fn ensure_out(engine: &dyn DockerApi) -> std::result::Result<String, EngineError> {
-    let listed = engine
-        .list_networks(&crate::engine::NetworkFilter::Label(OUT_LABEL.to_string()))
-        .await?;
-    let mut fit: Vec<&crate::engine::NetworkInfo> = listed
-        .iter()
-        .filter(|n| {
-            n.name == OUT_NETWORK
-                && n.driver == "bridge"
-                && n.scope == "local"
-                && !n.internal
-                && n.options.get(ICC_OPTION).map(String::as_str) == Some("false")
-        })
-        .collect();
-    fit.sort_by(|a, b| a.id.cmp(&b.id));
-    if let Some(n) = fit.first() {
-        return Ok(n.id.clone());
+    if let Some(id) = first_out(engine).await? {
+        return Ok(id);
     }
-    engine
+    let made = engine
         .create_network(&NetworkSpec {
             name: OUT_NETWORK.to_string(),
             internal: false,
@@ -131,7 +122,34 @@ async fn ensure_out(engine: &dyn DockerApi) -> std::result::Result<String, Engin
             ]),
             options: BTreeMap::from([(ICC_OPTION.to_string(), "false".to_string())]),
         })
-        .await
+        .await?;
+    match first_out(engine).await {
+        Ok(Some(first)) if first != made => {
+            if engine.remove_network(&made).await.is_ok() {
+                return Ok(first);
+            }
+            Ok(made)
+        }
+        _ => Ok(made),
+    }
+}
+
+/// The first (by ID) network that fits [`OUT_NETWORK`], if any.
+async fn first_out(engine: &dyn DockerApi) -> std::result::Result<Option<String>, EngineError> {
+    let listed = engine
+        .list_networks(&crate::engine::NetworkFilter::Label(OUT_LABEL.to_string()))
+        .await?;
+    Ok(listed
+        .iter()
+        .filter(|n| {
+            n.name == OUT_NETWORK
+                && n.driver == "bridge"
+                && n.scope == "local"
+                && !n.internal
+                && n.options.get(ICC_OPTION).map(String::as_str) == Some("false")
+        })
+        .map(|n| n.id.clone())
+        .min())
 }
 
 /// Removes sandbox `sandbox`'s link network `link` (by name when

@@ -162,6 +162,47 @@ async fn odek_home_inside_the_workdir_is_masked() {
         .any(|w| w.kind == WarningKind::OdekHomeMasked));
 }
 
+/// Two launches that find no odek-out at once both make one (the daemon
+/// takes a second network of a name): the launch whose network is not
+/// the first by ID removes its own and joins the first, so none is left
+/// over and racing sandboxes share one.
+#[tokio::test]
+async fn a_launch_that_raced_another_to_make_odek_out_keeps_one() {
+    let s = Setup::new().compose(PROJECT).services();
+    s.fake.set_quirks(Quirks {
+        twin_network: Some(odek_core::link::OUT_NETWORK.to_string()),
+        ..Quirks::default()
+    });
+    let sb = s.up().await.expect("launch");
+    let outs: Vec<String> = s
+        .fake
+        .calls_of(Op::ListNetworks)
+        .iter()
+        .map(|c| c.arg.clone())
+        .collect();
+    let made = s.fake.calls_of(Op::CreateNetwork);
+    assert!(
+        made.iter().any(|c| c.arg == odek_core::link::OUT_NETWORK),
+        "odek-out was made: {made:?} {outs:?}"
+    );
+    let removed = s.fake.calls_of(Op::RemoveNetwork);
+    assert_eq!(removed.len(), 1, "its own twin removed: {removed:?}");
+    let left = s
+        .fake
+        .network_id(odek_core::link::OUT_NETWORK)
+        .expect("odek-out");
+    assert!(left.starts_with('0'), "the first by ID is kept: {left}");
+    let c = s.only_sandbox();
+    assert!(
+        c.endpoints.iter().any(|e| e.network_id == left),
+        "the sandbox is on the odek-out kept: {:?}",
+        c.endpoints
+    );
+    assert_eq!(removed[0].arg.len(), 64);
+    assert_ne!(removed[0].arg, left);
+    drop(sb);
+}
+
 #[tokio::test]
 async fn attached_networks_put_the_sandbox_on_its_link_network_with_their_services() {
     let s = Setup::new().compose(PROJECT).services();

@@ -75,6 +75,11 @@ pub enum Fix {
     /// Run without odek's supervisor: `ODEK_SUPERVISOR=` (empty)
     /// in the environment of the process that launches.
     NoSupervisor,
+    /// The daemon's address pools are used up (every sandbox that reaches
+    /// networks takes one for its own network, SPEC §4.4): the operator
+    /// removes unused networks or gives the daemon more pools. The same
+    /// words on every surface (it is the operator's action).
+    AddressPools,
     /// What stops a command odek could not kill: removing its sandbox
     /// (`odek sandbox down NAME`; library: closing it; MCP: `sandbox_down`).
     Stop {
@@ -133,6 +138,7 @@ impl Fix {
                 "set {}= (empty) in the environment to run sandboxes without odek's supervisor",
                 crate::config::SUPERVISOR_ENV
             ),
+            Fix::AddressPools => "Docker's default address pools are used up (each sandbox that reaches networks takes one for a network of its own, as each Compose network does): the operator can remove unused networks (`docker network prune`) or give the daemon more (`default-address-pools` in /etc/docker/daemon.json)".to_string(),
             Fix::Stop { .. } if mcp => "the `sandbox_down` tool stops it".to_string(),
             Fix::Stop { .. } if lib => format!("{CLOSE} stops it"),
             Fix::Stop { name } => format!("`odek sandbox down {name}` stops it"),
@@ -215,6 +221,7 @@ pub(crate) fn every_fix() -> Vec<Fix> {
             detached: false,
         },
         Fix::NoSupervisor,
+        Fix::AddressPools,
         Fix::Stop {
             name: "odek-1".into(),
         },
@@ -240,7 +247,7 @@ mod tests {
             let cli = fix.render(Surface::Cli);
             for surface in [Surface::Library, Surface::Mcp] {
                 let other = fix.render(surface);
-                if fix != Fix::NoSupervisor {
+                if !matches!(fix, Fix::NoSupervisor | Fix::AddressPools) {
                     assert_ne!(cli, other, "{fix:?}");
                 }
                 for cli_only in ["-C", "--sandbox", "odek sandbox down", "--"] {

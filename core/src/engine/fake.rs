@@ -255,6 +255,10 @@ pub struct Quirks {
     pub drop_pids_limit: bool,
     /// Connect answers OK but the container does not join the network.
     pub ignore_connect: bool,
+    /// A create of a network of this name also makes a twin of that name
+    /// (same spec, an ID that sorts first), as a launch racing this one
+    /// would: the daemon accepts a second network of a name.
+    pub twin_network: Option<String>,
     /// Create ignores `init`.
     pub drop_init: bool,
     /// The container shows this `SecurityOpt` instead of the one create
@@ -1073,7 +1077,13 @@ impl DockerApi for FakeEngine {
         n.info.labels = spec.labels.clone();
         n.info.options = spec.options.clone();
         let id = n.info.id.clone();
-        self.lock().networks.push(n);
+        let mut st = self.lock();
+        if st.quirks.twin_network.as_deref() == Some(spec.name.as_str()) {
+            let mut twin = n.clone();
+            twin.info.id = format!("0{}", &id[1..]);
+            st.networks.push(twin);
+        }
+        st.networks.push(n);
         Ok(id)
     }
 
