@@ -10,6 +10,7 @@
 //! builds one.
 #![allow(clippy::unwrap_used)]
 
+use odek_e2e::portable;
 use odek_supervisor::proto::{
     Decoder, Exit, Failed, Frame, Kind, NotStarted, Poll, Polled, ProcessRef, Ready, Restarted,
     Spawned, Start, Started, WinSize, BACKGROUND_BUFFER, MAX_BACKGROUND, MAX_RESTARTS,
@@ -340,6 +341,16 @@ impl Run {
     /// Stdout as text.
     fn out(&self) -> String {
         String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// Its exit and both streams, for a failure message.
+    fn shown(&self) -> String {
+        format!(
+            "{:?}\nstdout: {:?}\nstderr: {:?}",
+            self.exit,
+            self.out(),
+            String::from_utf8_lossy(&self.stderr)
+        )
     }
 }
 
@@ -1228,6 +1239,174 @@ fn busybox_image() {
     assert!(r.exit.timed_out && r.exit.killed, "{:?}", r.exit);
     let r = sup.owner.run(3, &sh("ps"));
     assert!(!r.out().contains("sleep"), "{}", r.out());
+}
+
+/// One of the sandboxes every portable behaviour is checked on.
+struct Setting {
+    /// Which, for a failure message.
+    what: &'static str,
+    image: &'static str,
+    /// Its `docker run` options.
+    extra: &'static [&'static str],
+    /// A directory its commands (uid 1000) can write.
+    dir: &'static str,
+    /// The server its image offers, given `dir`.
+    server: fn(&str) -> portable::Server,
+}
+
+fn redis(_dir: &str) -> portable::Server {
+    portable::redis(7002)
+}
+
+fn httpd(dir: &str) -> portable::Server {
+    portable::busybox_httpd(dir, 8080)
+}
+
+/// Debian, BusyBox, and a read-only root with a noexec `/tmp` (as odek's
+/// own). BusyBox's image has a `/tmp` of root's, mode 0755, which a tmpfs
+/// over it keeps (whatever `mode=` says): its commands write in a tmpfs of
+/// its own.
+const SETTINGS: [Setting; 3] = [
+    Setting {
+        what: "debian",
+        image: BASE,
+        extra: &[],
+        dir: "/tmp",
+        server: redis,
+    },
+    Setting {
+        what: "busybox",
+        image: BUSYBOX,
+        extra: &["--tmpfs", "/scratch:mode=1777"],
+        dir: "/scratch",
+        server: httpd,
+    },
+    Setting {
+        what: "read-only root",
+        image: BASE,
+        extra: &["--read-only", "--tmpfs", "/tmp:noexec"],
+        dir: "/tmp",
+        server: redis,
+    },
+];
+
+/// Which of `files` exist in the container (asked by command `id`).
+fn existing(sup: &mut Sup, id: u32, files: &[String]) -> Vec<String> {
+    let script = format!(
+        "for f in {}; do [ -e \"$f\" ] && echo \"$f\"; done; true",
+        files.join(" ")
+    );
+    let r = sup.owner.run(id, &sh(&script));
+    r.out().lines().map(str::to_string).collect()
+}
+
+#[test]
+fn a_timeout_kills_a_shells_whole_tree_on_every_image() {
+    let _guard = shared();
+    // What ran on, per setting: all three are tried before the verdict.
+    let mut ran_on = vec![];
+    for s in &SETTINGS {
+        let what = s.what;
+        let mut sup = Sup::new(s.image, s.extra);
+        let (control, killed) = (format!("{}/control", s.dir), format!("{}/killed", s.dir));
+        let r = sup
+            .owner
+            .run(300, &sh(&format!("mkdir {control} {killed}")));
+        assert_eq!(r.exit.code, Some(0), "{what}: {}", r.shown());
+        // Positive control: without a timeout, every tree writes its files.
+        let control = portable::timeout_trees(&control, 1, "sleep 2");
+        for (i, t) in (301..).zip(&control) {
+            let r = sup.owner.run(i, &sh(&t.script));
+            assert_eq!(
+                r.exit.code,
+                Some(0),
+                "{what}, control {}: {}",
+                t.name,
+                r.shown()
+            );
+        }
+        let want: Vec<String> = control.iter().flat_map(|t| t.late.clone()).collect();
+        assert_eq!(existing(&mut sup, 310, &want), want, "{what}: the control");
+        // Under a 1 s timeout, each is killed whole and the kill confirmed.
+        let trees = portable::timeout_trees(&killed, 3, "sleep 60");
+        for (i, t) in (311..).zip(&trees) {
+            let mut st = sh(&t.script);
+            st.timeout_ms = Some(1000);
+            let r = sup.owner.run(i, &st);
+            assert!(
+                r.exit.timed_out && r.exit.killed && r.exit.escaped.is_empty(),
+                "{what}, {}: {:?}",
+                t.name,
+                r.exit
+            );
+        }
+        // Every `sleep 3` started before its tree's kill: had any part of
+        // a tree run on, its file would be there 3 s after the last kill.
+        std::thread::sleep(Duration::from_secs(3));
+        let late: Vec<String> = trees.iter().flat_map(|t| t.late.clone()).collect();
+        let written = existing(&mut sup, 320, &late);
+        let ps = sup.owner.run(321, &sh(portable::LIST_PROCESSES)).out();
+        let left = portable::matching(&ps, "sleep");
+        if !written.is_empty() || !left.is_empty() {
+            ran_on.push(format!("{what}: written {written:?}, running {left:?}"));
+        }
+    }
+    assert!(
+        ran_on.is_empty(),
+        "a killed tree ran on:\n{}",
+        ran_on.join("\n")
+    );
+}
+
+#[test]
+fn a_background_server_started_by_one_command_answers_a_later_one_on_every_image() {
+    let _guard = shared();
+    for s in &SETTINGS {
+        let (what, server) = (s.what, (s.server)(s.dir));
+        let mut sup = Sup::new(s.image, s.extra);
+        // Positive control: nothing answers before it is started.
+        let r = sup.owner.run(400, &sh(&server.ask));
+        assert_ne!(
+            r.exit.code,
+            Some(0),
+            "{what}: {} answered: {}",
+            server.name,
+            r.shown()
+        );
+        let mut st = sh(&server.start);
+        st.cwd = s.dir.into();
+        let r = sup.owner.run(401, &st);
+        assert_eq!(r.exit.code, Some(0), "{what}: {}", r.shown());
+        // Later commands reach it (once it listens).
+        let deadline = Instant::now() + WAIT;
+        let mut id = 402;
+        loop {
+            let r = sup.owner.run(id, &sh(&server.ask));
+            id += 1;
+            if r.out() == server.answer {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {} never answered: {}",
+                server.name,
+                r.shown()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Another command's timeout leaves it alone.
+        let mut st = sh("sleep 30");
+        st.timeout_ms = Some(300);
+        let r = sup.owner.run(id, &st);
+        assert!(r.exit.timed_out && r.exit.killed, "{what}: {:?}", r.exit);
+        let r = sup.owner.run(id + 1, &sh(&server.ask));
+        assert_eq!(
+            r.out(),
+            server.answer,
+            "{what}: after a timeout: {}",
+            r.shown()
+        );
+    }
 }
 
 #[test]

@@ -7,6 +7,7 @@
 
 pub mod fault_proxy;
 pub mod operator;
+pub mod portable;
 pub mod tty;
 
 pub use operator::{operators, Operator};
