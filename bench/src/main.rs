@@ -164,6 +164,9 @@ pub(crate) struct Ctx {
     /// The raw floor client (configured once with the negotiated version).
     pub(crate) raw: Docker,
     pub(crate) api: ApiVersion,
+    /// When this run started (Unix seconds): link networks made since then
+    /// for its sandboxes are its own.
+    pub(crate) run_started: u64,
     /// Container names of sandboxes launched by binding workers.
     pub(crate) worker_sandboxes: Mutex<Vec<String>>,
     /// The static supervisor binary of the supervised variants (`None`:
@@ -393,6 +396,10 @@ async fn setup(args: Args) -> Result<Ctx> {
         raw,
         api: info.api_version,
         worker_sandboxes: Mutex::new(Vec::new()),
+        run_started: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
         supervisor,
         earlier_networks,
     })
@@ -567,6 +574,20 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
             raw::remove(&ctx.raw, &c.id).await?;
         }
         raw::remove_all_labelled(&ctx.raw).await?;
+        // The link networks of this run's sandboxes that phases removed by
+        // the raw API or the CLI (which know nothing of them).
+        let workers = ctx
+            .worker_sandboxes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        raw::orphan_links(
+            &ctx.raw,
+            |s| s.starts_with("odek-bench-") || workers.iter().any(|w| w == s),
+            ctx.run_started,
+            false,
+        )
+        .await?;
     }
     if ["launch", "exec", "sup", "resolve", "rss", "pool"]
         .iter()
@@ -600,8 +621,22 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .len();
+    let workers = ctx
+        .worker_sandboxes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let links = raw::orphan_links(
+        &ctx.raw,
+        |s| s.starts_with("odek-bench-") || workers.iter().any(|w| w == s),
+        ctx.run_started,
+        true,
+    )
+    .await?
+    .len();
     let _ = std::fs::remove_dir_all(&ctx.workdir);
     results.leftovers = serde_json::json!({
+        "link_networks": links,
         "containers_labelled": containers,
         "networks_labelled": networks,
         "networks_labelled_by_an_earlier_run": earlier,
@@ -609,7 +644,7 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
         "cleanup_s": t.elapsed().as_secs_f64(),
     });
     results.line(format!(
-        "\nleftovers after cleanup: {containers} containers, {networks} networks labelled {}={}, {sandboxes} sandboxes of this run's workdir",
+        "\nleftovers after cleanup: {containers} containers, {networks} networks labelled {}={}, {sandboxes} sandboxes of this run's workdir, {links} link networks of its sandboxes",
         BENCH_LABEL.0, BENCH_LABEL.1
     ));
     if earlier > 0 {
@@ -619,10 +654,10 @@ async fn cleanup(ctx: &Ctx, results: &mut Results) -> Result<()> {
     }
     results.target(Target {
         name: LEFT_BEHIND.into(),
-        measured: format!("{} objects", containers + networks + sandboxes),
+        measured: format!("{} objects", containers + networks + sandboxes + links),
         limit: "0".into(),
-        ratio: (containers + networks + sandboxes) as f64,
-        met: containers + networks + sandboxes == 0,
+        ratio: (containers + networks + sandboxes + links) as f64,
+        met: containers + networks + sandboxes + links == 0,
     });
     Ok(())
 }

@@ -163,7 +163,11 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
     );
     for i in 0..w + n {
         let rec = i >= w;
-        let mut made: Vec<String> = Vec::new();
+        // Each container with odek's sandbox when odek launched it: its
+        // link network (SPEC §4.4) is released after a raw or CLI removal,
+        // outside the timing (those removals know nothing of it), or the
+        // daemon's address pools run out after about 30 launches.
+        let mut made: Vec<(String, Option<Sandbox>)> = Vec::new();
         // Supervised sandboxes: held (their owner session) until removed
         // after the teardown timings, which stay those of the others.
         let mut held: Vec<Sandbox> = Vec::new();
@@ -189,9 +193,15 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
                 held.push(sb);
                 continue;
             }
-            let id = match v {
-                0 => container_of(&odek_launch(&ctx.odek, &inputs, &opts).await?)?,
-                1 => container_of(&odek_launch(&Client::from_env(), &inputs, &opts).await?)?,
+            let (id, sb) = match v {
+                0 | 1 => {
+                    let sb = if v == 0 {
+                        odek_launch(&ctx.odek, &inputs, &opts).await?
+                    } else {
+                        odek_launch(&Client::from_env(), &inputs, &opts).await?
+                    };
+                    (container_of(&sb)?, Some(sb))
+                }
                 2 | 4 => {
                     let pre = v == 4;
                     let (id, st) = raw::launch(&ctx.raw, &spec, &more, pre).await?;
@@ -202,33 +212,37 @@ async fn launch(ctx: &Ctx, res: &mut Results) -> Result<()> {
                         steps.push(&format!("{p}connect"), st.connect);
                         steps.push(&format!("{p}inspect"), st.inspect);
                     }
-                    id
+                    (id, None)
                 }
-                _ => cli_launch(&spec, &first, &more).await?,
+                _ => (cli_launch(&spec, &first, &more).await?, None),
             };
             let took = t.elapsed();
             if rec {
                 s.push(variants[v], took);
             }
-            made.push(id);
+            made.push((id, sb));
         }
         // 5. Teardown: each container goes by another method each iteration.
-        for (k, id) in made.iter().enumerate() {
+        for (k, (id, launched)) in made.iter().enumerate() {
             let m = (i + k) % removers.len();
             let t = Instant::now();
-            match m {
-                0 => {
+            match (m, launched) {
+                (0, Some(sb)) => ctx.odek.destroy(sb).await?,
+                (0, None) => {
                     let mut sb = template.clone();
                     sb.container_id = Some(id.clone());
                     ctx.odek.destroy(&sb).await?;
                 }
-                1 => raw::remove(&ctx.raw, id).await?,
+                (1, _) => raw::remove(&ctx.raw, id).await?,
                 _ => {
                     docker(&["rm", "-f", id]).await?;
                 }
             }
             if rec {
                 td.push(removers[m], t.elapsed());
+            }
+            if let (1.., Some(sb)) = (m, launched) {
+                ctx.odek.destroy(sb).await?;
             }
         }
         for sb in held {

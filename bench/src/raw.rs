@@ -473,3 +473,54 @@ pub async fn resolve_via_containers(d: &Docker, project: &str) -> Result<usize> 
     }
     Ok(found)
 }
+
+/// The link networks (SPEC §4.4, label `dev.odek.link=<sandbox>`) of
+/// sandboxes `ours` says are this run's, made at or after `since` (Unix
+/// seconds, their `dev.odek.created` label), whose sandbox container is
+/// gone: what a phase that removed an odek sandbox by the raw API or the
+/// CLI left. Removes them unless `dry_run`; returns their names.
+pub async fn orphan_links(
+    d: &Docker,
+    ours: impl Fn(&str) -> bool,
+    since: u64,
+    dry_run: bool,
+) -> Result<Vec<String>> {
+    let list = d
+        .list_networks(Some(ListNetworksOptions {
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec!["dev.odek.link".to_string()],
+            )])),
+        }))
+        .await
+        .context("listing link networks")?;
+    let mut found = Vec::new();
+    for n in list {
+        let labels = n.labels.clone().unwrap_or_default();
+        let (Some(sandbox), Some(id), Some(name)) = (labels.get("dev.odek.link"), n.id, n.name)
+        else {
+            continue;
+        };
+        let created: u64 = labels
+            .get("dev.odek.created")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        if !ours(sandbox) || created < since || name != format!("{sandbox}-link") {
+            continue;
+        }
+        if d.inspect_container(
+            sandbox,
+            None::<bollard::query_parameters::InspectContainerOptions>,
+        )
+        .await
+        .is_ok()
+        {
+            continue;
+        }
+        if !dry_run {
+            remove_networks(d, std::slice::from_ref(&id), 1).await?;
+        }
+        found.push(name);
+    }
+    Ok(found)
+}
