@@ -250,10 +250,16 @@ pub struct Relinked {
 
 impl Relinked {
     /// The lines a front end prints on stderr for sandbox `sandbox` (one
-    /// per recreated network, then one naming the containers connected;
-    /// none when nothing changed), foreign names quoted by
-    /// [`text::shown`](crate::text::shown). SPEC §4.4.
+    /// per recreated network, then one naming the containers connected),
+    /// foreign names quoted by [`text::shown`](crate::text::shown); none
+    /// when no container was connected: a CLI process accepts a recreated
+    /// network again at each command (the acceptance lives in the
+    /// [`Client`]), and was told once, when its services were connected.
+    /// SPEC §4.4.
     pub fn notes(&self, sandbox: &str) -> Vec<String> {
+        if self.connected.is_empty() {
+            return Vec::new();
+        }
         let mut out: Vec<String> = self
             .recreated
             .iter()
@@ -554,5 +560,11 @@ mod tests {
             !notes[1].contains('\u{1b}'),
             "foreign bytes escaped: {notes:?}"
         );
+        // Accepted again by a later command, nothing connected: said once.
+        let again = Relinked {
+            connected: Vec::new(),
+            ..r
+        };
+        assert!(again.notes("odek-x").is_empty());
     }
 }

@@ -44,10 +44,15 @@ if [[ ! -s $TARBALL ]]; then
   DEBOOTSTRAP=$(PATH="$PATH:/usr/sbin:/sbin" command -v debootstrap || true)
   [[ -n $DEBOOTSTRAP ]] || { echo "debootstrap missing: sudo apt-get install -y debootstrap" >&2; exit 1; }
   if [[ $(id -u) -ne 0 ]]; then
-    echo "building the test images needs root once (debootstrap makes a Debian root file system): run \`sudo $(command -v cargo || echo cargo) xtask images\` (or this script with sudo), then carry on as yourself; the images are then on the daemon for every user" >&2
+    echo "building the test images needs root once (debootstrap makes a Debian root file system): run \`sudo bash $REPO/tests/images/build.sh\` (root needs no Rust toolchain for it; \`sudo cargo xtask images\` works where root has one), then carry on as yourself; the images are then on the daemon for every user" >&2
     exit 1
   fi
   mkdir -p "$CACHE"
+  # Run through sudo: the cache (and a target/ this made) go back to the
+  # user who ran sudo, whose next cargo build writes there.
+  if [[ -n ${SUDO_UID:-} && -n ${SUDO_GID:-} ]]; then
+    trap 'chown -R "$SUDO_UID:$SUDO_GID" "$CACHE" 2>/dev/null; [[ $(stat -c %u "$REPO/target" 2>/dev/null) == 0 ]] && chown "$SUDO_UID:$SUDO_GID" "$REPO/target" 2>/dev/null; true' EXIT
+  fi
   ROOT=$(mktemp -d "$CACHE/rootfs.XXXXXX")
   # debootstrap mounts /proc (and may mount /sys) inside the rootfs and can
   # leave them mounted when its own umount races a package's exiting process;
