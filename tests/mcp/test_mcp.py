@@ -693,10 +693,10 @@ def test_a_default_sandbox_runs_as_the_servers_user_with_the_default_memory_limi
             up = await ok(s, "sandbox_up")
             r = await ok(s, "exec", command="id -u; id -g", sandbox_id=up["sandbox_id"])
             assert r["exit_code"] == 0 and r["stdout"].split() == [str(uid), str(gid)], r
-            assert docker("inspect", "-f", "{{.Config.User}}", up["container"]) == f"{uid}:{gid}"
             assert docker("inspect", "-f", "{{.HostConfig.Memory}}", up["container"]) == str(4 << 30)
             d = await ok(s, "describe", sandbox_id=up["sandbox_id"])
             assert d["environment"]["memory_bytes"] == 4 << 30
+            assert d["environment"]["user"] == f"{uid}:{gid}", d["environment"]
             child = await ok(s, "sandbox_narrow", sandbox_id=up["sandbox_id"], memory="256m")
             assert docker("inspect", "-f", "{{.HostConfig.Memory}}", child["container"]) == str(256 << 20)
             err = await refused(s, "sandbox_narrow", sandbox_id=up["sandbox_id"], memory="8g")
