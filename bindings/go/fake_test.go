@@ -588,6 +588,49 @@ func TestFakeNarrow(t *testing.T) {
 	wantCode(t, err, CodeNarrow, ClassConfig, ErrConfig, ErrNarrow)
 }
 
+// A sub-agent asked to be offline is offline: NetworkMode "none" of a
+// Compose-attached parent drops the parent's networks too, never a silent
+// no-op (SPEC §8), whether the parent's own mode is none or bridge.
+func TestFakeNarrowNoneOfAComposeAttachedParentIsOffline(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	for _, parentMode := range []string{"none", "bridge"} {
+		dir, env := isolated(t)
+		parent, err := c.Resolve(ctx, ResolveRequest{
+			Workdir: dir, Env: env,
+			Settings: fakeSettings(map[string]any{"sandbox_compose_project": "shop", "sandbox_network": parentMode}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parent.NetworkMode != parentMode || len(parent.Networks) != 2 {
+			t.Fatalf("%s: the parent is not attached to shop's networks: %+v", parentMode, parent)
+		}
+		child, err := Narrow(parent, NarrowRequest{NetworkMode: "none"})
+		if err != nil {
+			t.Fatalf("%s: Narrow: %v", parentMode, err)
+		}
+		if child.NetworkMode != "none" || len(child.Networks) != 0 || child.Internet ||
+			child.NetworkSummary != NetworkNone {
+			t.Errorf("%s: the child is not offline: %+v", parentMode, child)
+		}
+		sb, err := c.Launch(ctx, child, nil)
+		if err != nil {
+			t.Fatalf("%s: Launch child: %v", parentMode, err)
+		}
+		d, err := sb.Describe(ctx)
+		if err != nil {
+			t.Fatalf("%s: Describe: %v", parentMode, err)
+		}
+		if e := d.Environment; e.Network != NetworkNone || len(e.Networks) != 0 || e.Internet {
+			t.Errorf("%s: the child sandbox is not offline: %s", parentMode, e.JSON())
+		}
+		if err := sb.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	ctx := context.Background()
 	_, err := NewClient(ClientOptions{Engine: "bogus"})

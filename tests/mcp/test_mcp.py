@@ -676,13 +676,27 @@ def test_a_cancelled_sandbox_up_leaves_nothing(project, when):
     assert wait_gone(project.dir) == []
 
 
-def test_every_sandbox_has_the_default_memory_limit(project):
+def test_a_default_sandbox_runs_as_the_servers_user_with_the_default_memory_limit(project):
+    # No sandbox_user anywhere: commands run as the server process's own
+    # uid:gid (this test's, whose child `odek mcp` is; tests/nonroot/run.sh
+    # runs it as a normal user too), and the instructions say so before any
+    # launch. No sandbox_memory anywhere: odek's default limit (4 GiB).
+    uid, gid = os.getuid(), os.getgid()
     async def go():
-        async with session(project, compose=False) as (s, _):
+        async with session(project, compose=False) as (s, init):
+            ins = init.instructions
+            if uid == 0:
+                assert "Commands run as root inside the container" in ins, ins
+            else:
+                # The uid:gid, or the account's name with them once known.
+                assert f"Commands run as user `{uid}:{gid}`" in ins or f"(uid {uid}, gid {gid})" in ins, ins
             up = await ok(s, "sandbox_up")
+            r = await ok(s, "exec", command="id -u; id -g", sandbox_id=up["sandbox_id"])
+            assert r["exit_code"] == 0 and r["stdout"].split() == [str(uid), str(gid)], r
             assert docker("inspect", "-f", "{{.HostConfig.Memory}}", up["container"]) == str(4 << 30)
             d = await ok(s, "describe", sandbox_id=up["sandbox_id"])
             assert d["environment"]["memory_bytes"] == 4 << 30
+            assert d["environment"]["user"] == f"{uid}:{gid}", d["environment"]
             child = await ok(s, "sandbox_narrow", sandbox_id=up["sandbox_id"], memory="256m")
             assert docker("inspect", "-f", "{{.HostConfig.Memory}}", child["container"]) == str(256 << 20)
             err = await refused(s, "sandbox_narrow", sandbox_id=up["sandbox_id"], memory="8g")

@@ -5,6 +5,7 @@
 //!   included;
 //! - comments cite docs/SPEC.md sections or nothing: no citation of a
 //!   numbered convention or issue (which exist nowhere in the repository);
+//! - every test a document cites exists (`cited_tests.rs`);
 //! - `cargo doc --workspace --no-deps` with `RUSTDOCFLAGS=-D warnings`, and no
 //!   cargo warning either (an output filename collision is one).
 
@@ -16,7 +17,7 @@ use crate::{cargo, install, root, sh, R};
 /// The repository's files (relative paths): tracked and untracked-but-not-
 /// ignored files from git, or, outside a git checkout, a walk of the tree
 /// that skips build output and hidden directories (except `.ci`, `.cargo`).
-fn repo_files() -> Result<Vec<PathBuf>, String> {
+pub(crate) fn repo_files() -> Result<Vec<PathBuf>, String> {
     let git = Command::new("git")
         .current_dir(root())
         .args([

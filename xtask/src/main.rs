@@ -7,7 +7,7 @@
 //! - `header`   regenerate ffi/include/odek.h with cbindgen
 //! - `header-check` fail when the checked-in header or ABI schemas differ from fresh ones
 //! - `schema`   regenerate ffi/schema/*.json, the JSON Schemas of the C ABI's messages
-//! - `lint`     fmt --check, clippy -D warnings, shellcheck, no convention/issue citations, cargo doc -D warnings
+//! - `lint`     fmt --check, clippy -D warnings, shellcheck, no convention/issue citations, every cited test exists, cargo doc -D warnings
 //! - `deps`     the module dependency graph of core/src and its cycles (`--tests`: with test modules; `--src DIR`: another tree)
 //! - `unit`     unit and fake-engine tests (no Docker needed)
 //! - `e2e`      real-Docker end-to-end suite (images, registry, Compose fixture)
@@ -25,6 +25,7 @@
 //! - `clean`    remove test containers, networks, images and the registry
 
 mod checks;
+mod cited_tests;
 mod deps;
 mod dist;
 mod ns;
@@ -56,7 +57,7 @@ const RECIPES: &[(&str, &str)] = &[
     ),
     (
         "lint",
-        "fmt --check, clippy -D warnings, shellcheck, no convention/issue citations, cargo doc -D warnings",
+        "fmt --check, clippy -D warnings, shellcheck, no convention/issue citations, every cited test exists, cargo doc -D warnings",
     ),
     (
         "deps",
@@ -473,6 +474,7 @@ fn header_check() -> R {
 fn lint() -> R {
     sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
     checks::citations()?;
+    cited_tests::check()?;
     checks::shellcheck()?;
     deps::no_cycles()?;
     sh(cargo().args([

@@ -8,6 +8,7 @@ directory and checks no container is left for it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import threading
 import time
 
 import pytest
-from conftest import BINDING, IMAGE, container_exists, containers_for, write_project_config
+from conftest import BINDING, IMAGE, container_exists, containers_for, docker, write_project_config
 
 import odek
 
@@ -145,6 +146,23 @@ def test_exec_details(docker_client, docker_workdir):
         f.write("from the host\n")
     with odek.launch(docker_workdir, {"sandbox": True, "sandbox_image": IMAGE},
                      client=docker_client) as sandbox:
+        # No sandbox_user anywhere: commands run as this (the binding's host)
+        # process's own uid:gid (SPEC §6.1 "user"), root only when the suite
+        # runs as root — tests/nonroot/run.sh runs it as a normal user too.
+        me = f"{os.getuid()}:{os.getgid()}"
+        r = sandbox.exec(shell="id -u; id -g")
+        assert r.exit_code == 0 and r.stdout.split() == [str(os.getuid()), str(os.getgid())], r
+        assert f" user={me} " in sandbox.info.startup_line, sandbox.info.startup_line
+        env = sandbox.describe().environment
+        assert env["user"] == me, env
+        # No sandbox_memory anywhere: odek's default limit (4 GiB,
+        # DEFAULT_MEMORY_BYTES in core/src/config/merge.rs), as Docker has it.
+        default_memory = 4 << 30
+        assert json.loads(sandbox.info.plan.json)["memory_bytes"] == default_memory
+        assert env["memory_bytes"] == default_memory, env
+        inspected = docker("inspect", "-f", "{{.HostConfig.Memory}}", sandbox.container_id)
+        assert inspected.stdout.strip() == str(default_memory)
+
         r = sandbox.exec(["cat", "hello.txt"])
         assert (r.exit_code, r.stdout) == (0, "from the host\n")  # cwd is /workspace
         r = sandbox.exec(shell="echo out; echo err >&2; exit 7")

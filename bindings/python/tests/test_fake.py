@@ -214,6 +214,22 @@ def test_narrow(fake_client, workdir):
         odek.narrow(parent, bogus=1)
 
 
+@pytest.mark.parametrize("parent_mode", ["none", "bridge"])
+def test_narrow_none_of_a_compose_attached_parent_is_offline(fake_client, workdir, parent_mode):
+    # A sub-agent asked to be offline is offline, never a silent no-op that
+    # keeps the parent's Compose networks (SPEC §8).
+    parent = fake_client.resolve(workdir, dict(SHOP, sandbox_network=parent_mode))
+    assert parent.network_mode == parent_mode
+    assert {n.name for n in parent.networks} == {"shop_default", "shop_backend"}, "the premise"
+    child = odek.narrow(parent, network_mode="none")
+    assert child.network_mode == "none"
+    assert len(child.networks) == 0 and not child.internet
+    assert json.loads(child.json)["bridge_network_id"] is None
+    with fake_client.launch(child) as sandbox:
+        env = sandbox.describe()
+        assert env.network == "none" and len(env.networks) == 0 and not env.internet
+
+
 # --- approval ----------------------------------------------------------------------
 
 
