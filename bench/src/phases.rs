@@ -498,7 +498,8 @@ async fn launch_profile(
         for (op, v) in &b.per_op_ms {
             s.push_ms(op, *v);
         }
-        raw::remove(&ctx.raw, &container_of(&sb)?).await?;
+        // Through odek: its link network (SPEC §4.4) goes with it.
+        o.destroy(&sb).await?;
     }
     // In-process work (no daemon I/O), microseconds: the synchronous file
     // reads of config::load and the labels of container_spec (/proc reads,

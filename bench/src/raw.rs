@@ -518,6 +518,19 @@ pub async fn orphan_links(
             continue;
         }
         if !dry_run {
+            // The services odek connected to it (SPEC §4.4) first: the
+            // daemon refuses to remove a network with endpoints.
+            for c in inspect_network(d, &id).await.unwrap_or_default() {
+                let _ = d
+                    .disconnect_network(
+                        &id,
+                        bollard::models::NetworkDisconnectRequest {
+                            container: c,
+                            force: Some(true),
+                        },
+                    )
+                    .await;
+            }
             remove_networks(d, std::slice::from_ref(&id), 1).await?;
         }
         found.push(name);
