@@ -134,7 +134,13 @@ async fn ensure_out(engine: &dyn DockerApi) -> std::result::Result<String, Engin
     }
 }
 
-/// The first (by ID) network that fits [`OUT_NETWORK`], if any.
+/// The first (by ID) network that fits [`OUT_NETWORK`], if any: named so,
+/// labelled [`OUT_LABEL`], a local bridge, not `Internal`, inter-container
+/// traffic off, and without IPv6 — Docker 20.10's inter-container switch
+/// blocks IPv4 only, so an `odek-out` someone made first with IPv6 on
+/// (a Compose file can) would let sandboxes, and whoever joins it under a
+/// service's alias, reach each other over IPv6. One that does not fit is
+/// never used; odek makes its own beside it.
 async fn first_out(engine: &dyn DockerApi) -> std::result::Result<Option<String>, EngineError> {
     let listed = engine
         .list_networks(&crate::engine::NetworkFilter::Label(OUT_LABEL.to_string()))
@@ -146,6 +152,7 @@ async fn first_out(engine: &dyn DockerApi) -> std::result::Result<Option<String>
                 && n.driver == "bridge"
                 && n.scope == "local"
                 && !n.internal
+                && !n.enable_ipv6
                 && n.options.get(ICC_OPTION).map(String::as_str) == Some("false")
         })
         .map(|n| n.id.clone())

@@ -162,6 +162,48 @@ async fn odek_home_inside_the_workdir_is_masked() {
         .any(|w| w.kind == WarningKind::OdekHomeMasked));
 }
 
+/// An `odek-out` someone made first with IPv6 on (a Compose file can make
+/// one with odek's label and the inter-container switch off, which on
+/// Docker 20.10 blocks IPv4 only) is never used: odek makes its own and
+/// the sandbox is on that one.
+#[tokio::test]
+async fn an_odek_out_made_first_with_ipv6_is_not_used() {
+    let s = Setup::new().compose(PROJECT).services();
+    let mut planted = odek_core::engine::FakeNetwork::bridge(odek_core::link::OUT_NETWORK);
+    planted.info.id = format!("0{}", &planted.info.id[1..]);
+    planted.info.enable_ipv6 = true;
+    planted.info.labels = [
+        ("dev.odek.out".to_string(), "true".to_string()),
+        ("dev.odek.sandbox".to_string(), "out".to_string()),
+    ]
+    .into();
+    planted.info.options = [(
+        "com.docker.network.bridge.enable_icc".to_string(),
+        "false".to_string(),
+    )]
+    .into();
+    let planted = s.fake.add_network(planted);
+    let _sb = s.up().await.expect("launch");
+    let made = s.fake.calls_of(Op::CreateNetwork);
+    assert!(
+        made.iter().any(|c| c.arg == odek_core::link::OUT_NETWORK),
+        "odek made its own odek-out: {made:?}"
+    );
+    let c = s.only_sandbox();
+    assert!(
+        !c.endpoints.iter().any(|e| e.network_id == planted),
+        "the sandbox is not on the planted IPv6 odek-out: {:?}",
+        c.endpoints
+    );
+    assert!(
+        c.endpoints
+            .iter()
+            .any(|e| e.network_name == odek_core::link::OUT_NETWORK),
+        "it is on odek's own: {:?}",
+        c.endpoints
+    );
+}
+
 /// Two launches that find no odek-out at once both make one (the daemon
 /// takes a second network of a name): the launch whose network is not
 /// the first by ID removes its own and joins the first, so none is left

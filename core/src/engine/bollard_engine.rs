@@ -314,6 +314,7 @@ fn network_from(n: bollard::models::Network) -> NetworkInfo {
         driver: n.driver.unwrap_or_default(),
         scope: n.scope.unwrap_or_default(),
         internal: n.internal.unwrap_or(false),
+        enable_ipv6: n.enable_ipv6.unwrap_or(false),
         labels: n.labels.unwrap_or_default().into_iter().collect(),
         options: n.options.unwrap_or_default().into_iter().collect(),
         containers: BTreeMap::new(),
@@ -409,6 +410,7 @@ impl DockerApi for BollardEngine {
                     scope: n.scope,
                     driver: n.driver,
                     internal: n.internal,
+                    enable_ipv6: n.enable_ipv6,
                     options: n.options,
                     labels: n.labels,
                     ..Default::default()

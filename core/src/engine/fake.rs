@@ -91,6 +91,7 @@ impl FakeNetwork {
                 driver: "bridge".into(),
                 scope: "local".into(),
                 internal: false,
+                enable_ipv6: false,
                 labels: BTreeMap::new(),
                 options: BTreeMap::new(),
                 containers: BTreeMap::new(),

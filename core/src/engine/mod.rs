@@ -93,6 +93,10 @@ pub struct NetworkInfo {
     pub scope: String,
     /// `Internal`: no route to the outside world.
     pub internal: bool,
+    /// `EnableIPv6`: containers get IPv6 addresses on it (Docker 20.10's
+    /// inter-container traffic switch blocks IPv4 only).
+    #[serde(default)]
+    pub enable_ipv6: bool,
     /// Network labels (e.g. `com.docker.compose.project`).
     pub labels: BTreeMap<String, String>,
     /// Options (e.g. `com.docker.network.bridge.default_bridge`).
