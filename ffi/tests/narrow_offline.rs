@@ -8,58 +8,14 @@
 //! `shop`).
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, CStr, CString};
-use std::path::PathBuf;
+use std::ffi::c_char;
 use std::ptr::null_mut;
 
 use odek::*;
 use serde_json::{json, Value};
 
 mod common;
-use common::take_error;
-
-/// Takes a string returned by odek, freed.
-fn take_string(s: *mut c_char) -> String {
-    assert!(!s.is_null());
-    // SAFETY: a string returned by odek; freed once.
-    unsafe {
-        let out = CStr::from_ptr(s).to_string_lossy().into_owned();
-        odek_string_free(s);
-        out
-    }
-}
-
-fn cstring(s: &str) -> CString {
-    CString::new(s).expect("no NUL inside a C string argument")
-}
-
-/// A temporary project directory and `$ODEK_HOME`, removed on drop.
-struct TempProject {
-    root: PathBuf,
-}
-
-impl TempProject {
-    fn new() -> TempProject {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let root = std::env::temp_dir().join(format!(
-            "odek-narrow-offline-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(root.join("work")).expect("workdir");
-        std::fs::create_dir_all(root.join("home/.odek")).expect("odek home");
-        let root = root.canonicalize().expect("canonical");
-        TempProject { root }
-    }
-}
-
-impl Drop for TempProject {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
+use common::{cstring, take_error, take_string, TempProject};
 
 /// Calls a function writing one string out-param; the string, or a panic
 /// naming the error.
@@ -79,7 +35,7 @@ fn narrow_none_of_a_compose_attached_parent_is_offline() {
     let e = unsafe { odek_client_new(opts.as_ptr(), &mut client) };
     assert_eq!(take_error(e), None);
     for parent_mode in ["none", "bridge"] {
-        let p = TempProject::new();
+        let p = TempProject::new("narrow-offline");
         let request = json!({
             "workdir": p.root.join("work"),
             "settings": {
