@@ -68,16 +68,50 @@ pub(crate) async fn reap(
     loop {
         match engine.inspect_container(name).await {
             Ok(Some(c)) if c.labels.get(labels::LAUNCH).map(String::as_str) == Some(launch_id) => {
-                return match engine.remove_container(&c.id).await {
+                let reaped = match engine.remove_container(&c.id).await {
                     Ok(_) => Reaped::Removed,
-                    Err(e) => Reaped::Failed(e.to_string()),
+                    Err(e) if e.is_unreachable() => Reaped::Failed(e.to_string()),
+                    // Refused mid-way: the daemon is removing it itself
+                    // (its owner's attachment closed when the launch was
+                    // dropped, and AutoRemove runs). One more try, then a
+                    // container gone within a moment counts as removed —
+                    // the caller is told only once it is.
+                    Err(e) => {
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                        if engine.remove_container(&c.id).await.is_ok()
+                            || gone_within(engine, &c.id, Duration::from_secs(2)).await
+                        {
+                            Reaped::Removed
+                        } else {
+                            Reaped::Failed(e.to_string())
+                        }
+                    }
+                };
+                if reaped == Reaped::Removed {
+                    // SPEC §4.4: its link network goes with it.
+                    crate::link::release(engine, name, None).await;
                 }
+                return reaped;
             }
             Ok(Some(_)) => return Reaped::NotOurs,
             Ok(None) if tokio::time::Instant::now() >= deadline => return Reaped::Absent,
             Ok(None) => tokio::time::sleep(Duration::from_millis(250)).await,
             Err(e) => return Reaped::Failed(e.to_string()),
         }
+    }
+}
+
+/// True once container `id` is gone, looking every 100 ms for up to `wait`.
+async fn gone_within(engine: &dyn DockerApi, id: &str, wait: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if matches!(engine.inspect_container(id).await, Ok(None)) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

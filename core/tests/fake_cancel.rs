@@ -58,6 +58,60 @@ async fn a_launch_cancelled_after_create_removes_its_container() {
     );
 }
 
+/// The daemon may refuse the removal of a cancelled launch's container
+/// while it removes it itself (its owner's attachment closed when the
+/// launch was dropped): one more try settles it, and the sandbox's link
+/// network (SPEC §4.4) goes with it. A Go test saw the container still
+/// there right after such a cancel under load.
+#[tokio::test]
+async fn a_cancelled_launch_whose_first_removal_is_refused_removes_it_and_its_link() {
+    let s = Setup::new().compose(PROJECT).services();
+    s.fake.set_quirks(Quirks {
+        start_delay: Some(Duration::from_secs(30)),
+        ..Quirks::default()
+    });
+    s.fake.fail(odek_core::engine::Fault::new(
+        odek_core::engine::Op::RemoveContainer,
+        1,
+        odek_core::engine::EngineErrorKind::Rejected,
+    ));
+    let plan = s.resolve().await.expect("resolve");
+    let token = CancellationToken::new();
+    cancel_after(&token, Duration::from_millis(100));
+    let err = s
+        .odek
+        .launch(
+            &plan,
+            &LaunchOptions {
+                cancel: Some(token.clone()),
+                ..Default::default()
+            },
+            &s.reporter,
+        )
+        .await
+        .expect_err("cancelled");
+    let Error::Cancelled { message, .. } = &err else {
+        panic!("not Cancelled: {err:?}")
+    };
+    assert!(message.contains("was removed"), "{message}");
+    let left: Vec<String> = s
+        .fake
+        .containers()
+        .into_iter()
+        .filter(|id| {
+            s.fake
+                .container(id)
+                .is_some_and(|c| c.name.starts_with("odek-"))
+        })
+        .collect();
+    assert!(left.is_empty(), "no sandbox left: {left:?}");
+    assert!(
+        s.fake.link_networks().is_empty(),
+        "no link network left: {:?}",
+        s.fake.link_networks()
+    );
+}
+
 #[tokio::test]
 async fn a_token_cancelled_before_the_launch_creates_nothing() {
     let s = Setup::new();
