@@ -31,6 +31,10 @@ pub fn connect(endpoint: &Endpoint, version: ApiVersion) -> Result<Docker> {
         Address::Tcp { authority } => {
             Docker::connect_with_http(&format!("tcp://{authority}"), 120, &cv)
         }
+        Address::Ssh { .. } => bail!(
+            "the benchmark's raw floor speaks to a Unix socket or TCP, not {}",
+            endpoint.address
+        ),
     }
     .context("connecting the raw bollard client")?;
     Ok(d)
@@ -120,6 +124,163 @@ pub async fn launch(
         bail!("raw launch: running={running}, {nets} networks");
     }
     Ok((created.id, steps))
+}
+
+/// Per-call timings of one raw launch on its own network (SPEC §4.4).
+#[derive(Debug, Default, Clone)]
+pub struct LinkedSteps {
+    pub network: Duration,
+    pub create: Duration,
+    pub start: Duration,
+    pub list: Duration,
+    pub connect: Duration,
+    pub inspect: Duration,
+}
+
+/// The floor of a launch as odek launches since SPEC §4.4, like for like:
+/// create the sandbox's own network (`link_name`, bridge, Internal,
+/// labelled, from the daemon's default pools as odek's), create the
+/// container on it (`spec` with that network as its mode), start it, list
+/// the running containers of the planned networks (`networks`, names: one
+/// `GET /containers/json` with a `network` filter) and connect each to the
+/// new network under its aliases there (`aliases`: container ID → aliases,
+/// found before the timing; odek inspects each for them), then inspect.
+/// Returns (container ID, network ID, steps). The network and its
+/// endpoints are removed by [`remove_linked`].
+pub async fn launch_linked(
+    d: &Docker,
+    spec: &ContainerSpec,
+    link_name: &str,
+    networks: &[String],
+    aliases: &HashMap<String, Vec<String>>,
+) -> Result<(String, String, LinkedSteps)> {
+    let mut steps = LinkedSteps::default();
+    let t = Instant::now();
+    let link = d
+        .create_network(NetworkCreateRequest {
+            name: link_name.to_string(),
+            driver: Some("bridge".into()),
+            internal: Some(true),
+            labels: Some(bench_labels()),
+            ..Default::default()
+        })
+        .await
+        .context("raw create network")?
+        .id;
+    steps.network = t.elapsed();
+    let mut spec = spec.clone();
+    spec.network_mode = link.clone();
+    let t = Instant::now();
+    let created = d
+        .create_container(
+            Some(CreateContainerOptions {
+                name: Some(spec.name.clone()),
+                ..Default::default()
+            }),
+            odek_core::engine::create_body(&spec),
+        )
+        .await
+        .context("raw create")?;
+    steps.create = t.elapsed();
+    let t = Instant::now();
+    d.start_container(&created.id, None)
+        .await
+        .context("raw start")?;
+    steps.start = t.elapsed();
+    let t = Instant::now();
+    let members = d
+        .list_containers(Some(ListContainersOptions {
+            filters: Some(HashMap::from([("network".to_string(), networks.to_vec())])),
+            ..Default::default()
+        }))
+        .await
+        .context("raw list members")?;
+    steps.list = t.elapsed();
+    let t = Instant::now();
+    for m in members.iter().filter_map(|m| m.id.as_ref()) {
+        if *m == created.id {
+            continue;
+        }
+        d.connect_network(
+            &link,
+            NetworkConnectRequest {
+                container: m.clone(),
+                endpoint_config: Some(EndpointSettings {
+                    aliases: aliases.get(m).cloned(),
+                    ..Default::default()
+                }),
+            },
+        )
+        .await
+        .context("raw connect")?;
+    }
+    steps.connect = t.elapsed();
+    let t = Instant::now();
+    let info = d
+        .inspect_container(&created.id, Some(InspectContainerOptions { size: false }))
+        .await
+        .context("raw inspect")?;
+    steps.inspect = t.elapsed();
+    let running = info.state.and_then(|s| s.running).unwrap_or(false);
+    let nets = info
+        .network_settings
+        .and_then(|n| n.networks)
+        .map_or(0, |n| n.len());
+    if !running || nets != 1 {
+        bail!("raw linked launch: running={running}, {nets} networks");
+    }
+    Ok((created.id, link, steps))
+}
+
+/// The aliases each running container of `networks` (names) has there,
+/// by container ID: what [`launch_linked`] connects them under.
+pub async fn member_aliases(
+    d: &Docker,
+    networks: &[String],
+) -> Result<HashMap<String, Vec<String>>> {
+    let members = d
+        .list_containers(Some(ListContainersOptions {
+            filters: Some(HashMap::from([("network".to_string(), networks.to_vec())])),
+            ..Default::default()
+        }))
+        .await
+        .context("raw list members")?;
+    let mut out = HashMap::new();
+    for id in members.iter().filter_map(|m| m.id.clone()) {
+        let info = d
+            .inspect_container(&id, Some(InspectContainerOptions { size: false }))
+            .await
+            .context("raw inspect member")?;
+        let mut aliases: Vec<String> = info
+            .network_settings
+            .and_then(|n| n.networks)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(name, _)| networks.contains(name))
+            .flat_map(|(_, e)| e.aliases.unwrap_or_default())
+            .collect();
+        aliases.sort();
+        aliases.dedup();
+        out.insert(id, aliases);
+    }
+    Ok(out)
+}
+
+/// Removes a [`launch_linked`] network after its container: every
+/// endpoint disconnected (forced), then the network.
+pub async fn remove_linked(d: &Docker, link: &str) -> Result<()> {
+    for c in inspect_network(d, link).await? {
+        let _ = d
+            .disconnect_network(
+                link,
+                bollard::models::NetworkDisconnectRequest {
+                    container: c,
+                    force: Some(true),
+                },
+            )
+            .await;
+    }
+    d.remove_network(link).await.context("raw remove network")
 }
 
 /// Per-call timings of one raw exec.

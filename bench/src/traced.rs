@@ -253,6 +253,9 @@ impl DockerApi for Traced {
     async fn security(&self) -> Result<EngineSecurity, EngineError> {
         traced!(self, "info", self.inner.security())
     }
+    async fn container_logs(&self, id: &str, max: usize) -> Result<Option<String>, EngineError> {
+        traced!(self, "logs", self.inner.container_logs(id, max))
+    }
     async fn stat_path(&self, id: &str, path: &str) -> Result<Option<PathStat>, EngineError> {
         traced!(self, "stat_path", self.inner.stat_path(id, path))
     }

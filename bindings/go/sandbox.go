@@ -24,7 +24,7 @@ type Sandbox struct {
 	// Isolation is container, fallback (with the reason) or off.
 	Isolation Isolation
 	// StartupLine is the one-line summary of SPEC §6.4, e.g.
-	// "odek: sandbox network=attached pids=4096 image=… networks=… endpoint=…".
+	// "odek: sandbox network=attached pids=4096 image=… networks=… endpoint=… runtime=… supervisor=…".
 	StartupLine string
 	// Warnings are the plan's and the engine's warnings.
 	Warnings []Warning

@@ -136,6 +136,9 @@ type Plan struct {
 	// Account is the account odek gives a non-root numeric user (nil
 	// otherwise).
 	Account *Account
+	// Runtime is the OCI runtime asked for (sandbox_runtime, e.g. "runsc";
+	// "" for the engine's default).
+	Runtime string
 	// RequireSandbox is ODEK_REQUIRE_SANDBOX=1.
 	RequireSandbox bool
 	// Sources is where each setting came from, by config key.
@@ -225,6 +228,7 @@ type wirePlan struct {
 	User           *string           `json:"user"`
 	UserChoice     *string           `json:"user_choice"`
 	Account        *Account          `json:"account"`
+	Runtime        *string           `json:"runtime"`
 	RequireSandbox bool              `json:"require_sandbox"`
 	Sources        map[string]Source `json:"sources"`
 	Warnings       []Warning         `json:"warnings"`
@@ -253,6 +257,7 @@ func parsePlan(doc string) (*Plan, error) {
 		User:           deref(w.User),
 		UserChoice:     deref(w.UserChoice),
 		Account:        w.Account,
+		Runtime:        deref(w.Runtime),
 		RequireSandbox: w.RequireSandbox,
 		Sources:        w.Sources,
 		Warnings:       w.Warnings,
@@ -338,6 +343,8 @@ type ApprovalRequest struct {
 	RequestedNetworks []string `json:"requested_networks"`
 	// RequestedComposeProject is the project's sandbox_compose_project.
 	RequestedComposeProject string `json:"-"`
+	// Runtime is the project's sandbox_runtime ("" when not set).
+	Runtime string `json:"-"`
 	// Networks are the project-requested networks, resolved.
 	Networks []NetworkCard `json:"networks"`
 	// NetworkSummary is the network the sandbox would have (SPEC §4.2).
@@ -356,6 +363,14 @@ type ApprovalRequest struct {
 	// PreviouslyTrusted tells whether the store trusts this project
 	// directory with other settings or networks (review what changed).
 	PreviouslyTrusted bool `json:"previously_trusted"`
+	// Engine is what the approval key binds the engine by (SPEC §7.3):
+	// "engine:<ID>" (the engine's /info ID) or "endpoint:<endpoint>" for
+	// an engine that reports none. A trust holds on that engine only.
+	Engine string `json:"engine"`
+	// TrustedBeforeEngineBinding tells whether the store trusts these
+	// settings under the key of earlier releases, which bound no engine:
+	// the operator is asked once more.
+	TrustedBeforeEngineBinding bool `json:"trusted_before_engine_binding"`
 	// Card is the plain-text card the odek CLI prompts with (lines ending in
 	// "\n", names terminal-safe): show it to the operator as is.
 	Card string `json:"card"`
@@ -381,6 +396,7 @@ type wireApprovalRequest struct {
 	Image                   *string `json:"image"`
 	Network                 *string `json:"network"`
 	RequestedComposeProject *string `json:"requested_compose_project"`
+	Runtime                 *string `json:"runtime"`
 	Standing                *string `json:"standing"`
 }
 
@@ -396,6 +412,7 @@ func parseApprovalRequest(doc string) (*ApprovalRequest, error) {
 	a.Image = deref(w.Image)
 	a.Network = deref(w.Network)
 	a.RequestedComposeProject = deref(w.RequestedComposeProject)
+	a.Runtime = deref(w.Runtime)
 	a.standingVia = deref(w.Standing)
 	a.raw = doc
 	return &a, nil
@@ -498,6 +515,11 @@ type Environment struct {
 	Network string `json:"-"`
 	// Internet tells whether the internet is reachable (on the host: assumed).
 	Internet bool `json:"internet"`
+	// DNSForwarding says, for a sandbox with no route out, whether the
+	// engine's forwarding of DNS lookups to the host's resolver is closed
+	// ("closed_by_odek", "engine_refuses") or may carry them out
+	// ("may_forward", CVE-2024-29018); "" otherwise (SPEC §4.6).
+	DNSForwarding string `json:"dns_forwarding"`
 	// Networks are the attached networks (at most 8 listed).
 	Networks []EnvNetwork `json:"networks"`
 	// OmittedNetworks counts networks over the cap.
@@ -519,6 +541,9 @@ type Environment struct {
 	// Supervisor says whether commands run through odek's supervisor, and
 	// if not why (nil on the host).
 	Supervisor *Supervisor `json:"supervisor"`
+	// Runtime is the OCI runtime the container runs with ("runc",
+	// "runsc", …; "" on the host or when the engine does not say).
+	Runtime string `json:"-"`
 	// Tools are the notable tools (bash, git, curl, python3, node, psql,
 	// redis-cli, …) the image has in /usr/local/bin, /usr/bin or /bin, as
 	// odek's image probe found them; nil when not known.
@@ -552,6 +577,7 @@ type wireEnvironment struct {
 	MemoryBytes    *int64  `json:"memory_bytes"`
 	CPUs           *string `json:"cpus"`
 	User           *string `json:"user"`
+	Runtime        *string `json:"runtime"`
 }
 
 func parseEnvironment(doc string) (*Environment, error) {
@@ -570,6 +596,7 @@ func parseEnvironment(doc string) (*Environment, error) {
 	}
 	e.CPUs = deref(w.CPUs)
 	e.User = deref(w.User)
+	e.Runtime = deref(w.Runtime)
 	e.raw = doc
 	return &e, nil
 }
@@ -610,6 +637,9 @@ type NarrowRequest struct {
 	Readonly bool `json:"readonly,omitempty"`
 	// Image must equal the parent's image reference when given.
 	Image string `json:"image,omitempty"`
+	// Runtime must name the parent's OCI runtime when given (a sub-agent
+	// keeps its parent's).
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // wireNarrowRequest is "odek.narrow-request/1" as sent: a nil Networks is
@@ -624,13 +654,14 @@ type wireNarrowRequest struct {
 	CPUs           string    `json:"cpus,omitempty"`
 	Readonly       bool      `json:"readonly,omitempty"`
 	Image          string    `json:"image,omitempty"`
+	Runtime        string    `json:"runtime,omitempty"`
 }
 
 func (r NarrowRequest) encode() string {
 	w := wireNarrowRequest{
 		Schema: "odek.narrow-request/1", ComposeProject: r.ComposeProject,
 		NetworkMode: r.NetworkMode, PidsLimit: r.PidsLimit, Memory: r.Memory,
-		CPUs: r.CPUs, Readonly: r.Readonly, Image: r.Image,
+		CPUs: r.CPUs, Readonly: r.Readonly, Image: r.Image, Runtime: r.Runtime,
 	}
 	if r.Networks != nil {
 		w.Networks = &r.Networks
@@ -702,9 +733,13 @@ type ConfigView struct {
 	// UserChoice says why (UserOperator, UserOperatorIDs, …).
 	UserChoice string
 	// Account is the account odek gives a non-root numeric user.
-	Account  *Account
-	Readonly bool
-	Workdir  string
+	Account *Account
+	// Runtime is the OCI runtime asked for ("" for the engine's default,
+	// DefaultRuntime when the engine said).
+	Runtime        string
+	DefaultRuntime string
+	Readonly       bool
+	Workdir        string
 	// EnvKeys are the container's env keys (values are never shown).
 	EnvKeys  []string
 	Volumes  []string
@@ -753,6 +788,8 @@ type wireConfigView struct {
 	User        *string           `json:"user"`
 	UserChoice  *string           `json:"user_choice"`
 	Account     *Account          `json:"account"`
+	Runtime     *string           `json:"runtime"`
+	DefaultRt   *string           `json:"default_runtime"`
 	Readonly    bool              `json:"readonly"`
 	Workdir     string            `json:"workdir"`
 	EnvKeys     []string          `json:"env_keys"`
@@ -777,7 +814,8 @@ func parseConfigView(doc string) (*ConfigView, error) {
 		NetworkMode: w.NetworkMode, Network: w.Network, Internet: w.Internet,
 		PidsLimit: w.PidsLimit, Init: w.Init, Tmpfs: w.Tmpfs,
 		CPUs: deref(w.CPUs), User: deref(w.User), UserChoice: deref(w.UserChoice),
-		Account: w.Account, Readonly: w.Readonly, Workdir: w.Workdir,
+		Account: w.Account, Runtime: deref(w.Runtime), DefaultRuntime: deref(w.DefaultRt),
+		Readonly: w.Readonly, Workdir: w.Workdir,
 		EnvKeys: w.EnvKeys, Volumes: w.Volumes, Masks: w.Masks, Sources: w.Sources,
 		Warnings: w.Warnings, Supervisor: w.Supervisor, raw: doc,
 	}

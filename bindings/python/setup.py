@@ -64,12 +64,26 @@ PREBUILT_CLI = os.environ.get("ODEK_PREBUILT_CLI")
 # prefix (its scripts are in <prefix>/bin).
 SUPERVISOR_DATA_DIR = "libexec/odek"
 SUPERVISOR = "odek-supervisor"
+# The egress proxy (docs/SPEC.md §4.5), bundled and found the same way.
+EGRESS = "odek-egress"
 
 
 def supervisor_binary() -> Path:
     """The static supervisor to bundle: ``ODEK_SUPERVISOR_BIN``, or one cargo
     builds now. Raises when it is not a static ELF executable."""
-    given = os.environ.get("ODEK_SUPERVISOR_BIN")
+    return static_binary("ODEK_SUPERVISOR_BIN", SUPERVISOR)
+
+
+def egress_binary() -> Path:
+    """The static egress proxy to bundle: ``ODEK_EGRESS_BIN``, or one cargo
+    builds now. Raises when it is not a static ELF executable."""
+    return static_binary("ODEK_EGRESS_BIN", EGRESS)
+
+
+def static_binary(var: str, name: str) -> Path:
+    """The static binary ``name`` (also its cargo package): ``$var``, or one
+    cargo builds now. Raises when it is not a static ELF executable."""
+    given = os.environ.get(var)
     if given:
         path = Path(given)
     else:
@@ -83,12 +97,12 @@ def supervisor_binary() -> Path:
         target = Path(os.environ.get("CARGO_TARGET_DIR") or HERE.parents[1] / "target") / "static"
         env = dict(os.environ, RUSTFLAGS="-C target-feature=+crt-static", CARGO_TARGET_DIR=str(target))
         subprocess.run(
-            ["cargo", "build", "--release", "-p", "odek-supervisor", "--bin", SUPERVISOR, "--target", host],
+            ["cargo", "build", "--release", "-p", name, "--bin", name, "--target", host],
             check=True,
             cwd=HERE.parents[1],
             env=env,
         )
-        path = target / host / "release" / SUPERVISOR
+        path = target / host / "release" / name
     if not elfdeps.is_static_executable(str(path)):
         raise RuntimeError(f"odek wheel: {path} is not a static executable (build it with -C target-feature=+crt-static)")
     return path
@@ -99,9 +113,10 @@ class BuildPySupervisor(build_py):
 
     def run(self) -> None:
         super().run()
-        dest = Path(self.build_lib) / "odek" / SUPERVISOR
-        shutil.copyfile(supervisor_binary(), dest)
-        os.chmod(dest, 0o755)
+        for name, binary in ((SUPERVISOR, supervisor_binary()), (EGRESS, egress_binary())):
+            dest = Path(self.build_lib) / "odek" / name
+            shutil.copyfile(binary, dest)
+            os.chmod(dest, 0o755)
 
 
 class InstallDataSupervisor(install_data):
@@ -109,7 +124,7 @@ class InstallDataSupervisor(install_data):
     beside the CLI's ``<prefix>/bin/odek`` as the CLI looks for it."""
 
     def run(self) -> None:
-        self.data_files = [(SUPERVISOR_DATA_DIR, [str(supervisor_binary())])]
+        self.data_files = [(SUPERVISOR_DATA_DIR, [str(supervisor_binary()), str(egress_binary())])]
         super().run()
         for out in self.get_outputs():
             os.chmod(out, 0o755)

@@ -52,8 +52,8 @@ impl Asker for Prompt {
 
     async fn ask(&self, req: &ApprovalRequest) -> Result<Option<Decision>, odek_core::Error> {
         if !std::io::stdin().is_terminal() {
-            if req.previously_trusted {
-                errln!("odek: note: {}", odek_core::approval::PREVIOUSLY_TRUSTED);
+            if let Some(why) = req.asks_again_because() {
+                errln!("odek: note: {why}");
             }
             return Ok(None);
         }
@@ -101,8 +101,14 @@ async fn ask_line(card: String, question: &'static str) -> Option<Option<String>
 }
 
 /// The question of `odek approve`: its only answer that approves is a
-/// stored trust (nothing runs, so there is no "once").
-const TRUST_QUESTION: &str = "Trust these settings? [y/t] yes, remember them  [N] no: ";
+/// stored trust (nothing runs, so there is no "once"), offered as `odek
+/// run`'s prompt offers it (`[t] trust (remember)`, README); `y` is taken
+/// as `t` (the question is whether to trust).
+pub(crate) const TRUST_QUESTION: &str = "Trust these settings? [t] trust (remember)  [N] no: ";
+
+/// The flag of `odek approve` that stores the trust without asking (the
+/// card is still printed): for a shell without a terminal.
+pub(crate) const YES_FLAG: &str = "--yes";
 
 /// What `odek approve` ended with (its `--json` `status`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,8 +121,8 @@ enum Outcome {
     Trusted,
     /// Any other answer, or end of input: nothing stored.
     Denied,
-    /// No terminal on stdin (or the card could not be shown): nobody
-    /// was asked, nothing stored.
+    /// No terminal on stdin and no `--yes` (or the card could not be
+    /// shown): nobody was asked, nothing stored.
     NoTerminal,
     /// Answered y or t, but the store could not be written: nothing
     /// stored (the old store is left as it was, SPEC §7.3).
@@ -136,13 +142,14 @@ impl Outcome {
     }
 }
 
-/// `odek approve [-C DIR] [sandbox flags] [--json]`: resolves the project
-/// as `odek run` would (the sandbox forced on, as `odek mcp` does), shows
-/// the approval card at the terminal and stores the trust on `y` or `t`
-/// ([`Client::approve`] with [`Decision::Trust`]: the store and key of
-/// `odek run`'s `t`). Nothing is launched, pulled or built: resolve
-/// creates nothing. Exit 0 when trusted (now or before) or nothing needs
-/// approval; 1 otherwise.
+/// `odek approve [-C DIR] [sandbox flags] [--yes] [--json]`: resolves the
+/// project as `odek run` would (the sandbox forced on, as `odek mcp` does),
+/// shows the approval card at the terminal and stores the trust on `t` (or
+/// `y`), or with `--yes` prints the card and stores it without asking, a
+/// terminal or not ([`Client::approve`] with [`Decision::Trust`]: the store
+/// and key of `odek run`'s `t`). Nothing is launched, pulled or built:
+/// resolve creates nothing. Exit 0 when trusted (now or before) or nothing
+/// needs approval; 1 otherwise.
 pub async fn approve_project(
     cli: &crate::Cli,
     odek: &Client,
@@ -191,7 +198,7 @@ pub async fn approve_project(
             );
             Outcome::AlreadyTrusted
         }
-        Some(req) => ask_trust(odek, &plan, req, &store_path).await,
+        Some(req) => ask_trust(odek, &plan, req, &store_path, args.yes).await,
     };
     if args.json {
         let v = serde_json::json!({
@@ -216,8 +223,15 @@ pub async fn approve_project(
 }
 
 /// Asks at the terminal whether to trust `req` and stores the trust on
-/// `y` or `t`; says what happened on stderr.
-async fn ask_trust(odek: &Client, plan: &Plan, req: &ApprovalRequest, store: &str) -> Outcome {
+/// `t` or `y` — with `yes` (`--yes`), prints the card and stores it
+/// without asking, a terminal or not; says what happened on stderr.
+async fn ask_trust(
+    odek: &Client,
+    plan: &Plan,
+    req: &ApprovalRequest,
+    store: &str,
+    yes: bool,
+) -> Outcome {
     let env_note = if req.approved_by_env {
         format!(
             " ({}=1 is set, but it approves a single run and stores nothing)",
@@ -226,24 +240,32 @@ async fn ask_trust(odek: &Client, plan: &Plan, req: &ApprovalRequest, store: &st
     } else {
         String::new()
     };
-    if !std::io::stdin().is_terminal() {
+    let answer = if yes {
+        // The card is shown all the same: what is trusted is on record in
+        // the output of whoever ran it.
+        if show(&req.render_card()).is_none() {
+            return Outcome::NoTerminal;
+        }
+        Some("t".to_string())
+    } else if !std::io::stdin().is_terminal() {
         errln!(
-            "odek: error (config): {} asks for project sandbox settings ({}) that need approval, and `odek approve` asks at a terminal: stdin is not one{env_note}; run `{}` in a terminal and answer `t`. Nothing was stored",
-            odek_core::text::shown(&req.config),
-            req.knobs.join(", "),
-            odek_core::approval::approve_command(&req.project_dir)
+            "{}",
+            no_terminal_text(&req.config, &req.knobs, &req.project_dir, &env_note)
         );
         return Outcome::NoTerminal;
-    }
-    let Some(answer) = ask_line(req.render_card(), TRUST_QUESTION).await else {
-        return Outcome::NoTerminal;
+    } else {
+        match ask_line(req.render_card(), TRUST_QUESTION).await {
+            Some(answer) => answer,
+            None => return Outcome::NoTerminal,
+        }
     };
     match answer.as_deref() {
         Some("y") | Some("yes") | Some("t") | Some("trust") => {
             match odek.approve(plan, Decision::Trust) {
                 Ok(_) => {
                     errln!(
-                        "odek: trusted; key {} stored in {store}; nothing ran. `odek run` and `odek mcp` now launch these settings without asking (`odek approvals revoke {}` undoes it)",
+                        "odek: trusted{}; key {} stored in {store}; nothing ran. `odek run` and `odek mcp` now launch these settings without asking (`odek approvals revoke {}` undoes it)",
+                        if yes { " (--yes)" } else { "" },
                         req.key,
                         req.key
                     );
@@ -263,6 +285,24 @@ async fn ask_trust(odek: &Client, plan: &Plan, req: &ApprovalRequest, store: &st
             Outcome::Denied
         }
     }
+}
+
+/// The refusal of `odek approve` without a terminal on stdin and without
+/// [`YES_FLAG`]: names the flag and the terminal way.
+fn no_terminal_text(config: &str, knobs: &[String], project_dir: &str, env_note: &str) -> String {
+    let cmd = odek_core::approval::approve_command(project_dir);
+    format!(
+        "odek: error (config): {} asks for project sandbox settings ({}) that need approval, and `odek approve` asks at a terminal: stdin is not one{env_note}. Run `{cmd}` in a terminal and answer `t`, or `{cmd} {YES_FLAG}` to print the card and store the trust without asking. Nothing was stored",
+        odek_core::text::shown(config),
+        knobs.join(", "),
+    )
+}
+
+/// Writes `card` on stderr; `None` when it could not be shown (stderr
+/// closed or full).
+fn show(card: &str) -> Option<()> {
+    let mut err = std::io::stderr().lock();
+    write!(err, "{card}").and_then(|_| err.flush()).ok()
 }
 
 fn store() -> anyhow::Result<Store> {
@@ -354,4 +394,46 @@ pub fn revoke(key: Option<&str>, project: Option<&std::path::Path>) -> anyhow::R
         if removed.len() == 1 { "" } else { "s" }
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `odek approve`'s question offers what README and docs/MCP.md say to
+    /// answer there (`t`, trust), in the words of `odek run`'s prompt, and
+    /// docs/CLI.md shows it verbatim.
+    #[test]
+    fn the_trust_question_agrees_with_readme_and_the_docs() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).expect(p);
+        let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let readme = flat(&read("README.md"));
+        assert!(readme.contains("(`y` once, `t` trust)"), "README's words");
+        assert!(
+            readme.contains("`odek approve -C DIR` shows the same card and asks only `t` (trust)")
+        );
+        assert!(
+            TRUST_QUESTION.contains("[t] trust (remember)"),
+            "`odek run`'s words for t: {TRUST_QUESTION}"
+        );
+        assert!(
+            !TRUST_QUESTION.contains("[y"),
+            "y means once at `odek run`; the question must not offer it as trust: {TRUST_QUESTION}"
+        );
+        assert!(
+            flat(&read("docs/MCP.md")).contains("`odek approve -C DIR` in a terminal, answer `t`")
+        );
+        assert!(read("docs/CLI.md").contains(TRUST_QUESTION.trim_end()));
+    }
+
+    /// Without a terminal and without `--yes`, the error names `--yes`
+    /// (and the terminal way) and says nothing was stored.
+    #[test]
+    fn the_no_terminal_error_names_the_yes_flag() {
+        let t = no_terminal_text("/p/odek.json", &["sandbox_env".to_string()], "/p", "");
+        assert!(t.contains("odek approve -C /p --yes"), "{t}");
+        assert!(t.contains("answer `t`"), "{t}");
+        assert!(t.contains("Nothing was stored"), "{t}");
+    }
 }

@@ -46,6 +46,8 @@ impl clap::Args for SandboxFlags {
                     .value_parser(clap::value_parser!(i64))
                     .allow_negative_numbers(true),
                 Kind::Cpus => arg.value_name(flag.value_name).allow_hyphen_values(true),
+                // A list flag may be given again: its values add up.
+                Kind::List => arg.value_name(flag.value_name).action(ArgAction::Append),
                 _ => arg.value_name(flag.value_name),
             });
             if let Some((off, help)) = flag.off {
@@ -88,6 +90,9 @@ impl clap::FromArgMatches for SandboxFlags {
                 Kind::Integer => m
                     .get_one::<i64>(id(flag.long))
                     .map(|n| (flag.long, n.to_string())),
+                Kind::List => m
+                    .get_many::<String>(id(flag.long))
+                    .map(|v| (flag.long, v.cloned().collect::<Vec<_>>().join(","))),
                 _ => m
                     .get_one::<String>(id(flag.long))
                     .map(|v| (flag.long, v.clone())),
@@ -148,7 +153,9 @@ impl SandboxFlags {
                 let var = k.env?;
                 env.get(var).filter(|v| !v.is_empty())?;
                 let instead = match k.flag {
-                    Some(f) if k.name != names::sandbox_user => format!("pass {} to narrow it", f.long),
+                    Some(f) if k.name != names::sandbox_user && k.name != names::sandbox_runtime => {
+                        format!("pass {} to narrow it", f.long)
+                    }
                     _ => "the child keeps the parent's value".to_string(),
                 };
                 Some(odek_core::Warning {

@@ -144,11 +144,17 @@ pub(crate) struct McpArgs {
 /// `odek approve`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = format!("Resolves the project in DIR (-C; default the current directory) with these sandbox flags, as `odek run` and `odek mcp` would, and shows the approval card of what its odek.json or Dockerfile.odek asks for. Answering y or t at the terminal stores the trust that answering t at `odek run` stores (`odek approvals list`); later runs and `odek mcp` servers with the same settings and networks launch without asking. Nothing is run, built, pulled or created.\nNeeds a terminal on stdin: a trust is stored only by someone who saw the card. {}=1 approves a single run and stores nothing, so it does not answer here.\nSays so, and exits 0, when nothing needs approval or a trust is stored already.\n\nExit status: 0 trusted (now or before) or nothing to approve; 1 not approved (an answer other than y or t, no terminal, or an error); 2 usage.", odek_core::config::APPROVE_ENV)
+    mut_arg("no-sandbox", |a| a.hide(true)),
+    after_help = format!("Resolves the project in DIR (-C; default the current directory) with these sandbox flags, as `odek run` and `odek mcp` would, and shows the approval card of what its odek.json or Dockerfile.odek asks for. Answering t (trust; y is taken as t) at the terminal stores the trust that answering t at `odek run` stores (`odek approvals list`); later runs and `odek mcp` servers with the same settings and networks launch without asking. Nothing is run, built, pulled or created.\nAsks at a terminal on stdin; without one it stores nothing unless --yes is given, which prints the card and stores the trust without asking. {}=1 approves a single run and stores nothing, so it does not answer here.\nSays so, and exits 0, when nothing needs approval or a trust is stored already.\n\nExit status: 0 trusted (now or before) or nothing to approve; 1 not approved (an answer other than t or y, no terminal without --yes, or an error); 2 usage.", odek_core::config::APPROVE_ENV)
 )]
 pub(crate) struct ApproveArgs {
     #[command(flatten)]
     pub(crate) sandbox: SandboxFlags,
+    /// Store the trust without asking (a terminal or not): the card is
+    /// printed on stderr all the same, and the trust stored is the one a
+    /// `t` at the prompt stores.
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
     /// Print the outcome as JSON on stdout: `status` (`trusted`,
     /// `already_trusted`, `not_needed`, `denied`, `no_terminal`, `failed`), `key`,
     /// `store`, `project_dir` and the approval `request` (null when none).
@@ -248,6 +254,7 @@ pub(crate) enum SandboxCmd {
 
 /// `odek sandbox up`.
 #[derive(Args, Debug)]
+#[command(mut_arg("no-sandbox", |a| a.hide(true)))]
 pub(crate) struct UpArgs {
     #[command(flatten)]
     pub(crate) sandbox: SandboxFlags,
@@ -352,7 +359,7 @@ pub(crate) struct DescribeArgs {
 /// `odek sandbox log`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Every command of `odek run`, `odek sandbox exec`, a binding (Python, Go, C) and `odek mcp` in a sandbox is recorded in $ODEK_HOME/sandboxes/NAME/log.jsonl, and so are the file tools and the MCP server's other tool calls: the time it began, the surface (cli, library, mcp), the tool, the command line or path, the names of the env variables given, the exit code, the duration and a short outcome. Never env values, stdin, output or file contents. Commands on the host (fallback, --no-sandbox) are not recorded.\nCommand lines are kept as they were run: a secret typed on a command line (a token in `curl -H ...`, a password argument) is in the log. Pass secrets with -e/--env (only the name is kept). The log files are mode 0600 in directories of mode 0700; --clear removes them.\nA log is kept sandbox_log_retention days (default 7; ODEK_SANDBOX_LOG_RETENTION or the user config, never a project's odek.json; 0 = removed when the sandbox ends) after its sandbox ended, then removed at a later launch or `odek sandbox log`."
+    after_help = "Every command of `odek run`, `odek sandbox exec`, a binding (Python, Go, C) and `odek mcp` in a sandbox is recorded in $ODEK_HOME/sandboxes/NAME/log.jsonl, and so are the file tools, the MCP server's other tool calls and `odek sandbox up` and `down`: the time it began, the surface (cli, library, mcp), the tool, the command line or path, the names of the env variables given, the exit code, the duration and a short outcome. Never env values, stdin, output or file contents. Commands on the host (fallback, --no-sandbox) are not recorded.\nCommand lines are kept as they were run: a secret typed on a command line (a token in `curl -H ...`, a password argument) is in the log. Pass secrets with -e/--env (only the name is kept). The log files are mode 0600 in directories of mode 0700; --clear removes them.\nA log is kept sandbox_log_retention days (default 7; ODEK_SANDBOX_LOG_RETENTION or the user config, never a project's odek.json; 0 = removed when the sandbox ends) after its sandbox ended, then removed at a later launch or `odek sandbox log`."
 )]
 pub(crate) struct LogArgs {
     /// The sandbox's container name (as `odek sandbox ls` and MCP's
@@ -489,5 +496,53 @@ mod tests {
         assert!(
             <crate::Cli as clap::Parser>::try_parse_from(["odek", "mcp", "--no-sandbox"]).is_ok()
         );
+    }
+
+    /// `odek sandbox up` and `odek approve` always mean a sandbox: their
+    /// help does not offer `--no-sandbox` (hidden, so that it is still
+    /// refused with a reason); `odek run` and `odek config view` keep it.
+    #[test]
+    fn up_and_approve_help_hide_no_sandbox() {
+        let mut odek = crate::Cli::command();
+        odek.build();
+        let up = odek
+            .find_subcommand_mut("sandbox")
+            .and_then(|s| s.find_subcommand_mut("up"))
+            .expect("sandbox up")
+            .render_long_help()
+            .to_string();
+        assert!(!up.contains("--no-sandbox"), "{up}");
+        assert!(
+            up.contains("--sandbox-image"),
+            "control: the other flags stay"
+        );
+        let approve = help("approve");
+        assert!(!approve.contains("--no-sandbox"), "{approve}");
+        assert!(
+            help("run").contains("--no-sandbox"),
+            "control: run keeps it"
+        );
+        for argv in [
+            &["odek", "sandbox", "up", "--no-sandbox"][..],
+            &["odek", "approve", "--no-sandbox"],
+        ] {
+            assert!(
+                <crate::Cli as clap::Parser>::try_parse_from(argv).is_ok(),
+                "{argv:?} must parse (and be refused with a reason)"
+            );
+        }
+    }
+
+    /// `odek approve --yes` parses and its help says what it does.
+    #[test]
+    fn approve_has_a_yes_flag() {
+        let approve = help("approve");
+        assert!(approve.contains("--yes"), "{approve}");
+        let cli = <crate::Cli as clap::Parser>::try_parse_from(["odek", "approve", "--yes"])
+            .expect("parses");
+        match cli.command {
+            crate::Cmd::Approve(a) => assert!(a.yes),
+            other => panic!("{other:?}"),
+        }
     }
 }

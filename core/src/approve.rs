@@ -143,6 +143,7 @@ pub fn refresh_standing(
     }
     let store = Store::new(&home);
     req.trusted = store.trusts(&req.key, req.env_binding.as_deref())?;
+    req.trusted_before_engine_binding &= !req.trusted;
     req.previously_trusted = !req.trusted
         && store
             .meta()
@@ -181,6 +182,7 @@ fn project_value<T: Clone>(v: &Option<Sourced<T>>) -> Option<T> {
 pub(crate) fn request(
     settings: &Settings,
     plan: &Plan,
+    engine: &str,
 ) -> Result<Option<ApprovalRequest>, ApprovalError> {
     let mut knobs = project_knobs(settings);
     // The file that asks: odek.json, or Dockerfile.odek when that is all.
@@ -225,17 +227,39 @@ pub(crate) fn request(
         .map(|v| v.spec)
         .collect();
     let network = project_value(&settings.network_raw);
+    let runtime = project_value(&settings.runtime);
+    // A project list that only narrows the operator's needs no approval
+    // and is no part of the key.
+    let egress = project_value(&settings.egress).filter(|_| !settings.egress_narrows);
+    let egress_network = project_value(&settings.egress_network);
     let ids: Vec<&str> = project_nets.iter().map(|n| n.id.as_str()).collect();
-    let key = approval_key(&KeyInput {
+    let input = KeyInput {
         project_dir: &settings.workdir,
         image: image.as_deref(),
         network: network.as_deref(),
         env_keys: env.iter().map(|e| e.key.as_str()).collect(),
         volumes: volumes.iter().map(String::as_str).collect(),
         network_ids: ids,
-    });
+        runtime: runtime.as_deref(),
+        egress: egress
+            .as_ref()
+            .map(|e| e.iter().map(String::as_str).collect()),
+        egress_network: egress_network.as_deref(),
+        engine: Some(engine),
+    };
+    let key = approval_key(&input);
     let store = Store::new(&settings.odek_home);
     let trusted = store.trusts(&key, env_binding.as_deref())?;
+    // A trust of earlier releases (no engine bound) is asked once more,
+    // saying why (SPEC §7.3).
+    let trusted_before_engine_binding = !trusted
+        && store.trusts(
+            &approval_key(&KeyInput {
+                engine: None,
+                ..input.clone()
+            }),
+            env_binding.as_deref(),
+        )?;
     let dir = settings.workdir.display().to_string();
     let previously_trusted = !trusted && store.meta().values().any(|m| m.project_dir == dir);
     let mut req = ApprovalRequest {
@@ -257,6 +281,7 @@ pub(crate) fn request(
         volumes,
         requested_networks: project_value(&settings.networks).unwrap_or_default(),
         requested_compose_project: project_value(&settings.compose_project),
+        runtime,
         networks: project_nets.iter().map(|n| card_of(n)).collect(),
         network_summary: plan.network_summary,
         internet: plan.internet,
@@ -264,10 +289,14 @@ pub(crate) fn request(
         previously_trusted,
         env_binding,
         dockerfile_sha256: dockerfile,
+        egress,
+        egress_network,
         approved_by_env: settings.approve_project,
         standing: None,
         host_fallback: plan.fallback_allowed(),
         card: String::new(),
+        engine: engine.to_string(),
+        trusted_before_engine_binding,
     };
     req.standing = req.standing().map(|a| a.via);
     req.card = req.render_card();
@@ -293,6 +322,13 @@ pub(crate) fn for_networks(
         env_keys: req.env.iter().map(|e| e.key.as_str()).collect(),
         volumes: req.volumes.iter().map(String::as_str).collect(),
         network_ids: networks.iter().map(|n| n.id.as_str()).collect(),
+        runtime: req.runtime.as_deref(),
+        egress: req
+            .egress
+            .as_ref()
+            .map(|e| e.iter().map(String::as_str).collect()),
+        egress_network: req.egress_network.as_deref(),
+        engine: (!req.engine.is_empty()).then_some(req.engine.as_str()),
     });
     let store = Store::new(&plan.odek_home);
     let trusted = store.trusts(&key, req.env_binding.as_deref())?;
@@ -302,6 +338,7 @@ pub(crate) fn for_networks(
         networks: networks.iter().map(card_of).collect(),
         trusted,
         previously_trusted: !trusted,
+        trusted_before_engine_binding: false,
         approved_by_env: crate::config::truthy(&env, crate::config::APPROVE_ENV).unwrap_or(false),
         card: String::new(),
         ..req.clone()

@@ -80,7 +80,8 @@ pub struct Record {
     /// `"process_kill"`, `"read_file"`, `"write_file"`, `"edit_file"`,
     /// `"list_directory"`, and MCP's other tools by their names
     /// (`"describe"`, `"sandbox_up"`, `"sandbox_down"`, `"sandbox_list"`,
-    /// `"sandbox_narrow"`, `"process_output"`).
+    /// `"sandbox_narrow"`, `"process_output"`); `odek sandbox up` and
+    /// `down` as `"sandbox_up"` and `"sandbox_down"`.
     pub tool: String,
     /// The command's argv as run (a shell string as `["/bin/sh", "-c",
     /// …]`), at most [`MAX_COMMAND_BYTES`] of it.

@@ -25,6 +25,9 @@ pub struct Client {
     /// Planned networks recreated since launch whose new IDs this process
     /// accepted ([`Client::relink`]).
     pub(crate) links: crate::network::AcceptedNetworks,
+    /// Link-network endpoints whose aliases this process has checked
+    /// ([`Client::relink`]'s member check, SPEC §4.4).
+    pub(crate) checked: crate::network::Checked,
 }
 
 impl Client {
@@ -39,6 +42,7 @@ impl Client {
             surface: Surface::Cli,
             relays: Default::default(),
             links: Default::default(),
+            checked: Default::default(),
         }
     }
 
@@ -50,6 +54,7 @@ impl Client {
             surface: Surface::Cli,
             relays: Default::default(),
             links: Default::default(),
+            checked: Default::default(),
         }
     }
 

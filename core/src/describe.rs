@@ -52,6 +52,22 @@ pub struct EnvNetwork {
     pub peers: Vec<Peer>,
 }
 
+/// Egress mode as the agent sees it (SPEC §4.5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressEnv {
+    /// The hosts the proxy lets through (`pypi.org`, `*.example.com`,
+    /// `host:port`; a bare host: ports 80 and 443). Empty: none.
+    pub allow: Vec<String>,
+    /// The proxy's URL (`http://<address>:3128`), which the sandbox's
+    /// `HTTP_PROXY`/`HTTPS_PROXY` (and lower-case forms) name; `None` in a
+    /// forecast.
+    pub proxy: Option<String>,
+    /// The `host:port` targets the proxy refused so far in this
+    /// sandbox's life, in order, once each (at most 64): what to ask the
+    /// operator to add to `sandbox_egress`.
+    pub denied: Vec<String>,
+}
+
 /// The `/workspace` mount.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Workspace {
@@ -78,6 +94,12 @@ pub struct Environment {
     pub network: Option<NetworkSummary>,
     /// Internet reachable (on the host: assumed).
     pub internet: bool,
+    /// With no route out and a resolver to ask: whether the engine's DNS
+    /// forwarding to the host's resolver is closed (by the engine's
+    /// release, or by odek's upstream for the container) or may still
+    /// carry lookups out (SPEC §4.6, CVE-2024-29018); `None` otherwise.
+    #[serde(default)]
+    pub dns_forwarding: Option<crate::dns::DnsForwarding>,
     /// Attached networks (at most [`MAX_LISTED_NETWORKS`]).
     pub networks: Vec<EnvNetwork>,
     /// Networks not listed (over the cap).
@@ -104,6 +126,11 @@ pub struct Environment {
     /// `None` on the host.
     #[serde(default)]
     pub supervisor: Option<crate::supervisor::SupervisorState>,
+    /// The OCI runtime the container runs with (`runc`, `runsc`, …):
+    /// `HostConfig.Runtime` as the engine reports it; `None` on the host or
+    /// when the engine does not say.
+    #[serde(default)]
+    pub runtime: Option<String>,
     /// Which of the notable tools (`image_tools::NOTABLE_TOOLS`: bash,
     /// git, curl, python3, node, psql, redis-cli, …) the image has in
     /// `/usr/local/bin`, `/usr/bin` or `/bin`, as the image probe found
@@ -111,6 +138,10 @@ pub struct Environment {
     /// (on the host, or no probe of this image looked yet).
     #[serde(default)]
     pub tools: Option<Vec<String>>,
+    /// Egress mode (SPEC §4.5): the only way out is odek's proxy, to these
+    /// hosts; `None` when the sandbox is not in egress mode.
+    #[serde(default)]
+    pub egress: Option<EgressEnv>,
 }
 
 /// True when `peer` is listed among the services of a network: every
@@ -192,6 +223,7 @@ impl Client {
             },
             network: Some(plan.network_summary),
             internet: plan.internet,
+            dns_forwarding: plan.dns_forwarding,
             networks,
             omitted_networks: plan.networks.len() - listed.len(),
             omitted_names,
@@ -201,10 +233,19 @@ impl Client {
             user: plan.user.clone(),
             account: plan.account.clone(),
             supervisor: engine.map(|e| crate::supervisor::Supervision::state_for(plan, e.as_ref())),
+            runtime: plan
+                .runtime
+                .clone()
+                .or_else(|| plan.engine_default_runtime.clone()),
             tools: match engine {
                 Some(e) => forecast_tools(e.as_ref(), plan).await,
                 None => None,
             },
+            egress: plan.egress.as_ref().map(|e| EgressEnv {
+                allow: e.allow.clone(),
+                proxy: None,
+                denied: Vec::new(),
+            }),
         }
     }
 
@@ -229,6 +270,7 @@ impl Client {
             },
             network: None,
             internet: true,
+            dns_forwarding: None,
             networks: Vec::new(),
             omitted_networks: 0,
             omitted_names: 0,
@@ -238,7 +280,9 @@ impl Client {
             user: plan.user.clone(),
             account: plan.account.clone(),
             supervisor: None,
+            runtime: None,
             tools: None,
+            egress: None,
         };
         let Some(id) = &sandbox.container_id else {
             let (iso, reason) = match &sandbox.isolation {
@@ -297,6 +341,7 @@ impl Client {
             } else {
                 Some(me.user.clone()).filter(|u| !u.is_empty())
             },
+            runtime: Some(me.runtime.clone()).filter(|r| !r.is_empty()),
             // Read from what the image probe found (no round trip).
             tools: crate::image_tools::cached(&plan.odek_home, &me.image_id),
             // The container's own shape says; the launch's reason when it
@@ -316,6 +361,31 @@ impl Client {
             }),
             ..base
         };
+        // SPEC §4.5: the allowlist, the proxy, and what it refused so far
+        // (from its log).
+        let egress = match &plan.egress {
+            Some(e) => Some(EgressEnv {
+                allow: e.allow.clone(),
+                // A sandbox found by name (`odek sandbox describe`) has it
+                // in its environment only.
+                proxy: sandbox
+                    .applied
+                    .as_ref()
+                    .and_then(|a| a.egress_proxy.clone())
+                    .or_else(|| {
+                        me.env.iter().find_map(|v| {
+                            v.strip_prefix("HTTP_PROXY=")
+                                .filter(|u| u.starts_with("http://"))
+                                .map(crate::text::shown)
+                        })
+                    }),
+                denied: crate::egress::denied(engine.as_ref(), &sandbox.name)
+                    .await
+                    .unwrap_or_default(),
+            }),
+            None => None,
+        };
+        let base = Environment { egress, ..base };
         // SPEC §4.4: a sandbox on its link network is described by its
         // planned networks (as they are now: recreated ones by their new
         // ID once accepted) and the containers of each connected to it.
@@ -409,13 +479,27 @@ async fn describe_linked(
     let total = plan.networks.len() + other.networks.len() + other.omitted_networks;
     let room = MAX_LISTED_NETWORKS.saturating_sub(networks.len());
     networks.extend(other.networks.iter().take(room).cloned());
+    let internet = has_bridge || has_out || !link_info.internal || other.internet;
+    // SPEC §4.6: the upstream odek set must lie inside the link network.
+    let dns_forwarding = if internet {
+        None
+    } else {
+        let version = engine.version().await.ok().map(|e| e.server_version);
+        let subnets: Vec<&crate::engine::IpamSubnet> = link_info.ipam.iter().collect();
+        Some(crate::dns::observed(version.as_deref(), &me.dns, &subnets))
+    };
     Ok(Environment {
         network: Some(if has_bridge {
             NetworkSummary::BridgeAttached
+        } else if plan.networks.is_empty() {
+            // Egress mode without networks: the link network is only the
+            // way to the proxy (SPEC §4.5).
+            NetworkSummary::None
         } else {
             NetworkSummary::Attached
         }),
-        internet: has_bridge || has_out || !link_info.internal || other.internet,
+        internet,
+        dns_forwarding,
         omitted_networks: total - networks.len(),
         networks,
         omitted_names,
@@ -519,9 +603,20 @@ async fn describe_container(
         (false, false) => NetworkSummary::Attached,
         (true, false) => NetworkSummary::BridgeAttached,
     };
+    // SPEC §4.6: a container on networks, none of which leads out, asks
+    // the embedded resolver; one without any network has none to ask.
+    let dns_forwarding = if internet || attached.is_empty() {
+        None
+    } else {
+        let version = engine.version().await.ok().map(|e| e.server_version);
+        let subnets: Vec<&crate::engine::IpamSubnet> =
+            nets.iter().flat_map(|n| n.ipam.iter()).collect();
+        Some(crate::dns::observed(version.as_deref(), &me.dns, &subnets))
+    };
     Ok(Environment {
         network: Some(summary),
         internet,
+        dns_forwarding,
         networks,
         omitted_networks: attached.len() - listed.len(),
         omitted_names,
@@ -649,8 +744,31 @@ fn wrapped_list(env: &Environment, nonce: &str, compact: bool) -> String {
 /// is untrusted and stays inside the wrapper.
 fn network_text(env: &Environment) -> String {
     let net = env.network.unwrap_or(NetworkSummary::None);
+    if let Some(e) = &env.egress {
+        let mode = match net {
+            NetworkSummary::Attached => "the attached networks' services by name, directly; ",
+            _ => "",
+        };
+        return format!(
+            "{mode}egress mode: no route out; the only way out is odek's egress proxy ({}), to {}; everything else is refused (an HTTP 403 naming the policy sandbox_egress, or no route)",
+            match &e.proxy {
+                Some(p) => format!("HTTP_PROXY and HTTPS_PROXY name it: {p}"),
+                None => "HTTP_PROXY and HTTPS_PROXY name it".to_string(),
+            },
+            if e.allow.is_empty() {
+                "no host at all (the allowlist is empty)".to_string()
+            } else {
+                format!(
+                    "these hosts only (a host without a port: 80 and 443): {}",
+                    e.allow.join(", ")
+                )
+            }
+        );
+    }
     let internet = match (env.internet, net) {
-        (false, _) => "the internet is NOT reachable",
+        (false, _) => env
+            .dns_forwarding
+            .map_or("the internet is NOT reachable", |d| d.internet_text()),
         (true, NetworkSummary::Attached) => {
             "the internet is reachable if the host's is, through the attached networks that are not internal (such as a Compose project's default network)"
         }
@@ -742,6 +860,15 @@ pub fn render_prompt(env: &Environment) -> String {
     if !limits.is_empty() {
         s.push_str(&format!("- Limits: {}.\n", limits.join(", ")));
     }
+    if let Some(r) = &env.runtime {
+        s.push_str(&runtime_line(r));
+    }
+    if let Some(e) = env.egress.as_ref().filter(|e| !e.denied.is_empty()) {
+        s.push_str(&format!(
+            "- The egress proxy refused so far: {}. Only the operator can add a host to sandbox_egress: ask them if you need one.\n",
+            e.denied.join(", ")
+        ));
+    }
     if let Some(sup) = &env.supervisor {
         s.push_str(&format!(
             "- odek's supervisor: {}.\n",
@@ -760,6 +887,20 @@ pub fn render_prompt(env: &Environment) -> String {
         s.push_str(&wrapped_list(env, &nonce(), false));
     }
     s
+}
+
+/// The runtime line of the block: the OCI runtime by name, and for gVisor
+/// what differs from a Linux kernel that a command may notice.
+fn runtime_line(runtime: &str) -> String {
+    let name = crate::text::display_name(runtime);
+    let gvisor = runtime == "runsc" || runtime.starts_with("io.containerd.runsc.");
+    if gvisor {
+        format!(
+            "- OCI runtime: `{name}` (gVisor): the container runs on a user-space kernel, not the host's; some system calls, `/proc` entries and file-system behaviours differ from Linux.\n"
+        )
+    } else {
+        format!("- OCI runtime: `{name}`.\n")
+    }
 }
 
 /// Whose user commands run as, for the short variant: ` Runs as …`.
@@ -840,6 +981,7 @@ mod tests {
             },
             network: Some(NetworkSummary::Attached),
             internet: false,
+            dns_forwarding: None,
             networks: vec![EnvNetwork {
                 name: Some("backend".into()),
                 internal: true,
@@ -858,7 +1000,9 @@ mod tests {
             user: None,
             account: None,
             supervisor: None,
+            runtime: None,
             tools: None,
+            egress: None,
         }
     }
 

@@ -1065,9 +1065,9 @@ fn no_supervisor(sandbox: &Sandbox, path: &str, why: &str) -> Error {
         FileErrorKind::NoSupervisor,
         path,
         format!(
-            "file tools need odek's supervisor in the sandbox (they run as the sandbox's command user, with its mounts), and sandbox {} has none ({why}); nothing was done. Set {}=<path of the static odek-supervisor binary> and launch a new sandbox, or use exec with the image's own programs",
+            "file tools need odek's supervisor in the sandbox (they run as the sandbox's command user, with its mounts), and sandbox {} has none ({why}); nothing was done. {}, or use exec with the image's own programs",
             sandbox.name,
-            crate::supervisor::SUPERVISOR_ENV
+            crate::supervisor::how_to_get_one(why)
         ),
     )
 }
@@ -1670,6 +1670,8 @@ mod tests {
             bridge_network_id: None,
             network_summary: crate::network::NetworkSummary::BridgeAttached,
             internet: true,
+            dns_forwarding: None,
+            egress: None,
             networks: Vec::new(),
             pids_limit: 1000,
             readonly: false,
@@ -1678,6 +1680,8 @@ mod tests {
             user: Some("1000:1000".into()),
             user_choice: None,
             account: None,
+            runtime: None,
+            engine_default_runtime: None,
             env: Vec::new(),
             volumes: Vec::new(),
             masks: Vec::new(),

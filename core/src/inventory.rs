@@ -284,6 +284,24 @@ impl GcOptions {
     }
 }
 
+/// What [`Client::gc_report`] removed (with [`GcOptions::dry_run`]: would
+/// remove). Names are as the engine gave them: untrusted, to be made
+/// terminal-safe before printing ([`crate::text::shown`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcReport {
+    /// The sandboxes removed.
+    pub sandboxes: Vec<String>,
+    /// The link networks removed (SPEC §4.4): those of the sandboxes
+    /// removed, and those whose sandbox is gone — signed by this user's
+    /// odek, named after their sandbox, owner gone (with a dry run only
+    /// the latter are named).
+    pub networks: Vec<String>,
+    /// Networks labelled as a link network (`dev.odek.link`) whose labels
+    /// this user's launch key did not sign (another user's, an earlier
+    /// release's, or forged): left alone.
+    pub networks_left: Vec<String>,
+}
+
 /// How a sandbox found by name is checked ([`Client::attach`], [`Client::owned`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Check {
@@ -332,19 +350,26 @@ impl Client {
         let secret = crate::secret::Secret::load(odek_home)?;
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
-        let mut v: Vec<Listing> = engine
+        let listed = engine
             .list_containers(&format!("{}=true", labels::SANDBOX))
             .await
-            .map_err(|e| Error::engine(&ep, Step::Verify, e))?
+            .map_err(|e| Error::engine(&ep, Step::Verify, e))?;
+        let links = link_networks_if(
+            engine.as_ref(),
+            &ep,
+            listed.iter().any(|c| unstarted_link(&c.name, &c.endpoints)),
+        )
+        .await?;
+        let mut v: Vec<Listing> = listed
             .into_iter()
-            .map(
-                |c| match labels::verified(secret.as_ref(), &c.name, &c.labels) {
+            .map(|c| {
+                match verified_sandbox(secret.as_ref(), &c.name, &c.endpoints, &c.labels, &links) {
                     Ok(trusted) => listing(c.id, c.name, c.state, &trusted, true, odek_home)
                         .with_networks(c.networks, Some(&trusted)),
                     Err(_) => listing(c.id, c.name, c.state, &c.labels, false, odek_home)
                         .with_networks(c.networks, None),
-                },
-            )
+                }
+            })
             .collect();
         // Which Compose project each network belongs to (one call; a
         // listing without it still lists the sandboxes).
@@ -381,13 +406,26 @@ impl Client {
     /// `opts.workdir` only those labelled with that workdir. A container it
     /// cannot prove to be an orphan of this user's is never touched. Returns
     /// the names removed — with `opts.dry_run` the names it would remove,
-    /// removing nothing.
+    /// removing nothing. [`Client::gc_report`] says which link networks
+    /// went too.
     ///
     /// Errors: as [`Client::list`]; a removal the engine refuses.
     pub async fn gc(&self, opts: &GcOptions) -> Result<Vec<String>> {
+        Ok(self.gc_report(opts).await?.sandboxes)
+    }
+
+    /// [`Client::gc`], with what it did to link networks (SPEC §4.4): those
+    /// of the sandboxes it removed, and those whose sandbox is gone, signed
+    /// by this user's odek ([`GcReport::networks`]); a network labelled as
+    /// a link network whose labels do not verify under this user's key is
+    /// left alone and named ([`GcReport::networks_left`]).
+    ///
+    /// Errors: as [`Client::gc`].
+    pub async fn gc_report(&self, opts: &GcOptions) -> Result<GcReport> {
         let engine = self.engine()?;
         let ep = engine.endpoint().to_string();
         let mut removed = Vec::new();
+        let mut networks = Vec::new();
         let listed = std::time::SystemTime::now();
         let all = self.list(&opts.odek_home).await?;
         if !opts.dry_run {
@@ -405,18 +443,25 @@ impl Client {
                     .remove_container(&l.id)
                     .await
                     .map_err(|e| Error::engine(&ep, Step::Remove, e))?;
-                crate::link::release(engine.as_ref(), &l.name, None).await;
+                if crate::link::release(engine.as_ref(), &l.name, None).await {
+                    networks.push(crate::labels::link_name(&l.name));
+                }
                 // Its record, if any, is kept from now on for as long as
                 // the operator keeps records (`odek sandbox log` prunes).
                 crate::audit::sandbox_gone(&opts.odek_home, &l.name);
             }
             removed.push(l.name);
         }
-        if !opts.dry_run {
-            // SPEC §4.4: link networks whose sandbox is gone.
-            crate::link::collect(engine.as_ref()).await;
-        }
-        Ok(removed)
+        // SPEC §4.4: link networks whose sandbox is gone, signed by this
+        // user's odek; the others are named, never removed.
+        let secret = crate::secret::Secret::load(&opts.odek_home)?;
+        let swept = crate::link::collect(engine.as_ref(), secret.as_ref(), opts.dry_run).await;
+        networks.extend(swept.removed);
+        Ok(GcReport {
+            sandboxes: removed,
+            networks,
+            networks_left: swept.unverified,
+        })
     }
 
     /// Removes this user's ready pooled sandboxes ([`Listing::pool`] under
@@ -526,14 +571,24 @@ impl Client {
             .into());
         }
         let secret = crate::secret::Secret::load(odek_home)?;
-        let trusted =
-            labels::verified(secret.as_ref(), &info.name, &info.labels).map_err(|why| {
-                NotASandbox::Unverified {
-                    name: name.to_string(),
-                    why: why.reason(odek_home),
-                    container: info.name.clone(),
-                }
-            })?;
+        let links = link_networks_if(
+            engine.as_ref(),
+            &ep,
+            unstarted_link(&info.name, &info.endpoints),
+        )
+        .await?;
+        let trusted = verified_sandbox(
+            secret.as_ref(),
+            &info.name,
+            &info.endpoints,
+            &info.labels,
+            &links,
+        )
+        .map_err(|why| NotASandbox::Unverified {
+            name: name.to_string(),
+            why: why.reason(odek_home),
+            container: info.name.clone(),
+        })?;
         // A warm pool's ready sandbox is its owner's to hand over once
         // (docs/SANDBOXING.md, "The warm pool"): nothing runs in it before.
         if check == Check::Live
@@ -565,7 +620,7 @@ impl Client {
             }
         }
         let applied = match (check, info.running) {
-            (Check::Live, true) => Some(verify(&plan, &info, &info.image_id, &engine.endpoint().address).map_err(|problems| {
+            (Check::Live, true) => Some(verify(&plan, &info, &info.image_id, engine.endpoint()).map_err(|problems| {
                 Error::Rejected {
                     fix: Some(crate::config::advice::Fix::Replace {
                         name: info.name.clone(),
@@ -578,7 +633,7 @@ impl Client {
                     removal: None,
                 }
             })?),
-            _ => verify(&plan, &info, &info.image_id, &engine.endpoint().address).ok(),
+            _ => verify(&plan, &info, &info.image_id, engine.endpoint()).ok(),
         };
         Ok(Sandbox {
             schema: SANDBOX_SCHEMA.into(),
@@ -613,4 +668,55 @@ impl Client {
         };
         reap(engine.as_ref(), name, launch_id, wait).await
     }
+}
+
+/// The engine's link networks (one list call) when `needed` (some
+/// sandbox was never started: [`unstarted_link`]), else none.
+async fn link_networks_if(
+    engine: &dyn crate::engine::DockerApi,
+    ep: &str,
+    needed: bool,
+) -> Result<Vec<crate::engine::NetworkInfo>> {
+    if !needed {
+        return Ok(Vec::new());
+    }
+    engine
+        .list_networks(&NetworkFilter::Label(crate::link::LINK_LABEL.to_string()))
+        .await
+        .map_err(|e| Error::engine(ep, Step::Verify, e))
+}
+
+/// True when container `name` names its link network among `endpoints`
+/// without the network's ID: a container created and never started (the
+/// engine gives an endpoint its network's ID at start), such as the orphan
+/// of a launch whose daemon stopped answering after create.
+fn unstarted_link(name: &str, endpoints: &[crate::engine::EndpointInfo]) -> bool {
+    let want = crate::link::link_name(name.trim_start_matches('/'));
+    endpoints
+        .iter()
+        .any(|e| e.network_name == want && e.network_id.is_empty())
+}
+
+/// The labels of sandbox `name` that its MAC covers ([`labels::verified`]),
+/// the MAC binding its link network's ID: the one its endpoint names, or,
+/// for a container never started ([`unstarted_link`]), that of a network
+/// of `links` named `<name>-link` whose own MAC verifies under `secret`
+/// (this user's odek made it for this sandbox).
+fn verified_sandbox(
+    secret: Option<&crate::secret::Secret>,
+    name: &str,
+    endpoints: &[crate::engine::EndpointInfo],
+    labels: &std::collections::BTreeMap<String, String>,
+    links: &[crate::engine::NetworkInfo],
+) -> std::result::Result<std::collections::BTreeMap<String, String>, labels::Unverified> {
+    let why = match labels::verified(secret, name, crate::link::link_of(name, endpoints), labels) {
+        Err(why) if unstarted_link(name, endpoints) => why,
+        other => return other,
+    };
+    let want = crate::link::link_name(name.trim_start_matches('/'));
+    links
+        .iter()
+        .filter(|n| n.name == want && labels::verified_network(secret, &n.name, &n.labels).is_ok())
+        .find_map(|n| labels::verified(secret, name, Some(&n.id), labels).ok())
+        .ok_or(why)
 }

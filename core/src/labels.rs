@@ -80,11 +80,25 @@ pub const OWNER_PIDNS: &str = "dev.odek.owner-pidns";
 pub const SIGNED: &str = "dev.odek.signed";
 /// HMAC-SHA256 (lowercase hex) under this user's launch key
 /// ([`crate::secret::Secret`], domain [`MAC_DOMAIN`]) over the container
-/// name, the [`SIGNED`] list and the value of each listed label, in that
-/// order.
+/// name, the full ID of the sandbox's link network (SPEC §4.4; empty for a
+/// sandbox without one), the [`SIGNED`] list and the value of each listed
+/// label, in that order. The link network is created right before the
+/// container and removed with it: a container that copies a sandbox's
+/// labels verifies only under the sandbox's own name and on that very
+/// network, which it cannot have while the sandbox lives.
 pub const MAC: &str = "dev.odek.mac";
-/// Domain of [`MAC`].
-pub const MAC_DOMAIN: &str = "odek.sandbox/1";
+/// Domain of [`MAC`]. Version 2 binds the link network's ID; a container
+/// marked under version 1 (an earlier release, without that binding)
+/// verifies no more ([`Unverified::Earlier`]).
+pub const MAC_DOMAIN: &str = "odek.sandbox/2";
+/// Domain of the MAC of an earlier release (name, list, values): only
+/// recognised, to say why such a container is not trusted.
+const EARLIER_MAC_DOMAIN: &str = "odek.sandbox/1";
+/// Domain of the MAC on a link network's labels (SPEC §4.4): the same
+/// labels [`SIGNED`] and [`MAC`], over the network's name, the list and
+/// the values. Another domain than a container's, so that a sandbox named
+/// like a network cannot lend its labels to one.
+pub const LINK_MAC_DOMAIN: &str = "odek.link/1";
 /// On a container odek creates only to read an image's files, never
 /// started (`account`: the sandbox account's `/etc/passwd`, SPEC §6.1
 /// "user"); owned like an ephemeral sandbox so gc reaps one left behind.
@@ -98,8 +112,25 @@ pub const POOL: &str = "dev.odek.pool";
 pub(crate) const PREFIX: &str = "dev.odek.";
 
 /// Marks `labels` of the container `name` as made by this user's odek:
-/// adds [`SIGNED`] (every `dev.odek.*` key present) and [`MAC`].
-pub fn sign(secret: &Secret, name: &str, labels: &mut BTreeMap<String, String>) {
+/// adds [`SIGNED`] (every `dev.odek.*` key present) and [`MAC`], bound to
+/// `link`, the full ID of the sandbox's link network (`None` for a sandbox
+/// without one, an image probe).
+pub fn sign(
+    secret: &Secret,
+    name: &str,
+    link: Option<&str>,
+    labels: &mut BTreeMap<String, String>,
+) {
+    sign_in(secret, MAC_DOMAIN, &[name, link.unwrap_or("")], labels);
+}
+
+/// Marks the labels of the link network `name` (SPEC §4.4) as made by this
+/// user's odek, as [`sign`] a container's (domain [`LINK_MAC_DOMAIN`]).
+pub fn sign_network(secret: &Secret, name: &str, labels: &mut BTreeMap<String, String>) {
+    sign_in(secret, LINK_MAC_DOMAIN, &[name], labels);
+}
+
+fn sign_in(secret: &Secret, domain: &str, head: &[&str], labels: &mut BTreeMap<String, String>) {
     labels.remove(MAC);
     labels.remove(SIGNED);
     let keys: Vec<String> = labels
@@ -108,9 +139,10 @@ pub fn sign(secret: &Secret, name: &str, labels: &mut BTreeMap<String, String>) 
         .cloned()
         .collect();
     let signed = keys.join(",");
-    let mut parts: Vec<&[u8]> = vec![name.as_bytes(), signed.as_bytes()];
+    let mut parts: Vec<&[u8]> = head.iter().map(|h| h.as_bytes()).collect();
+    parts.push(signed.as_bytes());
     parts.extend(keys.iter().map(|k| labels[k].as_bytes()));
-    let mac = secret.mac(MAC_DOMAIN, &parts);
+    let mac = secret.mac(domain, &parts);
     labels.insert(SIGNED.into(), signed);
     labels.insert(MAC.into(), mac);
 }
@@ -122,8 +154,13 @@ pub enum Unverified {
     NoKey,
     /// The container carries no [`MAC`] (or no [`SIGNED`]) label.
     NoMac,
-    /// The MAC does not match (another key, or a label changed).
+    /// The MAC does not match (another key, a label changed, or it is not
+    /// on the link network it was made on).
     BadMac,
+    /// The MAC is this key's, made by an earlier release whose MAC does
+    /// not bind the sandbox's link network: a copy of its labels would
+    /// verify as well, so it is not trusted either.
+    Earlier,
 }
 
 impl Unverified {
@@ -131,10 +168,15 @@ impl Unverified {
     /// "was not created by this user's odek (no valid dev.odek.mac for
     /// /home/u/.odek/launch.key)".
     pub(crate) fn reason(self, odek_home: &Path) -> String {
+        if self == Unverified::Earlier {
+            return format!(
+                "was made by an earlier odek release, whose {MAC} does not bind the sandbox's own network, so a copy of its labels could pass for it; it is not trusted: remove it with `docker rm -f` and launch a new one"
+            );
+        }
         let why = match self {
             Unverified::NoKey => ", which does not exist",
             Unverified::NoMac => "; it carries none",
-            Unverified::BadMac => "; its MAC was made with another key or its labels were changed",
+            _ => "; its MAC was made with another key, its labels were changed, or it is not on the network it was made on",
         };
         format!(
             "was not created by this user's odek (no valid {MAC} for {}{why})",
@@ -144,10 +186,40 @@ impl Unverified {
 }
 
 /// The labels [`MAC`] covers, when it verifies under `secret` for the
-/// container `name`; only these may decide anything.
+/// container `name` on the link network `link` (its full ID, as
+/// `crate::link::link_of` finds it; `None` when the container is on none); only these
+/// may decide anything.
 pub fn verified(
     secret: Option<&Secret>,
     name: &str,
+    link: Option<&str>,
+    labels: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, Unverified> {
+    let name = name.trim_start_matches('/');
+    match verified_in(secret, MAC_DOMAIN, &[name, link.unwrap_or("")], labels) {
+        Err(Unverified::BadMac)
+            if verified_in(secret, EARLIER_MAC_DOMAIN, &[name], labels).is_ok() =>
+        {
+            Err(Unverified::Earlier)
+        }
+        other => other,
+    }
+}
+
+/// The labels a link network's MAC ([`sign_network`]) covers, when it
+/// verifies under `secret` for the network `name`.
+pub fn verified_network(
+    secret: Option<&Secret>,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, Unverified> {
+    verified_in(secret, LINK_MAC_DOMAIN, &[name], labels)
+}
+
+fn verified_in(
+    secret: Option<&Secret>,
+    domain: &str,
+    head: &[&str],
     labels: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>, Unverified> {
     let (Some(mac), Some(signed)) = (labels.get(MAC), labels.get(SIGNED)) else {
@@ -160,13 +232,14 @@ pub fn verified(
         signed.split(',').collect()
     };
     let mut covered = BTreeMap::new();
-    let mut parts: Vec<&[u8]> = vec![name.as_bytes(), signed.as_bytes()];
+    let mut parts: Vec<&[u8]> = head.iter().map(|h| h.as_bytes()).collect();
+    parts.push(signed.as_bytes());
     for k in &keys {
         let v = labels.get(*k).ok_or(Unverified::BadMac)?;
         parts.push(v.as_bytes());
         covered.insert(k.to_string(), v.clone());
     }
-    if secret.verify(MAC_DOMAIN, &parts, mac) {
+    if secret.verify(domain, &parts, mac) {
         Ok(covered)
     } else {
         Err(Unverified::BadMac)
@@ -412,6 +485,8 @@ mod tests {
         }
     }
 
+    const NET: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+
     fn recorded() -> BTreeMap<String, String> {
         Owner {
             pid: 4242,
@@ -464,44 +539,82 @@ mod tests {
         let mut l = recorded();
         l.insert(SANDBOX.into(), "true".into());
         l.insert("com.example".into(), "not covered".into());
-        sign(&key, "odek-1", &mut l);
-        let ok = verified(Some(&key), "odek-1", &l).expect("verifies");
+        sign(&key, "odek-1", Some(NET), &mut l);
+        let ok = verified(Some(&key), "odek-1", Some(NET), &l).expect("verifies");
         assert!(ok.contains_key(OWNER_PID) && !ok.contains_key("com.example"));
         assert!(!ok.contains_key(MAC));
         // An image's own dev.odek.* label added later is not covered, and
         // does not break the MAC.
         let mut with_image_label = l.clone();
         with_image_label.insert("dev.odek.test".into(), "true".into());
-        let ok = verified(Some(&key), "odek-1", &with_image_label).expect("verifies");
+        let ok = verified(Some(&key), "odek-1", Some(NET), &with_image_label).expect("verifies");
         assert!(!ok.contains_key("dev.odek.test"));
         assert_eq!(
-            verified(Some(&other), "odek-1", &l),
+            verified(Some(&other), "odek-1", Some(NET), &l),
             Err(Unverified::BadMac),
             "another home's key"
         );
-        assert_eq!(verified(None, "odek-1", &l), Err(Unverified::NoKey));
         assert_eq!(
-            verified(Some(&key), "odek-2", &l),
+            verified(None, "odek-1", Some(NET), &l),
+            Err(Unverified::NoKey)
+        );
+        assert_eq!(
+            verified(Some(&key), "odek-2", Some(NET), &l),
             Err(Unverified::BadMac),
             "renamed"
         );
         let mut changed = l.clone();
         changed.insert(OWNER_PID.into(), "1".into());
         assert_eq!(
-            verified(Some(&key), "odek-1", &changed),
+            verified(Some(&key), "odek-1", Some(NET), &changed),
             Err(Unverified::BadMac)
         );
         let mut dropped = l.clone();
         dropped.remove(OWNER_START);
         assert_eq!(
-            verified(Some(&key), "odek-1", &dropped),
+            verified(Some(&key), "odek-1", Some(NET), &dropped),
             Err(Unverified::BadMac)
         );
         let mut unsigned = l.clone();
         unsigned.remove(MAC);
         assert_eq!(
-            verified(Some(&key), "odek-1", &unsigned),
+            verified(Some(&key), "odek-1", Some(NET), &unsigned),
             Err(Unverified::NoMac)
+        );
+        // The same labels elsewhere: on no link network, or another one.
+        assert_eq!(
+            verified(Some(&key), "odek-1", None, &l),
+            Err(Unverified::BadMac),
+            "off its link network"
+        );
+        assert_eq!(
+            verified(Some(&key), "odek-1", Some(&NET.replace('1', "2")), &l),
+            Err(Unverified::BadMac),
+            "on another network"
+        );
+        // An earlier release's MAC (no link bound): recognised, not trusted.
+        let mut earlier = recorded();
+        earlier.insert(SANDBOX.into(), "true".into());
+        sign_in(&key, EARLIER_MAC_DOMAIN, &["odek-1"], &mut earlier);
+        assert_eq!(
+            verified(Some(&key), "odek-1", None, &earlier),
+            Err(Unverified::Earlier)
+        );
+        assert!(Unverified::Earlier
+            .reason(d.path())
+            .contains("earlier odek release"));
+        // A link network's labels verify as a network's only.
+        let mut net = BTreeMap::from([(LINK.to_string(), "odek-1".to_string())]);
+        sign_network(&key, "odek-1-link", &mut net);
+        assert!(verified_network(Some(&key), "odek-1-link", &net).is_ok());
+        assert_eq!(
+            verified_network(Some(&key), "odek-2-link", &net),
+            Err(Unverified::BadMac)
+        );
+        assert_eq!(
+            verified(Some(&key), "odek-1-link", None, &net),
+            Err(Unverified::BadMac),
+            "a network's labels are no container's"
         );
         let msg = Unverified::BadMac.reason(d.path());
         assert!(msg.contains("launch.key") && msg.contains(MAC), "{msg}");

@@ -160,6 +160,13 @@ struct Attempt<'a> {
     launch_id: &'a str,
     /// The sandbox's own networks (SPEC §4.4), when it reaches networks.
     link: Option<&'a crate::link::Own>,
+    /// The upstream DNS servers the container is created with (SPEC §4.6):
+    /// the container must show exactly these.
+    dns: &'a [String],
+    /// The egress proxy's URL (SPEC §4.5), in egress mode: the one
+    /// container besides the sandbox's services that belongs on its link
+    /// network.
+    proxy: Option<&'a str>,
 }
 
 /// How one attempt of a launch ended, short of a refusal.
@@ -294,12 +301,57 @@ pub fn container_spec(
         binds,
         memory_bytes: plan.memory_bytes,
         nano_cpus: plan.cpus.as_ref().map(|c| c.nano),
+        runtime: plan.runtime.clone(),
         // SPEC §6.1 owner lifetime: every sandbox's idle process reads an
         // open stdin; an owned one's closes with its owner's attachment,
         // and the engine then removes it.
         open_stdin: true,
         stdin_once: !opts.detached,
         auto_remove: !opts.detached,
+        // Set at launch from the link network (SPEC §4.6).
+        dns: Vec::new(),
+        readonly_rootfs: false,
+    }
+}
+
+/// The plan's runtime asked of the engine again before anything is pulled
+/// or created (SPEC §6.1 "runtime"): a plan crosses the C ABI as JSON and a
+/// child's comes from its parent's label, and the daemon may have been
+/// reconfigured since resolve. A plan without one needs no call.
+async fn check_runtime(engine: &dyn DockerApi, plan: &Plan) -> Result<()> {
+    let Some(asked) = &plan.runtime else {
+        return Ok(());
+    };
+    let endpoint = engine.endpoint().to_string();
+    let origin = plan
+        .sources
+        .get(crate::config::names::sandbox_runtime)
+        .map_or_else(|| "plan".to_string(), |s| s.to_string());
+    match engine.security().await {
+        // gVisor since resolve (or a plan resolved elsewhere): refused
+        // before create, as resolve refuses it.
+        Ok(s) if s.gvisor.contains(asked) => Err(Error::Rejected {
+            fix: None,
+            step: Step::Create,
+            message: format!(
+                "{} is gVisor on the engine at {}, so nothing was created: {}",
+                crate::text::quote(asked),
+                crate::text::shown(&endpoint),
+                crate::engine::GVISOR_UNSUPPORTED
+            ),
+            removal: None,
+        }),
+        Ok(s) if s.runtimes.contains(asked) => Ok(()),
+        Ok(s) => {
+            Err(crate::resolve::runtime_refusal(&origin, asked, &endpoint, Some(&s), None).into())
+        }
+        Err(e) if e.is_unreachable() => Err(Error::engine(&endpoint, Step::Ping, e)),
+        Err(e) => {
+            Err(
+                crate::resolve::runtime_refusal(&origin, asked, &endpoint, None, Some(&e.message))
+                    .into(),
+            )
+        }
     }
 }
 
@@ -434,6 +486,7 @@ impl Client {
         let engine = self.engine()?.clone();
         let endpoint = engine.endpoint().to_string();
         recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
+        check_runtime(engine.as_ref(), plan).await?;
         let progress = |line: &str| reporter.progress(line);
         let ensured = image::ensure(engine.as_ref(), &plan.image, &plan.odek_home, &progress).await;
         let image = match ensured {
@@ -486,16 +539,16 @@ impl Client {
         // labelled with the container's owner (so an orphan is known as
         // one). Link networks of sandboxes that are gone (their owner was
         // killed) go first.
+        let owner: BTreeMap<String, String> = spec
+            .labels
+            .iter()
+            .filter(|(k, _)| k.starts_with("dev.odek.owner-"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let link = if crate::link::uses_link(plan) {
-            crate::link::collect(engine.as_ref()).await;
-            let owner: BTreeMap<String, String> = spec
-                .labels
-                .iter()
-                .filter(|(k, _)| k.starts_with("dev.odek.owner-"))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+            crate::link::collect(engine.as_ref(), Some(&secret), false).await;
             Some(
-                crate::link::create(engine.as_ref(), plan, &name, &owner)
+                crate::link::create(engine.as_ref(), plan, &name, &owner, &secret)
                     .await
                     .map_err(|e| Error::engine(&endpoint, Step::Connect, e))?,
             )
@@ -504,6 +557,68 @@ impl Client {
         };
         if let (Some(own), NetworkMode::None) = (&link, plan.network_mode) {
             spec.network_mode = own.link.clone();
+        }
+        // SPEC §4.6 (CVE-2024-29018): a sandbox with no route out on an
+        // engine that may forward its lookups to the host's resolver gets
+        // an upstream DNS server inside its own link network that nobody
+        // answers. Without one (a link network with no IPv4 subnet to
+        // spare) it goes on, and says it may forward.
+        if let (Some(own), Some(crate::dns::DnsForwarding::ClosedByOdek)) =
+            (&link, plan.dns_forwarding)
+        {
+            match crate::dns::sink_of(engine.as_ref(), &own.link).await {
+                Ok(Some(addr)) => spec.dns = vec![addr.to_string()],
+                Ok(None) => {
+                    let w = Warning::new(
+                        WarningKind::DnsForwarding,
+                        "the sandbox's own network has no IPv4 address to spare for odek's DNS upstream: the engine may forward its DNS lookups to the host's resolver (CVE-2024-29018), so data can leave through DNS although no route leads out".to_string(),
+                    );
+                    reporter.warning(&w);
+                    warnings.push(w);
+                }
+                Err(e) => {
+                    crate::link::release(engine.as_ref(), &name, Some(&own.link)).await;
+                    return Err(Error::engine(&endpoint, Step::Connect, e));
+                }
+            }
+        }
+        // SPEC §4.5: in egress mode the proxy starts (and proves its
+        // policy) before the sandbox exists; the sandbox's proxy variables
+        // name it, and NO_PROXY the attached services, reached directly.
+        let proxy = match (&plan.egress, &link) {
+            (Some(egress), Some(own)) => {
+                let mut labels = owner.clone();
+                labels.insert(labels::LAUNCH.to_string(), launch_id.clone());
+                if opts.detached {
+                    labels.insert(labels::DETACHED.to_string(), "true".to_string());
+                }
+                let started = crate::egress::start(
+                    engine.as_ref(),
+                    &crate::egress::StartSpec {
+                        plan,
+                        egress,
+                        sandbox: &name,
+                        link: &own.link,
+                        labels,
+                        detached: opts.detached,
+                    },
+                )
+                .await;
+                match started {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        crate::link::release(engine.as_ref(), &name, Some(&own.link)).await;
+                        return Err(e);
+                    }
+                }
+            }
+            _ => None,
+        };
+        let proxy_url = proxy.as_ref().map(crate::egress::Proxy::url);
+        if let Some(p) = &proxy {
+            let services = crate::egress::service_names(engine.as_ref(), plan).await;
+            spec.env
+                .extend(crate::egress::env(&plan.env, &p.url(), &services));
         }
         // odek's supervisor as the sandbox's process, when this host has
         // one and the sandbox can use it; otherwise the exec API's path,
@@ -536,6 +651,8 @@ impl Client {
                 name: &name,
                 launch_id: &launch_id,
                 link: link.as_ref(),
+                dns: &spec.dns,
+                proxy: proxy_url.as_deref(),
             };
             match self
                 .create_and_start(
@@ -564,6 +681,16 @@ impl Client {
             if let Some(own) = &link {
                 crate::link::release(engine.as_ref(), &name, Some(&own.link)).await;
             }
+        }
+        let mut launched = launched;
+        if let (Ok(sandbox), Some(p)) = (&mut launched, proxy) {
+            if let Some(a) = sandbox.applied.as_mut() {
+                a.egress_proxy = Some(p.url());
+            }
+            if let Some(hold) = p.hold {
+                sandbox.owner = std::mem::take(&mut sandbox.owner).with_proxy(hold);
+            }
+            tracing::debug!(sandbox = %sandbox.name, proxy = %p.id, "egress proxy ready");
         }
         launched
     }
@@ -596,7 +723,9 @@ impl Client {
         if let Some(s) = supervision {
             s.apply(&mut spec);
         }
-        labels::sign(secret, &name, &mut spec.labels);
+        // SPEC §4.4: bound to its link network, made just before it.
+        let link_id = attempt.link.map(|own| own.link.as_str());
+        labels::sign(secret, &name, link_id, &mut spec.labels);
         if let Some(p) = &opts.progress {
             p.set(Stage::Creating);
         }
@@ -751,6 +880,8 @@ impl Client {
             plan,
             image_id,
             link,
+            dns,
+            proxy,
             ..
         } = *attempt;
         let endpoint = engine.endpoint().to_string();
@@ -795,7 +926,7 @@ impl Client {
         }
         let connects = async {
             let Some(own) = link else {
-                return Ok::<(), Error>(());
+                return Ok::<Vec<Warning>, Error>(Vec::new());
             };
             if plan.network_mode == NetworkMode::Bridge {
                 engine
@@ -809,14 +940,29 @@ impl Client {
                     .await
                     .map_err(|e| Error::engine(&endpoint, Step::Connect, e))?;
             }
-            // SPEC §4.4: the planned networks' containers join the link.
-            crate::link::join(engine, plan, &own.link)
+            // SPEC §4.4: the planned networks' containers join the link,
+            // once whoever else is on it or on odek-out is disconnected.
+            let watch = crate::link::Watch {
+                me: id,
+                name: attempt.name,
+                link: &own.link,
+                out: own.out.as_deref(),
+                odek_home: &plan.odek_home,
+                proxy,
+                egress: plan.egress.is_some(),
+            };
+            let (_, intruders) = crate::link::join(engine, plan, &watch, &self.checked)
                 .await
                 .map_err(|mut e| {
                     e.message = format!("connecting the networks' containers: {}", e.message);
                     Error::engine(&endpoint, Step::Connect, e)
                 })?;
-            Ok(())
+            Ok::<Vec<Warning>, Error>(
+                intruders
+                    .iter()
+                    .map(|i| Warning::new(WarningKind::ForeignMember, i.note(attempt.name)))
+                    .collect(),
+            )
         };
         // The idle process is looked for while the networks are connected:
         // the container's start can succeed while the idle process cannot
@@ -854,7 +1000,8 @@ impl Client {
                     .map_err(|e| Error::engine(&endpoint, Step::Verify, e)),
             }
         };
-        let ((), (idle, session)) = tokio::try_join!(connects, idle)?;
+        let (intruders, (idle, session)) = tokio::try_join!(connects, idle)?;
+        warnings.extend(intruders);
         let info = engine
             .inspect_container(id)
             .await
@@ -873,15 +1020,32 @@ impl Client {
                 removal: None,
             });
         };
-        let applied =
-            verify(plan, &info, image_id, &engine.endpoint().address).map_err(|message| {
-                Error::Rejected {
-                    fix: None,
-                    step: Step::Verify,
-                    message,
-                    removal: None,
-                }
-            })?;
+        let applied = verify(plan, &info, image_id, engine.endpoint()).map_err(|message| {
+            Error::Rejected {
+                fix: None,
+                step: Step::Verify,
+                message,
+                removal: None,
+            }
+        })?;
+        // SPEC §4.6: the engine kept the upstream odek set, or the sandbox
+        // would claim a closed path it does not have.
+        if info.dns != dns {
+            return Err(Error::Rejected {
+                fix: None,
+                step: Step::Verify,
+                message: format!(
+                    "verification failed: HostConfig.Dns is [{}], odek set [{}] (the DNS upstream that keeps a sandbox with no route out from forwarding lookups to the host's resolver, CVE-2024-29018)",
+                    crate::text::shown(info.dns.join(",")),
+                    dns.join(",")
+                ),
+                removal: None,
+            });
+        }
+        // Before the idle process's verdict: under gVisor the engine's
+        // process list names host processes, and the message would blame
+        // the image.
+        refuse_gvisor(id, info.pid)?;
         let problem = match idle {
             Idle::Running => None,
             Idle::Stopped => Some("the container stopped right after start".to_string()),
@@ -951,13 +1115,8 @@ impl Client {
         let Some(info) = info.filter(|i| i.running) else {
             return Err(refuse("the ready sandbox is no longer running".into()));
         };
-        let now = verify(
-            &sandbox.plan,
-            &info,
-            &applied.image_id,
-            &engine.endpoint().address,
-        )
-        .map_err(refuse)?;
+        let now =
+            verify(&sandbox.plan, &info, &applied.image_id, engine.endpoint()).map_err(refuse)?;
         if &now != applied {
             return Err(refuse(
                 "the ready sandbox shows other settings than when it was launched".into(),
@@ -965,8 +1124,86 @@ impl Client {
         }
         verify_mounts(engine.as_ref(), &sandbox.plan, id, info.pid)?;
         verify_seccomp(id, info.pid)?;
+        // SPEC §6.5: nothing was done in it since its launch.
+        untouched(engine.as_ref(), id, &info, supervised)
+            .await
+            .map_err(|e| match e {
+                Untouched::Engine(e) => Error::engine(&endpoint, Step::Verify, e),
+                Untouched::Changed(why) => refuse(format!(
+                    "the ready sandbox was changed from outside since its launch ({why})"
+                )),
+            })?;
         Ok(())
     }
+}
+
+/// Why [`untouched`] refused a ready sandbox.
+enum Untouched {
+    /// An engine call failed.
+    Engine(crate::engine::EngineError),
+    /// What was found, one phrase.
+    Changed(String),
+}
+
+/// SPEC §6.5: a warm pool's ready sandbox `id` (inspected as `info`) as a
+/// fresh one is — nothing running in it since its launch but what a fresh
+/// one runs (a `docker exec` by someone with Docker access): no exec
+/// running (`ExecIDs`) and no process but docker-init and its child
+/// (odek's supervisor's keeper and server when `supervised`, else the idle
+/// process), from one `top` call. Its filesystem is not diffed: a diff
+/// cannot see what is under the tmpfs mounts (`/tmp`, `HOME`) or the
+/// workspace, where such a writer would put it, and `GET
+/// /containers/{id}/changes` walks the whole image on storage drivers
+/// without a native diff (fuse-overlayfs: 3 s on a loaded 2-core machine,
+/// longer than a fresh launch). Docker access is root-equivalent on a
+/// local engine (docs/SECURITY.md, "Known gaps").
+async fn untouched(
+    engine: &dyn DockerApi,
+    id: &str,
+    info: &crate::engine::ContainerInfo,
+    supervised: bool,
+) -> std::result::Result<(), Untouched> {
+    if !info.exec_ids.is_empty() {
+        return Err(Untouched::Changed(format!(
+            "{} exec instance(s) running in it",
+            info.exec_ids.len()
+        )));
+    }
+    let processes = engine
+        .container_processes(id)
+        .await
+        .map_err(Untouched::Engine)?;
+    const INIT: &str = "/sbin/docker-init -- ";
+    let child = processes
+        .iter()
+        .find_map(|p| p.strip_prefix(INIT))
+        .unwrap_or_default()
+        .to_string();
+    let children = processes.iter().filter(|p| **p == child).count();
+    let strangers: Vec<&String> = processes
+        .iter()
+        .filter(|p| !p.starts_with(INIT) && **p != child)
+        .collect();
+    let want = if supervised { 2 } else { 1 };
+    if child.is_empty() || !strangers.is_empty() || children != want || processes.len() != want + 1
+    {
+        let shown: Vec<String> = strangers
+            .iter()
+            .take(3)
+            .map(|p| crate::text::quote(p))
+            .collect();
+        return Err(Untouched::Changed(format!(
+            "{} processes where a fresh one has {}{}",
+            processes.len(),
+            want + 1,
+            if shown.is_empty() {
+                String::new()
+            } else {
+                format!(", among them {}", shown.join(", "))
+            }
+        )));
+    }
+    Ok(())
 }
 
 /// Confirms from the kernel that container `id`'s init process (`pid`)
@@ -978,6 +1215,9 @@ impl Client {
 /// visible process whose status cannot be read is a warning.
 fn verify_seccomp(id: &str, pid: Option<i64>) -> Result<Option<Warning>> {
     use crate::hardening::seccomp::{kernel_filter, KernelFilter};
+    // gVisor's Sentry runs under a filter of its own: `Seccomp: 2` there
+    // says nothing of odek's profile.
+    refuse_gvisor(id, pid)?;
     let Ok(proc_dir) = crate::mounts::container_proc(id, pid) else {
         return Ok(None);
     };
@@ -998,6 +1238,32 @@ fn verify_seccomp(id: &str, pid: Option<i64>) -> Result<Option<Warning>> {
             ),
         ))),
     }
+}
+
+/// Refuses at verify a container whose process on the host (`pid`,
+/// `State.Pid`, once [`crate::mounts::container_proc`] places it in the
+/// container's cgroup) is gVisor's Sentry: its `/proc/<pid>/cmdline`
+/// starts with `runsc-sandbox`. The backstop of resolve's refusal, for a
+/// gVisor registered under another file name. A process not visible here
+/// is left to [`verify_mounts`]'s warning.
+fn refuse_gvisor(id: &str, pid: Option<i64>) -> Result<()> {
+    let Ok(proc_dir) = crate::mounts::container_proc(id, pid) else {
+        return Ok(());
+    };
+    let cmdline = std::fs::read(proc_dir.join("cmdline")).unwrap_or_default();
+    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+    if argv0 == b"runsc-sandbox" || argv0.ends_with(b"/runsc-sandbox") {
+        return Err(Error::Rejected {
+            fix: None,
+            step: Step::Verify,
+            message: format!(
+                "the container runs under gVisor (its process on the host is runsc-sandbox): {}",
+                crate::engine::GVISOR_UNSUPPORTED
+            ),
+            removal: None,
+        });
+    }
+    Ok(())
 }
 
 /// Reads back what the kernel mounted at `/workspace` and each volume target

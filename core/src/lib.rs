@@ -21,6 +21,8 @@ mod claims;
 pub(crate) mod client;
 pub mod config;
 pub mod describe;
+pub mod dns;
+pub mod egress;
 pub mod engine;
 pub mod error;
 pub mod exec;

@@ -56,6 +56,11 @@ pub struct NarrowRequest {
     /// Must equal the parent's image reference when given.
     #[serde(default)]
     pub image: Option<String>,
+    /// Must name the parent's OCI runtime when given (the one it asked
+    /// for, or the engine's default when it asked for none): a sub-agent
+    /// keeps its parent's runtime.
+    #[serde(default)]
+    pub runtime: Option<String>,
 }
 
 impl NarrowRequest {
@@ -72,6 +77,7 @@ impl NarrowRequest {
         "cpus",
         "readonly",
         "image",
+        "runtime",
     ];
 
     /// Checks the request before it is applied, as every surface gets it
@@ -93,6 +99,7 @@ impl NarrowRequest {
             ("memory", self.memory.as_ref().is_some_and(blank)),
             ("cpus", self.cpus.as_ref().is_some_and(blank)),
             ("image", self.image.as_ref().is_some_and(blank)),
+            ("runtime", self.runtime.as_ref().is_some_and(blank)),
         ];
         match empty.iter().find(|(_, e)| *e) {
             Some((member, _)) => Err(crate::error::RequestError(format!(
@@ -171,6 +178,7 @@ impl NarrowRequest {
             cpus: text(names::sandbox_cpus),
             readonly,
             image: text(names::sandbox_image),
+            runtime: text(names::sandbox_runtime),
         };
         req.check()?;
         Ok(req)
@@ -238,6 +246,25 @@ pub fn narrow(parent: &Plan, req: &NarrowRequest) -> Result<Plan, NarrowError> {
                 "the image stays the parent's ({}), not {}",
                 parent.image.reference,
                 crate::text::quote(image)
+            ));
+        }
+    }
+
+    // The runtime stays the parent's: the one it asked for, or (when it
+    // asked for none) the engine's default it was resolved with.
+    if let Some(runtime) = &req.runtime {
+        let parents = parent
+            .runtime
+            .as_ref()
+            .or(parent.engine_default_runtime.as_ref());
+        if parents != Some(runtime) {
+            return refuse(format!(
+                "the OCI runtime stays the parent's ({}), not {}",
+                parents.map_or_else(
+                    || "the engine's default".to_string(),
+                    |r| crate::text::display_name(r)
+                ),
+                crate::text::quote(runtime)
             ));
         }
     }
@@ -353,7 +380,11 @@ pub fn narrow(parent: &Plan, req: &NarrowRequest) -> Result<Plan, NarrowError> {
     }
 
     child.network_summary = NetworkSummary::of(child.network_mode, child.networks.len());
-    child.internet = network::internet_reachable(child.network_mode, &child.networks);
+    // A child of a parent in egress mode keeps it (SPEC §4.5): its only
+    // way out is its own proxy, with the parent's allowlist.
+    child.internet =
+        child.egress.is_none() && network::internet_reachable(child.network_mode, &child.networks);
+    child.dns_forwarding = child.planned_dns_forwarding();
     child.warnings = network::warnings(child.network_mode, &child.networks);
     Ok(child)
 }
@@ -500,6 +531,8 @@ mod tests {
             bridge_network_id: Some("d".repeat(64)),
             network_summary: NetworkSummary::BridgeAttached,
             internet: true,
+            dns_forwarding: None,
+            egress: None,
             networks,
             pids_limit: 1000,
             readonly: false,
@@ -511,6 +544,8 @@ mod tests {
             user: None,
             user_choice: None,
             account: None,
+            runtime: None,
+            engine_default_runtime: None,
             env: Vec::new(),
             volumes: Vec::new(),
             masks: Vec::new(),
@@ -821,5 +856,35 @@ mod tests {
         };
         assert_eq!(ok(&p, img(&p.image.reference.original)).image, p.image);
         no(&p, img("odek-test/base:1"), "the image stays the parent's");
+
+        // The runtime: the parent's is accepted (and kept), any other
+        // refused; a parent on the engine's default keeps that one.
+        let rt = |r: &str| NarrowRequest {
+            runtime: Some(r.into()),
+            ..Default::default()
+        };
+        let mut gv = parent();
+        gv.runtime = Some("runsc".into());
+        gv.engine_default_runtime = Some("runc".into());
+        assert_eq!(ok(&gv, rt("runsc")).runtime.as_deref(), Some("runsc"));
+        assert_eq!(ok(&gv, pids(1)).runtime.as_deref(), Some("runsc"));
+        no(
+            &gv,
+            rt("runc"),
+            "the OCI runtime stays the parent's (runsc)",
+        );
+        let mut dflt = parent();
+        dflt.engine_default_runtime = Some("runc".into());
+        assert_eq!(ok(&dflt, rt("runc")).runtime, None);
+        no(
+            &dflt,
+            rt("runsc"),
+            "the OCI runtime stays the parent's (runc)",
+        );
+        no(
+            &p,
+            rt("runc"),
+            "the OCI runtime stays the parent's (the engine's default)",
+        );
     }
 }

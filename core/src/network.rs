@@ -600,3 +600,30 @@ impl AcceptedNetworks {
             .insert(name.to_string(), id.to_string());
     }
 }
+
+/// The link-network endpoints (by `EndpointID`, new at every connect)
+/// whose aliases a process has checked: an endpoint keeps its aliases for
+/// its life, so each is inspected once per process (`crate::link`'s
+/// member check, SPEC §4.4).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Checked(std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>);
+
+impl Checked {
+    pub(crate) fn has(&self, endpoint: &str) -> bool {
+        !endpoint.is_empty()
+            && self
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(endpoint)
+    }
+
+    pub(crate) fn add(&self, endpoint: &str) {
+        if !endpoint.is_empty() {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(endpoint.to_string());
+        }
+    }
+}

@@ -38,6 +38,41 @@ pub enum Isolation {
     Off,
 }
 
+/// Egress mode as resolved (SPEC §4.5): the allowlist, and the network
+/// through which the proxy reaches out, by full ID, with its subnets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressPlan {
+    /// The allowlist's rules as odek writes them back (`pypi.org`,
+    /// `x.test:8443`); empty: no way out at all.
+    pub allow: Vec<String>,
+    /// The egress network's name (`bridge`: the engine's default bridge).
+    pub network: String,
+    /// Its full ID.
+    pub network_id: String,
+    /// Its subnets (`a.b.c.d/n`): the addresses there stand for the
+    /// outside and pass the proxy's address check.
+    pub subnets: Vec<String>,
+    /// Its gateways, refused even inside its subnets (the host).
+    pub gateways: Vec<String>,
+}
+
+impl EgressPlan {
+    /// The policy the proxy applies.
+    pub fn policy(&self) -> odek_egress::policy::Policy {
+        let rules = odek_egress::policy::parse_rules(&self.allow).unwrap_or_default();
+        odek_egress::policy::Policy::new(rules, self.subnets.clone(), self.gateways.clone())
+    }
+
+    /// The allowlist for the startup line and views: `a,b` or `-` (none).
+    pub fn allow_shown(&self) -> String {
+        if self.allow.is_empty() {
+            "-".into()
+        } else {
+            crate::text::shown(self.allow.join(","))
+        }
+    }
+}
+
 /// The resolved configuration: everything launch needs, with sources.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Plan {
@@ -76,8 +111,21 @@ pub struct Plan {
     pub bridge_network_id: Option<String>,
     /// SPEC §4.2 summary.
     pub network_summary: NetworkSummary,
-    /// Whether the internet is reachable (SPEC §4.2).
+    /// Whether the internet is reachable (SPEC §4.2); false in egress
+    /// mode, whose only way out is the proxy ([`Plan::egress`]).
     pub internet: bool,
+    /// For a sandbox with no route out that asks the engine's embedded
+    /// resolver: whether the engine refuses to forward its lookups to the
+    /// host's resolver or odek closes that path (SPEC §4.6,
+    /// CVE-2024-29018); `None` with a route out, without any network, and
+    /// in plans of earlier releases.
+    #[serde(default)]
+    pub dns_forwarding: Option<crate::dns::DnsForwarding>,
+    /// Egress mode (SPEC §4.5): the allowlist and the network through
+    /// which the proxy reaches out; `None` when `sandbox_egress` is unset
+    /// (and in plans of earlier releases).
+    #[serde(default)]
+    pub egress: Option<EgressPlan>,
     /// `--pids-limit`.
     pub pids_limit: i64,
     /// `/workspace` read-only.
@@ -98,6 +146,16 @@ pub struct Plan {
     /// empty tmpfs `HOME`, `HOME`/`USER`/`LOGNAME`), SPEC §6.1 "user".
     #[serde(default)]
     pub account: Option<crate::account::Account>,
+    /// The OCI runtime asked for (`sandbox_runtime`, sent as
+    /// `HostConfig.Runtime`), one the engine reported at resolve; `None`:
+    /// the engine's default runtime.
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// The engine's default runtime (`DefaultRuntime`) when resolve asked
+    /// the engine (for views: what a plan without [`Plan::runtime`] gets);
+    /// `None` when it did not ask or the engine did not say.
+    #[serde(default)]
+    pub engine_default_runtime: Option<String>,
     /// Container environment. Values are user data: do not log them.
     pub env: Vec<EnvVar>,
     /// Bind mounts besides `/workspace`.
@@ -134,6 +192,31 @@ impl Plan {
             Some(u) => crate::text::shown(u),
             None => "image".into(),
         }
+    }
+
+    /// True when a sandbox of this plan asks the engine's embedded resolver
+    /// and has no route out (SPEC §4.6): attached networks only, none of
+    /// them leading out.
+    pub fn no_route_with_resolver(&self) -> bool {
+        crate::dns::no_route_with_resolver(
+            self.internet,
+            self.network_mode,
+            // Egress mode puts the sandbox on its internal link network
+            // even without attached networks (SPEC §4.5): it asks the
+            // embedded resolver all the same.
+            !self.networks.is_empty() || self.egress.is_some(),
+        )
+    }
+
+    /// The engine's release as resolve saw it (`20.10.24`), when it answered.
+    pub(crate) fn engine_release(&self) -> Option<&str> {
+        self.engine.as_ref().map(|e| e.server_version.as_str())
+    }
+
+    /// What a sandbox of this plan will have of the engine's DNS forwarding
+    /// (SPEC §4.6, [`crate::dns::planned`]).
+    pub fn planned_dns_forwarding(&self) -> Option<crate::dns::DnsForwarding> {
+        crate::dns::planned(self.no_route_with_resolver(), self.engine_release())
     }
 
     /// The key of the warm pool this plan claims from

@@ -81,7 +81,11 @@ impl Client {
         plan.endpoint = Some(engine.endpoint().to_string());
         let (owner, not_yours) = engine.endpoint().ownership();
         plan.endpoint_owner = owner;
-        if let Some(w) = not_yours {
+        for w in not_yours
+            .into_iter()
+            .chain(engine.endpoint().transport_warning())
+            .chain(engine.endpoint().remote_workspace_warning(&plan.workdir))
+        {
             reporter.warning(&w);
             plan.warnings.push(w);
         }
@@ -107,25 +111,32 @@ impl Client {
                 return Err(err);
             }
         }
-        // Whose user the sandbox runs as (SPEC §6.1 "user"): the engine's
-        // isolation is asked while the networks are looked up.
+        // Whose user the sandbox runs as (SPEC §6.1 "user"), whether the
+        // engine has the runtime asked for and whether it (or the default)
+        // is gVisor (SPEC §6.1 "runtime"), and the engine's ID an approval
+        // binds (SPEC §7.3): `/info`, asked while the networks are looked
+        // up, on every resolve.
         let defaulted = settings.user.is_none();
+        let asks_runtime = settings.runtime.is_some();
         let (networks, security) = tokio::join!(
             network::resolve(
                 engine.as_ref(),
                 settings.networks.as_ref(),
                 settings.compose_project.as_ref(),
             ),
-            async {
-                match defaulted {
-                    true => Some(engine.security().await),
-                    false => None,
-                }
-            }
+            async { Some(engine.security().await) }
         );
         let networks = networks?;
+        let mut engine_id = None;
         if let Some(security) = security {
             let security = match security {
+                // A runtime was asked for and the engine will not say which
+                // it has: refused, as an unknown one is.
+                Err(e) if asks_runtime && !e.is_unreachable() => {
+                    return Err(
+                        unknown_runtime(&settings, engine.as_ref(), None, Some(&e.message)).into(),
+                    )
+                }
                 Ok(s) => s,
                 // A daemon that answers but will not say (a socket proxy
                 // that forbids /info): the sandbox runs as the operator's
@@ -135,10 +146,15 @@ impl Client {
                     if e.kind == crate::engine::EngineErrorKind::Rejected
                         || e.kind == crate::engine::EngineErrorKind::NotFound =>
                 {
+                    let user = if defaulted {
+                        "it did not say whether it runs rootless: the sandbox runs as your uid:gid; on a rootless engine set sandbox_user to root; "
+                    } else {
+                        ""
+                    };
                     let w = Warning::new(
                         WarningKind::Other,
                         format!(
-                            "the engine did not say whether it runs rootless ({}): the sandbox runs as your uid:gid; on a rootless engine set sandbox_user to root",
+                            "the engine did not answer /info ({}): {user}odek cannot tell whether its default runtime is gVisor before create (the check after start still refuses one it sees), and an approval binds its address instead of its ID",
                             e.message
                         ),
                     );
@@ -148,24 +164,61 @@ impl Client {
                 }
                 Err(e) => return Err(Error::engine(&engine.endpoint().to_string(), Step::Ping, e)),
             };
-            let (euid, egid) = crate::ownership::operator_ids();
-            let (user, account, choice) = crate::account::default_user(
-                engine.endpoint().is_local(),
-                security.rootless,
-                euid,
-                egid,
-            );
-            if security.userns && user.is_some() {
-                let w = Warning::new(
-                    WarningKind::Other,
-                    "the engine remaps user namespaces (userns-remap): the sandbox's uids are other uids on the host, so it may not be able to write /workspace; set sandbox_user to the uid the remapping gives your user".to_string(),
-                );
-                reporter.warning(&w);
-                plan.warnings.push(w);
+            plan.engine_default_runtime = security.default_runtime.clone();
+            engine_id = security.id.clone();
+            if let Some(r) = &settings.runtime {
+                if !security.runtimes.contains(&r.value) {
+                    return Err(
+                        unknown_runtime(&settings, engine.as_ref(), Some(&security), None).into(),
+                    );
+                }
             }
-            plan.user = user;
-            plan.account = account;
-            plan.user_choice = Some(choice);
+            // gVisor, asked for or the engine's default: refused before
+            // anything is created (SPEC §6.1 "runtime").
+            let effective = settings
+                .runtime
+                .as_ref()
+                .map(|r| r.value.clone())
+                .or_else(|| security.default_runtime.clone());
+            if let Some(r) = effective.filter(|r| security.gvisor.contains(r)) {
+                let origin = settings
+                    .runtime
+                    .as_ref()
+                    .map(|r| r.source.to_string())
+                    .unwrap_or_else(|| "the engine's DefaultRuntime".into());
+                return Err(ConfigError::InvalidValue {
+                    origin,
+                    key: names::sandbox_runtime.into(),
+                    reason: format!(
+                        "{} is gVisor (registered with a path to runsc) on the engine at {}, so nothing was created: {}",
+                        crate::text::quote(&r),
+                        crate::text::shown(engine.endpoint().to_string()),
+                        crate::engine::GVISOR_UNSUPPORTED
+                    ),
+                }
+                .into());
+            }
+            // The operator named no user: the default of SPEC §6.1 "user".
+            if defaulted {
+                let (euid, egid) = crate::ownership::operator_ids();
+                let (user, account, choice) = crate::account::default_user(
+                    engine.endpoint().is_local(),
+                    security.rootless,
+                    euid,
+                    egid,
+                );
+                if security.userns && user.is_some() {
+                    let w = Warning::new(
+                        WarningKind::Other,
+                        "the engine remaps user namespaces (userns-remap): the sandbox's uids are other uids on the host, so it may not be able to write /workspace; set sandbox_user to the uid the remapping gives your user".to_string(),
+                    );
+                    reporter.warning(&w);
+                    plan.warnings.push(w);
+                }
+                plan.user = user;
+                plan.account = account;
+                plan.user_choice = Some(choice);
+            }
         }
         let mode = settings.network.value;
         if mode == config::NetworkMode::Bridge {
@@ -174,6 +227,13 @@ impl Client {
         plan.network_summary = NetworkSummary::of(mode, networks.len());
         plan.internet = network::internet_reachable(mode, &networks);
         for w in network::warnings(mode, &networks) {
+            // In egress mode the sandbox reaches no attached network's
+            // route out: its only network is its internal link network
+            // (SPEC §4.5), so "can reach the internet" would be false.
+            if settings.egress.is_some() && w.kind == crate::WarningKind::AttachedNetworkNotInternal
+            {
+                continue;
+            }
             reporter.warning(&w);
             plan.warnings.push(w);
         }
@@ -182,8 +242,88 @@ impl Client {
             plan.warnings.push(w);
         }
         plan.networks = networks;
-        plan.approval = crate::approve::request(&settings, &plan)?;
+        // SPEC §4.5: egress mode's only way out is the proxy.
+        if let Some(allow) = &settings.egress {
+            plan.egress = Some(
+                crate::egress::resolve(engine.as_ref(), allow, settings.egress_network.as_ref())
+                    .await?,
+            );
+            plan.internet = false;
+        }
+        plan.dns_forwarding = plan.planned_dns_forwarding();
+        let binding = engine.endpoint().approval_binding(engine_id.as_deref());
+        plan.approval = crate::approve::request(&settings, &plan, &binding)?;
         Ok(plan)
+    }
+}
+
+/// The refusal of a `sandbox_runtime` the engine does not have (SPEC §6.1
+/// "runtime"), before anything is created: class config, naming the
+/// runtimes the engine has (`security`, when it said), the engine's own
+/// words when it would not say (`why`), and how a runtime is registered.
+pub(crate) fn unknown_runtime(
+    settings: &Settings,
+    engine: &dyn DockerApi,
+    security: Option<&crate::engine::EngineSecurity>,
+    why: Option<&str>,
+) -> ConfigError {
+    let asked = settings
+        .runtime
+        .as_ref()
+        .map(|r| r.value.as_str())
+        .unwrap_or_default();
+    let origin = settings
+        .runtime
+        .as_ref()
+        .map(|r| r.source.to_string())
+        .unwrap_or_else(|| "plan".into());
+    runtime_refusal(
+        &origin,
+        asked,
+        &engine.endpoint().to_string(),
+        security,
+        why,
+    )
+}
+
+/// [`unknown_runtime`]'s message for `asked` from `origin`, on the engine at
+/// `endpoint`.
+pub(crate) fn runtime_refusal(
+    origin: &str,
+    asked: &str,
+    endpoint: &str,
+    security: Option<&crate::engine::EngineSecurity>,
+    why: Option<&str>,
+) -> ConfigError {
+    let has = match security {
+        Some(s) if !s.runtimes.is_empty() => {
+            let names: Vec<String> = s
+                .runtimes
+                .iter()
+                .map(|r| {
+                    let shown = crate::text::display_name(r);
+                    match &s.default_runtime {
+                        Some(d) if d == r => format!("{shown} (default)"),
+                        _ => shown,
+                    }
+                })
+                .collect();
+            format!("it has {}", names.join(", "))
+        }
+        Some(_) => "it reports no runtimes".to_string(),
+        None => format!(
+            "it would not say which it has ({})",
+            crate::text::shown(why.unwrap_or("no answer"))
+        ),
+    };
+    ConfigError::InvalidValue {
+        origin: origin.to_string(),
+        key: names::sandbox_runtime.into(),
+        reason: format!(
+            "{} is not a runtime the engine at {} has registered ({has}), so nothing was created; choose one of those, or register it with the engine: add it under \"runtimes\" in the daemon's /etc/docker/daemon.json (e.g. \"crun\": {{\"path\": \"/usr/bin/crun\"}}) and restart or reload the daemon",
+            crate::text::quote(asked),
+            crate::text::shown(endpoint),
+        ),
     }
 }
 
@@ -334,6 +474,8 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
         bridge_network_id: None,
         network_summary: NetworkSummary::of(s.network.value, 0),
         internet: s.network.value == config::NetworkMode::Bridge,
+        dns_forwarding: None,
+        egress: None,
         pids_limit: s.pids_limit.value,
         readonly: s.readonly.value,
         memory_bytes: Some(s.memory.value),
@@ -347,6 +489,8 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
             .user
             .as_ref()
             .and_then(|u| crate::account::Account::for_user(&u.value)),
+        runtime: s.runtime.as_ref().map(|r| r.value.clone()),
+        engine_default_runtime: None,
         env: s.env.as_ref().map(|e| e.value.clone()).unwrap_or_default(),
         volumes: s
             .volumes

@@ -30,6 +30,12 @@ pub struct Applied {
     pub tmp_options: String,
     /// Image ID.
     pub image_id: String,
+    /// The OCI runtime the engine runs the container with
+    /// (`HostConfig.Runtime`: `sandbox_runtime`, else the engine's
+    /// default). Empty when the engine does not say, and in sandboxes of
+    /// earlier releases.
+    #[serde(default)]
+    pub runtime: String,
     /// The daemon that created the container, as `DOCKER_HOST` would name
     /// it (`unix:///var/run/docker.sock`, `tcp://host:port`; SPEC §6.2,
     /// §6.4). Empty in sandboxes of earlier releases.
@@ -48,6 +54,17 @@ pub struct Applied {
     /// `None` otherwise.
     #[serde(default)]
     pub out_network: Option<String>,
+    /// For a sandbox with no route out that asks the engine's embedded
+    /// resolver: whether its DNS lookups can reach the host's resolver
+    /// (SPEC §4.6, CVE-2024-29018), from the container's `HostConfig.Dns`
+    /// and the engine's release. `None` otherwise, and in sandboxes of
+    /// earlier releases.
+    #[serde(default)]
+    pub dns_forwarding: Option<crate::dns::DnsForwarding>,
+    /// The egress proxy's URL (`http://<address>:3128`), in egress mode
+    /// (SPEC §4.5); `None` otherwise.
+    #[serde(default)]
+    pub egress_proxy: Option<String>,
 }
 
 /// A launched sandbox — or the host, in fallback or off mode.
@@ -95,15 +112,32 @@ pub(crate) enum Owned {
     Stdin(#[allow(dead_code)] crate::engine::StdinHold),
     /// The supervisor's owner session.
     Session(crate::supervisor::Session),
+    /// The sandbox's own link, and the attachment to its egress proxy's
+    /// stdin (SPEC §4.5), which goes with it.
+    WithProxy(Arc<Owned>, #[allow(dead_code)] crate::engine::StdinHold),
 }
 
 impl OwnerLink {
     /// The supervisor session this link carries, when the sandbox has one
     /// and the session is alive.
     pub fn session(&self) -> Option<&crate::supervisor::Session> {
-        match self.0.as_deref() {
+        let mut owned = self.0.as_deref();
+        while let Some(Owned::WithProxy(inner, _)) = owned {
+            owned = Some(inner);
+        }
+        match owned {
             Some(Owned::Session(s)) if s.is_alive() => Some(s),
             _ => None,
+        }
+    }
+
+    /// This link with the owner's attachment to the sandbox's egress
+    /// proxy added (SPEC §4.5): both close with the last holder.
+    pub(crate) fn with_proxy(self, hold: crate::engine::StdinHold) -> OwnerLink {
+        match self.0 {
+            Some(inner) => OwnerLink(Some(Arc::new(Owned::WithProxy(inner, hold)))),
+            // A detached sandbox's proxy has no owner either.
+            None => OwnerLink(None),
         }
     }
 
@@ -165,8 +199,17 @@ impl Sandbox {
                             .unwrap_or_else(|| format!("<unnamed {}>", &n.id[..12.min(n.id.len())]))
                     })
                     .collect();
+                let egress = match (&self.plan.egress, &a.egress_proxy) {
+                    (Some(e), Some(p)) => format!(
+                        " egress={} egress-proxy={}",
+                        e.allow_shown(),
+                        crate::text::shown(p)
+                    ),
+                    (Some(e), None) => format!(" egress={}", e.allow_shown()),
+                    _ => String::new(),
+                };
                 format!(
-                    "odek: sandbox network={} pids={} image={} networks={} user={} endpoint={} supervisor={}",
+                    "odek: sandbox network={} pids={} image={} networks={} user={} endpoint={} runtime={} supervisor={}{}{egress}",
                     a.network_summary,
                     a.pids_limit,
                     crate::text::shown(self.plan.image.reference.to_string()),
@@ -181,9 +224,18 @@ impl Sandbox {
                     } else {
                         crate::text::shown(&a.endpoint)
                     },
+                    if a.runtime.is_empty() {
+                        "-".to_string()
+                    } else {
+                        crate::text::display_name(&a.runtime)
+                    },
                     self.supervisor
                         .as_ref()
-                        .map_or_else(|| "-".to_string(), |s| s.shown())
+                        .map_or_else(|| "-".to_string(), |s| s.shown()),
+                    // SPEC §4.6, §6.4: only for a sandbox with no route out.
+                    a.dns_forwarding
+                        .map(|d| format!(" dns={}", d.word()))
+                        .unwrap_or_default()
                 )
             }
             (Isolation::Fallback(f), _) => format!(

@@ -708,6 +708,33 @@ pub fn candidates() -> Vec<std::path::PathBuf> {
     }
 }
 
+/// The first of `looked` that exists (as a link too), or why there is
+/// none, naming the places, README's "Installing" and `env`: how odek
+/// finds its own static binaries (`name`: this one, the egress proxy's)
+/// when `env` does not name one. `place` says where to install it.
+pub(crate) fn first_installed(
+    looked: &[std::path::PathBuf],
+    name: &str,
+    env: &str,
+    place: &str,
+) -> Result<std::path::PathBuf, String> {
+    looked
+        .iter()
+        .find(|p| p.symlink_metadata().is_ok())
+        .cloned()
+        .ok_or_else(|| {
+            let shown: Vec<String> = looked.iter().map(crate::text::shown).collect();
+            format!(
+                "no {name} installed (looked for {}; install the static one {place} as README's \"Installing\" shows, or name one with {env})",
+                if shown.is_empty() {
+                    "odek's own directory, which is unknown".to_string()
+                } else {
+                    shown.join(" and ")
+                }
+            )
+        })
+}
+
 /// The supervisor binary on this host (docs/CONFIG.md, `ODEK_SUPERVISOR`):
 /// [`SUPERVISOR_ENV`] when set and not empty; set but empty turns the
 /// supervisor off; unset, the first of [`candidates`] that exists.
@@ -719,24 +746,7 @@ pub fn host_binary() -> Result<std::path::PathBuf, String> {
     match std::env::var_os(SUPERVISOR_ENV) {
         Some(v) if v.is_empty() => Err(format!("turned off by {SUPERVISOR_ENV}=")),
         Some(v) => Ok(std::path::PathBuf::from(v)),
-        None => {
-            let looked = candidates();
-            looked
-                .iter()
-                .find(|p| p.symlink_metadata().is_ok())
-                .cloned()
-                .ok_or_else(|| {
-                    let shown: Vec<String> = looked.iter().map(crate::text::shown).collect();
-                    format!(
-                        "no {BINARY_NAME} installed (looked for {}; install the static one there as README's \"Installing\" shows, or name one with {SUPERVISOR_ENV})",
-                        if shown.is_empty() {
-                            "odek's own directory, which is unknown".to_string()
-                        } else {
-                            shown.join(" and ")
-                        }
-                    )
-                })
-        }
+        None => first_installed(&candidates(), BINARY_NAME, SUPERVISOR_ENV, "there"),
     }
 }
 
@@ -937,10 +947,7 @@ fn usable(
         engine.endpoint().address,
         crate::engine::Address::Unix { .. }
     ) {
-        return Err(
-            "the engine is not reached by a local Unix socket, so it cannot mount this host's binary"
-                .into(),
-        );
+        return Err(NOT_LOCAL.into());
     }
     let Some((uid, gid)) = command_ids(plan) else {
         return Err(format!(
@@ -993,7 +1000,7 @@ const MAX_BINARY: u64 = 16 << 20;
 
 /// `path`'s bytes, read through one descriptor (a regular file of at most
 /// [`MAX_BINARY`]).
-fn read_binary(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_binary(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let f = std::fs::File::open(path)?;
     let meta = f.metadata()?;
@@ -1012,12 +1019,23 @@ fn read_binary(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
 /// place) unless that copy exists with the same content; returns its
 /// directory.
 fn private_copy(bytes: &[u8], home: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    private_copy_as(bytes, home, "supervisor", BINARY_NAME)
+}
+
+/// [`private_copy`] of another binary: `<home>/<kind>/<sha256
+/// prefix>/<name>` (the egress proxy's, [`crate::egress`]).
+pub(crate) fn private_copy_as(
+    bytes: &[u8],
+    home: &std::path::Path,
+    kind: &str,
+    name: &str,
+) -> std::io::Result<std::path::PathBuf> {
     use sha2::Digest;
     use std::os::unix::fs::PermissionsExt;
     let digest = hex::encode(sha2::Sha256::digest(bytes));
-    let root = home.join("supervisor");
+    let root = home.join(kind);
     let dir = root.join(&digest[..32]);
-    let file = dir.join("odek-supervisor");
+    let file = dir.join(name);
     if let Ok(existing) = read_binary(&file) {
         if existing == bytes {
             return Ok(dir);
@@ -1025,10 +1043,10 @@ fn private_copy(bytes: &[u8], home: &std::path::Path) -> std::io::Result<std::pa
     }
     std::fs::create_dir_all(&root)?;
     let tmp = tempfile::Builder::new()
-        .prefix(".odek-supervisor-")
+        .prefix(&format!(".{name}-"))
         .tempdir_in(&root)?;
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))?;
-    let staged = tmp.path().join("odek-supervisor");
+    let staged = tmp.path().join(name);
     std::fs::write(&staged, bytes)?;
     std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o755))?;
     let _ = std::fs::remove_dir_all(&dir);
@@ -1063,9 +1081,38 @@ pub fn is_static_elf(bytes: &[u8]) -> bool {
     })
 }
 
+/// Why a sandbox on an engine not reached by a local Unix socket has no
+/// supervisor (a remote engine cannot mount this host's binary).
+pub(crate) const NOT_LOCAL: &str =
+    "the engine is not reached by a local Unix socket, so it cannot mount this host's binary";
+
+/// What gets a sandbox whose supervisor is off (`why`) one: on a remote
+/// engine nothing can, so the advice names a local engine; otherwise
+/// the binary's path through [`SUPERVISOR_ENV`] and a new sandbox.
+pub(crate) fn how_to_get_one(why: &str) -> String {
+    if why == NOT_LOCAL {
+        "On a remote engine the supervisor is never there: use a local engine (a Unix socket) for this".to_string()
+    } else {
+        format!(
+            "Set {SUPERVISOR_ENV}=<path of the static odek-supervisor binary> and launch a new sandbox"
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_way_to_a_supervisor_is_never_an_env_var_on_a_remote_engine() {
+        assert!(how_to_get_one(NOT_LOCAL).contains("use a local engine"));
+        assert!(!how_to_get_one(NOT_LOCAL).contains(SUPERVISOR_ENV));
+        let local = how_to_get_one("turned off by ODEK_SUPERVISOR=");
+        assert!(
+            local.starts_with(&format!("Set {SUPERVISOR_ENV}=")),
+            "{local}"
+        );
+    }
 
     #[test]
     fn a_dynamic_executable_is_not_static() {

@@ -77,13 +77,14 @@ pub(crate) fn not_running(plan: &Plan, exit: Option<&(i64, String)>) -> String {
 
 /// Checks the container against the plan (SPEC §6.1): exactly the planned
 /// networks, pids limit, init, `/tmp` options, image ID, limits, masks.
-/// Returns what was applied (through `endpoint`, the daemon's address), or
-/// what differs.
+/// Returns what was applied (through `endpoint`, named by its address and,
+/// for TCP, how it is secured: `tcp://h:2376 (tls, verified)`, SPEC §6.2.1),
+/// or what differs.
 pub(crate) fn verify(
     plan: &Plan,
     info: &ContainerInfo,
     image_id: &str,
-    endpoint: &crate::engine::Address,
+    endpoint: &crate::engine::Endpoint,
 ) -> std::result::Result<Applied, String> {
     if !info.running {
         // Nothing else is worth checking (a stopped container shows no
@@ -94,7 +95,7 @@ pub(crate) fn verify(
     // SPEC §4.4: a sandbox that reaches networks is on its own link
     // network only (one of an earlier release on the networks themselves).
     let link_name = crate::labels::link_name(info.name.trim_start_matches('/'));
-    let link = (!plan.networks.is_empty())
+    let link = crate::link::uses_link(plan)
         .then(|| {
             info.endpoints
                 .iter()
@@ -112,7 +113,7 @@ pub(crate) fn verify(
             let mut v = vec![id.clone()];
             // Its way out, when the plan reaches the internet without the
             // default bridge.
-            if plan.internet && plan.network_mode == NetworkMode::None {
+            if plan.internet && plan.egress.is_none() && plan.network_mode == NetworkMode::None {
                 v.push(out.clone().unwrap_or_else(|| format!("(no {out_name})")));
             }
             v
@@ -217,6 +218,18 @@ pub(crate) fn verify(
     {
         problems.push("no-new-privileges is not set".into());
     }
+    // SPEC §6.1 "runtime": the runtime asked for is the one the engine
+    // runs the container with (a container made by hand, or a daemon whose
+    // runtime of that name changed, is refused).
+    if let Some(r) = &plan.runtime {
+        if info.runtime != *r {
+            problems.push(format!(
+                "the runtime is {}, requested {}",
+                crate::text::quote(&info.runtime),
+                crate::text::quote(r)
+            ));
+        }
+    }
     problems.extend(crate::hardening::problems(plan, info));
     if !problems.is_empty() {
         return Err(format!("verification failed: {}", problems.join("; ")));
@@ -239,8 +252,18 @@ pub(crate) fn verify(
         init: true,
         tmp_options: tmp,
         image_id: info.image_id.clone(),
-        endpoint: endpoint.to_string(),
+        runtime: info.runtime.clone(),
+        endpoint: match endpoint.security() {
+            Some(how) => format!("{} ({how})", endpoint.address),
+            None => endpoint.address.to_string(),
+        },
         link_network: link,
         out_network: out,
+        dns_forwarding: crate::dns::applied(
+            plan.no_route_with_resolver(),
+            plan.engine_release(),
+            &info.dns,
+        ),
+        egress_proxy: None,
     })
 }

@@ -87,6 +87,10 @@ pub struct ConfigView {
     pub network: NetworkSummary,
     /// Internet reachable.
     pub internet: bool,
+    /// With no route out: whether the engine's DNS forwarding to the
+    /// host's resolver is closed, and by whom (SPEC §4.6, CVE-2024-29018).
+    #[serde(default)]
+    pub dns_forwarding: Option<crate::dns::DnsForwarding>,
     /// Attached networks.
     pub networks: Vec<NetworkView>,
     /// PIDs limit.
@@ -109,6 +113,13 @@ pub struct ConfigView {
     /// the tmpfs `HOME`).
     #[serde(default)]
     pub account: Option<crate::account::Account>,
+    /// The OCI runtime asked for (`sandbox_runtime`); `None`: the
+    /// engine's default, [`ConfigView::default_runtime`].
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// The engine's default runtime, when resolve asked the engine.
+    #[serde(default)]
+    pub default_runtime: Option<String>,
     /// `/workspace` read-only.
     pub readonly: bool,
     /// Working directory.
@@ -131,6 +142,27 @@ pub struct ConfigView {
     /// supervisor"); `None` without a container or an engine.
     #[serde(default)]
     pub supervisor: Option<crate::supervisor::SupervisorState>,
+    /// Egress mode (SPEC §4.5): the allowlist and the network the proxy
+    /// reaches out through; `None` when `sandbox_egress` is unset.
+    #[serde(default)]
+    pub egress: Option<EgressView>,
+}
+
+/// Egress mode in the config view (SPEC §4.5, §10.4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressView {
+    /// The hosts the proxy lets through; empty: none.
+    pub allow: Vec<String>,
+    /// The egress network's name (`bridge`: the default bridge).
+    pub network: String,
+    /// Its full ID.
+    pub network_id: String,
+    /// Its subnets (addresses there pass the proxy's address check).
+    pub subnets: Vec<String>,
+    /// The proxy binary odek would mount, by SHA-256 (the proxy runs from
+    /// the sandbox's own image; the binary is what identifies it), or why
+    /// there is none (then a launch is refused).
+    pub proxy: String,
 }
 
 impl Client {
@@ -197,6 +229,14 @@ impl Client {
             network_mode: plan.network_mode.to_string(),
             network: plan.network_summary,
             internet: plan.internet,
+            dns_forwarding: plan.dns_forwarding,
+            egress: plan.egress.as_ref().map(|e| EgressView {
+                allow: e.allow.clone(),
+                network: e.network.clone(),
+                network_id: e.network_id.clone(),
+                subnets: e.subnets.clone(),
+                proxy: crate::egress::binary_identity(),
+            }),
             networks: plan
                 .networks
                 .iter()
@@ -215,6 +255,8 @@ impl Client {
             user: plan.user.clone(),
             user_choice: plan.user_choice,
             account: plan.account.clone(),
+            runtime: plan.runtime.clone(),
+            default_runtime: plan.engine_default_runtime.clone(),
             readonly: plan.readonly,
             workdir: plan.workdir.display().to_string(),
             env_keys: plan.env.iter().map(|e| e.key.clone()).collect(),
@@ -326,14 +368,54 @@ impl ConfigView {
         );
         line(
             "internet",
-            if self.internet {
-                "reachable"
-            } else {
-                "not reachable"
+            match (self.internet, self.dns_forwarding) {
+                (true, _) => "reachable",
+                (false, Some(crate::dns::DnsForwarding::MayForward)) => {
+                    "not reachable by route; DNS lookups may be forwarded by this engine (CVE-2024-29018)"
+                }
+                (false, _) => "not reachable",
             }
             .into(),
             "resolved".into(),
         );
+        if let Some(d) = self.dns_forwarding {
+            line(
+                "dns",
+                match d {
+                    crate::dns::DnsForwarding::ClosedByOdek => "lookups of outside names go nowhere: odek gives the sandbox an upstream DNS server nobody answers inside its own network (CVE-2024-29018)",
+                    crate::dns::DnsForwarding::EngineRefuses => "lookups of outside names go nowhere: this engine's release does not forward them from internal networks (CVE-2024-29018 fixed)",
+                    crate::dns::DnsForwarding::MayForward => "lookups of outside names MAY BE FORWARDED to the host's resolver by this engine (CVE-2024-29018)",
+                }
+                .into(),
+                "resolved".into(),
+            );
+        }
+        if let Some(e) = &self.egress {
+            line(
+                "egress",
+                if e.allow.is_empty() {
+                    "nothing (no way out)".to_string()
+                } else {
+                    e.allow.join(", ")
+                },
+                src(names::sandbox_egress),
+            );
+            line(
+                "  via",
+                format!(
+                    "{} {} ({})",
+                    crate::text::shown(&e.network),
+                    &e.network_id[..e.network_id.len().min(12)],
+                    e.subnets.join(", ")
+                ),
+                src(names::sandbox_egress_network),
+            );
+            line(
+                "  proxy",
+                crate::text::shown(&e.proxy),
+                "odek-egress".into(),
+            );
+        }
         for n in &self.networks {
             line(
                 "  attached",
@@ -392,6 +474,19 @@ impl ConfigView {
                 _ => src(names::sandbox_user),
             },
         );
+        if self.isolation == "container" {
+            line(
+                "runtime",
+                match (&self.runtime, &self.default_runtime) {
+                    (Some(r), _) => crate::text::display_name(r),
+                    (None, Some(d)) => {
+                        format!("{} (the engine's default)", crate::text::display_name(d))
+                    }
+                    (None, None) => "the engine's default".into(),
+                },
+                src(names::sandbox_runtime),
+            );
+        }
         line(
             "readonly",
             format!(

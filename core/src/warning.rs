@@ -35,10 +35,23 @@ pub enum WarningKind {
     /// effective uid or root, or lies where another user can replace it:
     /// that user's daemon receives the sandbox and its environment (SPEC §6.2).
     DockerSocketNotYours,
+    /// The Docker endpoint is plain TCP (no TLS) to a host that is not
+    /// loopback: the sandbox, its environment and the daemon's control are
+    /// open to the network between (SPEC §6.2.1).
+    PlainTcp,
     /// Sandboxes run without odek's supervisor (docs/SANDBOXING.md, "The
     /// supervisor"): commands go through the exec API, and the guarantees
     /// that need the supervisor do not hold. Said once per process.
     SupervisorOff,
+    /// A container connected from outside odek to `odek-out` (anything
+    /// but this user's sandboxes) or to the sandbox's link network (anything
+    /// but the sandbox and its attached networks' containers under their
+    /// aliases) was disconnected (SPEC §4.4).
+    ForeignMember,
+    /// A sandbox with no route out whose DNS lookups the engine may forward
+    /// to the host's resolver (CVE-2024-29018), odek unable to close the
+    /// path (SPEC §4.6).
+    DnsForwarding,
     /// Anything else worth telling.
     Other,
 }

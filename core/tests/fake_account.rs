@@ -43,6 +43,7 @@ async fn a_rootless_engine_runs_the_sandbox_as_root_which_is_the_operator() {
     s.fake.set_security(EngineSecurity {
         rootless: true,
         userns: false,
+        ..EngineSecurity::default()
     });
     let plan = s.resolve().await.expect("resolve");
     assert_eq!(plan.user.as_deref(), Some("0:0"));
@@ -56,6 +57,7 @@ async fn a_user_namespace_remapping_engine_is_warned_of() {
     s.fake.set_security(EngineSecurity {
         rootless: false,
         userns: true,
+        ..EngineSecurity::default()
     });
     let plan = s.resolve().await.expect("resolve");
     assert!(
@@ -73,10 +75,17 @@ async fn an_operator_user_is_not_second_guessed() {
     let plan = s.resolve().await.expect("resolve");
     assert_eq!(plan.user.as_deref(), Some("1000:1000"));
     assert_eq!(plan.user_choice, Some(UserChoice::Operator));
-    assert!(
-        s.fake.calls_of(Op::Info).is_empty(),
-        "no need to ask the engine"
-    );
+    // `/info` is asked once, for the runtime (gVisor) and the engine's ID,
+    // never for the user.
+    assert_eq!(s.fake.calls_of(Op::Info).len(), 1);
+    // Even a rootless engine does not change the operator's choice.
+    s.fake.set_security(EngineSecurity {
+        rootless: true,
+        ..EngineSecurity::default()
+    });
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.user.as_deref(), Some("1000:1000"));
+    assert_eq!(plan.user_choice, Some(UserChoice::Operator));
 }
 
 #[tokio::test]
@@ -444,9 +453,10 @@ async fn an_engine_that_will_not_say_whether_it_is_rootless_runs_the_operators_u
     let plan = s.resolve().await.expect("resolve");
     assert_eq!(plan.user_choice, Some(UserChoice::OperatorIds));
     assert!(
-        plan.warnings
-            .iter()
-            .any(|w| w.message.contains("did not say whether it runs rootless")),
+        plan.warnings.iter().any(
+            |w| w.message.contains("did not say whether it runs rootless")
+                && w.message.contains("did not answer /info")
+        ),
         "{:?}",
         plan.warnings
     );

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use odek_core::approval::{Decision, Store};
 use odek_core::config::{ConfigInputs, Layer};
-use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork, Op};
+use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork, Op, FAKE_ENGINE_ID};
 use odek_core::{Client, Error, FailureClass, LaunchOptions, Silent};
 
 struct World {
@@ -189,10 +189,10 @@ async fn a_network_joining_the_project_while_the_image_is_checked_refuses_the_la
 }
 
 #[tokio::test]
-async fn the_key_odek_builds_without_networks_is_the_legacy_layout() {
+async fn the_key_odek_builds_without_networks_is_the_legacy_layout_then_the_engine() {
     // SPEC §7.3's first vector, through resolve → request (not key_bytes
     // alone): the bytes are written out here by hand, as earlier releases
-    // hashed them, so a trust they stored stays valid.
+    // hashed them, then the engine's ID is bound after them.
     let w = world(
         r#"{"sandbox_image": "node:20-alpine", "sandbox_network": "bridge",
             "sandbox_env": {"NODE_ENV": "production", "API_TOKEN": "t"},
@@ -225,10 +225,105 @@ async fn the_key_odek_builds_without_networks_is_the_legacy_layout() {
     }
     use sha2::Digest;
     let legacy = hex::encode(sha2::Sha256::digest(&bytes));
+    bytes.push(0);
+    bytes.extend_from_slice(format!("engine:{FAKE_ENGINE_ID}").as_bytes());
+    let bound = hex::encode(sha2::Sha256::digest(&bytes));
+    assert_eq!(req.engine, format!("engine:{FAKE_ENGINE_ID}"));
     assert_eq!(
-        req.key, legacy,
-        "the key of a config without networks changed"
+        req.key, bound,
+        "the key is not the legacy layout followed by the engine"
     );
+    assert_ne!(req.key, legacy);
+    assert!(!req.trusted_before_engine_binding);
+}
+
+/// The project of `world(COMPOSE)` trusted on one engine asks again on
+/// another (network IDs are unique only per engine), and a trust stored by
+/// an earlier release (no engine in its key) asks once more, saying why.
+#[tokio::test]
+async fn an_approval_holds_on_the_engine_it_was_given_on_only() {
+    let w = world(COMPOSE);
+    // A trust as earlier releases stored it: the key without the engine.
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let req = plan.approval.clone().expect("approval needed");
+    let legacy = {
+        let ids: Vec<&str> = req.networks.iter().map(|n| n.id.as_str()).collect();
+        let dir = std::path::PathBuf::from(&req.project_dir);
+        let input = odek_core::approval::KeyInput {
+            project_dir: &dir,
+            image: req.image.as_deref(),
+            network: req.network.as_deref(),
+            env_keys: req.env.iter().map(|e| e.key.as_str()).collect(),
+            volumes: req.volumes.iter().map(String::as_str).collect(),
+            network_ids: ids,
+            runtime: req.runtime.as_deref(),
+            egress: None,
+            egress_network: None,
+            engine: None,
+        };
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(odek_core::approval::key_bytes(&input)))
+    };
+    let store = Store::new(w.home.path());
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(0o600)
+            .open(store.path())
+            .expect("store");
+        std::io::Write::write_all(&mut f, format!("{{\"{legacy}\": true}}").as_bytes())
+            .expect("write");
+    }
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let req = plan.approval.clone().expect("approval needed");
+    assert!(!req.trusted, "a trust without the engine still holds");
+    assert!(req.trusted_before_engine_binding);
+    assert_eq!(
+        req.asks_again_because(),
+        Some(odek_core::approval::ENGINE_NOW_BOUND)
+    );
+    assert!(
+        req.card.contains("bound approvals to the engine"),
+        "{}",
+        req.card
+    );
+    assert!(req.card.contains(FAKE_ENGINE_ID), "{}", req.card);
+    let err = w
+        .odek
+        .launch(&plan, &LaunchOptions::default(), &Silent)
+        .await
+        .expect_err("launched on a trust of another layout");
+    assert_eq!(err.class(), FailureClass::Config, "{err}");
+    assert_eq!(w.creates(), 0);
+    // Trusted now, on this engine: it holds here.
+    w.odek.approve(&plan, Decision::Trust).expect("trust");
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let here = plan.approval.clone().expect("approval needed");
+    assert!(here.trusted && !here.trusted_before_engine_binding);
+    // Another engine with networks of the same IDs: asked again.
+    w.fake.set_security(odek_core::engine::EngineSecurity {
+        id: Some("OTHR:ENGN:0000:0000:0000:0000:0000:0000:0000:0000:0000:0002".into()),
+        runtimes: vec!["runc".into()],
+        default_runtime: Some("runc".into()),
+        ..Default::default()
+    });
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let there = plan.approval.clone().expect("approval needed");
+    assert_ne!(there.key, here.key);
+    assert!(!there.trusted, "a trust of one engine holds on another");
+    assert!(there.engine.contains("OTHR:ENGN"), "{}", there.engine);
+    // An engine that reports no ID: its endpoint stands in.
+    w.fake.set_security(odek_core::engine::EngineSecurity {
+        runtimes: vec!["runc".into()],
+        ..Default::default()
+    });
+    let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
+    let no_id = plan.approval.clone().expect("approval needed");
+    assert!(no_id.engine.starts_with("endpoint:"), "{}", no_id.engine);
+    assert!(!no_id.trusted);
+    assert_eq!(w.creates(), 0);
 }
 
 #[tokio::test]

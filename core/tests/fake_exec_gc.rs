@@ -860,7 +860,7 @@ async fn stale(s: &Setup, name: &str, owner: BTreeMap<String, String>) -> String
     labels.insert(labels::SANDBOX.into(), "true".into());
     labels.insert(labels::CREATED.into(), "1".into());
     let key = odek_core::secret::Secret::load_or_create(&s.odek_home).expect("launch key");
-    labels::sign(&key, name, &mut labels);
+    labels::sign(&key, name, None, &mut labels);
     let spec = ContainerSpec {
         name: name.into(),
         image: IMAGE.into(),
@@ -882,9 +882,12 @@ async fn stale(s: &Setup, name: &str, owner: BTreeMap<String, String>) -> String
         binds: Vec::new(),
         memory_bytes: None,
         nano_cpus: None,
+        runtime: None,
         open_stdin: false,
         stdin_once: false,
         auto_remove: false,
+        dns: Vec::new(),
+        readonly_rootfs: false,
     };
     s.fake.create_container(&spec).await.expect("create").id
 }

@@ -71,7 +71,7 @@ async fn odek_marks_its_sandboxes_with_a_mac_under_the_users_key() {
     let key = Secret::load(&s.odek_home)
         .expect("usable key")
         .expect("created at launch");
-    let trusted = labels::verified(Some(&key), &sb.name, &spec.labels).expect("verifies");
+    let trusted = labels::verified(Some(&key), &sb.name, None, &spec.labels).expect("verifies");
     for k in [
         labels::SANDBOX,
         labels::PLAN,
@@ -105,7 +105,7 @@ async fn gc_never_removes_forged_sandboxes_whose_owner_looks_dead() {
     let other_home = tempfile::tempdir().expect("tempdir");
     let other = Secret::load_or_create(other_home.path()).expect("key");
     let mut theirs = claims.clone();
-    labels::sign(&other, "odek-forged-other", &mut theirs);
+    labels::sign(&other, "odek-forged-other", None, &mut theirs);
     let other_mac = forge(&s, &spec, "odek-forged-other", theirs).await;
     // A copy of this user's own MAC onto another container name.
     let copied = forge(&s, &spec, "odek-forged-copy", spec.labels.clone()).await;
@@ -114,6 +114,7 @@ async fn gc_never_removes_forged_sandboxes_whose_owner_looks_dead() {
     labels::sign(
         &Secret::load(&s.odek_home).expect("key").expect("key"),
         "odek-orphan",
+        None,
         &mut ours,
     );
     let orphan = forge(&s, &spec, "odek-orphan", ours).await;
@@ -164,6 +165,7 @@ async fn gc_with_another_users_home_leaves_this_users_orphans() {
     labels::sign(
         &Secret::load(&s.odek_home).expect("key").expect("key"),
         "odek-orphan",
+        None,
         &mut ours,
     );
     forge(&s, &spec, "odek-orphan", ours).await;

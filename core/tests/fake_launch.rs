@@ -87,7 +87,7 @@ async fn launch_applies_the_hardening_defaults() {
         sb.startup_line(),
         "odek: sandbox network=none pids=4096 image=odek-test/base:1 networks=-".to_string()
             + &default_user_field()
-            + " endpoint=unix:///fake/docker.sock supervisor=off (the in-memory test engine runs no supervisor)"
+            + " endpoint=unix:///fake/docker.sock runtime=runc supervisor=off (the in-memory test engine runs no supervisor)"
     );
 }
 
@@ -316,7 +316,7 @@ async fn attached_networks_put_the_sandbox_on_its_link_network_with_their_servic
         sb.startup_line(),
         "odek: sandbox network=attached pids=4096 image=odek-test/base:1 networks=shop_backend,shop_default".to_string()
             + &default_user_field()
-            + " endpoint=unix:///fake/docker.sock supervisor=off (the in-memory test engine runs no supervisor)"
+            + " endpoint=unix:///fake/docker.sock runtime=runc supervisor=off (the in-memory test engine runs no supervisor)"
     );
     assert!(
         sb.applied.as_ref().expect("applied").internet,

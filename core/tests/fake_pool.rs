@@ -472,3 +472,55 @@ async fn at_the_cap_the_least_recently_used_plan_makes_room() {
     pool.drain().await;
     assert!(s.fake.containers().is_empty());
 }
+
+#[tokio::test]
+async fn a_ready_sandbox_changed_from_outside_is_discarded_and_a_fresh_one_launched() {
+    use odek_core::engine::Op;
+    // An exec still running (`docker exec -d`), and a process an exec that
+    // has ended left behind (`docker exec … sh -c 'sleep 1000 &'`: no
+    // `ExecIDs` any more, only the process): either is found at the claim.
+    // (Files are not diffed: see `untouched` in launch.rs.)
+    type Touch = fn(&Setup, &str);
+    let touches: [(&str, Touch); 2] = [
+        ("an exec running", |s, id| {
+            s.fake.exec_from_outside(id, "sleep 1000")
+        }),
+        ("a process an ended exec left", |s, id| {
+            s.fake.exec_from_outside(id, "sleep 1000");
+            s.fake.update_container(id, |info| info.exec_ids.clear());
+        }),
+    ];
+    for (what, touch) in touches {
+        let s = Setup::new();
+        let plan = s.resolve().await.expect("resolve");
+        let pool = Pool::new(s.odek.clone(), 1);
+        pool.fill(&plan, None);
+        ready(&pool, &plan, 1).await;
+        let touched = s.fake.containers().pop().expect("the ready one");
+        touch(&s, &touched);
+        let claimed = pool
+            .claim(&plan, &LaunchOptions::default(), &s.reporter)
+            .await
+            .expect("claim");
+        let ClaimedFrom::Fresh { discarded } = &claimed.from else {
+            panic!("{what}: the changed sandbox was handed over");
+        };
+        assert!(
+            discarded.len() == 1 && discarded[0].contains("changed from outside"),
+            "{what}: {discarded:?}"
+        );
+        assert_ne!(
+            claimed.sandbox.container_id.as_deref(),
+            Some(touched.as_str())
+        );
+        assert!(
+            !s.fake.containers().contains(&touched),
+            "{what}: the changed sandbox was left"
+        );
+        assert!(
+            s.fake.calls_of(Op::Exec).is_empty(),
+            "{what}: something ran"
+        );
+        pool.drain().await;
+    }
+}

@@ -204,7 +204,7 @@ async fn a_named_docker_socket_another_user_owns_is_warned_of_in_the_plan_and_th
     let sb = s.launch(&plan).await.expect("launch");
     assert!(
         sb.startup_line()
-            .contains(&format!(" endpoint={uri} supervisor=")),
+            .contains(&format!(" endpoint={uri} runtime=runc supervisor=")),
         "{}",
         sb.startup_line()
     );
@@ -227,5 +227,56 @@ async fn a_named_docker_socket_another_user_owns_is_warned_of_in_the_plan_and_th
     assert_eq!(
         plan.endpoint_owner.map(|o| o.to_string()).as_deref(),
         Some("uid 0 (root)")
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Plain TCP to a remote engine (SPEC §6.2.1): used, with a loud warning in
+// the plan and on the reporter, and the startup line and the view say how
+// the endpoint is secured. The engine is the fake: nothing connects.
+
+#[tokio::test]
+async fn plain_tcp_to_a_remote_engine_is_warned_of_and_shown_as_plain() {
+    let endpoint =
+        odek_core::engine::Endpoint::named("tcp://10.0.0.5:2375", "docker_host").expect("valid");
+    let s = Setup::with_fake(shop_fake().with_endpoint(endpoint)).image(IMAGE);
+    let plan = s.resolve().await.expect("resolve: plain TCP is used");
+    let warned = s.reporter.of(odek_core::WarningKind::PlainTcp);
+    assert_eq!(warned.len(), 1, "{:?}", s.reporter.warnings());
+    assert!(
+        warned[0].message.starts_with(
+            "PLAIN TCP to a remote Docker daemon: tcp://10.0.0.5:2375 (plain TCP, not encrypted) is neither TLS nor loopback"
+        ),
+        "{}",
+        warned[0].message
+    );
+    assert_eq!(plan.warnings.iter().filter(|w| **w == warned[0]).count(), 1);
+    let view = s.odek.config_view(&plan).await;
+    assert!(
+        view.render_text().lines().any(|l| l.starts_with("endpoint")
+            && l.contains("tcp://10.0.0.5:2375 (plain TCP, not encrypted)")),
+        "{}",
+        view.render_text()
+    );
+    let sb = s.launch(&plan).await.expect("launch");
+    assert!(
+        sb.startup_line()
+            .contains(" endpoint=tcp://10.0.0.5:2375 (plain TCP, not encrypted) runtime="),
+        "{}",
+        sb.startup_line()
+    );
+    // Control: plain TCP on loopback is not warned of.
+    let local = Setup::with_fake(shop_fake().with_endpoint(
+        odek_core::engine::Endpoint::named("tcp://127.0.0.1:2375", "docker_host").expect("valid"),
+    ))
+    .image(IMAGE);
+    local.resolve().await.expect("resolve");
+    assert!(
+        local
+            .reporter
+            .of(odek_core::WarningKind::PlainTcp)
+            .is_empty(),
+        "{:?}",
+        local.reporter.warnings()
     );
 }

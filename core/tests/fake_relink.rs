@@ -46,6 +46,10 @@ fn compose_up(s: &Setup, project: &str) -> Vec<String> {
     for (name, svc, net) in SERVICES {
         let id = match s.fake.network_id(net) {
             Some(id) => id,
+            // As the project's Compose file says: shop_backend internal.
+            None if net == SHOP_BACKEND => s
+                .fake
+                .add_network(FakeNetwork::bridge(net).compose(project).internal()),
             None => s
                 .fake
                 .add_network(FakeNetwork::bridge(net).compose(project)),
@@ -151,6 +155,64 @@ async fn compose_down_and_up_with_a_sandbox_open_reaches_the_new_services() {
     }
 }
 
+/// While the project is down, a call says that its networks are gone (the
+/// project is down) and the command runs anyway (SPEC §4.4: a project may
+/// go down while a sandbox works); once it is up, nothing is said. A
+/// network with running services costs no extra call.
+#[tokio::test]
+async fn a_project_that_is_down_is_said_and_the_command_runs_anyway() {
+    let s = Setup::new().compose(PROJECT).services();
+    let sb = s.up().await.expect("launch");
+    let nets = s.fake.calls_of(Op::ListNetworks).len();
+    let r = s.odek.relink(&sb, &NoAsker).await.expect("relink");
+    assert!(r.down.is_empty(), "{r:?}");
+    assert_eq!(
+        s.fake.calls_of(Op::ListNetworks).len(),
+        nets,
+        "services running: no extra call"
+    );
+
+    compose_down(&s).await;
+    let r = s.odek.relink(&sb, &NoAsker).await.expect("relink");
+    let mut down: Vec<&str> = r.down.iter().map(|(n, _)| n.as_str()).collect();
+    down.sort_unstable();
+    let mut want = [SHOP_DEFAULT, SHOP_BACKEND];
+    want.sort_unstable();
+    assert_eq!(down, want, "{r:?}");
+    assert!(
+        r.down.iter().all(|(_, p)| p.as_deref() == Some(PROJECT)),
+        "{r:?}"
+    );
+    let notes = r.notes(&sb.name);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let note = &notes[0];
+    assert!(note.contains(&sb.name), "{note}");
+    assert!(
+        note.contains(SHOP_DEFAULT) && note.contains(SHOP_BACKEND),
+        "{note}"
+    );
+    assert!(
+        note.contains(&format!("Compose project {PROJECT} is down")),
+        "{note}"
+    );
+    assert!(note.contains("the command runs anyway"), "{note}");
+    // The command runs (its own relink says the same and refuses nothing).
+    let out = s
+        .odek
+        .exec(&sb, &true_cmd(), &ExecOptions::default(), &|_, _| {})
+        .await
+        .expect("the command runs while the project is down");
+    assert_eq!(out.exit_code, 0);
+
+    compose_up(&s, PROJECT);
+    let r = s.odek.relink(&sb, &NoAsker).await.expect("relink");
+    assert!(r.down.is_empty(), "{r:?}");
+    assert!(
+        r.notes(&sb.name).iter().all(|n| !n.contains("down")),
+        "{r:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_network_recreated_under_another_project_is_not_connected() {
     let s = Setup::new().compose(PROJECT).services();
@@ -247,11 +309,19 @@ async fn the_link_network_goes_with_its_sandbox_and_an_orphan_with_the_next_laun
         .trim()
         .parse()
         .expect("a number");
+    // Signed again with this user's key, as odek signs a link network
+    // (a label changed without the key is never trusted: see
+    // `a_forged_link_label_is_never_swept_and_gc_names_it`).
+    let key = odek_core::secret::Secret::load(&s.odek_home)
+        .expect("key")
+        .expect("made at launch");
     s.fake.update_network(&link, |n| {
         n.labels.insert(
             odek_core::labels::OWNER_PID.to_string(),
             dead_pid.to_string(),
         );
+        let name = n.name.clone();
+        odek_core::labels::sign_network(&key, &name, &mut n.labels);
     });
     let next = s.up().await.expect("launch");
     assert_eq!(

@@ -135,6 +135,7 @@ fn environments() -> impl Strategy<Value = (Environment, Environment, Vec<String
                     },
                     network: Some(summary),
                     internet,
+                    dns_forwarding: None,
                     networks,
                     omitted_networks,
                     omitted_names,
@@ -144,7 +145,9 @@ fn environments() -> impl Strategy<Value = (Environment, Environment, Vec<String
                     user: None,
                     account: None,
                     supervisor: None,
+                    runtime: None,
                     tools: None,
+                    egress: None,
                 };
                 let placeholder = Environment {
                     networks: placeholders,
@@ -303,6 +306,7 @@ fn nonces_are_unique_over_ten_thousand_renders() {
         },
         network: Some(NetworkSummary::Attached),
         internet: false,
+        dns_forwarding: None,
         networks: vec![EnvNetwork {
             name: Some("shop_backend".into()),
             internal: true,
@@ -318,7 +322,9 @@ fn nonces_are_unique_over_ten_thousand_renders() {
         user: None,
         account: None,
         supervisor: None,
+        runtime: None,
         tools: None,
+        egress: None,
     };
     let mut seen = HashSet::new();
     for _ in 0..10_000 {

@@ -1,6 +1,8 @@
 //! Structural guard (SPEC §6.3): process spawning is confined to
 //! `core/src/exec/host.rs`, the module that runs a command on the host for the
-//! loud fallback. `core/clippy.toml` enforces it at lint time (disallowed
+//! loud fallback — and `core/src/engine/ssh.rs`, which runs the system's
+//! `ssh` for an `ssh://` engine (SPEC §6.2.2) with odek's fixed options and
+//! a checked destination. `core/clippy.toml` enforces it at lint time (disallowed
 //! `Command` types and constructors); this test checks the sources directly,
 //! so it fails even where clippy is not run.
 
@@ -21,8 +23,12 @@ const SPAWNERS: &[&str] = &[
     "rustix::runtime",
 ];
 
-/// The one module allowed to spawn (its path under `core/src`).
+/// The one module allowed to spawn a command (its path under `core/src`).
 const ALLOWED: &str = "exec/host.rs";
+
+/// The module allowed to spawn `ssh` for an `ssh://` engine, nothing else
+/// (SPEC §6.2.2).
+const ALLOWED_SSH: &str = "engine/ssh.rs";
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read_dir") {
@@ -51,7 +57,7 @@ fn violations(root: &Path) -> Vec<(String, &'static str)> {
     sources(root, &mut files);
     let mut found = Vec::new();
     for f in files {
-        if f == root.join(ALLOWED) {
+        if f == root.join(ALLOWED) || f == root.join(ALLOWED_SSH) {
             continue;
         }
         let code = production_code(&std::fs::read_to_string(&f).expect("read"));
@@ -77,6 +83,20 @@ fn only_exec_host_rs_can_spawn_a_process() {
     assert!(
         exec.contains("process::Command"),
         "the scan no longer finds exec/host.rs's own spawn"
+    );
+    // The ssh engine spawns only the `ssh` program it found, with its
+    // fail-closed options (unit-tested in engine/ssh.rs).
+    let ssh = production_code(&std::fs::read_to_string(root.join(ALLOWED_SSH)).expect("read"));
+    assert_eq!(
+        ssh.matches("Command::new(").count(),
+        1,
+        "engine/ssh.rs starts exactly one kind of process"
+    );
+    assert!(
+        ssh.contains("Command::new(&program)")
+            && ssh.contains("\"StrictHostKeyChecking=yes\"")
+            && ssh.contains("\"BatchMode=yes\""),
+        "engine/ssh.rs's spawn is ssh with its fail-closed options"
     );
 }
 

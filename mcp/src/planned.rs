@@ -36,6 +36,8 @@ mod tests {
                 network_name: "shop_default".into(),
                 network_id: "n1".into(),
                 aliases: vec!["0123456789ab".into(), "cache".into(), "redis".into()],
+                endpoint_id: String::new(),
+                ip: String::new(),
             }],
             ..Default::default()
         };

@@ -61,6 +61,10 @@ pub(crate) struct Target {
     pub(crate) id: String,
     pub(crate) sandbox: Arc<Sandbox>,
     pub(crate) relaunched: Option<String>,
+    /// Set when networks the sandbox reaches are gone (their Compose
+    /// project is down, [`odek_core::link::Relinked::down_note`]): the call
+    /// goes on, and its result says so.
+    pub(crate) networks_down: Option<String>,
 }
 
 /// An error's message as an MCP client reads it: its advice in MCP's
@@ -102,7 +106,19 @@ impl Refusal {
     /// An error of a call on a running sandbox (a command, which may have
     /// partly run, a background process, a describe): the error's own text
     /// says what ran; nothing is said of containers (the sandbox stays).
+    /// A file tool's refusal ([`Error::File`]: a path that does not exist,
+    /// a directory, permission denied, …) names its kind instead of a
+    /// failure class — `(odek: file error not_found)` — as the C ABI's
+    /// result does: it is the path's matter, not the sandbox's setup
+    /// (`config`).
     pub(crate) fn during_exec(e: Error) -> Refusal {
+        if let Error::File(f) = &e {
+            let kind = serde_json::to_value(f.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| "other".to_string());
+            return Refusal(format!("{}\n(odek: file error {kind})", mcp_words(&e)));
+        }
         Refusal(format!(
             "{}\n(odek: failure class {})",
             mcp_words(&e),
@@ -257,7 +273,7 @@ impl Sandboxes {
     /// user through elicitation as a launch's settings are, else the call
     /// is refused.
     pub(crate) async fn get(&self, id: Option<&str>, caller: &Caller) -> Result<Target, Refusal> {
-        let target = self.get_unlinked(id, caller).await?;
+        let mut target = self.get_unlinked(id, caller).await?;
         let asker = Elicit {
             sandboxes: self,
             caller,
@@ -266,6 +282,9 @@ impl Sandboxes {
         for line in relinked.notes(&target.sandbox.name) {
             errln!("{line}");
         }
+        target.networks_down = relinked
+            .down_note(&target.sandbox.name)
+            .map(|n| n.trim_start_matches("odek: ").to_string());
         Ok(target)
     }
 
@@ -288,6 +307,7 @@ impl Sandboxes {
             id: id.to_string(),
             sandbox,
             relaunched: None,
+            networks_down: None,
         })
     }
 
@@ -302,6 +322,7 @@ impl Sandboxes {
                         id,
                         sandbox,
                         relaunched: None,
+                        networks_down: None,
                     });
                 }
                 // Gone: forget it (its place under the cap comes back) and
@@ -350,6 +371,7 @@ impl Sandboxes {
             id,
             sandbox,
             relaunched,
+            networks_down: None,
         })
     }
 
@@ -428,11 +450,10 @@ impl Sandboxes {
                     knobs: req.knobs.join(", "),
                     project_dir: req.project_dir.clone(),
                 });
-                let note = if req.previously_trusted {
-                    format!("\nNote: {}.", odek_core::approval::PREVIOUSLY_TRUSTED)
-                } else {
-                    String::new()
-                };
+                let note = req
+                    .asks_again_because()
+                    .map(|why| format!("\nNote: {why}."))
+                    .unwrap_or_default();
                 return Err(Refusal(format!(
                     "{}\n(odek refused: failure class {}; the MCP server cannot ask at a terminal. Nothing was launched.){note}\n\n{}",
                     mcp_words(&e),
@@ -734,5 +755,25 @@ mod refusal_tests {
         let Refusal(text) = rejected(Some(left)).into();
         assert!(!text.contains("no container was left"), "{text}");
         assert!(text.contains("odek-x"), "{text}");
+    }
+
+    /// A file tool's refusal of a missing path is classed by its kind
+    /// (`not_found`), not as the sandbox's configuration; other errors of
+    /// a call keep their failure class.
+    #[test]
+    fn a_missing_file_is_a_file_error_not_found_not_config() {
+        let e = Error::File(odek_core::error::FileError {
+            kind: odek_core::error::FileErrorKind::NotFound,
+            path: "/workspace/nope".into(),
+            message: "/workspace/nope does not exist".into(),
+        });
+        let Refusal(text) = Refusal::during_exec(e);
+        assert!(text.ends_with("(odek: file error not_found)"), "{text}");
+        assert!(!text.contains("config"), "{text}");
+        let Refusal(text) = Refusal::during_exec(rejected(None));
+        assert!(
+            text.ends_with("(odek: failure class docker-rejected)"),
+            "{text}"
+        );
     }
 }

@@ -189,6 +189,7 @@ impl OdekMcp {
             id,
             sandbox,
             relaunched,
+            networks_down,
         } = self
             .sandboxes
             .get(args.sandbox_id.as_deref(), &caller)
@@ -205,6 +206,7 @@ impl OdekMcp {
                 sandbox_id: id,
                 process_id: process.0,
                 relaunched,
+                networks_down,
             })));
         }
         let capture = Capture::new(Keep::HeadAndTail, MAX_OUTPUT_BYTES);
@@ -243,6 +245,7 @@ impl OdekMcp {
             sandbox_id: id,
             result: api::ExecResult::new(&outcome, capture.finish()),
             relaunched,
+            networks_down,
         })))
     }
 
@@ -260,6 +263,7 @@ impl OdekMcp {
             id,
             sandbox,
             relaunched,
+            ..
         } = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let call = Call::start(&sandbox, Surface::Mcp, "process_output").process(&args.process_id);
         let out = self
@@ -298,6 +302,7 @@ impl OdekMcp {
             id,
             sandbox,
             relaunched,
+            ..
         } = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let out = self
             .sandboxes
@@ -420,6 +425,7 @@ impl OdekMcp {
             id,
             sandbox,
             relaunched,
+            ..
         } = self.sandbox_for(args.sandbox_id.as_deref(), &ctx).await?;
         let call = Call::start(&sandbox, Surface::Mcp, "describe");
         let env = self.sandboxes.odek().describe(&sandbox).await;
@@ -630,6 +636,80 @@ fn for_models(mut router: ToolRouter<OdekMcp>) -> ToolRouter<OdekMcp> {
     router
 }
 
+/// How rmcp's text of arguments that do not deserialize begins (serde's
+/// message then, which names no parameter for a wrong type).
+const BAD_PARAMETERS: &str = "failed to deserialize parameters:";
+
+/// A JSON value's type as JSON Schema names it (`"integer"` for a whole
+/// number).
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
+/// For each argument (`kinds`: name, [`json_kind`]) whose type its
+/// property in the tool's input `schema` does not allow: "parameter `X`
+/// must be an integer (or null), not a string". Properties whose type the
+/// schema gives only through `anyOf`/`$ref` (an enum) are not judged.
+fn wrong_types(
+    schema: &serde_json::Map<String, serde_json::Value>,
+    kinds: &[(String, &'static str)],
+) -> Vec<String> {
+    let Some(props) = schema.get("properties").and_then(|p| p.as_object()) else {
+        return Vec::new();
+    };
+    let article = |t: &str| {
+        if t.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            format!("an {t}")
+        } else {
+            format!("a {t}")
+        }
+    };
+    kinds
+        .iter()
+        .filter_map(|(name, kind)| {
+            let allowed: Vec<&str> = match props.get(name)?.get("type")? {
+                serde_json::Value::String(t) => vec![t.as_str()],
+                serde_json::Value::Array(ts) => ts.iter().filter_map(|t| t.as_str()).collect(),
+                _ => return None,
+            };
+            let fits = allowed
+                .iter()
+                .any(|t| *t == *kind || (*t == "number" && *kind == "integer"));
+            if fits {
+                return None;
+            }
+            let wanted: Vec<String> = allowed
+                .iter()
+                .filter(|t| **t != "null")
+                .map(|t| article(t))
+                .collect();
+            let or_null = if allowed.contains(&"null") {
+                " (or null)"
+            } else {
+                ""
+            };
+            Some(format!(
+                "parameter `{}` must be {}{or_null}, not {}",
+                odek_core::text::foreign(name),
+                wanted.join(" or "),
+                if *kind == "null" {
+                    "null".to_string()
+                } else {
+                    article(kind)
+                }
+            ))
+        })
+        .collect()
+}
+
 /// Removes SPEC citations from every string of `v`: " (SPEC §9.1)" and a
 /// bare "SPEC §9.1" (a section number: digits and dots).
 fn scrub_spec(v: &mut serde_json::Value) {
@@ -706,6 +786,15 @@ impl ServerHandler for OdekMcp {
         if let Some(r) = &round {
             context.extensions.insert(r.clone());
         }
+        // Each argument's name and JSON type (not its value: a file's
+        // content may be megabytes), to name the one of a wrong type.
+        let kinds: Vec<(String, &'static str)> = request
+            .arguments
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), json_kind(v)))
+            .collect();
+        let tool = request.name.to_string();
         let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
         let answer = self.tool_router.call(call).await;
         if let Some(question) = round.and_then(|r| r.question()) {
@@ -715,8 +804,20 @@ impl ServerHandler for OdekMcp {
             Ok(rmcp::model::CallToolResponse::Complete(mut result))
                 if result.is_error == Some(true) =>
             {
+                let schema = self
+                    .tool_router
+                    .map
+                    .get(tool.as_str())
+                    .map(|r| r.attr.input_schema.clone());
                 for block in &mut result.content {
                     if let rmcp::model::ContentBlock::Text(t) = block {
+                        if let (true, Some(schema)) = (t.text.starts_with(BAD_PARAMETERS), &schema)
+                        {
+                            for line in wrong_types(schema, &kinds) {
+                                t.text.push_str("; ");
+                                t.text.push_str(&line);
+                            }
+                        }
                         if let Cow::Owned(safe) = terminal(&t.text) {
                             t.text = safe;
                         }
@@ -1051,6 +1152,7 @@ mod tests {
             sandbox_id: "sbx-1".into(),
             result: api::ExecResult::new(&outcome, capture.finish()),
             relaunched: None,
+            networks_down: None,
         };
         let value = serde_json::to_value(&r).expect("JSON");
         assert_eq!(
@@ -1075,9 +1177,12 @@ mod tests {
             .keys()
             .collect();
         shown.sort();
-        // `relaunched` is optional: shown, never required, absent here.
-        assert!(shown.iter().any(|k| k.as_str() == "relaunched"));
-        shown.retain(|k| k.as_str() != "relaunched");
+        // `relaunched` and `networks_down` are optional: shown, never
+        // required, absent here.
+        for optional in ["relaunched", "networks_down"] {
+            assert!(shown.iter().any(|k| k.as_str() == optional), "{optional}");
+            shown.retain(|k| k.as_str() != optional);
+        }
         assert_eq!(members, shown);
         let mut required: Vec<&str> = schema["required"]
             .as_array()
@@ -1089,6 +1194,18 @@ mod tests {
         assert_eq!(
             required,
             members.iter().map(|m| m.as_str()).collect::<Vec<_>>()
+        );
+        // With the project down: the note is a member of the result.
+        let down = ExecResult {
+            networks_down: Some("sandbox odek-x: the networks it reaches are gone".into()),
+            ..r
+        };
+        let value = serde_json::to_value(&down).expect("JSON");
+        assert!(
+            value["networks_down"]
+                .as_str()
+                .is_some_and(|s| s.contains("are gone")),
+            "{value}"
         );
     }
 
@@ -1104,5 +1221,47 @@ mod tests {
             odek_core::exec::timeout_from_secs(DEFAULT_TIMEOUT_SECS)
         );
         assert_eq!(r.command, Command::Argv(vec!["true".into()]));
+    }
+
+    /// A wrong type of argument is named: rmcp's text (serde's "invalid
+    /// type: string, expected f64") names no parameter, so the tool error
+    /// gets "parameter `timeout_secs` must be a number (or null), not a
+    /// string"; arguments of the right type, and enums given by `$ref`,
+    /// are not named.
+    #[test]
+    fn a_parameter_of_a_wrong_type_is_named() {
+        let router = for_models(OdekMcp::tool_router());
+        let schema = |tool: &str| router.map.get(tool).expect(tool).attr.input_schema.clone();
+        let exec = schema("exec");
+        let said = wrong_types(
+            &exec,
+            &[
+                ("timeout_secs".into(), "string"),
+                ("command".into(), "string"),
+                ("argv".into(), "string"),
+            ],
+        );
+        assert_eq!(
+            said,
+            vec![
+                "parameter `timeout_secs` must be a number (or null), not a string",
+                "parameter `argv` must be an array (or null), not a string",
+            ]
+        );
+        assert!(wrong_types(&exec, &[("timeout_secs".into(), "integer")]).is_empty());
+        let read = schema("read_file");
+        assert_eq!(
+            wrong_types(
+                &read,
+                &[("offset".into(), "number"), ("encoding".into(), "integer")]
+            ),
+            vec!["parameter `offset` must be an integer (or null), not a number"]
+        );
+        assert_eq!(
+            wrong_types(&read, &[("path".into(), "null")]),
+            vec!["parameter `path` must be a string, not null"]
+        );
+        assert_eq!(json_kind(&serde_json::json!(5)), "integer");
+        assert_eq!(json_kind(&serde_json::json!(5.5)), "number");
     }
 }

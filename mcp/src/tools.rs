@@ -116,6 +116,11 @@ pub struct BackgroundStarted {
     /// old one was gone: what was lost, in one paragraph.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relaunched: Option<String>,
+    /// Set when networks the sandbox reaches are gone because their
+    /// Compose project is down: names them; the process started anyway,
+    /// without their services.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub networks_down: Option<String>,
 }
 
 /// `process_output` arguments.
@@ -250,6 +255,10 @@ pub struct ExecResult {
     /// Set when this call relaunched the conversation's sandbox because the
     /// old one was gone ([`RELAUNCHED`]).
     pub relaunched: Option<String>,
+    /// Set when networks the sandbox reaches are gone — their Compose
+    /// project is down — and the command ran without their services
+    /// ([`NETWORKS_DOWN`]).
+    pub networks_down: Option<String>,
 }
 
 impl Serialize for ExecResult {
@@ -261,6 +270,9 @@ impl Serialize for ExecResult {
             if let Some(r) = &self.relaunched {
                 members.insert("relaunched".into(), r.clone().into());
             }
+            if let Some(d) = &self.networks_down {
+                members.insert("networks_down".into(), d.clone().into());
+            }
         }
         value.serialize(s)
     }
@@ -269,6 +281,10 @@ impl Serialize for ExecResult {
 /// The `relaunched` member of a result (exec, the file tools, describe):
 /// present only when the call relaunched the conversation's sandbox.
 pub const RELAUNCHED: &str = "Present only when this call relaunched the conversation's sandbox because the old one was gone (removed outside odek, or the Docker daemon restarted): says what was lost (background processes, installed packages, files outside /workspace).";
+
+/// The `networks_down` member of `exec`'s result: present only when
+/// networks the sandbox reaches are gone (SPEC §4.4).
+pub const NETWORKS_DOWN: &str = "Present only when networks the sandbox reaches are gone because their Compose project is down (`docker compose down`): names them; the command ran anyway, without their services (their names do not resolve). Once the project is up again, the next call connects them.";
 
 /// Adds the optional `relaunched` property to an object schema.
 fn with_relaunched(schema: &mut Schema) {
@@ -339,6 +355,14 @@ impl JsonSchema for ExecResult {
             ]
         });
         with_relaunched(&mut schema);
+        if let Some(serde_json::Value::Object(props)) =
+            schema.as_object_mut().and_then(|o| o.get_mut("properties"))
+        {
+            props.insert(
+                "networks_down".into(),
+                serde_json::json!({ "description": NETWORKS_DOWN, "type": "string" }),
+            );
+        }
         schema
     }
 }
@@ -541,6 +565,11 @@ impl JsonSchema for NarrowArgs {
                 "image": {
                     "default": null,
                     "description": "The parent's image reference (the image cannot change); any other\nis refused.",
+                    "type": ["string", "null"]
+                },
+                "runtime": {
+                    "default": null,
+                    "description": "The parent's OCI runtime (the runtime cannot change); any other\nis refused.",
                     "type": ["string", "null"]
                 }
             },

@@ -388,6 +388,7 @@ impl Keeper {
                 start,
                 me: self.me,
                 overlapped: true,
+                before: vec![],
                 other_roots: roots
                     .keys()
                     .copied()

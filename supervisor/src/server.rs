@@ -65,6 +65,9 @@ struct Bg {
     /// of what is left of its tree then reports the orphans adopted by the
     /// supervisor instead of killing them, as for a running root.
     overlapped: bool,
+    /// The pids before its root's fork (its root's [`Cmd::before`], once
+    /// the root ended).
+    before: Vec<i32>,
 }
 
 /// One running command.
@@ -97,6 +100,8 @@ struct Cmd {
     overlapped: bool,
     /// A background command (`sid` is [`BG_SID`], `id` its number).
     bg: bool,
+    /// The pids of the namespace just before its fork ([`kill::Tree::before`]).
+    before: Vec<i32>,
 }
 
 impl Cmd {
@@ -579,6 +584,7 @@ impl Server {
                 b.out = cmd.out.take();
                 b.err = cmd.err.take();
                 b.overlapped |= cmd.overlapped;
+                b.before = std::mem::take(&mut cmd.before);
             }
             self.retire(&mut cmd);
             return;
@@ -603,6 +609,7 @@ impl Server {
             start: cmd.start,
             me: self.me,
             overlapped: cmd.overlapped,
+            before: std::mem::take(&mut cmd.before),
             other_roots: self
                 .cmds
                 .iter()
@@ -823,6 +830,8 @@ impl Server {
         if let Some(m) = refuse {
             return Err(Failed::new(m));
         }
+        // Before the fork: what predates the command (see `Tree::before`).
+        let before = kill::pids();
         let child = spawn::spawn(start, &self.base_env, self.cap_last)?;
         let started_at = Instant::now();
         let overlapped = !self.cmds.is_empty();
@@ -853,6 +862,7 @@ impl Server {
             close_after: false,
             overlapped,
             bg,
+            before,
         });
         Ok(child.pid)
     }
@@ -926,6 +936,7 @@ impl Server {
                         out: None,
                         err: None,
                         overlapped: false,
+                        before: vec![],
                     },
                 );
                 let process = self.bg_name(n);
@@ -1007,6 +1018,7 @@ impl Server {
                 start,
                 me: self.me,
                 overlapped: b.overlapped,
+                before: std::mem::take(&mut b.before),
                 other_roots: self
                     .cmds
                     .iter()

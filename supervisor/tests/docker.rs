@@ -1008,10 +1008,13 @@ fn flooding_output_is_killed_on_time() {
     let (_, took) = flood(&mut sup);
     assert!(took < Duration::from_secs(3), "reported after {took:?}");
     drop(sup);
+    // With json-file logging the daemon writes the flood to its log as
+    // well: 6.1 s was seen at a load of 10 on 2 cores. A bound that
+    // catches a kill that never comes, not a timing target.
     let mut sup = Sup::new(BASE, &[]);
     let (_, took) = flood(&mut sup);
     assert!(
-        took < Duration::from_secs(6),
+        took < Duration::from_secs(10),
         "reported after {took:?} (json-file logging)"
     );
 }

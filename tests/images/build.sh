@@ -50,9 +50,16 @@ if [[ ! -s $TARBALL ]]; then
   mkdir -p "$CACHE"
   # Run through sudo: the cache (and a target/ this made) go back to the
   # user who ran sudo, whose next cargo build writes there.
-  if [[ -n ${SUDO_UID:-} && -n ${SUDO_GID:-} ]]; then
-    trap 'chown -R "$SUDO_UID:$SUDO_GID" "$CACHE" 2>/dev/null; [[ $(stat -c %u "$REPO/target" 2>/dev/null) == 0 ]] && chown "$SUDO_UID:$SUDO_GID" "$REPO/target" 2>/dev/null; true' EXIT
-  fi
+  # (A function the EXIT traps below call: a second `trap … EXIT` replaces
+  # the first.)
+  give_back() {
+    if [[ -n ${SUDO_UID:-} && -n ${SUDO_GID:-} ]]; then
+      chown -R "$SUDO_UID:$SUDO_GID" "$CACHE" 2>/dev/null
+      [[ $(stat -c %u "$REPO/target" 2>/dev/null) == 0 ]] && chown "$SUDO_UID:$SUDO_GID" "$REPO/target" 2>/dev/null
+    fi
+    true
+  }
+  trap give_back EXIT
   ROOT=$(mktemp -d "$CACHE/rootfs.XXXXXX")
   # debootstrap mounts /proc (and may mount /sys) inside the rootfs and can
   # leave them mounted when its own umount races a package's exiting process;
@@ -61,7 +68,7 @@ if [[ ! -s $TARBALL ]]; then
     awk -v r="$ROOT/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r |
       while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
   }
-  trap 'unmount_inside; rm -rf "$ROOT"' EXIT
+  trap 'unmount_inside; rm -rf "$ROOT"; give_back' EXIT
 
   log "debootstrap (about 45-90 s)"
   start=$SECONDS
@@ -118,6 +125,7 @@ SH
   mv "$TARBALL.tmp" "$TARBALL"
   find "$CACHE" -maxdepth 1 -name 'rootfs-*.tar' ! -path "$TARBALL" -delete  # stale versions
   rm -rf "$ROOT"
+  give_back
   trap - EXIT
 else
   log "using cached rootfs $TARBALL"

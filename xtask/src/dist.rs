@@ -180,6 +180,13 @@ pub(crate) fn dist(prefix: &Path, with_wheel: bool) -> R {
         &prefix.join("libexec/odek/odek-supervisor"),
         0o755,
     )?;
+    // The egress proxy beside it (docs/SPEC.md §4.5), found the same way.
+    let egress = std::env::var_os("ODEK_EGRESS_BIN").ok_or("no static odek-egress built")?;
+    copy(
+        Path::new(&egress),
+        &prefix.join("libexec/odek/odek-egress"),
+        0o755,
+    )?;
     copy(
         &rel.join("libodek.so"),
         &prefix.join("lib/libodek.so"),

@@ -128,6 +128,18 @@ const APT: &[(&str, &str)] = &[
     ("pkg-config", "pkg-config"),
     ("objdump", "binutils"),
     ("shellcheck", "shellcheck"),
+    // The second Docker daemon of tests/e2e/src/second_daemon.rs: a mount
+    // namespace of its own, its networks' bridges (dockerd itself comes with
+    // the Docker the suite needs anyway).
+    ("unshare", "util-linux"),
+    ("ip", "iproute2"),
+    // The ssh:// engine test (tests/e2e/tests/remote_ssh.rs): odek runs the
+    // system's ssh; the test runs its own sshd on a namespace's loopback.
+    ("ssh", "openssh-client"),
+    ("sshd", "openssh-server"),
+    // gVisor, registered with the second daemon by
+    // tests/e2e/tests/runtime_runsc.rs (odek refuses it, naming why).
+    ("runsc", "runsc"),
 ];
 
 type R = Result<(), String>;
@@ -273,6 +285,7 @@ fn docker_up() -> R {
 /// `target/debug/odek`: there cargo's own (dynamic) build of
 /// `odek-supervisor` lies, which discovery rightly refuses.
 pub(crate) fn supervisor() -> R {
+    egress()?;
     if let Some(bin) = std::env::var_os("ODEK_SUPERVISOR_BIN") {
         if std::env::var_os("ODEK_SUPERVISOR").is_none() {
             // Single-threaded here: no other thread reads the environment.
@@ -302,6 +315,38 @@ pub(crate) fn supervisor() -> R {
     if std::env::var_os("ODEK_SUPERVISOR").is_none() {
         std::env::set_var("ODEK_SUPERVISOR", &bin);
     }
+    Ok(())
+}
+
+/// Builds the static `odek-egress` (the egress proxy, docs/SPEC.md §4.5)
+/// into `static/` of the target directory, like the supervisor, and points
+/// `ODEK_EGRESS_BIN` at it for every later step (odek mounts it in egress
+/// mode), unless the caller set it already.
+pub(crate) fn egress() -> R {
+    if std::env::var_os("ODEK_EGRESS_BIN").is_some_and(|v| !v.is_empty()) {
+        return Ok(());
+    }
+    let host = host_triple()?;
+    let target = target_dir().join("static");
+    eprintln!("xtask: building the static odek-egress (release; a few minutes the first time)");
+    sh(cargo()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "odek-egress",
+            "--bin",
+            "odek-egress",
+            "--target",
+            &host,
+        ])
+        .env("RUSTFLAGS", "-C target-feature=+crt-static")
+        .env("CARGO_TARGET_DIR", &target))?;
+    // Single-threaded here: no other thread reads the environment.
+    std::env::set_var(
+        "ODEK_EGRESS_BIN",
+        target.join(&host).join("release/odek-egress"),
+    );
     Ok(())
 }
 
@@ -515,7 +560,15 @@ fn e2e_suite() -> R {
     images()?;
     supervisor()?;
     sh(cargo().args(["build", "-p", "odek-cli"]))?;
-    sh(cargo().args(["test", "-p", "odek-e2e", "--", "--test-threads", "4"]))?;
+    sh(cargo().args([
+        "test",
+        "-p",
+        "odek-e2e",
+        "--no-fail-fast",
+        "--",
+        "--test-threads",
+        "4",
+    ]))?;
     sh(cargo().args([
         "test", "-p", "odek-ffi", "--test", "load", "--", "--exact", LOAD_TEST,
     ]))

@@ -727,6 +727,7 @@ def narrow(
     cpus: Optional[str] = None,
     readonly: Optional[bool] = None,
     image: Optional[str] = None,
+    runtime: Optional[str] = None,
 ) -> Plan:
     """Derives a sub-agent's plan from its parent's resolved plan (SPEC §8).
 
@@ -754,6 +755,8 @@ def narrow(
         cpus (str | None): e.g. ``"0.5"``, at most the parent's.
         readonly (bool | None): ``True`` only.
         image (str | None): must equal the parent's image reference.
+        runtime (str | None): must name the parent's OCI runtime (the one
+            it asked for, or the engine's default it was resolved with).
 
     Raises:
         ConfigError: the request would widen the parent's sandbox (``ODEK_E_NARROW``).
@@ -769,6 +772,7 @@ def narrow(
         ("cpus", cpus),
         ("readonly", readonly),
         ("image", image),
+        ("runtime", runtime),
     ):
         if value is not None:
             req[key] = value

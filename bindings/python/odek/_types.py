@@ -89,6 +89,7 @@ class NarrowRequestDoc(TypedDict, total=False):
     cpus: str
     readonly: bool
     image: str
+    runtime: str  # must be the parent's OCI runtime
 
 
 class WarningDoc(TypedDict):
@@ -127,13 +128,17 @@ class PlanDoc(TypedDict):
     bridge_network_id: Optional[str]
     network_summary: str
     internet: bool
+    dns_forwarding: Optional[str]  # "closed_by_odek" | "engine_refuses" | "may_forward" (SPEC §4.6)
     pids_limit: int
     readonly: bool
+    egress: Optional[Dict[str, Any]]  # SPEC §4.5: allowlist, network; None: not egress mode
     memory_bytes: Optional[int]
     cpus: Optional[Dict[str, Any]]  # {"text": "0.5", …}
     user: Optional[str]
     user_choice: Optional[str]  # "operator" | "operator_ids" | "rootless_root" | "image"
     account: Optional[AccountDoc]
+    runtime: Optional[str]  # the OCI runtime asked for; None: the engine's default
+    engine_default_runtime: Optional[str]
     env: List[Any]
     volumes: List[Any]
     masks: List[str]
@@ -175,11 +180,16 @@ class ApprovalRequestDoc(TypedDict):
     volumes: List[str]
     requested_networks: List[str]
     requested_compose_project: Optional[str]
+    runtime: Optional[str]  # sandbox_runtime from the project
+    egress: Optional[List[str]]  # sandbox_egress from the project, when it widens (SPEC §4.5)
+    egress_network: Optional[str]  # sandbox_egress_network from the project
     networks: List[NetworkCardDoc]
     network_summary: str
     internet: bool
     trusted: bool
     previously_trusted: bool
+    engine: str  # what the key binds: "engine:<ID>" or "endpoint:<endpoint>" (SPEC §7.3)
+    trusted_before_engine_binding: bool  # trusted under the key of earlier releases: asked once more
     env_binding: Optional[str]
     dockerfile_sha256: Optional[str]
     approved_by_env: bool
@@ -251,6 +261,7 @@ class EnvironmentDoc(TypedDict):
     workspace: WorkspaceDoc
     network: Optional[str]
     internet: bool
+    dns_forwarding: Optional[str]  # "closed_by_odek" | "engine_refuses" | "may_forward" (SPEC §4.6)
     networks: List[EnvNetworkDoc]
     omitted_networks: int
     omitted_names: int
@@ -260,6 +271,8 @@ class EnvironmentDoc(TypedDict):
     user: Optional[str]
     account: Optional[AccountDoc]
     supervisor: Optional[SupervisorDoc]
+    runtime: Optional[str]  # the OCI runtime the container runs with
+    egress: Optional[Dict[str, Any]]  # SPEC §4.5: the proxy, its hosts, what it refused
     tools: Optional[List[str]]
 
 
@@ -332,6 +345,7 @@ class ConfigViewDoc(TypedDict):
     network_mode: str
     network: str
     internet: bool
+    dns_forwarding: Optional[str]  # "closed_by_odek" | "engine_refuses" | "may_forward" (SPEC §4.6)
     networks: List[NetworkViewDoc]
     pids_limit: int
     init: bool
@@ -341,6 +355,9 @@ class ConfigViewDoc(TypedDict):
     user: Optional[str]
     user_choice: Optional[str]
     account: Optional[AccountDoc]
+    runtime: Optional[str]  # sandbox_runtime; None: the engine's default
+    default_runtime: Optional[str]
+    egress: Optional[Dict[str, Any]]  # SPEC §4.5: allowlist, network, subnets, proxy SHA-256
     readonly: bool
     workdir: str
     env_keys: List[str]
@@ -598,6 +615,12 @@ class ApprovalRequest:
         approved_by_env (bool): ``ODEK_APPROVE_PROJECT_SANDBOX=1`` is set.
         previously_trusted (bool): the store trusts this project directory
             with other settings or networks (review what changed).
+        engine (str): what the key binds the engine by (SPEC §7.3):
+            ``"engine:<ID>"`` (its ``/info`` ID) or ``"endpoint:<endpoint>"``
+            for an engine that reports none; a trust holds on it only.
+        trusted_before_engine_binding (bool): the store trusts these settings
+            under the key of earlier releases, which bound no engine: asked
+            once more.
         card_text (str): the card the ``odek`` CLI prompts with (see :meth:`card`).
         standing_via (str | None): libodek's decision: ``"stored"`` or
             ``"env"`` when the plan is approved without a question (see
@@ -621,6 +644,8 @@ class ApprovalRequest:
     trusted: bool
     approved_by_env: bool
     previously_trusted: bool = False
+    engine: str = ""
+    trusted_before_engine_binding: bool = False
     card_text: str = field(default="", repr=False)
     standing_via: Optional[str] = None
 
@@ -653,6 +678,8 @@ class ApprovalRequest:
             trusted=bool(d.get("trusted", False)),
             approved_by_env=bool(d.get("approved_by_env", False)),
             previously_trusted=bool(d.get("previously_trusted", False)),
+            engine=str(d.get("engine") or ""),
+            trusted_before_engine_binding=bool(d.get("trusted_before_engine_binding", False)),
             card_text=str(d.get("card") or ""),
             standing_via=d.get("standing"),
         )

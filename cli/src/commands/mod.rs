@@ -64,6 +64,8 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
         Err(e) => match e.downcast_ref::<Interrupted>() {
             // Already said what was cleaned up.
             Some(Interrupted(code)) => ExitCode::from(*code),
+            // Already said, once for each failure.
+            None if e.is::<Reported>() => ExitCode::from(crate::exit::FAILED),
             None => {
                 print_anyhow(&e);
                 ExitCode::from(crate::exit::FAILED)
@@ -71,6 +73,20 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
         },
     }
 }
+
+/// A command that failed after printing each of its errors itself (e.g.
+/// `odek sandbox down A B` with one name refused): exit 1, nothing more
+/// printed.
+#[derive(Debug)]
+pub(crate) struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("failed (said above)")
+    }
+}
+
+impl std::error::Error for Reported {}
 
 /// `$ODEK_HOME` of this process (SPEC §3.1), its real path when it exists:
 /// its launch key tells this user's sandboxes from others.

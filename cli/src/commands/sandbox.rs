@@ -2,6 +2,8 @@
 //! launch of `up` is up.rs's).
 
 use anyhow::{bail, Context};
+use odek_core::advice::Surface;
+use odek_core::audit::Call;
 use odek_core::launch::LaunchGuard;
 use odek_core::{Client, Sandbox};
 
@@ -43,6 +45,9 @@ pub(super) async fn sandbox(
             // removes what it created (a detached sandbox outlives gc).
             let guard = LaunchGuard::new(args.name.clone(), true);
             let mut signals = Signals::install().context("cannot install signal handlers")?;
+            // In the sandbox's record (`odek sandbox log`), as MCP's
+            // sandbox_up is.
+            let call = Call::begin(Surface::Cli, "sandbox_up");
             let work = sandbox_up(
                 cli,
                 odek,
@@ -52,6 +57,7 @@ pub(super) async fn sandbox(
                 guard.progress().clone(),
             );
             let sandbox = interruptible(odek, guard.clone(), &mut signals, work).await??;
+            call.at(&sandbox).finish(None, Some("launched"), None);
             errln!("{}", sandbox.startup_line());
             let shown = if args.json {
                 sandbox_json(&sandbox)
@@ -78,7 +84,8 @@ pub(super) async fn sandbox(
             for n in &args.names {
                 match odek.owned(n, &home).await {
                     Ok(s) => {
-                        let report = match odek.close(&s).await {
+                        let call = Call::start(&s, Surface::Cli, "sandbox_down");
+                        let report = match odek.close_recorded(&s, Some(call)).await {
                             Ok(r) => r,
                             Err(e) => {
                                 if args.json {
@@ -106,7 +113,8 @@ pub(super) async fn sandbox(
                 outln!("{}", json_for_terminal(&removed)?);
             }
             if failed {
-                bail!("some sandboxes were not removed");
+                // Each refusal was printed above: one error per name.
+                return Err(super::Reported.into());
             }
         }
         SandboxCmd::Ls(args) => {
@@ -114,63 +122,13 @@ pub(super) async fn sandbox(
             if args.json {
                 outln!("{}", json_for_terminal(&list)?);
             } else {
-                // Columns as wide as their widest cell (names and owners
-                // vary). Every cell comes from Docker (labels anyone can
-                // write): shown terminal-safe.
-                let cell = |s: String| {
-                    if s.is_empty() {
-                        "-".to_string()
-                    } else {
-                        odek_core::text::shown(&s)
-                    }
-                };
-                let rows: Vec<[String; 6]> = list
-                    .into_iter()
-                    .map(|l| {
-                        let owner = match (l.verified, l.owner_pid, l.owner_gone) {
-                            (false, _, _) => "-".into(),
-                            (true, Some(p), Some(true)) => format!("{p}(gone)"),
-                            (true, Some(p), None) if !l.detached => format!("{p}(unknown)"),
-                            (true, Some(p), _) => p.to_string(),
-                            _ => "-".into(),
-                        };
-                        let kind = match (l.verified, l.detached, l.probe) {
-                            (false, _, _) => "unverified",
-                            (true, _, true) => "probe",
-                            (true, true, false) => "detached",
-                            (true, false, false) if l.pool => "pool",
-                            (true, false, false) => "run",
-                        };
-                        [
-                            cell(l.name),
-                            cell(l.state),
-                            kind.to_string(),
-                            owner,
-                            cell(l.compose_projects.join(",")),
-                            cell(l.workdir.unwrap_or_default()),
-                        ]
-                    })
-                    .collect();
-                let head =
-                    ["NAME", "STATE", "KIND", "OWNER", "PROJECTS", "WORKDIR"].map(String::from);
-                let width = |i: usize| {
-                    rows.iter()
-                        .chain(std::iter::once(&head))
-                        .map(|r| r[i].chars().count())
-                        .max()
-                        .unwrap_or(0)
-                };
-                let (w0, w1, w2, w3, w4) = (width(0), width(1), width(2), width(3), width(4));
-                for r in std::iter::once(&head).chain(rows.iter()) {
-                    outln!(
-                        "{:<w0$} {:<w1$} {:<w2$} {:<w3$} {:<w4$} {}",
-                        r[0],
-                        r[1],
-                        r[2],
-                        r[3],
-                        r[4],
-                        r[5]
-                    );
+                let (table, legend) = ls_table(list);
+                for line in table {
+                    outln!("{line}");
+                }
+                // On stderr: stdout stays the table.
+                for line in legend {
+                    errln!("{line}");
                 }
             }
         }
@@ -186,7 +144,25 @@ pub(super) async fn sandbox(
                 workdir,
                 ..odek_core::inventory::GcOptions::new(odek_home()?)
             };
-            let removed = odek.gc(&opts).await?;
+            let report = odek.gc_report(&opts).await?;
+            let removed = report.sandboxes;
+            // SPEC §4.4: the link networks it removed, and those it left
+            // because this user's odek did not sign them (on stderr: the
+            // JSON on stdout stays the list of sandboxes).
+            let verb = if args.dry_run {
+                "would remove"
+            } else {
+                "removed"
+            };
+            for n in &report.networks {
+                errln!("odek: {verb} link network {}", odek_core::text::shown(n));
+            }
+            for n in &report.networks_left {
+                errln!(
+                    "odek: left network {}: labelled as a sandbox's link network, but not signed by this user's odek (another user's, an earlier release's, or forged); `docker network rm` removes it if it is yours",
+                    odek_core::text::shown(n)
+                );
+            }
             if args.json {
                 outln!("{}", json_for_terminal(&removed)?);
             } else {
@@ -223,6 +199,80 @@ pub(super) async fn sandbox(
         SandboxCmd::Exec(_) | SandboxCmd::Shell(_) => unreachable!("handled in dispatch"),
     }
     Ok(())
+}
+
+/// What KIND `unverified` means, printed under `odek sandbox ls`'s table
+/// (on stderr) when a row has it.
+pub(crate) const UNVERIFIED_LEGEND: &str = "unverified: not marked by this user's odek (no valid dev.odek.mac under this $ODEK_HOME's launch key: another user's or another $ODEK_HOME's sandbox, forged labels, or one from before the mark); odek never execs in, describes, gc's or removes it (`docker rm -f NAME` removes it if you mean it)";
+
+/// `odek sandbox ls`'s table (the header, then a row per container, columns
+/// as wide as their widest cell) and the legend lines for what needs one
+/// ([`UNVERIFIED_LEGEND`] when a row is `unverified`).
+fn ls_table(list: Vec<odek_core::inventory::Listing>) -> (Vec<String>, Vec<String>) {
+    // Every cell comes from Docker (labels anyone can write): shown
+    // terminal-safe.
+    let cell = |s: String| {
+        if s.is_empty() {
+            "-".to_string()
+        } else {
+            odek_core::text::shown(&s)
+        }
+    };
+    let mut unverified = false;
+    let rows: Vec<[String; 6]> = list
+        .into_iter()
+        .map(|l| {
+            let owner = match (l.verified, l.owner_pid, l.owner_gone) {
+                (false, _, _) => "-".into(),
+                (true, Some(p), Some(true)) => format!("{p}(gone)"),
+                (true, Some(p), None) if !l.detached => format!("{p}(unknown)"),
+                (true, Some(p), _) => p.to_string(),
+                _ => "-".into(),
+            };
+            let kind = match (l.verified, l.detached, l.probe) {
+                (false, _, _) => {
+                    unverified = true;
+                    "unverified"
+                }
+                (true, _, true) => "probe",
+                (true, true, false) => "detached",
+                (true, false, false) if l.pool => "pool",
+                (true, false, false) => "run",
+            };
+            [
+                cell(l.name),
+                cell(l.state),
+                kind.to_string(),
+                owner,
+                cell(l.compose_projects.join(",")),
+                cell(l.workdir.unwrap_or_default()),
+            ]
+        })
+        .collect();
+    let head = ["NAME", "STATE", "KIND", "OWNER", "PROJECTS", "WORKDIR"].map(String::from);
+    let width = |i: usize| {
+        rows.iter()
+            .chain(std::iter::once(&head))
+            .map(|r| r[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2, w3, w4) = (width(0), width(1), width(2), width(3), width(4));
+    let table = std::iter::once(&head)
+        .chain(rows.iter())
+        .map(|r| {
+            format!(
+                "{:<w0$} {:<w1$} {:<w2$} {:<w3$} {:<w4$} {}",
+                r[0], r[1], r[2], r[3], r[4], r[5]
+            )
+        })
+        .collect();
+    let legend = if unverified {
+        vec![UNVERIFIED_LEGEND.to_string()]
+    } else {
+        Vec::new()
+    };
+    (table, legend)
 }
 
 /// The workdir `odek sandbox gc` sweeps by default: `-C DIR` or the current
@@ -479,5 +529,38 @@ fn shell_word(a: &str) -> String {
         a.to_string()
     } else {
         format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listing(name: &str, verified: bool) -> odek_core::inventory::Listing {
+        serde_json::from_value(serde_json::json!({
+            "name": name, "id": "0123", "state": "running", "verified": verified,
+            "created": null, "detached": false, "owner_pid": null, "owner_gone": null,
+            "workdir": null, "parent": null,
+        }))
+        .expect("a listing")
+    }
+
+    /// `unverified` is explained under the table (what it is and what odek
+    /// does with it), only when a row shows it.
+    #[test]
+    fn ls_explains_unverified_when_a_row_is_unverified() {
+        let (table, legend) = ls_table(vec![listing("odek-mine", true), listing("odek-x", false)]);
+        assert_eq!(table.len(), 3, "{table:?}");
+        assert!(table[2].contains("unverified"), "{table:?}");
+        assert_eq!(legend.len(), 1, "{legend:?}");
+        let l = &legend[0];
+        assert!(l.starts_with("unverified: "), "{l}");
+        assert!(
+            l.contains("launch key") && l.contains("never execs in"),
+            "{l}"
+        );
+        assert!(l.contains("docker rm -f NAME"), "{l}");
+        let (_, none) = ls_table(vec![listing("odek-mine", true)]);
+        assert!(none.is_empty(), "no unverified row, no legend: {none:?}");
     }
 }

@@ -5,10 +5,13 @@
 //! then for each project env KEY, sorted:                  \0 env:<KEY>
 //! then for each project volume string, sorted:            \0 vol:<volume>
 //! then for each resolved project network full ID, sorted: \0 net:<ID>
+//! then, when the project asks for an OCI runtime:         \0 runtime:<name>
+//! then egress (SPEC §4.5), then the engine:  \0 engine:<ID> or \0 endpoint:<endpoint>
 //! ```
 //!
-//! Without networks this is byte-identical to the key earlier odek releases
-//! stored, so existing trusts stay valid.
+//! Without networks, a runtime and the engine this is byte-identical to
+//! the key earlier odek releases stored; since the engine is bound (network
+//! IDs are unique only per engine), a trust stored before asks once more.
 
 use std::path::Path;
 
@@ -29,7 +32,19 @@ pub struct KeyInput<'a> {
     pub volumes: Vec<&'a str>,
     /// Full IDs of the networks the project requested (resolved).
     pub network_ids: Vec<&'a str>,
+    /// `sandbox_runtime` as the project wrote it.
+    pub runtime: Option<&'a str>,
+    /// `sandbox_egress` entries from the project, when they need approval
+    /// (SPEC §4.5); `None`: the project sets none that does.
+    pub egress: Option<Vec<&'a str>>,
+    /// `sandbox_egress_network` from the project.
+    pub egress_network: Option<&'a str>,
+    /// The engine the approval holds on ([`engine_binding`]);
+    /// `None` only for the layout of earlier releases.
+    pub engine: Option<&'a str>,
 }
+
+pub use crate::engine::engine_binding;
 
 /// The key bytes before hashing (exposed for tests and debugging).
 pub fn key_bytes(input: &KeyInput<'_>) -> Vec<u8> {
@@ -58,6 +73,30 @@ pub fn key_bytes(input: &KeyInput<'_>) -> Vec<u8> {
         b.extend_from_slice(b"\0net:");
         b.extend_from_slice(id.as_bytes());
     }
+    if let Some(r) = input.runtime {
+        b.extend_from_slice(b"\0runtime:");
+        b.extend_from_slice(r.as_bytes());
+    }
+    // Egress mode (SPEC §4.5): absent unless the project asks, so keys
+    // without it are those of earlier releases. An empty list still says
+    // egress mode.
+    if let Some(egress) = &input.egress {
+        b.extend_from_slice(b"\0egress");
+        let mut rules = egress.clone();
+        rules.sort_unstable();
+        for r in rules {
+            b.extend_from_slice(b"\0egress:");
+            b.extend_from_slice(r.as_bytes());
+        }
+    }
+    if let Some(n) = input.egress_network {
+        b.extend_from_slice(b"\0egress-net:");
+        b.extend_from_slice(n.as_bytes());
+    }
+    if let Some(e) = input.engine {
+        b.push(0);
+        b.extend_from_slice(e.as_bytes());
+    }
     b
 }
 
@@ -78,6 +117,10 @@ mod tests {
             env_keys: Vec::new(),
             volumes: Vec::new(),
             network_ids: Vec::new(),
+            runtime: None,
+            egress: None,
+            egress_network: None,
+            engine: None,
         }
     }
 
@@ -124,6 +167,16 @@ mod tests {
     }
 
     #[test]
+    fn an_engine_without_an_id_is_bound_by_its_endpoint() {
+        assert_eq!(engine_binding(Some("AAAA"), "unix:///x"), "engine:AAAA");
+        assert_eq!(engine_binding(None, "unix:///x"), "endpoint:unix:///x");
+        assert_eq!(
+            engine_binding(Some(" "), "tcp://h:2376"),
+            "endpoint:tcp://h:2376"
+        );
+    }
+
+    #[test]
     fn every_knob_alone_changes_the_key() {
         let id1 = "a".repeat(64);
         let id2 = "b".repeat(64);
@@ -161,6 +214,26 @@ mod tests {
                 network_ids: vec![&id1, &id2],
                 ..base()
             },
+            KeyInput {
+                runtime: Some("runsc"),
+                ..base()
+            },
+            KeyInput {
+                runtime: Some("runc"),
+                ..base()
+            },
+            KeyInput {
+                engine: Some("engine:AAAA"),
+                ..base()
+            },
+            KeyInput {
+                engine: Some("engine:BBBB"),
+                ..base()
+            },
+            KeyInput {
+                engine: Some("endpoint:unix:///var/run/docker.sock"),
+                ..base()
+            },
         ];
         let keys: std::collections::BTreeSet<String> = variants.iter().map(approval_key).collect();
         assert_eq!(keys.len(), variants.len(), "two inputs share a key");
@@ -174,6 +247,28 @@ mod tests {
                 network_ids: vec![&id1, &id2],
                 ..base()
             })
+        );
+        // The runtime is bound after everything else, only when asked for.
+        assert_eq!(
+            key_bytes(&KeyInput {
+                network_ids: vec![&id1],
+                runtime: Some("runsc"),
+                ..base()
+            }),
+            [
+                format!("/home/dev/app\0\0\0net:{id1}").as_bytes(),
+                b"\0runtime:runsc"
+            ]
+            .concat()
+        );
+        // The engine is bound last.
+        assert_eq!(
+            key_bytes(&KeyInput {
+                runtime: Some("runsc"),
+                engine: Some(&engine_binding(Some("AAAA"), "unix:///x")),
+                ..base()
+            }),
+            b"/home/dev/app\0\0\0runtime:runsc\0engine:AAAA".to_vec()
         );
         // An env key and a volume with the same text are distinguished.
         assert_ne!(

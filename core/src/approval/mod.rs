@@ -1,7 +1,7 @@
 //! Approval of project settings (SPEC §7).
 //!
 //! A repository's `./odek.json` can ask for an image, a network mode, env,
-//! volumes and networks — an attacker's repository too. Every such request
+//! volumes, networks and an OCI runtime — an attacker's repository too. Every such request
 //! needs operator consent bound to the concrete Docker objects: the
 //! [`ApprovalRequest`] lists each resolved network's full ID, the key covers
 //! those IDs (§7.3), and the IDs are checked again right before create (§7.4).
@@ -10,7 +10,8 @@ mod key;
 mod store;
 
 pub(crate) use key::approval_key;
-pub use key::{key_bytes, KeyInput};
+pub use key::{engine_binding, key_bytes, KeyInput};
+
 pub use store::{Meta, Store, META_FILE};
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,11 @@ pub const APPROVAL_SCHEMA: &str = "odek.approval/1";
 /// `odek mcp`).
 pub const PREVIOUSLY_TRUSTED: &str = "this project was trusted before with other settings or network IDs (recreating a Compose project with `down` and `up` gives its networks new IDs); the stored trust does not cover what it asks for now: review the new settings with odek at a terminal";
 
+/// Why a project that was trusted asks again when its trust was stored
+/// before approvals were bound to the engine (its request has
+/// `trusted_before_engine_binding`), for refusals where no card is shown.
+pub const ENGINE_NOW_BOUND: &str = "this project was trusted before odek bound approvals to the engine they were given on (network IDs are unique only per engine, so a trust could have carried over to another engine); it asks once more, and a trust given now holds on this engine only: review it with odek at a terminal";
+
 /// Approval errors: class config.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ApprovalError {
@@ -42,7 +48,7 @@ pub enum ApprovalError {
     },
     /// No terminal to ask on, no env approval, no stored trust. The
     /// command line's words ([`ApprovalError::render`] gives MCP's).
-    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either review and trust them at a terminal with `{}` (answer `t`; nothing runs) or run odek interactively and answer `t`, or set {}=1 to approve them for this run", crate::text::shown(.config), crate::text::shown(.knobs), approve_command(.project_dir), crate::config::APPROVE_ENV)]
+    #[error("{} asks for project sandbox settings ({}); this needs operator approval, but there is no terminal to ask on; either review and trust them at a terminal with `{}` given the same --sandbox-* flags and ODEK_SANDBOX_* variables as this run (they change what the project's settings ask for, so a trust without them may not cover this run; answer `t`; nothing runs) or run odek interactively and answer `t`, or set {}=1 to approve them for this run", crate::text::shown(.config), crate::text::shown(.knobs), approve_command(.project_dir), crate::config::APPROVE_ENV)]
     NonInteractive {
         /// The project config file.
         config: String,
@@ -111,7 +117,7 @@ impl ApprovalError {
                 knobs,
                 project_dir,
             } if surface == crate::advice::Surface::Mcp => format!(
-                "{} asks for project sandbox settings ({}); this needs operator approval, and the user could not be asked through this MCP client (it does not support elicitation, or the question failed); the operator approves them once in a terminal with `{}` (answer `t`: the trust is stored, nothing runs, and this server then launches without asking), or starts the server with {}=1",
+                "{} asks for project sandbox settings ({}); this needs operator approval, and the user could not be asked through this MCP client (it does not support elicitation, or the question failed); the operator approves them once in a terminal with `{}` given the same --sandbox-* flags and ODEK_SANDBOX_* variables this server was started with (answer `t`: the trust is stored, nothing runs, and this server then launches without asking), or starts the server with {}=1",
                 shown(config),
                 shown(knobs),
                 approve_command(project_dir),
@@ -192,6 +198,11 @@ pub struct ApprovalRequest {
     pub requested_networks: Vec<String>,
     /// `sandbox_compose_project` from the project.
     pub requested_compose_project: Option<String>,
+    /// `sandbox_runtime` from the project: the OCI runtime it asks the
+    /// engine to run the sandbox with (one the engine has; SPEC §6.1
+    /// "runtime").
+    #[serde(default)]
+    pub runtime: Option<String>,
     /// The project-requested networks, resolved.
     pub networks: Vec<NetworkCard>,
     /// The network mode the sandbox would have (SPEC §9.2: cards report it).
@@ -232,6 +243,23 @@ pub struct ApprovalRequest {
     /// carried so that bindings show the same text.
     #[serde(default)]
     pub card: String,
+    /// `sandbox_egress` from the project, when it asks for more than the
+    /// operator's own list allows (SPEC §4.5); `None` otherwise.
+    #[serde(default)]
+    pub egress: Option<Vec<String>>,
+    /// `sandbox_egress_network` from the project.
+    #[serde(default)]
+    pub egress_network: Option<String>,
+    /// The engine the key binds ([`engine_binding`], SPEC §7.3):
+    /// `engine:<ID>` (`/info`'s `ID`), or `endpoint:<endpoint>` for an
+    /// engine that reports none. Empty in requests of earlier releases.
+    #[serde(default)]
+    pub engine: String,
+    /// The store trusts these settings under the key of earlier releases,
+    /// which bound no engine: the operator is asked once more
+    /// ([`ENGINE_NOW_BOUND`] says why).
+    #[serde(default)]
+    pub trusted_before_engine_binding: bool,
 }
 
 /// How an approval was obtained.
@@ -297,6 +325,19 @@ impl std::fmt::Display for Via {
 }
 
 impl ApprovalRequest {
+    /// Why a trusted project asks again, for refusals where no card is
+    /// shown: [`ENGINE_NOW_BOUND`] or [`PREVIOUSLY_TRUSTED`]; `None` when it
+    /// was not trusted before.
+    pub fn asks_again_because(&self) -> Option<&'static str> {
+        if self.trusted_before_engine_binding {
+            Some(ENGINE_NOW_BOUND)
+        } else if self.previously_trusted {
+            Some(PREVIOUSLY_TRUSTED)
+        } else {
+            None
+        }
+    }
+
     pub(crate) fn approval(&self, via: Via) -> Approval {
         Approval {
             schema: APPROVAL_SCHEMA.into(),
@@ -355,6 +396,15 @@ impl ApprovalRequest {
         if let Some(n) = &self.network {
             row("network", shown(n));
         }
+        if let Some(r) = &self.runtime {
+            row(
+                "runtime",
+                format!(
+                    "{} (the OCI runtime the engine runs the sandbox with: it decides how the sandbox is isolated from the host)",
+                    display_name(r)
+                ),
+            );
+        }
         if !self.env.is_empty() {
             let keys: Vec<String> = self
                 .env
@@ -376,6 +426,22 @@ impl ApprovalRequest {
         }
         if let Some(p) = &self.requested_compose_project {
             row("compose", display_name(p));
+        }
+        if let Some(e) = &self.egress {
+            row(
+                "egress",
+                if e.is_empty() {
+                    "egress mode with an empty allowlist (no way out)".to_string()
+                } else {
+                    format!(
+                        "only through odek's proxy, to {}",
+                        e.iter().map(shown).collect::<Vec<_>>().join(", ")
+                    )
+                },
+            );
+        }
+        if let Some(n) = &self.egress_network {
+            row("egress via", display_name(n));
         }
         if !self.networks.is_empty() {
             row(
@@ -405,8 +471,13 @@ impl ApprovalRequest {
             "  on failure {} (the image cannot be pulled or built, the daemon is unreachable, any check fails)\n",
             self.failure_outcome()
         ));
+        if !self.engine.is_empty() {
+            s.push_str(&format!("  engine    {}\n", shown(&self.engine)));
+        }
         s.push_str(&format!("  key       {}\n", self.key));
-        if self.previously_trusted {
+        if self.trusted_before_engine_binding {
+            s.push_str("  note      this project was trusted before odek bound approvals to the engine (network IDs are unique only per engine): asked once more; a trust given now holds on this engine only\n");
+        } else if self.previously_trusted {
             s.push_str("  note      this project was trusted before with other settings or networks: review what changed\n");
         }
         s
@@ -419,6 +490,9 @@ pub(crate) fn project_knobs(s: &Settings) -> Vec<&'static str> {
     crate::config::approval_keys()
         .into_iter()
         .filter(|k| s.sources.get(k.name).is_some_and(Source::is_project))
+        // A project egress list that only narrows the operator's needs no
+        // approval (SPEC §3.2).
+        .filter(|k| !(k.name == crate::config::names::sandbox_egress && s.egress_narrows))
         .map(|k| k.name)
         .collect()
 }

@@ -245,6 +245,28 @@ config_keys! {
         tighten: false,
         always_shown: false,
     },
+    /// `sandbox_egress`: egress mode (SPEC §4.5) when set, even empty: the
+    /// sandbox's only way out is odek's proxy, to these host patterns
+    /// (`pypi.org`, `*.githubusercontent.com`, `host:port`; a bare host
+    /// allows ports 80 and 443). Empty: no way out at all.
+    sandbox_egress: Vec<String> = List {
+        env: Some("ODEK_SANDBOX_EGRESS"),
+        flag: flag("--sandbox-egress", "HOST[,HOST...]", "Egress mode: the only way out is odek's proxy, to these hosts (pypi.org, *.example.com, host:port; a bare host allows 80 and 443); repeatable"),
+        approval: Some(7),
+        container_only: Some(9),
+        tighten: false,
+        always_shown: false,
+    },
+    /// `sandbox_egress_network`: the network through which the egress
+    /// proxy reaches out (SPEC §4.5); default the engine's default bridge.
+    sandbox_egress_network: String = Text {
+        env: Some("ODEK_SANDBOX_EGRESS_NETWORK"),
+        flag: flag("--sandbox-egress-network", "NETWORK", "The network through which the egress proxy reaches out (default: the engine's default bridge)"),
+        approval: Some(8),
+        container_only: Some(10),
+        tighten: false,
+        always_shown: false,
+    },
     /// `sandbox_pids_limit` (any integer here; must be ≥ 1 to pass validation).
     sandbox_pids_limit: i64 = Integer {
         env: Some("ODEK_SANDBOX_PIDS_LIMIT"),
@@ -288,6 +310,17 @@ config_keys! {
         approval: None,
         container_only: Some(4),
         tighten: true,
+        always_shown: false,
+    },
+    /// `sandbox_runtime`: the OCI runtime the engine runs the sandbox with
+    /// (`HostConfig.Runtime`), one of the runtimes the engine reports
+    /// (`GET /info` `Runtimes`); unset: the engine's default runtime.
+    sandbox_runtime: String = Text {
+        env: Some("ODEK_SANDBOX_RUNTIME"),
+        flag: flag("--sandbox-runtime", "NAME", "OCI runtime the engine runs the sandbox with, one the engine has registered (e.g. runc, runsc); default: the engine's default runtime"),
+        approval: Some(9),
+        container_only: Some(11),
+        tighten: false,
         always_shown: false,
     },
     /// `sandbox_env`: KEY → value (values may use `${HOST_VAR}`).

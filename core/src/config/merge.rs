@@ -131,10 +131,30 @@ pub struct Settings {
     pub cpus: Option<Sourced<CpuLimit>>,
     /// `sandbox_user`.
     pub user: Option<Sourced<String>>,
+    /// `sandbox_runtime`: the OCI runtime asked for (`None`: the engine's
+    /// default). Whether the engine has it is checked at resolve.
+    #[serde(default)]
+    pub runtime: Option<Sourced<String>>,
     /// `sandbox_env`, sorted by key.
     pub env: Option<Sourced<Vec<EnvVar>>>,
     /// `sandbox_volumes`.
     pub volumes: Option<Sourced<Vec<VolumeMount>>>,
+    /// `sandbox_egress` (each entry checked by
+    /// [`odek_egress::policy::Rule::parse`]): egress mode when set, even
+    /// empty (SPEC §4.5).
+    #[serde(default)]
+    pub egress: Option<Sourced<Vec<String>>>,
+    /// True when the applied `sandbox_egress` is the project's and only
+    /// narrows the user config's (every entry covered by one of the
+    /// operator's), or is empty while the user config has none (egress
+    /// mode off: the empty list only takes the way out away): then it
+    /// needs no approval (SPEC §3.2).
+    #[serde(default)]
+    pub egress_narrows: bool,
+    /// `sandbox_egress_network`: the network through which the proxy
+    /// reaches out (`bridge`: the engine's default bridge, the default).
+    #[serde(default)]
+    pub egress_network: Option<Sourced<String>>,
     /// `sandbox_pool`: ready sandboxes kept per plan (0 = off, at most
     /// [`super::MAX_POOL`]); not part of the plan, so the pool's size
     /// never changes which pool a plan claims from.
@@ -173,6 +193,7 @@ impl Settings {
     pub(crate) fn attaches_networks(&self) -> bool {
         self.networks.as_ref().is_some_and(|n| !n.value.is_empty())
             || self.compose_project.is_some()
+            || self.egress.is_some()
     }
 }
 
@@ -201,6 +222,7 @@ pub const PROCESS_ENV_VARS: &[&str] = &[
     "ODEK_HOME",
     "ODEK_DOCKER_TIMEOUT",
     super::validate::SUPERVISOR_ENV,
+    super::validate::EGRESS_ENV,
 ];
 
 /// One source's layer with its [`Source`] per key.
@@ -321,6 +343,28 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
     let (env_vars, env_template_sha256) = env_setting(&ranked, env)?;
     let volumes = volumes_setting(&ranked, &workdir, &odek_home)?;
 
+    let egress = pick(&ranked, names::sandbox_egress, |l| l.sandbox_egress.clone());
+    let egress_narrows = egress.as_ref().is_some_and(|e| {
+        e.source.is_project()
+            && ranked
+                .iter()
+                .filter(|r| (r.source)(names::sandbox_egress).is_user())
+                .find_map(|r| r.layer.sandbox_egress.clone())
+                .map_or_else(
+                    // Without a list of the operator's, egress mode is off:
+                    // only an empty project list (no way out at all)
+                    // narrows that; a host would add the proxy's way out
+                    // to a sandbox whose networks may all be internal.
+                    || odek_egress::policy::parse_rules(&e.value).is_ok_and(|r| r.is_empty()),
+                    |user| match (
+                        odek_egress::policy::parse_rules(&user),
+                        odek_egress::policy::parse_rules(&e.value),
+                    ) {
+                        (Ok(wide), Ok(narrow)) => odek_egress::policy::narrows(&wide, &narrow),
+                        _ => false,
+                    },
+                )
+    });
     let sources = super::KEYS
         .iter()
         .filter_map(|k| {
@@ -349,8 +393,16 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         memory,
         cpus,
         user: pick(&ranked, names::sandbox_user, |l| l.sandbox_user.clone()),
+        runtime: pick(&ranked, names::sandbox_runtime, |l| {
+            l.sandbox_runtime.clone()
+        }),
         env: env_vars,
         volumes,
+        egress,
+        egress_narrows,
+        egress_network: pick(&ranked, names::sandbox_egress_network, |l| {
+            l.sandbox_egress_network.clone()
+        }),
         pool: pick(&ranked, names::sandbox_pool, |l| l.sandbox_pool).unwrap_or_else(no_pool),
         log_retention: pick(&ranked, names::sandbox_log_retention, |l| {
             l.sandbox_log_retention
@@ -362,6 +414,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         root_owned,
     };
     no_networks_without_sandbox(&settings)?;
+    no_bridge_with_egress(&settings)?;
     Ok(settings)
 }
 
@@ -627,12 +680,32 @@ fn no_networks_without_sandbox(settings: &Settings) -> Result<(), ConfigError> {
         if let Some(c) = &settings.compose_project {
             what.push(format!("sandbox_compose_project from {}", c.source));
         }
+        if let Some(e) = &settings.egress {
+            what.push(format!("sandbox_egress from {}", e.source));
+        }
         return Err(ConfigError::NetworksWithoutSandbox {
             what: what.join(", "),
             origin: settings.mode.source.to_string(),
         });
     }
     Ok(())
+}
+
+/// Egress mode (SPEC §4.5) takes the sandbox off every network with a way
+/// out: `sandbox_network=bridge` with it is refused
+/// ([`ConfigError::InvalidValue`] naming both sources).
+fn no_bridge_with_egress(settings: &Settings) -> Result<(), ConfigError> {
+    match &settings.egress {
+        Some(e) if settings.network.value == NetworkMode::Bridge => Err(ConfigError::InvalidValue {
+            origin: settings.network.source.to_string(),
+            key: names::sandbox_network.into(),
+            reason: format!(
+                "is \"bridge\" while sandbox_egress ({}) asks for egress mode, whose only way out is odek's proxy; drop one of them",
+                e.source
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// `$ODEK_HOME` inside the working directory is masked in the sandbox (an
@@ -858,6 +931,19 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
     if let Some(p) = &l.sandbox_compose_project {
         validate_compose_project(&o(names::sandbox_compose_project), p)?;
     }
+    if let Some(rules) = &l.sandbox_egress {
+        odek_egress::policy::parse_rules(rules).map_err(|reason| ConfigError::InvalidValue {
+            origin: o(names::sandbox_egress),
+            key: names::sandbox_egress.into(),
+            reason: format!("has the entry {reason}"),
+        })?;
+    }
+    if let Some(n) = &l.sandbox_egress_network {
+        // `bridge` names the engine's default bridge, the default.
+        if n != "bridge" {
+            validate_network_name(&o(names::sandbox_egress_network), n)?;
+        }
+    }
     if let Some(p) = l.sandbox_pids_limit {
         validate_pids_limit(&o(names::sandbox_pids_limit), p)?;
     }
@@ -875,6 +961,9 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
     }
     if let Some(u) = &l.sandbox_user {
         validate_user(&o(names::sandbox_user), u)?;
+    }
+    if let Some(r) = &l.sandbox_runtime {
+        super::validate_runtime(&o(names::sandbox_runtime), r)?;
     }
     if let Some(env) = &l.sandbox_env {
         for k in env.keys() {
@@ -916,8 +1005,11 @@ mod tests {
             "sandbox_memory" => json!("1000g"),
             "sandbox_cpus" => json!("64"),
             "sandbox_user" => json!("0:0"),
+            "sandbox_runtime" => json!("runc"),
             "sandbox_env" => json!({"TOKEN": "${HOME}"}),
             "sandbox_volumes" => json!(["/:/host"]),
+            "sandbox_egress" => json!(["*.com"]),
+            "sandbox_egress_network" => json!("outside"),
             "sandbox_pool" => json!(8),
             "sandbox_log_retention" => json!(3650),
             other => panic!("no widest value for the key {other}: add one"),

@@ -367,6 +367,35 @@ pub fn validate_user(origin: &str, value: &str) -> Result<(), ConfigError> {
     ))
 }
 
+/// Most bytes of a `sandbox_runtime` name.
+pub const MAX_RUNTIME_NAME_BYTES: usize = 128;
+
+/// `sandbox_runtime`: a runtime's name as an engine registers it
+/// (daemon.json `runtimes`, e.g. `runc`, `runsc`, `io.containerd.runc.v2`):
+/// `[A-Za-z0-9][A-Za-z0-9_.+-]*`, at most [`MAX_RUNTIME_NAME_BYTES`] bytes.
+/// Whether the engine has it is asked of the engine at resolve (SPEC §6.1
+/// "runtime"). Errors are [`ConfigError::InvalidValue`].
+pub fn validate_runtime(origin: &str, value: &str) -> Result<(), ConfigError> {
+    let ok = !value.is_empty()
+        && value.len() <= MAX_RUNTIME_NAME_BYTES
+        && value.as_bytes()[0].is_ascii_alphanumeric()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.+-".contains(&b));
+    if ok {
+        return Ok(());
+    }
+    Err(invalid(
+        origin,
+        names::sandbox_runtime,
+        format!(
+            "must be the name of a runtime the engine has registered, matching \
+             [A-Za-z0-9][A-Za-z0-9_.+-]*, at most {MAX_RUNTIME_NAME_BYTES} bytes (got {})",
+            quote(value)
+        ),
+    ))
+}
+
 /// Environment variable set on every command odek runs in a sandbox: a
 /// random 128-bit tag in hex, `ODEK_EXEC_ID=<32 hex>`, unique per exec. It
 /// lets odek find the command's processes to kill them after a timeout or a
@@ -379,6 +408,11 @@ pub const EXEC_TAG_ENV: &str = "ODEK_EXEC_ID";
 /// through the exec API: the supervisor is opt-in until the whole test
 /// suite runs with it.
 pub const SUPERVISOR_ENV: &str = "ODEK_SUPERVISOR";
+
+/// The process-level variable naming the egress proxy binary (docs/CONFIG.md,
+/// SPEC §4.5): set and not empty, that file; unset, `odek-egress` beside
+/// odek (or libodek), then `../libexec/odek/odek-egress`.
+pub const EGRESS_ENV: &str = "ODEK_EGRESS_BIN";
 
 /// An env key: `[A-Za-z_][A-Za-z0-9_]*`, ≤ 256 bytes, not the reserved
 /// [`EXEC_TAG_ENV`] → else [`ConfigError::InvalidValue`] for

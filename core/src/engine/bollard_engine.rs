@@ -26,12 +26,12 @@ use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 
 use super::endpoint::Address;
-use super::raw::{attach_session, attach_stdin, ping, wait_removed};
+use super::raw::{attach_session, attach_stdin, ping, tls_config, tls_failure, wait_removed, Dial};
 use super::{
     ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
     EndpointInfo, EngineError, EngineErrorKind, EngineInfo, EngineSecurity, ExecExit, ExecSpec,
-    ExitWait, Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, NetworkSpec, Op,
-    OutputSink, PathStat, ProgressSink, StdinHold, StreamKind, MIN_API_VERSION,
+    ExitWait, Hardening, ImageInfo, IpamSubnet, MountInfo, NetworkFilter, NetworkInfo, NetworkSpec,
+    Op, OutputSink, PathStat, ProgressSink, StdinHold, StreamKind, MIN_API_VERSION,
 };
 
 /// The newest API version this build sends (bollard's model version).
@@ -73,6 +73,8 @@ impl Timeouts {
 /// [`DockerApi`] over the Docker Engine API (bollard).
 pub struct BollardEngine {
     endpoint: Endpoint,
+    /// How the requests written by hand reach the daemon (TLS included).
+    dial: Dial,
     timeouts: Timeouts,
     /// The client before negotiation (used only for `/version`).
     connect: ConnectFn,
@@ -92,6 +94,13 @@ impl BollardEngine {
     /// As [`BollardEngine::new`] with explicit time budgets.
     pub(crate) fn with_timeouts(endpoint: Endpoint, timeouts: Timeouts) -> BollardEngine {
         let address = endpoint.address.clone();
+        let dial = Dial {
+            address: address.clone(),
+            tls: endpoint.tls.clone().map(|t| (tls_config(&t), t)),
+            connect_timeout: timeouts.ping,
+        };
+        let ssh_timeout = timeouts.ping;
+        let tls = dial.tls.clone();
         // bollard's own timeout is whole seconds; ours (tokio) is the real one.
         let secs = timeouts.call.as_secs().max(1) + 1;
         let connect: ConnectFn = Box::new(move |v: ApiVersion| {
@@ -99,13 +108,20 @@ impl BollardEngine {
                 major_version: v.major as usize,
                 minor_version: v.minor as usize,
             };
-            let docker = match &address {
-                Address::Unix { path } => {
+            let docker = match (&address, &tls) {
+                (Address::Unix { path }, _) => {
                     Docker::connect_with_unix(&path.to_string_lossy(), secs, &cv)
                 }
-                Address::Tcp { authority } => {
+                (Address::Tcp { authority }, None) => {
                     Docker::connect_with_http(&format!("tcp://{authority}"), secs, &cv)
                 }
+                (Address::Tcp { authority }, Some((config, material))) => {
+                    let config = config.clone().map_err(|e| BError::IOError {
+                        err: std::io::Error::other(TlsRefused(e)),
+                    })?;
+                    connect_with_tls(&address, authority, config, material.clone(), secs, &cv)
+                }
+                (Address::Ssh { target }, _) => connect_with_ssh(target, ssh_timeout, secs, &cv),
             }?;
             // bollard 0.21 builds `/v1.xx` + path with `Url::join`, which drops
             // the version for absolute paths, so requests would go out
@@ -115,6 +131,7 @@ impl BollardEngine {
         });
         BollardEngine {
             endpoint,
+            dial,
             timeouts,
             connect,
             negotiated: OnceCell::new(),
@@ -160,7 +177,7 @@ impl BollardEngine {
                 // engine's API version in a header; `/version` can take
                 // several (Docker 20.10 asks containerd and runc). Fall back
                 // to `/version` when the header is missing.
-                if let Some((server, release)) = ping(&self.endpoint.address, self.timeouts.ping).await? {
+                if let Some((server, release)) = ping(&self.dial, self.timeouts.ping).await? {
                     return self.settle(server, release);
                 }
                 let mut ask = MIN_API_VERSION;
@@ -269,7 +286,167 @@ async fn timed<T>(
     }
 }
 
+/// A TLS failure that refuses the endpoint (a certificate refused, or
+/// material that makes no client configuration): carried through bollard
+/// in an I/O error, mapped to `Rejected` by [`map_err`] (SPEC §6.2.1).
+#[derive(Debug)]
+struct TlsRefused(String);
+
+impl std::fmt::Display for TlsRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TlsRefused {}
+
+/// A bollard client for `https://authority` over hyper-rustls with
+/// `config` ([`tls_config`]): bollard's own `connect_with_ssl` would add
+/// the system's roots to `ca.pem` and read the key at each handshake,
+/// dropping its errors. A refused certificate comes back as [`TlsRefused`]
+/// with the fix ([`tls_failure`]).
+fn connect_with_tls(
+    address: &Address,
+    authority: &str,
+    config: std::sync::Arc<rustls::ClientConfig>,
+    material: super::Tls,
+    secs: u64,
+    cv: &ClientVersion,
+) -> Result<Docker, BError> {
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config((*config).clone())
+        .https_only()
+        .enable_http1()
+        .build();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_max_idle_per_host(0)
+        .build(connector);
+    let address = address.clone();
+    let material = std::sync::Arc::new(material);
+    Docker::connect_with_custom_transport(
+        move |req: bollard::BollardRequest| {
+            let client = client.clone();
+            let address = address.clone();
+            let material = material.clone();
+            async move {
+                client
+                    .request(req)
+                    .await
+                    .map_err(|e| match tls_failure(&e, &address, &material) {
+                        (true, message) => BError::IOError {
+                            err: std::io::Error::other(TlsRefused(message)),
+                        },
+                        (false, _) => BError::from(e),
+                    })
+            }
+        },
+        Some(format!("https://{authority}")),
+        secs,
+        cv,
+    )
+}
+
+/// An `ssh` connection that failed (SPEC §6.2.2), explained
+/// ([`super::ssh::Diagnostics::explain`]): carried through bollard in an
+/// I/O error, its kind and message kept by [`map_err`].
+#[derive(Debug)]
+struct SshFailed(EngineError);
+
+impl std::fmt::Display for SshFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.message)
+    }
+}
+
+impl std::error::Error for SshFailed {}
+
+/// A bollard client whose every request is a connection of its own through
+/// an `ssh` child running `docker system dial-stdio` on `target` (SPEC
+/// §6.2.2), as the Docker CLI does: HTTP/1 (with upgrades, for exec and
+/// attach) over the child's stdio; the child is killed when the connection
+/// ends. A failed connection comes back as [`SshFailed`], with what `ssh`
+/// said and the fix.
+fn connect_with_ssh(
+    target: &super::SshTarget,
+    connect_timeout: Duration,
+    secs: u64,
+    cv: &ClientVersion,
+) -> Result<Docker, BError> {
+    let target = std::sync::Arc::new(target.clone());
+    Docker::connect_with_custom_transport(
+        move |mut req: bollard::BollardRequest| {
+            let target = target.clone();
+            async move {
+                let failed = |e: EngineError| BError::IOError {
+                    err: std::io::Error::other(SshFailed(e)),
+                };
+                let stream = super::ssh::SshStream::spawn(&target, connect_timeout, Op::Version)
+                    .await
+                    .map_err(failed)?;
+                let diagnostics = stream.diagnostics.clone();
+                // Origin-form on the wire, as a client sends to a server
+                // it is connected to; Go's server wants a Host header.
+                if let Some(pq) = req.uri().path_and_query().cloned() {
+                    if let Ok(u) = http::Uri::builder().path_and_query(pq).build() {
+                        *req.uri_mut() = u;
+                    }
+                }
+                req.headers_mut()
+                    .entry(http::header::HOST)
+                    .or_insert(http::HeaderValue::from_static("docker"));
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let (mut send, conn) = match hyper::client::conn::http1::handshake(io).await {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        return Err(failed(
+                            diagnostics
+                                .explain(&target, Op::Version, &e.to_string())
+                                .await,
+                        ))
+                    }
+                };
+                tokio::spawn(async move {
+                    let _ = conn.with_upgrades().await;
+                });
+                match send.send_request(req).await {
+                    Ok(resp) => Ok(resp),
+                    Err(e) => Err(failed(
+                        diagnostics
+                            .explain(&target, Op::Version, &error_chain(&e))
+                            .await,
+                    )),
+                }
+            }
+        },
+        Some("http://docker"),
+        secs,
+        cv,
+    )
+}
+
+/// An error's text with every cause after it.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if parts.last() != Some(&t) {
+            parts.push(t);
+        }
+        cur = c.source();
+    }
+    parts.join(": ")
+}
+
 fn map_err(op: Op, e: BError) -> EngineError {
+    if let BError::IOError { err } = &e {
+        if let Some(refused) = err.get_ref().and_then(|i| i.downcast_ref::<TlsRefused>()) {
+            return EngineError::new(op, EngineErrorKind::Rejected, refused.0.clone());
+        }
+        if let Some(failed) = err.get_ref().and_then(|i| i.downcast_ref::<SshFailed>()) {
+            return EngineError::new(op, failed.0.kind, failed.0.message.clone());
+        }
+    }
     let (kind, status, message) = match e {
         BError::DockerResponseServerError {
             status_code,
@@ -279,6 +456,13 @@ fn map_err(op: Op, e: BError) -> EngineError {
                 EngineErrorKind::NotFound
             } else {
                 EngineErrorKind::Rejected
+            };
+            // Something that is not an engine (a web server on the port)
+            // may answer with no body: say what was seen.
+            let message = if message.trim().is_empty() {
+                format!("HTTP {status_code} with an empty body (is a Docker Engine listening at this endpoint?)")
+            } else {
+                message
             };
             (kind, Some(status_code), message)
         }
@@ -318,7 +502,23 @@ fn network_from(n: bollard::models::Network) -> NetworkInfo {
         labels: n.labels.unwrap_or_default().into_iter().collect(),
         options: n.options.unwrap_or_default().into_iter().collect(),
         containers: BTreeMap::new(),
+        ipam: ipam_of(n.ipam),
     }
+}
+
+/// A network's `IPAM.Config` as odek reads it (entries without a subnet
+/// left out).
+fn ipam_of(ipam: Option<bollard::models::Ipam>) -> Vec<IpamSubnet> {
+    ipam.and_then(|i| i.config)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| {
+            Some(IpamSubnet {
+                subnet: c.subnet?,
+                gateway: c.gateway.filter(|g| !g.is_empty()),
+            })
+        })
+        .collect()
 }
 
 /// A container's `NetworkSettings.Networks` as odek reads them, by name.
@@ -330,6 +530,8 @@ fn endpoints_of(networks: Option<HashMap<String, EndpointSettings>>) -> Vec<Endp
             network_name: name,
             network_id: e.network_id.unwrap_or_default(),
             aliases: e.aliases.unwrap_or_default(),
+            endpoint_id: e.endpoint_id.unwrap_or_default(),
+            ip: e.ip_address.unwrap_or_default(),
         })
         .collect();
     endpoints.sort_by(|a, b| a.network_name.cmp(&b.network_name));
@@ -413,6 +615,7 @@ impl DockerApi for BollardEngine {
                     enable_ipv6: n.enable_ipv6,
                     options: n.options,
                     labels: n.labels,
+                    ipam: n.ipam,
                     ..Default::default()
                 });
                 info.containers = containers;
@@ -456,9 +659,16 @@ impl DockerApi for BollardEngine {
                     .collect(),
                 volumes: i
                     .config
-                    .and_then(|c| c.volumes)
+                    .as_ref()
+                    .and_then(|c| c.volumes.clone())
                     .map(|v| v.into_iter().collect())
                     .unwrap_or_default(),
+                layers: i
+                    .root_fs
+                    .as_ref()
+                    .and_then(|r| r.layers.as_ref())
+                    .map_or(0, Vec::len),
+                env: i.config.and_then(|c| c.env).unwrap_or_default(),
             })),
             Err(e) if e.kind == EngineErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
@@ -740,7 +950,10 @@ impl DockerApi for BollardEngine {
             cap_drop: host.cap_drop.unwrap_or_default(),
             security_opt: host.security_opt.unwrap_or_default(),
             env: config.env.unwrap_or_default(),
+            runtime: host.runtime.clone().unwrap_or_default(),
             hardening,
+            exec_ids: c.exec_ids.unwrap_or_default(),
+            dns: host.dns.unwrap_or_default(),
         }))
     }
 
@@ -901,12 +1114,12 @@ impl DockerApi for BollardEngine {
 
     async fn attach_stdin(&self, id: &str) -> Result<StdinHold, EngineError> {
         let v = self.negotiate().await?.1.api_version;
-        attach_stdin(&self.endpoint.address, v, id, self.timeouts.call).await
+        attach_stdin(&self.dial, v, id, self.timeouts.call).await
     }
 
     async fn attach_session(&self, id: &str) -> Result<super::Link, EngineError> {
         let v = self.negotiate().await?.1.api_version;
-        attach_session(&self.endpoint.address, v, id, self.timeouts.call).await
+        attach_session(&self.dial, v, id, self.timeouts.call).await
     }
 
     async fn exec_session(
@@ -972,7 +1185,40 @@ impl DockerApi for BollardEngine {
 
     async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {
         let v = self.negotiate().await?.1.api_version;
-        wait_removed(&self.endpoint.address, v, id, self.timeouts.call).await
+        wait_removed(&self.dial, v, id, self.timeouts.call).await
+    }
+
+    async fn container_logs(&self, id: &str, max: usize) -> Result<Option<String>, EngineError> {
+        let d = self.client().await?;
+        let opts = bollard::query_parameters::LogsOptions {
+            stdout: true,
+            stderr: true,
+            follow: false,
+            ..Default::default()
+        };
+        let collect = async {
+            let mut stream = d.logs(id, Some(opts));
+            let mut text: Vec<u8> = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                text.extend_from_slice(&chunk?.into_bytes());
+                if text.len() > 2 * max {
+                    let cut = text.len() - max;
+                    text.drain(..cut);
+                }
+            }
+            Ok::<_, BError>(text)
+        };
+        match timed(Op::Logs, self.timeouts.call, collect).await {
+            Ok(mut text) => {
+                if text.len() > max {
+                    let cut = text.len() - max;
+                    text.drain(..cut);
+                }
+                Ok(Some(String::from_utf8_lossy(&text).into_owned()))
+            }
+            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn security(&self) -> Result<EngineSecurity, EngineError> {
@@ -984,9 +1230,27 @@ impl DockerApi for BollardEngine {
             opts.iter()
                 .any(|o| o.split(',').any(|kv| kv.trim() == format!("name={name}")))
         };
+        let registered = info.runtimes.unwrap_or_default();
+        let mut gvisor: Vec<String> = registered
+            .iter()
+            .filter(|(name, r)| {
+                super::is_gvisor_name(name)
+                    || r.path.as_deref().is_some_and(|p| {
+                        std::path::Path::new(p).file_name() == Some(std::ffi::OsStr::new("runsc"))
+                    })
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        gvisor.sort();
+        let mut runtimes: Vec<String> = registered.into_keys().collect();
+        runtimes.sort();
         Ok(EngineSecurity {
             rootless: has("rootless"),
             userns: has("userns"),
+            runtimes,
+            gvisor,
+            default_runtime: info.default_runtime.filter(|r| !r.is_empty()),
+            id: info.id.filter(|i| !i.trim().is_empty()),
         })
     }
 
@@ -1149,7 +1413,14 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             .as_ref()
             .map(|d| bollard::models::HostConfigLogConfig {
                 typ: Some(d.clone()),
-                config: None,
+                // odek's `json-file` logs (the egress proxy's, one line per
+                // refusal an agent can provoke) are capped: 2 files of 1 MiB.
+                config: (d == "json-file").then(|| {
+                    std::collections::HashMap::from([
+                        ("max-size".to_string(), "1m".to_string()),
+                        ("max-file".to_string(), "2".to_string()),
+                    ])
+                }),
             }),
         security_opt: Some(spec.security_opt.clone()),
         tmpfs: Some(
@@ -1161,7 +1432,11 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         mounts: Some(mounts),
         memory: spec.memory_bytes,
         nano_cpus: spec.nano_cpus,
+        runtime: spec.runtime.clone(),
         auto_remove: Some(spec.auto_remove),
+        // SPEC §4.6: empty keeps the engine's upstream servers.
+        dns: (!spec.dns.is_empty()).then(|| spec.dns.clone()),
+        readonly_rootfs: spec.readonly_rootfs.then_some(true),
         ..Default::default()
     };
     // The first network is the endpoint created with the container; no
@@ -1200,6 +1475,32 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_answer_with_an_empty_body_says_what_was_seen() {
+        let e = map_err(
+            Op::Version,
+            BError::DockerResponseServerError {
+                status_code: 404,
+                message: String::new(),
+            },
+        );
+        assert_eq!(e.kind, EngineErrorKind::NotFound);
+        assert!(
+            e.message.contains("HTTP 404 with an empty body"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("Docker Engine"), "{}", e.message);
+        let e = map_err(
+            Op::Version,
+            BError::DockerResponseServerError {
+                status_code: 500,
+                message: "boom".into(),
+            },
+        );
+        assert_eq!(e.message, "boom");
+    }
     use std::sync::{Arc, Mutex};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -1352,7 +1653,11 @@ mod tests {
     async fn the_stdin_attach_is_held_and_registered_until_dropped() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (path, mut seen) = attach_daemon(dir.path()).await;
-        let address = Address::Unix { path };
+        let address = Dial {
+            address: Address::Unix { path },
+            tls: None,
+            connect_timeout: Duration::from_secs(5),
+        };
         let v = ApiVersion {
             major: 1,
             minor: 41,
@@ -1386,7 +1691,11 @@ mod tests {
     async fn an_attach_to_a_missing_container_is_not_found() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (path, _seen) = attach_daemon(dir.path()).await;
-        let address = Address::Unix { path };
+        let address = Dial {
+            address: Address::Unix { path },
+            tls: None,
+            connect_timeout: Duration::from_secs(5),
+        };
         let v = ApiVersion {
             major: 1,
             minor: 41,
@@ -1651,5 +1960,224 @@ mod not_started_tests {
             Some(N::NoInterpreter)
         );
         assert_eq!(not_started(looked_up, Some(1), "other", false), None);
+    }
+}
+
+/// TLS to an in-process "daemon" (SPEC §6.2.1): rustls on a loopback port,
+/// asking for a client certificate, with certificates made by `openssl`.
+#[cfg(test)]
+mod tls_tests {
+    use super::*;
+    use crate::engine::{Endpoint, EndpointEnv};
+    use rustls_pki_types::pem::PemObject;
+    use std::path::Path;
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    // A test's own tool: the library itself starts no process here.
+    #[allow(clippy::disallowed_types, clippy::disallowed_methods)]
+    fn openssl(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("openssl")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .expect("openssl (Debian: apt-get install openssl)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// ca, wrongca (self-signed), server (IP 127.0.0.1) and client, each
+    /// `<name>.pem` and `<name>-key.pem`, signed by ca.
+    fn make_certs(d: &Path) {
+        let key = |n: &str| {
+            openssl(
+                d,
+                &[
+                    "genpkey",
+                    "-algorithm",
+                    "EC",
+                    "-pkeyopt",
+                    "ec_paramgen_curve:P-256",
+                    "-out",
+                    &format!("{n}-key.pem"),
+                ],
+            )
+        };
+        for ca in ["ca", "wrongca"] {
+            key(ca);
+            openssl(
+                d,
+                &[
+                    "req",
+                    "-x509",
+                    "-new",
+                    "-key",
+                    &format!("{ca}-key.pem"),
+                    "-subj",
+                    &format!("/CN={ca}"),
+                    "-days",
+                    "2",
+                    "-out",
+                    &format!("{ca}.pem"),
+                ],
+            );
+        }
+        for (leaf, ext) in [
+            ("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"),
+            ("client", "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n"),
+        ] {
+            key(leaf);
+            std::fs::write(d.join(format!("{leaf}.ext")), ext).expect("ext");
+            openssl(d, &["req", "-new", "-key", &format!("{leaf}-key.pem"), "-subj", &format!("/CN={leaf}"), "-out", &format!("{leaf}.csr")]);
+            openssl(d, &["x509", "-req", "-in", &format!("{leaf}.csr"), "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial", "-days", "2", "-extfile", &format!("{leaf}.ext"), "-out", &format!("{leaf}.pem")]);
+        }
+    }
+
+    /// A TLS server on 127.0.0.1 that asks for a client certificate signed
+    /// by `ca.pem` and answers every request with a `/version` body.
+    async fn daemon(d: &Path) -> u16 {
+        #[allow(deprecated)]
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let read = |f: &str| std::fs::read(d.join(f)).expect("read");
+        let mut roots = rustls::RootCertStore::empty();
+        for c in crate::engine::tls::certificates(&read("ca.pem")) {
+            roots.add(c).expect("root");
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .expect("verifier");
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(
+                crate::engine::tls::certificates(&read("server.pem")),
+                rustls_pki_types::PrivateKeyDer::from_pem_slice(&read("server-key.pem"))
+                    .expect("key"),
+            )
+            .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(mut s) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let body = r#"{"ApiVersion":"1.45","Version":"27.0.0","MinAPIVersion":"1.24"}"#;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(answer.as_bytes()).await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        });
+        port
+    }
+
+    /// A client directory: `ca.pem` ← `ca`, `cert.pem` ← `cert`, `key.pem` ← `key`.
+    fn client(d: &Path, name: &str, ca: &str, cert: &str, key: &str) -> std::path::PathBuf {
+        let c = d.join(name);
+        std::fs::create_dir_all(&c).expect("mkdir");
+        for (to, from) in [("ca.pem", ca), ("cert.pem", cert), ("key.pem", key)] {
+            std::fs::copy(d.join(from), c.join(to)).expect("copy");
+        }
+        c
+    }
+
+    fn engine(port: u16, dir: &Path) -> BollardEngine {
+        let env = EndpointEnv {
+            docker_host: Some(format!("tcp://127.0.0.1:{port}")),
+            docker_tls_verify: true,
+            docker_cert_path: Some(dir.to_path_buf()),
+            ..Default::default()
+        };
+        let ep = Endpoint::resolve(&env).expect("tls endpoint");
+        assert!(ep.tls.is_some());
+        BollardEngine::with_timeouts(
+            ep,
+            Timeouts {
+                ping: Duration::from_secs(5),
+                call: Duration::from_secs(5),
+                stream_idle: Duration::from_secs(5),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn verified_tls_answers_a_wrong_ca_or_a_foreign_client_cert_is_refused_with_the_fix() {
+        let d = tempfile::tempdir().expect("tempdir");
+        make_certs(d.path());
+        let port = daemon(d.path()).await;
+
+        let good = client(d.path(), "good", "ca.pem", "client.pem", "client-key.pem");
+        let info = engine(port, &good)
+            .version()
+            .await
+            .expect("verified TLS answers");
+        assert_eq!(
+            info.api_version,
+            ApiVersion {
+                major: 1,
+                minor: 45
+            }
+        );
+
+        let wrong = client(
+            d.path(),
+            "wrong",
+            "wrongca.pem",
+            "client.pem",
+            "client-key.pem",
+        );
+        let e = engine(port, &wrong).version().await.expect_err("wrong CA");
+        assert_eq!(e.kind, EngineErrorKind::Rejected, "{e}");
+        assert!(
+            e.message.contains("the daemon's certificate was refused")
+                && e.message
+                    .contains(&format!("{} ", wrong.join("ca.pem").display())),
+            "{e}"
+        );
+
+        let foreign = client(
+            d.path(),
+            "foreign",
+            "ca.pem",
+            "wrongca.pem",
+            "wrongca-key.pem",
+        );
+        let e = engine(port, &foreign)
+            .version()
+            .await
+            .expect_err("foreign client cert");
+        assert_eq!(e.kind, EngineErrorKind::Rejected, "{e}");
+        assert!(
+            e.message
+                .contains("the daemon refused odek's client certificate"),
+            "{e}"
+        );
     }
 }

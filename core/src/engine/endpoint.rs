@@ -11,6 +11,17 @@
 //! permission denied, nothing listening), for verbose output and the "daemon
 //! unreachable" error. A socket the operator names is used whoever owns it;
 //! [`Endpoint::ownership`] says whose it is.
+//!
+//! A `tcp://` endpoint is secured with TLS as the Docker CLI does it
+//! (SPEC §6.2.1): `DOCKER_TLS_VERIFY` with `DOCKER_CERT_PATH` for
+//! `DOCKER_HOST`, a context's `tls/` material for a context; see
+//! [`super::tls`]. Plain TCP to a host that is not loopback is used with a
+//! loud [`WarningKind::PlainTcp`] warning ([`Endpoint::transport_warning`]).
+//!
+//! An `ssh://[user@]host[:port]` endpoint is reached as the Docker CLI
+//! reaches it, through the system's `ssh` running `docker system
+//! dial-stdio` there, with the host key always checked (SPEC §6.2.2); see
+//! [`super::ssh`].
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -19,6 +30,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::socket_owner::{self, SocketOwner};
+use super::ssh::SshTarget;
+use super::tls::{Tls, TlsOrigin};
 use crate::warning::{Warning, WarningKind};
 
 /// Where the endpoint came from.
@@ -52,6 +65,12 @@ pub enum Address {
         /// `host:port`.
         authority: String,
     },
+    /// `ssh://[user@]host[:port]`: each connection is `ssh … -- host docker
+    /// system dial-stdio` (SPEC §6.2.2).
+    Ssh {
+        /// Who and where, checked.
+        target: SshTarget,
+    },
 }
 
 impl fmt::Display for Address {
@@ -60,6 +79,7 @@ impl fmt::Display for Address {
         match self {
             Address::Unix { path } => write!(f, "unix://{}", path.display()),
             Address::Tcp { authority } => write!(f, "tcp://{authority}"),
+            Address::Ssh { target } => write!(f, "{target}"),
         }
     }
 }
@@ -93,11 +113,50 @@ pub struct Endpoint {
     /// Socket paths probed and passed over before this one was chosen, in
     /// order, each with the reason (empty unless probing).
     pub tried: Vec<Probed>,
+    /// The TLS material of a `tcp://` endpoint secured with TLS (SPEC
+    /// §6.2.1); `None` for a Unix socket or plain TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Tls>,
+}
+
+/// What an approval binds the engine by (SPEC §7.3): its own ID when
+/// `/info` reports one (`engine:<ID>`), else its endpoint's address
+/// (`endpoint:unix:///var/run/docker.sock`), which stands in for an
+/// engine without an ID.
+pub fn engine_binding(id: Option<&str>, endpoint: &str) -> String {
+    match id.map(str::trim).filter(|i| !i.is_empty()) {
+        Some(id) => format!("engine:{id}"),
+        None => format!("endpoint:{endpoint}"),
+    }
+}
+
+impl Endpoint {
+    /// What an approval binds this engine by (SPEC §7.3): `engine:<id>`
+    /// when the engine reported its ID, else `endpoint:<address>` — the
+    /// address alone (`unix:///var/run/docker.sock`), not how it was
+    /// chosen, so one socket named two ways is one engine.
+    pub fn approval_binding(&self, id: Option<&str>) -> String {
+        engine_binding(id, &self.address.to_string())
+    }
 }
 
 impl fmt::Display for Endpoint {
+    /// `unix:///path (from DOCKER_HOST)`, `tcp://host:2376 (tls, verified;
+    /// from Docker context "x")`, `tcp://host:2375 (plain TCP, not
+    /// encrypted)`, then any socket passed over.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}", self.address, self.origin())?;
+        match self.security() {
+            Some(sec) => {
+                let origin = self.origin();
+                let origin = origin.trim_start_matches(" (").trim_end_matches(')');
+                if origin.is_empty() {
+                    write!(f, "{} ({sec})", self.address)?;
+                } else {
+                    write!(f, "{} ({sec}; {origin})", self.address)?;
+                }
+            }
+            None => write!(f, "{}{}", self.address, self.origin())?,
+        }
         if !self.tried.is_empty() {
             write!(f, " after passing over {}", display_probed(&self.tried))?;
         }
@@ -110,7 +169,7 @@ impl fmt::Display for Endpoint {
 pub enum EndpointError {
     /// `DOCKER_HOST` (or a context's host) is malformed or uses an
     /// unsupported scheme: a config error (SPEC §6.2).
-    #[error("invalid Docker endpoint {value:?} from {origin}: {reason}; use unix:///path/to/docker.sock or tcp://host:port")]
+    #[error("invalid Docker endpoint {value:?} from {origin}: {reason}; use unix:///path/to/docker.sock, tcp://host:port or ssh://[user@]host[:port]")]
     Invalid {
         /// The raw value.
         value: String,
@@ -125,6 +184,33 @@ pub enum EndpointError {
         /// Context name.
         name: String,
         /// What is wrong.
+        reason: String,
+    },
+    /// The TLS settings of a `tcp://` endpoint cannot be honoured: a
+    /// certificate file is absent, unreadable, another user's or writable
+    /// by others, or holds no certificate or key; or TLS without verifying
+    /// the daemon (`DOCKER_TLS` alone, a context's `SkipTLSVerify`) is
+    /// asked, which odek refuses (SPEC §6.2.1). A config error: the reason
+    /// names the file and the fix.
+    #[error("cannot secure the Docker endpoint {endpoint} from {origin}: {reason}")]
+    Tls {
+        /// The endpoint (`tcp://host:port`).
+        endpoint: String,
+        /// Where it was read (`DOCKER_HOST`, `Docker context "x"`).
+        origin: String,
+        /// What is wrong, and the fix.
+        reason: String,
+    },
+    /// An `ssh://` endpoint cannot be used because no `ssh` program is on
+    /// `PATH` (SPEC §6.2.2): a config error naming the fix, before anything
+    /// runs.
+    #[error("cannot reach the Docker endpoint {endpoint} from {origin}: {reason}")]
+    Ssh {
+        /// The endpoint (`ssh://user@host:port`).
+        endpoint: String,
+        /// Where it was read (`DOCKER_HOST`, `Docker context "x"`).
+        origin: String,
+        /// What is wrong, and the fix.
         reason: String,
     },
     /// No probed socket accepts a connection: the daemon is unreachable.
@@ -157,6 +243,15 @@ pub struct EndpointEnv {
     pub xdg_runtime_dir: Option<PathBuf>,
     /// `HOME`.
     pub home: Option<PathBuf>,
+    /// `DOCKER_TLS_VERIFY` is set and not empty: a `tcp://` `DOCKER_HOST`
+    /// is reached over TLS, the daemon's certificate verified (SPEC §6.2.1).
+    pub docker_tls_verify: bool,
+    /// `DOCKER_TLS` is set and not empty (TLS without verification, which
+    /// odek refuses unless `DOCKER_TLS_VERIFY` is set too).
+    pub docker_tls: bool,
+    /// `DOCKER_CERT_PATH` (directory of `ca.pem`, `cert.pem`, `key.pem`;
+    /// default the Docker config directory).
+    pub docker_cert_path: Option<PathBuf>,
     /// Variables among `DOCKER_HOST`, `DOCKER_CONTEXT` and `DOCKER_CONFIG`
     /// that are set but empty (and so count as unset), for [`EndpointEnv::notes`].
     pub set_but_empty: Vec<&'static str>,
@@ -173,6 +268,9 @@ impl EndpointEnv {
             docker_config: var("DOCKER_CONFIG").map(PathBuf::from),
             xdg_runtime_dir: var("XDG_RUNTIME_DIR").map(PathBuf::from),
             home: var("HOME").map(PathBuf::from),
+            docker_tls_verify: var("DOCKER_TLS_VERIFY").is_some(),
+            docker_tls: var("DOCKER_TLS").is_some(),
+            docker_cert_path: var("DOCKER_CERT_PATH").map(PathBuf::from),
             set_but_empty: ["DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG"]
                 .into_iter()
                 .filter(|k| std::env::var_os(k).is_some_and(|v| v.is_empty()))
@@ -199,10 +297,13 @@ impl Endpoint {
     pub fn resolve(env: &EndpointEnv) -> Result<Endpoint, EndpointError> {
         if let Some(host) = &env.docker_host {
             let address = parse_host(host, "DOCKER_HOST")?;
+            ssh_program(&address, "DOCKER_HOST")?;
+            let tls = env_tls(env, &address)?;
             return Ok(Endpoint {
                 address,
                 source: EndpointSource::DockerHost,
                 tried: Vec::new(),
+                tls,
             });
         }
         if let Some(ep) = context_endpoint(env)? {
@@ -224,6 +325,7 @@ impl Endpoint {
             address: Address::Unix { path: path.into() },
             source: EndpointSource::Explicit,
             tried: Vec::new(),
+            tls: None,
         }
     }
 
@@ -232,12 +334,16 @@ impl Endpoint {
     /// `docker_host`). Used whoever owns the socket, as `DOCKER_HOST` is:
     /// [`Endpoint::ownership`] says whose it is.
     ///
-    /// Errors: [`EndpointError::Invalid`] as [`parse_host`].
+    /// Errors: [`EndpointError::Invalid`] as [`parse_host`];
+    /// [`EndpointError::Ssh`] for `ssh://` without an `ssh` program.
     pub fn named(value: &str, origin: &str) -> Result<Endpoint, EndpointError> {
+        let address = parse_host(value, origin)?;
+        ssh_program(&address, origin)?;
         Ok(Endpoint {
-            address: parse_host(value, origin)?,
+            address,
             source: EndpointSource::Explicit,
             tried: Vec::new(),
+            tls: None,
         })
     }
 
@@ -292,6 +398,7 @@ fn probe_in_order(candidates: &[PathBuf]) -> Result<Endpoint, EndpointError> {
                     address: Address::Unix { path: p.clone() },
                     source: EndpointSource::Probe,
                     tried,
+                    tls: None,
                 })
             }
             Err(reason) => tried.push(Probed {
@@ -332,7 +439,21 @@ fn probe(path: &Path) -> Result<(), String> {
     }
 }
 
-/// Parses a Docker host string (`unix://PATH`, `tcp://HOST[:PORT]`).
+/// [`EndpointError::Ssh`] when `address` is `ssh://` and no `ssh` program
+/// is on `PATH` (SPEC §6.2.2).
+fn ssh_program(address: &Address, origin: &str) -> Result<(), EndpointError> {
+    if let Address::Ssh { .. } = address {
+        super::ssh::find_program().map_err(|reason| EndpointError::Ssh {
+            endpoint: address.to_string(),
+            origin: origin.to_string(),
+            reason,
+        })?;
+    }
+    Ok(())
+}
+
+/// Parses a Docker host string (`unix://PATH`, `tcp://HOST[:PORT]`,
+/// `ssh://[user@]host[:port]`, SPEC §6.2.2: [`SshTarget::parse`]).
 pub fn parse_host(value: &str, origin: &str) -> Result<Address, EndpointError> {
     let invalid = |reason: &str| EndpointError::Invalid {
         value: value.to_string(),
@@ -384,8 +505,11 @@ pub fn parse_host(value: &str, origin: &str) -> Result<Address, EndpointError> {
                 authority: format!("{host}:{port}"),
             })
         }
+        "ssh" => Ok(Address::Ssh {
+            target: SshTarget::parse(rest).map_err(|why| invalid(&why))?,
+        }),
         other => Err(invalid(&format!(
-            "the scheme {other:?} is not supported (only unix:// and tcp://)"
+            "the scheme {other:?} is not supported (only unix://, tcp:// and ssh://)"
         ))),
     }
 }
@@ -420,29 +544,159 @@ fn context_endpoint(env: &EndpointEnv) -> Result<Option<Endpoint>, EndpointError
         .join("contexts/meta")
         .join(hex::encode(Sha256::digest(name.as_bytes())))
         .join("meta.json");
-    let bytes = std::fs::read(&meta).map_err(|e| ctx_err(format!("{}: {e}", meta.display())))?;
+    let bytes = std::fs::read(&meta).map_err(|e| {
+        ctx_err(if e.kind() == std::io::ErrorKind::NotFound {
+            format!(
+                "there is no context of that name ({} does not exist): `docker context ls` lists them; unset DOCKER_CONTEXT or `docker context use default` for the local engine",
+                meta.display()
+            )
+        } else {
+            format!("{}: {e}", meta.display())
+        })
+    })?;
     let v: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| ctx_err(format!("{}: {e}", meta.display())))?;
     let host = v
         .pointer("/Endpoints/docker/Host")
         .and_then(|h| h.as_str())
         .ok_or_else(|| ctx_err(format!("{} has no Endpoints.docker.Host", meta.display())))?;
-    let address = parse_host(host, &format!("Docker context {name:?}"))?;
+    let origin = format!("Docker context {name:?}");
+    let address = parse_host(host, &origin)?;
+    ssh_program(&address, &origin)?;
+    let tls = match &address {
+        Address::Unix { .. } | Address::Ssh { .. } => None,
+        Address::Tcp { .. } => {
+            let refuse = |reason: String| EndpointError::Tls {
+                endpoint: address.to_string(),
+                origin: origin.clone(),
+                reason,
+            };
+            let skip = v
+                .pointer("/Endpoints/docker/SkipTLSVerify")
+                .and_then(|s| s.as_bool())
+                .unwrap_or(false);
+            if skip {
+                return Err(refuse(format!(
+                    "its SkipTLSVerify is true, and odek never talks to a daemon whose certificate it cannot verify; give the context the daemon's CA with `docker context update {n} --docker \"host={address},ca=CA.pem,cert=CERT.pem,key=KEY.pem,skip-tls-verify=false\"`",
+                    n = crate::text::shown(&name)
+                )));
+            }
+            let tls_dir = dir
+                .join("contexts/tls")
+                .join(hex::encode(Sha256::digest(name.as_bytes())))
+                .join("docker");
+            match std::fs::symlink_metadata(&tls_dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                _ => Some(Tls::load(&tls_dir, TlsOrigin::Context { name: &name }).map_err(refuse)?),
+            }
+        }
+    };
     Ok(Some(Endpoint {
         address,
         source: EndpointSource::Context { name },
         tried: Vec::new(),
+        tls,
     }))
 }
 
+/// The TLS material `DOCKER_TLS_VERIFY` asks for a `tcp://` `DOCKER_HOST`
+/// (SPEC §6.2.1): `ca.pem`, `cert.pem`, `key.pem` in `DOCKER_CERT_PATH`,
+/// else in the Docker config directory (`DOCKER_CONFIG`, `~/.docker`). The
+/// variables mean nothing for a Unix socket, as in the Docker CLI.
+///
+/// Errors: [`EndpointError::Tls`] when a file fails [`Tls::load`], or when
+/// `DOCKER_TLS` asks for TLS without `DOCKER_TLS_VERIFY` (unverified TLS is
+/// refused, never downgraded to plain TCP).
+fn env_tls(env: &EndpointEnv, address: &Address) -> Result<Option<Tls>, EndpointError> {
+    if !matches!(address, Address::Tcp { .. }) || !(env.docker_tls_verify || env.docker_tls) {
+        return Ok(None);
+    }
+    let refuse = |reason: String| EndpointError::Tls {
+        endpoint: address.to_string(),
+        origin: "DOCKER_HOST".into(),
+        reason,
+    };
+    if !env.docker_tls_verify {
+        return Err(refuse(
+            "DOCKER_TLS asks for TLS without verifying the daemon's certificate, which odek refuses; set DOCKER_TLS_VERIFY=1 with the daemon's CA in DOCKER_CERT_PATH/ca.pem (and your cert.pem, key.pem)".into(),
+        ));
+    }
+    let dir = env
+        .docker_cert_path
+        .clone()
+        .or_else(|| env.docker_config.clone())
+        .or_else(|| env.home.as_ref().map(|h| h.join(".docker")))
+        .ok_or_else(|| {
+            refuse("DOCKER_TLS_VERIFY is set but neither DOCKER_CERT_PATH nor HOME is; set DOCKER_CERT_PATH to the directory of ca.pem, cert.pem and key.pem".into())
+        })?;
+    let origin = TlsOrigin::Env {
+        cert_path_set: env.docker_cert_path.is_some(),
+    };
+    Tls::load(&dir, origin).map(Some).map_err(refuse)
+}
+
 impl Endpoint {
-    /// True when the engine runs on this machine: a Unix socket, or TCP to
-    /// a loopback address (`localhost`, `127.0.0.0/8`, `::1`). Only then do
-    /// the operator's uid and paths mean the same to the engine as to odek
-    /// (SPEC §6.1 "user").
+    /// How a TCP or ssh endpoint is secured, for the startup line, `config
+    /// view` and messages (SPEC §6.2.1, §6.2.2): `tls, verified`, `plain
+    /// TCP, not encrypted` or `ssh, host key checked`; `None` for a Unix
+    /// socket.
+    pub fn security(&self) -> Option<&'static str> {
+        match (&self.address, &self.tls) {
+            (Address::Unix { .. }, _) => None,
+            (Address::Ssh { .. }, _) => Some("ssh, host key checked"),
+            (Address::Tcp { .. }, Some(_)) => Some("tls, verified"),
+            (Address::Tcp { .. }, None) => Some("plain TCP, not encrypted"),
+        }
+    }
+
+    /// The loud [`WarningKind::PlainTcp`] warning for plain TCP to a host
+    /// that is not loopback (SPEC §6.2.1): anyone on the path reads the
+    /// sandbox's environment and can drive the daemon, which is root on its
+    /// machine. `None` for TLS, a Unix socket or loopback.
+    pub fn transport_warning(&self) -> Option<Warning> {
+        if self.tls.is_some() || self.is_local() {
+            return None;
+        }
+        let Address::Tcp { .. } = &self.address else {
+            return None;
+        };
+        Some(Warning::new(
+            WarningKind::PlainTcp,
+            format!(
+                "PLAIN TCP to a remote Docker daemon: {} is neither TLS nor loopback, so anyone on the network between can read the sandbox, its environment and its files, and can command the daemon (root on that machine); use TLS (DOCKER_TLS_VERIFY=1 with DOCKER_CERT_PATH, or a Docker context with ca, cert and key)",
+                crate::text::shown(self.to_string())
+            ),
+        ))
+    }
+
+    /// The warning for an engine on another machine ([`Endpoint::is_local`]
+    /// false: TCP or ssh to a host that is not loopback, SPEC §6.2.2): the
+    /// workspace bind mount names `workdir` on THAT machine, so the sandbox
+    /// sees whatever is there (or an empty directory the daemon makes), not
+    /// the operator's files, and nothing it writes comes back. `None` for a
+    /// local engine.
+    pub fn remote_workspace_warning(&self, workdir: &Path) -> Option<Warning> {
+        if self.is_local() {
+            return None;
+        }
+        Some(Warning::new(
+            WarningKind::Other,
+            format!(
+                "REMOTE ENGINE: {} runs on another machine, so the workspace bind mount {} names a path on THAT machine: the sandbox's /workspace is whatever is there (an empty directory the daemon creates if nothing is), not your files, and nothing written there comes back here; run odek on the engine's machine, or use a local engine",
+                crate::text::shown(self.to_string()),
+                crate::text::shown(workdir)
+            ),
+        ))
+    }
+
+    /// True when the engine runs on this machine: a Unix socket, or TCP or
+    /// ssh to a loopback address (`localhost`, `127.0.0.0/8`, `::1`). Only
+    /// then do the operator's uid and paths mean the same to the engine as
+    /// to odek (SPEC §6.1 "user", §6.2.2).
     pub fn is_local(&self) -> bool {
         match &self.address {
             Address::Unix { .. } => true,
+            Address::Ssh { target } => target.is_loopback(),
             Address::Tcp { authority } => {
                 let host = match authority.rsplit_once(':') {
                     Some((h, _)) => h,
@@ -508,7 +762,12 @@ mod tests {
             "/var/run/docker.sock",
             "unix://",
             "unix://relative.sock",
-            "ssh://me@host",
+            "ssh://-oProxyCommand=sh",
+            "ssh://me@-oProxyCommand=sh",
+            "ssh://me@host:22%20-oX",
+            "ssh://me:secret@host",
+            "ssh://me@host/var/run/docker.sock",
+            "ssh://",
             "npipe:////./pipe/docker_engine",
             "http://localhost:2375",
             "tcp://",
@@ -524,6 +783,130 @@ mod tests {
             );
             assert!(err.to_string().contains("DOCKER_HOST"), "{err}");
         }
+    }
+
+    #[test]
+    fn docker_host_ssh_is_an_ssh_endpoint_with_the_host_key_checked() {
+        if super::super::ssh::find_program().is_err() {
+            // Covered by missing_ssh_is_a_config_error below.
+            return;
+        }
+        let ep = Endpoint::resolve(&env_with_host("ssh://odek@10.0.0.5:2222")).expect("valid");
+        assert_eq!(
+            ep.address,
+            Address::Ssh {
+                target: SshTarget {
+                    user: Some("odek".into()),
+                    host: "10.0.0.5".into(),
+                    port: Some(2222),
+                }
+            }
+        );
+        assert_eq!(ep.tls, None);
+        assert_eq!(
+            ep.to_string(),
+            "ssh://odek@10.0.0.5:2222 (ssh, host key checked; from DOCKER_HOST)"
+        );
+        assert_eq!(ep.security(), Some("ssh, host key checked"));
+        // Encrypted and authenticated: no plain-TCP warning, even remote.
+        assert_eq!(ep.transport_warning(), None);
+        assert!(!ep.is_local());
+        let w = ep
+            .remote_workspace_warning(Path::new("/home/me/proj"))
+            .expect("a remote engine warns about the workspace");
+        assert!(
+            w.message
+                .starts_with("REMOTE ENGINE: ssh://odek@10.0.0.5:2222")
+                && w.message
+                    .contains("/home/me/proj names a path on THAT machine"),
+            "{}",
+            w.message
+        );
+        // DOCKER_TLS_VERIFY means nothing for ssh, as in the Docker CLI.
+        let mut env = env_with_host("ssh://h");
+        env.docker_tls_verify = true;
+        env.docker_cert_path = Some("/nowhere".into());
+        assert_eq!(Endpoint::resolve(&env).expect("ssh").tls, None);
+        // Loopback: the daemon is on this machine.
+        let ep = Endpoint::resolve(&env_with_host("ssh://127.0.0.1:2222")).expect("valid");
+        assert!(ep.is_local());
+        assert_eq!(ep.remote_workspace_warning(Path::new("/p")), None);
+        // Plain TCP to a remote host warns about the workspace too.
+        let tcp = Endpoint::resolve(&env_with_host("tcp://10.0.0.5:2375")).expect("valid");
+        assert!(tcp.remote_workspace_warning(Path::new("/p")).is_some());
+        // A context whose docker host is ssh://, with SkipTLSVerify
+        // meaningless for it.
+        let d = tempfile::tempdir().expect("tempdir");
+        let cfg = d.path().join("docker");
+        context(
+            &cfg,
+            "box",
+            r#"{"Name":"box","Endpoints":{"docker":{"Host":"ssh://odek@box.example","SkipTLSVerify":false}}}"#,
+            false,
+        );
+        let env = EndpointEnv {
+            docker_config: Some(cfg.clone()),
+            docker_context: Some("box".into()),
+            ..Default::default()
+        };
+        let ep = Endpoint::resolve(&env).expect("ssh context");
+        assert_eq!(
+            ep.to_string(),
+            "ssh://odek@box.example (ssh, host key checked; from Docker context \"box\")"
+        );
+        // A hostile context cannot smuggle an option in.
+        context(
+            &cfg,
+            "evil",
+            r#"{"Name":"evil","Endpoints":{"docker":{"Host":"ssh://-oProxyCommand=touch${IFS}pwned"}}}"#,
+            false,
+        );
+        let env = EndpointEnv {
+            docker_config: Some(cfg),
+            docker_context: Some("evil".into()),
+            ..Default::default()
+        };
+        let err = Endpoint::resolve(&env).expect_err("refused");
+        assert!(
+            matches!(err, EndpointError::Invalid { .. })
+                && err.to_string().contains("begins with '-'")
+                && err.to_string().contains("Docker context \"evil\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_ssh_is_a_config_error_naming_the_fix() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let err = super::super::ssh::find_program_in(d.path().as_os_str()).expect_err("none");
+        assert!(
+            err.contains("no `ssh` program on PATH")
+                && err.contains("apt-get install openssh-client"),
+            "{err}"
+        );
+        // An executable `ssh` in a PATH directory is found; a
+        // non-executable one is not.
+        let ssh = d.path().join("ssh");
+        std::fs::write(&ssh, "#!/bin/sh\n").expect("write");
+        chmod(&ssh, 0o644);
+        assert!(super::super::ssh::find_program_in(d.path().as_os_str()).is_err());
+        chmod(&ssh, 0o755);
+        assert_eq!(
+            super::super::ssh::find_program_in(d.path().as_os_str()),
+            Ok(ssh)
+        );
+        let shown = EndpointError::Ssh {
+            endpoint: "ssh://h".into(),
+            origin: "DOCKER_HOST".into(),
+            reason: err,
+        }
+        .to_string();
+        assert!(
+            shown.starts_with(
+                "cannot reach the Docker endpoint ssh://h from DOCKER_HOST: no `ssh` program"
+            ),
+            "{shown}"
+        );
     }
 
     #[test]
@@ -873,9 +1256,314 @@ mod tests {
             docker_context: Some("missing".into()),
             ..Default::default()
         };
-        assert!(matches!(
-            Endpoint::resolve(&env),
-            Err(EndpointError::Context { .. })
-        ));
+        let err = Endpoint::resolve(&env).expect_err("no such context");
+        assert!(matches!(err, EndpointError::Context { .. }));
+        assert!(
+            err.to_string().contains("there is no context of that name")
+                && err.to_string().contains("docker context ls"),
+            "{err}"
+        );
+    }
+
+    const PEM_CERT: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    const PEM_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n";
+
+    /// `dir` with ca.pem, cert.pem, key.pem (PEM blocks; the handshake is
+    /// the e2e test's), each 0644 (key 0600).
+    fn cert_dir(dir: &Path) {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        for (f, text, mode) in [
+            ("ca.pem", PEM_CERT, 0o644),
+            ("cert.pem", PEM_CERT, 0o644),
+            ("key.pem", PEM_KEY, 0o600),
+        ] {
+            std::fs::write(dir.join(f), text).expect("write");
+            chmod(&dir.join(f), mode);
+        }
+    }
+
+    fn tls_env(host: &str, cert_path: Option<&Path>, home: &Path) -> EndpointEnv {
+        EndpointEnv {
+            docker_host: Some(host.into()),
+            docker_tls_verify: true,
+            docker_cert_path: cert_path.map(Path::to_path_buf),
+            home: Some(home.to_path_buf()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn docker_tls_verify_reads_the_cert_path_and_says_so() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let certs = d.path().join("certs");
+        cert_dir(&certs);
+        let ep = Endpoint::resolve(&tls_env("tcp://127.0.0.1:2376", Some(&certs), d.path()))
+            .expect("tls");
+        let tls = ep.tls.as_ref().expect("secured");
+        assert_eq!(tls.ca, certs.join("ca.pem"));
+        assert_eq!(tls.cert, certs.join("cert.pem"));
+        assert_eq!(tls.key, certs.join("key.pem"));
+        assert_eq!(tls.pem.key, PEM_KEY.as_bytes());
+        assert_eq!(
+            ep.to_string(),
+            "tcp://127.0.0.1:2376 (tls, verified; from DOCKER_HOST)"
+        );
+        assert_eq!(ep.transport_warning(), None);
+        // The key is never in Debug output.
+        assert!(!format!("{ep:?}").contains("MIIB"), "{ep:?}");
+        // Without DOCKER_CERT_PATH: ~/.docker, as the Docker CLI.
+        cert_dir(&d.path().join(".docker"));
+        let ep = Endpoint::resolve(&tls_env("tcp://127.0.0.1:2376", None, d.path())).expect("tls");
+        assert_eq!(ep.tls.expect("secured").ca, d.path().join(".docker/ca.pem"));
+        // ... or DOCKER_CONFIG when set.
+        let cfg = d.path().join("cfg");
+        cert_dir(&cfg);
+        let mut env = tls_env("tcp://127.0.0.1:2376", None, d.path());
+        env.docker_config = Some(cfg.clone());
+        assert_eq!(
+            Endpoint::resolve(&env)
+                .expect("tls")
+                .tls
+                .expect("secured")
+                .ca,
+            cfg.join("ca.pem")
+        );
+        // A Unix socket ignores DOCKER_TLS_VERIFY, as the Docker CLI does.
+        let ep = Endpoint::resolve(&tls_env("unix:///run/x.sock", Some(&certs), d.path()))
+            .expect("unix");
+        assert_eq!(ep.tls, None);
+        assert_eq!(ep.to_string(), "unix:///run/x.sock (from DOCKER_HOST)");
+    }
+
+    #[test]
+    fn missing_or_untrusted_cert_material_is_refused_naming_the_file_and_fix() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let certs = d.path().join("certs");
+        for (missing, _) in [("ca.pem", 0), ("cert.pem", 1), ("key.pem", 2)] {
+            cert_dir(&certs);
+            std::fs::remove_file(certs.join(missing)).expect("rm");
+            let err = Endpoint::resolve(&tls_env("tcp://10.1.2.3:2376", Some(&certs), d.path()))
+                .expect_err(missing);
+            let msg = err.to_string();
+            assert!(matches!(err, EndpointError::Tls { .. }), "{err:?}");
+            assert!(
+                msg.starts_with(
+                    "cannot secure the Docker endpoint tcp://10.1.2.3:2376 from DOCKER_HOST: "
+                ) && msg.contains(&format!("{} does not exist", certs.join(missing).display()))
+                    && msg.contains("as ca.pem, cert.pem and key.pem, or unset DOCKER_TLS_VERIFY"),
+                "{msg}"
+            );
+        }
+        // Not PEM at all.
+        cert_dir(&certs);
+        std::fs::write(certs.join("key.pem"), "not a key").expect("write");
+        let msg = Endpoint::resolve(&tls_env("tcp://h:2376", Some(&certs), d.path()))
+            .expect_err("no key")
+            .to_string();
+        assert!(msg.contains("key.pem holds no PEM private key"), "{msg}");
+        std::fs::write(certs.join("ca.pem"), "").expect("write");
+        let msg = Endpoint::resolve(&tls_env("tcp://h:2376", Some(&certs), d.path()))
+            .expect_err("no ca")
+            .to_string();
+        assert!(msg.contains("ca.pem holds no PEM certificate"), "{msg}");
+        // Writable by others: whoever can write ca.pem picks the daemon.
+        cert_dir(&certs);
+        chmod(&certs.join("ca.pem"), 0o666);
+        let msg = Endpoint::resolve(&tls_env("tcp://h:2376", Some(&certs), d.path()))
+            .expect_err("world-writable ca")
+            .to_string();
+        assert!(
+            msg.contains(&format!(
+                "{} has mode 0666: group or others can write it",
+                certs.join("ca.pem").display()
+            )) && msg.contains("chmod go-w"),
+            "{msg}"
+        );
+        // Another user's file (only root can give one away).
+        if is_root() {
+            cert_dir(&certs);
+            chown(&certs.join("cert.pem"), NOBODY);
+            let msg = Endpoint::resolve(&tls_env("tcp://h:2376", Some(&certs), d.path()))
+                .expect_err("nobody's cert")
+                .to_string();
+            assert!(
+                msg.contains(&format!(
+                    "{} belongs to uid {NOBODY}, not to you (uid 0) or root",
+                    certs.join("cert.pem").display()
+                )),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn docker_tls_without_verify_is_refused() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let env = EndpointEnv {
+            docker_host: Some("tcp://127.0.0.1:2376".into()),
+            docker_tls: true,
+            ..Default::default()
+        };
+        let msg = Endpoint::resolve(&env).expect_err("unverified").to_string();
+        assert!(
+            msg.contains("DOCKER_TLS asks for TLS without verifying")
+                && msg.contains("set DOCKER_TLS_VERIFY=1"),
+            "{msg}"
+        );
+        drop(d);
+    }
+
+    /// A context `name` with `host` and, if `tls`, its TLS material.
+    fn context(cfg: &Path, name: &str, meta_json: &str, tls: bool) {
+        let id = hex::encode(Sha256::digest(name.as_bytes()));
+        let meta = cfg.join("contexts/meta").join(&id);
+        std::fs::create_dir_all(&meta).expect("mkdir");
+        std::fs::write(meta.join("meta.json"), meta_json).expect("write");
+        if tls {
+            cert_dir(&cfg.join("contexts/tls").join(&id).join("docker"));
+        }
+    }
+
+    #[test]
+    fn a_context_with_tls_material_is_secured_with_it() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let cfg = d.path().join("docker");
+        context(
+            &cfg,
+            "remote",
+            r#"{"Name":"remote","Endpoints":{"docker":{"Host":"tcp://127.0.0.1:2376","SkipTLSVerify":false}}}"#,
+            true,
+        );
+        let env = EndpointEnv {
+            docker_config: Some(cfg.clone()),
+            docker_context: Some("remote".into()),
+            ..Default::default()
+        };
+        let ep = Endpoint::resolve(&env).expect("context");
+        let dir = cfg
+            .join("contexts/tls")
+            .join(hex::encode(Sha256::digest(b"remote")))
+            .join("docker");
+        assert_eq!(ep.tls.as_ref().expect("secured").ca, dir.join("ca.pem"));
+        assert_eq!(
+            ep.to_string(),
+            "tcp://127.0.0.1:2376 (tls, verified; from Docker context \"remote\")"
+        );
+        // The context's TLS directory missing a file: refused, naming it.
+        std::fs::remove_file(dir.join("cert.pem")).expect("rm");
+        let msg = Endpoint::resolve(&env).expect_err("no cert").to_string();
+        assert!(
+            msg.contains(&format!(
+                "{} does not exist",
+                dir.join("cert.pem").display()
+            )) && msg.contains("docker context update remote"),
+            "{msg}"
+        );
+        // DOCKER_TLS_VERIFY is for DOCKER_HOST: a context is not secured by it.
+        let mut env2 = env.clone();
+        env2.docker_tls_verify = true;
+        env2.docker_cert_path = Some(d.path().join("nowhere"));
+        assert!(Endpoint::resolve(&env2).is_err(), "still the context's own");
+    }
+
+    #[test]
+    fn skip_tls_verify_is_refused_fail_closed() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let cfg = d.path().join("docker");
+        for tls in [false, true] {
+            context(
+                &cfg,
+                "insecure",
+                r#"{"Name":"insecure","Endpoints":{"docker":{"Host":"tcp://127.0.0.1:2376","SkipTLSVerify":true}}}"#,
+                tls,
+            );
+            let env = EndpointEnv {
+                docker_config: Some(cfg.clone()),
+                docker_context: Some("insecure".into()),
+                ..Default::default()
+            };
+            let err = Endpoint::resolve(&env).expect_err("skip verify");
+            let msg = err.to_string();
+            assert!(
+                matches!(err, EndpointError::Tls { .. })
+                    && msg.contains("SkipTLSVerify is true")
+                    && msg.contains("skip-tls-verify=false"),
+                "{msg}"
+            );
+        }
+        // A Unix-socket context has nothing to verify.
+        context(
+            &cfg,
+            "local",
+            r#"{"Name":"local","Endpoints":{"docker":{"Host":"unix:///run/x.sock","SkipTLSVerify":true}}}"#,
+            false,
+        );
+        let env = EndpointEnv {
+            docker_config: Some(cfg),
+            docker_context: Some("local".into()),
+            ..Default::default()
+        };
+        assert_eq!(Endpoint::resolve(&env).expect("unix").tls, None);
+    }
+
+    #[test]
+    fn plain_tcp_to_a_remote_host_warns_loudly_loopback_does_not() {
+        for (host, warns) in [
+            ("tcp://10.0.0.5:2375", true),
+            ("tcp://docker.example:2375", true),
+            ("tcp://127.0.0.1:2375", false),
+            ("tcp://localhost:2375", false),
+            ("tcp://[::1]:2375", false),
+            ("unix:///run/x.sock", false),
+        ] {
+            let ep = Endpoint::resolve(&env_with_host(host)).expect("valid");
+            let w = ep.transport_warning();
+            assert_eq!(w.is_some(), warns, "{host}: {w:?}");
+            if let Some(w) = w {
+                assert_eq!(w.kind, WarningKind::PlainTcp);
+                assert!(
+                    w.message
+                        .starts_with("PLAIN TCP to a remote Docker daemon: ")
+                        && w.message
+                            .contains("(plain TCP, not encrypted; from DOCKER_HOST)")
+                        && w.message.contains("DOCKER_TLS_VERIFY=1"),
+                    "{}",
+                    w.message
+                );
+            }
+        }
+        // A plain context to a remote host warns the same.
+        let d = tempfile::tempdir().expect("tempdir");
+        let cfg = d.path().join("docker");
+        context(
+            &cfg,
+            "plain",
+            r#"{"Name":"plain","Endpoints":{"docker":{"Host":"tcp://10.0.0.5:2375"}}}"#,
+            false,
+        );
+        let env = EndpointEnv {
+            docker_config: Some(cfg),
+            docker_context: Some("plain".into()),
+            ..Default::default()
+        };
+        let ep = Endpoint::resolve(&env).expect("plain context");
+        assert_eq!(ep.tls, None);
+        assert!(ep.transport_warning().is_some());
+    }
+
+    /// SPEC §7.3 binds an engine that reports no ID by its address alone:
+    /// how it was chosen (`(from DOCKER_HOST)`, a context's name, sockets
+    /// passed over) is no part of the key, so the same socket named two
+    /// ways is one engine (it was, through the display, before).
+    #[test]
+    fn the_endpoint_binding_is_the_address_alone() {
+        let via_env = Endpoint::resolve(&env_with_host("unix:///x")).expect("valid");
+        let named = Endpoint::unix("/x");
+        // The premise: one socket.
+        assert_eq!(via_env.address, named.address);
+        assert_ne!(via_env.to_string(), named.to_string());
+        assert_eq!(via_env.approval_binding(None), "endpoint:unix:///x");
+        assert_eq!(named.approval_binding(None), "endpoint:unix:///x");
+        assert_eq!(via_env.approval_binding(Some("ID")), "engine:ID");
     }
 }

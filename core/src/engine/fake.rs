@@ -13,9 +13,12 @@ use serde::{Deserialize, Serialize};
 use super::{
     ApiVersion, ContainerInfo, ContainerSpec, ContainerSummary, Created, DockerApi, Endpoint,
     EndpointInfo, EngineError, EngineErrorKind, EngineInfo, EngineSecurity, ExecExit, ExecSpec,
-    ExitWait, Hardening, ImageInfo, MountInfo, NetworkFilter, NetworkInfo, NetworkSpec, Op,
-    OutputSink, PathStat, ProgressSink, StdinHold, StreamKind,
+    ExitWait, Hardening, ImageInfo, IpamSubnet, MountInfo, NetworkFilter, NetworkInfo, NetworkSpec,
+    Op, OutputSink, PathStat, ProgressSink, StdinHold, StreamKind,
 };
+
+/// The ID the fake engine reports in `/info` (Docker 20.10's layout).
+pub const FAKE_ENGINE_ID: &str = "FAKE:ENGN:0000:0000:0000:0000:0000:0000:0000:0000:0000:0001";
 
 /// One recorded call: the operation and its main argument.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,6 +98,7 @@ impl FakeNetwork {
                 labels: BTreeMap::new(),
                 options: BTreeMap::new(),
                 containers: BTreeMap::new(),
+                ipam: vec![next_subnet()],
             },
         }
     }
@@ -125,6 +129,36 @@ impl FakeNetwork {
         self.info.id = id.into();
         self
     }
+}
+
+/// A fresh IPv4 subnet for a fake network, as Docker's default pools
+/// hand them out: `10.<n>.<m>.0/24` with its gateway at `.1`.
+fn next_subnet() -> IpamSubnet {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (a, b) = ((n / 256) % 256, n % 256);
+    IpamSubnet {
+        subnet: format!("10.{a}.{b}.0/24"),
+        gateway: Some(format!("10.{a}.{b}.1")),
+    }
+}
+
+/// An address for a new endpoint on network `n`: a host of its first IPv4
+/// subnet of prefix 24 or shorter, from `.2` on (never its gateway, `.1`,
+/// nor the last hosts, which SPEC §4.6's DNS upstream takes); empty when
+/// it has none (as Docker shows an endpoint without an address).
+fn address_in(n: &NetworkInfo) -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let Some(base) = n.ipam.iter().find_map(|s| {
+        let (a, p) = s.subnet.split_once('/')?;
+        let a: std::net::Ipv4Addr = a.parse().ok()?;
+        let p: u32 = p.parse().ok()?;
+        (p <= 24).then_some(u32::from(a))
+    }) else {
+        return String::new();
+    };
+    let host = 2 + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 250;
+    std::net::Ipv4Addr::from(base + host).to_string()
 }
 
 /// A path in a fake image's (and its containers') filesystem.
@@ -176,6 +210,10 @@ impl FakeImage {
                 repo_digests: Vec::new(),
                 labels: BTreeMap::new(),
                 volumes: Vec::new(),
+                layers: 1,
+                env: vec![
+                    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+                ],
             },
             files: default_files(),
         }
@@ -220,6 +258,11 @@ struct FakeContainer {
     stdin_closed: bool,
     /// Its filesystem (the image's, plus what was written into it).
     files: BTreeMap<String, FakePath>,
+    /// Processes started in it from outside (`docker exec`), by command.
+    extra_processes: Vec<String>,
+    /// What its log holds besides an egress proxy's ready line
+    /// ([`FakeEngine::append_log`]).
+    log: String,
 }
 
 impl FakeContainer {
@@ -309,6 +352,17 @@ pub struct Quirks {
     /// Removing a container takes this long before it happens (a slow
     /// daemon: `odek pool down` racing claims).
     pub remove_delay: Option<std::time::Duration>,
+    /// The release the engine reports (`20.10.24`, `26.0.0`); default
+    /// `fake`, a release odek cannot read.
+    pub server_version: Option<String>,
+    /// Create ignores `HostConfig.Dns` (the container shows none).
+    pub drop_dns: bool,
+    /// What an egress proxy's log says in place of its ready line (SPEC
+    /// §4.5): `Some("")`, a proxy that never says it is ready; a ready line
+    /// with another hash, a proxy that serves another policy. `None` (the
+    /// default): the ready line of the policy it was given, as the real
+    /// proxy prints it.
+    pub egress_ready: Option<String>,
 }
 
 #[derive(Default)]
@@ -419,6 +473,18 @@ impl FakeEngine {
                 FakeNetwork::bridge("host").driver("host", "local"),
                 FakeNetwork::bridge("none").driver("null", "local"),
             ],
+            // Docker's own: runc registered (also under containerd's
+            // names) and the default.
+            security: EngineSecurity {
+                runtimes: vec![
+                    "io.containerd.runc.v2".into(),
+                    "io.containerd.runtime.v1.linux".into(),
+                    "runc".into(),
+                ],
+                default_runtime: Some("runc".into()),
+                id: Some(FAKE_ENGINE_ID.into()),
+                ..EngineSecurity::default()
+            },
             ..Default::default()
         };
         FakeEngine {
@@ -480,6 +546,8 @@ impl FakeEngine {
                 network_name: n.name,
                 network_id: n.id,
                 aliases: aliases.iter().map(|a| a.to_string()).collect(),
+                endpoint_id: random_id(),
+                ip: String::new(),
             }],
             ..ContainerInfo::default()
         };
@@ -493,6 +561,8 @@ impl FakeEngine {
                 holds: 0,
                 stdin_closed: false,
                 files: BTreeMap::new(),
+                extra_processes: Vec::new(),
+                log: String::new(),
             },
         );
         id
@@ -555,7 +625,8 @@ impl FakeEngine {
         self.lock().registry.push(i);
     }
 
-    /// Sets what the engine says of its isolation (rootless, userns).
+    /// Sets what the engine says of its isolation (rootless, userns, its
+    /// runtimes; a new engine has Docker's: `runc`, also the default).
     pub fn set_security(&self, sec: EngineSecurity) {
         self.lock().security = sec;
     }
@@ -636,6 +707,15 @@ impl FakeEngine {
         }
     }
 
+    /// Starts `cmd` in container `id` from outside, as `docker exec -d`
+    /// would: its process list shows it, and its `ExecIDs` an exec.
+    pub fn exec_from_outside(&self, id: &str, cmd: &str) {
+        if let Some(c) = self.lock().containers.get_mut(id) {
+            c.extra_processes.push(cmd.to_string());
+            c.info.exec_ids.push(random_id());
+        }
+    }
+
     /// Stops container `id` (as `docker stop` would): it stays, not running.
     pub fn stop_container(&self, id: &str) {
         if let Some(c) = self.lock().containers.get_mut(id) {
@@ -657,6 +737,19 @@ impl FakeEngine {
     /// IDs of containers whose stdin attachment was dropped, in order.
     pub fn released(&self) -> Vec<String> {
         self.lock().released.clone()
+    }
+
+    /// Appends `text` to the log of container `id` (its ID or name), as
+    /// its process would write it ([`DockerApi::container_logs`]).
+    pub fn append_log(&self, id: &str, text: &str) {
+        let mut s = self.lock();
+        if let Some(c) = s
+            .containers
+            .values_mut()
+            .find(|c| c.info.id == id || c.info.name == id)
+        {
+            c.log.push_str(text);
+        }
     }
 
     /// True when container `id` was removed without a remove call: by
@@ -770,9 +863,15 @@ impl DockerApi for FakeEngine {
                 ),
             ));
         }
+        let server_version = self
+            .lock()
+            .quirks
+            .server_version
+            .clone()
+            .unwrap_or_else(|| "fake".into());
         Ok(EngineInfo {
             api_version: api,
-            server_version: "fake".into(),
+            server_version,
         })
     }
 
@@ -899,6 +998,16 @@ impl DockerApi for FakeEngine {
         }
         let mut image = FakeImage::new(tag);
         image.info.labels = labels.clone();
+        // A Dockerfile `FROM scratch` (the tar holds it uncompressed) makes
+        // an image without a file, a layer or an environment.
+        if context_tar
+            .windows(b"FROM scratch".len())
+            .any(|w| w == b"FROM scratch")
+        {
+            image.info.layers = 0;
+            image.info.env.clear();
+            image.files.clear();
+        }
         let id = image.info.id.clone();
         let mut s = self.lock();
         s.built.push((tag.to_string(), context_tar));
@@ -934,6 +1043,19 @@ impl DockerApi for FakeEngine {
             .unwrap_or_else(default_files);
         let image = Self::find_image(&s.images, &spec.image)
             .ok_or_else(|| not_found(Op::CreateContainer, &format!("image: {}", spec.image)))?;
+        // Docker refuses a runtime it has not registered (400).
+        let runtime = match &spec.runtime {
+            Some(r) if !s.security.runtimes.contains(r) => {
+                return Err(EngineError {
+                    op: Op::CreateContainer,
+                    kind: EngineErrorKind::Rejected,
+                    status: Some(400),
+                    message: format!("Unknown runtime specified {r}"),
+                })
+            }
+            Some(r) => r.clone(),
+            None => s.security.default_runtime.clone().unwrap_or_default(),
+        };
         let mut endpoints = Vec::new();
         match spec.network_mode.as_str() {
             "none" | "bridge" => {
@@ -946,6 +1068,8 @@ impl DockerApi for FakeEngine {
                     network_name: n.info.name.clone(),
                     network_id: n.info.id.clone(),
                     aliases: Vec::new(),
+                    endpoint_id: random_id(),
+                    ip: String::new(),
                 });
             }
             id => {
@@ -958,6 +1082,8 @@ impl DockerApi for FakeEngine {
                     network_name: n.info.name.clone(),
                     network_id: n.info.id.clone(),
                     aliases: Vec::new(),
+                    endpoint_id: random_id(),
+                    ip: address_in(&n.info),
                 });
             }
         }
@@ -997,6 +1123,12 @@ impl DockerApi for FakeEngine {
                 .clone()
                 .unwrap_or_else(|| spec.security_opt.clone()),
             env: spec.env.clone(),
+            runtime,
+            dns: if q.drop_dns {
+                Vec::new()
+            } else {
+                spec.dns.clone()
+            },
             hardening: Hardening {
                 ipc_mode: "private".into(),
                 mounts: spec
@@ -1012,6 +1144,7 @@ impl DockerApi for FakeEngine {
                     .collect(),
                 ..Hardening::default()
             },
+            exec_ids: Vec::new(),
         };
         if spec.labels.contains_key(crate::labels::PROBE) {
             s.probes.insert(spec.name.clone());
@@ -1027,6 +1160,8 @@ impl DockerApi for FakeEngine {
                 holds: 0,
                 stdin_closed: false,
                 files: image_files,
+                extra_processes: Vec::new(),
+                log: String::new(),
             },
         );
         if let Some(e) = late {
@@ -1077,9 +1212,14 @@ impl DockerApi for FakeEngine {
         n.info.internal = spec.internal;
         n.info.labels = spec.labels.clone();
         n.info.options = spec.options.clone();
-        let id = n.info.id.clone();
         let mut st = self.lock();
-        if st.quirks.twin_network.as_deref() == Some(spec.name.as_str()) {
+        let twin_of = st.quirks.twin_network.as_deref() == Some(spec.name.as_str());
+        if twin_of && n.info.id.starts_with('0') {
+            // The twin (made first, "0…") must sort before this one.
+            n.info.id.replace_range(..1, "1");
+        }
+        let id = n.info.id.clone();
+        if twin_of {
             let mut twin = n.clone();
             twin.info.id = format!("0{}", &id[1..]);
             st.networks.push(twin);
@@ -1160,9 +1300,11 @@ impl DockerApi for FakeEngine {
                 });
             }
             c.info.endpoints.push(EndpointInfo {
+                ip: address_in(&n.info),
                 network_name: n.info.name,
                 network_id: n.info.id,
                 aliases: aliases.to_vec(),
+                endpoint_id: random_id(),
             });
         }
         Ok(())
@@ -1206,6 +1348,7 @@ impl DockerApi for FakeEngine {
         if !q.idle_missing {
             cmds.push(c.cmd.join(" "));
         }
+        cmds.extend(c.extra_processes.iter().cloned());
         Ok(cmds)
     }
 
@@ -1388,6 +1531,34 @@ impl DockerApi for FakeEngine {
             Some(FakePath::File(b)) => Ok(Some(b.clone())),
             _ => Ok(None),
         }
+    }
+
+    async fn container_logs(&self, id: &str, max: usize) -> Result<Option<String>, EngineError> {
+        self.enter(Op::Logs, id)?;
+        let s = self.lock();
+        let Some(c) = s
+            .containers
+            .values()
+            .find(|c| c.info.id == id || c.info.name == id)
+        else {
+            return Ok(None);
+        };
+        // An egress proxy (SPEC §4.5) says it is ready with its policy's
+        // hash, as the real one does; then what a test appended.
+        let mut log = String::new();
+        if let [serve, flag, json] = c.cmd.as_slice() {
+            if serve == "serve" && flag == "--policy" {
+                if let Some(instead) = &s.quirks.egress_ready {
+                    log.push_str(instead);
+                } else if let Ok(p) = odek_egress::policy::Policy::from_json(json) {
+                    log.push_str(&odek_egress::policy::ready_line(&p));
+                    log.push('\n');
+                }
+            }
+        }
+        log.push_str(&c.log);
+        let cut = log.len().saturating_sub(max);
+        Ok(Some(log[cut..].to_string()))
     }
 
     async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError> {

@@ -206,6 +206,12 @@ impl DockerApi for Foreign {
         safe(self.0.security().await)
     }
 
+    // The log is the egress proxy's text: only its lines odek parses
+    // (policy::ready_hash, policy::denied_in_log) are used, never echoed.
+    async fn container_logs(&self, id: &str, max: usize) -> Result<Option<String>, EngineError> {
+        safe(self.0.container_logs(id, max).await)
+    }
+
     // A symlink's target is the image's text: shown only quoted
     // (crate::text::quote) where a refusal names it.
     async fn stat_path(&self, id: &str, path: &str) -> Result<Option<PathStat>, EngineError> {

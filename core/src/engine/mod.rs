@@ -14,6 +14,8 @@ mod foreign;
 mod owner_fds;
 mod raw;
 mod socket_owner;
+mod ssh;
+mod tls;
 
 /// The create body odek sends, for the benchmark's raw floor (feature
 /// `testing`; not part of the library's API).
@@ -22,13 +24,18 @@ pub use bollard_engine::create_body;
 pub use bollard_engine::BollardEngine;
 pub use bollard_engine::Timeouts;
 pub use endpoint::{
-    parse_host, Address, Endpoint, EndpointEnv, EndpointError, EndpointSource, Probed,
+    engine_binding, parse_host, Address, Endpoint, EndpointEnv, EndpointError, EndpointSource,
+    Probed,
 };
 #[cfg(any(test, feature = "testing"))]
-pub use fake::{random_id, Call, FakeEngine, FakeImage, FakeNetwork, FakePath, Fault, Quirks};
+pub use fake::{
+    random_id, Call, FakeEngine, FakeImage, FakeNetwork, FakePath, Fault, Quirks, FAKE_ENGINE_ID,
+};
 pub(crate) use foreign::Foreign;
 pub use owner_fds::{take_owner_link_fds, OWNER_LINK_SLOTS};
 pub use socket_owner::SocketOwner;
+pub use ssh::SshTarget;
+pub use tls::Tls;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -104,6 +111,20 @@ pub struct NetworkInfo {
     /// Containers attached, keyed by full container ID → container name.
     /// Filled by inspect only; lists leave it empty.
     pub containers: BTreeMap<String, String>,
+    /// `IPAM.Config`: the network's subnets and gateways (SPEC §4.6 reads
+    /// the link network's to choose the sandbox's upstream DNS server).
+    #[serde(default)]
+    pub ipam: Vec<IpamSubnet>,
+}
+
+/// One entry of a network's `IPAM.Config`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpamSubnet {
+    /// `Subnet` in CIDR form (`172.20.0.0/16`, `fd00::/64`).
+    pub subnet: String,
+    /// `Gateway` (`172.20.0.1`), when the engine shows one.
+    #[serde(default)]
+    pub gateway: Option<String>,
 }
 
 /// A server-side filter for listing networks.
@@ -132,6 +153,13 @@ pub struct ImageInfo {
     /// engine mounts an anonymous volume in every container.
     #[serde(default)]
     pub volumes: Vec<String>,
+    /// `RootFS.Layers`: how many filesystem layers it has (0: an image
+    /// `FROM scratch` with no file, as the egress proxy's, SPEC §4.5).
+    #[serde(default)]
+    pub layers: usize,
+    /// `Config.Env` (`KEY=value`), what every container of it inherits.
+    #[serde(default)]
+    pub env: Vec<String>,
 }
 
 /// A bind mount.
@@ -174,7 +202,9 @@ pub struct ContainerSpec {
     pub cap_add: Vec<String>,
     /// `HostConfig.LogConfig.Type`; `None` keeps the engine's default. A
     /// supervised sandbox's is `none`: its stdout is the supervisor's
-    /// protocol, which a log driver would copy (and slow).
+    /// protocol, which a log driver would copy (and slow). `json-file` (the
+    /// egress proxy's) is capped at two files of 1 MiB (`max-size`,
+    /// `max-file`), so refusals an agent provokes cannot fill the disk.
     #[serde(default)]
     pub log_driver: Option<String>,
     /// `Healthcheck: {Test: ["NONE"]}`: the image's `HEALTHCHECK` never runs
@@ -208,6 +238,11 @@ pub struct ContainerSpec {
     pub memory_bytes: Option<i64>,
     /// CPU limit in billionths of a CPU (`NanoCpus`).
     pub nano_cpus: Option<i64>,
+    /// `HostConfig.Runtime`: the OCI runtime to run the container with,
+    /// one of [`EngineSecurity::runtimes`]; `None` leaves the engine's
+    /// default runtime.
+    #[serde(default)]
+    pub runtime: Option<String>,
     /// `OpenStdin`: the container's stdin stays open (the idle process
     /// reads it and ends at its EOF, SPEC §6.1 owner lifetime).
     pub open_stdin: bool,
@@ -218,6 +253,16 @@ pub struct ContainerSpec {
     /// `HostConfig.AutoRemove`: the daemon removes the container once it
     /// stops.
     pub auto_remove: bool,
+    /// `HostConfig.Dns`: the upstream servers of the engine's embedded
+    /// resolver; empty keeps the engine's (the host's). A sandbox with no
+    /// route out gets one address nobody answers inside its own link
+    /// network (SPEC §4.6, CVE-2024-29018).
+    #[serde(default)]
+    pub dns: Vec<String>,
+    /// `HostConfig.ReadonlyRootfs` (the egress proxy's container, SPEC
+    /// §4.5; a sandbox's root stays as the image has it).
+    #[serde(default)]
+    pub readonly_rootfs: bool,
 }
 
 /// A client's attachment to a container's stdin, held open
@@ -262,6 +307,16 @@ impl StdinHold {
         debug_assert_eq!(std::os::fd::AsRawFd::as_raw_fd(&fd), registered.fd());
         StdinHold {
             conn: std::sync::Mutex::new(Some(Box::new(fd))),
+            registered: Some(registered),
+            pid: std::process::id(),
+        }
+    }
+
+    /// Holds `conn` (an `ssh` child's connection, SPEC §6.2.2), whose
+    /// link is the descriptor `registered` names, until dropped.
+    pub(crate) fn with_conn(conn: Box<dyn Send>, registered: owner_fds::Registered) -> StdinHold {
+        StdinHold {
+            conn: std::sync::Mutex::new(Some(conn)),
             registered: Some(registered),
             pid: std::process::id(),
         }
@@ -361,6 +416,14 @@ pub struct EndpointInfo {
     pub network_id: String,
     /// DNS aliases of the container on this network.
     pub aliases: Vec<String>,
+    /// `EndpointID`: new at every connect, so an endpoint seen before with
+    /// the same ID still has the aliases it had (SPEC §4.4 member check).
+    /// Empty when the engine did not say.
+    #[serde(default)]
+    pub endpoint_id: String,
+    /// `IPAddress` (IPv4) on this network; empty when not given.
+    #[serde(default)]
+    pub ip: String,
 }
 
 /// A container as inspect reports it (only what odek reads).
@@ -412,9 +475,21 @@ pub struct ContainerInfo {
     pub security_opt: Vec<String>,
     /// `Config.Env` (`KEY=value`; values are user data, never logged).
     pub env: Vec<String>,
+    /// `HostConfig.Runtime`: the OCI runtime the container runs with (the
+    /// engine fills in its default runtime when create named none); empty
+    /// when the engine does not say.
+    #[serde(default)]
+    pub runtime: String,
     /// The isolation settings the container runs with (SPEC §6.1).
     #[serde(default)]
     pub hardening: Hardening,
+    /// `ExecIDs`: the exec instances running in it now (the engine forgets
+    /// one once it ended).
+    #[serde(default)]
+    pub exec_ids: Vec<String>,
+    /// `HostConfig.Dns` (SPEC §4.6).
+    #[serde(default)]
+    pub dns: Vec<String>,
 }
 
 /// What a container's isolation looks like from inspect (SPEC §6.1): what a
@@ -584,6 +659,8 @@ pub enum Op {
     ReadFile,
     /// `GET /distribution/{name}/json`.
     DistributionInspect,
+    /// `GET /containers/{id}/logs`.
+    Logs,
 }
 
 impl Op {
@@ -631,6 +708,7 @@ impl fmt::Display for Op {
             Op::StatPath => "stat a path in the container",
             Op::ReadFile => "read a file of the container",
             Op::DistributionInspect => "ask the registry for an image",
+            Op::Logs => "read a container's log",
         };
         f.write_str(s)
     }
@@ -718,9 +796,20 @@ impl ExecExit {
 /// names it: not found, not executable, no such working directory.
 pub use odek_supervisor::proto::NotStarted;
 
+/// Why odek refuses a sandbox under gVisor (`runsc`), check by check
+/// (SPEC §6.1 "runtime", docs/SANDBOXING.md "gVisor (runsc)").
+/// True for a runtime name that says gVisor: `runsc`, or containerd's
+/// shim names `io.containerd.runsc.*`.
+pub fn is_gvisor_name(name: &str) -> bool {
+    name == "runsc" || name.starts_with("io.containerd.runsc.")
+}
+
+pub(crate) const GVISOR_UNSUPPORTED: &str = "odek refuses gVisor rather than run a sandbox whose checks do not hold: the container's process on the host (State.Pid) is gVisor's kernel (runsc-sandbox), so the kernel read-backs would check the wrong process (its seccomp mode 2 is gVisor's own filter, not odek's profile; its mounts are not the container's /workspace), and the engine's process list (docker top) names host processes instead of the sandbox's, so the idle-process and untouched checks cannot hold; use runc (--sandbox-runtime runc) or leave sandbox_runtime unset on an engine whose default is not gVisor (docs/SANDBOXING.md, \"gVisor (runsc)\")";
+
 /// What the engine says of how it isolates containers (`GET /info`'s
-/// `SecurityOptions`), where it decides whose user a sandbox runs as
-/// (SPEC §6.1 "user").
+/// `SecurityOptions`, `Runtimes` and `DefaultRuntime`), where it decides
+/// whose user a sandbox runs as (SPEC §6.1 "user") and which OCI runtimes
+/// a sandbox may ask for (`sandbox_runtime`, SPEC §6.1 "runtime").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EngineSecurity {
     /// The daemon runs rootless (`name=rootless`): uid 0 in a container is
@@ -732,6 +821,32 @@ pub struct EngineSecurity {
     /// are other uids on the host.
     #[serde(default)]
     pub userns: bool,
+    /// The OCI runtimes the engine has registered (`Runtimes`' names, e.g.
+    /// `runc`, `io.containerd.runc.v2`, and `runsc` when daemon.json
+    /// registers gVisor), sorted; empty when the engine does not say.
+    #[serde(default)]
+    pub runtimes: Vec<String>,
+    /// The runtime a container gets when create names none
+    /// (`DefaultRuntime`); `None` when the engine does not say.
+    #[serde(default)]
+    pub default_runtime: Option<String>,
+    /// Those of [`runtimes`](Self::runtimes) that are gVisor: registered
+    /// with a `path` whose file name is `runsc` (daemon.json's `"runtimes":
+    /// {"runsc": {"path": "/usr/bin/runsc"}}`), or named so
+    /// ([`is_gvisor_name`]), sorted. A gVisor under another name and path
+    /// (a wrapper script, a `runtimeType` shim, which the API model odek
+    /// reads does not carry) is refused only after start, when its process
+    /// on the host shows `runsc-sandbox`. odek refuses a
+    /// sandbox on one (SPEC §6.1 "runtime", docs/SANDBOXING.md "gVisor
+    /// (runsc)").
+    #[serde(default)]
+    pub gvisor: Vec<String>,
+    /// The engine's own ID (`/info`'s `ID`: a UUID on Docker 23+, twelve
+    /// colon-separated groups on 20.10), `None` when it reports none.
+    /// Network IDs are unique only per engine, so approvals bind to it
+    /// (SPEC §7.3).
+    #[serde(default)]
+    pub id: Option<String>,
 }
 
 /// A path in a container's filesystem as `HEAD /containers/{id}/archive`
@@ -887,7 +1002,8 @@ pub trait DockerApi: Send + Sync {
     async fn exec_session(&self, id: &str, spec: &ExecSpec) -> Result<Link, EngineError>;
 
     /// How the engine isolates containers (`GET /info`): rootless, user
-    /// namespaces (SPEC §6.1 "user").
+    /// namespaces (SPEC §6.1 "user"), its OCI runtimes and default runtime
+    /// (SPEC §6.1 "runtime").
     async fn security(&self) -> Result<EngineSecurity, EngineError>;
 
     /// What `path` is in container `id`'s filesystem (`HEAD
@@ -912,6 +1028,12 @@ pub trait DockerApi: Send + Sync {
     /// exit code. Returns once the wait has been sent. Used before start
     /// for an auto-removed container, whose exit code is gone with it.
     async fn wait_removed(&self, id: &str) -> Result<ExitWait, EngineError>;
+
+    /// The container's log so far (stdout and stderr, as text, lossy
+    /// UTF-8), at most `max` bytes from its end; `Ok(None)` when the
+    /// container does not exist. Read from the egress proxy's container
+    /// (its ready line and refusals, SPEC §4.5).
+    async fn container_logs(&self, id: &str, max: usize) -> Result<Option<String>, EngineError>;
 
     /// Asks the registry of `reference`, through the daemon and without
     /// pulling (`GET /distribution/{name}/json`, the daemon's own

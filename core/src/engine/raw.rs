@@ -5,20 +5,35 @@
 //! can outrun it) and the owner link's `POST /containers/{id}/attach`
 //! (its socket's descriptor must be reachable for forks, SPEC §6.1). The
 //! rest of the Engine API goes through bollard (`bollard_engine.rs`).
+//! Over a `tcp://` endpoint secured with TLS (SPEC §6.2.1) each of them
+//! speaks TLS too ([`Dial`]), with the client configuration bollard's
+//! requests use ([`tls_config`]). Over an `ssh://` endpoint (SPEC §6.2.2)
+//! each is a connection through an `ssh` child of its own
+//! ([`super::ssh::SshStream`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::endpoint::Address;
+use super::ssh::SshStream;
+use super::tls::Tls;
 use super::{ApiVersion, EngineError, EngineErrorKind, ExitWait, Op, StdinHold};
 
 /// `GET /_ping` over a fresh connection: the engine's `Api-Version` and
 /// release (from `Server: Docker/<release> (…)`). `Ok(None)` when the engine
 /// answers without the header. Transport failures are `Unreachable`.
 pub(super) async fn ping(
-    address: &Address,
+    dial: &Dial,
     budget: Duration,
 ) -> Result<Option<(ApiVersion, String)>, EngineError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if dial.tls.is_some() || matches!(dial.address, Address::Ssh { .. }) {
+        // Over TLS or ssh the handshake is most of the cost: `/version`
+        // through bollard (which reports a refused certificate or host
+        // key) answers as well.
+        return Ok(None);
+    }
+    let address = &dial.address;
     let unreachable = |e: std::io::Error| {
         EngineError::new(Op::Version, EngineErrorKind::Unreachable, e.to_string())
     };
@@ -47,6 +62,7 @@ pub(super) async fn ping(
             Address::Tcp { authority } => talk!(tokio::net::TcpStream::connect(authority.as_str())
                 .await
                 .map_err(unreachable)?),
+            Address::Ssh { .. } => {}
         }
         Ok::<Vec<u8>, EngineError>(head)
     };
@@ -138,7 +154,7 @@ async fn send_and_read_head(
 /// bollard's wait sends its request only when first polled, and says
 /// nothing when its head arrives, hence this one request by hand.
 pub(super) async fn wait_removed(
-    address: &Address,
+    dial: &Dial,
     v: ApiVersion,
     id: &str,
     budget: Duration,
@@ -151,17 +167,35 @@ pub(super) async fn wait_removed(
         "POST /v{v}/containers/{id}/wait?condition=removed HTTP/1.1\r\nHost: docker\r\nUser-Agent: odek\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     );
     let exchange = async {
-        let mut conn: Box<dyn Conn> = match address {
+        let mut conn: Box<dyn Conn> = match &dial.address {
             Address::Unix { path } => Box::new(
                 tokio::net::UnixStream::connect(path)
                     .await
                     .map_err(unreachable)?,
             ),
-            Address::Tcp { authority } => Box::new(
-                tokio::net::TcpStream::connect(authority.as_str())
+            Address::Tcp { authority } => {
+                let tcp = tokio::net::TcpStream::connect(authority.as_str())
                     .await
-                    .map_err(unreachable)?,
-            ),
+                    .map_err(unreachable)?;
+                match dial.secure(tcp, Op::WaitContainer).await? {
+                    Secured::Plain(t) => Box::new(t),
+                    Secured::Tls(t) => Box::new(t),
+                }
+            }
+            Address::Ssh { target } => {
+                let stream =
+                    SshStream::spawn(target, dial.connect_timeout, Op::WaitContainer).await?;
+                let diagnostics = stream.diagnostics.clone();
+                let mut conn: Box<dyn Conn> = Box::new(stream);
+                return match send_and_read_head(&mut *conn, &request, Op::WaitContainer, "wait")
+                    .await
+                {
+                    Ok((head, _)) => Ok((conn, head)),
+                    Err(e) => Err(diagnostics
+                        .explain(target, Op::WaitContainer, &e.message)
+                        .await),
+                };
+            }
         };
         let (head, _) = send_and_read_head(&mut *conn, &request, Op::WaitContainer, "wait").await?;
         Ok::<_, EngineError>((conn, head))
@@ -257,7 +291,7 @@ pub(super) fn path_id(op: Op, id: &str) -> Result<(), EngineError> {
 /// was asked for. bollard's attach keeps its socket inside hyper, where
 /// its descriptor cannot be reached, hence this one request by hand.
 pub(super) async fn attach_stdin(
-    address: &Address,
+    dial: &Dial,
     v: ApiVersion,
     id: &str,
     budget: Duration,
@@ -277,7 +311,7 @@ pub(super) async fn attach_stdin(
     let exchange = async {
         // Each socket is registered before the request goes out; on an
         // error the registration (declared later) is dropped first.
-        match address {
+        match &dial.address {
             Address::Unix { path } => {
                 let mut conn = tokio::net::UnixStream::connect(path)
                     .await
@@ -288,13 +322,37 @@ pub(super) async fn attach_stdin(
                 Ok(StdinHold::with_fd(fd, registered))
             }
             Address::Tcp { authority } => {
-                let mut conn = tokio::net::TcpStream::connect(authority.as_str())
+                let conn = tokio::net::TcpStream::connect(authority.as_str())
                     .await
                     .map_err(unreachable)?;
                 let registered = super::owner_fds::Registered::new(conn.as_raw_fd())?;
-                upgrade(&mut conn, &request, budget).await?;
+                // Only held from here on, nothing written: over TLS the
+                // session is dropped and the TCP socket kept, whose close
+                // ends the attach as it does in plain TCP.
+                let conn = match dial.secure(conn, Op::AttachContainer).await? {
+                    Secured::Plain(mut t) => {
+                        upgrade(&mut t, &request, budget).await?;
+                        t
+                    }
+                    Secured::Tls(mut t) => {
+                        upgrade(&mut t, &request, budget).await?;
+                        t.into_inner().0
+                    }
+                };
                 let fd = OwnedFd::from(conn.into_std().map_err(unreachable)?);
                 Ok(StdinHold::with_fd(fd, registered))
+            }
+            Address::Ssh { target } => {
+                // The pipe to ssh's stdin is the link: while it is open the
+                // remote connection is; the child dies with the hold.
+                let mut conn =
+                    SshStream::spawn(target, dial.connect_timeout, Op::AttachContainer).await?;
+                let registered = super::owner_fds::Registered::new(conn.stdin_fd())?;
+                let diagnostics = conn.diagnostics.clone();
+                if let Err(e) = upgrade(&mut conn, &request, budget).await {
+                    return Err(ssh_explained(e, &diagnostics, target).await);
+                }
+                Ok(StdinHold::with_conn(Box::new(conn), registered))
             }
         }
     };
@@ -315,7 +373,7 @@ pub(super) async fn attach_stdin(
 /// lives as long as the returned link's `keep`. The output is Docker's
 /// multiplexed stream, split by [`demux`].
 pub(super) async fn attach_session(
-    address: &Address,
+    dial: &Dial,
     v: ApiVersion,
     id: &str,
     budget: Duration,
@@ -345,7 +403,7 @@ pub(super) async fn attach_session(
         }
     }
     let exchange = async {
-        match address {
+        match &dial.address {
             Address::Unix { path } => {
                 let mut conn = tokio::net::UnixStream::connect(path)
                     .await
@@ -355,12 +413,30 @@ pub(super) async fn attach_session(
                 Ok(link(conn, leftover, registered))
             }
             Address::Tcp { authority } => {
-                let mut conn = tokio::net::TcpStream::connect(authority.as_str())
+                let conn = tokio::net::TcpStream::connect(authority.as_str())
                     .await
                     .map_err(unreachable)?;
                 let registered = super::owner_fds::Registered::new(conn.as_raw_fd())?;
-                let leftover = upgrade(&mut conn, &request, budget).await?;
-                Ok(link(conn, leftover, registered))
+                match dial.secure(conn, Op::AttachContainer).await? {
+                    Secured::Plain(mut t) => {
+                        let leftover = upgrade(&mut t, &request, budget).await?;
+                        Ok(link(t, leftover, registered))
+                    }
+                    Secured::Tls(mut t) => {
+                        let leftover = upgrade(&mut t, &request, budget).await?;
+                        Ok(link(t, leftover, registered))
+                    }
+                }
+            }
+            Address::Ssh { target } => {
+                let mut conn =
+                    SshStream::spawn(target, dial.connect_timeout, Op::AttachContainer).await?;
+                let registered = super::owner_fds::Registered::new(conn.stdin_fd())?;
+                let diagnostics = conn.diagnostics.clone();
+                match upgrade(&mut conn, &request, budget).await {
+                    Ok(leftover) => Ok(link(conn, leftover, registered)),
+                    Err(e) => Err(ssh_explained(e, &diagnostics, target).await),
+                }
             }
         }
     };
@@ -439,6 +515,20 @@ pub(super) async fn upgrade(
         status: Some(status),
         message,
     })
+}
+
+/// An attach over ssh that failed: the daemon's own answer (it has a
+/// status) as it is, else what `ssh` said, explained
+/// ([`super::ssh::Diagnostics::explain`]).
+async fn ssh_explained(
+    e: EngineError,
+    diagnostics: &super::ssh::Diagnostics,
+    target: &super::SshTarget,
+) -> EngineError {
+    if e.status.is_some() {
+        return e;
+    }
+    diagnostics.explain(target, e.op, &e.message).await
 }
 
 /// The JSON object in a (possibly chunked) answer body: from its first `{`
@@ -526,5 +616,174 @@ mod demux_tests {
         let s = demux(std::io::Cursor::new(b.to_vec()), a.to_vec());
         let got: Vec<Vec<u8>> = s.map(|r| r.expect("read")).collect().await;
         assert_eq!(got.concat(), b"abcd");
+    }
+}
+
+/// How to reach the daemon for a request written by hand: its address and,
+/// for a `tcp://` endpoint secured with TLS, the client configuration
+/// ([`tls_config`]) with the material it came from.
+#[derive(Clone)]
+pub(super) struct Dial {
+    /// The daemon's address.
+    pub(super) address: Address,
+    /// The TLS client configuration, or why it could not be built.
+    pub(super) tls: Option<(Result<Arc<rustls::ClientConfig>, String>, Tls)>,
+    /// `ssh`'s ConnectTimeout for an `ssh://` endpoint (SPEC §6.2.2).
+    pub(super) connect_timeout: Duration,
+}
+
+/// A TCP connection as [`Dial::secure`] left it.
+pub(super) enum Secured {
+    /// Plain TCP.
+    Plain(tokio::net::TcpStream),
+    /// TLS over it, the daemon's certificate verified.
+    Tls(Box<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
+}
+
+impl Dial {
+    /// `tcp` as it is, or with TLS on it (the handshake done) when the
+    /// endpoint is secured. Errors (for `op`): the configuration could not
+    /// be built, or the handshake failed — a refused certificate is
+    /// `Rejected` with the fix ([`tls_failure`]), anything else
+    /// `Unreachable`.
+    pub(super) async fn secure(
+        &self,
+        tcp: tokio::net::TcpStream,
+        op: Op,
+    ) -> Result<Secured, EngineError> {
+        let Some((config, tls)) = &self.tls else {
+            return Ok(Secured::Plain(tcp));
+        };
+        let config = config
+            .clone()
+            .map_err(|e| EngineError::new(op, EngineErrorKind::Rejected, e))?;
+        let Address::Tcp { authority } = &self.address else {
+            return Ok(Secured::Plain(tcp));
+        };
+        let name = server_name(authority)
+            .map_err(|e| EngineError::new(op, EngineErrorKind::Rejected, e))?;
+        tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .map(|t| Secured::Tls(Box::new(t)))
+            .map_err(|e| {
+                let (refused, message) = tls_failure(&e, &self.address, tls);
+                let kind = if refused {
+                    EngineErrorKind::Rejected
+                } else {
+                    EngineErrorKind::Unreachable
+                };
+                EngineError::new(op, kind, message)
+            })
+    }
+}
+
+/// The name the daemon's certificate must be for: the host of
+/// `host:port` (an IP address or a DNS name).
+pub(super) fn server_name(
+    authority: &str,
+) -> Result<rustls_pki_types::ServerName<'static>, String> {
+    let host = authority
+        .rsplit_once(':')
+        .map_or(authority, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    rustls_pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| format!("{host:?} cannot be checked against a TLS certificate ({e})"))
+}
+
+/// The TLS client configuration for `tls` (SPEC §6.2.1): the daemon's
+/// certificate must chain to `ca.pem` alone (no system roots, as the
+/// Docker CLI's `ExclusiveRootPools`), and odek presents `cert.pem` with
+/// `key.pem`; TLS 1.2 or 1.3 with ring's algorithms. Errors: why the
+/// material does not make a configuration, naming the files.
+pub(super) fn tls_config(tls: &Tls) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls_pki_types::pem::PemObject;
+    let shown = crate::text::shown;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in super::tls::certificates(&tls.pem.ca) {
+        roots.add(c).map_err(|e| {
+            format!(
+                "{} holds a CA certificate odek cannot use ({e})",
+                shown(&tls.ca)
+            )
+        })?;
+    }
+    let certs = super::tls::certificates(&tls.pem.cert);
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(&tls.pem.key)
+        .map_err(|e| format!("{} holds no usable private key ({e})", shown(&tls.key)))?;
+    // ring: builds offline with a C compiler (aws-lc-rs, rustls's other
+    // provider, brings post-quantum key exchange but needs more to build).
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certs, key)
+        .map_err(|e| {
+            format!(
+                "{} and {} are not a certificate and its key ({e}); give the client certificate and the key it was made for",
+                shown(&tls.cert),
+                shown(&tls.key)
+            )
+        })?;
+    Ok(Arc::new(config))
+}
+
+/// What a failed TLS connection to `address` means, and the fix: `(true,
+/// …)` when a certificate was refused — the daemon's by odek (not signed
+/// by `ca.pem`, not for this host, expired) or odek's by the daemon (not
+/// signed by a CA the daemon trusts) — so the endpoint is refused rather
+/// than taken as down; `(false, …)` for anything else (the text of every
+/// cause).
+pub(super) fn tls_failure(
+    e: &(dyn std::error::Error + 'static),
+    address: &Address,
+    tls: &Tls,
+) -> (bool, String) {
+    let mut chain = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut rustls_error = None;
+    while let Some(c) = cur {
+        let text = c.to_string();
+        if chain.last() != Some(&text) {
+            chain.push(text);
+        }
+        if let Some(r) = c.downcast_ref::<rustls::Error>() {
+            rustls_error = Some(r.clone());
+        }
+        // An I/O error's `source` skips what it wraps (hyper-rustls wraps
+        // rustls's I/O error in another): follow what it wraps instead.
+        cur = match c.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|i| i as &(dyn std::error::Error + 'static)),
+            None => c.source(),
+        };
+    }
+    let cause = chain.join(": ");
+    let shown = crate::text::shown;
+    let fix = match &rustls_error {
+        Some(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+        | Some(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForNameContext { .. },
+        )) => Some(format!(
+            "the daemon's certificate is not made out for the host of {address}: connect by a name or address the certificate lists, or give the daemon a certificate for it"
+        )),
+        Some(rustls::Error::InvalidCertificate(_)) => Some(format!(
+            "the daemon's certificate was refused: it must be signed by the CA in {} (and be in date); put the CA that signed the daemon's certificate there",
+            shown(&tls.ca)
+        )),
+        Some(rustls::Error::AlertReceived(_)) => Some(format!(
+            "the daemon refused odek's client certificate {}: give a certificate signed by the CA the daemon trusts (its --tlscacert), with its key in {}",
+            shown(&tls.cert),
+            shown(&tls.key)
+        )),
+        _ => None,
+    };
+    match fix {
+        Some(fix) => (true, format!("TLS with {address} failed ({cause}): {fix}")),
+        None => (false, format!("TLS with {address} failed: {cause}")),
     }
 }

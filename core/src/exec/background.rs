@@ -198,9 +198,9 @@ fn needs_supervisor(sandbox: &Sandbox, why: &str, id: Option<&ProcessId>) -> Err
             crate::text::quote(&id.0)
         ),
         None => format!(
-            "background processes need odek's supervisor in the sandbox, and sandbox {} has none ({why}); nothing ran. Set {}=<path of the static odek-supervisor binary> and launch a new sandbox, or run the command in the foreground",
+            "background processes need odek's supervisor in the sandbox, and sandbox {} has none ({why}); nothing ran. {}, or run the command in the foreground",
             sandbox.name,
-            crate::supervisor::SUPERVISOR_ENV
+            crate::supervisor::how_to_get_one(why)
         ),
     };
     Error::Exec {

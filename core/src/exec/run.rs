@@ -287,9 +287,9 @@ fn io_needs_supervisor(sandbox: &Sandbox, why: &str) -> Error {
     Error::Exec {
         fix: None,
         message: format!(
-            "stdin and a terminal (-i, -t) need odek's supervisor in the sandbox, and sandbox {} has none ({why}); nothing ran. Set {}=<path of the static odek-supervisor binary> and launch a new sandbox, or run the command without -i/-t",
+            "stdin and a terminal (-i, -t) need odek's supervisor in the sandbox, and sandbox {} has none ({why}); nothing ran. {}, or run the command without -i/-t",
             sandbox.name,
-            crate::supervisor::SUPERVISOR_ENV
+            crate::supervisor::how_to_get_one(why)
         ),
         class: FailureClass::DockerRejected,
         started: false,

@@ -37,6 +37,19 @@ impl Plan {
         if let Some(u) = &self.user {
             validate_user("plan", u).map_err(crate::Error::Config)?;
         }
+        if let Some(r) = &self.runtime {
+            crate::config::validate_runtime("plan", r).map_err(crate::Error::Config)?;
+        }
+        // A runtime the project asked for is the one its approval names
+        // (the key binds it, SPEC §7.3).
+        if let Some(asked) = self.approval.as_ref().and_then(|a| a.runtime.as_ref()) {
+            if self.runtime.as_ref() != Some(asked) {
+                return Err(bad(format!(
+                    "runtime {:?} is not the {asked:?} its approval request names",
+                    self.runtime
+                )));
+            }
+        }
         crate::config::validate_log_retention("plan", i64::from(self.log_retention_days))
             .map_err(crate::Error::Config)?;
         let full_id = |id: &str| {

@@ -295,7 +295,7 @@ async fn probe(
             .unwrap_or(0)
             .to_string(),
     );
-    crate::labels::sign(secret, &name, &mut labels);
+    crate::labels::sign(secret, &name, None, &mut labels);
     // Never started: no seccomp profile, init or limits are needed; no
     // mounts and no network, so reading it touches nothing of the host.
     let spec = ContainerSpec {
@@ -319,9 +319,12 @@ async fn probe(
         binds: Vec::new(),
         memory_bytes: None,
         nano_cpus: None,
+        runtime: None,
         open_stdin: false,
         stdin_once: false,
         auto_remove: false,
+        dns: Vec::new(),
+        readonly_rootfs: false,
     };
     // The create runs on a task of its own, so that its answer is never
     // lost: a launch dropped from here on (a signal, a cancellation)

@@ -795,6 +795,12 @@ impl DockerApi for Spy {
         r
     }
 
+    async fn container_logs(&self, id: &str, max: usize) -> Result<Option<String>, EngineError> {
+        let r = self.fake.container_logs(id, max).await;
+        self.after(Op::Logs);
+        r
+    }
+
     async fn security(&self) -> Result<EngineSecurity, EngineError> {
         let r = self.fake.security().await;
         self.after(Op::Info);
@@ -867,9 +873,12 @@ pub async fn add_peer(
         binds: Vec::new(),
         memory_bytes: None,
         nano_cpus: None,
+        runtime: None,
         open_stdin: false,
         stdin_once: false,
         auto_remove: false,
+        dns: Vec::new(),
+        readonly_rootfs: false,
     };
     let created = fake.create_container(&spec).await.expect("create peer");
     fake.start_container(&created.id).await.expect("start peer");

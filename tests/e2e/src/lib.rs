@@ -5,15 +5,19 @@
 //! Compose fixture and odek sandboxes); "no internet" is asserted from the
 //! container's routing table, never by probing outside.
 
+pub mod dns_stub;
 pub mod fault_proxy;
 pub mod operator;
 pub mod portable;
+pub mod second_daemon;
+pub mod sshd;
+pub mod tls_certs;
 pub mod tty;
 
 pub use operator::{operators, Operator};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 /// This checkout's test namespace (xtask/src/ns.rs, compiled in by
@@ -252,7 +256,13 @@ impl Project {
             .env("ODEK_HOME", self.home.path());
         for (k, _) in std::env::vars() {
             if k.starts_with("ODEK_")
-                && !["ODEK_HOME", "ODEK_BIN", "ODEK_SUPERVISOR"].contains(&k.as_str())
+                && ![
+                    "ODEK_HOME",
+                    "ODEK_BIN",
+                    "ODEK_SUPERVISOR",
+                    "ODEK_EGRESS_BIN",
+                ]
+                .contains(&k.as_str())
             {
                 c.env_remove(&k);
             }
@@ -354,11 +364,48 @@ impl Default for Project {
 
 impl Drop for Project {
     fn drop(&mut self) {
-        // Never leave a sandbox behind, even when an assertion failed.
+        // Never leave a sandbox behind, even when an assertion failed —
+        // nor its link network: only this project's odek (its key) would
+        // sweep it, and the services connected to it keep it, so leftovers
+        // would use up the daemon's address pools (about 30 networks).
         for id in self.leftovers() {
+            let name = quiet_docker(&["inspect", "-f", "{{.Name}}", &id]);
             let _ = docker_ok(&["rm", "-f", &id]);
+            let name = name.trim().trim_start_matches('/');
+            if !name.is_empty() {
+                remove_network_and_members(&format!("{name}-link"));
+            }
         }
+        // What a killed owner left (a link network) is this home's to sweep.
+        let _ = self.run_odek(&["sandbox", "gc"]);
     }
+}
+
+/// `docker ARGS`' stdout, empty when it fails (never panics: for cleanup).
+fn quiet_docker(args: &[&str]) -> String {
+    Command::new("docker")
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+/// Disconnects every container from network `net` and removes it; best
+/// effort (for cleanup).
+pub fn remove_network_and_members(net: &str) {
+    let members = quiet_docker(&[
+        "network",
+        "inspect",
+        "-f",
+        "{{range $id, $c := .Containers}}{{$id}} {{end}}",
+        net,
+    ]);
+    for id in members.split_whitespace() {
+        let _ = quiet_docker(&["network", "disconnect", "-f", net, id]);
+    }
+    let _ = quiet_docker(&["network", "rm", net]);
 }
 
 /// stdout as text.

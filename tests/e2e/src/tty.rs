@@ -12,7 +12,7 @@ pub const PROMPT: &str = "Approve? [y] yes, once  [t] trust (remember)  [N] no: 
 
 /// The question of `odek approve` after the card: its only approving
 /// answer stores a trust (nothing runs, so there is no "once").
-pub const TRUST_PROMPT: &str = "Trust these settings? [y/t] yes, remember them  [N] no: ";
+pub const TRUST_PROMPT: &str = "Trust these settings? [t] trust (remember)  [N] no: ";
 
 /// Spawns `cmd` in a pseudo-terminal; each expectation waits up to
 /// `timeout`.

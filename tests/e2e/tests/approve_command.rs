@@ -171,12 +171,59 @@ fn without_a_terminal_nothing_is_stored_even_with_the_env_switch() {
     let err = stderr(&out);
     assert!(err.contains("asks at a terminal"), "{err}");
     assert!(err.contains("stores nothing"), "{err}");
+    // The way out without a terminal is named.
+    assert!(
+        err.contains(&format!("odek approve -C {} --yes", p.path().display())),
+        "{err}"
+    );
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
     assert_eq!(v["status"], "no_terminal", "{v}");
     assert!(v["key"].as_str().is_some_and(|k| k.len() == 64), "{v}");
     assert!(!p.home.path().join(STORE).exists(), "a store was written");
     only_reads(&proxy);
     assert!(p.leftovers().is_empty());
+}
+
+/// `--yes` without a terminal: the card is printed on stderr, the trust
+/// a `t` stores is stored (the same key), nothing is made on the daemon,
+/// and a run without a terminal then runs on it.
+#[test]
+fn yes_without_a_terminal_prints_the_card_and_stores_the_trust() {
+    let p = Project::new();
+    project_file(
+        &p,
+        &format!(r#"{{"sandbox_compose_project": "{PROJECT}"}}"#),
+    );
+    let proxy = FaultProxy::observer();
+    // The key a prompt would store: the no-terminal refusal reports it.
+    let refused = run(approve_cmd(&p, &proxy, &["--json"]).stdin(Stdio::null()));
+    let key = serde_json::from_str::<serde_json::Value>(&stdout(&refused)).expect("JSON")["key"]
+        .as_str()
+        .expect("key")
+        .to_string();
+    let out = run(approve_cmd(&p, &proxy, &["--yes", "--json"]).stdin(Stdio::null()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{PROJECT}_backend")),
+        "the card: {err}"
+    );
+    assert!(err.contains("odek.json"), "the card: {err}");
+    assert!(err.contains("trusted (--yes); key"), "{err}");
+    assert!(
+        !err.contains("Trust these settings?"),
+        "nobody was asked: {err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(v["status"], "trusted", "{v}");
+    assert_eq!(v["key"], key.as_str(), "{v}");
+    only_reads(&proxy);
+    assert!(p.leftovers().is_empty(), "odek approve left a container");
+    let list = run(&mut p.odek(&["approvals", "list", "--json"]));
+    assert!(stdout(&list).contains(&key), "{}", stdout(&list));
+    let after = redis_ping_without_a_terminal(&p);
+    assert!(after.status.success(), "{}", stderr(&after));
+    assert_eq!(stdout(&after).trim(), "PONG");
 }
 
 #[test]

@@ -393,10 +393,7 @@ fn a_default_socket_another_user_owns_is_not_used() {
     assert_eq!(out.status.code(), Some(0), "{e}");
     let line = startup_line(&out).unwrap_or_else(|| panic!("no startup line:\n{e}"));
     assert!(
-        line.contains(&format!(
-            " endpoint=unix://{} supervisor=",
-            theirs.display()
-        )),
+        line.contains(&format!(" endpoint=unix://{} runtime=", theirs.display())),
         "{line}"
     );
     assert!(accepted.load(Ordering::SeqCst) > 0, "{e}");
@@ -437,7 +434,7 @@ fn a_docker_host_to_another_users_socket_is_used_naming_its_owner() {
     assert!(e.lines().any(|l| l == warning), "no {warning:?} in:\n{e}");
     let line = startup_line(&out).unwrap_or_else(|| panic!("no startup line:\n{e}"));
     assert!(
-        line.contains(&format!(" endpoint={host} supervisor=")),
+        line.contains(&format!(" endpoint={host} runtime=")),
         "{line}"
     );
     assert!(accepted.load(Ordering::SeqCst) > 0, "{e}");

@@ -99,6 +99,14 @@ fn internal_backend_reaches_services_by_name_without_a_route_out() {
     let line = startup_line(&out).expect("startup line");
     assert!(line.contains("network=attached"), "{line}");
     assert!(line.contains(&format!("networks={backend}")), "{line}");
+    // SPEC §4.6: the services answered by name with odek's DNS upstream in
+    // place on an engine before the CVE-2024-29018 fix.
+    let version = docker(&["version", "--format", "{{.Server.Version}}"]);
+    let dns = match odek_core::dns::engine_forwards(&version) {
+        Some(false) => "dns=engine",
+        _ => "dns=closed",
+    };
+    assert!(line.ends_with(dns), "{line}");
     // a single interface besides lo: no other network was attached
     let ifs: Vec<&str> = ifaces.split_whitespace().filter(|i| *i != "lo").collect();
     assert_eq!(ifs.len(), 1, "expected one interface, got {ifs:?}");

@@ -491,3 +491,47 @@ fn pool_down_racing_claims_never_removes_a_claimed_sandbox() {
     // Positive control: the claims did race pool down for ready ones.
     assert!(from_pool > 0, "no claim took a ready sandbox");
 }
+
+#[test]
+fn a_ready_sandbox_changed_with_docker_exec_is_not_handed_over() {
+    let p = Project::new();
+    let mut m = Mcp::start(&p, &["--sandbox-pool", "1"]);
+    // An exec still running in it, then a process left by an exec that
+    // has ended (the engine forgets the exec, `top` still shows the
+    // process): each time the claim gets a fresh sandbox and the changed
+    // one is removed.
+    let touches: [&[&str]; 2] = [
+        &["exec", "-d", "CONTAINER", "sleep", "600"],
+        &[
+            "exec",
+            "CONTAINER",
+            "sh",
+            "-c",
+            "sleep 600 >/dev/null 2>&1 </dev/null &",
+        ],
+    ];
+    let mut claimed = Vec::new();
+    for (i, touch) in touches.iter().enumerate() {
+        let r = ready(&p, 1, i + 1, &claimed, &m);
+        let args: Vec<&str> = touch
+            .iter()
+            .map(|a| if *a == "CONTAINER" { r[0].as_str() } else { a })
+            .collect();
+        assert!(docker_ok(&args), "docker {args:?}");
+        let got = m.up();
+        assert_ne!(got, r[0], "the changed sandbox was handed over ({touch:?})");
+        assert!(
+            wait_until(GONE_WITHIN, || !docker_ok(&["inspect", &r[0]])),
+            "the changed sandbox {} was left",
+            r[0]
+        );
+        claimed.push(got);
+        claimed.push(r[0].clone());
+    }
+    m.close();
+    assert!(
+        wait_until(GONE_WITHIN, || p.leftovers().is_empty()),
+        "left: {:?}",
+        p.leftovers()
+    );
+}

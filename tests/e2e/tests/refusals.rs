@@ -185,9 +185,24 @@ fn daemon_unreachable_with_networks_from_env_is_refused() {
 }
 
 #[test]
-fn ssh_docker_host_is_a_config_error() {
-    let err = refused(&[], &[("DOCKER_HOST", "ssh://x")], "ssh");
-    assert!(err.contains("(config)"), "not a config error:\n{err}");
+fn an_unreachable_ssh_docker_host_is_refused_under_sandbox_naming_what_ssh_said() {
+    // ssh:// is an endpoint now (SPEC §6.2.2): odek runs the system's ssh,
+    // so an engine it cannot reach is daemon-unreachable, and `--sandbox`
+    // makes that a refusal rather than a host run. Port 1 on loopback is
+    // closed: the only traffic is one refused connection on this machine.
+    let err = refused(
+        &["--sandbox"],
+        &[("DOCKER_HOST", "ssh://odek-test@127.0.0.1:1")],
+        "daemon-unreachable",
+    );
+    assert!(
+        err.contains("ssh said"),
+        "ssh's own message missing:\n{err}"
+    );
+    assert!(
+        err.contains("127.0.0.1"),
+        "the endpoint is not named:\n{err}"
+    );
 }
 
 #[test]

@@ -333,16 +333,28 @@ fn internal_only_sandbox_is_described_without_internet() {
     assert!(p.leftovers().is_empty());
 }
 
+/// A second `odek sandbox down NAME` (or a name never used): exit 1 with
+/// one error, the one naming the sandbox, and no summary line after it.
 #[test]
 fn down_of_an_unknown_sandbox_fails() {
     let p = Project::new();
     let out = p.run_odek(&["sandbox", "down", &odek_e2e::unique("odek-nosuch")]);
-    assert!(!out.status.success(), "down of an unknown name succeeded");
-    assert!(
-        odek_e2e::stderr(&out).contains("no sandbox named"),
-        "{}",
-        odek_e2e::stderr(&out)
-    );
+    assert_eq!(out.status.code(), Some(1), "{}", odek_e2e::stderr(&out));
+    let err = odek_e2e::stderr(&out);
+    assert!(err.contains("no sandbox named"), "{err}");
+    let errors = err.lines().filter(|l| l.contains("error")).count();
+    assert_eq!(errors, 1, "one error, not {errors}:\n{err}");
+    // Two unknown names: one error each, still nothing more.
+    let out = p.run_odek(&[
+        "sandbox",
+        "down",
+        &odek_e2e::unique("odek-nosuch"),
+        &odek_e2e::unique("odek-nosuch"),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", odek_e2e::stderr(&out));
+    let err = odek_e2e::stderr(&out);
+    let errors = err.lines().filter(|l| l.contains("error")).count();
+    assert_eq!(errors, 2, "one error per name:\n{err}");
 }
 
 /// Removes a container on drop.

@@ -90,9 +90,14 @@ fn run_and_sandbox_exec_are_recorded_without_env_values_and_outlive_the_sandbox(
         "tok-exec-77c2",
         "the value reached the command"
     );
-    let (recs, text) = records(&p, &name);
+    let (all, text) = records(&p, &name);
     assert!(!text.contains("tok-exec-77c2"), "{text}");
-    assert_eq!(recs.len(), 1, "{text}");
+    // `odek sandbox up` is recorded (as MCP's sandbox_up), then the exec.
+    assert_eq!(all.len(), 2, "{text}");
+    assert_eq!(all[0]["tool"], "sandbox_up", "{text}");
+    assert_eq!(all[0]["surface"], "cli", "{text}");
+    assert_eq!(all[0]["outcome"], "launched", "{text}");
+    let recs = all[1..].to_vec();
     assert_eq!(recs[0]["tool"], "exec");
     assert_eq!(
         recs[0]["command"],
@@ -130,8 +135,12 @@ fn run_and_sandbox_exec_are_recorded_without_env_values_and_outlive_the_sandbox(
 
     // Gone: the name still works.
     p.odek_ok(&["sandbox", "down", &name]);
-    let (after, _) = records(&p, &name);
-    assert_eq!(after, recs, "the record outlives the sandbox");
+    let (after, text) = records(&p, &name);
+    assert_eq!(after[..2], all[..], "the record outlives the sandbox");
+    // `odek sandbox down` is recorded too, last.
+    assert_eq!(after.len(), 3, "{text}");
+    assert_eq!(after[2]["tool"], "sandbox_down", "{text}");
+    assert_eq!(after[2]["outcome"], "removed", "{text}");
     let mut both = recorded(&p);
     both.sort();
     let mut want = vec![ran.clone(), name.clone()];
