@@ -18,10 +18,16 @@ var cancelledInCore atomic.Int64
 
 // ClientOptions configures a Client (odek_client_new).
 type ClientOptions struct {
-	// DockerHost is the daemon endpoint, "unix:///path" or "tcp://host:port".
-	// Empty: the rules of SPEC §6.2 (DOCKER_HOST, the Docker context, the
-	// default socket).
+	// DockerHost is the daemon endpoint, "unix:///path", "tcp://host:port"
+	// or "ssh://[user@]host[:port]". Empty: the rules of SPEC §6.2
+	// (DOCKER_HOST, the Docker context, the default socket).
 	DockerHost string
+	// DockerCertPath, with a "tcp://" DockerHost, is the directory of
+	// ca.pem, cert.pem and key.pem: the daemon is reached over TLS and its
+	// certificate verified (SPEC §6.2.1). Empty: plain TCP. Set without a
+	// tcp:// DockerHost, or with files that fail their check, NewClient
+	// returns CodeEndpoint naming the file and the fix.
+	DockerCertPath string
 	// Engine is "docker" (the default when empty) or "fake": an in-memory
 	// engine for tests with the image odek-test/base:1 and a running Compose
 	// project "shop" (networks shop_default and the internal shop_backend).
@@ -55,8 +61,8 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		return nil, err
 	}
 	h, err := cClientNew(mustJSON(wireClientOptions{
-		Schema: "odek.client-options/1", DockerHost: opts.DockerHost, Engine: opts.Engine,
-		SandboxPool: opts.SandboxPool,
+		Schema: "odek.client-options/1", DockerHost: opts.DockerHost,
+		DockerCertPath: opts.DockerCertPath, Engine: opts.Engine, SandboxPool: opts.SandboxPool,
 	}))
 	if err != nil {
 		return nil, err

@@ -637,6 +637,14 @@ func TestUsageErrors(t *testing.T) {
 	wantCode(t, err, CodeInvalidArgument, ClassUsage, ErrUsage)
 	_, err = NewClient(ClientOptions{DockerHost: "ftp://example"})
 	wantCode(t, err, CodeEndpoint, ClassConfig, ErrConfig)
+	// TLS material only for a tcp:// host, and its files must be there.
+	_, err = NewClient(ClientOptions{DockerHost: "unix:///x.sock", DockerCertPath: t.TempDir()})
+	wantCode(t, err, CodeEndpoint, ClassConfig, ErrConfig)
+	_, err = NewClient(ClientOptions{DockerHost: "tcp://10.1.2.3:2376", DockerCertPath: t.TempDir()})
+	wantCode(t, err, CodeEndpoint, ClassConfig, ErrConfig)
+	if !strings.Contains(err.Error(), "ca.pem does not exist") {
+		t.Fatalf("the missing file is not named: %v", err)
+	}
 
 	c := fakeClient(t)
 	dir, env := isolated(t)

@@ -841,8 +841,9 @@ type wireApproval struct {
 // wireClientOptions is "odek.client-options/1" as sent.
 type wireClientOptions struct {
 	Schema     string `json:"schema"`
-	DockerHost string `json:"docker_host,omitempty"`
-	Engine     string `json:"engine,omitempty"`
+	DockerHost     string `json:"docker_host,omitempty"`
+	DockerCertPath string `json:"docker_cert_path,omitempty"`
+	Engine         string `json:"engine,omitempty"`
 	// SandboxPool is sent only when set (0 is the default: no pool).
 	SandboxPool uint8 `json:"sandbox_pool,omitempty"`
 }

@@ -327,6 +327,7 @@ pub fn list(json: bool) -> anyhow::Result<()> {
                     "project_dir": m.map(|m| m.project_dir.clone()),
                     "granted_at": m.map(|m| m.granted_at),
                     "knobs": m.map(|m| m.knobs.clone()),
+                    "engine": m.map(|m| m.engine.clone()).filter(|e| !e.is_empty()),
                 })
             })
             .collect();
@@ -342,9 +343,14 @@ pub fn list(json: bool) -> anyhow::Result<()> {
     for (k, _) in keys.iter().filter(|(k, v)| **v && !k.contains(':')) {
         match meta.get(k) {
             Some(m) => outln!(
-                "{k}  {}  ({})",
+                "{k}  {}  ({})  {}",
                 odek_core::text::shown(&m.project_dir),
-                m.knobs
+                m.knobs,
+                if m.engine.is_empty() {
+                    "engine not recorded".to_string()
+                } else {
+                    odek_core::text::shown(&m.engine)
+                }
             ),
             None => outln!("{k}  (no details recorded)"),
         }

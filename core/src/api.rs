@@ -105,6 +105,14 @@ pub struct ClientOptions {
     /// (`DOCKER_HOST`, the current context, the default socket).
     #[serde(default)]
     pub docker_host: Option<String>,
+    /// The directory of `ca.pem`, `cert.pem` and `key.pem` for a `tcp://`
+    /// `docker_host` (SPEC §6.2.1): the daemon is reached over TLS, its
+    /// certificate verified against `ca.pem`, odek identified by
+    /// `cert.pem`/`key.pem`; each file is checked as `DOCKER_CERT_PATH`'s
+    /// are. Absent: a `tcp://` `docker_host` is plain TCP. Only with a
+    /// `tcp://` `docker_host` (else `ODEK_E_ENDPOINT`).
+    #[serde(default)]
+    pub docker_cert_path: Option<String>,
     /// `"docker"` (default) or `"fake"`: an in-memory engine for tests with
     /// image `odek-test/base:1` and a Compose project `shop`
     /// (`shop_default`, internal `shop_backend`).

@@ -364,6 +364,7 @@ pub(crate) fn grant(plan: &Plan, decision: Decision, now: u64) -> Result<Approva
                     project_dir: req.project_dir.clone(),
                     granted_at: now,
                     knobs: req.knobs.join(", "),
+                    engine: req.engine.clone(),
                 },
             )?;
             Ok(req.approval(Via::Trust))

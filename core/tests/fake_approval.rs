@@ -297,8 +297,15 @@ async fn an_approval_holds_on_the_engine_it_was_given_on_only() {
         .expect_err("launched on a trust of another layout");
     assert_eq!(err.class(), FailureClass::Config, "{err}");
     assert_eq!(w.creates(), 0);
-    // Trusted now, on this engine: it holds here.
+    // Trusted now, on this engine: it holds here, and `odek approvals
+    // list` can say on which engine.
     w.odek.approve(&plan, Decision::Trust).expect("trust");
+    let meta = odek_core::approval::Store::new(&plan.odek_home).meta();
+    assert_eq!(
+        meta.get(&req.key).map(|m| m.engine.as_str()),
+        Some(format!("engine:{FAKE_ENGINE_ID}").as_str()),
+        "{meta:?}"
+    );
     let plan = w.odek.resolve(&w.inputs(), &Silent).await.expect("resolve");
     let here = plan.approval.clone().expect("approval needed");
     assert!(here.trusted && !here.trusted_before_engine_binding);

@@ -123,8 +123,11 @@ fn invalid(e: api::RequestError) -> Failure {
 }
 
 /// Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
-/// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake",
-/// "sandbox_pool": 0..8}`. `sandbox_pool` N > 0 gives the client a warm pool:
+/// `{"docker_host": "unix:///…"|"tcp://host:port"|"ssh://[user@]host[:port]",
+/// "docker_cert_path": "/dir", "engine": "docker"|"fake", "sandbox_pool": 0..8}`.
+/// `docker_cert_path` (with a `tcp://` `docker_host` only) is the directory
+/// of `ca.pem`, `cert.pem` and `key.pem`: the daemon is reached over TLS
+/// and its certificate verified (SPEC §6.2.1). `sandbox_pool` N > 0 gives the client a warm pool:
 /// it keeps N sandboxes ready for each plan it launched, `odek_launch`
 /// claims one of exactly its plan (re-checked and verified first; see
 /// `odek_launch`), and `odek_client_free` removes the ready ones.
@@ -132,8 +135,9 @@ fn invalid(e: api::RequestError) -> Failure {
 /// `testing`; a release build refuses it with `ODEK_E_INVALID_ARGUMENT`).
 /// No connection is made until a call needs the daemon.
 ///
-/// Errors: NULL arguments, invalid JSON/UTF-8, an invalid `docker_host`
-/// (`ODEK_E_ENDPOINT`), `ODEK_E_FORKED` in a process forked from one that
+/// Errors: NULL arguments, invalid JSON/UTF-8, an invalid `docker_host`, or
+/// a `docker_cert_path` without a `tcp://` `docker_host` or whose files fail
+/// their check (`ODEK_E_ENDPOINT`, naming the file and the fix), `ODEK_E_FORKED` in a process forked from one that
 /// used libodek (see "fork() without exec" in the header). Free the client
 /// with `odek_client_free`.
 ///
@@ -159,9 +163,30 @@ pub unsafe extern "C" fn odek_client_new(
                      (cargo feature `testing`); this is a release build: use \"docker\"",
             )),
             (EngineChoice::Docker, Some(host)) => {
-                let ep = odek_core::engine::Endpoint::named(host, "docker_host")
-                    .map_err(|e| Failure::from(odek_core::Error::Endpoint(e)))?;
+                let ep = match &opts.docker_cert_path {
+                    Some(dir) => odek_core::engine::Endpoint::named_tls(
+                        host,
+                        "docker_host",
+                        std::path::Path::new(dir),
+                        "docker_cert_path",
+                    ),
+                    None => odek_core::engine::Endpoint::named(host, "docker_host"),
+                }
+                .map_err(|e| Failure::from(odek_core::Error::Endpoint(e)))?;
                 odek_core::Client::with_engine(Arc::new(odek_core::engine::BollardEngine::new(ep)))
+            }
+            (EngineChoice::Docker, None) if opts.docker_cert_path.is_some() => {
+                return Err(Failure::from(odek_core::Error::Endpoint(
+                    odek_core::engine::EndpointError::Tls {
+                        endpoint: "(no docker_host)".into(),
+                        origin: "docker_cert_path".into(),
+                        reason: "docker_cert_path is TLS material for a tcp:// docker_host, and \
+                                 no docker_host is given: name the daemon with docker_host \
+                                 (\"tcp://host:port\"), or use DOCKER_HOST with \
+                                 DOCKER_TLS_VERIFY and DOCKER_CERT_PATH"
+                            .into(),
+                    },
+                )))
             }
             (EngineChoice::Docker, None) => odek_core::Client::from_env(),
         };

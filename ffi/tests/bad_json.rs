@@ -416,6 +416,31 @@ fn rows(w: &World) -> Vec<Row> {
             "docker_host",
         ),
         row(
+            "client: docker_cert_path without docker_host",
+            ClientNew,
+            vec![arg(r#"{"docker_cert_path":"/nonexistent"}"#)],
+            ODEK_E_ENDPOINT as i32,
+            "no docker_host is given",
+        ),
+        row(
+            "client: docker_cert_path with a unix docker_host",
+            ClientNew,
+            vec![arg(
+                r#"{"docker_host":"unix:///run/x.sock","docker_cert_path":"/nonexistent"}"#,
+            )],
+            ODEK_E_ENDPOINT as i32,
+            "remove docker_cert_path",
+        ),
+        row(
+            "client: docker_cert_path without the files",
+            ClientNew,
+            vec![arg(
+                r#"{"docker_host":"tcp://10.1.2.3:2376","docker_cert_path":"/nonexistent"}"#,
+            )],
+            ODEK_E_ENDPOINT as i32,
+            "/nonexistent/ca.pem does not exist",
+        ),
+        row(
             "client: empty docker_host",
             ClientNew,
             vec![arg(r#"{"docker_host":""}"#)],

@@ -286,8 +286,11 @@ const char *odek_version(void);
 void odek_string_free(char *s);
 
 // Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
-// `{"docker_host": "unix:///…"|"tcp://host:port", "engine": "docker"|"fake",
-// "sandbox_pool": 0..8}`. `sandbox_pool` N > 0 gives the client a warm pool:
+// `{"docker_host": "unix:///…"|"tcp://host:port"|"ssh://[user@]host[:port]",
+// "docker_cert_path": "/dir", "engine": "docker"|"fake", "sandbox_pool": 0..8}`.
+// `docker_cert_path` (with a `tcp://` `docker_host` only) is the directory
+// of `ca.pem`, `cert.pem` and `key.pem`: the daemon is reached over TLS
+// and its certificate verified (SPEC §6.2.1). `sandbox_pool` N > 0 gives the client a warm pool:
 // it keeps N sandboxes ready for each plan it launched, `odek_launch`
 // claims one of exactly its plan (re-checked and verified first; see
 // `odek_launch`), and `odek_client_free` removes the ready ones.
@@ -295,14 +298,16 @@ void odek_string_free(char *s);
 // `testing`; a release build refuses it with `ODEK_E_INVALID_ARGUMENT`).
 // No connection is made until a call needs the daemon.
 //
-// Errors: NULL arguments, invalid JSON/UTF-8, an invalid `docker_host`
-// (`ODEK_E_ENDPOINT`), `ODEK_E_FORKED` in a process forked from one that
+// Errors: NULL arguments, invalid JSON/UTF-8, an invalid `docker_host`, or
+// a `docker_cert_path` without a `tcp://` `docker_host` or whose files fail
+// their check (`ODEK_E_ENDPOINT`, naming the file and the fix), `ODEK_E_FORKED` in a process forked from one that
 // used libodek (see "fork() without exec" in the header). Free the client
 // with `odek_client_free`.
 //
 // # Safety
 // `options_json` is a NUL-terminated string; `out` is writable.
-odek_error_t *odek_client_new(const char *options_json, odek_client_t **out);
+odek_error_t *odek_client_new(const char *options_json,
+                              odek_client_t **out);
 
 // Frees a client. NULL is a no-op; an unknown or already freed client is
 // `ODEK_E_INVALID_HANDLE`. Sandboxes launched from it stay usable; the

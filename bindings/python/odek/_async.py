@@ -283,11 +283,12 @@ class AsyncClient:
     coroutine.
 
     Args:
-        docker_host, engine, sandbox_pool: as :class:`odek.Client`.
+        docker_host, docker_cert_path, engine, sandbox_pool: as
+            :class:`odek.Client`.
         executor: where the blocking calls run; default the event loop's
             default executor.
         client: wrap this existing :class:`~odek.Client` instead of making
-            one (``docker_host``/``engine``/``sandbox_pool`` must then be
+            one (``docker_host``/``docker_cert_path``/``engine``/``sandbox_pool`` must then be
             unset); closing the
             async client closes it.
     """
@@ -300,15 +301,27 @@ class AsyncClient:
         executor: Optional[concurrent.futures.Executor] = None,
         client: Optional[Client] = None,
         sandbox_pool: Optional[int] = None,
+        docker_cert_path: Optional[str] = None,
     ) -> None:
         if client is not None:
-            if docker_host is not None or engine is not None or sandbox_pool is not None:
+            if (
+                docker_host is not None
+                or docker_cert_path is not None
+                or engine is not None
+                or sandbox_pool is not None
+            ):
                 raise TypeError(
-                    "pass either client= or docker_host=/engine=/sandbox_pool=, not both"
+                    "pass either client= or docker_host=/docker_cert_path=/engine=/sandbox_pool=, "
+                    "not both"
                 )
             self._sync = client
         else:
-            self._sync = Client(docker_host=docker_host, engine=engine, sandbox_pool=sandbox_pool)
+            self._sync = Client(
+                docker_host=docker_host,
+                engine=engine,
+                sandbox_pool=sandbox_pool,
+                docker_cert_path=docker_cert_path,
+            )
         self._executor = executor
 
     def __repr__(self) -> str:

@@ -78,9 +78,14 @@ class Client(Managed[Any]):
     after the client is closed.
 
     Args:
-        docker_host (str | None): ``"unix:///path/docker.sock"`` or
-            ``"tcp://host:port"``; default: ``DOCKER_HOST``, the current Docker
-            context, then the usual sockets (SPEC §6.2).
+        docker_host (str | None): ``"unix:///path/docker.sock"``,
+            ``"tcp://host:port"`` or ``"ssh://[user@]host[:port]"``; default:
+            ``DOCKER_HOST``, the current Docker context, then the usual
+            sockets (SPEC §6.2).
+        docker_cert_path (str | None): with a ``tcp://`` ``docker_host``, the
+            directory of ``ca.pem``, ``cert.pem`` and ``key.pem``: the daemon
+            is reached over TLS and its certificate verified (SPEC §6.2.1);
+            default: plain TCP.
         engine (str | None): ``"docker"`` (default) or ``"fake"`` — an
             in-memory engine for tests with image ``odek-test/base:1`` and a
             Compose project ``shop`` (networks ``shop_default`` and internal
@@ -95,7 +100,9 @@ class Client(Managed[Any]):
             warm pool").
 
     Raises:
-        ConfigError: ``docker_host`` is invalid (``ODEK_E_ENDPOINT``).
+        ConfigError: ``docker_host`` is invalid, or ``docker_cert_path`` is
+            given without a ``tcp://`` ``docker_host`` or its files fail their
+            check (``ODEK_E_ENDPOINT``, naming the file and the fix).
         UsageError: an unknown ``engine``, a ``sandbox_pool`` above 8.
 
     Use it as a context manager, or call :meth:`close`::
@@ -112,10 +119,13 @@ class Client(Managed[Any]):
         docker_host: Optional[str] = None,
         engine: Optional[str] = None,
         sandbox_pool: Optional[int] = None,
+        docker_cert_path: Optional[str] = None,
     ) -> None:
         options: Dict[str, Any] = {}
         if docker_host is not None:
             options["docker_host"] = docker_host
+        if docker_cert_path is not None:
+            options["docker_cert_path"] = docker_cert_path
         if engine is not None:
             options["engine"] = engine
         if sandbox_pool is not None:

@@ -45,6 +45,7 @@ class ClientOptionsDoc(TypedDict, total=False):
 
     schema: str
     docker_host: str
+    docker_cert_path: str  # ca.pem, cert.pem, key.pem for a tcp:// docker_host
     engine: str  # "docker" | "fake"
     sandbox_pool: int  # 0..8: the client's warm pool
 

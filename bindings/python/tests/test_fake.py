@@ -551,7 +551,7 @@ def test_malformed_project_config_names_file_line_column(fake_client, workdir):
     assert os.path.join(workdir, "odek.json") + ":3:" in ei.value.message
 
 
-def test_bad_json_and_shapes_are_usage_errors(fake_client, workdir):
+def test_bad_json_and_shapes_are_usage_errors(fake_client, workdir, tmp_path):
     with pytest.raises(odek.UsageError) as ei:
         fake_client.launch("{not json")
     assert ei.value.code == odek.CODES["INVALID_JSON"]
@@ -571,6 +571,13 @@ def test_bad_json_and_shapes_are_usage_errors(fake_client, workdir):
     assert ei.value.code == odek.CODES["ENDPOINT"]
     with pytest.raises(odek.ConfigError):
         odek.Client(docker_host="ftp://x")
+    # TLS material is only for a tcp:// host, and its files must be there.
+    with pytest.raises(odek.ConfigError) as ei:
+        odek.Client(docker_host="unix:///x.sock", docker_cert_path=str(tmp_path))
+    assert ei.value.code == odek.CODES["ENDPOINT"]
+    with pytest.raises(odek.ConfigError) as ei:
+        odek.Client(docker_host="tcp://10.1.2.3:2376", docker_cert_path=str(tmp_path))
+    assert "ca.pem does not exist" in str(ei.value)
     # Python-side type errors never reach C
     with pytest.raises(TypeError):
         fake_client.launch(42)

@@ -38,6 +38,11 @@ pub struct Meta {
     pub granted_at: u64,
     /// The knobs approved, e.g. `sandbox_compose_project, sandbox_env`.
     pub knobs: String,
+    /// The engine the trust is bound to, as its key binds it (SPEC §7.3):
+    /// `engine:<ID>` or `endpoint:<endpoint>`; empty for a trust recorded
+    /// before odek kept it.
+    #[serde(default)]
+    pub engine: String,
 }
 
 /// The store under one `$ODEK_HOME`.
@@ -325,6 +330,7 @@ mod tests {
         Meta {
             project_dir: "/p".into(),
             granted_at: 1,
+            engine: "engine:TEST".into(),
             knobs: "sandbox_env".into(),
         }
     }

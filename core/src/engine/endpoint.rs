@@ -347,6 +347,49 @@ impl Endpoint {
         })
     }
 
+    /// An endpoint the embedding program names with the TLS material for
+    /// it (SPEC §6.2.1): `value` is `tcp://host:port`, reached over TLS
+    /// with the daemon's certificate verified against `cert_dir/ca.pem` and
+    /// `cert_dir/cert.pem` + `cert_dir/key.pem` as the client's identity,
+    /// checked as `DOCKER_CERT_PATH` is (the files are yours, not writable
+    /// by others). `origin` names the host setting and `cert_origin` the
+    /// directory's (e.g. `docker_host`, `docker_cert_path`) in errors.
+    ///
+    /// Errors: [`EndpointError::Invalid`] as [`parse_host`];
+    /// [`EndpointError::Tls`] when `value` is not `tcp://` (TLS material
+    /// means nothing for a Unix socket or ssh) or a file fails its check.
+    pub fn named_tls(
+        value: &str,
+        origin: &str,
+        cert_dir: &Path,
+        cert_origin: &str,
+    ) -> Result<Endpoint, EndpointError> {
+        let address = parse_host(value, origin)?;
+        let refuse = |reason: String| EndpointError::Tls {
+            endpoint: address.to_string(),
+            origin: cert_origin.to_string(),
+            reason,
+        };
+        if !matches!(address, Address::Tcp { .. }) {
+            return Err(refuse(format!(
+                "{cert_origin} is TLS material for a tcp:// {origin}; a Unix socket or an ssh:// engine takes none: remove {cert_origin} or name the daemon's tcp://host:port"
+            )));
+        }
+        let tls = Tls::load(
+            cert_dir,
+            TlsOrigin::Named {
+                option: cert_origin,
+            },
+        )
+        .map_err(&refuse)?;
+        Ok(Endpoint {
+            address,
+            source: EndpointSource::Explicit,
+            tried: Vec::new(),
+            tls: Some(tls),
+        })
+    }
+
     /// Where the endpoint came from, as a phrase after its address: ` (from
     /// DOCKER_HOST)`, ` (from Docker context "x")`, ` (first reachable
     /// default socket)`, or nothing for one the embedding program gave.
@@ -1333,6 +1376,56 @@ mod tests {
             .expect("unix");
         assert_eq!(ep.tls, None);
         assert_eq!(ep.to_string(), "unix:///run/x.sock (from DOCKER_HOST)");
+    }
+
+    /// The C ABI's `docker_host` + `docker_cert_path` (SPEC §6.2.1): TLS
+    /// verified with that directory's files, checked as `DOCKER_CERT_PATH`
+    /// is; a missing file names the option; a Unix socket or ssh:// with
+    /// TLS material is refused rather than the material ignored.
+    #[test]
+    fn a_named_endpoint_with_a_cert_directory_is_tls_verified_or_refused_naming_the_option() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let certs = d.path().join("certs");
+        cert_dir(&certs);
+        let ep = Endpoint::named_tls(
+            "tcp://10.1.2.3:2376",
+            "docker_host",
+            &certs,
+            "docker_cert_path",
+        )
+        .expect("tls");
+        assert_eq!(ep.tls.as_ref().expect("secured").ca, certs.join("ca.pem"));
+        assert_eq!(ep.to_string(), "tcp://10.1.2.3:2376 (tls, verified)");
+        assert_eq!(ep.transport_warning(), None);
+        std::fs::remove_file(certs.join("key.pem")).expect("rm");
+        let msg = Endpoint::named_tls(
+            "tcp://10.1.2.3:2376",
+            "docker_host",
+            &certs,
+            "docker_cert_path",
+        )
+        .expect_err("no key")
+        .to_string();
+        assert!(
+            msg.starts_with(
+                "cannot secure the Docker endpoint tcp://10.1.2.3:2376 from docker_cert_path: "
+            ) && msg.contains(&format!(
+                "{} does not exist",
+                certs.join("key.pem").display()
+            )) && msg.contains("or point docker_cert_path at the directory that holds them"),
+            "{msg}"
+        );
+        cert_dir(&certs);
+        for host in ["unix:///run/x.sock", "ssh://u@h"] {
+            let err = Endpoint::named_tls(host, "docker_host", &certs, "docker_cert_path")
+                .expect_err(host);
+            assert!(matches!(err, EndpointError::Tls { .. }), "{err:?}");
+            assert!(
+                err.to_string()
+                    .contains("remove docker_cert_path or name the daemon's tcp://host:port"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -70,6 +70,12 @@ pub(crate) enum TlsOrigin<'a> {
         /// The context's name.
         name: &'a str,
     },
+    /// A directory the embedding program names (the C ABI's
+    /// `docker_cert_path`, SPEC §6.2.1).
+    Named {
+        /// The option that named it, e.g. `docker_cert_path`.
+        option: &'a str,
+    },
 }
 
 impl TlsOrigin<'_> {
@@ -88,6 +94,10 @@ impl TlsOrigin<'_> {
                 "give the context all three with `docker context update {n} --docker \"host=…,ca=CA.pem,cert=CERT.pem,key=KEY.pem\"` (they are kept in {d})",
                 n = crate::text::shown(name),
                 d = crate::text::shown(dir)
+            ),
+            TlsOrigin::Named { option } => format!(
+                "put the daemon's CA certificate, your client certificate and its key in {} as ca.pem, cert.pem and key.pem, or point {option} at the directory that holds them",
+                crate::text::shown(dir)
             ),
         }
     }

@@ -204,6 +204,15 @@ fn trust_survives_a_rerun_and_an_agent_edit_asks_again() {
         "{}",
         stdout(&list)
     );
+    // … with the engine it is bound to (this daemon's ID, SPEC §7.3).
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&list)).expect("json");
+    let daemon_id = odek_e2e::docker(&["info", "--format", "{{.ID}}"]);
+    assert_eq!(
+        rows[0]["engine"],
+        format!("engine:{daemon_id}"),
+        "{}",
+        stdout(&list)
+    );
 
     // The agent edits /workspace/odek.json from inside the sandbox …
     let edit = run(p

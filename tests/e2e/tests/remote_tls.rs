@@ -184,3 +184,125 @@ fn a_daemon_over_verified_tls_is_used_and_a_wrong_ca_or_missing_client_cert_refu
     assert!(!p.marker().exists(), "nothing ran on the host");
     assert_eq!(containers(&dd), "", "no container left");
 }
+
+/// Set in the child that [`the_c_abi_reaches_a_daemon_over_verified_tls`]
+/// runs in the daemon's network namespace: the directory of the client's
+/// certificates.
+const ABI_INNER: &str = "ODEK_E2E_TLS_ABI_CERTS";
+
+/// The C ABI's `docker_host` with `docker_cert_path` (SPEC §6.2.1): a
+/// program embedding libodek reaches the TLS daemon, launches a sandbox
+/// there, runs a command in it and removes it. The calls run in a child of
+/// this test inside the daemon's network namespace (this test binary again,
+/// `nsenter --net`), since libodek's own threads make the connections; the
+/// parent checks the child passed and the daemon holds no container after.
+#[test]
+fn the_c_abi_reaches_a_daemon_over_verified_tls() {
+    if let Some(dir) = std::env::var_os(ABI_INNER) {
+        abi_inner(std::path::Path::new(&dir));
+        return;
+    }
+    let certs = TlsCerts::make();
+    let dd = SecondDaemon::start(DaemonOptions {
+        extra_args: certs.daemon_args(PORT),
+        ..DaemonOptions::default()
+    });
+    dd.load_image(BUSYBOX_IMAGE);
+    let good = certs.client_dir("good", "ca.pem");
+    let mut me = std::process::Command::new(std::env::current_exe().expect("test binary"));
+    me.args([
+        "--exact",
+        "the_c_abi_reaches_a_daemon_over_verified_tls",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(ABI_INNER, &good)
+    .env_remove("DOCKER_HOST")
+    .env_remove("DOCKER_CONTEXT");
+    let out = run_timeout(&mut dd.in_netns(&me), ODEK_TIMEOUT);
+    assert!(
+        out.status.success() && stdout(&out).contains("abi-over-tls: ok"),
+        "the C ABI over TLS failed:\n{}\n{}\nlog:\n{}",
+        stdout(&out),
+        stderr(&out),
+        dd.log()
+    );
+    assert_eq!(containers(&dd), "", "the sandbox was removed");
+}
+
+/// The child's part: `odek_client_new` with `docker_host` and
+/// `docker_cert_path`, then resolve, launch, exec and destroy.
+#[allow(unsafe_code)]
+fn abi_inner(certs: &std::path::Path) {
+    use odek::*;
+    use std::ffi::{c_char, CStr, CString};
+    use std::ptr::null_mut;
+
+    fn check(e: *mut odek_error_t, what: &str) {
+        if e.is_null() {
+            return;
+        }
+        // SAFETY: a live error object returned by odek; freed once.
+        let msg = unsafe {
+            let m = CStr::from_ptr(odek_error_message(e))
+                .to_string_lossy()
+                .into_owned();
+            odek_error_free(e);
+            m
+        };
+        panic!("{what}: {msg}");
+    }
+    fn take(s: *mut c_char) -> String {
+        assert!(!s.is_null());
+        // SAFETY: a string returned by odek; freed once.
+        unsafe {
+            let out = CStr::from_ptr(s).to_string_lossy().into_owned();
+            odek_string_free(s);
+            out
+        }
+    }
+    let c = |s: &str| CString::new(s).expect("no NUL");
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let opts = c(&serde_json::json!({
+        "docker_host": format!("tcp://127.0.0.1:{PORT}"),
+        "docker_cert_path": certs,
+    })
+    .to_string());
+    let req = c(&serde_json::json!({
+        "workdir": work.path(),
+        "settings": {"sandbox_image": BUSYBOX_IMAGE},
+        "read_user_config": false,
+        "env": {"HOME": home.path(), "ODEK_HOME": home.path().join(".odek"), "ODEK_SUPERVISOR": ""},
+    })
+    .to_string());
+    let exec = c(r#"{"argv": ["echo", "abi-over-tls"]}"#);
+    let null_json = c("null");
+    // SAFETY: valid C strings and writable out-params; handles from odek,
+    // each freed once.
+    unsafe {
+        let mut client = null_mut();
+        check(odek_client_new(opts.as_ptr(), &mut client), "client");
+        let mut plan = null_mut();
+        check(odek_resolve(client, req.as_ptr(), &mut plan), "resolve");
+        let plan = take(plan);
+        assert!(
+            plan.contains(&format!("tcp://127.0.0.1:{PORT} (tls, verified)")),
+            "the plan names the TLS endpoint: {plan}"
+        );
+        let plan = c(&plan);
+        let mut sandbox = null_mut();
+        check(
+            odek_launch(client, plan.as_ptr(), null_json.as_ptr(), &mut sandbox),
+            "launch",
+        );
+        let mut result = null_mut();
+        check(odek_exec(sandbox, exec.as_ptr(), &mut result), "exec");
+        let result: serde_json::Value = serde_json::from_str(&take(result)).expect("exec result");
+        assert_eq!(result["exit_code"], 0, "{result}");
+        assert_eq!(result["stdout"], "abi-over-tls\n", "{result}");
+        check(odek_sandbox_destroy(sandbox), "destroy");
+        check(odek_client_free(client), "client free");
+    }
+    println!("abi-over-tls: ok");
+}
