@@ -699,7 +699,7 @@ fn on_a_two_node_swarm_each_node_reaches_its_own_tasks() {
     // which forwards it to a resolver this namespace cannot reach: each
     // lookup is cut short.
     let ask =
-        "timeout 8 redis-cli -h redis ping 2>&1 | head -n 1; timeout 8 pg_isready -h postgres";
+        "timeout 8 redis-cli -h redis ping 2>&1 | head -n 1; timeout 8 pg_isready -h postgres; echo end";
     let on = |d: &SecondDaemon| {
         let mut c = p.odek(&[
             "run",
