@@ -34,9 +34,9 @@ pub const MAX_NAMES_PER_NETWORK: usize = 32;
 /// peer list, SPEC §9.1).
 pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 
-/// The label naming a Swarm task's service (`<stack>_<service>` for a
-/// stack's; SPEC §9.1 lists the service's name in the stack first).
-pub const SWARM_SERVICE_LABEL: &str = "com.docker.swarm.service.name";
+/// The label naming a Swarm task's service (SPEC §9.1 lists the
+/// service's name in the stack first).
+pub use crate::network::SWARM_SERVICE_LABEL;
 
 /// Another container on an attached network and the names it answers to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -167,7 +167,7 @@ pub fn lists_as_service(peer: &ContainerInfo) -> bool {
 /// `com.docker.swarm.service.name` without the `<stack>_` prefix of the
 /// label `com.docker.stack.namespace` (`redis` for `shop_redis`).
 fn swarm_service(peer: &ContainerInfo) -> Option<String> {
-    crate::link::stack_service_alias(&peer.labels)
+    crate::network::stack_service_alias(&peer.labels)
 }
 
 /// Names a peer answers to on one network (full ID `network_id`), unfiltered

@@ -611,7 +611,7 @@ pub(crate) async fn guard(
         for e in info.endpoints.iter().filter(|e| on.contains(&e.network_id)) {
             allowed.extend(e.aliases.iter().map(String::as_str));
         }
-        let service = stack_service_alias(&info.labels);
+        let service = crate::network::stack_service_alias(&info.labels);
         allowed.extend(service.as_deref());
         let extra: Vec<String> = ep
             .aliases
@@ -679,20 +679,6 @@ fn is_sandbox(c: &ContainerSummary) -> bool {
     crate::labels::is_sandbox_name(&c.name) || c.labels.contains_key(crate::labels::SANDBOX)
 }
 
-/// The name a Docker Swarm stack's task answers to on the link network
-/// besides its aliases (SPEC §4.4): its service's name in the stack —
-/// the label `com.docker.swarm.service.name` without the `<stack>_` prefix
-/// of the label `com.docker.stack.namespace` (`redis` for `app_redis`).
-/// Swarm resolves a service's name on an overlay by its own records, not
-/// by an endpoint alias, so inspect shows none to copy.
-pub(crate) fn stack_service_alias(labels: &BTreeMap<String, String>) -> Option<String> {
-    let ns = labels.get(crate::network::STACK_NAMESPACE_LABEL)?;
-    let full = labels.get(crate::describe::SWARM_SERVICE_LABEL)?;
-    full.strip_prefix(&format!("{ns}_"))
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-}
-
 /// Connects `members` missing from `link` (ID) under their aliases on the
 /// networks of `accepted` (name → ID); a container that vanished meanwhile
 /// is skipped. Returns the names connected.
@@ -729,7 +715,7 @@ async fn connect_members(
         {
             aliases.extend(e.aliases.iter().cloned());
         }
-        aliases.extend(stack_service_alias(&info.labels));
+        aliases.extend(crate::network::stack_service_alias(&info.labels));
         let aliases: Vec<String> = aliases.into_iter().collect();
         match engine.connect_network(link, &m.id, &aliases).await {
             Ok(()) => connected.push(m.name.clone()),

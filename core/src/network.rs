@@ -24,6 +24,24 @@ pub(crate) const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
 /// and services (SPEC §4.1).
 pub(crate) const STACK_NAMESPACE_LABEL: &str = "com.docker.stack.namespace";
 
+/// The label naming a Swarm task's service (`<stack>_<service>` for a
+/// stack's; SPEC §4.4, §9.1).
+pub const SWARM_SERVICE_LABEL: &str = "com.docker.swarm.service.name";
+
+/// The name a Docker Swarm stack's task answers to on a sandbox's link
+/// network besides its aliases (SPEC §4.4): its service's name in the stack —
+/// the label `com.docker.swarm.service.name` without the `<stack>_` prefix
+/// of the label `com.docker.stack.namespace` (`redis` for `app_redis`).
+/// Swarm resolves a service's name on an overlay by its own records, not
+/// by an endpoint alias, so inspect shows none to copy.
+pub(crate) fn stack_service_alias(labels: &BTreeMap<String, String>) -> Option<String> {
+    let ns = labels.get(STACK_NAMESPACE_LABEL)?;
+    let full = labels.get(SWARM_SERVICE_LABEL)?;
+    full.strip_prefix(&format!("{ns}_"))
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
 /// Why a network was attached.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]

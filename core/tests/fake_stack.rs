@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::*;
 use odek_core::approval::Decision;
 use odek_core::config::{ConfigInputs, Layer};
-use odek_core::engine::{FakeEngine, FakeImage, FakeNetwork, Op};
+use odek_core::engine::{FakeEngine, FakeNetwork, Op};
 use odek_core::network::NetworkOrigin;
 use odek_core::{Client, FailureClass, LaunchOptions, Silent};
 
@@ -299,17 +299,6 @@ async fn more_than_eight_networks_with_a_stack_are_refused() {
     }
     let s = with_stack(Setup::with_fake(fake).image(IMAGE), STACK);
     refused(&s, "at most 8").await;
-}
-
-#[tokio::test]
-async fn a_label_the_daemon_filter_let_through_but_that_differs_is_not_trusted() {
-    // A network whose label is `app2` is never one of `app`'s, whatever
-    // the server-side filter answered.
-    let fake = bare_fake();
-    fake.add_image(FakeImage::new(IMAGE));
-    fake.add_network(FakeNetwork::bridge("app2_default").stack("app2", true));
-    let s = with_stack(Setup::with_fake(fake).image(IMAGE), STACK);
-    refused(&s, "is not running").await;
 }
 
 #[tokio::test]

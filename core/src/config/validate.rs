@@ -131,7 +131,7 @@ pub fn validate_compose_project(origin: &str, value: &str) -> Result<(), ConfigE
 }
 
 /// A Docker Swarm stack name (SPEC §4.1): `[A-Za-z0-9][A-Za-z0-9_.-]*`,
-/// at most [`MAX_STACK`] bytes (Swarm names a stack's services and
+/// at most 63 bytes (`MAX_STACK`; Swarm names a stack's services and
 /// networks `<stack>_<name>`, and a service name stops at 63) → else
 /// [`ConfigError::InvalidValue`]. Matched exactly, never fuzzily.
 pub fn validate_stack(origin: &str, value: &str) -> Result<(), ConfigError> {
