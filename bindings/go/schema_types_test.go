@@ -36,7 +36,7 @@ var wireDocs = []wireDoc{
 		"workdir_id", "odek_home", "endpoint_owner", "engine", "bridge_network_id", "env", "volumes", "masks",
 		"log_retention_days", "engine_default_runtime", "dns_forwarding", "egress"}},
 	{file: "plan.json", def: "Warning", typ: reflect.TypeOf(Warning{})},
-	{file: "plan.json", def: "ResolvedNetwork", typ: reflect.TypeOf(PlanNetwork{}), unread: []string{"origins"}},
+	{file: "plan.json", def: "ResolvedNetwork", typ: reflect.TypeOf(PlanNetwork{}), unread: []string{"origins", "scope", "attachable", "stack"}},
 	{file: "approval-request.json", typ: reflect.TypeOf(wireApprovalRequest{}), unread: []string{
 		"env_binding", "dockerfile_sha256", "egress", "egress_network"}},
 	{file: "approval-request.json", def: "EnvKeyView", typ: reflect.TypeOf(EnvKey{})},

@@ -318,6 +318,14 @@ type NetworkCard struct {
 	Internal bool `json:"internal"`
 	// ComposeProject is the Compose project label (terminal-safe) or "-".
 	ComposeProject string `json:"compose_project"`
+	// Stack is the Docker Swarm stack label (terminal-safe) of a stack's
+	// network, nil otherwise (SPEC §4.1).
+	Stack *string `json:"stack"`
+	// Scope is "swarm" for a stack's overlay, nil for a local network; an
+	// approval binds it with the ID (SPEC §7.3).
+	Scope *string `json:"scope"`
+	// Attachable is Docker's Attachable flag (true for an accepted overlay).
+	Attachable bool `json:"attachable"`
 }
 
 // ApprovalRequest is what the operator is asked to approve before a project
@@ -343,6 +351,9 @@ type ApprovalRequest struct {
 	RequestedNetworks []string `json:"requested_networks"`
 	// RequestedComposeProject is the project's sandbox_compose_project.
 	RequestedComposeProject string `json:"-"`
+	// RequestedStack is the project's sandbox_stack, a Docker Swarm stack
+	// ("" when not set; SPEC §4.1).
+	RequestedStack string `json:"-"`
 	// Runtime is the project's sandbox_runtime ("" when not set).
 	Runtime string `json:"-"`
 	// Networks are the project-requested networks, resolved.
@@ -396,6 +407,7 @@ type wireApprovalRequest struct {
 	Image                   *string `json:"image"`
 	Network                 *string `json:"network"`
 	RequestedComposeProject *string `json:"requested_compose_project"`
+	RequestedStack          *string `json:"requested_stack"`
 	Runtime                 *string `json:"runtime"`
 	Standing                *string `json:"standing"`
 }
@@ -412,6 +424,7 @@ func parseApprovalRequest(doc string) (*ApprovalRequest, error) {
 	a.Image = deref(w.Image)
 	a.Network = deref(w.Network)
 	a.RequestedComposeProject = deref(w.RequestedComposeProject)
+	a.RequestedStack = deref(w.RequestedStack)
 	a.Runtime = deref(w.Runtime)
 	a.standingVia = deref(w.Standing)
 	a.raw = doc
@@ -474,6 +487,10 @@ type EnvNetwork struct {
 	Internal bool `json:"internal"`
 	// Peers are the other containers with at least one listed name.
 	Peers []Peer `json:"peers"`
+	// Stack names the Docker Swarm stack of a stack's network (its peers
+	// are the stack's services with a task on the engine's node), nil
+	// otherwise (SPEC §9.1).
+	Stack *string `json:"stack"`
 }
 
 // UnmarshalJSON reads a network whose name may be null.

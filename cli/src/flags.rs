@@ -181,6 +181,11 @@ impl SandboxFlags {
                 "--sandbox-user cannot be set for a sub-agent: it keeps the parent's user"
             );
         }
+        if self.value(names::sandbox_stack).is_some() {
+            anyhow::bail!(
+                "--sandbox-stack cannot be set for a sub-agent: it keeps a subset of the parent's networks; name the stack's networks the child may reach with --sandbox-networks (SPEC §8)"
+            );
+        }
         // The core's parse of settings into a request, with its checks (an
         // empty item is refused as through the C ABI and MCP).
         Ok(odek_core::narrow::NarrowRequest::from_settings(|key| {

@@ -166,6 +166,9 @@ fn card_of(n: &ResolvedNetwork) -> NetworkCard {
             .as_deref()
             .map(display_name)
             .unwrap_or_else(|| "-".into()),
+        stack: n.stack.as_deref().map(display_name),
+        scope: (n.scope != "local").then(|| n.scope.clone()),
+        attachable: n.attachable,
     }
 }
 
@@ -232,7 +235,9 @@ pub(crate) fn request(
     // and is no part of the key.
     let egress = project_value(&settings.egress).filter(|_| !settings.egress_narrows);
     let egress_network = project_value(&settings.egress_network);
-    let ids: Vec<&str> = project_nets.iter().map(|n| n.id.as_str()).collect();
+    // A stack's overlay binds its scope and `Attachable` flag too (§7.3).
+    let parts: Vec<String> = project_nets.iter().map(|n| n.key_part()).collect();
+    let ids: Vec<&str> = parts.iter().map(String::as_str).collect();
     let input = KeyInput {
         project_dir: &settings.workdir,
         image: image.as_deref(),
@@ -281,6 +286,7 @@ pub(crate) fn request(
         volumes,
         requested_networks: project_value(&settings.networks).unwrap_or_default(),
         requested_compose_project: project_value(&settings.compose_project),
+        requested_stack: project_value(&settings.stack),
         runtime,
         networks: project_nets.iter().map(|n| card_of(n)).collect(),
         network_summary: plan.network_summary,
@@ -315,13 +321,14 @@ pub(crate) fn for_networks(
     networks: &[ResolvedNetwork],
 ) -> Result<ApprovalRequest, ApprovalError> {
     let project_dir = std::path::PathBuf::from(&req.project_dir);
+    let parts: Vec<String> = networks.iter().map(|n| n.key_part()).collect();
     let key = approval_key(&KeyInput {
         project_dir: &project_dir,
         image: req.image.as_deref(),
         network: req.network.as_deref(),
         env_keys: req.env.iter().map(|e| e.key.as_str()).collect(),
         volumes: req.volumes.iter().map(String::as_str).collect(),
-        network_ids: networks.iter().map(|n| n.id.as_str()).collect(),
+        network_ids: parts.iter().map(String::as_str).collect(),
         runtime: req.runtime.as_deref(),
         egress: req
             .egress

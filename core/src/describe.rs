@@ -34,6 +34,10 @@ pub const MAX_NAMES_PER_NETWORK: usize = 32;
 /// peer list, SPEC §9.1).
 pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 
+/// The label naming a Swarm task's service (SPEC §9.1 lists the
+/// service's name in the stack first).
+pub use crate::network::SWARM_SERVICE_LABEL;
+
 /// Another container on an attached network and the names it answers to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Peer {
@@ -50,6 +54,11 @@ pub struct EnvNetwork {
     pub internal: bool,
     /// Peers with at least one listed name.
     pub peers: Vec<Peer>,
+    /// The Swarm stack whose network this is, when it passed §9.3: its
+    /// peers are the stack's services with a task on this engine's node
+    /// (SPEC §9.1).
+    #[serde(default)]
+    pub stack: Option<String>,
 }
 
 /// Egress mode as the agent sees it (SPEC §4.5).
@@ -154,6 +163,13 @@ pub fn lists_as_service(peer: &ContainerInfo) -> bool {
     peer.labels.get(crate::labels::SANDBOX).map(String::as_str) != Some("true")
 }
 
+/// A stack task's service name within its stack: the label
+/// `com.docker.swarm.service.name` without the `<stack>_` prefix of the
+/// label `com.docker.stack.namespace` (`redis` for `shop_redis`).
+fn swarm_service(peer: &ContainerInfo) -> Option<String> {
+    crate::network::stack_service_alias(&peer.labels)
+}
+
 /// Names a peer answers to on one network (full ID `network_id`), unfiltered
 /// (callers apply [`sanitize_name`] and count what it drops): Compose service
 /// alias first, then other aliases, then the container name; minus an alias
@@ -167,14 +183,23 @@ pub fn peer_names(peer: &ContainerInfo, network_id: &str) -> Vec<String> {
         .filter(|e| e.network_id == network_id)
         .flat_map(|e| e.aliases.iter())
         .collect();
-    let service = peer.labels.get(COMPOSE_SERVICE_LABEL);
+    // A Compose service's name when it is an alias there; a Swarm stack
+    // task's service name always (odek connects it under that name, SPEC
+    // §4.4: Swarm's own name records show no alias).
+    let service = peer
+        .labels
+        .get(COMPOSE_SERVICE_LABEL)
+        .filter(|s| aliases.contains(s))
+        .cloned()
+        .or_else(|| swarm_service(peer));
+    let service = service.as_ref();
     let mut names: Vec<String> = Vec::new();
     let mut push = |n: &str| {
         if n != short_id && !names.iter().any(|x| x == n) {
             names.push(n.to_string());
         }
     };
-    if let Some(s) = service.filter(|s| aliases.contains(s)) {
+    if let Some(s) = service {
         push(s);
     }
     for a in &aliases {
@@ -210,6 +235,7 @@ impl Client {
                 name,
                 internal: n.internal,
                 peers,
+                stack: n.stack.as_deref().and_then(sanitize_name),
             });
         }
         Environment {
@@ -474,6 +500,7 @@ async fn describe_linked(
             name,
             internal: n.internal,
             peers: listed_peers(&members, &id, &mut omitted_names),
+            stack: n.stack.as_deref().and_then(sanitize_name),
         });
     }
     let total = plan.networks.len() + other.networks.len() + other.omitted_networks;
@@ -595,6 +622,10 @@ async fn describe_container(
             name,
             internal: n.internal,
             peers: peers_out,
+            stack: n
+                .labels
+                .get(crate::network::STACK_NAMESPACE_LABEL)
+                .and_then(|st| sanitize_name(st)),
         });
     }
     let summary = match (has_bridge, attached.is_empty()) {
@@ -685,6 +716,7 @@ fn peer_sort_key(c: &ContainerInfo) -> (String, String) {
         c.labels
             .get(COMPOSE_SERVICE_LABEL)
             .cloned()
+            .or_else(|| swarm_service(c))
             .unwrap_or_else(|| c.name.clone()),
         c.id.clone(),
     )
@@ -724,7 +756,12 @@ fn wrapped_list(env: &Environment, nonce: &str, compact: bool) -> String {
         } else {
             peers.join("; ")
         };
-        s.push_str(&format!("network {label} ({kind}): {peers}\n"));
+        match &n.stack {
+            Some(stack) => s.push_str(&format!(
+                "network {label} ({kind}; Swarm stack {stack}, its services with a task on this engine's node): {peers}\n"
+            )),
+            None => s.push_str(&format!("network {label} ({kind}): {peers}\n")),
+        }
     }
     if env.omitted_networks > 0 {
         s.push_str(&format!(
@@ -991,6 +1028,7 @@ mod tests {
                         names: vec![n.to_string()],
                     })
                     .collect(),
+                stack: None,
             }],
             omitted_networks: 0,
             omitted_names: 2,

@@ -26,7 +26,9 @@ use crate::client::Client;
 use crate::engine::{ContainerSummary, DockerApi, EngineError, EngineErrorKind, NetworkSpec};
 use crate::error::Error;
 use crate::failure::Step;
-use crate::network::{NetworkOrigin, ResolvedNetwork, COMPOSE_PROJECT_LABEL};
+use crate::network::{
+    NetworkOrigin, ResolvedNetwork, COMPOSE_PROJECT_LABEL, STACK_NAMESPACE_LABEL,
+};
 use crate::plan::Plan;
 use crate::sandbox::Sandbox;
 use crate::secret::Secret;
@@ -609,6 +611,8 @@ pub(crate) async fn guard(
         for e in info.endpoints.iter().filter(|e| on.contains(&e.network_id)) {
             allowed.extend(e.aliases.iter().map(String::as_str));
         }
+        let service = crate::network::stack_service_alias(&info.labels);
+        allowed.extend(service.as_deref());
         let extra: Vec<String> = ep
             .aliases
             .iter()
@@ -711,6 +715,7 @@ async fn connect_members(
         {
             aliases.extend(e.aliases.iter().cloned());
         }
+        aliases.extend(crate::network::stack_service_alias(&info.labels));
         let aliases: Vec<String> = aliases.into_iter().collect();
         match engine.connect_network(link, &m.id, &aliases).await {
             Ok(()) => connected.push(m.name.clone()),
@@ -723,8 +728,9 @@ async fn connect_members(
 }
 
 /// The planned network `planned` as it is now, found by its name: exactly
-/// one network of that name, a local bridge, and for a network of a
-/// Compose project still that project's. `None` when there is none (the
+/// one network of that name, a local bridge (or, for a Swarm stack's, an
+/// attachable overlay), and for a network of a Compose project or stack
+/// still that project's or stack's. `None` when there is none (the
 /// project is down) or it does not qualify.
 async fn find_again(
     engine: &dyn DockerApi,
@@ -746,10 +752,19 @@ async fn find_again(
         NetworkOrigin::Compose { project, .. } => {
             n.labels.get(COMPOSE_PROJECT_LABEL) == Some(project)
         }
+        NetworkOrigin::Stack { stack, .. } => n.labels.get(STACK_NAMESPACE_LABEL) == Some(stack),
         NetworkOrigin::Named { .. } => true,
     });
-    let label_ok = n.labels.get(COMPOSE_PROJECT_LABEL) == planned.compose_project.as_ref();
-    Ok((n.driver == "bridge" && n.scope == "local" && project_ok && label_ok).then(|| n.clone()))
+    let label_ok = n.labels.get(COMPOSE_PROJECT_LABEL) == planned.compose_project.as_ref()
+        && n.labels.get(STACK_NAMESPACE_LABEL) == planned.stack.as_ref();
+    // A stack's overlay stays an attachable overlay of the same scope.
+    let kind_ok = (n.driver == "bridge" && n.scope == "local")
+        || (n.driver == "overlay"
+            && n.scope == "swarm"
+            && n.attachable
+            && planned.driver == n.driver
+            && planned.scope == n.scope);
+    Ok((kind_ok && project_ok && label_ok).then(|| n.clone()))
 }
 
 impl Client {

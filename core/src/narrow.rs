@@ -504,6 +504,9 @@ mod tests {
                 project: project.unwrap_or("x").into(),
                 source: Source::Api,
             }],
+            scope: "local".into(),
+            attachable: false,
+            stack: None,
         }
     }
 

@@ -1,6 +1,7 @@
-//! Network resolution (SPEC §4.1): exact-name lookups, Compose projects by
-//! server-side label filter, bridge/local only, at most 8, full IDs from here
-//! on; and the warnings of §4.3.
+//! Network resolution (SPEC §4.1): exact-name lookups, Compose projects and
+//! Swarm stacks by server-side label filter, local bridges (and a stack's
+//! attachable overlays) only, at most 8, full IDs from here on; and the
+//! warnings of §4.3.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -18,6 +19,28 @@ pub const MAX_NETWORKS: usize = 8;
 
 /// The Compose project label.
 pub(crate) const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+
+/// The Swarm stack label `docker stack deploy` puts on a stack's networks
+/// and services (SPEC §4.1).
+pub(crate) const STACK_NAMESPACE_LABEL: &str = "com.docker.stack.namespace";
+
+/// The label naming a Swarm task's service (`<stack>_<service>` for a
+/// stack's; SPEC §4.4, §9.1).
+pub const SWARM_SERVICE_LABEL: &str = "com.docker.swarm.service.name";
+
+/// The name a Docker Swarm stack's task answers to on a sandbox's link
+/// network besides its aliases (SPEC §4.4): its service's name in the stack —
+/// the label `com.docker.swarm.service.name` without the `<stack>_` prefix
+/// of the label `com.docker.stack.namespace` (`redis` for `app_redis`).
+/// Swarm resolves a service's name on an overlay by its own records, not
+/// by an endpoint alias, so inspect shows none to copy.
+pub(crate) fn stack_service_alias(labels: &BTreeMap<String, String>) -> Option<String> {
+    let ns = labels.get(STACK_NAMESPACE_LABEL)?;
+    let full = labels.get(SWARM_SERVICE_LABEL)?;
+    full.strip_prefix(&format!("{ns}_"))
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
 
 /// Why a network was attached.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -37,15 +60,22 @@ pub enum NetworkOrigin {
         /// Which source asked for the project.
         source: Source,
     },
+    /// Carries the label of `sandbox_stack` (SPEC §4.1).
+    Stack {
+        /// The stack.
+        stack: String,
+        /// Which source asked for the stack.
+        source: Source,
+    },
 }
 
 impl NetworkOrigin {
     /// True when the project config asked for this network.
     pub(crate) fn is_project(&self) -> bool {
         match self {
-            NetworkOrigin::Named { source, .. } | NetworkOrigin::Compose { source, .. } => {
-                source.is_project()
-            }
+            NetworkOrigin::Named { source, .. }
+            | NetworkOrigin::Compose { source, .. }
+            | NetworkOrigin::Stack { source, .. } => source.is_project(),
         }
     }
 }
@@ -70,16 +100,32 @@ pub struct AttachedNetwork {
 pub struct ResolvedNetwork {
     /// Name (for display only; may be any string a Compose file chose).
     pub name: String,
-    /// Full 64-hex ID.
+    /// Full ID: 64 hex digits; a swarm-scoped network's is Swarm's, 25
+    /// characters of `[0-9a-z]`.
     pub id: String,
     /// `Internal`.
     pub internal: bool,
-    /// Driver (always `bridge` once accepted).
+    /// Driver: `bridge`, or `overlay` for a Swarm stack's network.
     pub driver: String,
     /// The `com.docker.compose.project` label, if any.
     pub compose_project: Option<String>,
-    /// Why it is attached (one or both sources).
+    /// Why it is attached (one or more sources).
     pub origins: Vec<NetworkOrigin>,
+    /// Scope: `local`, or `swarm` for a stack's overlay (SPEC §4.1; part of
+    /// what an approval binds, §7.3).
+    #[serde(default = "local_scope")]
+    pub scope: String,
+    /// `Attachable` (always true for a swarm-scoped network once accepted;
+    /// part of what an approval binds, §7.3).
+    #[serde(default)]
+    pub attachable: bool,
+    /// The `com.docker.stack.namespace` label, if any (SPEC §4.1).
+    #[serde(default)]
+    pub stack: Option<String>,
+}
+
+fn local_scope() -> String {
+    "local".into()
 }
 
 impl ResolvedNetwork {
@@ -91,6 +137,24 @@ impl ResolvedNetwork {
             driver: n.driver.clone(),
             compose_project: n.labels.get(COMPOSE_PROJECT_LABEL).cloned(),
             origins: vec![origin],
+            scope: n.scope.clone(),
+            attachable: n.attachable,
+            stack: n.labels.get(STACK_NAMESPACE_LABEL).cloned(),
+        }
+    }
+
+    /// What an approval key binds of this network (SPEC §7.3): its full ID,
+    /// and for a network that is not local its scope and `Attachable` flag
+    /// (`<ID>\0scope:swarm\0attachable:true`); a local network's part is its
+    /// ID alone, as in earlier releases.
+    pub(crate) fn key_part(&self) -> String {
+        if self.scope == "local" {
+            self.id.clone()
+        } else {
+            format!(
+                "{}\0scope:{}\0attachable:{}",
+                self.id, self.scope, self.attachable
+            )
         }
     }
 
@@ -148,6 +212,28 @@ pub enum NetworkError {
         driver: String,
         /// Scope.
         scope: String,
+    },
+    /// A stack's swarm-scoped network that standalone containers may not
+    /// join (SPEC §4.1).
+    #[error("network {name} of Swarm stack {stack:?} is not attachable: only a stack network created with `attachable: true` can be reached by a sandbox; set `attachable: true` under `networks: {short}:` in the stack file and redeploy (`docker stack rm {stack}`, then `docker stack deploy -c <stack file> {stack}`: an existing overlay keeps its flags)")]
+    NotAttachable {
+        /// The network's name, sanitised.
+        name: String,
+        /// Its name in the stack file (the stack prefix removed), sanitised.
+        short: String,
+        /// The stack.
+        stack: String,
+    },
+    /// No network carries the stack label.
+    #[error("Swarm stack {stack:?} is not running on this engine: no network carries the label {STACK_NAMESPACE_LABEL}={stack} ({}){}; deploy it with `docker stack deploy -c <stack file> {stack}` on a manager of the swarm this engine belongs to (`docker stack ls` lists the stacks; a worker lists a stack's overlay only while it runs one of its tasks)", crate::text::shown(.origin), stack_hint(.running))]
+    StackNotRunning {
+        /// The stack.
+        stack: String,
+        /// Where it was requested.
+        origin: String,
+        /// The stacks whose networks this engine lists, as hints
+        /// (sanitised, at most [`MAX_PROJECT_HINTS`] then `and N more`).
+        running: Vec<String>,
     },
     /// No network carries the project label.
     #[error("Compose project {project:?} is not running: no network carries the label {COMPOSE_PROJECT_LABEL}={project} ({}){}; start it with `docker compose -p {project} -f <compose file> up -d` (or `docker-compose …`)", crate::text::shown(.origin), not_running_hint(.closest, .running))]
@@ -283,13 +369,54 @@ fn check_driver(n: &NetworkInfo) -> Result<(), NetworkError> {
     }
 }
 
-/// Resolves `sandbox_networks` and `sandbox_compose_project` to networks by
-/// full ID: union, de-duplicated by ID, in request order then by name; at
-/// most [`MAX_NETWORKS`] (SPEC §4.1).
+/// A network of Swarm stack `stack`: a local bridge as any other, or a
+/// swarm-scoped overlay that is `Attachable` (SPEC §4.1).
+fn check_stack_network(n: &NetworkInfo, stack: &str) -> Result<(), NetworkError> {
+    if n.driver == "overlay" && n.scope == "swarm" {
+        if n.attachable {
+            return Ok(());
+        }
+        let name = sanitize_name(&n.name).unwrap_or_else(|| short(&n.id).to_string());
+        let prefix = format!("{stack}_");
+        let short_name = n
+            .name
+            .strip_prefix(&prefix)
+            .and_then(sanitize_name)
+            .unwrap_or_else(|| name.clone());
+        return Err(NetworkError::NotAttachable {
+            name,
+            short: short_name,
+            stack: stack.to_string(),
+        });
+    }
+    check_driver(n)
+}
+
+/// Every network carrying `label=value` (server-side filter, then the
+/// label compared exactly), sorted by name then ID.
+async fn labelled(
+    engine: &dyn DockerApi,
+    label: &str,
+    value: &str,
+) -> Result<Vec<NetworkInfo>, NetworkError> {
+    let mut listed = engine
+        .list_networks(&NetworkFilter::Label(format!("{label}={value}")))
+        .await
+        .map_err(NetworkError::Engine)?;
+    // Trust the daemon's filter, but never a network whose label differs.
+    listed.retain(|n| n.labels.get(label).map(String::as_str) == Some(value));
+    listed.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+    Ok(listed)
+}
+
+/// Resolves `sandbox_networks`, `sandbox_compose_project` and
+/// `sandbox_stack` to networks by full ID: union, de-duplicated by ID, in
+/// request order then by name; at most [`MAX_NETWORKS`] (SPEC §4.1).
 pub(crate) async fn resolve(
     engine: &dyn DockerApi,
     names: Option<&Sourced<Vec<String>>>,
     compose: Option<&Sourced<String>>,
+    stack: Option<&Sourced<String>>,
 ) -> Result<Vec<ResolvedNetwork>, NetworkError> {
     let mut out: Vec<ResolvedNetwork> = Vec::new();
     let mut add = |n: &NetworkInfo, origin: NetworkOrigin| {
@@ -346,6 +473,28 @@ pub(crate) async fn resolve(
             );
         }
     }
+    if let Some(stack) = stack {
+        let listed = labelled(engine, STACK_NAMESPACE_LABEL, &stack.value).await?;
+        if listed.is_empty() {
+            let running = running_stacks(engine).await;
+            return Err(NetworkError::StackNotRunning {
+                stack: stack.value.clone(),
+                origin: stack.source.to_string(),
+                running: project_hints(&stack.value, running),
+            });
+        }
+        unique_names(engine, &listed).await?;
+        for n in &listed {
+            check_stack_network(n, &stack.value)?;
+            add(
+                n,
+                NetworkOrigin::Stack {
+                    stack: stack.value.clone(),
+                    source: stack.source.clone(),
+                },
+            );
+        }
+    }
     if out.len() > MAX_NETWORKS {
         return Err(NetworkError::TooMany {
             count: out.len(),
@@ -376,6 +525,34 @@ pub(crate) async fn running_projects(engine: &dyn DockerApi) -> Vec<String> {
     v.sort();
     v.dedup();
     v
+}
+
+/// The stacks whose networks the engine lists (label values, sanitised) as
+/// hints for a misspelt stack. Best effort: empty when the engine fails.
+async fn running_stacks(engine: &dyn DockerApi) -> Vec<String> {
+    let Ok(list) = engine
+        .list_networks(&NetworkFilter::Label(STACK_NAMESPACE_LABEL.into()))
+        .await
+    else {
+        return Vec::new();
+    };
+    let mut v: Vec<String> = list
+        .iter()
+        .filter_map(|n| n.labels.get(STACK_NAMESPACE_LABEL))
+        .filter_map(|p| sanitize_name(p))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The "stacks it lists" part of [`NetworkError::StackNotRunning`]'s message.
+fn stack_hint(running: &[String]) -> String {
+    if running.is_empty() {
+        "; this engine lists no stack network (is it in swarm mode? `docker info --format {{.Swarm.LocalNodeState}}`)".into()
+    } else {
+        format!("; stacks it lists: {}", running.join(", "))
+    }
 }
 
 /// Most running Compose projects a hint names: the daemon may hold other

@@ -123,6 +123,7 @@ impl Client {
                 engine.as_ref(),
                 settings.networks.as_ref(),
                 settings.compose_project.as_ref(),
+                settings.stack.as_ref(),
             ),
             async { Some(engine.security().await) }
         );

@@ -49,6 +49,9 @@ pub struct NetworkView {
     pub internal: bool,
     /// Compose project label (sanitised).
     pub compose_project: Option<String>,
+    /// Swarm stack label (sanitised; SPEC §4.1).
+    #[serde(default)]
+    pub stack: Option<String>,
 }
 
 /// The applied configuration.
@@ -245,6 +248,7 @@ impl Client {
                     id: n.id.clone(),
                     internal: n.internal,
                     compose_project: n.compose_project.as_deref().and_then(sanitize_name),
+                    stack: n.stack.as_deref().and_then(sanitize_name),
                 })
                 .collect(),
             pids_limit: plan.pids_limit,
@@ -420,19 +424,30 @@ impl ConfigView {
             line(
                 "  attached",
                 format!(
-                    "{} {} internal={} compose={}",
+                    "{} {} internal={} compose={}{}",
                     n.name.clone().unwrap_or_else(|| "(name omitted)".into()),
                     n.id,
                     n.internal,
-                    n.compose_project.clone().unwrap_or_else(|| "-".into())
+                    n.compose_project.clone().unwrap_or_else(|| "-".into()),
+                    n.stack
+                        .as_ref()
+                        .map(|s| format!(" stack={s}"))
+                        .unwrap_or_default()
                 ),
-                match (
-                    self.sources.get(names::sandbox_networks),
-                    self.sources.get(names::sandbox_compose_project),
-                ) {
-                    (Some(a), Some(b)) => format!("{a}; {b}"),
-                    (Some(a), None) | (None, Some(a)) => a.to_string(),
-                    (None, None) => "-".into(),
+                {
+                    let from: Vec<String> = [
+                        names::sandbox_networks,
+                        names::sandbox_compose_project,
+                        names::sandbox_stack,
+                    ]
+                    .iter()
+                    .filter_map(|k| self.sources.get(*k).map(|s| s.to_string()))
+                    .collect();
+                    if from.is_empty() {
+                        "-".into()
+                    } else {
+                        from.join("; ")
+                    }
                 },
             );
         }

@@ -117,11 +117,13 @@ fn environments() -> impl Strategy<Value = (Environment, Environment, Vec<String
                         name: name.as_ref().map(|_| "x".to_string()),
                         internal,
                         peers: fake_peers,
+                        stack: None,
                     });
                     networks.push(EnvNetwork {
                         name,
                         internal,
                         peers: real_peers,
+                        stack: None,
                     });
                 }
                 let env = Environment {
@@ -313,6 +315,7 @@ fn nonces_are_unique_over_ten_thousand_renders() {
             peers: vec![Peer {
                 names: vec!["redis".into()],
             }],
+            stack: None,
         }],
         omitted_networks: 0,
         omitted_names: 0,

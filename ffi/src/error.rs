@@ -64,11 +64,12 @@ pub enum odek_code_t {
     ODEK_E_NETWORK_ID_PREFIX = 205,
     /// Several networks carry the name.
     ODEK_E_NETWORK_AMBIGUOUS = 206,
-    /// A network's driver or scope is not local bridge.
+    /// A network's driver or scope is not local bridge, or a Swarm stack's
+    /// overlay is not attachable.
     ODEK_E_NETWORK_UNSUPPORTED = 207,
     /// More than 8 networks.
     ODEK_E_NETWORK_TOO_MANY = 208,
-    /// The Compose project is not running.
+    /// The Compose project (or Swarm stack) is not running.
     ODEK_E_COMPOSE_NOT_RUNNING = 209,
     /// The Compose project name is invalid.
     ODEK_E_COMPOSE_NAME = 210,
@@ -156,8 +157,16 @@ pub fn code_of(e: &Error) -> odek_code_t {
             NetworkError::IdPrefix { .. } => ODEK_E_NETWORK_ID_PREFIX,
             NetworkError::NotFound { .. } => ODEK_E_NETWORK_NOT_FOUND,
             NetworkError::Ambiguous { .. } => ODEK_E_NETWORK_AMBIGUOUS,
-            NetworkError::Unsupported { .. } => ODEK_E_NETWORK_UNSUPPORTED,
-            NetworkError::ComposeNotRunning { .. } => ODEK_E_COMPOSE_NOT_RUNNING,
+            // A stack's overlay that is not attachable is a network odek
+            // does not attach, as a driver or scope it refuses (SPEC §4.1).
+            NetworkError::Unsupported { .. } | NetworkError::NotAttachable { .. } => {
+                ODEK_E_NETWORK_UNSUPPORTED
+            }
+            // A Swarm stack not running is reported as a Compose project
+            // not running: the same fix, deploy it (SPEC §4.1).
+            NetworkError::ComposeNotRunning { .. } | NetworkError::StackNotRunning { .. } => {
+                ODEK_E_COMPOSE_NOT_RUNNING
+            }
             NetworkError::TooMany { .. } => ODEK_E_NETWORK_TOO_MANY,
             NetworkError::Engine(en) => engine_code(en.kind),
         },

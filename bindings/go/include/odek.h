@@ -165,11 +165,12 @@ enum odek_code_t
   ODEK_E_NETWORK_ID_PREFIX = 205,
   // Several networks carry the name.
   ODEK_E_NETWORK_AMBIGUOUS = 206,
-  // A network's driver or scope is not local bridge.
+  // A network's driver or scope is not local bridge, or a Swarm stack's
+  // overlay is not attachable.
   ODEK_E_NETWORK_UNSUPPORTED = 207,
   // More than 8 networks.
   ODEK_E_NETWORK_TOO_MANY = 208,
-  // The Compose project is not running.
+  // The Compose project (or Swarm stack) is not running.
   ODEK_E_COMPOSE_NOT_RUNNING = 209,
   // The Compose project name is invalid.
   ODEK_E_COMPOSE_NAME = 210,

@@ -165,6 +165,9 @@ class NetworkCardDoc(TypedDict):
     id: str
     internal: bool
     compose_project: str  # "-" when none
+    stack: Optional[str]  # a Docker Swarm stack's network (SPEC §4.1)
+    scope: Optional[str]  # "swarm" for a stack's overlay; None: local
+    attachable: bool  # Attachable (bound by the key with scope, SPEC §7.3)
 
 
 class ApprovalRequestDoc(TypedDict):
@@ -181,6 +184,7 @@ class ApprovalRequestDoc(TypedDict):
     volumes: List[str]
     requested_networks: List[str]
     requested_compose_project: Optional[str]
+    requested_stack: Optional[str]  # sandbox_stack from the project (SPEC §4.1)
     runtime: Optional[str]  # sandbox_runtime from the project
     egress: Optional[List[str]]  # sandbox_egress from the project, when it widens (SPEC §4.5)
     egress_network: Optional[str]  # sandbox_egress_network from the project
@@ -250,6 +254,7 @@ class EnvNetworkDoc(TypedDict):
     name: Optional[str]
     internal: bool
     peers: List[PeerDoc]
+    stack: Optional[str]  # a Swarm stack's network: its peers are the stack's services on this node
 
 
 class EnvironmentDoc(TypedDict):
@@ -329,6 +334,7 @@ class NetworkViewDoc(TypedDict):
     id: str
     internal: bool
     compose_project: Optional[str]
+    stack: Optional[str]  # Docker Swarm stack label (SPEC §4.1)
 
 
 class ConfigViewDoc(TypedDict):

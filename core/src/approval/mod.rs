@@ -168,6 +168,16 @@ pub struct NetworkCard {
     pub internal: bool,
     /// Compose project label (terminal-safe) or `-`.
     pub compose_project: String,
+    /// Swarm stack label (terminal-safe), for a stack's network (SPEC §4.1).
+    #[serde(default)]
+    pub stack: Option<String>,
+    /// Scope, when not `local` (`swarm` for a stack's overlay; bound by the
+    /// key, SPEC §7.3).
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// `Attachable` (always true for an accepted swarm-scoped network).
+    #[serde(default)]
+    pub attachable: bool,
 }
 
 /// What the operator is asked to approve (SPEC §7.2): every project-requested
@@ -198,6 +208,9 @@ pub struct ApprovalRequest {
     pub requested_networks: Vec<String>,
     /// `sandbox_compose_project` from the project.
     pub requested_compose_project: Option<String>,
+    /// `sandbox_stack` from the project (SPEC §4.1).
+    #[serde(default)]
+    pub requested_stack: Option<String>,
     /// `sandbox_runtime` from the project: the OCI runtime it asks the
     /// engine to run the sandbox with (one the engine has; SPEC §6.1
     /// "runtime").
@@ -427,6 +440,9 @@ impl ApprovalRequest {
         if let Some(p) = &self.requested_compose_project {
             row("compose", display_name(p));
         }
+        if let Some(p) = &self.requested_stack {
+            row("stack", display_name(p));
+        }
         if let Some(e) = &self.egress {
             row(
                 "egress",
@@ -459,12 +475,22 @@ impl ApprovalRequest {
             );
             for n in &self.networks {
                 s.push_str(&format!(
-                    "    {}\n      id {}  internal={}  compose={}\n",
+                    "    {}\n      id {}  internal={}  compose={}",
                     n.name,
                     n.id,
                     if n.internal { "yes" } else { "no" },
                     n.compose_project
                 ));
+                if let Some(st) = &n.stack {
+                    s.push_str(&format!("  stack={st}"));
+                }
+                if let Some(sc) = &n.scope {
+                    s.push_str(&format!(
+                        "  scope={sc}  attachable={}",
+                        if n.attachable { "yes" } else { "no" }
+                    ));
+                }
+                s.push('\n');
             }
         }
         s.push_str(&format!(

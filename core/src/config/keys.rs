@@ -245,6 +245,16 @@ config_keys! {
         tighten: false,
         always_shown: false,
     },
+    /// `sandbox_stack`: a running Docker Swarm stack whose networks
+    /// (label `com.docker.stack.namespace`) the sandbox reaches (SPEC §4.1).
+    sandbox_stack: String = Text {
+        env: Some("ODEK_SANDBOX_STACK"),
+        flag: flag("--sandbox-stack", "STACK", "Attach every network of this running Docker Swarm stack (its overlays must be attachable)"),
+        approval: Some(7),
+        container_only: None,
+        tighten: false,
+        always_shown: false,
+    },
     /// `sandbox_egress`: egress mode (SPEC §4.5) when set, even empty: the
     /// sandbox's only way out is odek's proxy, to these host patterns
     /// (`pypi.org`, `*.githubusercontent.com`, `host:port`; a bare host
@@ -252,7 +262,7 @@ config_keys! {
     sandbox_egress: Vec<String> = List {
         env: Some("ODEK_SANDBOX_EGRESS"),
         flag: flag("--sandbox-egress", "HOST[,HOST...]", "Egress mode: the only way out is odek's proxy, to these hosts (pypi.org, *.example.com, host:port; a bare host allows 80 and 443); repeatable"),
-        approval: Some(7),
+        approval: Some(8),
         container_only: Some(9),
         tighten: false,
         always_shown: false,
@@ -262,7 +272,7 @@ config_keys! {
     sandbox_egress_network: String = Text {
         env: Some("ODEK_SANDBOX_EGRESS_NETWORK"),
         flag: flag("--sandbox-egress-network", "NETWORK", "The network through which the egress proxy reaches out (default: the engine's default bridge)"),
-        approval: Some(8),
+        approval: Some(9),
         container_only: Some(10),
         tighten: false,
         always_shown: false,
@@ -318,7 +328,7 @@ config_keys! {
     sandbox_runtime: String = Text {
         env: Some("ODEK_SANDBOX_RUNTIME"),
         flag: flag("--sandbox-runtime", "NAME", "OCI runtime the engine runs the sandbox with, one the engine has registered (e.g. runc, runsc); default: the engine's default runtime"),
-        approval: Some(9),
+        approval: Some(10),
         container_only: Some(11),
         tighten: false,
         always_shown: false,

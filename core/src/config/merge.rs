@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use super::{
     env_var_of, interpolate, parse_cpus, parse_file, parse_memory, parse_network_mode,
     parse_project_file, resolve_volume, validate_compose_project, validate_env_key,
-    validate_network_name, validate_pids_limit, validate_user, ConfigError, CpuLimit, EnvVar,
-    Layer, NetworkMode, SandboxMode, Source, Sourced, VolumeMount,
+    validate_network_name, validate_pids_limit, validate_stack, validate_user, ConfigError,
+    CpuLimit, EnvVar, Layer, NetworkMode, SandboxMode, Source, Sourced, VolumeMount,
 };
 use crate::warning::{Warning, WarningKind};
 
@@ -121,6 +121,9 @@ pub struct Settings {
     pub networks: Option<Sourced<Vec<String>>>,
     /// `sandbox_compose_project`.
     pub compose_project: Option<Sourced<String>>,
+    /// `sandbox_stack`: a Docker Swarm stack (SPEC §4.1).
+    #[serde(default)]
+    pub stack: Option<Sourced<String>>,
     /// `sandbox_pids_limit` (≥ 1).
     pub pids_limit: Sourced<i64>,
     /// `sandbox_readonly`.
@@ -193,6 +196,7 @@ impl Settings {
     pub(crate) fn attaches_networks(&self) -> bool {
         self.networks.as_ref().is_some_and(|n| !n.value.is_empty())
             || self.compose_project.is_some()
+            || self.stack.is_some()
             || self.egress.is_some()
     }
 }
@@ -388,6 +392,7 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
         compose_project: pick(&ranked, names::sandbox_compose_project, |l| {
             l.sandbox_compose_project.clone()
         }),
+        stack: pick(&ranked, names::sandbox_stack, |l| l.sandbox_stack.clone()),
         pids_limit,
         readonly,
         memory,
@@ -680,6 +685,9 @@ fn no_networks_without_sandbox(settings: &Settings) -> Result<(), ConfigError> {
         if let Some(c) = &settings.compose_project {
             what.push(format!("sandbox_compose_project from {}", c.source));
         }
+        if let Some(c) = &settings.stack {
+            what.push(format!("sandbox_stack from {}", c.source));
+        }
         if let Some(e) = &settings.egress {
             what.push(format!("sandbox_egress from {}", e.source));
         }
@@ -931,6 +939,9 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
     if let Some(p) = &l.sandbox_compose_project {
         validate_compose_project(&o(names::sandbox_compose_project), p)?;
     }
+    if let Some(p) = &l.sandbox_stack {
+        validate_stack(&o(names::sandbox_stack), p)?;
+    }
     if let Some(rules) = &l.sandbox_egress {
         odek_egress::policy::parse_rules(rules).map_err(|reason| ConfigError::InvalidValue {
             origin: o(names::sandbox_egress),
@@ -1000,6 +1011,7 @@ mod tests {
             "sandbox_network" => json!("bridge"),
             "sandbox_networks" => json!(["outside"]),
             "sandbox_compose_project" => json!("other"),
+            "sandbox_stack" => json!("other"),
             "sandbox_pids_limit" => json!(1_000_000_000),
             "sandbox_readonly" => json!(false),
             "sandbox_memory" => json!("1000g"),

@@ -36,8 +36,9 @@ pub(crate) use validate::validate_env_key_as;
 pub use validate::{
     interpolate, normalize_compose_project, parse_cpus, parse_memory, parse_network_mode,
     validate_compose_project, validate_env_key, validate_log_retention, validate_network_name,
-    validate_pids_limit, validate_pool, validate_runtime, validate_user, DEFAULT_LOG_RETENTION,
-    EGRESS_ENV, EXEC_TAG_ENV, MAX_LOG_RETENTION, MAX_POOL, MAX_RUNTIME_NAME_BYTES, SUPERVISOR_ENV,
+    validate_pids_limit, validate_pool, validate_runtime, validate_stack, validate_user,
+    DEFAULT_LOG_RETENTION, EGRESS_ENV, EXEC_TAG_ENV, MAX_LOG_RETENTION, MAX_POOL,
+    MAX_RUNTIME_NAME_BYTES, SUPERVISOR_ENV,
 };
 
 use std::fmt;

@@ -130,6 +130,30 @@ pub fn validate_compose_project(origin: &str, value: &str) -> Result<(), ConfigE
     })
 }
 
+/// A Docker Swarm stack name (SPEC §4.1): `[A-Za-z0-9][A-Za-z0-9_.-]*`,
+/// at most 63 bytes (`MAX_STACK`; Swarm names a stack's services and
+/// networks `<stack>_<name>`, and a service name stops at 63) → else
+/// [`ConfigError::InvalidValue`]. Matched exactly, never fuzzily.
+pub fn validate_stack(origin: &str, value: &str) -> Result<(), ConfigError> {
+    let mut chars = value.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if first_ok && rest_ok && value.len() <= MAX_STACK {
+        return Ok(());
+    }
+    Err(ConfigError::InvalidValue {
+        origin: origin.to_string(),
+        key: super::names::sandbox_stack.into(),
+        reason: format!(
+            "is {}, not a Swarm stack name: [A-Za-z0-9][A-Za-z0-9_.-]*, at most {MAX_STACK} bytes; name the stack as `docker stack ls` shows it",
+            quote(value)
+        ),
+    })
+}
+
+/// Longest Swarm stack name accepted.
+pub(crate) const MAX_STACK: usize = 63;
+
 /// Longest Compose project name accepted (its networks are named
 /// `<project>_<network>`, and Docker names stop at 128 bytes or so).
 pub(crate) const MAX_COMPOSE_PROJECT: usize = 100;

@@ -498,6 +498,7 @@ fn network_from(n: bollard::models::Network) -> NetworkInfo {
         driver: n.driver.unwrap_or_default(),
         scope: n.scope.unwrap_or_default(),
         internal: n.internal.unwrap_or(false),
+        attachable: n.attachable.unwrap_or(false),
         enable_ipv6: n.enable_ipv6.unwrap_or(false),
         labels: n.labels.unwrap_or_default().into_iter().collect(),
         options: n.options.unwrap_or_default().into_iter().collect(),

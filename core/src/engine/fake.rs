@@ -94,6 +94,7 @@ impl FakeNetwork {
                 driver: "bridge".into(),
                 scope: "local".into(),
                 internal: false,
+                attachable: false,
                 enable_ipv6: false,
                 labels: BTreeMap::new(),
                 options: BTreeMap::new(),
@@ -114,6 +115,21 @@ impl FakeNetwork {
         self.info
             .labels
             .insert("com.docker.compose.project".into(), project.into());
+        self
+    }
+
+    /// Labels the network as a Swarm stack's overlay (driver `overlay`,
+    /// scope `swarm`, label `com.docker.stack.namespace`), `Attachable` as
+    /// given (SPEC §4.1).
+    pub fn stack(mut self, stack: &str, attachable: bool) -> FakeNetwork {
+        self.info
+            .labels
+            .insert("com.docker.stack.namespace".into(), stack.into());
+        self.info.driver = "overlay".into();
+        self.info.scope = "swarm".into();
+        self.info.attachable = attachable;
+        // Swarm's IDs: 25 characters of [0-9a-z].
+        self.info.id = self.info.id[..25].to_string();
         self
     }
 

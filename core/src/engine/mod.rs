@@ -100,6 +100,11 @@ pub struct NetworkInfo {
     pub scope: String,
     /// `Internal`: no route to the outside world.
     pub internal: bool,
+    /// `Attachable`: a swarm-scoped network standalone containers may be
+    /// connected to (`attachable: true` in a stack file; SPEC §4.1 refuses
+    /// a stack network without it).
+    #[serde(default)]
+    pub attachable: bool,
     /// `EnableIPv6`: containers get IPv6 addresses on it (Docker 20.10's
     /// inter-container traffic switch blocks IPv4 only).
     #[serde(default)]

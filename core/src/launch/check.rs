@@ -65,10 +65,23 @@ impl Plan {
                 crate::network::MAX_NETWORKS
             )));
         }
+        // A swarm-scoped network's ID is Swarm's: 25 characters of
+        // [0-9a-z] (SPEC §4.1).
+        let swarm_id = |id: &str| {
+            id.len() == 25
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+        };
         for n in &self.networks {
-            if !full_id(&n.id) {
+            let ok = if n.scope == "swarm" {
+                swarm_id(&n.id)
+            } else {
+                full_id(&n.id)
+            };
+            if !ok {
                 return Err(bad(format!(
-                    "network ID {:?} is not a full 64-hex ID",
+                    "network ID {:?} is not a full ID (64 hex digits; Swarm's: 25 of [0-9a-z])",
                     n.id
                 )));
             }

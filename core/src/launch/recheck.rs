@@ -53,7 +53,10 @@ pub(crate) async fn recheck(
         }
         .into());
     }
-    if req.requested_networks.is_empty() && req.requested_compose_project.is_none() {
+    if req.requested_networks.is_empty()
+        && req.requested_compose_project.is_none()
+        && req.requested_stack.is_none()
+    {
         return Ok(());
     }
     let source = Source::Project {
@@ -65,7 +68,12 @@ pub(crate) async fn recheck(
         .requested_compose_project
         .clone()
         .map(|p| Sourced::new(p, source.clone()));
-    let now = match network::resolve(engine, names.as_ref(), compose.as_ref()).await {
+    let stack = req
+        .requested_stack
+        .clone()
+        .map(|p| Sourced::new(p, source.clone()));
+    let now = match network::resolve(engine, names.as_ref(), compose.as_ref(), stack.as_ref()).await
+    {
         Ok(n) => n,
         Err(network::NetworkError::Engine(e)) => {
             return Err(crate::Error::engine(

@@ -206,8 +206,20 @@ impl Project {
         p
     }
 
+    /// A fresh project for a test whose engine is a second daemon only
+    /// ([`second_daemon::SecondDaemon`]): the machine's daemon is not
+    /// asked for the shared fixture (its Compose project), only the images
+    /// a test copies in ([`second_daemon::SecondDaemon::load_image`]).
+    pub fn for_second_daemon() -> Project {
+        Project::scratch(None)
+    }
+
     fn create(operator: Option<Operator>) -> Project {
         fixture();
+        Project::scratch(operator)
+    }
+
+    fn scratch(operator: Option<Operator>) -> Project {
         let home = tempfile::Builder::new()
             .prefix("odek-e2e-home-")
             .tempdir()
