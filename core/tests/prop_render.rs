@@ -132,6 +132,7 @@ fn environments() -> impl Strategy<Value = (Environment, Environment, Vec<String
                     workspace: Workspace {
                         path: "/workspace".into(),
                         readonly,
+                        copied: false,
                     },
                     network: Some(summary),
                     internet,
@@ -303,6 +304,7 @@ fn nonces_are_unique_over_ten_thousand_renders() {
         workspace: Workspace {
             path: "/workspace".into(),
             readonly: false,
+            copied: false,
         },
         network: Some(NetworkSummary::Attached),
         internet: false,
