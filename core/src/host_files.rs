@@ -555,7 +555,7 @@ fn check_private_fd(fd: OwnedFd, shown: &Path) -> Result<OwnedFd, String> {
 
 /// Writes `bytes` to `name` in `dir` atomically: a new file (mode 0600,
 /// `O_EXCL | O_NOFOLLOW`) under a temporary name, synced, renamed over.
-fn write_private(dir: &OwnedFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private(dir: &OwnedFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = format!(
         ".{name}.{}.tmp",
         hex::encode(rand::Rng::random::<[u8; 8]>(&mut rand::rng()))

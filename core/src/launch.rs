@@ -554,15 +554,31 @@ impl Client {
         let packed = match plan.workspace {
             crate::config::WorkspaceMode::Bind => None,
             crate::config::WorkspaceMode::Copy => {
-                let (archive, w) = pack_workspace(plan).await?;
+                let (archive, manifest, w) = pack_workspace(plan).await?;
                 if let Some(w) = w {
                     reporter.warning(&w);
                     warnings.push(w);
                 }
-                Some(archive)
+                Some((archive, manifest))
             }
         };
         let name = opts.name.clone().unwrap_or_else(new_sandbox_name);
+        // What was uploaded, for the copy-back to compare with.
+        if let Some((_, manifest)) = &packed {
+            if let Err(why) = crate::workspace_copy::save_manifest(&plan.odek_home, &name, manifest)
+            {
+                let w = Warning::new(
+                    WarningKind::Other,
+                    format!(
+                        "the list of what the copied workspace held at launch could not be kept in $ODEK_HOME ({}): its copy-back will write every file that differs from the host's, a file changed on the host since launch included",
+                        crate::text::foreign(&why)
+                    ),
+                );
+                reporter.warning(&w);
+                warnings.push(w);
+            }
+        }
+        let packed = packed.map(|(archive, _)| archive);
         let launch_id = opts
             .progress
             .as_ref()
@@ -1490,7 +1506,9 @@ pub(crate) async fn record_host_files(plan: &Plan, name: &str) -> Option<Warning
 ///
 /// Errors: the working directory cannot be read or is too large
 /// ([`crate::config::ConfigError::Workdir`]: nothing was created).
-async fn pack_workspace(plan: &Plan) -> Result<(Vec<u8>, Option<Warning>)> {
+async fn pack_workspace(
+    plan: &Plan,
+) -> Result<(Vec<u8>, crate::workspace_copy::Manifest, Option<Warning>)> {
     let (uid, gid) = crate::supervisor::command_ids(plan).unwrap_or((0, 0));
     let workdir = plan.workdir.clone();
     let home = plan.odek_home.clone();
@@ -1517,7 +1535,7 @@ async fn pack_workspace(plan: &Plan) -> Result<(Vec<u8>, Option<Warning>)> {
             ),
         )
     });
-    Ok((packed.archive, warning))
+    Ok((packed.archive, packed.manifest, warning))
 }
 
 /// At most ten skipped entries, then how many more.
@@ -1580,10 +1598,14 @@ impl Client {
                 ))
             })?;
         let workdir = sandbox.plan.workdir.clone();
-        tokio::task::spawn_blocking(move || crate::workspace_copy::unpack(&archive, &workdir))
-            .await
-            .map_err(|e| refuse(format!("the copying task failed: {e}")))?
-            .map_err(|e| refuse(format!("{e}; nothing more was written")))
+        let (home, name) = (sandbox.plan.odek_home.clone(), sandbox.name.clone());
+        tokio::task::spawn_blocking(move || {
+            let base = crate::workspace_copy::load_manifest(&home, &name);
+            crate::workspace_copy::unpack(&archive, &workdir, base.as_ref())
+        })
+        .await
+        .map_err(|e| refuse(format!("the copying task failed: {e}")))?
+        .map_err(|e| refuse(format!("{e}; nothing more was written")))
     }
 
     /// Force-removes a sandbox's container (SPEC §10.1 destroy), dropping

@@ -83,6 +83,60 @@ pub struct Packed {
     pub skipped: Vec<Skipped>,
     /// Regular files that travelled.
     pub files: usize,
+    /// What travelled, by path ([`Manifest`]): the base a copy-back
+    /// compares with.
+    pub manifest: Manifest,
+}
+
+/// What a copied workspace held when it was uploaded, by path relative to
+/// the workspace: `f:<sha256 of the content>` for a regular file,
+/// `l:<target>` for a symlink. Kept by the launch in the sandbox's
+/// directory of `$ODEK_HOME`; [`unpack`] writes back only what the sandbox
+/// changed against it, and keeps the host's file where the host changed it
+/// too.
+pub type Manifest = std::collections::BTreeMap<String, String>;
+
+/// The file in the sandbox's directory of `$ODEK_HOME` that keeps its
+/// upload's [`Manifest`].
+const MANIFEST_FILE: &str = "workspace-copy.json";
+
+/// The largest manifest read back (64 MiB).
+const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
+/// Keeps the upload's manifest of sandbox `name` (a private file in its
+/// directory of `$ODEK_HOME`). Blocking file I/O. Errors: why not.
+pub(crate) fn save_manifest(odek_home: &Path, name: &str, m: &Manifest) -> Result<(), String> {
+    let dir = crate::host_files::sandbox_dir(odek_home, name, true)
+        .and_then(|d| d.ok_or_else(|| "it could not be created".to_string()))?;
+    let json = serde_json::to_vec(m).map_err(|e| e.to_string())?;
+    crate::host_files::write_private(&dir, MANIFEST_FILE, &json).map_err(|e| e.to_string())
+}
+
+/// The upload's manifest of sandbox `name`, when it was kept and is the
+/// operator's. Blocking file I/O.
+pub(crate) fn load_manifest(odek_home: &Path, name: &str) -> Option<Manifest> {
+    let dir = crate::host_files::sandbox_dir(odek_home, name, false).ok()??;
+    let (bytes, st) = crate::safe_open::read_at(
+        &dir,
+        std::ffi::OsStr::new(MANIFEST_FILE),
+        MAX_MANIFEST_BYTES,
+    )
+    .ok()??;
+    if !crate::ownership::is_trusted_owner(st.st_uid) || st.st_mode & 0o022 != 0 {
+        return None;
+    }
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The manifest key of a regular file's content.
+fn file_key(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("f:{}", hex::encode(sha2::Sha256::digest(bytes)))
+}
+
+/// The manifest key of a symlink's target.
+fn link_key(target: &Path) -> String {
+    format!("l:{}", target.to_string_lossy())
 }
 
 /// Why a copy could not be made or written back.
@@ -156,6 +210,7 @@ pub fn pack(
         archive: Vec::new(),
         skipped: Vec::new(),
         files: 0,
+        manifest: Manifest::new(),
     };
     let mut total: u64 = 0;
     let header = |kind: tar::EntryType, mode: u32, size: u64| {
@@ -210,6 +265,7 @@ pub fn pack(
                     });
                 }
                 let bytes = read_no_follow(&host).map_err(|e| unreadable(&host, e))?;
+                out.manifest.insert(shown.clone(), file_key(&bytes));
                 let mut h = header(tar::EntryType::Regular, m.mode(), bytes.len() as u64);
                 b.append_data(&mut h, &in_tar, bytes.as_slice())
                     .map_err(|e| unreadable(&host, e))?;
@@ -226,6 +282,7 @@ pub fn pack(
                     });
                     continue;
                 }
+                out.manifest.insert(shown.clone(), link_key(&target));
                 let mut h = header(tar::EntryType::Symlink, 0o777, 0);
                 b.append_link(&mut h, &in_tar, &target)
                     .map_err(|e| unreadable(&host, e))?;
@@ -287,9 +344,20 @@ pub struct Unpacked {
 /// /containers/{id}/archive?path=/workspace`: entries `workspace/…`) into
 /// `workdir` by the rules of the module docs.
 ///
+/// With `base`, the [`Manifest`] of the upload, a file or symlink the
+/// sandbox left as it was uploaded is not written, and one the sandbox
+/// changed is written only when the host's is still as uploaded (or, for a
+/// new one, still absent); otherwise the host's is kept and the entry is
+/// named (changed on both sides). Without `base` every entry that differs
+/// from the host's is written.
+///
 /// Errors: [`CopyError::Archive`] when the tar cannot be read; an entry
 /// that cannot be written is skipped and named, not an error.
-pub fn unpack(archive: &[u8], workdir: &Path) -> Result<Unpacked, CopyError> {
+pub fn unpack(
+    archive: &[u8],
+    workdir: &Path,
+    base: Option<&Manifest>,
+) -> Result<Unpacked, CopyError> {
     let mut out = Unpacked::default();
     let mut ar = tar::Archive::new(archive);
     let root = open_root(workdir).map_err(|e| {
@@ -344,27 +412,48 @@ pub fn unpack(archive: &[u8], workdir: &Path) -> Result<Unpacked, CopyError> {
             }
         };
         let leaf = std::ffi::OsStr::from_bytes(leaf);
+        let mut bytes = Vec::new();
+        let mut target = PathBuf::new();
+        let key = match kind {
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                if let Err(e) = entry.read_to_end(&mut bytes) {
+                    skip(&mut out, format!("unreadable in the archive: {e}"));
+                    continue;
+                }
+                Some(file_key(&bytes))
+            }
+            tar::EntryType::Symlink => entry.link_name_bytes().map(|t| {
+                target = Path::new(std::ffi::OsStr::from_bytes(&t)).to_path_buf();
+                link_key(&target)
+            }),
+            _ => None,
+        };
+        if let (Some(base), Some(key)) = (base, &key) {
+            let uploaded = base.get(&rel_shown);
+            if uploaded == Some(key) {
+                // Not changed in the sandbox.
+                continue;
+            }
+            if host_key(&parent, leaf).as_ref() != uploaded {
+                skip(
+                    &mut out,
+                    "changed on the host too since the sandbox was launched: the host's is kept"
+                        .into(),
+                );
+                continue;
+            }
+        }
         let done = match kind {
             tar::EntryType::Directory => make_dir(&parent, leaf, mode).map(|_| false),
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                let mut bytes = Vec::new();
-                match entry.read_to_end(&mut bytes) {
-                    Ok(_) => write_file(&parent, leaf, &bytes, mode),
-                    Err(e) => Err(format!("unreadable in the archive: {e}")),
-                }
+                write_file(&parent, leaf, &bytes, mode)
             }
-            tar::EntryType::Symlink => match entry.link_name_bytes() {
-                Some(t) => {
-                    let target = Path::new(std::ffi::OsStr::from_bytes(&t)).to_path_buf();
-                    if link_stays_inside(&rel, &target) {
-                        write_link(&parent, leaf, &target)
-                    } else {
-                        Err(format!(
-                            "a symlink to {}, outside the workspace",
-                            crate::text::shown(&target)
-                        ))
-                    }
-                }
+            tar::EntryType::Symlink => match key {
+                Some(_) if link_stays_inside(&rel, &target) => write_link(&parent, leaf, &target),
+                Some(_) => Err(format!(
+                    "a symlink to {}, outside the workspace",
+                    crate::text::shown(&target)
+                )),
                 None => Err("a symlink without a target".into()),
             },
             tar::EntryType::Link => Err("a hard link (hard links are not copied back)".into()),
@@ -379,6 +468,30 @@ pub fn unpack(archive: &[u8], workdir: &Path) -> Result<Unpacked, CopyError> {
         }
     }
     Ok(out)
+}
+
+/// What the host has at `name` in `dir`, as a [`Manifest`] key (`None`:
+/// nothing there; a directory or anything else: `d:`/`o:`), read without
+/// following a symlink.
+fn host_key(dir: &OwnedFd, name: &std::ffi::OsStr) -> Option<String> {
+    let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+        rustix::fs::FileType::RegularFile => {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+            let fd = rustix::fs::openat(dir, name, flags, Mode::empty()).ok()?;
+            let mut bytes = Vec::new();
+            std::fs::File::from(fd).read_to_end(&mut bytes).ok()?;
+            Some(file_key(&bytes))
+        }
+        rustix::fs::FileType::Symlink => {
+            let t = rustix::fs::readlinkat(dir, name, Vec::new()).ok()?;
+            Some(link_key(Path::new(std::ffi::OsStr::from_bytes(
+                t.as_bytes(),
+            ))))
+        }
+        rustix::fs::FileType::Directory => Some("d:".into()),
+        _ => Some("o:".into()),
+    }
 }
 
 /// The path's components when each is a plain name (`.` dropped); `None`
@@ -735,7 +848,7 @@ mod tests {
             b"",
         );
         let archive = b.into_inner().expect("tar");
-        let got = unpack(&archive, &w).expect("unpack");
+        let got = unpack(&archive, &w, None).expect("unpack");
         assert_eq!(got.written, ["ok.txt", "via", "suid", "sgid-sticky"]);
         let skipped: Vec<String> = got.skipped.iter().map(|s| s.to_string()).collect();
         assert_eq!(
@@ -808,7 +921,7 @@ mod tests {
             0o644,
             b"same",
         );
-        let got = unpack(&b.into_inner().expect("tar"), &w).expect("unpack");
+        let got = unpack(&b.into_inner().expect("tar"), &w, None).expect("unpack");
         assert_eq!(got.written, ["f"]);
         assert_eq!(
             std::fs::read(d.path().join("target")).expect("read"),
@@ -830,9 +943,55 @@ mod tests {
         std::fs::write(a.join("x/y/f"), b"deep").expect("write");
         std::os::unix::fs::symlink("y/f", a.join("x/l")).expect("symlink");
         let p = pack(&a, None, 0, 0).expect("pack");
-        let got = unpack(&p.archive, &z).expect("unpack");
+        let got = unpack(&p.archive, &z, None).expect("unpack");
         assert_eq!(got.written, ["x/l", "x/y/f"]);
         assert!(got.skipped.is_empty(), "{:?}", got.skipped);
         assert_eq!(std::fs::read(z.join("x/l")).expect("read"), b"deep");
+    }
+
+    /// With the upload's manifest, only what the sandbox changed comes
+    /// back, and a file the host changed too keeps the host's content.
+    #[test]
+    fn only_what_the_sandbox_changed_comes_back_and_the_host_wins_a_conflict() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let w = d.path();
+        for (n, c) in [
+            ("same", "1"),
+            ("sandbox", "1"),
+            ("both", "1"),
+            ("host", "1"),
+        ] {
+            std::fs::write(w.join(n), c).expect("write");
+        }
+        let p = pack(w, None, 0, 0).expect("pack");
+        // After launch, on the host.
+        std::fs::write(w.join("both"), "host").expect("write");
+        std::fs::write(w.join("host"), "host").expect("write");
+        std::fs::write(w.join("new-on-host"), "host").expect("write");
+        // What the sandbox holds at copy-back.
+        let mut b = tar::Builder::new(Vec::new());
+        let e = tar::EntryType::Regular;
+        raw(&mut b, e, "workspace/same", "", 0o644, b"1");
+        raw(&mut b, e, "workspace/sandbox", "", 0o644, b"sandbox");
+        raw(&mut b, e, "workspace/both", "", 0o644, b"sandbox");
+        raw(&mut b, e, "workspace/host", "", 0o644, b"1");
+        raw(&mut b, e, "workspace/new-on-host", "", 0o644, b"sandbox");
+        raw(&mut b, e, "workspace/new", "", 0o644, b"sandbox");
+        let got = unpack(&b.into_inner().expect("tar"), w, Some(&p.manifest)).expect("unpack");
+        assert_eq!(got.written, ["sandbox", "new"]);
+        let skipped: Vec<&str> = got.skipped.iter().map(|s| s.path.as_str()).collect();
+        assert_eq!(skipped, ["workspace/both", "workspace/new-on-host"]);
+        let read = |n: &str| std::fs::read_to_string(w.join(n)).expect("read");
+        assert_eq!(
+            [
+                read("same"),
+                read("sandbox"),
+                read("both"),
+                read("host"),
+                read("new-on-host"),
+                read("new")
+            ],
+            ["1", "sandbox", "host", "host", "host", "sandbox"]
+        );
     }
 }
