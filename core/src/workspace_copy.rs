@@ -744,7 +744,7 @@ mod tests {
         std::os::unix::fs::symlink("../../etc", w.join("sub/up")).expect("symlink");
         rustix::fs::mknodat(
             CWD,
-            &w.join("fifo"),
+            w.join("fifo"),
             rustix::fs::FileType::Fifo,
             Mode::from_raw_mode(0o600),
             0,

@@ -228,7 +228,7 @@ pub(crate) fn copy_back_lines(name: &str, copied: &odek_core::workspace_copy::Un
                     .written
                     .iter()
                     .take(20)
-                    .map(|p| odek_core::text::shown(p))
+                    .map(odek_core::text::shown)
                     .collect::<Vec<_>>()
                     .join(", ")
             )
