@@ -565,8 +565,7 @@ impl Client {
         let name = opts.name.clone().unwrap_or_else(new_sandbox_name);
         // What was uploaded, for the copy-back to compare with.
         if let Some((_, manifest)) = &packed {
-            if let Err(why) = crate::workspace_copy::save_manifest(&plan.odek_home, &name, manifest)
-            {
+            if let Err(why) = save_manifest(&plan.odek_home, &name, manifest) {
                 let w = Warning::new(
                     WarningKind::Other,
                     format!(
@@ -1538,6 +1537,45 @@ async fn pack_workspace(
     Ok((packed.archive, packed.manifest, warning))
 }
 
+/// The file in the sandbox's directory of `$ODEK_HOME` that keeps its
+/// upload's [`crate::workspace_copy::Manifest`].
+const MANIFEST_FILE: &str = "workspace-copy.json";
+
+/// The largest manifest read back (64 MiB).
+const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
+/// Keeps the upload's manifest of sandbox `name` (a private file in its
+/// directory of `$ODEK_HOME`). Blocking file I/O. Errors: why not.
+fn save_manifest(
+    odek_home: &std::path::Path,
+    name: &str,
+    m: &crate::workspace_copy::Manifest,
+) -> Result<(), String> {
+    let dir = crate::host_files::sandbox_dir(odek_home, name, true)
+        .and_then(|d| d.ok_or_else(|| "it could not be created".to_string()))?;
+    let json = serde_json::to_vec(m).map_err(|e| e.to_string())?;
+    crate::host_files::write_private(&dir, MANIFEST_FILE, &json).map_err(|e| e.to_string())
+}
+
+/// The upload's manifest of sandbox `name`, when it was kept and is the
+/// operator's. Blocking file I/O.
+fn load_manifest(
+    odek_home: &std::path::Path,
+    name: &str,
+) -> Option<crate::workspace_copy::Manifest> {
+    let dir = crate::host_files::sandbox_dir(odek_home, name, false).ok()??;
+    let (bytes, st) = crate::safe_open::read_at(
+        &dir,
+        std::ffi::OsStr::new(MANIFEST_FILE),
+        MAX_MANIFEST_BYTES,
+    )
+    .ok()??;
+    if !crate::ownership::is_trusted_owner(st.st_uid) || st.st_mode & 0o022 != 0 {
+        return None;
+    }
+    serde_json::from_slice(&bytes).ok()
+}
+
 /// At most ten skipped entries, then how many more.
 pub(crate) fn skipped_list(skipped: &[crate::workspace_copy::Skipped]) -> String {
     let mut list: Vec<String> = skipped.iter().take(10).map(|s| s.to_string()).collect();
@@ -1600,7 +1638,7 @@ impl Client {
         let workdir = sandbox.plan.workdir.clone();
         let (home, name) = (sandbox.plan.odek_home.clone(), sandbox.name.clone());
         tokio::task::spawn_blocking(move || {
-            let base = crate::workspace_copy::load_manifest(&home, &name);
+            let base = load_manifest(&home, &name);
             crate::workspace_copy::unpack(&archive, &workdir, base.as_ref())
         })
         .await

@@ -96,38 +96,6 @@ pub struct Packed {
 /// too.
 pub type Manifest = std::collections::BTreeMap<String, String>;
 
-/// The file in the sandbox's directory of `$ODEK_HOME` that keeps its
-/// upload's [`Manifest`].
-const MANIFEST_FILE: &str = "workspace-copy.json";
-
-/// The largest manifest read back (64 MiB).
-const MAX_MANIFEST_BYTES: u64 = 64 << 20;
-
-/// Keeps the upload's manifest of sandbox `name` (a private file in its
-/// directory of `$ODEK_HOME`). Blocking file I/O. Errors: why not.
-pub(crate) fn save_manifest(odek_home: &Path, name: &str, m: &Manifest) -> Result<(), String> {
-    let dir = crate::host_files::sandbox_dir(odek_home, name, true)
-        .and_then(|d| d.ok_or_else(|| "it could not be created".to_string()))?;
-    let json = serde_json::to_vec(m).map_err(|e| e.to_string())?;
-    crate::host_files::write_private(&dir, MANIFEST_FILE, &json).map_err(|e| e.to_string())
-}
-
-/// The upload's manifest of sandbox `name`, when it was kept and is the
-/// operator's. Blocking file I/O.
-pub(crate) fn load_manifest(odek_home: &Path, name: &str) -> Option<Manifest> {
-    let dir = crate::host_files::sandbox_dir(odek_home, name, false).ok()??;
-    let (bytes, st) = crate::safe_open::read_at(
-        &dir,
-        std::ffi::OsStr::new(MANIFEST_FILE),
-        MAX_MANIFEST_BYTES,
-    )
-    .ok()??;
-    if !crate::ownership::is_trusted_owner(st.st_uid) || st.st_mode & 0o022 != 0 {
-        return None;
-    }
-    serde_json::from_slice(&bytes).ok()
-}
-
 /// The manifest key of a regular file's content.
 fn file_key(bytes: &[u8]) -> String {
     use sha2::Digest;
