@@ -267,4 +267,30 @@ impl DockerApi for Traced {
     ) -> Result<Option<Vec<u8>>, EngineError> {
         traced!(self, "read_file", self.inner.read_file(id, path, max))
     }
+
+    async fn upload_archive(
+        &self,
+        id: &str,
+        path: &str,
+        archive: Vec<u8>,
+    ) -> Result<(), EngineError> {
+        traced!(
+            self,
+            "upload_archive",
+            self.inner.upload_archive(id, path, archive)
+        )
+    }
+
+    async fn download_archive(
+        &self,
+        id: &str,
+        path: &str,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        traced!(
+            self,
+            "download_archive",
+            self.inner.download_archive(id, path, max)
+        )
+    }
 }

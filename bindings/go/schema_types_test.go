@@ -34,7 +34,7 @@ var wireDocs = []wireDoc{
 	{file: "narrow-request.json", typ: reflect.TypeOf(wireNarrowRequest{}), sent: true},
 	{file: "plan.json", typ: reflect.TypeOf(wirePlan{}), unread: []string{
 		"workdir_id", "odek_home", "endpoint_owner", "engine", "bridge_network_id", "env", "volumes", "masks",
-		"log_retention_days", "engine_default_runtime", "dns_forwarding", "egress"}},
+		"log_retention_days", "engine_default_runtime", "dns_forwarding", "egress", "workspace"}},
 	{file: "plan.json", def: "Warning", typ: reflect.TypeOf(Warning{})},
 	{file: "plan.json", def: "ResolvedNetwork", typ: reflect.TypeOf(PlanNetwork{}), unread: []string{"origins", "scope", "attachable", "stack"}},
 	{file: "approval-request.json", typ: reflect.TypeOf(wireApprovalRequest{}), unread: []string{
@@ -50,7 +50,7 @@ var wireDocs = []wireDoc{
 	{file: "exec-result.json", typ: reflect.TypeOf(wireExecResult{})},
 	{file: "close-result.json", typ: reflect.TypeOf(wireCloseResult{})},
 	{file: "close-result.json", def: "HostFileChange", typ: reflect.TypeOf(HostFileChange{})},
-	{file: "config-view.json", typ: reflect.TypeOf(wireConfigView{}), unread: []string{"pending_approval", "dns_forwarding", "egress"}},
+	{file: "config-view.json", typ: reflect.TypeOf(wireConfigView{}), unread: []string{"pending_approval", "dns_forwarding", "egress", "workspace"}},
 	{file: "read-file-request.json", typ: reflect.TypeOf(wireReadFileRequest{}), sent: true},
 	{file: "read-file-result.json", typ: reflect.TypeOf(wireReadFileResult{})},
 	{file: "write-file-request.json", typ: reflect.TypeOf(wireWriteFileRequest{}), sent: true},

@@ -514,6 +514,9 @@ type Workspace struct {
 	Path string `json:"path"`
 	// Readonly tells whether it is mounted read-only.
 	Readonly bool `json:"readonly"`
+	// Copied tells whether it is a copy of the working directory
+	// (sandbox_workspace "copy", SPEC §6.1 "workspace"), not the checkout.
+	Copied bool `json:"copied"`
 }
 
 // Environment is the structured description of a sandbox for the agent

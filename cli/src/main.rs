@@ -239,8 +239,11 @@ pub(crate) enum SandboxCmd {
     /// Open an interactive shell in a running sandbox (bash when the image
     /// has it, else sh).
     Shell(ShellArgs),
-    /// Remove sandboxes.
+    /// Remove sandboxes (a copied workspace is copied back first).
     Down(DownArgs),
+    /// Copy a copied workspace (--sandbox-workspace copy) back into the
+    /// working directory; the sandbox keeps running.
+    CopyBack(CopyBackArgs),
     /// List odek sandboxes on the daemon.
     Ls(LsArgs),
     /// Remove sandboxes whose owner process is gone.
@@ -310,6 +313,16 @@ pub(crate) struct DownArgs {
     #[arg(required = true)]
     pub(crate) names: Vec<String>,
     /// Print the names removed as a JSON array.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `odek sandbox copy-back`.
+#[derive(Args, Debug)]
+pub(crate) struct CopyBackArgs {
+    /// Sandbox name (see `odek sandbox ls`).
+    pub(crate) name: String,
+    /// Print what was written and what was left out as JSON.
     #[arg(long)]
     pub(crate) json: bool,
 }

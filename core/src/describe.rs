@@ -84,6 +84,12 @@ pub struct Workspace {
     pub path: String,
     /// Mounted read-only.
     pub readonly: bool,
+    /// A copy of the working directory, not the checkout itself (SPEC §6.1
+    /// "workspace", `sandbox_workspace` `copy`): changes reach the
+    /// developer's machine only when copied back. `false` in descriptions
+    /// of earlier releases.
+    #[serde(default)]
+    pub copied: bool,
 }
 
 /// The structured environment (SPEC §9.1).
@@ -246,6 +252,7 @@ impl Client {
             workspace: Workspace {
                 path: "/workspace".into(),
                 readonly: plan.readonly,
+                copied: plan.workspace == crate::config::WorkspaceMode::Copy,
             },
             network: Some(plan.network_summary),
             internet: plan.internet,
@@ -293,6 +300,7 @@ impl Client {
             workspace: Workspace {
                 path: "/workspace".into(),
                 readonly: plan.readonly,
+                copied: plan.workspace == crate::config::WorkspaceMode::Copy,
             },
             network: None,
             internet: true,
@@ -321,6 +329,7 @@ impl Client {
                 workspace: Workspace {
                     path: plan.workdir.display().to_string(),
                     readonly: false,
+                    copied: false,
                 },
                 pids_limit: None,
                 memory_bytes: None,
@@ -865,14 +874,20 @@ pub fn render_prompt(env: &Environment) -> String {
         "Commands run inside a Docker container (odek sandbox {}), not on the user's machine.\n",
         env.sandbox
     ));
-    s.push_str(&format!(
-        "- `/workspace` is the developer's live checkout of the project (the working directory of every command), {}.\n",
-        if env.workspace.readonly {
-            "mounted read-only: you can read it but not change files there"
-        } else {
-            "mounted read-write: every change you make there lands on the developer's machine at once; there is no copy to throw away"
-        }
-    ));
+    if env.workspace.copied {
+        s.push_str(
+            "- `/workspace` is a copy of the developer's project (the working directory of every command), taken when the sandbox started: changes you make there reach the developer's machine only when the sandbox is copied back (at its end, or when the developer asks); files you delete there are not deleted on the developer's machine, and symlinks leading out of the project, devices, FIFOs and setuid bits do not travel.\n",
+        );
+    } else {
+        s.push_str(&format!(
+            "- `/workspace` is the developer's live checkout of the project (the working directory of every command), {}.\n",
+            if env.workspace.readonly {
+                "mounted read-only: you can read it but not change files there"
+            } else {
+                "mounted read-write: every change you make there lands on the developer's machine at once; there is no copy to throw away"
+            }
+        ));
+    }
     s.push_str(
         "- `/tmp` is a private scratch space mounted `noexec`: a file there cannot be run as a program (run a script through its interpreter, e.g. `sh /tmp/x.sh`).\n",
     );
@@ -1015,6 +1030,7 @@ mod tests {
             workspace: Workspace {
                 path: "/workspace".into(),
                 readonly: false,
+                copied: false,
             },
             network: Some(NetworkSummary::Attached),
             internet: false,

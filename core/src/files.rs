@@ -1675,6 +1675,7 @@ mod tests {
             networks: Vec::new(),
             pids_limit: 1000,
             readonly: false,
+            workspace: crate::config::WorkspaceMode::Bind,
             memory_bytes: None,
             cpus: None,
             user: Some("1000:1000".into()),

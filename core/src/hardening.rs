@@ -103,16 +103,20 @@ pub(crate) fn supervised(info: &ContainerInfo) -> bool {
             .any(|m| m.kind == "bind" && m.destination == SUPERVISOR_DIR && !m.rw)
 }
 
-/// The binds must be exactly `/workspace` and the planned volumes, with the
-/// planned sources and read-only flags; other mounts may only be the
-/// anonymous volumes of the image's `VOLUME` lines (64-hex names).
+/// The binds must be exactly `/workspace` (none with a copied workspace,
+/// SPEC §6.1 "workspace") and the planned volumes, with the planned
+/// sources and read-only flags; other mounts may only be the anonymous
+/// volumes of the image's `VOLUME` lines (64-hex names).
 fn mount_problems(plan: &Plan, info: &ContainerInfo, supervised: bool) -> Vec<String> {
     let q = crate::text::quote;
-    let mut want: Vec<(String, String, bool)> = vec![(
-        plan.workdir.display().to_string(),
-        "/workspace".to_string(),
-        !plan.readonly,
-    )];
+    let mut want: Vec<(String, String, bool)> = Vec::new();
+    if plan.workspace == crate::config::WorkspaceMode::Bind {
+        want.push((
+            plan.workdir.display().to_string(),
+            "/workspace".to_string(),
+            !plan.readonly,
+        ));
+    }
     want.extend(plan.volumes.iter().map(|v| {
         (
             v.host.display().to_string(),

@@ -179,6 +179,10 @@ pub struct Report {
     /// could not be read, the working directory is gone); `None` when the
     /// comparison ran or nothing needed one.
     pub unchecked: Option<String>,
+    /// What a copied workspace's copy-back at the end wrote and left out
+    /// (SPEC §6.1 "workspace"); `None` for a bind-mounted workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied_back: Option<crate::workspace_copy::Unpacked>,
 }
 
 impl Report {
@@ -345,6 +349,7 @@ pub fn finish(odek_home: &Path, name: &str) -> Option<Report> {
             return Some(Report {
                 changed: Vec::new(),
                 unchecked: Some(format!("the sandbox's directory in $ODEK_HOME: {e}")),
+                copied_back: None,
             })
         }
     };
@@ -364,10 +369,12 @@ pub fn finish(odek_home: &Path, name: &str) -> Option<Report> {
         Ok(changed) => Report {
             changed,
             unchecked: None,
+            copied_back: None,
         },
         Err(why) => Report {
             changed: Vec::new(),
             unchecked: Some(why),
+            copied_back: None,
         },
     };
     forget(odek_home, name, &dir);
@@ -548,7 +555,7 @@ fn check_private_fd(fd: OwnedFd, shown: &Path) -> Result<OwnedFd, String> {
 
 /// Writes `bytes` to `name` in `dir` atomically: a new file (mode 0600,
 /// `O_EXCL | O_NOFOLLOW`) under a temporary name, synced, renamed over.
-fn write_private(dir: &OwnedFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private(dir: &OwnedFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = format!(
         ".{name}.{}.tmp",
         hex::encode(rand::Rng::random::<[u8; 8]>(&mut rand::rng()))
@@ -1402,6 +1409,7 @@ mod tests {
         let report = Report {
             changed: compare(&before, &read(&root)),
             unchecked: None,
+            copied_back: None,
         };
         let line = report.line().expect("a line");
         assert!(!line.contains('\u{1b}') && !line.contains('\n'), "{line:?}");

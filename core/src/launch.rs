@@ -167,6 +167,9 @@ struct Attempt<'a> {
     /// container besides the sandbox's services that belongs on its link
     /// network.
     proxy: Option<&'a str>,
+    /// The copied workspace's tar (SPEC §6.1 "workspace"), uploaded
+    /// between create and start.
+    workspace: Option<&'a [u8]>,
 }
 
 /// How one attempt of a launch ended, short of a refusal.
@@ -237,11 +240,16 @@ pub fn container_spec(
     labels.extend(opts.labels.clone());
     labels.insert(labels::LAUNCH.to_string(), launch_id.to_string());
 
-    let mut binds = vec![BindMount {
-        source: plan.workdir.display().to_string(),
-        target: "/workspace".into(),
-        read_only: plan.readonly,
-    }];
+    // SPEC §6.1 "workspace": a copied workspace is uploaded into the
+    // container's own /workspace, never mounted.
+    let mut binds = Vec::new();
+    if plan.workspace == crate::config::WorkspaceMode::Bind {
+        binds.push(BindMount {
+            source: plan.workdir.display().to_string(),
+            target: "/workspace".into(),
+            read_only: plan.readonly,
+        });
+    }
     binds.extend(plan.volumes.iter().map(|v| BindMount {
         source: v.host.display().to_string(),
         target: v.container.clone(),
@@ -485,6 +493,22 @@ impl Client {
         );
         let engine = self.engine()?.clone();
         let endpoint = engine.endpoint().to_string();
+        // SPEC §6.1 "workspace": a plan crosses the C ABI as JSON and a
+        // child's comes from a label, so the rule of resolve is asked
+        // again of the engine this client talks to.
+        let workspace = crate::config::Sourced::new(
+            plan.workspace,
+            plan.sources
+                .get(crate::config::names::sandbox_workspace)
+                .cloned()
+                .unwrap_or(crate::config::Source::Default),
+        );
+        if let Some(e) = engine
+            .endpoint()
+            .remote_bind_refusal(&workspace, &plan.workdir)
+        {
+            return Err(e.into());
+        }
         recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
         check_runtime(engine.as_ref(), plan).await?;
         let progress = |line: &str| reporter.progress(line);
@@ -524,7 +548,36 @@ impl Client {
         // checked again now, after the prompt and a pull or build (SPEC
         // §3.4); what was really mounted is read back after start.
         crate::workdir::check_paths(plan)?;
+        // SPEC §6.1 "workspace": the copy is made before anything is
+        // created, so a working directory that cannot travel creates
+        // nothing.
+        let packed = match plan.workspace {
+            crate::config::WorkspaceMode::Bind => None,
+            crate::config::WorkspaceMode::Copy => {
+                let (archive, manifest, w) = pack_workspace(plan).await?;
+                if let Some(w) = w {
+                    reporter.warning(&w);
+                    warnings.push(w);
+                }
+                Some((archive, manifest))
+            }
+        };
         let name = opts.name.clone().unwrap_or_else(new_sandbox_name);
+        // What was uploaded, for the copy-back to compare with.
+        if let Some((_, manifest)) = &packed {
+            if let Err(why) = save_manifest(&plan.odek_home, &name, manifest) {
+                let w = Warning::new(
+                    WarningKind::Other,
+                    format!(
+                        "the list of what the copied workspace held at launch could not be kept in $ODEK_HOME ({}): its copy-back will write every file that differs from the host's, a file changed on the host since launch included",
+                        crate::text::foreign(&why)
+                    ),
+                );
+                reporter.warning(&w);
+                warnings.push(w);
+            }
+        }
+        let packed = packed.map(|(archive, _)| archive);
         let launch_id = opts
             .progress
             .as_ref()
@@ -653,6 +706,7 @@ impl Client {
                 link: link.as_ref(),
                 dns: &spec.dns,
                 proxy: proxy_url.as_deref(),
+                workspace: packed.as_deref(),
             };
             match self
                 .create_and_start(
@@ -897,6 +951,12 @@ impl Client {
                 });
             }
             warnings.push(Warning::new(WarningKind::Engine, format!("docker: {w}")));
+        }
+        if let Some(archive) = attempt.workspace {
+            engine
+                .upload_archive(id, "/", archive.to_vec())
+                .await
+                .map_err(|e| Error::engine(&endpoint, Step::Create, e))?;
         }
         if let Err(mut e) = engine.start_container(id).await {
             // The daemon answered: the container may have stopped while it
@@ -1281,10 +1341,13 @@ fn verify_mounts(
     pid: Option<i64>,
 ) -> Result<Option<Warning>> {
     use crate::mounts::{check_container, MountCheck, Wanted};
-    let mut wanted = vec![Wanted {
-        host: plan.workdir.clone(),
-        target: "/workspace".into(),
-    }];
+    let mut wanted = Vec::new();
+    if plan.workspace == crate::config::WorkspaceMode::Bind {
+        wanted.push(Wanted {
+            host: plan.workdir.clone(),
+            target: "/workspace".into(),
+        });
+    }
     wanted.extend(plan.volumes.iter().map(|v| Wanted {
         host: v.host.clone(),
         target: v.container.clone().into(),
@@ -1435,7 +1498,154 @@ pub(crate) async fn record_host_files(plan: &Plan, name: &str) -> Option<Warning
     })
 }
 
+/// The copied workspace's tar for `plan` ([`crate::workspace_copy::pack`]),
+/// owned by the command user (the image's own user counts as root: odek
+/// cannot know its uid before the container exists), and the warning
+/// naming what stayed behind.
+///
+/// Errors: the working directory cannot be read or is too large
+/// ([`crate::config::ConfigError::Workdir`]: nothing was created).
+async fn pack_workspace(
+    plan: &Plan,
+) -> Result<(Vec<u8>, crate::workspace_copy::Manifest, Option<Warning>)> {
+    let (uid, gid) = crate::supervisor::command_ids(plan).unwrap_or((0, 0));
+    let workdir = plan.workdir.clone();
+    let home = plan.odek_home.clone();
+    let packed = tokio::task::spawn_blocking(move || {
+        crate::workspace_copy::pack(&workdir, Some(&home), uid, gid)
+    })
+    .await
+    .map_err(|e| crate::workspace_copy::CopyError::Unreadable {
+        path: crate::text::shown(&plan.workdir),
+        reason: format!("the copying task failed: {e}"),
+    })
+    .and_then(|r| r)
+    .map_err(|e| crate::config::ConfigError::Workdir {
+        path: plan.workdir.clone(),
+        reason: format!("{e}; nothing was created"),
+        fix: None,
+    })?;
+    let warning = (!packed.skipped.is_empty()).then(|| {
+        Warning::new(
+            WarningKind::Other,
+            format!(
+                "the copied workspace leaves out what must not travel into a sandbox: {}",
+                skipped_list(&packed.skipped)
+            ),
+        )
+    });
+    Ok((packed.archive, packed.manifest, warning))
+}
+
+/// The file in the sandbox's directory of `$ODEK_HOME` that keeps its
+/// upload's [`crate::workspace_copy::Manifest`].
+const MANIFEST_FILE: &str = "workspace-copy.json";
+
+/// The largest manifest read back (64 MiB).
+const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
+/// Keeps the upload's manifest of sandbox `name` (a private file in its
+/// directory of `$ODEK_HOME`). Blocking file I/O. Errors: why not.
+fn save_manifest(
+    odek_home: &std::path::Path,
+    name: &str,
+    m: &crate::workspace_copy::Manifest,
+) -> Result<(), String> {
+    let dir = crate::host_files::sandbox_dir(odek_home, name, true)
+        .and_then(|d| d.ok_or_else(|| "it could not be created".to_string()))?;
+    let json = serde_json::to_vec(m).map_err(|e| e.to_string())?;
+    crate::host_files::write_private(&dir, MANIFEST_FILE, &json).map_err(|e| e.to_string())
+}
+
+/// The upload's manifest of sandbox `name`, when it was kept and is the
+/// operator's. Blocking file I/O.
+fn load_manifest(
+    odek_home: &std::path::Path,
+    name: &str,
+) -> Option<crate::workspace_copy::Manifest> {
+    let dir = crate::host_files::sandbox_dir(odek_home, name, false).ok()??;
+    let (bytes, st) = crate::safe_open::read_at(
+        &dir,
+        std::ffi::OsStr::new(MANIFEST_FILE),
+        MAX_MANIFEST_BYTES,
+    )
+    .ok()??;
+    if !crate::ownership::is_trusted_owner(st.st_uid) || st.st_mode & 0o022 != 0 {
+        return None;
+    }
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// At most ten skipped entries, then how many more.
+pub(crate) fn skipped_list(skipped: &[crate::workspace_copy::Skipped]) -> String {
+    let mut list: Vec<String> = skipped.iter().take(10).map(|s| s.to_string()).collect();
+    if skipped.len() > 10 {
+        list.push(format!("and {} more", skipped.len() - 10));
+    }
+    list.join("; ")
+}
+
 impl Client {
+    /// Copies a copied workspace back (SPEC §6.1 "workspace"): the
+    /// sandbox's `/workspace` through `GET /containers/{id}/archive`,
+    /// written into the working directory by the filter of
+    /// [`crate::workspace_copy::unpack`] (nothing deleted, nothing written
+    /// through a symlink, no setuid bit, no device). The sandbox keeps
+    /// running.
+    ///
+    /// Errors: [`Error::Rejected`] for a sandbox whose workspace is bind-
+    /// mounted (its writes are the host's already) or on the host; the
+    /// engine's error when the archive cannot be read; a config error when
+    /// the archive is not a tar.
+    pub async fn copy_back(&self, sandbox: &Sandbox) -> Result<crate::workspace_copy::Unpacked> {
+        let refuse = |message: String| Error::Rejected {
+            fix: None,
+            step: Step::Exec,
+            message,
+            removal: None,
+        };
+        let Some(id) = &sandbox.container_id else {
+            return Err(refuse(format!(
+                "sandbox {} runs on the host: its working directory is the host's, there is nothing to copy back",
+                sandbox.name
+            )));
+        };
+        if sandbox.plan.readonly {
+            return Err(refuse(format!(
+                "sandbox {} has a read-only workspace (sandbox_readonly): nothing it holds is copied back",
+                sandbox.name
+            )));
+        }
+        if sandbox.plan.workspace != crate::config::WorkspaceMode::Copy {
+            return Err(refuse(format!(
+                "sandbox {} has its working directory bind-mounted: what it writes is on the host already, there is nothing to copy back",
+                sandbox.name
+            )));
+        }
+        let engine = self.engine()?.clone();
+        let endpoint = engine.endpoint().to_string();
+        let max = crate::workspace_copy::MAX_COPY_BYTES + (64 << 20);
+        let archive = engine
+            .download_archive(id, crate::workspace_copy::WORKSPACE_DIR, max)
+            .await
+            .map_err(|e| Error::engine(&endpoint, Step::Exec, e))?
+            .ok_or_else(|| {
+                refuse(format!(
+                    "sandbox {} has no /workspace to copy back",
+                    sandbox.name
+                ))
+            })?;
+        let workdir = sandbox.plan.workdir.clone();
+        let (home, name) = (sandbox.plan.odek_home.clone(), sandbox.name.clone());
+        tokio::task::spawn_blocking(move || {
+            let base = load_manifest(&home, &name);
+            crate::workspace_copy::unpack(&archive, &workdir, base.as_ref())
+        })
+        .await
+        .map_err(|e| refuse(format!("the copying task failed: {e}")))?
+        .map_err(|e| refuse(format!("{e}; nothing more was written")))
+    }
+
     /// Force-removes a sandbox's container (SPEC §10.1 destroy), dropping
     /// what [`Client::close`] would report. The host "sandbox" of
     /// fallback/off has nothing to remove. An absent container is not an
@@ -1484,6 +1694,25 @@ impl Client {
         sandbox: &Sandbox,
         call: Option<crate::audit::Call>,
     ) -> Result<crate::host_files::Report> {
+        // SPEC §6.1 "workspace": a copied workspace comes back before its
+        // container goes (a copy-back that fails keeps the container, so
+        // nothing is lost), and before the files host tools run are
+        // compared, so that what it brought back is named as a bind
+        // mount's writes would be.
+        let copied_back = match (&sandbox.container_id, sandbox.plan.workspace) {
+            (Some(_), crate::config::WorkspaceMode::Copy) if !sandbox.plan.readonly => {
+                match self.copy_back(sandbox).await {
+                    Ok(u) => Some(u),
+                    Err(e) => {
+                        if let Some(call) = call {
+                            call.finish(None, None, Some(&e));
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            _ => None,
+        };
         self.remove(sandbox, call).await?;
         if sandbox.container_id.is_none() {
             return Ok(crate::host_files::Report::default());
@@ -1495,19 +1724,23 @@ impl Client {
                 Some(crate::host_files::Report {
                     changed: Vec::new(),
                     unchecked: Some(format!("the comparing task failed: {e}")),
+                    copied_back: None,
                 })
             });
         // Compared first: a retention of 0 days removes the sandbox's
         // whole directory, the record of the files included.
         ended(sandbox);
-        Ok(match found {
+        let mut report = match found {
             Some(report) => report,
             None if crate::host_files::writes_workdir(&sandbox.plan) => crate::host_files::Report {
                 changed: Vec::new(),
                 unchecked: Some("no record of them was taken when the sandbox was launched".into()),
+                copied_back: None,
             },
             None => crate::host_files::Report::default(),
-        })
+        };
+        report.copied_back = copied_back;
+        Ok(report)
     }
 
     /// Force-removes the sandbox's container, if it has one, and finishes

@@ -55,6 +55,7 @@ pub mod verify;
 pub mod view;
 pub(crate) mod warning;
 pub mod workdir;
+pub mod workspace_copy;
 
 pub use cancel::CancellationToken;
 pub use client::Client;

@@ -539,6 +539,7 @@ mod tests {
             networks,
             pids_limit: 1000,
             readonly: false,
+            workspace: crate::config::WorkspaceMode::Bind,
             memory_bytes: Some(1 << 30),
             cpus: Some(CpuLimit {
                 text: "2".into(),

@@ -128,6 +128,11 @@ pub struct Plan {
     pub egress: Option<EgressPlan>,
     /// `--pids-limit`.
     pub pids_limit: i64,
+    /// How the working directory reaches `/workspace` (SPEC §6.1
+    /// "workspace"): bind-mounted, or copied in at launch and back on
+    /// request and at `down`. Plans of earlier releases bind.
+    #[serde(default)]
+    pub workspace: crate::config::WorkspaceMode,
     /// `/workspace` read-only.
     pub readonly: bool,
     /// Memory limit in bytes.

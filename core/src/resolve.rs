@@ -84,10 +84,19 @@ impl Client {
         for w in not_yours
             .into_iter()
             .chain(engine.endpoint().transport_warning())
-            .chain(engine.endpoint().remote_workspace_warning(&plan.workdir))
         {
             reporter.warning(&w);
             plan.warnings.push(w);
+        }
+        // SPEC §6.1 "workspace": a bind mount names a path on the engine's
+        // machine; on another machine that is not the operator's working
+        // directory, so nothing is created (before the engine is asked
+        // anything more).
+        if let Some(e) = engine
+            .endpoint()
+            .remote_bind_refusal(&settings.workspace, &plan.workdir)
+        {
+            return Err(e.into());
         }
         match engine.version().await {
             Ok(info) if info.api_version < crate::engine::MIN_API_VERSION => {
@@ -478,6 +487,7 @@ fn base_plan(s: &Settings, image: ImagePlan) -> Plan {
         dns_forwarding: None,
         egress: None,
         pids_limit: s.pids_limit.value,
+        workspace: s.workspace.value,
         readonly: s.readonly.value,
         memory_bytes: Some(s.memory.value),
         cpus: s.cpus.as_ref().map(|c| c.value.clone()),

@@ -125,6 +125,10 @@ pub struct ConfigView {
     pub default_runtime: Option<String>,
     /// `/workspace` read-only.
     pub readonly: bool,
+    /// How the working directory reaches `/workspace` (SPEC §6.1
+    /// "workspace"): `bind` or `copy`.
+    #[serde(default)]
+    pub workspace: crate::config::WorkspaceMode,
     /// Working directory.
     pub workdir: String,
     /// Env keys (values are never shown).
@@ -262,6 +266,7 @@ impl Client {
             runtime: plan.runtime.clone(),
             default_runtime: plan.engine_default_runtime.clone(),
             readonly: plan.readonly,
+            workspace: plan.workspace,
             workdir: plan.workdir.display().to_string(),
             env_keys: plan.env.iter().map(|e| e.key.clone()).collect(),
             volumes: plan.volumes.iter().map(|v| v.spec.clone()).collect(),
@@ -510,6 +515,19 @@ impl ConfigView {
                 crate::text::shown(&self.workdir)
             ),
             src(names::sandbox_readonly),
+        );
+        line(
+            "workspace",
+            match self.workspace {
+                crate::config::WorkspaceMode::Bind => {
+                    "bind (the working directory is mounted)".into()
+                }
+                crate::config::WorkspaceMode::Copy => {
+                    "copy (uploaded at launch, copied back at down or `odek sandbox copy-back`)"
+                        .into()
+                }
+            },
+            src(names::sandbox_workspace),
         );
         if !self.env_keys.is_empty() {
             line("env", self.env_keys.join(","), src(names::sandbox_env));

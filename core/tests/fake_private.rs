@@ -239,7 +239,13 @@ async fn a_named_docker_socket_another_user_owns_is_warned_of_in_the_plan_and_th
 async fn plain_tcp_to_a_remote_engine_is_warned_of_and_shown_as_plain() {
     let endpoint =
         odek_core::engine::Endpoint::named("tcp://10.0.0.5:2375", "docker_host").expect("valid");
-    let s = Setup::with_fake(shop_fake().with_endpoint(endpoint)).image(IMAGE);
+    // Remote: the workspace is copied (a bind mount is refused, SPEC §6.1
+    // "workspace").
+    let s = Setup::with_fake(shop_fake().with_endpoint(endpoint))
+        .image(IMAGE)
+        .flag("sandbox_workspace", "--sandbox-workspace", |l| {
+            l.sandbox_workspace = Some("copy".into())
+        });
     let plan = s.resolve().await.expect("resolve: plain TCP is used");
     let warned = s.reporter.of(odek_core::WarningKind::PlainTcp);
     assert_eq!(warned.len(), 1, "{:?}", s.reporter.warnings());

@@ -134,6 +134,7 @@ fn environments() -> impl Strategy<Value = (Environment, Environment, Vec<String
                     workspace: Workspace {
                         path: "/workspace".into(),
                         readonly,
+                        copied: false,
                     },
                     network: Some(summary),
                     internet,
@@ -305,6 +306,7 @@ fn nonces_are_unique_over_ten_thousand_renders() {
         workspace: Workspace {
             path: "/workspace".into(),
             readonly: false,
+            copied: false,
         },
         network: Some(NetworkSummary::Attached),
         internet: false,

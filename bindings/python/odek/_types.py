@@ -132,6 +132,7 @@ class PlanDoc(TypedDict):
     dns_forwarding: Optional[str]  # "closed_by_odek" | "engine_refuses" | "may_forward" (SPEC §4.6)
     pids_limit: int
     readonly: bool
+    workspace: str  # "bind" | "copy" (SPEC §6.1 "workspace")
     egress: Optional[Dict[str, Any]]  # SPEC §4.5: allowlist, network; None: not egress mode
     memory_bytes: Optional[int]
     cpus: Optional[Dict[str, Any]]  # {"text": "0.5", …}
@@ -240,6 +241,7 @@ class WorkspaceDoc(TypedDict):
 
     path: str
     readonly: bool
+    copied: bool  # a copy of the working directory (sandbox_workspace "copy")
 
 
 class PeerDoc(TypedDict):
@@ -366,6 +368,7 @@ class ConfigViewDoc(TypedDict):
     default_runtime: Optional[str]
     egress: Optional[Dict[str, Any]]  # SPEC §4.5: allowlist, network, subnets, proxy SHA-256
     readonly: bool
+    workspace: str  # "bind" | "copy" (SPEC §6.1 "workspace")
     workdir: str
     env_keys: List[str]
     volumes: List[str]

@@ -155,6 +155,9 @@ async fn run_flow(
     // gone (docs/SECURITY.md, "Files host tools run").
     match odek.close(&sandbox).await {
         Ok(report) => {
+            if let Some(copied) = &report.copied_back {
+                super::sandbox::copy_back_lines(&sandbox.name, copied);
+            }
             if let Some(line) = report.line() {
                 errln!("odek: {line}");
             }

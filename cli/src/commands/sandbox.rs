@@ -94,6 +94,9 @@ pub(super) async fn sandbox(
                                 return Err(e.into());
                             }
                         };
+                        if let Some(copied) = &report.copied_back {
+                            copy_back_lines(&s.name, copied);
+                        }
                         // docs/SECURITY.md, "Files host tools run".
                         if let Some(line) = report.line() {
                             errln!("odek: {}: {line}", s.name);
@@ -195,10 +198,51 @@ pub(super) async fn sandbox(
                 out!("{}", odek_core::describe::render_prompt(&env));
             }
         }
+        SandboxCmd::CopyBack(args) => {
+            let s = odek.owned(&args.name, &odek_home()?).await?;
+            let copied = odek.copy_back(&s).await?;
+            if args.json {
+                outln!("{}", json_for_terminal(&copied)?);
+            } else {
+                copy_back_lines(&s.name, &copied);
+            }
+        }
         SandboxCmd::Log(args) => sandbox_log(odek, args).await?,
         SandboxCmd::Exec(_) | SandboxCmd::Shell(_) => unreachable!("handled in dispatch"),
     }
     Ok(())
+}
+
+/// What a copy-back wrote and left out (docs/SANDBOXING.md "A copied
+/// workspace"), on stderr: one line each, names escaped.
+pub(crate) fn copy_back_lines(name: &str, copied: &odek_core::workspace_copy::Unpacked) {
+    errln!(
+        "odek: {name}: copied back {} changed file(s) into the working directory{}",
+        copied.written.len(),
+        if copied.written.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ": {}",
+                copied
+                    .written
+                    .iter()
+                    .take(20)
+                    .map(odek_core::text::shown)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    if !copied.skipped.is_empty() {
+        let list: Vec<String> = copied
+            .skipped
+            .iter()
+            .take(20)
+            .map(|s| s.to_string())
+            .collect();
+        errln!("odek: {name}: not copied back: {}", list.join("; "));
+    }
 }
 
 /// What KIND `unverified` means, printed under `odek sandbox ls`'s table

@@ -333,6 +333,19 @@ config_keys! {
         tighten: false,
         always_shown: false,
     },
+    /// `sandbox_workspace`: how the working directory reaches the
+    /// sandbox's `/workspace` (SPEC §6.1 "workspace"): `bind` (mounted, the
+    /// default) or `copy` (uploaded at launch, copied back on request and
+    /// at `down`), checked by [`super::parse_workspace_mode`]. Only the
+    /// operator sets it: a project value is ignored with a warning.
+    sandbox_workspace: String = Text {
+        env: Some("ODEK_SANDBOX_WORKSPACE"),
+        flag: flag("--sandbox-workspace", "bind|copy", "How /workspace reaches the sandbox: `bind` mounts the working directory (default); `copy` uploads it at launch and copies changes back at `odek sandbox down` or `odek sandbox copy-back` (for an engine on another machine)"),
+        approval: None,
+        container_only: None,
+        tighten: true,
+        always_shown: true,
+    },
     /// `sandbox_env`: KEY → value (values may use `${HOST_VAR}`).
     sandbox_env: BTreeMap<String, String> = Map {
         env: None,

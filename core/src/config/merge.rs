@@ -169,6 +169,11 @@ pub struct Settings {
     /// project's value is ignored with a warning.
     #[serde(default = "default_log_retention")]
     pub log_retention: Sourced<i64>,
+    /// `sandbox_workspace` (SPEC §6.1 "workspace"): bind (the default) or
+    /// copy. Only the operator's sources count: a project's value is
+    /// ignored with a warning.
+    #[serde(default = "default_workspace")]
+    pub workspace: Sourced<super::WorkspaceMode>,
     /// SHA-256 of the applied `sandbox_env` as written (`KEY\0template\0`…,
     /// sorted), before interpolation: binds a trust to the templates, so a
     /// changed value asks again (SPEC §7.3 keys cover env names only).
@@ -413,6 +418,15 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
             l.sandbox_log_retention
         })
         .unwrap_or_else(default_log_retention),
+        workspace: pick(&ranked, names::sandbox_workspace, |l| {
+            l.sandbox_workspace.clone()
+        })
+        .map(|s| {
+            super::parse_workspace_mode(&origin(&s.source), &s.value)
+                .map(|m| Sourced::new(m, s.source.clone()))
+        })
+        .transpose()?
+        .unwrap_or_else(default_workspace),
         require_sandbox: truthy(env, "ODEK_REQUIRE_SANDBOX")?,
         approve_project: truthy(env, APPROVE_ENV)?,
         warnings,
@@ -421,6 +435,11 @@ pub fn load(inputs: &ConfigInputs) -> Result<Settings, ConfigError> {
     no_networks_without_sandbox(&settings)?;
     no_bridge_with_egress(&settings)?;
     Ok(settings)
+}
+
+/// The default `sandbox_workspace`: bind.
+fn default_workspace() -> Sourced<super::WorkspaceMode> {
+    Sourced::new(super::WorkspaceMode::Bind, Source::Default)
 }
 
 /// The default `sandbox_pool`: off.
@@ -897,6 +916,20 @@ fn tighten(project: &mut Layer, user: &Layer, path: &Path, warnings: &mut Vec<Wa
             ),
         ));
     }
+    // Whether the sandbox's writes reach the host at once (bind) or only
+    // when copied back (copy) is the operator's to choose (SPEC §6.1
+    // "workspace"): it follows from where the engine runs, which the
+    // project does not know, and a project that chose copy would keep
+    // what the agent writes from the operator's files until `down`.
+    if let Some(p) = project.sandbox_workspace.take() {
+        warnings.push(Warning::new(
+            WarningKind::ProjectCannotLoosen,
+            format!(
+                "{at}: \"sandbox_workspace\": {} is ignored; a project config cannot choose how the working directory reaches the sandbox (set it with --sandbox-workspace, ODEK_SANDBOX_WORKSPACE or the user config)",
+                super::quote(&p)
+            ),
+        ));
+    }
     // The user the commands run as is the operator's to choose (SPEC §6.1
     // "user"): by default the operator's own uid:gid, so that what the
     // agent writes is the operator's; a project's user would hand the
@@ -970,6 +1003,9 @@ fn validate_layer(r: &Ranked, workdir: &Path, lenient: bool) -> Result<(), Confi
     if let Some(c) = &l.sandbox_cpus {
         parse_cpus(&o(names::sandbox_cpus), c)?;
     }
+    if let Some(w) = &l.sandbox_workspace {
+        super::parse_workspace_mode(&o(names::sandbox_workspace), w)?;
+    }
     if let Some(u) = &l.sandbox_user {
         validate_user(&o(names::sandbox_user), u)?;
     }
@@ -1024,6 +1060,7 @@ mod tests {
             "sandbox_egress_network" => json!("outside"),
             "sandbox_pool" => json!(8),
             "sandbox_log_retention" => json!(3650),
+            "sandbox_workspace" => json!("copy"),
             other => panic!("no widest value for the key {other}: add one"),
         }
     }

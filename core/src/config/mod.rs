@@ -149,6 +149,49 @@ impl fmt::Display for NetworkMode {
     }
 }
 
+/// `sandbox_workspace` (SPEC §6.1 "workspace"): how the working directory
+/// reaches the sandbox's `/workspace`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceMode {
+    /// The working directory is bind-mounted: the sandbox's writes are the
+    /// host's at once. Needs an engine on this machine.
+    #[default]
+    Bind,
+    /// The working directory is uploaded through the engine's archive API
+    /// at launch and copied back on request and at `down`, through the
+    /// filter of [`crate::workspace_copy`].
+    Copy,
+}
+
+impl fmt::Display for WorkspaceMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WorkspaceMode::Bind => "bind",
+            WorkspaceMode::Copy => "copy",
+        })
+    }
+}
+
+/// Parses `sandbox_workspace` (SPEC §6.1 "workspace"): exactly `bind` or
+/// `copy`. Errors: [`ConfigError::InvalidValue`] naming both.
+pub fn parse_workspace_mode(origin: &str, value: &str) -> Result<WorkspaceMode, ConfigError> {
+    match value {
+        "bind" => Ok(WorkspaceMode::Bind),
+        "copy" => Ok(WorkspaceMode::Copy),
+        other => Err(ConfigError::InvalidValue {
+            origin: origin.to_string(),
+            key: names::sandbox_workspace.into(),
+            reason: format!(
+                "must be \"bind\" (mount the working directory) or \"copy\" (upload it at launch, copy it back at down) (got {})",
+                crate::text::quote(other)
+            ),
+        }),
+    }
+}
+
 /// A CPU limit as written and in `NanoCpus`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuLimit {

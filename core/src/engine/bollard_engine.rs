@@ -19,7 +19,7 @@ use bollard::models::{
 use bollard::query_parameters::{
     BuildImageOptions, ContainerArchiveInfoOptions, CreateContainerOptions, CreateImageOptions,
     DownloadFromContainerOptions, InspectContainerOptions, InspectNetworkOptions,
-    ListContainersOptions, ListNetworksOptions, RemoveContainerOptions,
+    ListContainersOptions, ListNetworksOptions, RemoveContainerOptions, UploadToContainerOptions,
 };
 use bollard::{ClientVersion, Docker};
 use futures_util::StreamExt;
@@ -1339,6 +1339,59 @@ impl DockerApi for BollardEngine {
             return Err(too_big());
         }
         Ok(Some(content))
+    }
+
+    async fn upload_archive(
+        &self,
+        id: &str,
+        path: &str,
+        archive: Vec<u8>,
+    ) -> Result<(), EngineError> {
+        let d = self.client().await?;
+        let opts = UploadToContainerOptions {
+            path: path.into(),
+            // A directory is never replaced by a file or the other way.
+            no_overwrite_dir_non_dir: Some("true".into()),
+            // The headers' uid and gid (the command user's) are kept.
+            copy_uidgid: None,
+        };
+        timed(
+            Op::UploadArchive,
+            self.timeouts.stream_idle,
+            d.upload_to_container(id, Some(opts), bollard::body_full(archive.into())),
+        )
+        .await
+    }
+
+    async fn download_archive(
+        &self,
+        id: &str,
+        path: &str,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        let d = self.client().await?;
+        let opts = DownloadFromContainerOptions { path: path.into() };
+        let collect = async {
+            let mut stream = d.download_from_container(id, Some(opts));
+            let mut tar = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                tar.extend_from_slice(&chunk?);
+                if tar.len() as u64 > max {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(tar))
+        };
+        match timed(Op::DownloadArchive, self.timeouts.stream_idle, collect).await {
+            Ok(Some(tar)) => Ok(Some(tar)),
+            Ok(None) => Err(EngineError::new(
+                Op::DownloadArchive,
+                EngineErrorKind::Rejected,
+                format!("the archive of {path} is larger than {max} bytes"),
+            )),
+            Err(e) if e.kind == EngineErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -712,24 +712,35 @@ impl Endpoint {
         ))
     }
 
-    /// The warning for an engine on another machine ([`Endpoint::is_local`]
-    /// false: TCP or ssh to a host that is not loopback, SPEC §6.2.2): the
-    /// workspace bind mount names `workdir` on THAT machine, so the sandbox
-    /// sees whatever is there (or an empty directory the daemon makes), not
-    /// the operator's files, and nothing it writes comes back. `None` for a
-    /// local engine.
-    pub fn remote_workspace_warning(&self, workdir: &Path) -> Option<Warning> {
-        if self.is_local() {
+    /// The refusal of a bind-mounted workspace on an engine on another
+    /// machine ([`Endpoint::is_local`] false: TCP or ssh to a host that is
+    /// not loopback; SPEC §6.1 "workspace", §6.2.2): the bind mount would
+    /// name `workdir` on THAT machine, so the sandbox would see whatever is
+    /// there (or an empty directory the daemon makes), not the operator's
+    /// files, and nothing it wrote would come back. `None` for a local
+    /// engine or a copied workspace. The fixes: run odek on the engine's
+    /// machine, or `sandbox_workspace` `copy`.
+    pub fn remote_bind_refusal(
+        &self,
+        workspace: &crate::config::Sourced<crate::config::WorkspaceMode>,
+        workdir: &Path,
+    ) -> Option<crate::config::ConfigError> {
+        if self.is_local() || workspace.value != crate::config::WorkspaceMode::Bind {
             return None;
         }
-        Some(Warning::new(
-            WarningKind::Other,
-            format!(
-                "REMOTE ENGINE: {} runs on another machine, so the workspace bind mount {} names a path on THAT machine: the sandbox's /workspace is whatever is there (an empty directory the daemon creates if nothing is), not your files, and nothing written there comes back here; run odek on the engine's machine, or use a local engine",
+        let origin = match &workspace.source {
+            crate::config::Source::Default => "the default".to_string(),
+            other => other.to_string(),
+        };
+        Some(crate::config::ConfigError::InvalidValue {
+            origin,
+            key: crate::config::names::sandbox_workspace.into(),
+            reason: format!(
+                "is \"bind\", but the engine at {} runs on another machine: a bind mount of {} would name a path on THAT machine, not your files, and nothing the sandbox wrote would come back here, so nothing was created; run odek on the engine's machine, or copy the working directory in and back with --sandbox-workspace copy (ODEK_SANDBOX_WORKSPACE=copy or \"sandbox_workspace\": \"copy\" in the user config)",
                 crate::text::shown(self.to_string()),
                 crate::text::shown(workdir)
             ),
-        ))
+        })
     }
 
     /// True when the engine runs on this machine: a Unix socket, or TCP or
@@ -854,17 +865,28 @@ mod tests {
         // Encrypted and authenticated: no plain-TCP warning, even remote.
         assert_eq!(ep.transport_warning(), None);
         assert!(!ep.is_local());
-        let w = ep
-            .remote_workspace_warning(Path::new("/home/me/proj"))
-            .expect("a remote engine warns about the workspace");
-        assert!(
-            w.message
-                .starts_with("REMOTE ENGINE: ssh://odek@10.0.0.5:2222")
-                && w.message
-                    .contains("/home/me/proj names a path on THAT machine"),
-            "{}",
-            w.message
+        let bind = crate::config::Sourced::new(
+            crate::config::WorkspaceMode::Bind,
+            crate::config::Source::Default,
         );
+        let copy = crate::config::Sourced::new(
+            crate::config::WorkspaceMode::Copy,
+            crate::config::Source::Flag {
+                flag: "--sandbox-workspace".into(),
+            },
+        );
+        let e = ep
+            .remote_bind_refusal(&bind, Path::new("/home/me/proj"))
+            .expect("a remote engine refuses the bind-mounted workspace")
+            .to_string();
+        assert_eq!(
+            e,
+            "the default: sandbox_workspace is \"bind\", but the engine at ssh://odek@10.0.0.5:2222 (ssh, host key checked; from DOCKER_HOST) runs on another machine: a bind mount of /home/me/proj would name a path on THAT machine, not your files, and nothing the sandbox wrote would come back here, so nothing was created; run odek on the engine's machine, or copy the working directory in and back with --sandbox-workspace copy (ODEK_SANDBOX_WORKSPACE=copy or \"sandbox_workspace\": \"copy\" in the user config)"
+        );
+        // The copied workspace is the fix.
+        assert!(ep
+            .remote_bind_refusal(&copy, Path::new("/home/me/proj"))
+            .is_none());
         // DOCKER_TLS_VERIFY means nothing for ssh, as in the Docker CLI.
         let mut env = env_with_host("ssh://h");
         env.docker_tls_verify = true;
@@ -873,10 +895,10 @@ mod tests {
         // Loopback: the daemon is on this machine.
         let ep = Endpoint::resolve(&env_with_host("ssh://127.0.0.1:2222")).expect("valid");
         assert!(ep.is_local());
-        assert_eq!(ep.remote_workspace_warning(Path::new("/p")), None);
-        // Plain TCP to a remote host warns about the workspace too.
+        assert!(ep.remote_bind_refusal(&bind, Path::new("/p")).is_none());
+        // Plain TCP to a remote host refuses the bind mount too.
         let tcp = Endpoint::resolve(&env_with_host("tcp://10.0.0.5:2375")).expect("valid");
-        assert!(tcp.remote_workspace_warning(Path::new("/p")).is_some());
+        assert!(tcp.remote_bind_refusal(&bind, Path::new("/p")).is_some());
         // A context whose docker host is ssh://, with SkipTLSVerify
         // meaningless for it.
         let d = tempfile::tempdir().expect("tempdir");

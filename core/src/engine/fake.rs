@@ -279,6 +279,10 @@ struct FakeContainer {
     /// What its log holds besides an egress proxy's ready line
     /// ([`FakeEngine::append_log`]).
     log: String,
+    /// Archives uploaded into it, by directory, as `PUT
+    /// /containers/{id}/archive` sent them; what `GET` of the same path
+    /// answers ([`FakeEngine::archive`], [`FakeEngine::put_archive`]).
+    archives: BTreeMap<String, Vec<u8>>,
 }
 
 impl FakeContainer {
@@ -523,6 +527,27 @@ impl FakeEngine {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The last archive uploaded into directory `path` of container `id`
+    /// (or put there by [`FakeEngine::put_archive`]).
+    pub fn archive(&self, id: &str, path: &str) -> Option<Vec<u8>> {
+        self.lock()
+            .containers
+            .get(id)
+            .and_then(|c| c.archives.get(path).cloned())
+    }
+
+    /// Makes `GET /containers/{id}/archive?path=<path>` answer `archive`
+    /// (what the sandbox changed, or a hostile tar). Panics on an unknown
+    /// container.
+    pub fn put_archive(&self, id: &str, path: &str, archive: Vec<u8>) {
+        self.lock()
+            .containers
+            .get_mut(id)
+            .expect("a container of this engine")
+            .archives
+            .insert(path.to_string(), archive);
+    }
+
     /// Adds a network; returns its full ID.
     pub fn add_network(&self, n: FakeNetwork) -> String {
         let id = n.info.id.clone();
@@ -579,6 +604,7 @@ impl FakeEngine {
                 files: BTreeMap::new(),
                 extra_processes: Vec::new(),
                 log: String::new(),
+                archives: BTreeMap::new(),
             },
         );
         id
@@ -1178,6 +1204,7 @@ impl DockerApi for FakeEngine {
                 files: image_files,
                 extra_processes: Vec::new(),
                 log: String::new(),
+                archives: BTreeMap::new(),
             },
         );
         if let Some(e) = late {
@@ -1546,6 +1573,44 @@ impl DockerApi for FakeEngine {
             )),
             Some(FakePath::File(b)) => Ok(Some(b.clone())),
             _ => Ok(None),
+        }
+    }
+
+    async fn upload_archive(
+        &self,
+        id: &str,
+        path: &str,
+        archive: Vec<u8>,
+    ) -> Result<(), EngineError> {
+        self.enter(Op::UploadArchive, id)?;
+        let mut s = self.lock();
+        let c = s
+            .containers
+            .get_mut(id)
+            .ok_or_else(|| not_found(Op::UploadArchive, "container"))?;
+        c.archives.insert(path.to_string(), archive);
+        Ok(())
+    }
+
+    async fn download_archive(
+        &self,
+        id: &str,
+        path: &str,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        self.enter(Op::DownloadArchive, id)?;
+        let s = self.lock();
+        let c = s
+            .containers
+            .get(id)
+            .ok_or_else(|| not_found(Op::DownloadArchive, "container"))?;
+        match c.archives.get(path) {
+            Some(a) if a.len() as u64 > max => Err(EngineError::new(
+                Op::DownloadArchive,
+                EngineErrorKind::Rejected,
+                format!("the archive of {path} is larger than {max} bytes"),
+            )),
+            other => Ok(other.cloned()),
         }
     }
 

@@ -227,4 +227,24 @@ impl DockerApi for Foreign {
     ) -> Result<Option<Vec<u8>>, EngineError> {
         safe(self.0.read_file(id, path, max).await)
     }
+
+    async fn upload_archive(
+        &self,
+        id: &str,
+        path: &str,
+        archive: Vec<u8>,
+    ) -> Result<(), EngineError> {
+        safe(self.0.upload_archive(id, path, archive).await)
+    }
+
+    // The archive is the sandbox's workspace, written back by the filter
+    // of `workspace_copy::unpack`, never shown.
+    async fn download_archive(
+        &self,
+        id: &str,
+        path: &str,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        safe(self.0.download_archive(id, path, max).await)
+    }
 }

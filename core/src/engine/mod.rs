@@ -662,6 +662,10 @@ pub enum Op {
     StatPath,
     /// `GET /containers/{id}/archive?path=…`.
     ReadFile,
+    /// `PUT /containers/{id}/archive?path=…`.
+    UploadArchive,
+    /// `GET /containers/{id}/archive?path=…` of a directory.
+    DownloadArchive,
     /// `GET /distribution/{name}/json`.
     DistributionInspect,
     /// `GET /containers/{id}/logs`.
@@ -683,6 +687,7 @@ impl Op {
                 | Op::RemoveNetwork
                 | Op::RemoveContainer
                 | Op::Exec
+                | Op::UploadArchive
         )
     }
 }
@@ -712,6 +717,8 @@ impl fmt::Display for Op {
             Op::Info => "engine info",
             Op::StatPath => "stat a path in the container",
             Op::ReadFile => "read a file of the container",
+            Op::UploadArchive => "copy the workspace into the container",
+            Op::DownloadArchive => "copy the workspace out of the container",
             Op::DistributionInspect => "ask the registry for an image",
             Op::Logs => "read a container's log",
         };
@@ -1026,6 +1033,29 @@ pub trait DockerApi: Send + Sync {
         id: &str,
         path: &str,
         max: usize,
+    ) -> Result<Option<Vec<u8>>, EngineError>;
+
+    /// Extracts the tar `archive` into directory `path` of container `id`
+    /// (`PUT /containers/{id}/archive`): the copied workspace's upload at
+    /// launch (SPEC §6.1 "workspace"; the archive is made by
+    /// [`crate::workspace_copy::pack`]).
+    async fn upload_archive(
+        &self,
+        id: &str,
+        path: &str,
+        archive: Vec<u8>,
+    ) -> Result<(), EngineError>;
+
+    /// The tar of `path` in container `id` (`GET
+    /// /containers/{id}/archive`), at most `max` bytes: the copied
+    /// workspace's copy-back (SPEC §6.1 "workspace"; written by
+    /// [`crate::workspace_copy::unpack`]). `Ok(None)` when there is no such
+    /// path; a larger archive is [`EngineErrorKind::Rejected`].
+    async fn download_archive(
+        &self,
+        id: &str,
+        path: &str,
+        max: u64,
     ) -> Result<Option<Vec<u8>>, EngineError>;
 
     /// Begins waiting, on its own connection and task, for container `id`

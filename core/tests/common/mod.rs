@@ -823,6 +823,28 @@ impl DockerApi for Spy {
         self.after_of(Op::ReadFile, true);
         r
     }
+
+    async fn upload_archive(
+        &self,
+        id: &str,
+        path: &str,
+        archive: Vec<u8>,
+    ) -> Result<(), EngineError> {
+        let r = self.fake.upload_archive(id, path, archive).await;
+        self.after(Op::UploadArchive);
+        r
+    }
+
+    async fn download_archive(
+        &self,
+        id: &str,
+        path: &str,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        let r = self.fake.download_archive(id, path, max).await;
+        self.after(Op::DownloadArchive);
+        r
+    }
 }
 
 /// A setup whose client goes through a [`Spy`] over the standard fixture,

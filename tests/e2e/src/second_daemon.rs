@@ -51,6 +51,11 @@ pub struct DaemonOptions {
     /// The daemon's `--config-file` text (e.g. `"runtimes"` with
     /// `runtimeArgs`, which `--add-runtime` cannot give); `None`: `{}`.
     pub daemon_json: Option<String>,
+    /// An address (`192.0.2.1/32`) its namespace's `lo` also gets before
+    /// the daemon starts: a TCP endpoint on it is not loopback to odek, so
+    /// the daemon counts as on another machine (SPEC §6.2.2), while no
+    /// traffic leaves the namespace.
+    pub extra_address: Option<String>,
 }
 
 /// A running second daemon; stopped and removed on drop.
@@ -81,6 +86,7 @@ fn dockerd() -> PathBuf {
 /// the resolver file, then become dockerd with the arguments after it.
 const START: &str = r#"set -e
 ip link set lo up
+if [ -n "$ODEK_DD_ADDR" ]; then ip addr add "$ODEK_DD_ADDR" dev lo; fi
 if [ -d /run/containerd ]; then mount -t tmpfs -o mode=0711 odek-dd /run/containerd; fi
 if [ -n "$ODEK_DD_RESOLV" ]; then mount --bind "$ODEK_DD_RESOLV" /etc/resolv.conf; fi
 exec "$@"
@@ -155,6 +161,10 @@ impl SecondDaemon {
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
         .stderr(log);
+        match &opts.extra_address {
+            Some(a) => cmd.env("ODEK_DD_ADDR", a),
+            None => cmd.env_remove("ODEK_DD_ADDR"),
+        };
         match &resolv {
             Some(p) => cmd.env("ODEK_DD_RESOLV", p),
             None => cmd.env_remove("ODEK_DD_RESOLV"),

