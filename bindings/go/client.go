@@ -22,7 +22,7 @@ type ClientOptions struct {
 	// or "ssh://[user@]host[:port]". Empty: the rules of SPEC §6.2
 	// (DOCKER_HOST, the Docker context, the default socket).
 	DockerHost string
-	// DockerCertPath, with a "tcp://" DockerHost, is the directory of
+	// DockerCertPath, with a "tcp://" DockerHost, is the absolute path of the directory of
 	// ca.pem, cert.pem and key.pem: the daemon is reached over TLS and its
 	// certificate verified (SPEC §6.2.1). Empty: plain TCP. Set without a
 	// tcp:// DockerHost, or with files that fail their check, NewClient

@@ -860,7 +860,7 @@ type wireApproval struct {
 
 // wireClientOptions is "odek.client-options/1" as sent.
 type wireClientOptions struct {
-	Schema     string `json:"schema"`
+	Schema         string `json:"schema"`
 	DockerHost     string `json:"docker_host,omitempty"`
 	DockerCertPath string `json:"docker_cert_path,omitempty"`
 	Engine         string `json:"engine,omitempty"`

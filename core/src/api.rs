@@ -105,7 +105,8 @@ pub struct ClientOptions {
     /// (`DOCKER_HOST`, the current context, the default socket).
     #[serde(default)]
     pub docker_host: Option<String>,
-    /// The directory of `ca.pem`, `cert.pem` and `key.pem` for a `tcp://`
+    /// The absolute path of the directory of `ca.pem`, `cert.pem` and
+    /// `key.pem` (a relative or empty one is refused) for a `tcp://`
     /// `docker_host` (SPEC §6.2.1): the daemon is reached over TLS, its
     /// certificate verified against `ca.pem`, odek identified by
     /// `cert.pem`/`key.pem`; each file is checked as `DOCKER_CERT_PATH`'s

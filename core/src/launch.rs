@@ -1639,7 +1639,7 @@ impl Client {
         let (home, name) = (sandbox.plan.odek_home.clone(), sandbox.name.clone());
         tokio::task::spawn_blocking(move || {
             let base = load_manifest(&home, &name);
-            crate::workspace_copy::unpack(&archive, &workdir, base.as_ref())
+            crate::workspace_copy::unpack(&archive, &workdir, base.as_ref(), Some(&home))
         })
         .await
         .map_err(|e| refuse(format!("the copying task failed: {e}")))?

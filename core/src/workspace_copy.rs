@@ -22,10 +22,15 @@
 //! never written through. Regular files are written to a new file beside
 //! their place and renamed over it (a symlink there is replaced, never
 //! followed), with the operator's uid (odek's own) and the mode's
-//! permission bits only (no setuid, setgid or sticky bit). Symlinks come
-//! back only when they stay inside the workspace. Hard links, devices,
-//! FIFOs and anything else are skipped and named. Nothing is deleted: a
-//! file removed in the sandbox stays on the host.
+//! permission bits only, never writable by group or others (no setuid,
+//! setgid or sticky bit, no `0o022`: a sandbox cannot hand a Makefile or a
+//! hook to every local user). Symlinks come back only when their target is
+//! relative with no `..` at all (two links that each look inside, `d/up` →
+//! `..` and `esc` → `d/up/..`, would lead out together). Nothing is written
+//! at or below `$ODEK_HOME` when it lies inside the working directory: it
+//! is odek's own state (its user config turns the sandbox off). Hard
+//! links, devices, FIFOs and anything else are skipped and named. Nothing
+//! is deleted: a file removed in the sandbox stays on the host.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -310,7 +315,8 @@ pub struct Unpacked {
 
 /// Writes the archive of the sandbox's `/workspace` (`GET
 /// /containers/{id}/archive?path=/workspace`: entries `workspace/…`) into
-/// `workdir` by the rules of the module docs.
+/// `workdir` by the rules of the module docs; `odek_home` (the plan's
+/// `$ODEK_HOME`) is never written when it lies inside `workdir`.
 ///
 /// With `base`, the [`Manifest`] of the upload, a file or symlink the
 /// sandbox left as it was uploaded is not written, and one the sandbox
@@ -325,8 +331,10 @@ pub fn unpack(
     archive: &[u8],
     workdir: &Path,
     base: Option<&Manifest>,
+    odek_home: Option<&Path>,
 ) -> Result<Unpacked, CopyError> {
     let mut out = Unpacked::default();
+    let home_rel = odek_home.and_then(|h| home_inside(workdir, h));
     let mut ar = tar::Archive::new(archive);
     let root = open_root(workdir).map_err(|e| {
         CopyError::Archive(format!(
@@ -366,12 +374,19 @@ pub fn unpack(
             continue;
         };
         let kind = entry.header().entry_type();
-        let mode = entry.header().mode().unwrap_or(0o644) & PERMISSIONS;
+        let mode = entry.header().mode().unwrap_or(0o644) & PERMISSIONS & !0o022;
         let rel: PathBuf = rest
             .iter()
             .map(|n| std::ffi::OsStr::from_bytes(n))
             .collect();
         let rel_shown = rel.to_string_lossy().into_owned();
+        if home_rel.as_ref().is_some_and(|h| rel.starts_with(h)) {
+            skip(
+                &mut out,
+                "$ODEK_HOME (odek's own state, never written by a sandbox)".into(),
+            );
+            continue;
+        }
         let parent = match open_parents(&root, parents) {
             Ok(fd) => fd,
             Err(why) => {
@@ -417,7 +432,16 @@ pub fn unpack(
                 write_file(&parent, leaf, &bytes, mode)
             }
             tar::EntryType::Symlink => match key {
-                Some(_) if link_stays_inside(&rel, &target) => write_link(&parent, leaf, &target),
+                Some(_)
+                    if link_stays_inside(&rel, &target)
+                        && !target.components().any(|c| c == Component::ParentDir) =>
+                {
+                    write_link(&parent, leaf, &target)
+                }
+                Some(_) if link_stays_inside(&rel, &target) => Err(format!(
+                    "a symlink to {}: copy-back writes a symlink only when its target has no `..` (links that each look inside can lead out together); make it on the host",
+                    crate::text::shown(&target)
+                )),
                 Some(_) => Err(format!(
                     "a symlink to {}, outside the workspace",
                     crate::text::shown(&target)
@@ -436,6 +460,17 @@ pub fn unpack(
         }
     }
     Ok(out)
+}
+
+/// `odek_home` relative to `workdir` when it lies inside it (compared as
+/// real paths where they exist, else as written); `None` otherwise.
+fn home_inside(workdir: &Path, odek_home: &Path) -> Option<PathBuf> {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let rel = real(odek_home)
+        .strip_prefix(real(workdir))
+        .ok()?
+        .to_path_buf();
+    (!rel.as_os_str().is_empty()).then_some(rel)
 }
 
 /// What the host has at `name` in `dir`, as a [`Manifest`] key (`None`:
@@ -816,7 +851,7 @@ mod tests {
             b"",
         );
         let archive = b.into_inner().expect("tar");
-        let got = unpack(&archive, &w, None).expect("unpack");
+        let got = unpack(&archive, &w, None, None).expect("unpack");
         assert_eq!(got.written, ["ok.txt", "via", "suid", "sgid-sticky"]);
         let skipped: Vec<String> = got.skipped.iter().map(|s| s.to_string()).collect();
         assert_eq!(
@@ -845,7 +880,8 @@ mod tests {
                 & 0o7777
         };
         assert_eq!(mode("suid"), 0o755);
-        assert_eq!(mode("sgid-sticky"), 0o775);
+        // No group or other write either (0o3775 → 0o755).
+        assert_eq!(mode("sgid-sticky"), 0o755);
         assert!(
             std::fs::read_dir(&outside).expect("ls").next().is_none(),
             "nothing outside"
@@ -889,7 +925,7 @@ mod tests {
             0o644,
             b"same",
         );
-        let got = unpack(&b.into_inner().expect("tar"), &w, None).expect("unpack");
+        let got = unpack(&b.into_inner().expect("tar"), &w, None, None).expect("unpack");
         assert_eq!(got.written, ["f"]);
         assert_eq!(
             std::fs::read(d.path().join("target")).expect("read"),
@@ -911,7 +947,7 @@ mod tests {
         std::fs::write(a.join("x/y/f"), b"deep").expect("write");
         std::os::unix::fs::symlink("y/f", a.join("x/l")).expect("symlink");
         let p = pack(&a, None, 0, 0).expect("pack");
-        let got = unpack(&p.archive, &z, None).expect("unpack");
+        let got = unpack(&p.archive, &z, None, None).expect("unpack");
         assert_eq!(got.written, ["x/l", "x/y/f"]);
         assert!(got.skipped.is_empty(), "{:?}", got.skipped);
         assert_eq!(std::fs::read(z.join("x/l")).expect("read"), b"deep");
@@ -945,7 +981,8 @@ mod tests {
         raw(&mut b, e, "workspace/host", "", 0o644, b"1");
         raw(&mut b, e, "workspace/new-on-host", "", 0o644, b"sandbox");
         raw(&mut b, e, "workspace/new", "", 0o644, b"sandbox");
-        let got = unpack(&b.into_inner().expect("tar"), w, Some(&p.manifest)).expect("unpack");
+        let got =
+            unpack(&b.into_inner().expect("tar"), w, Some(&p.manifest), None).expect("unpack");
         assert_eq!(got.written, ["sandbox", "new"]);
         let skipped: Vec<&str> = got.skipped.iter().map(|s| s.path.as_str()).collect();
         assert_eq!(skipped, ["workspace/both", "workspace/new-on-host"]);

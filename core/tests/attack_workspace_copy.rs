@@ -78,7 +78,13 @@ fn copy_back_never_writes_into_odek_home_inside_the_workdir() {
         0o600,
         b"{}",
     );
-    let got = unpack(&b.into_inner().expect("tar"), &w, Some(&packed.manifest)).expect("unpack");
+    let got = unpack(
+        &b.into_inner().expect("tar"),
+        &w,
+        Some(&packed.manifest),
+        Some(&home),
+    )
+    .expect("unpack");
 
     // The operator's next run in that directory.
     let mut env = std::collections::BTreeMap::new();
@@ -130,7 +136,13 @@ fn copy_back_never_makes_a_file_group_or_world_writable() {
         0o777,
         b"#!/bin/sh\n",
     );
-    let got = unpack(&b.into_inner().expect("tar"), w, Some(&packed.manifest)).expect("unpack");
+    let got = unpack(
+        &b.into_inner().expect("tar"),
+        w,
+        Some(&packed.manifest),
+        None,
+    )
+    .expect("unpack");
     assert_eq!(got.written, ["Makefile", "run.sh"]);
     let mode = |n: &str| {
         std::fs::metadata(w.join(n))
@@ -163,7 +175,7 @@ fn copy_back_symlinks_never_resolve_outside_the_workspace() {
     raw(&mut b, T::Directory, "workspace/d", "", 0o755, b"");
     raw(&mut b, T::Symlink, "workspace/d/up", "..", 0o777, b"");
     raw(&mut b, T::Symlink, "workspace/esc", "d/up/..", 0o777, b"");
-    let got = unpack(&b.into_inner().expect("tar"), &w, None).expect("unpack");
+    let got = unpack(&b.into_inner().expect("tar"), &w, None, None).expect("unpack");
     let resolved = std::fs::canonicalize(w.join("esc")).ok();
     assert!(
         resolved.as_ref().is_none_or(|r| r.starts_with(&w)),

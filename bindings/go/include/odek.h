@@ -289,8 +289,8 @@ void odek_string_free(char *s);
 // Creates a client. `options_json` is a JSON object (`"{}"` for defaults):
 // `{"docker_host": "unix:///…"|"tcp://host:port"|"ssh://[user@]host[:port]",
 // "docker_cert_path": "/dir", "engine": "docker"|"fake", "sandbox_pool": 0..8}`.
-// `docker_cert_path` (with a `tcp://` `docker_host` only) is the directory
-// of `ca.pem`, `cert.pem` and `key.pem`: the daemon is reached over TLS
+// `docker_cert_path` (with a `tcp://` `docker_host` only) is the absolute
+// path of the directory of `ca.pem`, `cert.pem` and `key.pem`: the daemon is reached over TLS
 // and its certificate verified (SPEC §6.2.1). `sandbox_pool` N > 0 gives the client a warm pool:
 // it keeps N sandboxes ready for each plan it launched, `odek_launch`
 // claims one of exactly its plan (re-checked and verified first; see

@@ -83,7 +83,7 @@ class Client(Managed[Any]):
             ``DOCKER_HOST``, the current Docker context, then the usual
             sockets (SPEC §6.2).
         docker_cert_path (str | None): with a ``tcp://`` ``docker_host``, the
-            directory of ``ca.pem``, ``cert.pem`` and ``key.pem``: the daemon
+            absolute path of the directory of ``ca.pem``, ``cert.pem`` and ``key.pem``: the daemon
             is reached over TLS and its certificate verified (SPEC §6.2.1);
             default: plain TCP.
         engine (str | None): ``"docker"`` (default) or ``"fake"`` — an

@@ -357,7 +357,9 @@ impl Endpoint {
     ///
     /// Errors: [`EndpointError::Invalid`] as [`parse_host`];
     /// [`EndpointError::Tls`] when `value` is not `tcp://` (TLS material
-    /// means nothing for a Unix socket or ssh) or a file fails its check.
+    /// means nothing for a Unix socket or ssh), `cert_dir` is not absolute
+    /// (it would be the current directory's, often a checkout's), or a file
+    /// fails its check.
     pub fn named_tls(
         value: &str,
         origin: &str,
@@ -373,6 +375,12 @@ impl Endpoint {
         if !matches!(address, Address::Tcp { .. }) {
             return Err(refuse(format!(
                 "{cert_origin} is TLS material for a tcp:// {origin}; a Unix socket or an ssh:// engine takes none: remove {cert_origin} or name the daemon's tcp://host:port"
+            )));
+        }
+        if !cert_dir.is_absolute() {
+            return Err(refuse(format!(
+                "{cert_origin} {} is not an absolute path: it would be read from the current directory (often a checkout whose files choose the daemon odek trusts); give the absolute path of the directory of ca.pem, cert.pem and key.pem",
+                crate::text::shown(cert_dir)
             )));
         }
         let tls = Tls::load(
