@@ -509,6 +509,29 @@ impl Client {
         {
             return Err(e.into());
         }
+        if plan.account.is_some() && !engine.endpoint().is_local() {
+            return Err(crate::config::ConfigError::InvalidValue {
+                origin: "the plan".into(),
+                key: crate::config::names::sandbox_user.into(),
+                reason: format!(
+                    "{} carries an account whose files are bind-mounted from this machine, but the engine at {} runs on another machine, so nothing was created; resolve the plan against this engine (resolve drops the account there)",
+                    plan.user_shown(),
+                    crate::text::shown(engine.endpoint().to_string())
+                ),
+            }
+            .into());
+        }
+        let volumes_source = plan
+            .sources
+            .get(crate::config::names::sandbox_volumes)
+            .cloned()
+            .unwrap_or(crate::config::Source::Default);
+        if let Some(e) = engine
+            .endpoint()
+            .remote_volumes_refusal(&plan.volumes, &volumes_source)
+        {
+            return Err(e.into());
+        }
         recheck(engine.as_ref(), plan, opts.approval.as_ref()).await?;
         check_runtime(engine.as_ref(), plan).await?;
         let progress = |line: &str| reporter.progress(line);

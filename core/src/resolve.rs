@@ -98,6 +98,14 @@ impl Client {
         {
             return Err(e.into());
         }
+        if let Some(v) = &settings.volumes {
+            if let Some(e) = engine
+                .endpoint()
+                .remote_volumes_refusal(&v.value, &v.source)
+            {
+                return Err(e.into());
+            }
+        }
         match engine.version().await {
             Ok(info) if info.api_version < crate::engine::MIN_API_VERSION => {
                 return Err(Error::Rejected {
@@ -229,6 +237,23 @@ impl Client {
                 plan.account = account;
                 plan.user_choice = Some(choice);
             }
+        }
+        // SPEC §6.1 "user", §6.2.2: the account's /etc/passwd and
+        // /etc/group are bind-mounted from $ODEK_HOME, a path on this
+        // machine; a remote engine would mount whatever is at that path on
+        // its own. The operator's uid:gid still applies, without an account.
+        if plan.account.is_some() && !engine.endpoint().is_local() {
+            plan.account = None;
+            let w = Warning::new(
+                WarningKind::Other,
+                format!(
+                    "sandbox_user {} gets no account (no passwd line, HOME or USER) on the engine at {}: its files are bind-mounted from this machine, which a remote engine cannot see; set sandbox_user to a user the image has to get one",
+                    plan.user_shown(),
+                    crate::text::shown(engine.endpoint().to_string())
+                ),
+            );
+            reporter.warning(&w);
+            plan.warnings.push(w);
         }
         let mode = settings.network.value;
         if mode == config::NetworkMode::Bridge {

@@ -191,3 +191,78 @@ async fn a_failed_copy_back_keeps_the_sandbox() {
     assert!(err.to_string().contains("copy the workspace out"), "{err}");
     assert_eq!(s.fake.containers().len(), 1, "the sandbox is kept");
 }
+
+/// `sandbox_volumes` name host paths inside the working directory: on an
+/// engine on another machine they are refused (SPEC §6.2.2), copied
+/// workspace or not, before anything is created; a local plan with volumes
+/// is refused at launch by a remote client too.
+#[tokio::test]
+async fn a_remote_engine_refuses_sandbox_volumes_before_anything_is_created() {
+    let s = copy(remote());
+    std::fs::create_dir_all(s.workdir.join("cache")).expect("mkdir");
+    let s = s.user_config(r#"{"sandbox_volumes": ["./cache:/root/.cache:ro"]}"#);
+    let err = s.resolve().await.expect_err("volumes on another machine");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "runs on another machine");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("sandbox_volumes mounts \"./cache:/root/.cache:ro\"")
+            && msg.contains("remove sandbox_volumes for this engine"),
+        "{msg}"
+    );
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+
+    let local = Setup::new();
+    std::fs::create_dir_all(local.workdir.join("cache")).expect("mkdir");
+    let local = local.user_config(r#"{"sandbox_volumes": ["./cache:/root/.cache:ro"]}"#);
+    let mut plan = local.resolve().await.expect("resolve on a local engine");
+    plan.workspace = odek_core::config::WorkspaceMode::Copy;
+    plan.account = None;
+    let s = remote();
+    let err = s.launch(&plan).await.expect_err("refused at launch");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "sandbox_volumes mounts");
+}
+
+/// The operator's numeric `sandbox_user` on a remote engine applies without
+/// an account: its passwd and group files would be bind-mounted from this
+/// machine. Resolve drops it and says so; launch mounts nothing from
+/// `$ODEK_HOME`; a plan that still carries one is refused at launch.
+#[tokio::test]
+async fn an_operator_uid_on_a_remote_engine_gets_no_account_and_says_so() {
+    let endpoint = odek_core::engine::Endpoint::named(REMOTE, "docker_host").expect("valid");
+    let fake = shop_fake().with_endpoint(endpoint);
+    let spy = Spy::new(fake.clone());
+    let s = copy(Setup::over(fake, spy.clone()).image(IMAGE)).flag(
+        "sandbox_user",
+        "--sandbox-user",
+        |l| l.sandbox_user = Some("1000:1000".into()),
+    );
+    let plan = s.resolve().await.expect("resolve");
+    assert_eq!(plan.user.as_deref(), Some("1000:1000"));
+    assert!(plan.account.is_none(), "{:?}", plan.account);
+    assert!(
+        s.reporter
+            .warnings()
+            .iter()
+            .any(|w| w.message.contains("sandbox_user 1000:1000 gets no account")),
+        "{:?}",
+        s.reporter.warnings()
+    );
+    s.launch(&plan).await.expect("launch");
+    let spec = &spy.specs()[0];
+    assert_eq!(spec.user.as_deref(), Some("1000:1000"));
+    assert!(
+        spec.binds.is_empty(),
+        "nothing is bind-mounted from this machine: {:?}",
+        spec.binds
+    );
+
+    let local = Setup::new().flag("sandbox_user", "--sandbox-user", |l| {
+        l.sandbox_user = Some("1000:1000".into())
+    });
+    let mut plan = local.resolve().await.expect("resolve on a local engine");
+    assert!(plan.account.is_some());
+    plan.workspace = odek_core::config::WorkspaceMode::Copy;
+    let s = remote();
+    let err = s.launch(&plan).await.expect_err("refused at launch");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "carries an account");
+}

@@ -751,6 +751,34 @@ impl Endpoint {
         })
     }
 
+    /// The refusal of `sandbox_volumes` on an engine on another machine
+    /// ([`Endpoint::is_local`] false; SPEC §6.1 "volumes", §6.2.2): each
+    /// entry bind-mounts a host path inside the working directory, which on
+    /// that machine is not the operator's (and a copied workspace copies
+    /// only `/workspace`). `None` for a local engine or no volumes. `origin`
+    /// names the source of the setting; the first entry is quoted.
+    pub fn remote_volumes_refusal(
+        &self,
+        volumes: &[crate::config::VolumeMount],
+        origin: &crate::config::Source,
+    ) -> Option<crate::config::ConfigError> {
+        let first = volumes.first()?;
+        if self.is_local() {
+            return None;
+        }
+        Some(crate::config::ConfigError::InvalidValue {
+            origin: origin.to_string(),
+            key: crate::config::names::sandbox_volumes.into(),
+            reason: format!(
+                "mounts {} (and {} entr{} in all), but the engine at {} runs on another machine: a bind mount names a path on THAT machine, not your files, so nothing was created; remove sandbox_volumes for this engine, or run odek on the engine's machine",
+                crate::text::quote(&first.spec),
+                volumes.len(),
+                if volumes.len() == 1 { "y" } else { "ies" },
+                crate::text::shown(self.to_string()),
+            ),
+        })
+    }
+
     /// True when the engine runs on this machine: a Unix socket, or TCP or
     /// ssh to a loopback address (`localhost`, `127.0.0.0/8`, `::1`). Only
     /// then do the operator's uid and paths mean the same to the engine as
@@ -907,6 +935,28 @@ mod tests {
         // Plain TCP to a remote host refuses the bind mount too.
         let tcp = Endpoint::resolve(&env_with_host("tcp://10.0.0.5:2375")).expect("valid");
         assert!(tcp.remote_bind_refusal(&bind, Path::new("/p")).is_some());
+        // sandbox_volumes name host paths: refused on a remote engine,
+        // whatever the workspace mode; fine on loopback or with none.
+        let vols = vec![crate::config::VolumeMount {
+            spec: "./data:/data:ro".into(),
+            host: "/home/me/proj/data".into(),
+            container: "/data".into(),
+            read_only: true,
+        }];
+        let project = crate::config::Source::Project {
+            path: "/home/me/proj/odek.json".into(),
+        };
+        let e = tcp
+            .remote_volumes_refusal(&vols, &project)
+            .expect("a remote engine refuses sandbox_volumes")
+            .to_string();
+        assert!(
+            e.starts_with("project config /home/me/proj/odek.json: sandbox_volumes mounts \"./data:/data:ro\" (and 1 entry in all), but the engine at tcp://10.0.0.5:2375")
+                && e.contains("remove sandbox_volumes for this engine"),
+            "{e}"
+        );
+        assert!(tcp.remote_volumes_refusal(&[], &project).is_none());
+        assert!(ep.remote_volumes_refusal(&vols, &project).is_none());
         // A context whose docker host is ssh://, with SkipTLSVerify
         // meaningless for it.
         let d = tempfile::tempdir().expect("tempdir");
