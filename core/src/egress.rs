@@ -145,6 +145,19 @@ pub(crate) async fn resolve(
     network: Option<&Sourced<String>>,
 ) -> Result<EgressPlan> {
     let ep = engine.endpoint().to_string();
+    // The proxy is odek's own binary, bind-mounted from $ODEK_HOME on this
+    // machine (SPEC §4.5, §6.2.2): an engine on another machine would mount
+    // whatever is at that path there.
+    if !engine.endpoint().is_local() {
+        return Err(Error::Config(crate::config::ConfigError::InvalidValue {
+            origin: allow.source.to_string(),
+            key: crate::config::names::sandbox_egress.into(),
+            reason: format!(
+                "needs odek's egress proxy, whose binary is bind-mounted from this machine, but the engine at {} runs on another machine, so nothing was created; use sandbox_network none or an internal network there, or run odek on the engine's machine",
+                crate::text::shown(&ep)
+            ),
+        }));
+    }
     let rules = policy::parse_rules(&allow.value).map_err(|reason| {
         Error::Config(crate::config::ConfigError::InvalidValue {
             origin: allow.source.to_string(),

@@ -266,3 +266,20 @@ async fn an_operator_uid_on_a_remote_engine_gets_no_account_and_says_so() {
     let err = s.launch(&plan).await.expect_err("refused at launch");
     assert_refused_before_create(&s, &err, FailureClass::Config, "carries an account");
 }
+
+/// Egress mode's proxy is odek's binary bind-mounted from this machine: on
+/// an engine on another machine it is refused at resolve, naming the
+/// fixes, before anything is created.
+#[tokio::test]
+async fn a_remote_engine_refuses_egress_mode_before_anything_is_created() {
+    let s = copy(remote()).flag("sandbox_egress", "--sandbox-egress", |l| {
+        l.sandbox_egress = Some(vec!["example.com".into()])
+    });
+    let err = s.resolve().await.expect_err("egress on another machine");
+    assert_refused_before_create(&s, &err, FailureClass::Config, "runs on another machine");
+    assert!(
+        err.to_string().contains("sandbox_egress needs odek's egress proxy"),
+        "{err}"
+    );
+    assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
+}
