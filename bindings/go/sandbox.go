@@ -161,6 +161,7 @@ func parseCloseResult(doc string) (*CloseResult, error) {
 		ChangedHostFiles:   changed,
 		HostFilesUnchecked: deref(w.HostFilesUnchecked),
 		Message:            deref(w.Message),
+		CopiedBack:         w.CopiedBack,
 	}, nil
 }
 

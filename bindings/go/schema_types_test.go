@@ -50,6 +50,8 @@ var wireDocs = []wireDoc{
 	{file: "exec-result.json", typ: reflect.TypeOf(wireExecResult{})},
 	{file: "close-result.json", typ: reflect.TypeOf(wireCloseResult{})},
 	{file: "close-result.json", def: "HostFileChange", typ: reflect.TypeOf(HostFileChange{})},
+	{file: "close-result.json", def: "Unpacked", typ: reflect.TypeOf(CopiedBack{})},
+	{file: "close-result.json", def: "Skipped", typ: reflect.TypeOf(SkippedEntry{})},
 	{file: "config-view.json", typ: reflect.TypeOf(wireConfigView{}), unread: []string{"pending_approval", "dns_forwarding", "egress", "workspace"}},
 	{file: "read-file-request.json", typ: reflect.TypeOf(wireReadFileRequest{}), sent: true},
 	{file: "read-file-result.json", typ: reflect.TypeOf(wireReadFileResult{})},
@@ -243,5 +245,29 @@ func TestFakeResolveRequestLeavesTheSandboxDefaultToLibodek(t *testing.T) {
 	b, _ = json.Marshal(wireResolveRequest{Workdir: "/w", AllowHostFallback: true})
 	if !strings.Contains(string(b), `"allow_host_fallback":true`) {
 		t.Errorf("fallback request: %s", b)
+	}
+}
+
+// TestSchemaCloseResultCopiedBack parses a copy-back in
+// "odek.close-result/1" (a copied workspace): what was written and left out
+// arrive as CopiedBack; null stays nil.
+func TestSchemaCloseResultCopiedBack(t *testing.T) {
+	doc := `{"schema":"odek.close-result/1","name":"odek-0123456789ab","changed_host_files":[],` +
+		`"host_files_unchecked":null,"message":null,"copied_back":{"written":["out.txt","src/new.py"],` +
+		`"skipped":[{"path":"esc","reason":"a symlink to /etc/passwd, outside the workspace"}]}}`
+	r, err := parseCloseResult(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &CopiedBack{
+		Written: []string{"out.txt", "src/new.py"},
+		Skipped: []SkippedEntry{{Path: "esc", Reason: "a symlink to /etc/passwd, outside the workspace"}},
+	}
+	if !reflect.DeepEqual(r.CopiedBack, want) {
+		t.Fatalf("copied_back: got %+v, want %+v", r.CopiedBack, want)
+	}
+	r, err = parseCloseResult(`{"schema":"odek.close-result/1","name":"n","changed_host_files":[],"host_files_unchecked":null,"message":null,"copied_back":null}`)
+	if err != nil || r.CopiedBack != nil {
+		t.Fatalf("null copied_back: %+v %v", r, err)
 	}
 }

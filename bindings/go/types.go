@@ -923,6 +923,29 @@ type CloseResult struct {
 	// Message is the report as one line to show (names escaped), "" when
 	// there is nothing to say.
 	Message string
+	// CopiedBack is, for a copied workspace, what its copy-back before
+	// removal wrote and left out; nil for a bind-mounted or read-only one.
+	CopiedBack *CopiedBack
+}
+
+// CopiedBack is what a copied workspace's copy-back wrote into the working
+// directory and left out (docs/SANDBOXING.md "A copied workspace").
+type CopiedBack struct {
+	// Written lists the files and symlinks written, relative to the
+	// working directory, in archive order.
+	Written []string `json:"written"`
+	// Skipped lists each entry left out, with why.
+	Skipped []SkippedEntry `json:"skipped"`
+}
+
+// SkippedEntry is one entry a copy-back left out.
+type SkippedEntry struct {
+	// Path is relative to the working directory (foreign text: escape it
+	// before printing it to a terminal).
+	Path string `json:"path"`
+	// Reason says why, e.g. "a symlink to /etc/passwd, outside the
+	// workspace".
+	Reason string `json:"reason"`
 }
 
 // wireCloseResult is "odek.close-result/1" as read.
@@ -932,6 +955,7 @@ type wireCloseResult struct {
 	ChangedHostFiles   []HostFileChange `json:"changed_host_files"`
 	HostFilesUnchecked *string          `json:"host_files_unchecked"`
 	Message            *string          `json:"message"`
+	CopiedBack         *CopiedBack      `json:"copied_back"`
 }
 
 // wireExecResult is "odek.exec-result/1" as read.

@@ -567,6 +567,12 @@ pub struct CloseResult {
     /// hint to review them before running git or make; null when there is
     /// nothing to say.
     pub message: Option<String>,
+    /// A copied workspace's copy-back at close (SPEC §6.1 "workspace",
+    /// docs/SANDBOXING.md "A copied workspace"): `written`, the files and
+    /// symlinks written into the working directory (relative paths, in
+    /// archive order), and `skipped`, each entry left out with its
+    /// `{path, reason}`; null for a bind-mounted or read-only workspace.
+    pub copied_back: Option<crate::workspace_copy::Unpacked>,
 }
 
 impl CloseResult {
@@ -578,6 +584,7 @@ impl CloseResult {
             message: report.line(),
             changed_host_files: report.changed,
             host_files_unchecked: report.unchecked,
+            copied_back: report.copied_back,
         }
     }
 }

@@ -170,6 +170,18 @@ async fn a_copied_workspace_round_trips_a_file() {
         report.changed.iter().any(|c| c.path == "Makefile"),
         "{report:?}"
     );
+    // The C ABI's close result (and so Python's and Go's) carries it.
+    let doc =
+        serde_json::to_value(odek_core::api::CloseResult::new(&sb.name, report)).expect("json");
+    assert_eq!(
+        doc["copied_back"]["written"],
+        serde_json::json!(["hello.txt", "Makefile"]),
+        "{doc}"
+    );
+    assert_eq!(
+        doc["copied_back"]["skipped"][0]["path"], "workspace/../escape",
+        "{doc}"
+    );
     assert!(
         s.fake.containers().is_empty(),
         "removed after the copy-back"
@@ -278,7 +290,8 @@ async fn a_remote_engine_refuses_egress_mode_before_anything_is_created() {
     let err = s.resolve().await.expect_err("egress on another machine");
     assert_refused_before_create(&s, &err, FailureClass::Config, "runs on another machine");
     assert!(
-        err.to_string().contains("sandbox_egress needs odek's egress proxy"),
+        err.to_string()
+            .contains("sandbox_egress needs odek's egress proxy"),
         "{err}"
     );
     assert!(s.fake.calls_of(Op::CreateContainer).is_empty());

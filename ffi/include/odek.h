@@ -650,7 +650,10 @@ odek_error_t *odek_sandbox_destroy(odek_sandbox_t *sandbox);
 // recorded, and written to `*result_json_out` as JSON
 // (`"schema": "odek.close-result/1"`: `changed_host_files`, each
 // `{path, change, kinds}`; `host_files_unchecked`; `message`, one line to
-// show), freed with `odek_string_free`. Removes the container (force) and
+// show; `copied_back`, for a copied workspace what its copy-back before
+// removal wrote, `written` (relative paths), and left out, `skipped`
+// (`{path, reason}`), null for a bind-mounted one), freed with
+// `odek_string_free`. Removes the container (force) and
 // frees the handle. Blocks.
 //
 // NULL `sandbox` is a no-op that sets `*result_json_out` to NULL. A handle

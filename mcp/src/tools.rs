@@ -441,6 +441,12 @@ pub struct DownResult {
     pub host_files_unchecked: Option<String>,
     /// What to tell the user about them, when there is something to tell.
     pub note: Option<String>,
+    /// A copied workspace's copy-back before removal (the sandbox ran on
+    /// an engine on another machine): `written`, the files written into
+    /// the user's working directory, and `skipped`, each entry left out
+    /// with `{path, reason}`; absent for a bind-mounted workspace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copied_back: Option<odek_core::workspace_copy::Unpacked>,
 }
 
 impl DownResult {
@@ -457,6 +463,7 @@ impl DownResult {
             changed_host_files: report.changed,
             host_files_unchecked: report.unchecked,
             note,
+            copied_back: report.copied_back,
         }
     }
 }

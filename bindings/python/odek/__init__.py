@@ -104,6 +104,7 @@ from ._files import (
 )
 from ._results import (
     CloseResult,
+    CopiedBack,
     Description,
     EnvironmentNetwork,
     ExecResult,
@@ -151,6 +152,7 @@ __all__ = [
     "ConfigView",
     "SandboxInfo",
     "CloseResult",
+    "CopiedBack",
     "HostFileChange",
     "OdekError",
     "UsageError",

@@ -244,6 +244,22 @@ class HostFileChange:
 
 
 @dataclass(frozen=True)
+class CopiedBack:
+    """What a copied workspace's copy-back wrote into the working directory
+    and left out (docs/SANDBOXING.md "A copied workspace").
+
+    Attributes:
+        written (tuple[str, ...]): files and symlinks written, relative to
+            the working directory, in archive order.
+        skipped (tuple[tuple[str, str], ...]): each entry left out, as
+            ``(path, reason)``.
+    """
+
+    written: Tuple[str, ...] = ()
+    skipped: Tuple[Tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class CloseResult:
     """What closing a sandbox found (``"odek.close-result/1"``): the files
     host tools run that it changed, compared once its container was
@@ -258,6 +274,9 @@ class CloseResult:
             when they could not.
         message (str | None): the report as one line to show (names
             escaped), or ``None`` when there is nothing to say.
+        copied_back (CopiedBack | None): for a copied workspace, what its
+            copy-back before removal wrote and left out; ``None`` for a
+            bind-mounted or read-only one.
         json (str): the document as returned by the library.
     """
 
@@ -265,6 +284,7 @@ class CloseResult:
     changed_host_files: Tuple[HostFileChange, ...]
     host_files_unchecked: Optional[str] = None
     message: Optional[str] = None
+    copied_back: Optional[CopiedBack] = None
     json: str = field(default="", repr=False)
 
     @classmethod
@@ -281,10 +301,21 @@ class CloseResult:
         )
         unchecked = d.get("host_files_unchecked")
         message = d.get("message")
+        cb = d.get("copied_back")
+        copied = None
+        if cb is not None:
+            copied = CopiedBack(
+                written=tuple(str(w) for w in (cb.get("written") or ())),
+                skipped=tuple(
+                    (str(k.get("path", "")), str(k.get("reason", "")))
+                    for k in (cb.get("skipped") or ())
+                ),
+            )
         return cls(
             name=str(d.get("name", "")),
             changed_host_files=changes,
             host_files_unchecked=None if unchecked is None else str(unchecked),
             message=None if message is None else str(message),
+            copied_back=copied,
             json=text,
         )

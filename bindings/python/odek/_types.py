@@ -305,6 +305,20 @@ class HostFileChangeDoc(TypedDict):
     kinds: List[str]
 
 
+class SkippedDoc(TypedDict):
+    """One entry a copy-back left out, in ``odek.close-result/1``."""
+
+    path: str
+    reason: str
+
+
+class CopiedBackDoc(TypedDict):
+    """A copied workspace's copy-back, in ``odek.close-result/1``."""
+
+    written: List[str]
+    skipped: List[SkippedDoc]
+
+
 class CloseResultDoc(TypedDict):
     """``odek.close-result/1`` (``odek_sandbox_close``)."""
 
@@ -313,6 +327,7 @@ class CloseResultDoc(TypedDict):
     changed_host_files: List[HostFileChangeDoc]
     host_files_unchecked: Optional[str]
     message: Optional[str]
+    copied_back: Optional[CopiedBackDoc]
 
 
 class _ImageViewRequired(TypedDict):
@@ -502,6 +517,8 @@ WIRE_DOCUMENTS: Dict[type, Tuple[str, Optional[str]]] = {
     ExecResultDoc: ("exec-result.json", None),
     CloseResultDoc: ("close-result.json", None),
     HostFileChangeDoc: ("close-result.json", "HostFileChange"),
+    CopiedBackDoc: ("close-result.json", "Unpacked"),
+    SkippedDoc: ("close-result.json", "Skipped"),
     ConfigViewDoc: ("config-view.json", None),
     ImageViewDoc: ("config-view.json", "ImageView"),
     NetworkViewDoc: ("config-view.json", "NetworkView"),

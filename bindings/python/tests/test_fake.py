@@ -421,6 +421,7 @@ def test_close_names_the_files_host_tools_run_that_changed(fake_client, workdir)
         odek.HostFileChange(".git/hooks/pre-commit", "created, executable", ("created",)),
     )
     assert result.host_files_unchecked is None
+    assert result.copied_back is None, "a bind-mounted workspace is not copied back"
     assert result.message == (
         "the sandbox changed files that host tools run: .git/hooks/pre-commit "
         "(created, executable) — review them before running git or make"
@@ -722,3 +723,26 @@ def test_a_pool_above_the_cap_is_refused():
         odek.Client(engine="fake", sandbox_pool=9)
     with pytest.raises(TypeError):
         odek.AsyncClient(client=odek.Client(engine="fake"), sandbox_pool=1)
+
+
+def test_a_close_result_carries_what_a_copy_back_wrote_and_left_out() -> None:
+    """``copied_back`` of ``odek.close-result/1`` (a copied workspace on a
+    remote engine) is parsed into ``CopiedBack``; null stays ``None``."""
+    doc = {
+        "schema": "odek.close-result/1",
+        "name": "odek-0123456789ab",
+        "changed_host_files": [],
+        "host_files_unchecked": None,
+        "message": None,
+        "copied_back": {
+            "written": ["out.txt", "src/new.py"],
+            "skipped": [{"path": "esc", "reason": "a symlink to /etc/passwd, outside the workspace"}],
+        },
+    }
+    result = odek.CloseResult.from_json(json.dumps(doc))
+    assert result.copied_back == odek.CopiedBack(
+        written=("out.txt", "src/new.py"),
+        skipped=(("esc", "a symlink to /etc/passwd, outside the workspace"),),
+    )
+    doc["copied_back"] = None
+    assert odek.CloseResult.from_json(json.dumps(doc)).copied_back is None
