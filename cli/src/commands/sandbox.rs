@@ -216,34 +216,39 @@ pub(super) async fn sandbox(
 /// What a copy-back wrote and left out (docs/SANDBOXING.md "A copied
 /// workspace"), on stderr: one line each, names escaped.
 pub(crate) fn copy_back_lines(name: &str, copied: &odek_core::workspace_copy::Unpacked) {
+    let written: Vec<String> = copied.written.iter().map(odek_core::text::shown).collect();
     errln!(
         "odek: {name}: copied back {} changed file(s) into the working directory{}",
-        copied.written.len(),
-        if copied.written.is_empty() {
+        written.len(),
+        if written.is_empty() {
             String::new()
         } else {
-            format!(
-                ": {}",
-                copied
-                    .written
-                    .iter()
-                    .take(20)
-                    .map(odek_core::text::shown)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+            format!(": {}", first_of(&written, ", "))
         }
     );
     if !copied.skipped.is_empty() {
-        let list: Vec<String> = copied
-            .skipped
-            .iter()
-            .take(20)
-            .map(|s| s.to_string())
-            .collect();
-        errln!("odek: {name}: not copied back: {}", list.join("; "));
+        let list: Vec<String> = copied.skipped.iter().map(|s| s.to_string()).collect();
+        errln!("odek: {name}: not copied back: {}", first_of(&list, "; "));
     }
 }
+
+/// The first [`LISTED`] of `items` joined by `sep`, and `and N more` when
+/// there are more.
+fn first_of(items: &[String], sep: &str) -> String {
+    let mut out = items
+        .iter()
+        .take(LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(sep);
+    if items.len() > LISTED {
+        out.push_str(&format!("{sep}and {} more", items.len() - LISTED));
+    }
+    out
+}
+
+/// How many paths a copy-back line names.
+const LISTED: usize = 20;
 
 /// What KIND `unverified` means, printed under `odek sandbox ls`'s table
 /// (on stderr) when a row has it.
@@ -579,6 +584,18 @@ fn shell_word(a: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A copy-back line names at most 20 paths and says how many more
+    /// there are.
+    #[test]
+    fn a_long_copy_back_list_says_how_many_more() {
+        let items: Vec<String> = (0..23).map(|i| format!("f{i}")).collect();
+        let line = first_of(&items, ", ");
+        assert!(line.starts_with("f0, f1, "), "{line}");
+        assert!(line.ends_with(", f19, and 3 more"), "{line}");
+        assert_eq!(first_of(&items[..20], "; ").matches("; ").count(), 19);
+        assert!(!first_of(&items[..20], "; ").contains("more"));
+    }
 
     fn listing(name: &str, verified: bool) -> odek_core::inventory::Listing {
         serde_json::from_value(serde_json::json!({
