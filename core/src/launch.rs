@@ -1658,11 +1658,11 @@ impl Client {
                     sandbox.name
                 ))
             })?;
-        let workdir = sandbox.plan.workdir.clone();
+        let (workdir, expect) = (sandbox.plan.workdir.clone(), sandbox.plan.workdir_id);
         let (home, name) = (sandbox.plan.odek_home.clone(), sandbox.name.clone());
         tokio::task::spawn_blocking(move || {
             let base = load_manifest(&home, &name);
-            crate::workspace_copy::unpack(&archive, &workdir, base.as_ref(), Some(&home))
+            crate::workspace_copy::unpack_at(&archive, &workdir, expect, base.as_ref(), Some(&home))
         })
         .await
         .map_err(|e| refuse(format!("the copying task failed: {e}")))?

@@ -333,6 +333,24 @@ pub fn unpack(
     base: Option<&Manifest>,
     odek_home: Option<&Path>,
 ) -> Result<Unpacked, CopyError> {
+    unpack_at(archive, workdir, None, base, odek_home)
+}
+
+/// [`unpack`] into the directory `workdir` names only when it is still
+/// `expect` (the plan's `workdir_id`, taken at resolve): the directory is
+/// opened once (the last component not followed) and its own `st_dev` and
+/// `st_ino` compared, so a working directory replaced since launch (moved
+/// away and another put at its path) is never written into.
+///
+/// Errors: as [`unpack`]; [`CopyError::Archive`] naming the replacement
+/// when the directory is another, before anything is written.
+pub fn unpack_at(
+    archive: &[u8],
+    workdir: &Path,
+    expect: Option<crate::config::FileId>,
+    base: Option<&Manifest>,
+    odek_home: Option<&Path>,
+) -> Result<Unpacked, CopyError> {
     let mut out = Unpacked::default();
     let home_rel = odek_home.and_then(|h| home_inside(workdir, h));
     let mut ar = tar::Archive::new(archive);
@@ -342,6 +360,15 @@ pub fn unpack(
             crate::text::shown(workdir)
         ))
     })?;
+    if let Some(want) = expect {
+        let st = rustix::fs::fstat(&root).map_err(|e| CopyError::Archive(e.to_string()))?;
+        if (st.st_dev as u64, st.st_ino as u64) != (want.dev, want.ino) {
+            return Err(CopyError::Archive(format!(
+                "the working directory {} is another directory than the one the sandbox was launched from (it was replaced since)",
+                crate::text::shown(workdir)
+            )));
+        }
+    }
     let entries = ar
         .entries()
         .map_err(|e| CopyError::Archive(e.to_string()))?;

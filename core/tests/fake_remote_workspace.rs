@@ -296,3 +296,28 @@ async fn a_remote_engine_refuses_egress_mode_before_anything_is_created() {
     );
     assert!(s.fake.calls_of(Op::CreateContainer).is_empty());
 }
+
+/// A working directory replaced since launch (moved away, another put at
+/// its path) is never written into: the copy-back is refused naming the
+/// replacement, the new directory stays as it was, and the sandbox is kept.
+#[tokio::test]
+async fn a_copy_back_into_a_replaced_working_directory_is_refused() {
+    let s = copy(remote());
+    let sb = s.up().await.expect("up");
+    let id = sb.container_id.clone().expect("a container");
+    let mut b = tar::Builder::new(Vec::new());
+    raw(&mut b, "workspace/planted.txt", 0o644, b"from the sandbox");
+    s.fake
+        .put_archive(&id, "/workspace", b.into_inner().expect("tar"));
+    std::fs::rename(&s.workdir, s.root().join("moved")).expect("move away");
+    std::fs::create_dir(&s.workdir).expect("another directory at the path");
+    let err = s.odek.close(&sb).await.expect_err("replaced");
+    assert!(
+        err.to_string()
+            .contains("is another directory than the one the sandbox was launched from"),
+        "{err}"
+    );
+    assert!(!s.workdir.join("planted.txt").exists(), "nothing written");
+    assert!(!s.root().join("moved/planted.txt").exists());
+    assert_eq!(s.fake.containers(), [id], "the sandbox is kept");
+}
