@@ -77,6 +77,41 @@ fn a_remote_engine_refuses_a_bind_mount_and_a_copied_workspace_round_trips_a_fil
     assert!(!p.marker().exists(), "nothing ran on the host");
     assert_eq!(containers(), "", "no container left");
 
+    // sandbox_volumes name host paths: refused there even with a copied
+    // workspace, exit 125, nothing run, nothing left.
+    std::fs::create_dir_all(p.path().join("cache")).expect("mkdir");
+    std::fs::write(
+        p.home.path().join("config.json"),
+        r#"{"sandbox_volumes": ["./cache:/cache:ro"]}"#,
+    )
+    .expect("user config");
+    let out = odek_in(
+        &p,
+        &dd,
+        &client,
+        &[
+            "run",
+            "--sandbox-image",
+            BUSYBOX_IMAGE,
+            "--sandbox-workspace",
+            "copy",
+            "--",
+            "sh",
+            "-c",
+            &p.marker_cmd(),
+        ],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("sandbox_volumes mounts \"./cache:/cache:ro\"")
+            && err.contains("runs on another machine"),
+        "{err}"
+    );
+    assert!(!p.marker().exists(), "nothing ran on the host");
+    assert_eq!(containers(), "", "no container left");
+    std::fs::remove_file(p.home.path().join("config.json")).expect("rm user config");
+
     // Copy: a file written on the host before launch is read in the
     // sandbox, changed there, and comes back at down.
     std::fs::write(p.path().join("hello.txt"), "from the host\n").expect("write");
