@@ -820,7 +820,8 @@ mod tests {
                 "name",
                 "changed_host_files",
                 "host_files_unchecked",
-                "message"
+                "message",
+                "copied_back"
             ]),
             "{close}"
         );
