@@ -1390,18 +1390,25 @@ fn verify_mounts(
                 problems.join("; ")
             )))
         }
-        MountCheck::Unverifiable(why) => matches!(
-            engine.endpoint().address,
-            crate::engine::Address::Unix { .. }
-        )
-        .then(|| {
-            Warning::new(
+        MountCheck::Unverifiable(why) => match &engine.endpoint().address {
+            crate::engine::Address::Unix { .. } => Some(Warning::new(
                 WarningKind::MountsUnverified,
                 format!(
                     "what the kernel mounted at /workspace could not be read back ({why}); the working directory and volumes were checked right before create only"
                 ),
-            )
-        }),
+            )),
+            // TCP or ssh to loopback counts as this machine (SPEC §6.2.2),
+            // but a tunnel to another machine looks the same: with a bind
+            // mount, say that the kernel could not confirm it.
+            _ if !wanted.is_empty() => Some(Warning::new(
+                WarningKind::MountsUnverified,
+                format!(
+                    "the engine at {} is on a loopback address, which odek takes for this machine, but what it mounted at /workspace could not be read back ({why}): if that address is a tunnel to another machine, /workspace is a directory of THAT machine; use --sandbox-workspace copy there",
+                    crate::text::shown(engine.endpoint().to_string())
+                ),
+            )),
+            _ => None,
+        },
     };
     if let Some(want) = plan.workdir_id {
         crate::config::still(&plan.workdir, want).map_err(|e| {

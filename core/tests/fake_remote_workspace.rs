@@ -321,3 +321,31 @@ async fn a_copy_back_into_a_replaced_working_directory_is_refused() {
     assert!(!s.root().join("moved/planted.txt").exists());
     assert_eq!(s.fake.containers(), [id], "the sandbox is kept");
 }
+
+/// TCP to loopback counts as this machine (the bind mount is allowed), but
+/// a tunnel to another machine looks the same: when the kernel cannot
+/// confirm what was mounted at /workspace (the fake's container has no
+/// process here), the launch says so and names the copied workspace; with
+/// a copied workspace nothing is bind-mounted and nothing is said.
+#[tokio::test]
+async fn a_loopback_engine_whose_mounts_cannot_be_read_back_may_be_a_tunnel() {
+    let loopback = || {
+        let endpoint = odek_core::engine::Endpoint::named("tcp://127.0.0.1:2375", "docker_host")
+            .expect("valid");
+        Setup::with_fake(shop_fake().with_endpoint(endpoint)).image(IMAGE)
+    };
+    let s = loopback();
+    let plan = s.resolve().await.expect("a bind mount on loopback");
+    s.launch(&plan).await.expect("launch");
+    let said = |s: &Setup| {
+        s.reporter.warnings().iter().any(|w| {
+            w.message
+                .contains("if that address is a tunnel to another machine")
+        })
+    };
+    assert!(said(&s), "{:?}", s.reporter.warnings());
+    let s = copy(loopback());
+    let plan = s.resolve().await.expect("resolve");
+    s.launch(&plan).await.expect("launch");
+    assert!(!said(&s), "{:?}", s.reporter.warnings());
+}
