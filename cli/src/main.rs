@@ -315,6 +315,11 @@ pub(crate) struct DownArgs {
     /// Print the names removed as a JSON array.
     #[arg(long)]
     pub(crate) json: bool,
+    /// For a copied workspace (`--sandbox-workspace copy`): remove the
+    /// sandbox without copying its /workspace back; what it wrote there is
+    /// lost. For when the copy-back keeps failing.
+    #[arg(long)]
+    pub(crate) discard: bool,
 }
 
 /// `odek sandbox copy-back`.

@@ -85,11 +85,33 @@ pub(super) async fn sandbox(
                 match odek.owned(n, &home).await {
                     Ok(s) => {
                         let call = Call::start(&s, Surface::Cli, "sandbox_down");
-                        let report = match odek.close_recorded(&s, Some(call)).await {
+                        let copied = s.plan.workspace == odek_core::config::WorkspaceMode::Copy
+                            && s.container_id.is_some()
+                            && !s.plan.readonly;
+                        let closed = if args.discard && copied {
+                            errln!(
+                                "odek: {}: --discard: its /workspace is not copied back",
+                                s.name
+                            );
+                            odek.destroy_recorded(&s, Some(call))
+                                .await
+                                .map(|()| odek_core::host_files::Report::default())
+                        } else {
+                            odek.close_recorded(&s, Some(call)).await
+                        };
+                        let report = match closed {
                             Ok(r) => r,
                             Err(e) => {
                                 if args.json {
                                     outln!("{}", json_for_terminal(&removed)?);
+                                }
+                                if copied {
+                                    print_error(&e);
+                                    errln!(
+                                        "odek: {}: it is kept, with its /workspace; `odek sandbox down --discard {}` removes it without copying back (what it wrote there is lost)",
+                                        s.name, s.name
+                                    );
+                                    return Err(super::Reported.into());
                                 }
                                 return Err(e.into());
                             }

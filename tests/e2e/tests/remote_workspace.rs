@@ -187,4 +187,41 @@ fn a_remote_engine_refuses_a_bind_mount_and_a_copied_workspace_round_trips_a_fil
         "changed in the sandbox\n"
     );
     assert_eq!(containers(), "", "down removed the sandbox");
+
+    // A copy-back that fails keeps the sandbox and names `--discard`,
+    // which removes it without copying back.
+    let up = odek_in(
+        &p,
+        &dd,
+        &client,
+        &[
+            "sandbox",
+            "up",
+            "--sandbox-image",
+            BUSYBOX_IMAGE,
+            "--sandbox-workspace",
+            "copy",
+        ],
+    );
+    assert!(up.status.success(), "{}", stderr(&up));
+    let name = stdout(&up).trim().to_string();
+    let gone = odek_in(
+        &p,
+        &dd,
+        &client,
+        &["sandbox", "exec", &name, "--", "rm", "-rf", "/workspace"],
+    );
+    assert!(gone.status.success(), "{}", stderr(&gone));
+    let down = odek_in(&p, &dd, &client, &["sandbox", "down", &name]);
+    let err = stderr(&down);
+    assert!(!down.status.success(), "{err}");
+    assert!(
+        err.contains("has no /workspace to copy back")
+            && err.contains(&format!("odek sandbox down --discard {name}")),
+        "{err}"
+    );
+    assert_ne!(containers(), "", "the sandbox is kept");
+    let down = odek_in(&p, &dd, &client, &["sandbox", "down", "--discard", &name]);
+    assert!(down.status.success(), "{}", stderr(&down));
+    assert_eq!(containers(), "", "--discard removed it");
 }
