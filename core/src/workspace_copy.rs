@@ -35,7 +35,7 @@
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags, CWD};
@@ -196,19 +196,29 @@ pub fn pack(
         h.set_mtime(0);
         h
     };
-    let meta = std::fs::metadata(workdir).map_err(|e| unreadable(workdir, e))?;
-    let mut h = header(tar::EntryType::Directory, meta.mode(), 0);
+    // Every directory is opened from its parent's descriptor without
+    // following a symlink, and every entry read relative to it: a
+    // directory swapped for a symlink during the walk is never followed
+    // out of the working directory.
+    let root = open_root(workdir).map_err(|e| unreadable(workdir, e))?;
+    let meta = rustix::fs::fstat(&root).map_err(|e| unreadable(workdir, e.into()))?;
+    let mut h = header(tar::EntryType::Directory, meta.st_mode, 0);
     b.append_data(&mut h, format!("{TOP}/"), std::io::empty())
         .map_err(|e| unreadable(workdir, e))?;
     // Depth first, by name, so the archive is the same for the same tree.
-    let mut stack: Vec<PathBuf> = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
+    let mut stack: Vec<(PathBuf, OwnedFd)> = vec![(PathBuf::new(), root)];
+    while let Some((rel, dir_fd)) = stack.pop() {
         let dir = workdir.join(&rel);
-        let mut names: Vec<std::ffi::OsString> = std::fs::read_dir(&dir)
-            .map_err(|e| unreadable(&dir, e))?
-            .map(|e| e.map(|e| e.file_name()))
-            .collect::<Result<_, _>>()
-            .map_err(|e| unreadable(&dir, e))?;
+        let mut names: Vec<std::ffi::OsString> = Vec::new();
+        let mut entries =
+            rustix::fs::Dir::read_from(&dir_fd).map_err(|e| unreadable(&dir, e.into()))?;
+        for e in entries.by_ref() {
+            let e = e.map_err(|e| unreadable(&dir, e.into()))?;
+            let n = e.file_name().to_bytes();
+            if n != b"." && n != b".." {
+                names.push(std::ffi::OsStr::from_bytes(n).to_os_string());
+            }
+        }
         names.sort();
         let mut subdirs = Vec::new();
         for name in names {
@@ -223,28 +233,43 @@ pub fn pack(
                 });
                 continue;
             }
-            let m = std::fs::symlink_metadata(&host).map_err(|e| unreadable(&host, e))?;
-            let ft = m.file_type();
-            if ft.is_dir() {
-                let mut h = header(tar::EntryType::Directory, m.mode(), 0);
+            let m = rustix::fs::statat(
+                &dir_fd,
+                name.as_os_str(),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(|e| unreadable(&host, e.into()))?;
+            let ft = rustix::fs::FileType::from_raw_mode(m.st_mode);
+            if ft == rustix::fs::FileType::Directory {
+                let sub = rustix::fs::openat(
+                    &dir_fd,
+                    name.as_os_str(),
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| unreadable(&host, e.into()))?;
+                let mut h = header(tar::EntryType::Directory, m.st_mode, 0);
                 b.append_data(&mut h, &in_tar, std::io::empty())
                     .map_err(|e| unreadable(&host, e))?;
-                subdirs.push(rel_path);
-            } else if ft.is_file() {
-                total = total.saturating_add(m.len());
+                subdirs.push((rel_path, sub));
+            } else if ft == rustix::fs::FileType::RegularFile {
+                total = total.saturating_add(m.st_size.max(0) as u64);
                 if total > MAX_COPY_BYTES {
                     return Err(CopyError::TooLarge {
                         path: crate::text::shown(workdir),
                     });
                 }
-                let bytes = read_no_follow(&host).map_err(|e| unreadable(&host, e))?;
+                let bytes = read_no_follow_at(&dir_fd, name.as_os_str())
+                    .map_err(|e| unreadable(&host, e))?;
                 out.manifest.insert(shown.clone(), file_key(&bytes));
-                let mut h = header(tar::EntryType::Regular, m.mode(), bytes.len() as u64);
+                let mut h = header(tar::EntryType::Regular, m.st_mode, bytes.len() as u64);
                 b.append_data(&mut h, &in_tar, bytes.as_slice())
                     .map_err(|e| unreadable(&host, e))?;
                 out.files += 1;
-            } else if ft.is_symlink() {
-                let target = std::fs::read_link(&host).map_err(|e| unreadable(&host, e))?;
+            } else if ft == rustix::fs::FileType::Symlink {
+                let target = rustix::fs::readlinkat(&dir_fd, name.as_os_str(), Vec::new())
+                    .map_err(|e| unreadable(&host, e.into()))?;
+                let target = PathBuf::from(std::ffi::OsStr::from_bytes(target.as_bytes()));
                 if !link_stays_inside(&rel_path, &target) {
                     out.skipped.push(Skipped {
                         path: shown,
@@ -262,7 +287,7 @@ pub fn pack(
             } else {
                 out.skipped.push(Skipped {
                     path: shown,
-                    reason: special_kind(&ft).into(),
+                    reason: special_kind(ft).into(),
                 });
             }
         }
@@ -274,23 +299,23 @@ pub fn pack(
 }
 
 /// What a special file is, in words.
-fn special_kind(ft: &std::fs::FileType) -> &'static str {
-    if ft.is_block_device() || ft.is_char_device() {
-        "a device"
-    } else if ft.is_fifo() {
-        "a FIFO"
-    } else if ft.is_socket() {
-        "a socket"
-    } else {
-        "neither a file, a directory nor a symlink"
+fn special_kind(ft: rustix::fs::FileType) -> &'static str {
+    use rustix::fs::FileType as T;
+    match ft {
+        T::BlockDevice | T::CharacterDevice => "a device",
+        T::Fifo => "a FIFO",
+        T::Socket => "a socket",
+        _ => "neither a file, a directory nor a symlink",
     }
 }
 
-/// A regular file's bytes, opened without following a symlink (one swapped
-/// in since the walk saw a file is refused, not followed).
-fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
-    let fd = rustix::fs::open(
-        path,
+/// A regular file's bytes: `name` in the directory `dir`, opened without
+/// following a symlink (one swapped in since the walk saw a file is
+/// refused, not followed).
+fn read_no_follow_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> std::io::Result<Vec<u8>> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
         Mode::empty(),
     )?;
