@@ -45,6 +45,10 @@ use serde::{Deserialize, Serialize};
 /// copy-back reads (1 GiB): the archive is held in memory.
 pub const MAX_COPY_BYTES: u64 = 1 << 30;
 
+/// What each entry (file, directory, symlink, left-out entry) counts
+/// toward [`MAX_COPY_BYTES`] besides a file's content: its tar header.
+pub const ENTRY_COST: u64 = 512;
+
 /// The container directory the working directory is copied to.
 pub const WORKSPACE_DIR: &str = "/workspace";
 
@@ -124,7 +128,7 @@ pub enum CopyError {
         reason: String,
     },
     /// The working directory holds more than [`MAX_COPY_BYTES`].
-    #[error("the working directory {path} holds more than {max} bytes of files, more than a copied workspace carries; use an engine on this machine (a bind-mounted workspace) or a smaller working directory", max = MAX_COPY_BYTES)]
+    #[error("the working directory {path} holds more than {max} bytes of files (each entry counting {ENTRY_COST} more), more than a copied workspace carries; use an engine on this machine (a bind-mounted workspace) or a smaller working directory", max = MAX_COPY_BYTES)]
     TooLarge {
         /// The working directory.
         path: String,
@@ -172,6 +176,17 @@ pub fn pack(
     exclude: Option<&Path>,
     uid: u32,
     gid: u32,
+) -> Result<Packed, CopyError> {
+    pack_capped(workdir, exclude, uid, gid, MAX_COPY_BYTES)
+}
+
+/// [`pack`] with `cap` in place of [`MAX_COPY_BYTES`] (tests).
+fn pack_capped(
+    workdir: &Path,
+    exclude: Option<&Path>,
+    uid: u32,
+    gid: u32,
+    cap: u64,
 ) -> Result<Packed, CopyError> {
     let unreadable = |p: &Path, e: std::io::Error| CopyError::Unreadable {
         path: crate::text::shown(p),
@@ -240,6 +255,17 @@ pub fn pack(
             )
             .map_err(|e| unreadable(&host, e.into()))?;
             let ft = rustix::fs::FileType::from_raw_mode(m.st_mode);
+            // Every entry costs its tar header (a tree of empty files
+            // counts too), a regular file its content besides.
+            total = total.saturating_add(ENTRY_COST);
+            if ft == rustix::fs::FileType::RegularFile {
+                total = total.saturating_add(m.st_size.max(0) as u64);
+            }
+            if total > cap {
+                return Err(CopyError::TooLarge {
+                    path: crate::text::shown(workdir),
+                });
+            }
             if ft == rustix::fs::FileType::Directory {
                 let sub = rustix::fs::openat(
                     &dir_fd,
@@ -253,14 +279,16 @@ pub fn pack(
                     .map_err(|e| unreadable(&host, e))?;
                 subdirs.push((rel_path, sub));
             } else if ft == rustix::fs::FileType::RegularFile {
-                total = total.saturating_add(m.st_size.max(0) as u64);
-                if total > MAX_COPY_BYTES {
+                let bytes = read_no_follow_at(&dir_fd, name.as_os_str(), cap)
+                    .map_err(|e| unreadable(&host, e))?;
+                // A file that grew since it was looked at counts as read.
+                total = total
+                    .saturating_add((bytes.len() as u64).saturating_sub(m.st_size.max(0) as u64));
+                if total > cap {
                     return Err(CopyError::TooLarge {
                         path: crate::text::shown(workdir),
                     });
                 }
-                let bytes = read_no_follow_at(&dir_fd, name.as_os_str())
-                    .map_err(|e| unreadable(&host, e))?;
                 out.manifest.insert(shown.clone(), file_key(&bytes));
                 let mut h = header(tar::EntryType::Regular, m.st_mode, bytes.len() as u64);
                 b.append_data(&mut h, &in_tar, bytes.as_slice())
@@ -312,7 +340,7 @@ fn special_kind(ft: rustix::fs::FileType) -> &'static str {
 /// A regular file's bytes: `name` in the directory `dir`, opened without
 /// following a symlink (one swapped in since the walk saw a file is
 /// refused, not followed).
-fn read_no_follow_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> std::io::Result<Vec<u8>> {
+fn read_no_follow_at(dir: &OwnedFd, name: &std::ffi::OsStr, cap: u64) -> std::io::Result<Vec<u8>> {
     let fd = rustix::fs::openat(
         dir,
         name,
@@ -324,7 +352,9 @@ fn read_no_follow_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> std::io::Result<V
         return Err(std::io::Error::other("not a regular file any more"));
     }
     let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes)?;
+    (&mut f)
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -765,6 +795,19 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn every_entry_counts_toward_the_cap_not_only_file_content() {
+        let d = tempfile::tempdir().expect("tempdir");
+        for i in 0..10 {
+            std::fs::write(d.path().join(format!("empty{i}")), b"").expect("write");
+        }
+        // Ten empty files: no content, 10 × 512 bytes of headers.
+        let err = pack_capped(d.path(), None, 0, 0, 9 * ENTRY_COST).expect_err("over the cap");
+        assert!(matches!(err, CopyError::TooLarge { .. }), "{err}");
+        let p = pack_capped(d.path(), None, 0, 0, 10 * ENTRY_COST).expect("at the cap");
+        assert_eq!(p.files, 10);
     }
 
     #[test]
