@@ -45,6 +45,21 @@ fn a_remote_engine_refuses_a_bind_mount_and_a_copied_workspace_round_trips_a_fil
     let p = Project::new().exec_api();
     let client = certs.client_dir("client", "ca.pem");
     let containers = || dd.docker(&["ps", "-aq"]);
+    let up_copy = || {
+        odek_in(
+            &p,
+            &dd,
+            &client,
+            &[
+                "sandbox",
+                "up",
+                "--sandbox-image",
+                BUSYBOX_IMAGE,
+                "--sandbox-workspace",
+                "copy",
+            ],
+        )
+    };
 
     // The default (bind): refused, exit 125, nothing run, nothing left.
     let out = odek_in(
@@ -115,19 +130,7 @@ fn a_remote_engine_refuses_a_bind_mount_and_a_copied_workspace_round_trips_a_fil
     // Copy: a file written on the host before launch is read in the
     // sandbox, changed there, and comes back at down.
     std::fs::write(p.path().join("hello.txt"), "from the host\n").expect("write");
-    let up = odek_in(
-        &p,
-        &dd,
-        &client,
-        &[
-            "sandbox",
-            "up",
-            "--sandbox-image",
-            BUSYBOX_IMAGE,
-            "--sandbox-workspace",
-            "copy",
-        ],
-    );
+    let up = up_copy();
     assert!(
         up.status.success(),
         "up with a copied workspace:\n{}\nlog:\n{}",
@@ -190,19 +193,7 @@ fn a_remote_engine_refuses_a_bind_mount_and_a_copied_workspace_round_trips_a_fil
 
     // A copy-back that fails keeps the sandbox and names `--discard`,
     // which removes it without copying back.
-    let up = odek_in(
-        &p,
-        &dd,
-        &client,
-        &[
-            "sandbox",
-            "up",
-            "--sandbox-image",
-            BUSYBOX_IMAGE,
-            "--sandbox-workspace",
-            "copy",
-        ],
-    );
+    let up = up_copy();
     assert!(up.status.success(), "{}", stderr(&up));
     let name = stdout(&up).trim().to_string();
     let gone = odek_in(
