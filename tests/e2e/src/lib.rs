@@ -64,6 +64,9 @@ pub fn odek_bin() -> PathBuf {
         .and_then(Path::parent)
         .expect("target/<profile>/deps/<test>");
     let bin = profile_dir.join("odek");
+    if !bin.exists() {
+        UNUSABLE.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     assert!(
         bin.exists(),
         "{} is missing: run `cargo build -p odek-cli` (or `cargo xtask e2e`) first",
@@ -72,6 +75,12 @@ pub fn odek_bin() -> PathBuf {
     assert_fresh(&bin);
     bin
 }
+
+/// Set when the odek binary is missing or stale (its check panicked): a
+/// `Drop` must not run odek then, which would panic again during the
+/// unwind — an abort that skips every other cleanup (second daemons left
+/// running).
+static UNUSABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Fails when a source file of the CLI or core is newer than the binary:
 /// `cargo test -p odek-e2e` does not rebuild `odek` by itself.
@@ -88,6 +97,9 @@ fn assert_fresh(bin: &Path) {
                 if p.is_dir() {
                     stack.push(p);
                 } else if let Ok(m) = entry.metadata().and_then(|m| m.modified()) {
+                    if m > built {
+                        UNUSABLE.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
                     assert!(
                         m <= built,
                         "{} is newer than {}: run `cargo build -p odek-cli` (or `cargo xtask e2e`) first",
@@ -389,7 +401,9 @@ impl Drop for Project {
             }
         }
         // What a killed owner left (a link network) is this home's to sweep.
-        let _ = self.run_odek(&["sandbox", "gc"]);
+        if !UNUSABLE.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = self.run_odek(&["sandbox", "gc"]);
+        }
     }
 }
 
