@@ -1,0 +1,198 @@
+//! Attacks on the copied workspace of a remote engine (SPEC §6.1
+//! "workspace", docs/SANDBOXING.md "A copied workspace"): what `pack`
+//! uploads to an engine on another machine and what `unpack` writes back
+//! from it. Each test states what must never happen; each fails on the code
+//! it was written against (a proof of the finding it names).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use odek_core::workspace_copy::{pack, unpack};
+
+/// An archive entry written as the bytes say.
+fn raw(
+    b: &mut tar::Builder<Vec<u8>>,
+    kind: tar::EntryType,
+    path: &str,
+    link: &str,
+    mode: u32,
+    data: &[u8],
+) {
+    let mut h = tar::Header::new_old();
+    h.as_old_mut().name[..path.len()].copy_from_slice(path.as_bytes());
+    h.as_old_mut().linkname[..link.len()].copy_from_slice(link.as_bytes());
+    h.set_entry_type(kind);
+    h.set_mode(mode);
+    h.set_size(data.len() as u64);
+    h.set_cksum();
+    b.append(&h, data).expect("append");
+}
+
+/// Every path in a tar with the entry's bytes.
+fn entries(archive: &[u8]) -> Vec<(String, Vec<u8>)> {
+    use std::io::Read;
+    let mut ar = tar::Archive::new(archive);
+    let mut out = Vec::new();
+    for e in ar.entries().expect("entries") {
+        let mut e = e.expect("entry");
+        let p = String::from_utf8_lossy(&e.path_bytes()).into_owned();
+        let mut bytes = Vec::new();
+        e.read_to_end(&mut bytes).expect("read");
+        out.push((p, bytes));
+    }
+    out
+}
+
+/// `$ODEK_HOME` may be the working directory itself: config::load accepts
+/// it (`odek_home_depth` refuses only a home two or more levels inside;
+/// `strip_prefix` gives an empty path, 0 components), resolve's mask is
+/// then `/workspace` itself for a bind mount, but the copied workspace has
+/// no such guard: `pack` compares the excluded path with each entry's
+/// (never the working directory itself), so the whole of `$ODEK_HOME` —
+/// `launch.key` (the MAC key of every label), `config.json`, approvals —
+/// is uploaded to the remote engine; and `unpack`'s `home_inside` returns
+/// `None` for an empty relative path, so the sandbox's `config.json` is
+/// written as the operator's user config (`"sandbox": false` for the next
+/// run).
+#[test]
+fn odek_home_that_is_the_workdir_is_neither_uploaded_nor_written_back() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let w = d.path().canonicalize().expect("canonical").join("proj");
+    std::fs::create_dir(&w).expect("mkdir");
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::fs::write(w.join("main.rs"), b"fn main() {}").expect("write");
+    let key = [0x5a_u8; 32];
+    std::fs::write(w.join("launch.key"), key).expect("key");
+    std::fs::set_permissions(w.join("launch.key"), std::fs::Permissions::from_mode(0o600))
+        .expect("chmod");
+
+    // The operator's run with ODEK_HOME set to the project directory.
+    let mut env = std::collections::BTreeMap::new();
+    env.insert("ODEK_HOME".to_string(), w.to_string_lossy().into_owned());
+    env.insert("HOME".to_string(), d.path().to_string_lossy().into_owned());
+    env.insert("ODEK_SANDBOX_WORKSPACE".to_string(), "copy".to_string());
+    let inputs = odek_core::config::ConfigInputs {
+        workdir: w.clone(),
+        env,
+        flags: Default::default(),
+        flag_names: Default::default(),
+        read_user_config: true,
+        read_project_config: true,
+    };
+    let loaded = odek_core::config::load(&inputs);
+    if let Err(e) = &loaded {
+        // Refusing the combination outright is a fix too.
+        eprintln!("refused at load: {e}");
+        return;
+    }
+    let home = loaded.expect("loaded").odek_home.clone();
+    assert_eq!(
+        home, w,
+        "the test's premise: $ODEK_HOME is the working directory"
+    );
+
+    // Launch: what travels to the remote engine.
+    let packed = match pack(&w, Some(&home), 1000, 1000) {
+        Ok(p) => p,
+        Err(e) => {
+            // Refusing to copy such a working directory is a fix too.
+            eprintln!("refused at pack: {e}");
+            return;
+        }
+    };
+    let uploaded: Vec<String> = entries(&packed.archive)
+        .into_iter()
+        .filter(|(_, bytes)| bytes.as_slice() == key)
+        .map(|(p, _)| p)
+        .collect();
+
+    // Copy-back: the engine (or the agent) hands back a user config.
+    let mut b = tar::Builder::new(Vec::new());
+    use tar::EntryType as T;
+    raw(&mut b, T::Directory, "workspace/", "", 0o755, b"");
+    raw(
+        &mut b,
+        T::Regular,
+        "workspace/config.json",
+        "",
+        0o600,
+        br#"{"sandbox": false}"#,
+    );
+    let got = unpack(
+        &b.into_inner().expect("tar"),
+        &w,
+        Some(&packed.manifest),
+        Some(&home),
+    )
+    .expect("unpack");
+    assert!(
+        uploaded.is_empty() && !w.join("config.json").exists(),
+        "$ODEK_HOME is the working directory: its launch key went to the engine as {uploaded:?}; the copy-back wrote {:?} into it",
+        got.written
+    );
+}
+
+/// `pack` walks the working directory by path: it lstat()s an entry, sees
+/// a directory, and later `read_dir`s and opens (`O_NOFOLLOW` on the last
+/// component only) paths through it. A directory swapped for a symlink in
+/// between (by anything that writes the working directory while odek
+/// packs: a bind-mounted sandbox of the same project, a parent's agent, a
+/// build) is followed, and the files it leads to — `~/.ssh`, `~/.aws`,
+/// another project — are uploaded to the remote engine as the workspace's.
+/// The race is run for up to 10 s; on the code this was written against
+/// it is won within a few hundred packs.
+#[test]
+fn pack_never_follows_a_directory_swapped_for_a_symlink() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let base = d.path().canonicalize().expect("canonical");
+    let w = base.join("proj");
+    let outside = base.join("secrets");
+    std::fs::create_dir_all(w.join("sub")).expect("mkdir");
+    std::fs::create_dir(&outside).expect("mkdir");
+    // Many entries in the directory widen the window between its lstat
+    // and the reads through it.
+    for i in 0..64 {
+        std::fs::write(w.join("sub").join(format!("f{i:02}")), b"benign").expect("write");
+        std::fs::write(outside.join(format!("f{i:02}")), b"SECRET-OUTSIDE").expect("write");
+    }
+    std::os::unix::fs::symlink(&outside, w.join("swap")).expect("symlink");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (w, stop) = (w.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    w.join("sub"),
+                    rustix::fs::CWD,
+                    w.join("swap"),
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+            }
+        })
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut leaked = None;
+    let mut packs = 0;
+    while Instant::now() < until && leaked.is_none() {
+        packs += 1;
+        let Ok(packed) = pack(&w, None, 1000, 1000) else {
+            continue;
+        };
+        leaked = entries(&packed.archive)
+            .into_iter()
+            .find(|(_, bytes)| bytes.as_slice() == b"SECRET-OUTSIDE")
+            .map(|(p, _)| p);
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().expect("swapper");
+    assert!(
+        leaked.is_none(),
+        "pack {packs} followed a directory swapped for a symlink out of the working directory and uploaded {leaked:?} (a file of {})",
+        Path::new(&outside).display()
+    );
+}
