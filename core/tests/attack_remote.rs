@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use odek_core::engine::Endpoint;
 use odek_core::workspace_copy::{pack, unpack};
 
 /// An archive entry written as the bytes say.
@@ -194,5 +195,106 @@ fn pack_never_follows_a_directory_swapped_for_a_symlink() {
         leaked.is_none(),
         "pack {packs} followed a directory swapped for a symlink out of the working directory and uploaded {leaked:?} (a file of {})",
         Path::new(&outside).display()
+    );
+}
+
+const PEM_CERT: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+const PEM_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n";
+
+fn chmod(p: &Path, mode: u32) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// `meta.json` of Docker context `name` in the Docker config directory
+/// `cfg`, with `host`, and no TLS material.
+fn context_meta(cfg: &Path, name: &str, host: &str) -> std::path::PathBuf {
+    use sha2::Digest;
+    let id = hex::encode(sha2::Sha256::digest(name.as_bytes()));
+    let meta = cfg.join("contexts/meta").join(id);
+    std::fs::create_dir_all(&meta).expect("mkdir");
+    let file = meta.join("meta.json");
+    std::fs::write(
+        &file,
+        format!(r#"{{"Name":"{name}","Endpoints":{{"docker":{{"Host":"{host}","SkipTLSVerify":false}}}}}}"#),
+    )
+    .expect("write");
+    file
+}
+
+/// The TLS files are held to the ownership rule (SPEC §7.3: "whoever can
+/// write `ca.pem` chooses which daemon odek trusts"), but the context's
+/// `meta.json`, which chooses the daemon itself, is read with no check at
+/// all: whoever can write it (mode 0666 here; a shared `DOCKER_CONFIG`, a
+/// `contexts/meta` others can write) points odek at their own daemon —
+/// `tcp://` with no TLS directory is plain TCP with a warning only, and a
+/// copied workspace is then uploaded to them. The same holds for
+/// `config.json`'s `currentContext`.
+#[test]
+fn a_docker_context_others_can_write_is_not_trusted() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let cfg = d.path().join("docker");
+    // Loopback and never connected to: resolve only reads files.
+    let meta = context_meta(&cfg, "work", "tcp://127.0.0.1:2375");
+    let env = odek_core::engine::EndpointEnv {
+        docker_config: Some(cfg.clone()),
+        docker_context: Some("work".into()),
+        ..Default::default()
+    };
+    // The premise: the operator's own 0644 meta.json is used.
+    chmod(&meta, 0o644);
+    Endpoint::resolve(&env).expect("the operator's own context is used");
+    // Writable by others.
+    chmod(&meta, 0o666);
+    let got = Endpoint::resolve(&env).map(|e| e.to_string());
+    assert!(
+        got.is_err(),
+        "a Docker context whose meta.json others can write chose the engine: {got:?}"
+    );
+}
+
+/// Each TLS file is checked (owner, mode), not the directory that holds
+/// it: in a `DOCKER_CERT_PATH` others can write, another user replaces the
+/// operator's `ca.pem` with a symlink to a root-owned file of their choice
+/// — the system CA bundle here, which passes the owner rule — and odek
+/// then trusts every public CA for the daemon, instead of the daemon's own
+/// CA alone (SPEC §6.2.1). The socket rule already passes over a socket in
+/// a directory others can write; the certificate directory has no such
+/// rule.
+#[test]
+fn tls_material_in_a_directory_others_can_write_is_not_trusted() {
+    let bundle = Path::new("/etc/ssl/certs/ca-certificates.crt");
+    let d = tempfile::tempdir().expect("tempdir");
+    let certs = d.path().join("certs");
+    std::fs::create_dir(&certs).expect("mkdir");
+    for (f, text, mode) in [
+        ("ca.pem", PEM_CERT, 0o644),
+        ("cert.pem", PEM_CERT, 0o644),
+        ("key.pem", PEM_KEY, 0o600),
+    ] {
+        std::fs::write(certs.join(f), text).expect("write");
+        chmod(&certs.join(f), mode);
+    }
+    let env = odek_core::engine::EndpointEnv {
+        docker_host: Some("tcp://127.0.0.1:2376".into()),
+        docker_tls_verify: true,
+        docker_cert_path: Some(certs.clone()),
+        home: Some(d.path().to_path_buf()),
+        ..Default::default()
+    };
+    // The premise: the operator's own directory is used.
+    Endpoint::resolve(&env).expect("the operator's own certificates are used");
+    // Others can write the directory; one of them swaps ca.pem.
+    chmod(&certs, 0o777);
+    if bundle.exists() {
+        std::fs::remove_file(certs.join("ca.pem")).expect("rm");
+        std::os::unix::fs::symlink(bundle, certs.join("ca.pem")).expect("symlink");
+    }
+    let got = Endpoint::resolve(&env).map(|e| {
+        let ca = e.tls.as_ref().map(|t| t.ca.clone());
+        (e.to_string(), ca)
+    });
+    assert!(
+        got.is_err(),
+        "TLS material in a directory others can write was trusted: {got:?}"
     );
 }
