@@ -298,3 +298,72 @@ fn tls_material_in_a_directory_others_can_write_is_not_trusted() {
         "TLS material in a directory others can write was trusted: {got:?}"
     );
 }
+
+/// The other half of `$ODEK_HOME` and the working directory: a working
+/// directory inside `$ODEK_HOME` (here its `sandboxes/`, where each
+/// sandbox's records live: the copy-back's manifest, the record of the
+/// files host tools run, the audit log) is accepted by config::load —
+/// `odek_home_depth` only looks at a home inside the working directory and
+/// `validate_workdir` knows nothing of `$ODEK_HOME` (it refuses a hidden
+/// directory of a login home, so this is a `$ODEK_HOME` outside the
+/// default `~/.odek`). A copied workspace uploads those records and its
+/// copy-back rewrites them, as a bind mount would let the agent do live:
+/// another sandbox's manifest (its conflict check) or baseline (what
+/// `odek sandbox down` reports as changed) becomes the agent's.
+#[test]
+fn a_workdir_inside_odek_home_is_refused() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let base = d.path().canonicalize().expect("canonical");
+    let home = base.join("odek-state");
+    let w = home.join("sandboxes");
+    let other = w.join("odek-other");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    for p in [&home, &w, &other] {
+        chmod(p, 0o700);
+    }
+    std::fs::write(home.join("launch.key"), [0x5a_u8; 32]).expect("key");
+    chmod(&home.join("launch.key"), 0o600);
+    std::fs::write(other.join("workspace-copy.json"), br#"{"a.rs":"f:00"}"#).expect("write");
+    chmod(&other.join("workspace-copy.json"), 0o600);
+
+    let mut env = std::collections::BTreeMap::new();
+    env.insert("ODEK_HOME".to_string(), home.to_string_lossy().into_owned());
+    env.insert("HOME".to_string(), base.to_string_lossy().into_owned());
+    env.insert("ODEK_SANDBOX_WORKSPACE".to_string(), "copy".to_string());
+    let inputs = odek_core::config::ConfigInputs {
+        workdir: w.clone(),
+        env,
+        flags: Default::default(),
+        flag_names: Default::default(),
+        read_user_config: true,
+        read_project_config: true,
+    };
+    let loaded = odek_core::config::load(&inputs);
+    let Ok(settings) = loaded else {
+        return;
+    };
+    assert!(settings.odek_home.starts_with(&home) && w.starts_with(&settings.odek_home));
+    // What the copy-back then does with another sandbox's record.
+    let packed = pack(&w, Some(&settings.odek_home), 1000, 1000).expect("pack");
+    let mut b = tar::Builder::new(Vec::new());
+    raw(
+        &mut b,
+        tar::EntryType::Regular,
+        "workspace/odek-other/workspace-copy.json",
+        "",
+        0o600,
+        b"{}",
+    );
+    let got = unpack(
+        &b.into_inner().expect("tar"),
+        &w,
+        Some(&packed.manifest),
+        Some(&settings.odek_home),
+    )
+    .expect("unpack");
+    panic!(
+        "a working directory inside $ODEK_HOME ({}) was accepted; its copy-back wrote {:?} over another sandbox's record",
+        w.display(),
+        got.written
+    );
+}
