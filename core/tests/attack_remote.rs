@@ -4,6 +4,8 @@
 //! from it. Each test states what must never happen; each fails on the code
 //! it was written against (a proof of the finding it names).
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -365,5 +367,67 @@ fn a_workdir_inside_odek_home_is_refused() {
         "a working directory inside $ODEK_HOME ({}) was accepted; its copy-back wrote {:?} over another sandbox's record",
         w.display(),
         got.written
+    );
+}
+
+/// Points `ODEK_EGRESS_BIN` at a file odek accepts as a static executable
+/// (an ELF header without program headers), once per test process.
+fn egress_bin() {
+    static BIN: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = BIN.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut elf = vec![0u8; 64];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        elf[4] = 2;
+        elf[5] = 1;
+        elf[6] = 1;
+        elf[16] = 2;
+        elf[54] = 56;
+        std::fs::write(dir.path().join("odek-egress"), &elf).expect("write the fake binary");
+        std::env::set_var("ODEK_EGRESS_BIN", dir.path().join("odek-egress"));
+        dir
+    });
+    assert!(dir.path().join("odek-egress").exists());
+}
+
+/// Egress mode is refused on a remote engine at resolve only
+/// (`egress::resolve`): launch asks the rule of the copied workspace, the
+/// volumes and the account again of the engine it talks to (a plan crosses
+/// the C ABI as JSON), never egress. A plan resolved against a local engine
+/// and launched by a client whose engine is on another machine starts the
+/// proxy there with odek's binary bind-mounted by a path of THIS machine:
+/// the remote machine runs whatever is at that path as the one gate of the
+/// sandbox's egress (or a proxy of someone else's there answers `ready`).
+#[tokio::test]
+async fn an_egress_plan_launched_on_a_remote_engine_is_refused_at_launch() {
+    use common::*;
+    egress_bin();
+    let copy = |s: Setup| {
+        s.flag("sandbox_workspace", "--sandbox-workspace", |l| {
+            l.sandbox_workspace = Some("copy".into())
+        })
+        .flag("sandbox_egress", "--sandbox-egress", |l| {
+            l.sandbox_egress = Some(vec!["example.com".into()])
+        })
+    };
+    let local = copy(Setup::new());
+    let plan = local.resolve().await.expect("resolve on a local engine");
+    assert!(plan.egress.is_some(), "the premise: an egress plan");
+    let endpoint =
+        odek_core::engine::Endpoint::named("tcp://10.0.0.5:2375", "docker_host").expect("valid");
+    let remote = copy(Setup::with_fake(shop_fake().with_endpoint(endpoint)).image(IMAGE));
+    let got = remote.launch(&plan).await;
+    let created: Vec<String> = remote
+        .fake
+        .calls_of(odek_core::engine::Op::CreateContainer)
+        .into_iter()
+        .map(|c| c.arg)
+        .collect();
+    assert!(
+        got.is_err() && created.is_empty(),
+        "an egress plan was launched on an engine on another machine: created {created:?}, {:?}",
+        got.as_ref()
+            .map(|s| s.name.clone())
+            .map_err(|e| e.to_string())
     );
 }
