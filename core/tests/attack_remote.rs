@@ -431,3 +431,68 @@ async fn an_egress_plan_launched_on_a_remote_engine_is_refused_at_launch() {
             .map_err(|e| e.to_string())
     );
 }
+
+/// `ssh://…@localhost` counts as an engine on this machine
+/// (`SshTarget::is_loopback`, `Endpoint::is_local`): the workspace is
+/// bind-mounted, `sandbox_volumes`, the account and egress mode are
+/// allowed. But `ssh` reads the operator's `~/.ssh/config` (SPEC §6.2.2:
+/// "otherwise the operator's (keys, ProxyJump)"), where a `Host localhost`
+/// or `Host *` block with `HostName` or `ProxyJump` (a common corporate
+/// `Host * ProxyJump bastion`) takes the connection to another machine,
+/// whose engine then mounts ITS paths of the same names. The command line
+/// odek builds does not pin the loopback host. Checked with `ssh -G` (it
+/// prints the configuration it would use; it connects nowhere), the
+/// operator's config given with `-F`.
+#[test]
+fn a_loopback_ssh_endpoint_stays_on_this_machine() {
+    let Ok(ssh) = which_ssh() else {
+        eprintln!("no ssh on PATH: nothing to check");
+        return;
+    };
+    let d = tempfile::tempdir().expect("tempdir");
+    let cfg = d.path().join("config");
+    std::fs::write(
+        &cfg,
+        "Host localhost 127.0.0.1\n  HostName build.example.invalid\n  ProxyJump bastion.example.invalid\n",
+    )
+    .expect("write");
+    let target = odek_core::engine::SshTarget::parse("me@localhost").expect("valid");
+    assert!(target.is_loopback(), "the premise: odek counts it as local");
+    let mut args = target.ssh_args(Duration::from_secs(1));
+    // Without the remote command (`docker system dial-stdio`).
+    assert_eq!(args[args.len() - 3..], ["docker", "system", "dial-stdio"]);
+    args.truncate(args.len() - 3);
+    let out = std::process::Command::new(ssh)
+        .arg("-G")
+        .arg("-F")
+        .arg(&cfg)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("ssh -G");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pick = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} ")))
+            .map(str::to_string)
+    };
+    let (host, jump, command) = (pick("hostname"), pick("proxyjump"), pick("proxycommand"));
+    assert!(
+        out.status.success()
+            && matches!(host.as_deref(), Some("localhost" | "127.0.0.1" | "::1"))
+            && jump.is_none()
+            && command.is_none(),
+        "an engine odek counts as on this machine is reached at hostname {host:?} via proxyjump {jump:?} / proxycommand {command:?} (ssh {args:?})"
+    );
+}
+
+/// `ssh` in an absolute entry of `PATH`.
+fn which_ssh() -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .filter(|p| p.is_absolute())
+        .map(|p| p.join("ssh"))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
