@@ -521,6 +521,17 @@ impl Client {
             }
             .into());
         }
+        if plan.egress.is_some() && !engine.endpoint().is_local() {
+            return Err(crate::config::ConfigError::InvalidValue {
+                origin: "the plan".into(),
+                key: crate::config::names::sandbox_egress.into(),
+                reason: format!(
+                    "needs odek's egress proxy, whose binary is bind-mounted from this machine, but the engine at {} runs on another machine, so nothing was created; resolve the plan against this engine",
+                    crate::text::shown(engine.endpoint().to_string())
+                ),
+            }
+            .into());
+        }
         let volumes_source = plan
             .sources
             .get(crate::config::names::sandbox_volumes)

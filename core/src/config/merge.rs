@@ -742,6 +742,20 @@ fn no_bridge_with_egress(settings: &Settings) -> Result<(), ConfigError> {
 /// Only directly in the working directory (`DIR/.odek`) is the mask's own
 /// path what the agent cannot rename (a mount point): deeper is refused.
 fn odek_home_depth(odek_home: &Path, workdir: &Path) -> Result<(), ConfigError> {
+    // The working directory at or below $ODEK_HOME: the sandbox would get
+    // odek's own state (the launch key, approvals, other sandboxes'
+    // records) through /workspace.
+    if workdir.starts_with(odek_home) {
+        return Err(ConfigError::InvalidValue {
+            origin: "env ODEK_HOME".into(),
+            key: "ODEK_HOME".into(),
+            reason: format!(
+                "{} holds the working directory {}: the sandbox would be given odek's own state (its launch key, approvals and other sandboxes' records) through /workspace; run odek from a project directory outside it, or point ODEK_HOME elsewhere",
+                super::shown(odek_home),
+                super::shown(workdir)
+            ),
+        });
+    }
     match odek_home.strip_prefix(workdir) {
         Ok(rel) if rel.components().count() > 1 => Err(ConfigError::InvalidValue {
             origin: "env ODEK_HOME".into(),

@@ -574,12 +574,23 @@ fn context_endpoint(env: &EndpointEnv) -> Result<Option<Endpoint>, EndpointError
         .or_else(|| env.home.as_ref().map(|h| h.join(".docker")));
     let name = match &env.docker_context {
         Some(n) => Some(n.clone()),
-        None => config_dir
-            .as_ref()
-            .and_then(|d| std::fs::read(d.join("config.json")).ok())
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .and_then(|v| v.get("currentContext")?.as_str().map(str::to_string))
-            .filter(|n| !n.is_empty()),
+        None => {
+            // `currentContext` chooses the engine: config.json is held to
+            // the ownership rule (SPEC §7.3) when it exists.
+            let bytes = match config_dir.as_ref().map(|d| d.join("config.json")) {
+                Some(f) if std::fs::symlink_metadata(&f).is_ok() => Some(
+                    super::tls::read_checked(&f).map_err(|why| EndpointError::Context {
+                        name: "currentContext".into(),
+                        reason: format!("{} {why}", crate::text::shown(&f)),
+                    })?,
+                ),
+                _ => None,
+            };
+            bytes
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .and_then(|v| v.get("currentContext")?.as_str().map(str::to_string))
+                .filter(|n| !n.is_empty())
+        }
     };
     let Some(name) = name else { return Ok(None) };
     if name == "default" {
@@ -595,16 +606,20 @@ fn context_endpoint(env: &EndpointEnv) -> Result<Option<Endpoint>, EndpointError
         .join("contexts/meta")
         .join(hex::encode(Sha256::digest(name.as_bytes())))
         .join("meta.json");
-    let bytes = std::fs::read(&meta).map_err(|e| {
-        ctx_err(if e.kind() == std::io::ErrorKind::NotFound {
-            format!(
-                "there is no context of that name ({} does not exist): `docker context ls` lists them; unset DOCKER_CONTEXT or `docker context use default` for the local engine",
-                meta.display()
-            )
-        } else {
-            format!("{}: {e}", meta.display())
-        })
-    })?;
+    if std::fs::symlink_metadata(&meta).is_err() {
+        return Err(ctx_err(format!(
+            "there is no context of that name ({} does not exist): `docker context ls` lists them; unset DOCKER_CONTEXT or `docker context use default` for the local engine",
+            meta.display()
+        )));
+    }
+    // The context chooses the engine: its directory and meta.json are held
+    // to the ownership rule (SPEC §7.3), as its TLS material is.
+    if let Some(parent) = meta.parent() {
+        super::tls::check_dir(parent)
+            .map_err(|why| ctx_err(format!("{} {why}", crate::text::shown(parent))))?;
+    }
+    let bytes = super::tls::read_checked(&meta)
+        .map_err(|why| ctx_err(format!("{} {why}", crate::text::shown(&meta))))?;
     let v: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| ctx_err(format!("{}: {e}", meta.display())))?;
     let host = v

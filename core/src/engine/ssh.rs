@@ -199,6 +199,24 @@ impl SshTarget {
         .collect();
         a.push("-o".into());
         a.push(format!("ConnectTimeout={}", secs.max(1)));
+        // A loopback target counts as this machine (bind mounts, the
+        // account, egress; SPEC §6.2.2): the operator's ssh config must not
+        // take it elsewhere (`Host localhost` with `HostName`, a `Host *`
+        // `ProxyJump`). The first value ssh obtains wins, and the command
+        // line comes before every config file.
+        if self.is_loopback() {
+            for o in [
+                format!(
+                    "HostName={}",
+                    self.host.trim_start_matches('[').trim_end_matches(']')
+                ),
+                "ProxyJump=none".into(),
+                "ProxyCommand=none".into(),
+            ] {
+                a.push("-o".into());
+                a.push(o);
+            }
+        }
         if let Some(u) = &self.user {
             a.push("-l".into());
             a.push(u.clone());

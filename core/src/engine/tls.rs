@@ -110,6 +110,10 @@ impl Tls {
     /// unreadable, another user's or writable by group or others, no
     /// certificate or not exactly one private key in it) and the fix.
     pub(crate) fn load(dir: &Path, origin: TlsOrigin<'_>) -> Result<Tls, String> {
+        // Whoever can write the directory can swap a file in it (ca.pem
+        // for a symlink to a bundle of their choice) after the file passed.
+        check_dir(dir)
+            .map_err(|why| format!("{} {why}; {}", crate::text::shown(dir), origin.fix(dir)))?;
         let read = |file: &str| -> Result<(PathBuf, Vec<u8>), String> {
             let path = dir.join(file);
             read_checked(&path)
@@ -151,9 +155,39 @@ pub(crate) fn certificates(pem: &[u8]) -> Vec<CertificateDer<'static>> {
         .unwrap_or_default()
 }
 
+/// The ownership rule (SPEC §7.3) for a directory that holds what chooses
+/// or authenticates the engine (TLS material, a Docker context): it
+/// belongs to the effective uid or root and neither group nor others can
+/// write it, so nobody else can replace a file in it. `dir` is followed if
+/// it is a symlink. Errors: what is wrong and the fix, as a phrase that
+/// follows the directory's name.
+pub(crate) fn check_dir(dir: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(dir).map_err(|e| format!("cannot be inspected ({e})"))?;
+    if !meta.is_dir() {
+        return Err("is not a directory".into());
+    }
+    let owner = meta.uid();
+    if !crate::ownership::is_trusted_owner(owner) {
+        return Err(format!(
+            "belongs to uid {owner}, not to you (uid {me}) or root: another user could replace the files in it, so it is not trusted (if it is yours, check it and `chown {me} {p}`)",
+            me = crate::ownership::euid(),
+            p = crate::text::shown(dir)
+        ));
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "has mode {mode:04o}: group or others can replace the files in it, so it is not trusted (check them, then `chmod go-w {}`)",
+            crate::text::shown(dir)
+        ));
+    }
+    Ok(())
+}
+
 /// Opens `path`, checks the open file against the ownership rule (SPEC
 /// §7.3) and reads it: the text that was checked is the text used.
-fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
+/// Errors: a phrase that follows the file's name (`does not exist`, …).
+pub(crate) fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::ErrorKind;
     let f = match std::fs::File::open(path) {
         Ok(f) => f,
