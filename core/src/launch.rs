@@ -997,23 +997,8 @@ impl Client {
             // started (docker-init could not start the idle process; runc
             // says "cannot start a stopped process"). Its exit says why.
             if e.kind == EngineErrorKind::Rejected {
-                match engine.inspect_container(id).await {
-                    Ok(Some(info)) => {
-                        // Docker's reason, when it gave one, is the message already.
-                        if !info.running && info.exit.as_ref().is_some_and(|(_, e)| e.is_empty()) {
-                            e.message =
-                                format!("{}; {}", e.message, not_running(plan, info.exit.as_ref()));
-                        }
-                    }
-                    // An auto-removed container is gone: its wait has the code.
-                    Ok(None) => {
-                        if let Some(code) = removed_exit(wait.take()).await {
-                            let exit = (code, String::new());
-                            e.message =
-                                format!("{}; {}", e.message, not_running(plan, Some(&exit)));
-                        }
-                    }
-                    Err(_) => {}
+                if let Some(why) = stopped_reason(engine, plan, id, wait).await {
+                    e.message = format!("{}; {why}", e.message);
                 }
             }
             return Err(Error::engine(&endpoint, Step::Start, e));
@@ -1094,7 +1079,30 @@ impl Client {
                     .map_err(|e| Error::engine(&endpoint, Step::Verify, e)),
             }
         };
-        let (intruders, (idle, session)) = tokio::try_join!(connects, idle)?;
+        let (intruders, (idle, session)) = match tokio::try_join!(connects, idle) {
+            Ok(both) => both,
+            // The daemon refused a connect because the container stopped
+            // meanwhile (its idle process could not start, and an owned
+            // sandbox is being auto-removed: "marked for removal"): its exit
+            // says why, as at start.
+            Err(Error::Rejected {
+                step: Step::Connect,
+                mut message,
+                fix,
+                removal,
+            }) => {
+                if let Some(why) = stopped_reason(engine, plan, id, wait).await {
+                    message = format!("{message}; {why}");
+                }
+                return Err(Error::Rejected {
+                    step: Step::Connect,
+                    message,
+                    fix,
+                    removal,
+                });
+            }
+            Err(e) => return Err(e),
+        };
         warnings.extend(intruders);
         let info = engine
             .inspect_container(id)
@@ -1440,6 +1448,27 @@ const REMOVED_EXIT_BUDGET: Duration = Duration::from_secs(5);
 /// answer came within [`REMOVED_EXIT_BUDGET`].
 async fn removed_exit(wait: Option<crate::engine::ExitWait>) -> Option<i64> {
     wait?.code(REMOVED_EXIT_BUDGET).await?.ok()
+}
+
+/// Why container `id` is not running, when it stopped without a reason of
+/// Docker's ([`not_running`]): from its inspect, or — an auto-removed
+/// container is gone — from its exit wait. `None` while it runs, when
+/// Docker gave the reason itself, or when neither says.
+async fn stopped_reason(
+    engine: &dyn DockerApi,
+    plan: &Plan,
+    id: &str,
+    wait: &mut Option<crate::engine::ExitWait>,
+) -> Option<String> {
+    match engine.inspect_container(id).await {
+        // Docker's reason, when it gave one, is the message already.
+        Ok(Some(info)) => (!info.running && info.exit.as_ref().is_some_and(|(_, e)| e.is_empty()))
+            .then(|| not_running(plan, info.exit.as_ref())),
+        Ok(None) => removed_exit(wait.take())
+            .await
+            .map(|code| not_running(plan, Some(&(code, String::new())))),
+        Err(_) => None,
+    }
 }
 
 /// How long a launch waits for the idle process to show in the container's

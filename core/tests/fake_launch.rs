@@ -892,6 +892,29 @@ async fn an_idle_process_that_cannot_start_fails_verification_with_the_exit_code
     .await;
 }
 
+#[tokio::test]
+async fn a_connect_refused_because_the_container_stopped_reports_why_it_stopped() {
+    // Through the exec API (a remote engine) an owned sandbox whose idle
+    // process cannot start is auto-removed while its networks are being
+    // connected: Docker refuses the connect ("marked for removal"), and
+    // the refusal says why the container stopped.
+    let q = Quirks {
+        exits_before_connect: Some(1),
+        ..Quirks::default()
+    };
+    let s = Setup::new().compose(PROJECT);
+    let plan = s.resolve().await.expect("resolve");
+    s.fake.set_quirks(q);
+    let err = s.launch(&plan).await.expect_err("refused");
+    assert_refused(
+        &s,
+        &err,
+        FailureClass::DockerRejected,
+        "marked for removal and cannot be connected or disconnected to the network; the container is not running (exit code 1)",
+    );
+    assert!(err.to_string().contains("at connect"), "{err}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_container_running_something_else_than_the_idle_process_fails_verification() {
     let s = Setup::new();

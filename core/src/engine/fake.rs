@@ -360,6 +360,11 @@ pub struct Quirks {
     /// missing `sleep`): the first process listing finds the container
     /// stopped with this exit code, as Docker would.
     pub idle_exits: Option<i64>,
+    /// The container's idle process could not start, and the container
+    /// stopped (and, auto-remove, is being removed) before odek connects
+    /// it: the first connect finds it ended with this exit code and is
+    /// refused as Docker refuses it ("marked for removal").
+    pub exits_before_connect: Option<i64>,
     /// The process list shows only the init process, never the idle
     /// command (an image ENTRYPOINT that ignores its arguments).
     pub idle_missing: bool,
@@ -1319,6 +1324,17 @@ impl DockerApi for FakeEngine {
     ) -> Result<(), EngineError> {
         self.enter(Op::ConnectNetwork, network_id)?;
         let mut s = self.lock();
+        if let Some(code) = s.quirks.exits_before_connect.take() {
+            s.ended(container_id, code);
+            return Err(EngineError {
+                op: Op::ConnectNetwork,
+                kind: EngineErrorKind::Rejected,
+                status: Some(500),
+                message: format!(
+                    "Container {container_id} is marked for removal and cannot be connected or disconnected to the network"
+                ),
+            });
+        }
         let n = s
             .networks
             .iter()

@@ -9,6 +9,7 @@ pub mod dns_stub;
 pub mod fault_proxy;
 pub mod operator;
 pub mod portable;
+pub mod remote;
 pub mod second_daemon;
 pub mod sshd;
 pub mod tls_certs;

@@ -27,10 +27,10 @@ use expectrl::Expect;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use odek_e2e::remote::{assert_no_route_out, check_scenario, scenario_script, Reach};
 use odek_e2e::second_daemon::{DaemonOptions, SecondDaemon};
 use odek_e2e::{
     run_timeout, stderr, stdout, wait_until, Project, BASE_IMAGE, IMAGE_PREFIX, ODEK_TIMEOUT,
-    PIDS_MAX_CMD,
 };
 
 /// One swarm daemon at a time: each holds three image copies on `vfs`.
@@ -204,76 +204,23 @@ impl Swarm {
             .docker(&["network", "inspect", "-f", "{{.Id}}", name])
     }
 
-    /// `odek <args>` of project `p` against this daemon, stdin closed.
-    fn odek(&self, p: &Project, args: &[&str]) -> Output {
-        let mut c = p.odek(args);
-        c.env("DOCKER_HOST", self.dd.host())
-            .env_remove("DOCKER_CONTEXT")
-            .env_remove("DOCKER_TLS_VERIFY")
-            .env_remove("DOCKER_CERT_PATH")
-            .stdin(std::process::Stdio::null());
-        run_timeout(&mut c, ODEK_TIMEOUT)
-    }
-
-    /// [`Swarm::odek`], which must succeed.
+    /// `odek <args>` of project `p` against this daemon (its unix
+    /// socket), stdin closed, which must succeed.
     fn odek_ok(&self, p: &Project, args: &[&str]) -> Output {
-        let out = self.odek(p, args);
-        assert!(
-            out.status.success(),
-            "odek {args:?} failed ({:?}):\n{}\n{}",
-            out.status.code(),
-            stderr(&out),
-            stdout(&out)
-        );
-        out
+        Reach::socket(&self.dd).odek_ok(&self.dd, p, args)
     }
 
     /// No odek sandbox, egress proxy or link network is left on this
-    /// daemon.
-    fn assert_nothing_left(&self, why: &str) {
-        let left = self
-            .dd
-            .docker(&["ps", "-aq", "--filter", "label=dev.odek.sandbox"]);
-        assert_eq!(left, "", "{why}: an odek container was left");
-        let links = self
-            .dd
-            .docker(&["network", "ls", "-q", "--filter", "label=dev.odek.link"]);
-        assert_eq!(links, "", "{why}: a link network was left");
+    /// daemon (nor a sandbox of `p` on the machine's).
+    fn assert_nothing_left(&self, p: &Project, why: &str) {
+        odek_e2e::remote::assert_nothing_left(&self.dd, p, why);
     }
 
     /// `odek run <args> -- <marker>`: refused (125) naming `needle`, the
     /// marker not made on the host, nothing left on the daemon; stderr.
     fn refused(&self, p: &Project, args: &[&str], needle: &str) -> String {
-        let mut argv = vec!["run"];
-        argv.extend_from_slice(args);
-        argv.push("--");
-        let marker = p.marker_argv();
-        argv.extend(marker.iter().map(String::as_str));
-        let out = self.odek(p, &argv);
-        let err = stderr(&out);
-        assert_eq!(
-            out.status.code(),
-            Some(125),
-            "{args:?}: expected a refusal (125):\n{err}\n{}",
-            stdout(&out)
-        );
-        assert!(err.contains(needle), "{args:?}: {needle:?} not in:\n{err}");
-        assert!(
-            !p.marker().exists(),
-            "{args:?}: the command ran on the host:\n{err}"
-        );
-        assert!(!err.contains("NO SANDBOX"), "{args:?}: a fallback:\n{err}");
-        self.assert_nothing_left(&format!("{args:?}"));
-        err
+        Reach::socket(&self.dd).refused(&self.dd, p, args, needle)
     }
-}
-
-/// `default` lines of an `ip route` output.
-fn default_routes(ip_route: &str) -> Vec<&str> {
-    ip_route
-        .lines()
-        .filter(|l| l.trim_start().starts_with("default"))
-        .collect()
 }
 
 /// The Compose scenario against stack `app`: redis answers PONG and
@@ -315,10 +262,7 @@ fn a_stacks_services_answer_by_name_and_every_refusal_leaves_nothing() {
     }
 
     let p = Project::for_second_daemon();
-    let script = format!(
-        "redis-cli -h redis ping; pg_isready -h postgres; echo ---; {PIDS_MAX_CMD}; echo ---; \
-         cat /proc/1/comm; echo ---; grep ' /tmp ' /proc/mounts; echo ---; ip route"
-    );
+    let script = scenario_script();
     let out = sw.odek_ok(
         &p,
         &[
@@ -335,31 +279,10 @@ fn a_stacks_services_answer_by_name_and_every_refusal_leaves_nothing() {
             &script,
         ],
     );
-    let o = stdout(&out);
-    let parts: Vec<&str> = o.split("---\n").collect();
-    assert_eq!(parts.len(), 5, "{o}\n{}", stderr(&out));
-    assert!(parts[0].contains("PONG"), "redis did not answer:\n{o}");
-    assert!(
-        parts[0].contains("postgres:5432 - accepting connections"),
-        "postgres did not answer by name:\n{o}"
-    );
-    assert_eq!(parts[1].trim(), "77", "pids limit:\n{o}");
-    let init = parts[2].trim();
-    assert!(init == "docker-init" || init == "tini", "PID 1 is {init:?}");
-    let tmp = parts[3].split_whitespace().nth(3).unwrap_or_default();
-    assert!(
-        parts[3].starts_with("tmpfs ") && tmp.contains("nosuid") && tmp.contains("noexec"),
-        "/tmp: {}",
-        parts[3]
-    );
-    assert_eq!(
-        default_routes(parts[4]).len(),
-        1,
-        "app_default is not internal: one default route (positive control):\n{o}"
-    );
+    check_scenario(&out, "77", "stack app");
     let line = odek_e2e::startup_line(&out).expect("startup line");
     assert!(line.contains("networks=app_backend,app_default"), "{line}");
-    sw.assert_nothing_left("after run");
+    sw.assert_nothing_left(&p, "after run");
 
     // One internal overlay: redis by name, no route out.
     let out = sw.odek_ok(
@@ -379,27 +302,9 @@ fn a_stacks_services_answer_by_name_and_every_refusal_leaves_nothing() {
     let o = stdout(&out);
     let (answers, routes) = o.split_once("---\n").expect("separator");
     assert!(answers.contains("PONG"), "{o}");
-    let defaults = default_routes(routes);
-    if defaults.is_empty() {
-        // Docker 25+: no default route on an internal network.
-    } else {
-        // Docker before 25.0 (moby#46603) adds a default route by an
-        // internal network's own gateway: it may only be the sandbox's
-        // link network's (odek's own, Internal here), one subnet.
-        let subnets: Vec<&str> = routes
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("default"))
-            .filter_map(|l| l.split_whitespace().next())
-            .collect();
-        assert_eq!(subnets.len(), 1, "one subnet expected:\n{routes}");
-        let gw_prefix = subnets[0].rsplit_once('.').map(|(a, _)| a).unwrap_or("");
-        assert!(
-            defaults
-                .iter()
-                .all(|d| d.contains(&format!("via {gw_prefix}."))),
-            "a default route leaves the link network:\n{routes}"
-        );
-    }
+    // No route out (Docker before 25.0, moby#46603: a default route by
+    // the sandbox's own link network's gateway only).
+    assert_no_route_out(routes, "stack inner");
 
     // The environment block lists the stack's services.
     let up = sw.odek_ok(
@@ -425,7 +330,7 @@ fn a_stacks_services_answer_by_name_and_every_refusal_leaves_nothing() {
         "{block}"
     );
     sw.odek_ok(&p, &["sandbox", "down", &name]);
-    sw.assert_nothing_left("after sandbox down");
+    sw.assert_nothing_left(&p, "after sandbox down");
 
     // SPEC §6.3 refusals with a stack.
     let img = ["--sandbox-image", BASE_IMAGE];
@@ -517,7 +422,7 @@ fn a_stacks_services_answer_by_name_and_every_refusal_leaves_nothing() {
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     assert!(!p.marker().exists(), "ran on the host: {}", stderr(&out));
     assert!(!stderr(&out).contains("NO SANDBOX"), "{}", stderr(&out));
-    sw.assert_nothing_left("daemon unreachable");
+    sw.assert_nothing_left(&p, "daemon unreachable");
 }
 
 /// A project's `odek.json` asking for stack `app` needs approval; a trust
@@ -557,7 +462,7 @@ fn an_approval_for_a_stack_is_refused_after_its_networks_are_recreated() {
     s.send_line("t").expect("trust");
     let (rest, code) = odek_e2e::tty::finish(s);
     assert_eq!(code, 0, "{card}{rest}");
-    sw.assert_nothing_left("odek approve");
+    sw.assert_nothing_left(&p, "odek approve");
 
     // Trusted: runs without a terminal, services by name.
     let out = sw.odek_ok(
