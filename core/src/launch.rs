@@ -1709,7 +1709,20 @@ impl Client {
         let (home, name) = (sandbox.plan.odek_home.clone(), sandbox.name.clone());
         tokio::task::spawn_blocking(move || {
             let base = load_manifest(&home, &name);
-            crate::workspace_copy::unpack_at(&archive, &workdir, expect, base.as_ref(), Some(&home))
+            let got = crate::workspace_copy::unpack_at(
+                &archive,
+                &workdir,
+                expect,
+                base.as_ref(),
+                Some(&home),
+            )?;
+            // What this copy-back made the same on both sides is the next
+            // one's base: a file it wrote is not a change on the host.
+            if let Some(mut base) = base {
+                base.extend(got.synced.clone());
+                let _ = save_manifest(&home, &name, &base);
+            }
+            Ok::<_, crate::workspace_copy::CopyError>(got)
         })
         .await
         .map_err(|e| refuse(format!("the copying task failed: {e}")))?

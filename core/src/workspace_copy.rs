@@ -201,14 +201,16 @@ fn pack_capped(
         manifest: Manifest::new(),
     };
     let mut total: u64 = 0;
-    let header = |kind: tar::EntryType, mode: u32, size: u64| {
+    // Each entry keeps the host's modification time, so tools that go by
+    // it (make) see the tree as it is on the host.
+    let header = |kind: tar::EntryType, mode: u32, size: u64, mtime: i64| {
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(kind);
         h.set_mode(mode & PERMISSIONS);
         h.set_uid(uid.into());
         h.set_gid(gid.into());
         h.set_size(size);
-        h.set_mtime(0);
+        h.set_mtime(mtime.max(0) as u64);
         h
     };
     // Every directory is opened from its parent's descriptor without
@@ -217,7 +219,7 @@ fn pack_capped(
     // out of the working directory.
     let root = open_root(workdir).map_err(|e| unreadable(workdir, e))?;
     let meta = rustix::fs::fstat(&root).map_err(|e| unreadable(workdir, e.into()))?;
-    let mut h = header(tar::EntryType::Directory, meta.st_mode, 0);
+    let mut h = header(tar::EntryType::Directory, meta.st_mode, 0, meta.st_mtime);
     b.append_data(&mut h, format!("{TOP}/"), std::io::empty())
         .map_err(|e| unreadable(workdir, e))?;
     // Depth first, by name, so the archive is the same for the same tree.
@@ -274,7 +276,7 @@ fn pack_capped(
                     Mode::empty(),
                 )
                 .map_err(|e| unreadable(&host, e.into()))?;
-                let mut h = header(tar::EntryType::Directory, m.st_mode, 0);
+                let mut h = header(tar::EntryType::Directory, m.st_mode, 0, m.st_mtime);
                 b.append_data(&mut h, &in_tar, std::io::empty())
                     .map_err(|e| unreadable(&host, e))?;
                 subdirs.push((rel_path, sub));
@@ -290,7 +292,12 @@ fn pack_capped(
                     });
                 }
                 out.manifest.insert(shown.clone(), file_key(&bytes));
-                let mut h = header(tar::EntryType::Regular, m.st_mode, bytes.len() as u64);
+                let mut h = header(
+                    tar::EntryType::Regular,
+                    m.st_mode,
+                    bytes.len() as u64,
+                    m.st_mtime,
+                );
                 b.append_data(&mut h, &in_tar, bytes.as_slice())
                     .map_err(|e| unreadable(&host, e))?;
                 out.files += 1;
@@ -309,7 +316,7 @@ fn pack_capped(
                     continue;
                 }
                 out.manifest.insert(shown.clone(), link_key(&target));
-                let mut h = header(tar::EntryType::Symlink, 0o777, 0);
+                let mut h = header(tar::EntryType::Symlink, 0o777, 0, m.st_mtime);
                 b.append_link(&mut h, &in_tar, &target)
                     .map_err(|e| unreadable(&host, e))?;
             } else {
@@ -364,8 +371,17 @@ pub struct Unpacked {
     /// Files and symlinks written (new or changed), relative to the
     /// workspace, in archive order.
     pub written: Vec<String>,
-    /// Entries not written, each with why.
+    /// Entries not written, each with why. Their paths are relative to
+    /// the workspace as `written`'s are, when the archive named them under
+    /// `workspace/`; an entry outside it is named as the archive had it.
     pub skipped: Vec<Skipped>,
+    /// Each file and symlink now the same on both sides (written, or the
+    /// host had it already), by relative path, as a [`Manifest`] key: what
+    /// the next copy-back of the same sandbox compares with, so a file this
+    /// one wrote is not taken for a change on the host.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub synced: Manifest,
 }
 
 /// Writes the archive of the sandbox's `/workspace` (`GET
@@ -430,7 +446,13 @@ pub fn unpack_at(
     for entry in entries {
         let mut entry = entry.map_err(|e| CopyError::Archive(e.to_string()))?;
         let raw = entry.path_bytes().into_owned();
-        let shown = String::from_utf8_lossy(&raw).into_owned();
+        let full = String::from_utf8_lossy(&raw).into_owned();
+        // Named as `written` names them: relative to the workspace.
+        let shown = full
+            .strip_prefix(&format!("{TOP}/"))
+            .filter(|r| !r.is_empty())
+            .map(str::to_string)
+            .unwrap_or(full.clone());
         let skip = |out: &mut Unpacked, reason: String| {
             out.skipped.push(Skipped {
                 path: shown.clone(),
@@ -493,13 +515,22 @@ pub fn unpack_at(
             }),
             _ => None,
         };
+        let host_now = key.as_ref().map(|_| host_key(&parent, leaf));
+        if let (Some(key), Some(Some(host))) = (&key, &host_now) {
+            if host == key {
+                // Both sides have it already (a file an earlier copy-back
+                // wrote, or the same edit on both): nothing to write.
+                out.synced.insert(rel_shown.clone(), key.clone());
+                continue;
+            }
+        }
         if let (Some(base), Some(key)) = (base, &key) {
             let uploaded = base.get(&rel_shown);
             if uploaded == Some(key) {
                 // Not changed in the sandbox.
                 continue;
             }
-            if host_key(&parent, leaf).as_ref() != uploaded {
+            if host_now.flatten().as_ref() != uploaded {
                 skip(
                     &mut out,
                     "changed on the host too since the sandbox was launched: the host's is kept"
@@ -536,7 +567,12 @@ pub fn unpack_at(
             other => Err(format!("an archive entry of type {other:?}")),
         };
         match done {
-            Ok(true) => out.written.push(rel_shown),
+            Ok(true) => {
+                if let Some(key) = key {
+                    out.synced.insert(rel_shown.clone(), key);
+                }
+                out.written.push(rel_shown)
+            }
             Ok(false) => {}
             Err(why) => skip(&mut out, why),
         }
@@ -798,6 +834,25 @@ mod tests {
     }
 
     #[test]
+    fn a_packed_file_keeps_the_hosts_modification_time() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let f = std::fs::File::create(d.path().join("Makefile")).expect("create");
+        let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+        f.set_modified(when).expect("set mtime");
+        drop(f);
+        let p = pack(d.path(), None, 0, 0).expect("pack");
+        let mut ar = tar::Archive::new(p.archive.as_slice());
+        let mtime = ar
+            .entries()
+            .expect("tar")
+            .map(|e| e.expect("entry"))
+            .find(|e| e.path().expect("path").ends_with("Makefile"))
+            .map(|e| e.header().mtime().expect("mtime"))
+            .expect("the file is in the archive");
+        assert_eq!(mtime, 1_000_000_000);
+    }
+
+    #[test]
     fn every_entry_counts_toward_the_cap_not_only_file_content() {
         let d = tempfile::tempdir().expect("tempdir");
         for i in 0..10 {
@@ -953,17 +1008,17 @@ mod tests {
             skipped,
             [
                 "/etc/odek-abs: an absolute path or one with `..`, outside the workspace",
-                "workspace/../escape: an absolute path or one with `..`, outside the workspace",
+                "../escape: an absolute path or one with `..`, outside the workspace",
                 "other/x: outside /workspace",
-                "workspace/abs: a symlink to /etc, outside the workspace",
-                "workspace/up: a symlink to ../outside, outside the workspace",
-                "workspace/via/through: below via, which is not a directory (a symlink is never written through)",
-                "workspace/hostlink/pwned: below hostlink, which is not a directory (a symlink is never written through)",
-                "workspace/null: a device",
-                "workspace/sda: a device",
-                "workspace/fifo: a FIFO",
-                "workspace/hard: a hard link (hard links are not copied back)",
-                "workspace/hard2: a hard link (hard links are not copied back)",
+                "abs: a symlink to /etc, outside the workspace",
+                "up: a symlink to ../outside, outside the workspace",
+                "via/through: below via, which is not a directory (a symlink is never written through)",
+                "hostlink/pwned: below hostlink, which is not a directory (a symlink is never written through)",
+                "null: a device",
+                "sda: a device",
+                "fifo: a FIFO",
+                "hard: a hard link (hard links are not copied back)",
+                "hard2: a hard link (hard links are not copied back)",
             ]
         );
         assert_eq!(std::fs::read(w.join("ok.txt")).expect("read"), b"fine");
@@ -1080,7 +1135,7 @@ mod tests {
             unpack(&b.into_inner().expect("tar"), w, Some(&p.manifest), None).expect("unpack");
         assert_eq!(got.written, ["sandbox", "new"]);
         let skipped: Vec<&str> = got.skipped.iter().map(|s| s.path.as_str()).collect();
-        assert_eq!(skipped, ["workspace/both", "workspace/new-on-host"]);
+        assert_eq!(skipped, ["both", "new-on-host"]);
         let read = |n: &str| std::fs::read_to_string(w.join(n)).expect("read");
         assert_eq!(
             [
