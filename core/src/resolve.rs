@@ -185,6 +185,21 @@ impl Client {
             plan.engine_default_runtime = security.default_runtime.clone();
             engine_id = security.id.clone();
             if let Some(r) = &settings.runtime {
+                // `runsc` the engine has not registered: registering it
+                // would only meet the gVisor refusal below, so say that
+                // one rather than how to register it.
+                if !security.runtimes.contains(&r.value) && r.value == "runsc" {
+                    return Err(ConfigError::InvalidValue {
+                        origin: r.source.to_string(),
+                        key: names::sandbox_runtime.into(),
+                        reason: format!(
+                            "\"runsc\" is gVisor, which odek refuses on any engine (the engine at {} has not registered it either), so nothing was created: {}",
+                            crate::text::shown(engine.endpoint().to_string()),
+                            crate::engine::GVISOR_UNSUPPORTED
+                        ),
+                    }
+                    .into());
+                }
                 if !security.runtimes.contains(&r.value) {
                     return Err(
                         unknown_runtime(&settings, engine.as_ref(), Some(&security), None).into(),

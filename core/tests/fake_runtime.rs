@@ -40,9 +40,9 @@ fn runtime_flag(s: Setup, name: &str) -> Setup {
 async fn an_unknown_runtime_is_refused_before_anything_is_created() {
     // The fake engine has Docker's runtimes only: runc (the default) and
     // containerd's names for it.
-    let s = runtime_flag(Setup::new(), "runsc");
-    let e = s.resolve().await.expect_err("runsc is not registered");
-    assert_refused_before_create(&s, &e, FailureClass::Config, "\"runsc\"");
+    let s = runtime_flag(Setup::new(), "crun");
+    let e = s.resolve().await.expect_err("crun is not registered");
+    assert_refused_before_create(&s, &e, FailureClass::Config, "\"crun\"");
     let msg = e.to_string();
     for needle in [
         "flag --sandbox-runtime",
@@ -61,6 +61,18 @@ async fn an_unknown_runtime_is_refused_before_anything_is_created() {
             .is_empty(),
         "create was asked"
     );
+
+    // runsc, not registered: registering it would only meet the gVisor
+    // refusal, so that is what is said (not how to register it).
+    let s = runtime_flag(Setup::new(), "runsc");
+    let e = s.resolve().await.expect_err("runsc");
+    assert_refused_before_create(
+        &s,
+        &e,
+        FailureClass::Config,
+        "is gVisor, which odek refuses",
+    );
+    assert!(!e.to_string().contains("daemon.json"), "{e}");
 
     // From the environment, the message names the variable.
     let s = Setup::new().env("ODEK_SANDBOX_RUNTIME", "kata");

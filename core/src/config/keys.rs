@@ -327,7 +327,7 @@ config_keys! {
     /// (`GET /info` `Runtimes`); unset: the engine's default runtime.
     sandbox_runtime: String = Text {
         env: Some("ODEK_SANDBOX_RUNTIME"),
-        flag: flag("--sandbox-runtime", "NAME", "OCI runtime the engine runs the sandbox with, one the engine has registered (e.g. runc, runsc); default: the engine's default runtime"),
+        flag: flag("--sandbox-runtime", "NAME", "OCI runtime the engine runs the sandbox with, one the engine has registered (e.g. runc, crun, kata-runtime; gVisor's runsc is refused); default: the engine's default runtime"),
         approval: Some(10),
         container_only: Some(11),
         tighten: false,
@@ -340,7 +340,7 @@ config_keys! {
     /// operator sets it: a project value is ignored with a warning.
     sandbox_workspace: String = Text {
         env: Some("ODEK_SANDBOX_WORKSPACE"),
-        flag: flag("--sandbox-workspace", "bind|copy", "How /workspace reaches the sandbox: `bind` mounts the working directory (default); `copy` uploads it at launch and copies changes back at `odek sandbox down` or `odek sandbox copy-back` (for an engine on another machine)"),
+        flag: flag("--sandbox-workspace", "bind|copy", "How /workspace reaches the sandbox: `bind` mounts the working directory (default); `copy` uploads it at launch and copies changes back at `odek sandbox down`, at the end of `odek run` and on `odek sandbox copy-back` (for an engine on another machine)"),
         approval: None,
         container_only: None,
         tighten: true,
