@@ -1663,10 +1663,11 @@ impl Client {
     /// through a symlink, no setuid bit, no device). The sandbox keeps
     /// running.
     ///
-    /// Errors: [`Error::Rejected`] for a sandbox whose workspace is bind-
-    /// mounted (its writes are the host's already) or on the host; the
-    /// engine's error when the archive cannot be read; a config error when
-    /// the archive is not a tar.
+    /// Errors: [`Error::Usage`] (class config) for a sandbox whose
+    /// workspace is bind-mounted (its writes are the host's already),
+    /// read-only, or on the host; the engine's error when the archive
+    /// cannot be read; [`Error::Rejected`] when the sandbox has no
+    /// `/workspace` or the archive is not a tar.
     pub async fn copy_back(&self, sandbox: &Sandbox) -> Result<crate::workspace_copy::Unpacked> {
         let refuse = |message: String| Error::Rejected {
             fix: None,
@@ -1675,19 +1676,19 @@ impl Client {
             removal: None,
         };
         let Some(id) = &sandbox.container_id else {
-            return Err(refuse(format!(
+            return Err(Error::Usage(format!(
                 "sandbox {} runs on the host: its working directory is the host's, there is nothing to copy back",
                 sandbox.name
             )));
         };
         if sandbox.plan.readonly {
-            return Err(refuse(format!(
+            return Err(Error::Usage(format!(
                 "sandbox {} has a read-only workspace (sandbox_readonly): nothing it holds is copied back",
                 sandbox.name
             )));
         }
         if sandbox.plan.workspace != crate::config::WorkspaceMode::Copy {
-            return Err(refuse(format!(
+            return Err(Error::Usage(format!(
                 "sandbox {} has its working directory bind-mounted: what it writes is on the host already, there is nothing to copy back",
                 sandbox.name
             )));

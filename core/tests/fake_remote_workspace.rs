@@ -384,3 +384,22 @@ async fn copy_back_twice_brings_the_second_version_back() {
         "{copied:?}"
     );
 }
+
+/// `copy-back` of a sandbox whose workspace is bind-mounted is the
+/// caller's mistake (class config), not Docker's refusal.
+#[tokio::test]
+async fn copy_back_of_a_bind_mounted_sandbox_is_a_usage_error() {
+    let s = Setup::new();
+    let sb = s.up().await.expect("up");
+    let err = s
+        .odek
+        .copy_back(&sb)
+        .await
+        .expect_err("nothing to copy back");
+    assert_eq!(err.class(), FailureClass::Config, "{err}");
+    assert!(
+        err.to_string()
+            .contains("has its working directory bind-mounted"),
+        "{err}"
+    );
+}
