@@ -323,8 +323,17 @@ fn unreachable_text(
     removal: &Option<Removal>,
     surface: Surface,
 ) -> String {
+    // The way to a remote daemon (its host, port, ssh, TLS port) fails
+    // more often than the daemon itself.
+    let fix = if endpoint.starts_with("ssh://") {
+        "check that the host and port are right and that `ssh` reaches that machine and runs `docker` there, or point DOCKER_HOST at a running daemon"
+    } else if endpoint.starts_with("tcp://") {
+        "check that the host and port are right and that the daemon listens there, or point DOCKER_HOST at a running daemon"
+    } else {
+        "start Docker or point DOCKER_HOST at a running daemon"
+    };
     format!(
-        "the Docker daemon at {endpoint} is unreachable during {step}: {message}{}; start Docker or point DOCKER_HOST at a running daemon",
+        "the Docker daemon at {endpoint} is unreachable during {step}: {message}{}; {fix}",
         removal_text(removal, surface)
     )
 }
@@ -583,6 +592,29 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unreachable_remote_daemon_names_the_way_to_it_not_starting_docker() {
+        let text = |endpoint: &str| {
+            unreachable_text(
+                endpoint,
+                Step::Ping,
+                "Connection refused",
+                &None,
+                Surface::Cli,
+            )
+        };
+        let ssh = text("ssh://me@127.0.0.1:1 (ssh, host key checked; from DOCKER_HOST)");
+        assert!(ssh.contains("`ssh` reaches that machine"), "{ssh}");
+        assert!(!ssh.contains("start Docker"), "{ssh}");
+        let tcp = text("tcp://127.0.0.1:1 (plain TCP, not encrypted; from DOCKER_HOST)");
+        assert!(tcp.contains("the daemon listens there"), "{tcp}");
+        let unix = text("unix:///var/run/docker.sock");
+        assert!(
+            unix.ends_with("start Docker or point DOCKER_HOST at a running daemon"),
+            "{unix}"
+        );
+    }
 
     #[test]
     fn used_up_address_pools_name_the_operators_fix_on_every_surface() {
