@@ -772,7 +772,7 @@ pub struct SupervisorState {
 /// API's path): docs/SECURITY.md, "Known gaps".
 pub const NOT_HELD_WITHOUT: [&str; 2] = [
     "owner link held from inside: a command can hold the idle process's stdin open or stop it, and the sandbox outlives its owner until gc",
-    "kill that trusts the image's shell: a timeout's kill runs the image's /bin/sh, which a root command can replace so that it reports processes killed that run on",
+    "kill that trusts the image's shell: a timeout's kill runs the image's /bin/sh, which a root command can replace, so processes reported killed may run on",
 ];
 
 impl SupervisorState {
