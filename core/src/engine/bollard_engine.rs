@@ -1697,6 +1697,82 @@ mod tests {
         )
     }
 
+    /// A daemon that answers `/_ping` (API 1.41) and, by the end of the
+    /// request path, `/version` and `/info` with the given JSON bodies.
+    async fn scripted_daemon(
+        dir: &std::path::Path,
+        version: &'static str,
+        info: &'static str,
+    ) -> std::path::PathBuf {
+        let path = dir.join("s.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match conn.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end);
+                        let target = head.split(' ').nth(1).unwrap_or_default().to_string();
+                        let (extra, body) = if target == "/_ping" {
+                            (
+                                "Api-Version: 1.41\r\nServer: Libpod/4.3.1 (linux)\r\n",
+                                "OK",
+                            )
+                        } else if target.ends_with("/version") {
+                            ("", version)
+                        } else if target.ends_with("/info") {
+                            ("", info)
+                        } else {
+                            ("", "[]")
+                        };
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if conn.write_all(resp.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        path
+    }
+
+    #[tokio::test]
+    async fn podmans_random_info_id_is_never_an_engine_id() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let info = r#"{"ID":"7a9ffb74-4fc3-479c-a5fd-ab28cd4901e0","DefaultRuntime":"runc","Runtimes":{"runc":{"path":"/usr/bin/runc"}}}"#;
+        let podman = r#"{"ApiVersion":"1.41","Version":"4.3.1","Components":[{"Name":"Podman Engine","Version":"4.3.1"},{"Name":"Conmon","Version":"2.1.6"}]}"#;
+        let e = engine_at(&scripted_daemon(dir.path(), podman, info).await);
+        let s = e.security().await.expect("security");
+        assert_eq!(s.podman.as_deref(), Some("4.3.1"));
+        assert_eq!(s.id, None, "Podman's /info ID is new on every call");
+        assert_eq!(
+            e.endpoint().approval_binding(s.id.as_deref()),
+            format!("endpoint:unix://{}", dir.path().join("s.sock").display())
+        );
+        // Docker's components: its ID is bound.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let docker = r#"{"ApiVersion":"1.41","Version":"20.10.24","Components":[{"Name":"Engine","Version":"20.10.24"},{"Name":"containerd","Version":"1.6"}]}"#;
+        let e = engine_at(&scripted_daemon(dir.path(), docker, info).await);
+        let s = e.security().await.expect("security");
+        assert_eq!(s.podman, None);
+        assert_eq!(
+            s.id.as_deref(),
+            Some("7a9ffb74-4fc3-479c-a5fd-ab28cd4901e0")
+        );
+    }
+
     /// A daemon that answers attach requests: 101 for container `abc` (then
     /// reports the request head and, later, the connection's EOF), 404 with
     /// a JSON message for any other, keeping that connection open.
