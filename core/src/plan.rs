@@ -213,6 +213,16 @@ impl Plan {
         )
     }
 
+    /// ` [Podman 4.3.1]` when resolve found the engine to be Podman's API
+    /// service (SPEC §6.2.3: it says so with the endpoint, on the startup
+    /// line and in `config view`), else empty.
+    pub(crate) fn podman_shown(&self) -> &str {
+        self.endpoint
+            .as_deref()
+            .and_then(|e| e.find(" [Podman ").map(|i| &e[i..]))
+            .unwrap_or("")
+    }
+
     /// The engine's release as resolve saw it (`20.10.24`), when it answered.
     pub(crate) fn engine_release(&self) -> Option<&str> {
         self.engine.as_ref().map(|e| e.server_version.as_str())

@@ -184,6 +184,11 @@ impl Client {
             };
             plan.engine_default_runtime = security.default_runtime.clone();
             engine_id = security.id.clone();
+            // Podman's API service (SPEC §6.2.3): said on the startup line
+            // and in `config view`, with the endpoint.
+            if let (Some(release), Some(endpoint)) = (&security.podman, plan.endpoint.as_mut()) {
+                endpoint.push_str(&format!(" [Podman {}]", crate::text::shown(release)));
+            }
             if let Some(r) = &settings.runtime {
                 // `runsc` the engine has not registered: registering it
                 // would only meet the gVisor refusal below, so say that
@@ -230,6 +235,47 @@ impl Client {
                     ),
                 }
                 .into());
+            }
+            // Podman (SPEC §6.2.3): a sandbox that reaches networks needs a
+            // link network without an address of the host and a way out
+            // without inter-container traffic, which Podman cannot give.
+            if let Some(release) = &security.podman {
+                let asked = [
+                    (
+                        names::sandbox_compose_project,
+                        settings
+                            .compose_project
+                            .as_ref()
+                            .map(|s| s.source.to_string()),
+                    ),
+                    (
+                        names::sandbox_networks,
+                        settings.networks.as_ref().map(|s| s.source.to_string()),
+                    ),
+                    (
+                        names::sandbox_stack,
+                        settings.stack.as_ref().map(|s| s.source.to_string()),
+                    ),
+                    (
+                        names::sandbox_egress,
+                        settings.egress.as_ref().map(|s| s.source.to_string()),
+                    ),
+                ]
+                .into_iter()
+                .find_map(|(key, source)| source.map(|s| (key, s)));
+                if let Some((key, origin)) = asked {
+                    return Err(ConfigError::InvalidValue {
+                        origin,
+                        key: key.into(),
+                        reason: format!(
+                            "cannot be had on the engine at {}, which is Podman {}, so nothing was created: {}",
+                            crate::text::shown(engine.endpoint().to_string()),
+                            crate::text::shown(release),
+                            crate::engine::PODMAN_LACKS_NETWORKS
+                        ),
+                    }
+                    .into());
+                }
             }
             // The operator named no user: the default of SPEC §6.1 "user".
             if defaulted {

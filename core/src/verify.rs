@@ -253,10 +253,14 @@ pub(crate) fn verify(
         tmp_options: tmp,
         image_id: info.image_id.clone(),
         runtime: info.runtime.clone(),
-        endpoint: match endpoint.security() {
-            Some(how) => format!("{} ({how})", endpoint.address),
-            None => endpoint.address.to_string(),
-        },
+        endpoint: format!(
+            "{}{}",
+            match endpoint.security() {
+                Some(how) => format!("{} ({how})", endpoint.address),
+                None => endpoint.address.to_string(),
+            },
+            plan.podman_shown()
+        ),
         link_network: link,
         out_network: out,
         dns_forwarding: crate::dns::applied(

@@ -80,6 +80,9 @@ pub struct BollardEngine {
     connect: ConnectFn,
     /// The negotiated client and what the engine said.
     negotiated: OnceCell<(Docker, EngineInfo)>,
+    /// Podman's release when the engine is Podman's API service (its
+    /// `/version` components), asked once (SPEC §6.2.3).
+    podman: OnceCell<Option<String>>,
 }
 
 type ConnectFn = Box<dyn Fn(ApiVersion) -> Result<Docker, BError> + Send + Sync>;
@@ -135,7 +138,28 @@ impl BollardEngine {
             timeouts,
             connect,
             negotiated: OnceCell::new(),
+            podman: OnceCell::new(),
         }
+    }
+
+    /// Podman's release when the engine is Podman's Docker-compatible API
+    /// service (`/version` lists a `Podman Engine` component), else `None`
+    /// (Docker; an engine that will not answer `/version` is taken for
+    /// Docker and asked again next time).
+    async fn podman(&self) -> Result<Option<String>, EngineError> {
+        if let Some(p) = self.podman.get() {
+            return Ok(p.clone());
+        }
+        let d = self.client().await?;
+        let v = timed(Op::Version, self.timeouts.call, d.version()).await?;
+        let components = v.components.unwrap_or_default();
+        let found = super::podman_release(
+            components
+                .iter()
+                .map(|c| (c.name.as_str(), c.version.as_str())),
+        );
+        let _ = self.podman.set(found.clone());
+        Ok(found)
     }
 
     async fn client(&self) -> Result<&Docker, EngineError> {
@@ -779,7 +803,21 @@ impl DockerApi for BollardEngine {
 
     async fn create_container(&self, spec: &ContainerSpec) -> Result<Created, EngineError> {
         let d = self.client().await?;
-        let body = create_body(spec);
+        let mut body = create_body(spec);
+        // Podman takes a seccomp profile by path only (SPEC §6.2.3).
+        if self.podman().await.ok().flatten().is_some() {
+            if let Some(host) = body.host_config.as_mut() {
+                let opts = host.security_opt.take().unwrap_or_default();
+                let sent = super::podman::profile_to_file(&opts).map_err(|why| {
+                    EngineError::new(
+                        Op::CreateContainer,
+                        EngineErrorKind::Rejected,
+                        format!("Podman takes a seccomp profile only as a file, and odek's could not be written: {why}"),
+                    )
+                })?;
+                host.security_opt = Some(sent);
+            }
+        }
         let opts = CreateContainerOptions {
             name: Some(spec.name.clone()),
             ..Default::default()
@@ -912,7 +950,13 @@ impl DockerApi for BollardEngine {
             Err(e) if e.kind == EngineErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let host = c.host_config.unwrap_or_default();
+        let mut host = c.host_config.unwrap_or_default();
+        // Podman reports the seccomp profile's path (SPEC §6.2.3).
+        if self.podman().await.ok().flatten().is_some() {
+            host.security_opt = host.security_opt.map(super::podman::profile_from_file);
+            let pid = c.state.as_ref().and_then(|s| s.pid);
+            super::podman::docker_host_config(&mut host, pid);
+        }
         let config = c.config.unwrap_or_default();
         let endpoints = endpoints_of(c.network_settings.and_then(|n| n.networks));
         let hardening = hardening(&host, c.mounts.unwrap_or_default());
@@ -968,7 +1012,10 @@ impl DockerApi for BollardEngine {
             d.top_processes(id, None),
         )
         .await?;
-        let titles = top.titles.unwrap_or_default();
+        let (titles, processes) = super::podman::split_top(
+            top.titles.unwrap_or_default(),
+            top.processes.unwrap_or_default(),
+        );
         let col = titles
             .iter()
             .position(|t| t == "CMD" || t == "COMMAND")
@@ -979,9 +1026,7 @@ impl DockerApi for BollardEngine {
                     format!("no CMD column in the process list (columns {titles:?})"),
                 )
             })?;
-        Ok(top
-            .processes
-            .unwrap_or_default()
+        Ok(processes
             .into_iter()
             .filter_map(|mut row| (col < row.len()).then(|| row.swap_remove(col)))
             .collect())
@@ -1224,7 +1269,12 @@ impl DockerApi for BollardEngine {
 
     async fn security(&self) -> Result<EngineSecurity, EngineError> {
         let d = self.client().await?;
-        let info = timed(Op::Info, self.timeouts.call, d.info()).await?;
+        // `/version` says whether this is Podman (SPEC §6.2.3), asked with
+        // `/info`; an engine that will not say is taken for Docker.
+        let (info, podman) =
+            tokio::join!(timed(Op::Info, self.timeouts.call, d.info()), self.podman());
+        let info = info?;
+        let podman = podman.ok().flatten();
         let opts = info.security_options.unwrap_or_default();
         // Each option is `name=<name>[,key=value…]`.
         let has = |name: &str| {
@@ -1251,7 +1301,10 @@ impl DockerApi for BollardEngine {
             runtimes,
             gvisor,
             default_runtime: info.default_runtime.filter(|r| !r.is_empty()),
-            id: info.id.filter(|i| !i.trim().is_empty()),
+            // Podman's `/info` `ID` is a new random UUID on every call: it
+            // names no engine, so an approval binds the endpoint instead.
+            id: info.id.filter(|i| !i.trim().is_empty() && podman.is_none()),
+            podman,
         })
     }
 
@@ -1642,6 +1695,82 @@ mod tests {
                 stream_idle: Duration::from_secs(5),
             },
         )
+    }
+
+    /// A daemon that answers `/_ping` (API 1.41) and, by the end of the
+    /// request path, `/version` and `/info` with the given JSON bodies.
+    async fn scripted_daemon(
+        dir: &std::path::Path,
+        version: &'static str,
+        info: &'static str,
+    ) -> std::path::PathBuf {
+        let path = dir.join("s.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match conn.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end);
+                        let target = head.split(' ').nth(1).unwrap_or_default().to_string();
+                        let (extra, body) = if target == "/_ping" {
+                            (
+                                "Api-Version: 1.41\r\nServer: Libpod/4.3.1 (linux)\r\n",
+                                "OK",
+                            )
+                        } else if target.ends_with("/version") {
+                            ("", version)
+                        } else if target.ends_with("/info") {
+                            ("", info)
+                        } else {
+                            ("", "[]")
+                        };
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if conn.write_all(resp.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        path
+    }
+
+    #[tokio::test]
+    async fn podmans_random_info_id_is_never_an_engine_id() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let info = r#"{"ID":"7a9ffb74-4fc3-479c-a5fd-ab28cd4901e0","DefaultRuntime":"runc","Runtimes":{"runc":{"path":"/usr/bin/runc"}}}"#;
+        let podman = r#"{"ApiVersion":"1.41","Version":"4.3.1","Components":[{"Name":"Podman Engine","Version":"4.3.1"},{"Name":"Conmon","Version":"2.1.6"}]}"#;
+        let e = engine_at(&scripted_daemon(dir.path(), podman, info).await);
+        let s = e.security().await.expect("security");
+        assert_eq!(s.podman.as_deref(), Some("4.3.1"));
+        assert_eq!(s.id, None, "Podman's /info ID is new on every call");
+        assert_eq!(
+            e.endpoint().approval_binding(s.id.as_deref()),
+            format!("endpoint:unix://{}", dir.path().join("s.sock").display())
+        );
+        // Docker's components: its ID is bound.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let docker = r#"{"ApiVersion":"1.41","Version":"20.10.24","Components":[{"Name":"Engine","Version":"20.10.24"},{"Name":"containerd","Version":"1.6"}]}"#;
+        let e = engine_at(&scripted_daemon(dir.path(), docker, info).await);
+        let s = e.security().await.expect("security");
+        assert_eq!(s.podman, None);
+        assert_eq!(
+            s.id.as_deref(),
+            Some("7a9ffb74-4fc3-479c-a5fd-ab28cd4901e0")
+        );
     }
 
     /// A daemon that answers attach requests: 101 for container `abc` (then

@@ -4,7 +4,8 @@
 //! is a config error, never silently another endpoint); else the current Docker
 //! context when one other than `default` is selected; else the first socket
 //! of `/var/run/docker.sock`, `$XDG_RUNTIME_DIR/docker.sock`,
-//! `~/.docker/run/docker.sock` that accepts a connection and passes the
+//! `~/.docker/run/docker.sock`, then Podman's `/run/podman/podman.sock`
+//! and `$XDG_RUNTIME_DIR/podman/podman.sock` that accepts a connection and passes the
 //! ownership rule of [`super::socket_owner`] (the socket, and every directory
 //! its path goes through, belong to the effective uid or root). Each path
 //! passed over is kept with the reason (absent, not a socket, another user's,
@@ -309,14 +310,7 @@ impl Endpoint {
         if let Some(ep) = context_endpoint(env)? {
             return Ok(ep);
         }
-        let mut candidates = vec![PathBuf::from("/var/run/docker.sock")];
-        if let Some(x) = &env.xdg_runtime_dir {
-            candidates.push(x.join("docker.sock"));
-        }
-        if let Some(h) = &env.home {
-            candidates.push(h.join(".docker/run/docker.sock"));
-        }
-        probe_in_order(&candidates)
+        probe_in_order(&probe_candidates(env))
     }
 
     /// An endpoint for a Unix socket given by the embedding program.
@@ -435,6 +429,28 @@ impl Endpoint {
             }
         }
     }
+}
+
+/// The sockets probed when neither `DOCKER_HOST` nor a context names the
+/// engine, in order (SPEC §6.2): Docker's (`/var/run/docker.sock`,
+/// `$XDG_RUNTIME_DIR/docker.sock`, `~/.docker/run/docker.sock`), then
+/// Podman's Docker-compatible API service, rootful
+/// (`/run/podman/podman.sock`) then rootless
+/// (`$XDG_RUNTIME_DIR/podman/podman.sock`). Every one passes the same
+/// ownership rule before it is connected to.
+pub fn probe_candidates(env: &EndpointEnv) -> Vec<PathBuf> {
+    let mut candidates = vec![PathBuf::from("/var/run/docker.sock")];
+    if let Some(x) = &env.xdg_runtime_dir {
+        candidates.push(x.join("docker.sock"));
+    }
+    if let Some(h) = &env.home {
+        candidates.push(h.join(".docker/run/docker.sock"));
+    }
+    candidates.push(PathBuf::from("/run/podman/podman.sock"));
+    if let Some(x) = &env.xdg_runtime_dir {
+        candidates.push(x.join("podman/podman.sock"));
+    }
+    candidates
 }
 
 /// The first of `candidates` that accepts a connection (SPEC §6.2), with
@@ -1063,7 +1079,7 @@ mod tests {
                 }
             ),
             Err(EndpointError::NoSocket { tried }) => {
-                assert_eq!(tried.len(), 3);
+                assert_eq!(tried.len(), 5);
                 assert_eq!(tried[0].path, PathBuf::from("/var/run/docker.sock"));
                 assert_eq!(tried[1].path, dir.path().join("xdg/docker.sock"));
                 assert_eq!(tried[1].reason, "absent");
@@ -1071,8 +1087,64 @@ mod tests {
                     tried[2].path,
                     dir.path().join("home/.docker/run/docker.sock")
                 );
+                assert_eq!(tried[3].path, PathBuf::from("/run/podman/podman.sock"));
+                assert_eq!(tried[4].path, dir.path().join("xdg/podman/podman.sock"));
+                assert_eq!(tried[4].reason, "absent");
             }
             Err(e) => panic!("unexpected {e}"),
+        }
+    }
+
+    #[test]
+    fn podman_sockets_are_probed_after_dockers() {
+        let env = EndpointEnv {
+            xdg_runtime_dir: Some("/run/user/1000".into()),
+            home: Some("/home/a".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            probe_candidates(&env),
+            [
+                "/var/run/docker.sock",
+                "/run/user/1000/docker.sock",
+                "/home/a/.docker/run/docker.sock",
+                "/run/podman/podman.sock",
+                "/run/user/1000/podman/podman.sock",
+            ]
+            .map(PathBuf::from)
+        );
+        // Without XDG_RUNTIME_DIR or HOME, only the fixed paths.
+        assert_eq!(
+            probe_candidates(&EndpointEnv::default()),
+            ["/var/run/docker.sock", "/run/podman/podman.sock"].map(PathBuf::from)
+        );
+    }
+
+    #[test]
+    fn a_live_podman_socket_is_chosen_when_dockers_are_absent_under_the_same_rule() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let xdg = dir.path().join("xdg");
+        std::fs::create_dir_all(xdg.join("podman")).expect("mkdir");
+        let sock = xdg.join("podman/podman.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+        let mut candidates = probe_candidates(&EndpointEnv {
+            xdg_runtime_dir: Some(xdg.clone()),
+            home: Some(dir.path().join("home")),
+            ..Default::default()
+        });
+        // The machine's own sockets are not this test's.
+        candidates.retain(|p| p.starts_with(dir.path()));
+        let ep = probe_in_order(&candidates).expect("podman socket");
+        assert_eq!(ep.address, Address::Unix { path: sock.clone() });
+        assert_eq!(ep.tried.len(), 2, "{:?}", ep.tried);
+        // Others can write its directory: passed over, as Docker's would be.
+        chmod(&xdg.join("podman"), 0o777);
+        match probe_in_order(&candidates) {
+            Err(EndpointError::NoSocket { tried }) => {
+                assert_eq!(tried[2].path, sock);
+                assert!(tried[2].reason.contains("others"), "{}", tried[2].reason);
+            }
+            other => panic!("unexpected {other:?}"),
         }
     }
 

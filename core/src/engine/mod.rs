@@ -12,6 +12,7 @@ mod endpoint;
 mod fake;
 mod foreign;
 mod owner_fds;
+mod podman;
 mod raw;
 mod socket_owner;
 mod ssh;
@@ -856,9 +857,36 @@ pub struct EngineSecurity {
     /// The engine's own ID (`/info`'s `ID`: a UUID on Docker 23+, twelve
     /// colon-separated groups on 20.10), `None` when it reports none.
     /// Network IDs are unique only per engine, so approvals bind to it
-    /// (SPEC §7.3).
+    /// (SPEC §7.3). Always `None` on Podman: its `/info` `ID` is a new
+    /// random UUID on every call, so the endpoint's address stands in
+    /// ([`engine_binding`]).
     #[serde(default)]
     pub id: Option<String>,
+    /// The engine is Podman's Docker-compatible API service (`/version`
+    /// lists a component named `Podman Engine`): its release, e.g. `4.3.1`;
+    /// `None` for Docker (SPEC §6.2.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub podman: Option<String>,
+}
+
+/// Why a sandbox that reaches networks (`sandbox_compose_project`,
+/// `sandbox_networks`, `sandbox_stack`, `sandbox_egress`) is refused on
+/// Podman (SPEC §6.2.3): what Podman lacks.
+pub const PODMAN_LACKS_NETWORKS: &str = "Podman lacks what odek's link and out networks need (SPEC §4.4): its bridge networks drop com.docker.network.bridge.inhibit_ipv4, so every network, internal ones included, holds the gateway address on the host and a sandbox would reach every host service bound to a wildcard address; and they drop com.docker.network.bridge.enable_icc=false, so sandboxes sharing odek-out would reach each other. On Podman a sandbox runs with sandbox_network none (its default network is not Docker's bridge either); to reach a Compose project's services, use Docker";
+
+/// The component `/version` names Podman's engine by.
+pub const PODMAN_COMPONENT: &str = "Podman Engine";
+
+/// Podman's release when `/version`'s components (name, version) include
+/// [`PODMAN_COMPONENT`]; `None` for Docker, whose components are `Engine`,
+/// `containerd`, `runc`, `docker-init`.
+pub fn podman_release<'a>(
+    components: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Option<String> {
+    components
+        .into_iter()
+        .find(|(name, _)| *name == PODMAN_COMPONENT)
+        .map(|(_, v)| v.trim().to_string())
 }
 
 /// A path in a container's filesystem as `HEAD /containers/{id}/archive`

@@ -8,6 +8,7 @@
 pub mod dns_stub;
 pub mod fault_proxy;
 pub mod operator;
+pub mod podman;
 pub mod portable;
 pub mod remote;
 pub mod second_daemon;
