@@ -140,6 +140,15 @@ const APT: &[(&str, &str)] = &[
     // gVisor, registered with the second daemon by
     // tests/e2e/tests/runtime_runsc.rs (odek refuses it, naming why).
     ("runsc", "runsc"),
+    // Podman's API service and podman-compose (tests/e2e/tests/podman.rs);
+    // catatonit is the init Podman 4.3 always uses, and netavark with
+    // aardvark-dns its network stack (without recommends apt would pick
+    // the CNI plugins).
+    ("podman", "podman"),
+    ("podman-compose", "podman-compose"),
+    ("catatonit", "catatonit"),
+    ("/usr/lib/podman/netavark", "netavark"),
+    ("/usr/lib/podman/aardvark-dns", "aardvark-dns"),
 ];
 
 type R = Result<(), String>;
