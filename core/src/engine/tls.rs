@@ -159,10 +159,16 @@ pub(crate) fn certificates(pem: &[u8]) -> Vec<CertificateDer<'static>> {
 /// or authenticates the engine (TLS material, a Docker context): it
 /// belongs to the effective uid or root and neither group nor others can
 /// write it, so nobody else can replace a file in it. `dir` is followed if
-/// it is a symlink. Errors: what is wrong and the fix, as a phrase that
+/// it is a symlink; an absent one passes (what is read from it is then
+/// named as absent). Errors: what is wrong and the fix, as a phrase that
 /// follows the directory's name.
 pub(crate) fn check_dir(dir: &Path) -> Result<(), String> {
-    let meta = std::fs::metadata(dir).map_err(|e| format!("cannot be inspected ({e})"))?;
+    let meta = match std::fs::metadata(dir) {
+        Ok(m) => m,
+        // Absent: the files in it are named as absent (the clearer fix).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot be inspected ({e})")),
+    };
     if !meta.is_dir() {
         return Err("is not a directory".into());
     }
