@@ -276,6 +276,21 @@ impl Client {
                     }
                     .into());
                 }
+                // Podman reads odek's seccomp profile from a file: one a
+                // sandbox could write (its directory inside the working
+                // directory or a volume) could be swapped while Podman
+                // reads it.
+                let dir = crate::engine::podman_seccomp_dir();
+                let exposed = (settings.workspace.value == config::WorkspaceMode::Bind
+                    && dir.starts_with(&plan.workdir))
+                    || plan.volumes.iter().any(|v| dir.starts_with(&v.host));
+                if exposed {
+                    return Err(Error::Usage(format!(
+                        "on Podman odek hands its seccomp profile over as a file in {}, which this sandbox could write (it lies in the working directory {} or a volume), so nothing was created; run odek from another directory, or set XDG_RUNTIME_DIR to your own private runtime directory",
+                        crate::text::shown(&dir),
+                        crate::text::shown(&plan.workdir)
+                    )));
+                }
             }
             // The operator named no user: the default of SPEC §6.1 "user".
             if defaulted {

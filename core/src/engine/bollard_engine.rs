@@ -162,6 +162,26 @@ impl BollardEngine {
         Ok(found)
     }
 
+    /// The refusal of a network operation on Podman (SPEC §6.2.3): its
+    /// bridge networks drop the options odek's isolation rests on, so no
+    /// network is made or joined there, whichever path asked (a resolve
+    /// whose `/info` was refused, a plan from the C ABI). `Ok` on Docker,
+    /// and when `/version` does not answer (then the create that follows
+    /// fails on Podman: its seccomp profile goes inline).
+    async fn refuse_on_podman(&self, op: Op) -> Result<(), EngineError> {
+        match self.podman().await {
+            Ok(Some(release)) => Err(EngineError::new(
+                op,
+                EngineErrorKind::Rejected,
+                format!(
+                    "the engine is Podman {release}, where odek makes and joins no network: {}",
+                    super::PODMAN_LACKS_NETWORKS
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     async fn client(&self) -> Result<&Docker, EngineError> {
         Ok(&self.negotiate().await?.0)
     }
@@ -804,8 +824,19 @@ impl DockerApi for BollardEngine {
     async fn create_container(&self, spec: &ContainerSpec) -> Result<Created, EngineError> {
         let d = self.client().await?;
         let mut body = create_body(spec);
-        // Podman takes a seccomp profile by path only (SPEC §6.2.3).
+        // Podman takes a seccomp profile by path only (SPEC §6.2.3): a
+        // path on the engine's host, so only a Podman on this machine.
         if self.podman().await.ok().flatten().is_some() {
+            if !self.endpoint.is_local() {
+                return Err(EngineError::new(
+                    Op::CreateContainer,
+                    EngineErrorKind::Rejected,
+                    format!(
+                        "the engine at {} is Podman on another machine: Podman takes odek's seccomp profile only as a file on its own host, which odek cannot write or check there, so nothing was created; run odek on that machine",
+                        crate::text::shown(self.endpoint.to_string())
+                    ),
+                ));
+            }
             if let Some(host) = body.host_config.as_mut() {
                 let opts = host.security_opt.take().unwrap_or_default();
                 let sent = super::podman::profile_to_file(&opts).map_err(|why| {
@@ -850,6 +881,7 @@ impl DockerApi for BollardEngine {
         container_id: &str,
         aliases: &[String],
     ) -> Result<(), EngineError> {
+        self.refuse_on_podman(Op::ConnectNetwork).await?;
         let d = self.client().await?;
         let req = NetworkConnectRequest {
             container: container_id.to_string(),
@@ -892,6 +924,7 @@ impl DockerApi for BollardEngine {
     }
 
     async fn create_network(&self, spec: &NetworkSpec) -> Result<String, EngineError> {
+        self.refuse_on_podman(Op::CreateNetwork).await?;
         let d = self.client().await?;
         let req = NetworkCreateRequest {
             name: spec.name.clone(),
@@ -955,7 +988,7 @@ impl DockerApi for BollardEngine {
         if self.podman().await.ok().flatten().is_some() {
             host.security_opt = host.security_opt.map(super::podman::profile_from_file);
             let pid = c.state.as_ref().and_then(|s| s.pid);
-            super::podman::docker_host_config(&mut host, pid);
+            super::podman::docker_host_config(&mut host, id, pid);
         }
         let config = c.config.unwrap_or_default();
         let endpoints = endpoints_of(c.network_settings.and_then(|n| n.networks));
@@ -1746,6 +1779,41 @@ mod tests {
             }
         });
         path
+    }
+
+    #[tokio::test]
+    async fn on_podman_no_network_is_made_or_joined_whatever_asked() {
+        let info =
+            r#"{"ID":"x","DefaultRuntime":"runc","Runtimes":{"runc":{"path":"/usr/bin/runc"}}}"#;
+        let spec = NetworkSpec {
+            name: "odek-x-link".into(),
+            internal: true,
+            labels: Default::default(),
+            options: Default::default(),
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let podman = r#"{"ApiVersion":"1.41","Version":"4.3.1","Components":[{"Name":"Podman Engine","Version":"4.3.1"}]}"#;
+        let e = engine_at(&scripted_daemon(dir.path(), podman, info).await);
+        let err = e.create_network(&spec).await.expect_err("refused");
+        assert!(
+            err.message.contains("odek makes and joins no network"),
+            "{err:?}"
+        );
+        let err = e.connect_network("n", "c", &[]).await.expect_err("refused");
+        assert!(
+            err.message.contains("odek makes and joins no network"),
+            "{err:?}"
+        );
+        // Docker: asked of the daemon (whose scripted answer is no network).
+        let dir = tempfile::tempdir().expect("tempdir");
+        let docker = r#"{"ApiVersion":"1.41","Version":"20.10.24","Components":[{"Name":"Engine","Version":"20.10.24"}]}"#;
+        let e = engine_at(&scripted_daemon(dir.path(), docker, info).await);
+        let got = e.create_network(&spec).await;
+        assert!(
+            !got.as_ref()
+                .is_err_and(|e| e.message.contains("odek makes and joins no network")),
+            "{got:?}"
+        );
     }
 
     #[tokio::test]

@@ -267,8 +267,12 @@ impl EndpointEnv {
             docker_host: var("DOCKER_HOST"),
             docker_context: var("DOCKER_CONTEXT"),
             docker_config: var("DOCKER_CONFIG").map(PathBuf::from),
-            xdg_runtime_dir: var("XDG_RUNTIME_DIR").map(PathBuf::from),
-            home: var("HOME").map(PathBuf::from),
+            // Relative values are ignored (the XDG spec says so; a socket
+            // relative to the working directory would be a sandbox's).
+            xdg_runtime_dir: var("XDG_RUNTIME_DIR")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute()),
+            home: var("HOME").map(PathBuf::from).filter(|p| p.is_absolute()),
             docker_tls_verify: var("DOCKER_TLS_VERIFY").is_some(),
             docker_tls: var("DOCKER_TLS").is_some(),
             docker_cert_path: var("DOCKER_CERT_PATH").map(PathBuf::from),

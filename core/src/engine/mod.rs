@@ -34,6 +34,7 @@ pub use fake::{
 };
 pub(crate) use foreign::Foreign;
 pub use owner_fds::{take_owner_link_fds, OWNER_LINK_SLOTS};
+pub(crate) use podman::seccomp_dir as podman_seccomp_dir;
 pub use socket_owner::SocketOwner;
 pub use ssh::SshTarget;
 pub use tls::Tls;

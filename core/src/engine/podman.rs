@@ -5,13 +5,13 @@
 //! `seccomp=` value as a path on the engine's host, never as the profile
 //! itself (Docker takes the JSON inline): odek's profile is written to a
 //! file of its own, named by the profile's SHA-256, in a directory only the
-//! effective user can write (`$TMPDIR/odek-seccomp-<euid>`, mode 0700), and
+//! effective user can write ([`seccomp_dir`], mode 0700), and
 //! the container is created with `seccomp=<that path>`. Podman's inspect
 //! reports the path back; [`profile_from_file`] gives verify (SPEC §6.1) the
 //! profile again when the path is one of that directory's and the file's
 //! digest is its name — anything else is left as the engine reported it,
-//! so verify refuses it. A local engine reads the file; a Podman service
-//! on another host cannot (refused at create, naming the path).
+//! so verify refuses it. A Podman service on another host is refused at
+//! create: the file would be on its host.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -19,11 +19,26 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
-/// The directory odek's seccomp profile files lie in: the effective user's
-/// own (`$TMPDIR/odek-seccomp-<euid>`).
-fn seccomp_dir() -> PathBuf {
+/// The directory odek's seccomp profile files lie in, the effective
+/// user's own: `$XDG_RUNTIME_DIR/odek-seccomp` when that is an absolute
+/// directory of the effective user that nobody else can write (a per-user
+/// tmpfs no sandbox is given), else `/tmp/odek-seccomp-<euid>` — never
+/// `$TMPDIR`, which may be relative, shared, or inside a working
+/// directory a sandbox can write (it could swap the profile while Podman
+/// reads it).
+pub(crate) fn seccomp_dir() -> PathBuf {
     let euid = rustix::process::geteuid().as_raw();
-    std::env::temp_dir().join(format!("odek-seccomp-{euid}"))
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .filter(|d| {
+            std::fs::symlink_metadata(d)
+                .is_ok_and(|m| m.is_dir() && m.uid() == euid && m.permissions().mode() & 0o077 == 0)
+        });
+    match runtime {
+        Some(d) => d.join("odek-seccomp"),
+        None => PathBuf::from("/tmp").join(format!("odek-seccomp-{euid}")),
+    }
 }
 
 /// Makes [`seccomp_dir`] or checks it: a directory (not a symlink) of the
@@ -213,24 +228,85 @@ fn bounding_caps(status: &str) -> Option<Vec<String>> {
 /// readable when the engine is on this host) — `CapDrop: ["ALL"]` and
 /// `CapAdd` what the set holds. When it cannot be read, `CapDrop`/`CapAdd`
 /// stay as Podman said, and verify refuses the container.
-pub(super) fn docker_host_config(host: &mut bollard::models::HostConfig, pid: Option<i64>) {
+pub(super) fn docker_host_config(
+    host: &mut bollard::models::HostConfig,
+    container_id: &str,
+    pid: Option<i64>,
+) {
     for mode in [&mut host.pid_mode, &mut host.uts_mode] {
         if mode.as_deref() == Some("private") {
             *mode = Some(String::new());
         }
     }
-    let status = pid
-        .filter(|p| *p > 0)
-        .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok());
-    if let Some(caps) = status.as_deref().and_then(bounding_caps) {
+    // Only a process whose cgroup names the container (another PID
+    // namespace's number, or a PID reused since, is never read).
+    let status = crate::mounts::container_proc(container_id, pid)
+        .ok()
+        .and_then(|dir| std::fs::read_to_string(dir.join("status")).ok());
+    if let Some(caps) = status.as_deref().and_then(process_caps) {
         host.cap_drop = Some(vec!["ALL".to_string()]);
         host.cap_add = Some(caps);
     }
 }
 
+/// Every capability a `/proc/PID/status` text's process has in any set
+/// (`CapBnd`, `CapEff`, `CapPrm`, `CapInh`, `CapAmb`), by name; `None` when
+/// a line is missing or malformed, or a bit beyond those odek knows is set.
+fn process_caps(status: &str) -> Option<Vec<String>> {
+    let mut all: Vec<String> = Vec::new();
+    for key in ["CapBnd:", "CapEff:", "CapPrm:", "CapInh:", "CapAmb:"] {
+        let line: String = status
+            .lines()
+            .find(|l| l.starts_with(key))?
+            .replacen(key, "CapBnd:", 1);
+        for c in bounding_caps(&line)? {
+            if !all.contains(&c) {
+                all.push(c);
+            }
+        }
+    }
+    Some(all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_capability_set_counts_not_only_the_bounding_one() {
+        let empty = "CapInh:\t0\nCapPrm:\t0\nCapEff:\t0\nCapBnd:\t0\nCapAmb:\t0\n";
+        assert_eq!(process_caps(empty), Some(vec![]));
+        let amb = "CapInh:\t0\nCapPrm:\t0\nCapEff:\t0\nCapBnd:\t0\nCapAmb:\t1\n";
+        assert_eq!(process_caps(amb), Some(vec!["CHOWN".to_string()]));
+        // A set missing: not known to be empty.
+        assert_eq!(process_caps("CapBnd:\t0\n"), None);
+    }
+
+    #[test]
+    fn a_process_of_another_container_or_none_is_never_read() {
+        let mut host = bollard::models::HostConfig {
+            cap_drop: Some(vec!["KILL".into()]),
+            ..Default::default()
+        };
+        // This test's own process: its cgroup names no such container.
+        docker_host_config(&mut host, &"ab".repeat(32), Some(std::process::id() as i64));
+        assert_eq!(
+            host.cap_drop,
+            Some(vec!["KILL".to_string()]),
+            "left as Podman said"
+        );
+    }
+
+    #[test]
+    fn the_profile_directory_is_never_tmpdir() {
+        let d = seccomp_dir();
+        assert!(d.is_absolute(), "{}", d.display());
+        assert!(
+            d.starts_with("/tmp") || d.ends_with("odek-seccomp"),
+            "{}",
+            d.display()
+        );
+    }
 
     #[test]
     fn the_bounding_set_names_the_capabilities_left() {
