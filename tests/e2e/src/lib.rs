@@ -144,6 +144,16 @@ pub fn docker_ok(args: &[&str]) -> bool {
     run(Command::new("docker").args(args)).status.success()
 }
 
+/// `docker <args>` → stdout (trimmed) when it succeeds, `None` when it
+/// fails: for an object a concurrent test may remove between a listing and
+/// its inspect.
+pub fn docker_try(args: &[&str]) -> Option<String> {
+    let out = run(Command::new("docker").args(args));
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
 /// Makes sure the daemon answers, the test images exist and the shared
 /// Compose fixture runs. Called by every test; does the work once.
 pub fn fixture() {

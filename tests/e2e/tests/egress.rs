@@ -457,7 +457,10 @@ fn a_proxy_that_cannot_start_refuses_the_launch_and_leaves_nothing() {
     // What other tests running meanwhile made belongs to a sandbox that
     // exists; this launch's would belong to none.
     let orphan = |format: &str, id: &str| {
-        let of = docker(&["inspect", "-f", format, id]);
+        // Gone since it was listed (a concurrent test's teardown): not left.
+        let Some(of) = docker_try(&["inspect", "-f", format, id]) else {
+            return false;
+        };
         !docker_ok(&["inspect", "--type", "container", &of])
     };
     // A concurrent test's launch in flight (its network made, its
