@@ -1783,19 +1783,18 @@ impl Client {
         // nothing is lost), and before the files host tools run are
         // compared, so that what it brought back is named as a bind
         // mount's writes would be.
-        let copied_back = match (&sandbox.container_id, sandbox.plan.workspace) {
-            (Some(_), crate::config::WorkspaceMode::Copy) if !sandbox.plan.readonly => {
-                match self.copy_back(sandbox).await {
-                    Ok(u) => Some(u),
-                    Err(e) => {
-                        if let Some(call) = call {
-                            call.finish(None, None, Some(&e));
-                        }
-                        return Err(e);
+        let copied_back = if sandbox.copies_back() {
+            match self.copy_back(sandbox).await {
+                Ok(u) => Some(u),
+                Err(e) => {
+                    if let Some(call) = call {
+                        call.finish(None, None, Some(&e));
                     }
+                    return Err(e);
                 }
             }
-            _ => None,
+        } else {
+            None
         };
         self.remove(sandbox, call).await?;
         if sandbox.container_id.is_none() {

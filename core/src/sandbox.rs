@@ -172,6 +172,14 @@ impl PartialEq for OwnerLink {
 impl Eq for OwnerLink {}
 
 impl Sandbox {
+    /// True when closing it copies its `/workspace` back first (SPEC §6.1
+    /// "workspace"): a container with a copied, writable workspace.
+    pub fn copies_back(&self) -> bool {
+        self.container_id.is_some()
+            && self.plan.workspace == crate::config::WorkspaceMode::Copy
+            && !self.plan.readonly
+    }
+
     /// A "sandbox" that is the host (fallback or off).
     pub fn host(plan: &Plan, isolation: Isolation, warnings: Vec<Warning>) -> Sandbox {
         Sandbox {

@@ -85,9 +85,7 @@ pub(super) async fn sandbox(
                 match odek.owned(n, &home).await {
                     Ok(s) => {
                         let call = Call::start(&s, Surface::Cli, "sandbox_down");
-                        let copied = s.plan.workspace == odek_core::config::WorkspaceMode::Copy
-                            && s.container_id.is_some()
-                            && !s.plan.readonly;
+                        let copied = s.copies_back();
                         let closed = if args.discard && copied {
                             errln!(
                                 "odek: {}: --discard: its /workspace is not copied back",
